@@ -1,0 +1,45 @@
+# jag — the commands people type. Each installs what it needs first
+# (scripts/setup.sh), then builds with CMake.
+BUILD ?= build
+PREFIX ?= /usr/local
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all build setup test test-c sanitize memcheck demo bench install clean
+
+all: build
+
+setup:
+	@scripts/setup.sh
+
+build: setup
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD) -j $(JOBS)
+
+# The test suite: every C test under ctest.
+test: build
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The same suite under AddressSanitizer + UndefinedBehaviorSanitizer.
+sanitize: setup
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DJAG_SANITIZE=ON -DJAG_BUILD_BENCH=OFF >/dev/null
+	@cmake --build build-asan -j $(JOBS)
+	@cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
+
+# The suite under valgrind: zero leaks, zero errors.
+memcheck: setup
+	@cmake -S . -B build-memcheck -DCMAKE_BUILD_TYPE=Debug -DJAG_BUILD_BENCH=OFF >/dev/null
+	@cmake --build build-memcheck -j $(JOBS)
+	@scripts/memcheck.sh build-memcheck
+
+demo: build
+	@$(BUILD)/examples/demo
+
+bench: build
+	@scripts/bench.sh $(BUILD)
+
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX)
+
+clean:
+	rm -rf build build-asan build-memcheck

@@ -1,0 +1,398 @@
+/*
+ * jag.h — the public C API of jag, a library of dense and nested tensors.
+ *
+ * Conventions that hold for every function below unless its comment says
+ * otherwise:
+ *
+ * Errors.   A fallible function returns a jag_status. JAG_OK (0) is success.
+ *           On failure a message naming the function, the argument, what was
+ *           expected and what came is left in jag_last_error() (thread-local),
+ *           no output is written (every `out` keeps the value it had), no
+ *           input is changed and nothing is leaked.
+ *
+ * Ownership. A `jag_tensor **out` receives a NEW reference: the caller owns it
+ *           and gives it back with jag_release() (or lets an open scope do so,
+ *           see jag_scope_begin). Tensor arguments are BORROWED: the function
+ *           takes its own references where it needs to keep one.
+ *
+ * Views.    Functions documented as views share storage with their input
+ *           (writes through one are visible through the other) and hold a
+ *           reference on that storage, so the input may be released first.
+ *
+ * Dims.     A dimension argument may be negative (counted from the end, as in
+ *           PyTorch). Sizes and strides are int64 and counted in elements.
+ *
+ * Threads.  Tensors may be read from several threads at once; reference
+ *           counts are atomic. Writing one tensor from two threads at once is
+ *           the caller's race. Error messages and scopes are per thread.
+ */
+#ifndef JAG_H
+#define JAG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define JAG_VERSION_MAJOR 0
+#define JAG_VERSION_MINOR 1
+#define JAG_VERSION_PATCH 0
+#define JAG_VERSION_STRING "0.1.0"
+
+/* The most dimensions a tensor may have. */
+#define JAG_MAX_DIMS 8
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                              */
+/* ------------------------------------------------------------------------ */
+
+#define JAG_STATUS_LIST(X)                                                    \
+    X(JAG_OK, "ok")                                                           \
+    X(JAG_EINVAL, "invalid argument")                                         \
+    X(JAG_ESHAPE, "shape mismatch")                                           \
+    X(JAG_EDTYPE, "unsupported or mismatched dtype")                          \
+    X(JAG_ERANGE, "index or dimension out of range")                          \
+    X(JAG_EOVERFLOW, "size overflow")                                         \
+    X(JAG_ENOMEM, "out of memory")                                            \
+    X(JAG_ENOTIMPL, "not implemented")                                        \
+    X(JAG_ESTATE, "invalid state")                                            \
+    X(JAG_EINTERNAL, "internal error")
+
+typedef enum jag_status {
+#define JAG_X_ENUM(name, text) name,
+    JAG_STATUS_LIST(JAG_X_ENUM)
+#undef JAG_X_ENUM
+    JAG_STATUS_COUNT
+} jag_status;
+
+/* A static string describing `s` ("ok", "shape mismatch", ...). Never NULL. */
+const char *jag_status_str(jag_status s);
+
+/* The message of the last failed call on this thread, or "" if none.
+ * The string stays valid until the next jag call on this thread. */
+const char *jag_last_error(void);
+
+/* The status of the last failed call on this thread (JAG_OK if none). */
+jag_status jag_last_status(void);
+
+/* Forget the last error on this thread. */
+void jag_clear_error(void);
+
+/* ------------------------------------------------------------------------ */
+/* Dtypes                                                                    */
+/* ------------------------------------------------------------------------ */
+
+#define JAG_DTYPE_LIST(X)                                                     \
+    X(JAG_FLOAT32, float32, float, 4)                                         \
+    X(JAG_FLOAT64, float64, double, 8)                                        \
+    X(JAG_INT32, int32, int32_t, 4)                                           \
+    X(JAG_INT64, int64, int64_t, 8)                                           \
+    X(JAG_BOOL, bool, uint8_t, 1)
+
+typedef enum jag_dtype {
+#define JAG_X_ENUM(E, name, ctype, size) E,
+    JAG_DTYPE_LIST(JAG_X_ENUM)
+#undef JAG_X_ENUM
+    JAG_DTYPE_COUNT
+} jag_dtype;
+
+/* "float32", "float64", "int32", "int64", "bool"; "invalid" otherwise. */
+const char *jag_dtype_name(jag_dtype d);
+/* Bytes per element (bool is stored as one byte: 0 or 1); 0 if invalid. */
+size_t jag_dtype_size(jag_dtype d);
+bool jag_dtype_is_floating(jag_dtype d);
+/* The dtype of a binary op's result, PyTorch's rules for same-category
+ * tensors: bool < int32 < int64 < float32 < float64. */
+jag_dtype jag_promote_types(jag_dtype a, jag_dtype b);
+
+/* ------------------------------------------------------------------------ */
+/* Tensors: lifetime and metadata                                            */
+/* ------------------------------------------------------------------------ */
+
+/* An opaque, reference-counted tensor handle. */
+typedef struct jag_tensor jag_tensor;
+
+/* Take one more reference on `t` (NULL is ignored). Returns `t`. */
+jag_tensor *jag_retain(jag_tensor *t);
+/* Give back one reference; the tensor is freed with the last one, and its
+ * storage with the last tensor using it. NULL is ignored. */
+void jag_release(jag_tensor *t);
+
+/* Metadata accessors; `t` must be a valid tensor. jag_size/jag_stride take a
+ * possibly negative dim and return -1 when it is out of range. */
+jag_dtype jag_tensor_dtype(const jag_tensor *t);
+int jag_ndim(const jag_tensor *t);
+int64_t jag_size(const jag_tensor *t, int dim);
+int64_t jag_stride(const jag_tensor *t, int dim);
+/* Pointers to the ndim sizes / strides. Valid while `t` lives. */
+const int64_t *jag_sizes(const jag_tensor *t);
+const int64_t *jag_strides(const jag_tensor *t);
+/* Element offset of element 0 inside the storage. */
+int64_t jag_storage_offset(const jag_tensor *t);
+/* Number of elements (product of sizes; 1 for a 0-d tensor). */
+int64_t jag_numel(const jag_tensor *t);
+/* True when the elements are laid out densely in row-major order. */
+bool jag_is_contiguous(const jag_tensor *t);
+/* Address of element 0, or NULL for a tensor with no data (meta tensors).
+ * Writable unless the tensor was made read-only. */
+void *jag_data(const jag_tensor *t);
+/* True when `a` and `b` share one storage. */
+bool jag_shares_storage(const jag_tensor *a, const jag_tensor *b);
+
+/* Read one element, converted to double. `index` has ndim entries (may be
+ * NULL for 0-d). Errors: JAG_ERANGE for an index out of bounds. */
+jag_status jag_item_at(const jag_tensor *t, const int64_t *index, double *value);
+/* The value of a tensor with exactly one element. */
+jag_status jag_item(const jag_tensor *t, double *value);
+
+/* Print `t` (dtype, shape and values, torch-style) into `buf` of `cap` bytes,
+ * always NUL-terminated. Returns the length the full text needs (as snprintf).
+ * Large tensors are summarised with "...". */
+size_t jag_format(const jag_tensor *t, char *buf, size_t cap);
+
+/* ------------------------------------------------------------------------ */
+/* Scopes                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Open a scope on this thread. Until the matching jag_scope_end, every new
+ * tensor reference that a jag function hands to the caller is recorded in it.
+ * Scopes nest. Errors: JAG_ENOMEM (no scope was opened). */
+jag_status jag_scope_begin(void);
+/* Keep `t` alive past the innermost scope: its recorded reference moves to
+ * the enclosing scope, or to the caller when there is none. Returns `t`.
+ * Errors: keeping a tensor the scope did not record is a no-op. */
+jag_tensor *jag_scope_keep(jag_tensor *t);
+/* Close the innermost scope, releasing every reference recorded in it and not
+ * kept. Errors: JAG_ESTATE if no scope is open. */
+jag_status jag_scope_end(void);
+
+/* ------------------------------------------------------------------------ */
+/* Creation                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* New contiguous tensors of shape sizes[0..ndim). ndim may be 0 (a scalar).
+ * Errors: JAG_EINVAL (ndim outside 0..JAG_MAX_DIMS, negative size, bad
+ * dtype), JAG_EOVERFLOW (element count or bytes overflow), JAG_ENOMEM. */
+jag_status jag_empty(const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor **out);
+jag_status jag_zeros(const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor **out);
+jag_status jag_ones(const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor **out);
+jag_status jag_full(const int64_t *sizes, int ndim, double value, jag_dtype dtype, jag_tensor **out);
+/* 1-D tensor start, start+step, ... < end (> end for negative step).
+ * Errors: JAG_EINVAL for step == 0 or a non-finite bound. */
+jag_status jag_arange(double start, double end, double step, jag_dtype dtype, jag_tensor **out);
+/* A contiguous copy of `numel(sizes)` elements read from `data`. */
+jag_status jag_from_data(const void *data, const int64_t *sizes, int ndim, jag_dtype dtype,
+                         jag_tensor **out);
+/* A tensor that borrows caller memory (no copy). `strides` may be NULL for
+ * row-major. `release(ctx, data)` (may be NULL) is called once when the last
+ * tensor using the memory goes away. The caller keeps the memory valid and
+ * aligned for the dtype until then. On failure `release` is NOT called. */
+jag_status jag_from_blob(void *data, const int64_t *sizes, const int64_t *strides, int ndim,
+                         jag_dtype dtype, void (*release)(void *ctx, void *data), void *ctx,
+                         jag_tensor **out);
+
+/* A reproducible random generator (Philox-style counter hashing): the same
+ * seed gives the same numbers on every run and machine, whatever the thread
+ * count. */
+typedef struct jag_generator jag_generator;
+jag_status jag_generator_new(uint64_t seed, jag_generator **out);
+void jag_generator_free(jag_generator *g);
+/* Uniform in [low, high) and normal(mean, std) float tensors. `g` may be NULL
+ * for the thread's default generator (seeded by jag_manual_seed, default 0).
+ * Errors: as jag_empty, plus JAG_EDTYPE for a non-float dtype and JAG_EINVAL
+ * for high < low or std < 0. */
+jag_status jag_rand_uniform(const int64_t *sizes, int ndim, double low, double high,
+                            jag_dtype dtype, jag_generator *g, jag_tensor **out);
+jag_status jag_rand_normal(const int64_t *sizes, int ndim, double mean, double std,
+                           jag_dtype dtype, jag_generator *g, jag_tensor **out);
+void jag_manual_seed(uint64_t seed);
+
+/* ------------------------------------------------------------------------ */
+/* Views (no copy; see "Views" above)                                        */
+/* ------------------------------------------------------------------------ */
+
+/* A view with new sizes; one size may be -1 (inferred). Errors: JAG_ESHAPE
+ * when the element count differs or the strides cannot express it (then use
+ * jag_reshape). */
+jag_status jag_view(const jag_tensor *x, const int64_t *sizes, int ndim, jag_tensor **out);
+/* As jag_view when the strides allow it, else a contiguous copy (torch's
+ * reshape). */
+jag_status jag_reshape(const jag_tensor *x, const int64_t *sizes, int ndim, jag_tensor **out);
+jag_status jag_transpose(const jag_tensor *x, int dim0, int dim1, jag_tensor **out);
+/* perm is a permutation of 0..ndim-1 (negative entries allowed). */
+jag_status jag_permute(const jag_tensor *x, const int *perm, int ndim, jag_tensor **out);
+/* Elements start..start+length-1 along dim. */
+jag_status jag_narrow(const jag_tensor *x, int dim, int64_t start, int64_t length, jag_tensor **out);
+/* Removes dim, keeping index `index` (negative counts from the end). */
+jag_status jag_select(const jag_tensor *x, int dim, int64_t index, jag_tensor **out);
+jag_status jag_unsqueeze(const jag_tensor *x, int dim, jag_tensor **out);
+/* Removes dim if its size is 1 (else returns a view equal to x). */
+jag_status jag_squeeze(const jag_tensor *x, int dim, jag_tensor **out);
+/* Removes every size-1 dim. */
+jag_status jag_squeeze_all(const jag_tensor *x, jag_tensor **out);
+/* Broadcast to `sizes` (ndim >= x's); -1 keeps a size. Stride 0 on expanded
+ * dims. */
+jag_status jag_expand(const jag_tensor *x, const int64_t *sizes, int ndim, jag_tensor **out);
+/* A view of all elements as 1-D (a copy when strides forbid, as reshape). */
+jag_status jag_flatten(const jag_tensor *x, jag_tensor **out);
+
+/* ------------------------------------------------------------------------ */
+/* Copies and conversions                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* `x` itself (a new reference) when contiguous, else a contiguous copy. */
+jag_status jag_contiguous(const jag_tensor *x, jag_tensor **out);
+/* A contiguous copy with its own storage. */
+jag_status jag_clone(const jag_tensor *x, jag_tensor **out);
+/* Copy src into dst in place (src broadcasts to dst's shape; dtypes are
+ * converted). Errors: JAG_ESHAPE when src does not broadcast to dst;
+ * JAG_EINVAL when dst is read-only or has overlapping elements (expanded). */
+jag_status jag_copy_(jag_tensor *dst, const jag_tensor *src);
+/* Converted copy (a new reference to x when dtype is already x's). */
+jag_status jag_to_dtype(const jag_tensor *x, jag_dtype dtype, jag_tensor **out);
+/* Fill every element of `dst` with `value`, in place. */
+jag_status jag_fill_(jag_tensor *dst, double value);
+
+/* ------------------------------------------------------------------------ */
+/* Pointwise                                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* Unary ops. Float ops (exp ... sign's float path) keep a float dtype and
+ * promote integer/bool inputs to float32. neg, abs, square, sign and relu keep
+ * integer dtypes; neg of bool is an error (JAG_EDTYPE). */
+#define JAG_UNARY_OP_LIST(X)                                                  \
+    X(neg) X(abs) X(exp) X(log) X(sqrt) X(rsqrt) X(sin) X(cos) X(tanh)        \
+    X(sigmoid) X(relu) X(silu) X(gelu) X(gelu_tanh) X(reciprocal) X(square)  \
+    X(sign)
+
+#define JAG_X_DECL(name) jag_status jag_##name(const jag_tensor *x, jag_tensor **out);
+JAG_UNARY_OP_LIST(JAG_X_DECL)
+#undef JAG_X_DECL
+
+/* Binary ops with NumPy/PyTorch broadcasting and type promotion. Comparison
+ * ops return bool. div always returns a float dtype (true division).
+ * Errors: JAG_ESHAPE when shapes do not broadcast. */
+#define JAG_BINARY_OP_LIST(X)                                                 \
+    X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum)                          \
+    X(eq) X(ne) X(lt) X(le) X(gt) X(ge)
+
+#define JAG_X_DECL(name)                                                      \
+    jag_status jag_##name(const jag_tensor *a, const jag_tensor *b, jag_tensor **out);   \
+    jag_status jag_##name##_scalar(const jag_tensor *a, double b, jag_tensor **out);
+JAG_BINARY_OP_LIST(JAG_X_DECL)
+#undef JAG_X_DECL
+
+/* a + alpha * b. */
+jag_status jag_add(const jag_tensor *a, const jag_tensor *b, double alpha, jag_tensor **out);
+jag_status jag_add_scalar(const jag_tensor *a, double b, jag_tensor **out);
+/* cond ? a : b elementwise; cond is bool; the three broadcast together. */
+jag_status jag_where(const jag_tensor *cond, const jag_tensor *a, const jag_tensor *b,
+                     jag_tensor **out);
+
+/* A scalar operand of a `_scalar` op takes the tensor's dtype when the tensor
+ * is floating; an integer tensor with a non-integral scalar gives float32. */
+
+/* ------------------------------------------------------------------------ */
+/* Reductions                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* Reduce over dims[0..ndims) (ndims == 0: over every dim). Duplicate dims are
+ * an error (JAG_EINVAL). keepdim keeps reduced dims with size 1.
+ * sum/prod of bool/int promote to int64; mean/var/std need a float dtype.
+ * An empty reduction gives 0 (sum), 1 (prod), NaN (mean, var, std) and is an
+ * error for amax/amin (JAG_EINVAL). */
+jag_status jag_sum(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);
+jag_status jag_mean(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);
+jag_status jag_prod(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);
+jag_status jag_amax(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);
+jag_status jag_amin(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);
+/* Variance / standard deviation with `correction` (1 = Bessel). */
+jag_status jag_var(const jag_tensor *x, const int *dims, int ndims, int64_t correction,
+                   bool keepdim, jag_tensor **out);
+jag_status jag_std(const jag_tensor *x, const int *dims, int ndims, int64_t correction,
+                   bool keepdim, jag_tensor **out);
+/* Maximum / minimum along one dim: values and their int64 indices (first
+ * occurrence). Errors: JAG_EINVAL on an empty dim. */
+jag_status jag_max_dim(const jag_tensor *x, int dim, bool keepdim, jag_tensor **values,
+                       jag_tensor **indices);
+jag_status jag_min_dim(const jag_tensor *x, int dim, bool keepdim, jag_tensor **values,
+                       jag_tensor **indices);
+/* Largest / smallest element of the whole tensor (0-d). */
+jag_status jag_max(const jag_tensor *x, jag_tensor **out);
+jag_status jag_min(const jag_tensor *x, jag_tensor **out);
+/* int64 index of the first max / min along dim; JAG_DIM_ALL flattens. */
+#define JAG_DIM_ALL (-1000)
+jag_status jag_argmax(const jag_tensor *x, int dim, bool keepdim, jag_tensor **out);
+jag_status jag_argmin(const jag_tensor *x, int dim, bool keepdim, jag_tensor **out);
+
+/* ------------------------------------------------------------------------ */
+/* Linear algebra (OpenBLAS)                                                 */
+/* ------------------------------------------------------------------------ */
+
+/* (n, k) @ (k, m) -> (n, m). Float dtypes, both the same.
+ * Errors: JAG_ESHAPE (inner sizes), JAG_EDTYPE. */
+jag_status jag_mm(const jag_tensor *a, const jag_tensor *b, jag_tensor **out);
+/* (B, n, k) @ (B, k, m) -> (B, n, m). */
+jag_status jag_bmm(const jag_tensor *a, const jag_tensor *b, jag_tensor **out);
+/* torch.matmul: 1-D, 2-D and batched operands with batch broadcasting. */
+jag_status jag_matmul(const jag_tensor *a, const jag_tensor *b, jag_tensor **out);
+/* x (..., in) @ w(out, in)^T + bias(out); bias may be NULL. */
+jag_status jag_linear(const jag_tensor *x, const jag_tensor *w, const jag_tensor *bias,
+                      jag_tensor **out);
+
+/* ------------------------------------------------------------------------ */
+/* Normalisation                                                             */
+/* ------------------------------------------------------------------------ */
+
+/* Numerically stable softmax / log_softmax along dim. Float dtypes. */
+jag_status jag_softmax(const jag_tensor *x, int dim, jag_tensor **out);
+jag_status jag_log_softmax(const jag_tensor *x, int dim, jag_tensor **out);
+/* Normalise over the trailing `normalized_ndim` dims; weight and bias (may
+ * be NULL) have exactly those trailing sizes. Biased variance, as torch. */
+jag_status jag_layer_norm(const jag_tensor *x, int normalized_ndim, const jag_tensor *weight,
+                          const jag_tensor *bias, double eps, jag_tensor **out);
+/* x / sqrt(mean(x^2) + eps) * weight over the trailing dims. */
+jag_status jag_rms_norm(const jag_tensor *x, int normalized_ndim, const jag_tensor *weight,
+                        double eps, jag_tensor **out);
+
+/* ------------------------------------------------------------------------ */
+/* Indexing and joining                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Rows of x along dim picked by the 1-D int32/int64 `index`.
+ * Errors: JAG_ERANGE for an index outside [-size, size). */
+jag_status jag_index_select(const jag_tensor *x, int dim, const jag_tensor *index, jag_tensor **out);
+/* out[i][j][k] = x[i][index[i][j][k]][k] (for dim 1); index has x's ndim and
+ * sizes no larger than x's outside dim. */
+jag_status jag_gather(const jag_tensor *x, int dim, const jag_tensor *index, jag_tensor **out);
+/* weight (V, D), indices of any shape -> (indices..., D). */
+jag_status jag_embedding(const jag_tensor *weight, const jag_tensor *indices, jag_tensor **out);
+/* Join n tensors along an existing dim (cat) or a new one (stack). Shapes
+ * must match except along dim (cat); dtypes are promoted. */
+jag_status jag_cat(jag_tensor *const *xs, int n, int dim, jag_tensor **out);
+jag_status jag_stack(jag_tensor *const *xs, int n, int dim, jag_tensor **out);
+/* Views of consecutive pieces of `split_size` along dim (the last may be
+ * smaller). Writes at most `cap` outputs into outs and their count into
+ * *n_out. Errors: JAG_EINVAL for split_size <= 0 or cap too small (then no
+ * output is written). */
+jag_status jag_split(const jag_tensor *x, int64_t split_size, int dim, jag_tensor **outs,
+                     int cap, int *n_out);
+/* torch.chunk: at most `chunks` views of size ceil(size / chunks). */
+jag_status jag_chunk(const jag_tensor *x, int chunks, int dim, jag_tensor **outs, int cap,
+                     int *n_out);
+
+/* ------------------------------------------------------------------------ */
+/* Library-wide settings                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* Threads used by jag's own kernels and by OpenBLAS (0 = all cores). */
+void jag_set_num_threads(int n);
+int jag_get_num_threads(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* JAG_H */

@@ -1,0 +1,118 @@
+/* creation.c — new tensors: empty, zeros, ones, full, arange, from memory. */
+#include "internal.h"
+
+#include <math.h>
+
+static jag_status finish(jag_tensor *t, jag_tensor **out) {
+    if (!t) return jag__leave(jag_last_status(), NULL, 0);
+    *out = t;
+    return jag__leave(JAG_OK, out, 1);
+}
+
+static jag_status check_out(const char *op, jag_tensor **out) {
+    if (!out) return jag__error(JAG_EINVAL, "%s: argument 'out' is NULL, expected a place for the result", op);
+    return JAG_OK;
+}
+
+jag_status jag_empty(const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor **out) {
+    if (check_out("jag_empty", out)) return JAG_EINVAL;
+    jag__enter();
+    return finish(jag__tensor_new("jag_empty", sizes, ndim, dtype, false, false), out);
+}
+
+jag_status jag_zeros(const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor **out) {
+    if (check_out("jag_zeros", out)) return JAG_EINVAL;
+    jag__enter();
+    return finish(jag__tensor_new("jag_zeros", sizes, ndim, dtype, true, false), out);
+}
+
+static jag_status full_named(const char *op, const int64_t *sizes, int ndim, double value, jag_dtype dtype,
+                             jag_tensor **out) {
+    if (check_out(op, out)) return JAG_EINVAL;
+    jag__enter();
+    jag_tensor *t = jag__tensor_new(op, sizes, ndim, dtype, false, false);
+    if (t) jag__fill(t, value);
+    return finish(t, out);
+}
+
+jag_status jag_ones(const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor **out) {
+    return full_named("jag_ones", sizes, ndim, 1.0, dtype, out);
+}
+
+jag_status jag_full(const int64_t *sizes, int ndim, double value, jag_dtype dtype, jag_tensor **out) {
+    return full_named("jag_full", sizes, ndim, value, dtype, out);
+}
+
+jag_status jag_arange(double start, double end, double step, jag_dtype dtype, jag_tensor **out) {
+    const char *op = "jag_arange";
+    if (check_out(op, out)) return JAG_EINVAL;
+    if (!isfinite(start) || !isfinite(end) || !isfinite(step))
+        return jag__error(JAG_EINVAL, "%s: arguments start=%g, end=%g, step=%g must be finite", op, start, end, step);
+    if (step == 0) return jag__error(JAG_EINVAL, "%s: argument 'step' is 0, expected a non-zero step", op);
+    if ((end - start) / step > 9.0e15)
+        return jag__error(JAG_EOVERFLOW, "%s: (end - start) / step = %g elements is too many", op, (end - start) / step);
+    double count = ceil((end - start) / step);
+    int64_t n = count > 0 ? (int64_t)count : 0;
+    jag__enter();
+    jag_tensor *t = jag__tensor_new(op, &n, 1, dtype, false, false);
+    if (t) {
+        char *p = jag__ptr(t);
+        size_t es = jag_dtype_size(dtype);
+        for (int64_t i = 0; i < n; i++) jag__store_from_double(p + i * (int64_t)es, dtype, start + (double)i * step);
+    }
+    return finish(t, out);
+}
+
+jag_status jag_from_data(const void *data, const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor **out) {
+    const char *op = "jag_from_data";
+    if (check_out(op, out)) return JAG_EINVAL;
+    jag__enter();
+    jag_tensor *t = jag__tensor_new(op, sizes, ndim, dtype, false, false);
+    if (t) {
+        size_t nbytes = (size_t)jag_numel(t) * jag_dtype_size(dtype);
+        if (nbytes && !data) {
+            jag_release(t);
+            jag__error(JAG_EINVAL, "%s: argument 'data' is NULL, expected %zu bytes", op, nbytes);
+            return finish(NULL, out);
+        }
+        if (nbytes) memcpy(jag__ptr(t), data, nbytes);
+        if (dtype == JAG_BOOL) { /* keep the bool invariant: bytes are 0 or 1 */
+            uint8_t *b = (uint8_t *)jag__ptr(t);
+            for (size_t i = 0; i < nbytes; i++) b[i] = b[i] != 0;
+        }
+    }
+    return finish(t, out);
+}
+
+jag_status jag_from_blob(void *data, const int64_t *sizes, const int64_t *strides, int ndim, jag_dtype dtype,
+                         void (*release)(void *ctx, void *data), void *ctx, jag_tensor **out) {
+    const char *op = "jag_from_blob";
+    if (check_out(op, out)) return JAG_EINVAL;
+    jag_status st = jag__check_shape(op, sizes, ndim, dtype, NULL);
+    if (st) return st;
+    if (!data && jag__numel(sizes, ndim) > 0)
+        return jag__error(JAG_EINVAL, "%s: argument 'data' is NULL for a non-empty tensor", op);
+    if ((uintptr_t)data % jag_dtype_size(dtype) != 0)
+        return jag__error(JAG_EINVAL, "%s: argument 'data' is not aligned to %zu bytes for %s", op,
+                          jag_dtype_size(dtype), jag_dtype_name(dtype));
+    if (strides)
+        for (int d = 0; d < ndim; d++)
+            if (strides[d] < 0)
+                return jag__error(JAG_EINVAL, "%s: argument 'strides' has %lld at dim %d, expected >= 0", op,
+                                  (long long)strides[d], d);
+    jag_storage *s = malloc(sizeof *s);
+    if (!s) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    atomic_init(&s->refcount, 1);
+    s->data = data;
+    s->nbytes = 0; /* unknown: the caller vouches for the strides */
+    s->release = release;
+    s->release_ctx = ctx;
+    s->borrowed = true;
+    jag__enter();
+    jag_tensor *t = jag__tensor_wrap(s, dtype, sizes, strides, ndim, 0);
+    if (!t) { /* the caller keeps its memory: do not call release */
+        s->release = NULL;
+    }
+    jag__storage_release(s);
+    return finish(t, out);
+}

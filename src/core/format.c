@@ -1,0 +1,69 @@
+/* format.c — printing tensors as text, torch-style. */
+#include "internal.h"
+
+#include <stdio.h>
+
+typedef struct {
+    char *buf;
+    size_t cap, len; /* len counts every byte wanted, even past cap */
+} text;
+
+static void put(text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void put(text *t, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = t->len < t->cap ? t->cap - t->len : 0;
+    int n = vsnprintf(room ? t->buf + t->len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (n > 0) t->len += (size_t)n;
+}
+
+/* Show at most this many entries per dim: the first and last EDGE ones. */
+#define EDGE 3
+
+static void put_value(text *t, const jag_tensor *x, int64_t off) {
+    const char *p = jag__ptr(x) + off * (int64_t)jag_dtype_size(x->dtype);
+    switch (x->dtype) {
+    case JAG_FLOAT32:
+    case JAG_FLOAT64: put(t, "%.4f", jag__load_as_double(p, x->dtype)); break;
+    case JAG_INT32: put(t, "%d", *(const int32_t *)p); break;
+    case JAG_INT64: put(t, "%lld", (long long)*(const int64_t *)p); break;
+    case JAG_BOOL: put(t, "%s", *(const uint8_t *)p ? "True" : "False"); break;
+    default: put(t, "?");
+    }
+}
+
+static void put_dim(text *t, const jag_tensor *x, int d, int64_t off, int indent) {
+    if (d == x->ndim) {
+        put_value(t, x, off);
+        return;
+    }
+    put(t, "[");
+    int64_t n = x->sizes[d];
+    for (int64_t i = 0; i < n; i++) {
+        if (n > 2 * EDGE && i == EDGE) {
+            put(t, "...");
+            i = n - EDGE - 1;
+            put(t, d == x->ndim - 1 ? ", " : ",\n%*s", d == x->ndim - 1 ? 0 : indent + 1, "");
+            continue;
+        }
+        put_dim(t, x, d + 1, off + i * x->strides[d], indent + 1);
+        if (i + 1 < n) put(t, d == x->ndim - 1 ? ", " : ",\n%*s", d == x->ndim - 1 ? 0 : indent + 1, "");
+    }
+    put(t, "]");
+}
+
+size_t jag_format(const jag_tensor *x, char *buf, size_t cap) {
+    text t = {buf, cap, 0};
+    if (cap) buf[0] = '\0';
+    char shape[JAG_SHAPE_BUF];
+    jag__shape_str(x->sizes, x->ndim, shape, sizeof shape);
+    if (jag__is_meta(x)) {
+        put(&t, "tensor(..., size=%s, dtype=%s, device=meta)", shape, jag_dtype_name(x->dtype));
+        return t.len;
+    }
+    put(&t, "tensor(");
+    put_dim(&t, x, 0, 0, 7);
+    put(&t, ", dtype=%s, size=%s)", jag_dtype_name(x->dtype), shape);
+    return t.len;
+}

@@ -1,0 +1,154 @@
+/*
+ * internal.h — the tensor and storage structs and the helpers every layer of
+ * jag shares. Never installed; nothing here is public API.
+ */
+#ifndef JAG_INTERNAL_H
+#define JAG_INTERNAL_H
+
+#include "jag.h"
+
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- storage ------------------------------------------------------------ */
+
+/* A refcounted block of memory. Either owned (freed with free) or borrowed
+ * from the caller (given back through `release`). */
+typedef struct jag_storage {
+    atomic_long refcount;
+    void *data;
+    size_t nbytes;
+    void (*release)(void *ctx, void *data); /* NULL: data was malloc'd by jag */
+    void *release_ctx;
+    bool borrowed;
+} jag_storage;
+
+/* A new owned storage of nbytes (zeroed when `zero`), or NULL (JAG_ENOMEM set,
+ * message naming `op`). */
+jag_storage *jag__storage_new(size_t nbytes, bool zero, const char *op);
+void jag__storage_retain(jag_storage *s);
+void jag__storage_release(jag_storage *s);
+
+/* ---- tensor ------------------------------------------------------------- */
+
+enum {
+    JAG_FLAG_READONLY = 1u << 0,
+};
+
+struct jag_tensor {
+    atomic_long refcount;
+    jag_dtype dtype;
+    int ndim;
+    unsigned flags;
+    int64_t sizes[JAG_MAX_DIMS];
+    int64_t strides[JAG_MAX_DIMS];
+    int64_t offset;        /* element offset into storage */
+    jag_storage *storage;  /* NULL for a meta tensor (shape and dtype only) */
+};
+
+/* The shape of one output as a META function infers it. */
+typedef struct jag_spec {
+    jag_dtype dtype;
+    int ndim;
+    int64_t sizes[JAG_MAX_DIMS];
+} jag_spec;
+
+/* A tensor header over `storage` (retained) with the given geometry. strides
+ * NULL means row-major. Returns NULL with JAG_ENOMEM set. */
+jag_tensor *jag__tensor_wrap(jag_storage *storage, jag_dtype dtype, const int64_t *sizes,
+                             const int64_t *strides, int ndim, int64_t offset);
+/* A new contiguous tensor with fresh storage (zeroed when `zero`); `meta`
+ * makes a tensor with no storage. Validates ndim/sizes/overflow and sets the
+ * error naming `op` on failure (returns NULL). */
+jag_tensor *jag__tensor_new(const char *op, const int64_t *sizes, int ndim, jag_dtype dtype,
+                            bool zero, bool meta);
+jag_tensor *jag__tensor_from_spec(const char *op, const jag_spec *spec, bool meta);
+/* A new header sharing x's storage and flags with other geometry (a view). */
+jag_tensor *jag__tensor_view(const jag_tensor *x, const int64_t *sizes, const int64_t *strides,
+                             int ndim, int64_t offset);
+
+/* Tensor headers alive now (for leak checks in tests). */
+long jag__live_tensors(void);
+
+static inline bool jag__is_meta(const jag_tensor *t) { return t->storage == NULL; }
+
+/* Typed address of element 0. */
+static inline char *jag__ptr(const jag_tensor *t) {
+    return (char *)t->storage->data + t->offset * (int64_t)jag_dtype_size(t->dtype);
+}
+
+/* ---- errors ------------------------------------------------------------- */
+
+/* Record `status` and a printf-formatted message for this thread; returns
+ * `status` so that callers can `return jag__error(...)`. */
+jag_status jag__error(jag_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Format a shape as "[2, 3]" into buf (returns buf). */
+const char *jag__shape_str(const int64_t *sizes, int ndim, char *buf, size_t cap);
+#define JAG_SHAPE_BUF 128
+
+/* Internal invariant: a bug in jag, never user input. */
+#define JAG_ASSERT(cond)                                                      \
+    do {                                                                      \
+        if (!(cond)) jag__assert_fail(#cond, __FILE__, __LINE__);             \
+    } while (0)
+_Noreturn void jag__assert_fail(const char *cond, const char *file, int line);
+
+/* ---- shapes ------------------------------------------------------------- */
+
+/* Normalise a possibly negative dim against ndim (a 0-d tensor accepts 0 and
+ * -1 when `allow_scalar`). Sets an error naming op/arg and returns
+ * JAG_ERANGE when out of range. */
+jag_status jag__wrap_dim(const char *op, const char *arg, int dim, int ndim, int *out);
+/* Check 0 <= ndim <= JAG_MAX_DIMS, sizes >= 0 and the element count fits
+ * int64 and bytes fit size_t. */
+jag_status jag__check_shape(const char *op, const int64_t *sizes, int ndim, jag_dtype dtype,
+                            int64_t *numel_out);
+/* Broadcast two shapes (NumPy rules). */
+jag_status jag__broadcast_shapes(const char *op, const int64_t *a, int na, const int64_t *b,
+                                 int nb, int64_t *out, int *nout);
+/* Row-major strides for sizes. */
+void jag__contiguous_strides(const int64_t *sizes, int ndim, int64_t *strides);
+int64_t jag__numel(const int64_t *sizes, int ndim);
+bool jag__dtype_valid(jag_dtype d);
+/* Checked multiply; false on overflow. */
+static inline bool jag__mul_ok(int64_t a, int64_t b, int64_t *out) {
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+/* ---- API depth and scopes ----------------------------------------------- */
+
+/* Every public entry point that returns tensors brackets its work with
+ * jag__enter() and jag__leave(): a new reference is recorded in the open
+ * scope only when it leaves jag (depth back to 0), so ops built from other ops
+ * never record their intermediates. */
+void jag__enter(void);
+/* Decrement the depth; on success at depth 0 record outs[0..n) in the open
+ * scope. Returns `status`. */
+jag_status jag__leave(jag_status status, jag_tensor **outs, int n);
+
+/* ---- element access ----------------------------------------------------- */
+
+/* Read / write one element at a byte address as double. */
+double jag__load_as_double(const void *p, jag_dtype dtype);
+void jag__store_from_double(void *p, jag_dtype dtype, double v);
+
+/* ---- kernels shared by several layers (src/cpu) ------------------------- */
+
+/* Copy src, broadcast to dst's shape and converted to dst's dtype, into dst.
+ * Shapes are the caller's to check. */
+void jag__copy_into(jag_tensor *dst, const jag_tensor *src);
+/* One element at a time through double: the reference for jag__copy_into. */
+void jag__copy_ref(jag_tensor *dst, const jag_tensor *src);
+/* Set every element of dst to value (converted to dst's dtype). */
+void jag__fill(jag_tensor *dst, double value);
+
+/* ---- threading ---------------------------------------------------------- */
+
+/* Minimum amount of work (elements) worth splitting across threads. */
+#define JAG_PARALLEL_GRAIN 32768
+
+#endif /* JAG_INTERNAL_H */

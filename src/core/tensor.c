@@ -1,0 +1,125 @@
+/* tensor.c — tensor headers: creation of headers, lifetime, metadata. */
+#include "internal.h"
+
+/* Live tensor headers, for leak checks in tests. */
+static atomic_long live_tensors;
+long jag__live_tensors(void) { return atomic_load(&live_tensors); }
+
+jag_tensor *jag__tensor_wrap(jag_storage *storage, jag_dtype dtype, const int64_t *sizes,
+                             const int64_t *strides, int ndim, int64_t offset) {
+    JAG_ASSERT(ndim >= 0 && ndim <= JAG_MAX_DIMS);
+    jag_tensor *t = calloc(1, sizeof *t);
+    if (!t) {
+        jag__error(JAG_ENOMEM, "jag: out of memory allocating a tensor header");
+        return NULL;
+    }
+    atomic_init(&t->refcount, 1);
+    atomic_fetch_add_explicit(&live_tensors, 1, memory_order_relaxed);
+    t->dtype = dtype;
+    t->ndim = ndim;
+    if (ndim) memcpy(t->sizes, sizes, (size_t)ndim * sizeof *sizes);
+    if (strides) {
+        if (ndim) memcpy(t->strides, strides, (size_t)ndim * sizeof *strides);
+    } else {
+        jag__contiguous_strides(sizes, ndim, t->strides);
+    }
+    t->offset = offset;
+    t->storage = storage;
+    jag__storage_retain(storage);
+    return t;
+}
+
+jag_tensor *jag__tensor_new(const char *op, const int64_t *sizes, int ndim, jag_dtype dtype,
+                            bool zero, bool meta) {
+    int64_t numel;
+    if (jag__check_shape(op, sizes, ndim, dtype, &numel) != JAG_OK) return NULL;
+    if (meta) return jag__tensor_wrap(NULL, dtype, sizes, NULL, ndim, 0);
+    jag_storage *s = jag__storage_new((size_t)numel * jag_dtype_size(dtype), zero, op);
+    if (!s) return NULL;
+    jag_tensor *t = jag__tensor_wrap(s, dtype, sizes, NULL, ndim, 0);
+    jag__storage_release(s); /* the tensor holds the only reference now */
+    return t;
+}
+
+jag_tensor *jag__tensor_from_spec(const char *op, const jag_spec *spec, bool meta) {
+    return jag__tensor_new(op, spec->sizes, spec->ndim, spec->dtype, false, meta);
+}
+
+jag_tensor *jag__tensor_view(const jag_tensor *x, const int64_t *sizes, const int64_t *strides,
+                             int ndim, int64_t offset) {
+    jag_tensor *t = jag__tensor_wrap(x->storage, x->dtype, sizes, strides, ndim, offset);
+    if (t) t->flags = x->flags;
+    return t;
+}
+
+jag_tensor *jag_retain(jag_tensor *t) {
+    if (t) atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
+    return t;
+}
+
+void jag_release(jag_tensor *t) {
+    if (!t) return;
+    if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
+    jag__storage_release(t->storage);
+    atomic_fetch_sub_explicit(&live_tensors, 1, memory_order_relaxed);
+    free(t);
+}
+
+jag_dtype jag_tensor_dtype(const jag_tensor *t) { return t->dtype; }
+int jag_ndim(const jag_tensor *t) { return t->ndim; }
+
+int64_t jag_size(const jag_tensor *t, int dim) {
+    if (dim < 0) dim += t->ndim;
+    if (dim < 0 || dim >= t->ndim) return -1;
+    return t->sizes[dim];
+}
+
+int64_t jag_stride(const jag_tensor *t, int dim) {
+    if (dim < 0) dim += t->ndim;
+    if (dim < 0 || dim >= t->ndim) return -1;
+    return t->strides[dim];
+}
+
+const int64_t *jag_sizes(const jag_tensor *t) { return t->sizes; }
+const int64_t *jag_strides(const jag_tensor *t) { return t->strides; }
+int64_t jag_storage_offset(const jag_tensor *t) { return t->offset; }
+int64_t jag_numel(const jag_tensor *t) { return jag__numel(t->sizes, t->ndim); }
+
+bool jag_is_contiguous(const jag_tensor *t) {
+    int64_t expected = 1;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        if (t->sizes[d] == 0) return true;
+        if (t->sizes[d] != 1 && t->strides[d] != expected) return false;
+        expected *= t->sizes[d];
+    }
+    return true;
+}
+
+void *jag_data(const jag_tensor *t) { return t->storage ? jag__ptr(t) : NULL; }
+
+bool jag_shares_storage(const jag_tensor *a, const jag_tensor *b) {
+    return a->storage && a->storage == b->storage;
+}
+
+jag_status jag_item_at(const jag_tensor *t, const int64_t *index, double *value) {
+    if (jag__is_meta(t)) return jag__error(JAG_EINVAL, "jag_item_at: argument 't' has no data (a meta tensor)");
+    int64_t off = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        int64_t i = index[d];
+        if (i < 0 || i >= t->sizes[d])
+            return jag__error(JAG_ERANGE,
+                              "jag_item_at: argument 'index' entry %d is %lld, expected 0 <= index < %lld",
+                              d, (long long)i, (long long)t->sizes[d]);
+        off += i * t->strides[d];
+    }
+    *value = jag__load_as_double(jag__ptr(t) + off * (int64_t)jag_dtype_size(t->dtype), t->dtype);
+    return JAG_OK;
+}
+
+jag_status jag_item(const jag_tensor *t, double *value) {
+    if (jag_numel(t) != 1)
+        return jag__error(JAG_ESHAPE, "jag_item: argument 't' has %lld elements, expected exactly 1",
+                          (long long)jag_numel(t));
+    int64_t zeros[JAG_MAX_DIMS] = {0};
+    return jag_item_at(t, zeros, value);
+}

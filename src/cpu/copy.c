@@ -1,0 +1,174 @@
+/* copy.c — strided, converting, broadcasting copies and fills: the kernels
+ * behind clone, to_dtype, copy_, contiguous, reshape and fill_. */
+#include "../dispatch/dispatch.h"
+#include "iter.h"
+
+#include <math.h>
+
+/* A copy loop for each (destination, source) dtype pair. Conversions to an
+ * integer type go through jag__store_from_double's saturation when the source
+ * is floating (C leaves out-of-range float->int undefined). */
+
+#define COPY_LOOP_BODY(DT, ST, CONVERT)                                        \
+    {                                                                          \
+        char *d = ptrs[0];                                                     \
+        const char *s = ptrs[1];                                               \
+        int64_t ds = strides[0], ss = strides[1];                              \
+        if (ds == (int64_t)sizeof(DT) && ss == (int64_t)sizeof(ST)) {          \
+            DT *dp = (DT *)d;                                                  \
+            const ST *sp = (const ST *)s;                                      \
+            for (int64_t i = 0; i < n; i++) dp[i] = CONVERT(sp[i]);            \
+        } else {                                                               \
+            for (int64_t i = 0; i < n; i++) *(DT *)(d + i * ds) = CONVERT(*(const ST *)(s + i * ss)); \
+        }                                                                      \
+    }
+
+#define CONV_PLAIN(v) (v)
+#define CONV_BOOL(v) ((uint8_t)((v) != 0))
+static inline int32_t conv_f_i32(double v) {
+    return isnan(v) ? 0 : v <= -2147483648.0 ? INT32_MIN : v >= 2147483647.0 ? INT32_MAX : (int32_t)v;
+}
+static inline int64_t conv_f_i64(double v) {
+    return isnan(v) ? 0 : v <= -9223372036854775808.0 ? INT64_MIN : v >= 9223372036854774784.0 ? INT64_MAX : (int64_t)v;
+}
+#define CONV_F_I32(v) conv_f_i32((double)(v))
+#define CONV_F_I64(v) conv_f_i64((double)(v))
+#define CONV_I64_I32(v) ((int32_t)(v)) /* wraps, as torch does */
+
+#define DEFINE_LOOP(NAME, DT, ST, CONVERT)                                     \
+    static void NAME(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) { \
+        (void)ctx;                                                             \
+        COPY_LOOP_BODY(DT, ST, CONVERT)                                        \
+    }
+
+/* dst float32 */
+DEFINE_LOOP(copy_f32_f32, float, float, CONV_PLAIN)
+DEFINE_LOOP(copy_f32_f64, float, double, (float))
+DEFINE_LOOP(copy_f32_i32, float, int32_t, (float))
+DEFINE_LOOP(copy_f32_i64, float, int64_t, (float))
+DEFINE_LOOP(copy_f32_b, float, uint8_t, (float))
+/* dst float64 */
+DEFINE_LOOP(copy_f64_f32, double, float, (double))
+DEFINE_LOOP(copy_f64_f64, double, double, CONV_PLAIN)
+DEFINE_LOOP(copy_f64_i32, double, int32_t, (double))
+DEFINE_LOOP(copy_f64_i64, double, int64_t, (double))
+DEFINE_LOOP(copy_f64_b, double, uint8_t, (double))
+/* dst int32 */
+DEFINE_LOOP(copy_i32_f32, int32_t, float, CONV_F_I32)
+DEFINE_LOOP(copy_i32_f64, int32_t, double, CONV_F_I32)
+DEFINE_LOOP(copy_i32_i32, int32_t, int32_t, CONV_PLAIN)
+DEFINE_LOOP(copy_i32_i64, int32_t, int64_t, CONV_I64_I32)
+DEFINE_LOOP(copy_i32_b, int32_t, uint8_t, (int32_t))
+/* dst int64 */
+DEFINE_LOOP(copy_i64_f32, int64_t, float, CONV_F_I64)
+DEFINE_LOOP(copy_i64_f64, int64_t, double, CONV_F_I64)
+DEFINE_LOOP(copy_i64_i32, int64_t, int32_t, (int64_t))
+DEFINE_LOOP(copy_i64_i64, int64_t, int64_t, CONV_PLAIN)
+DEFINE_LOOP(copy_i64_b, int64_t, uint8_t, (int64_t))
+/* dst bool */
+DEFINE_LOOP(copy_b_f32, uint8_t, float, CONV_BOOL)
+DEFINE_LOOP(copy_b_f64, uint8_t, double, CONV_BOOL)
+DEFINE_LOOP(copy_b_i32, uint8_t, int32_t, CONV_BOOL)
+DEFINE_LOOP(copy_b_i64, uint8_t, int64_t, CONV_BOOL)
+DEFINE_LOOP(copy_b_b, uint8_t, uint8_t, CONV_PLAIN)
+
+/* [dst dtype][src dtype], in jag_dtype order. */
+static const jag_loop_fn copy_loops[JAG_DTYPE_COUNT][JAG_DTYPE_COUNT] = {
+    {copy_f32_f32, copy_f32_f64, copy_f32_i32, copy_f32_i64, copy_f32_b},
+    {copy_f64_f32, copy_f64_f64, copy_f64_i32, copy_f64_i64, copy_f64_b},
+    {copy_i32_f32, copy_i32_f64, copy_i32_i32, copy_i32_i64, copy_i32_b},
+    {copy_i64_f32, copy_i64_f64, copy_i64_i32, copy_i64_i64, copy_i64_b},
+    {copy_b_f32, copy_b_f64, copy_b_i32, copy_b_i64, copy_b_b},
+};
+
+/* Naive reference: one element at a time through double (exact for every
+ * value float32/int32/bool hold; int64 beyond 2^53 is compared in tests only
+ * below that). */
+void jag__copy_ref(jag_tensor *dst, const jag_tensor *src) {
+    int64_t strides[JAG_MAX_DIMS];
+    jag__broadcast_strides(src, dst->sizes, dst->ndim, strides);
+    int64_t n = jag_numel(dst), idx[JAG_MAX_DIMS] = {0};
+    size_t ds = jag_dtype_size(dst->dtype), ss = jag_dtype_size(src->dtype);
+    for (int64_t e = 0; e < n; e++) {
+        int64_t od = 0, os = 0;
+        for (int d = 0; d < dst->ndim; d++) od += idx[d] * dst->strides[d], os += idx[d] * strides[d];
+        double v = jag__load_as_double(jag__ptr(src) + os * (int64_t)ss, src->dtype);
+        jag__store_from_double(jag__ptr(dst) + od * (int64_t)ds, dst->dtype, v);
+        for (int d = dst->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < dst->sizes[d]) break;
+            idx[d] = 0;
+        }
+    }
+}
+
+/* Copy src (broadcast to dst's shape, converted) into dst. Shapes are already
+ * checked. Overlap between src and dst is handled by the caller. */
+void jag__copy_into(jag_tensor *dst, const jag_tensor *src) {
+    int64_t src_strides[JAG_MAX_DIMS];
+    jag__broadcast_strides(src, dst->sizes, dst->ndim, src_strides);
+    char *base[2] = {jag__ptr(dst), jag__ptr(src)};
+    const int64_t *strides[2] = {dst->strides, src_strides};
+    size_t sizes[2] = {jag_dtype_size(dst->dtype), jag_dtype_size(src->dtype)};
+    jag_iter it;
+    jag__iter_init(&it, dst->sizes, dst->ndim, 2, base, strides, sizes);
+    jag__iter_run(&it, copy_loops[dst->dtype][src->dtype], NULL);
+}
+
+/* ---- clone / to_dtype --------------------------------------------------- */
+
+jag_status jag__meta_clone(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *x;
+    jag_status st = jag__arg_tensor(op, args, nargs, 0, "x", &x);
+    if (st == JAG_OK) jag__spec_set(&outs[0], x->dtype, x->sizes, x->ndim);
+    return st;
+}
+
+jag_status jag__meta_to_dtype(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *x;
+    int64_t dtype;
+    jag_status st;
+    if ((st = jag__arg_tensor(op, args, nargs, 0, "x", &x)) || (st = jag__arg_int(op, args, nargs, 1, "dtype", &dtype)))
+        return st;
+    if (!jag__dtype_valid((jag_dtype)dtype))
+        return jag__error(JAG_EDTYPE, "%s: argument 'dtype' is %lld, expected one of float32, float64, int32, int64, bool",
+                          op, (long long)dtype);
+    jag__spec_set(&outs[0], (jag_dtype)dtype, x->sizes, x->ndim);
+    return JAG_OK;
+}
+
+jag_status jag__cpu_copy(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    (void)op, (void)nargs;
+    jag__copy_into(outs[0], args[0].u.t);
+    return JAG_OK;
+}
+
+/* ---- fill --------------------------------------------------------------- */
+
+typedef struct { unsigned char bytes[8]; size_t size; } fill_ctx;
+
+static void fill_loop(char *const *ptrs, const int64_t *strides, int64_t n, void *vctx) {
+    const fill_ctx *c = vctx;
+    char *d = ptrs[0];
+    if (c->size == 4 && strides[0] == 4) {
+        uint32_t v;
+        memcpy(&v, c->bytes, 4);
+        for (int64_t i = 0; i < n; i++) ((uint32_t *)d)[i] = v;
+    } else if (c->size == 8 && strides[0] == 8) {
+        uint64_t v;
+        memcpy(&v, c->bytes, 8);
+        for (int64_t i = 0; i < n; i++) ((uint64_t *)d)[i] = v;
+    } else {
+        for (int64_t i = 0; i < n; i++) memcpy(d + i * strides[0], c->bytes, c->size);
+    }
+}
+
+void jag__fill(jag_tensor *dst, double value) {
+    fill_ctx c = {.size = jag_dtype_size(dst->dtype)};
+    jag__store_from_double(c.bytes, dst->dtype, value);
+    char *base[1] = {jag__ptr(dst)};
+    const int64_t *strides[1] = {dst->strides};
+    size_t sizes[1] = {c.size};
+    jag_iter it;
+    jag__iter_init(&it, dst->sizes, dst->ndim, 1, base, strides, sizes);
+    jag__iter_run(&it, fill_loop, &c);
+}

@@ -1,0 +1,337 @@
+/* composite.c — public ops built from dispatched ops: reshape, contiguous,
+ * to_dtype, copy_, fill_, matmul, stack, split, chunk. Each runs inside
+ * jag__enter/jag__leave so that only its final outputs reach the scope. */
+#include "dispatch.h"
+
+static jag_status no_out(const char *op) {
+    return jag__error(JAG_EINVAL, "%s: argument 'out' is NULL, expected a place for the result", op);
+}
+
+static jag_status need_tensor(const char *op, const char *arg, const jag_tensor *t) {
+    if (!t) return jag__error(JAG_EINVAL, "%s: argument '%s' is NULL, expected a tensor", op, arg);
+    return JAG_OK;
+}
+
+/* ---- internal helpers (depth > 0: nothing recorded) --------------------- */
+
+static jag_status d_view(const jag_tensor *x, const int64_t *sizes, int n, jag_tensor **out) {
+    jag_value a[] = {jag__v_tensor(x), jag__v_ints(sizes, n)};
+    return jag__dispatch(JAG_OP_view, a, 2, out);
+}
+
+static jag_status d_clone(const jag_tensor *x, jag_tensor **out) {
+    jag_value a[] = {jag__v_tensor(x)};
+    return jag__dispatch(JAG_OP_clone, a, 1, out);
+}
+
+/* A view when the strides allow it, else a view of a contiguous copy. */
+static jag_status d_reshape(const jag_tensor *x, const int64_t *sizes, int n, jag_tensor **out) {
+    jag_status st = d_view(x, sizes, n, out);
+    if (st != JAG_ESHAPE || jag_is_contiguous(x)) return st;
+    jag_tensor *c = NULL;
+    if ((st = d_clone(x, &c))) return st;
+    st = d_view(c, sizes, n, out);
+    jag_release(c);
+    return st;
+}
+
+jag_status jag_reshape(const jag_tensor *x, const int64_t *sizes, int ndim, jag_tensor **out) {
+    if (!out) return no_out("jag_reshape");
+    if (need_tensor("jag_reshape", "x", x)) return JAG_EINVAL;
+    if (ndim < 0 || ndim > JAG_MAX_DIMS || (ndim && !sizes))
+        return jag__error(JAG_EINVAL, "jag_reshape: argument 'sizes' is NULL or has %d entries, expected 0..%d", ndim,
+                          JAG_MAX_DIMS);
+    jag__enter();
+    return jag__leave(d_reshape(x, sizes, ndim, out), out, 1);
+}
+
+jag_status jag_flatten(const jag_tensor *x, jag_tensor **out) {
+    int64_t n = -1;
+    return jag_reshape(x, &n, 1, out);
+}
+
+jag_status jag_contiguous(const jag_tensor *x, jag_tensor **out) {
+    if (!out) return no_out("jag_contiguous");
+    if (need_tensor("jag_contiguous", "x", x)) return JAG_EINVAL;
+    if (jag_is_contiguous(x)) {
+        jag__enter();
+        *out = jag_retain((jag_tensor *)x);
+        return jag__leave(JAG_OK, out, 1);
+    }
+    return jag_clone(x, out);
+}
+
+jag_status jag_to_dtype(const jag_tensor *x, jag_dtype dtype, jag_tensor **out) {
+    if (!out) return no_out("jag_to_dtype");
+    if (need_tensor("jag_to_dtype", "x", x)) return JAG_EINVAL;
+    jag__enter();
+    jag_status st;
+    if (dtype == x->dtype) {
+        *out = jag_retain((jag_tensor *)x);
+        st = JAG_OK;
+    } else {
+        jag_value a[] = {jag__v_tensor(x), jag__v_int(dtype)};
+        st = jag__dispatch(JAG_OP_to_dtype, a, 2, out);
+    }
+    return jag__leave(st, out, 1);
+}
+
+/* Whether some element of t is reachable by two indices (stride 0 on a dim
+ * of size > 1, or dims whose strides interleave). Conservative: sorted
+ * strides must each clear the extent of the smaller dims. */
+static bool has_internal_overlap(const jag_tensor *t) {
+    int64_t st[JAG_MAX_DIMS], sz[JAG_MAX_DIMS];
+    int n = 0;
+    for (int d = 0; d < t->ndim; d++)
+        if (t->sizes[d] > 1) st[n] = t->strides[d], sz[n++] = t->sizes[d];
+    for (int i = 1; i < n; i++) /* insertion sort by stride */
+        for (int j = i; j > 0 && st[j] < st[j - 1]; j--) {
+            int64_t a = st[j]; st[j] = st[j - 1]; st[j - 1] = a;
+            a = sz[j]; sz[j] = sz[j - 1]; sz[j - 1] = a;
+        }
+    int64_t extent = 0; /* largest offset reachable with the smaller dims */
+    for (int i = 0; i < n; i++) {
+        if (st[i] <= extent) return true;
+        extent += st[i] * (sz[i] - 1);
+    }
+    return false;
+}
+
+static jag_status check_writable(const char *op, const jag_tensor *dst) {
+    if (need_tensor(op, "dst", dst)) return JAG_EINVAL;
+    if (jag__is_meta(dst)) return jag__error(JAG_EINVAL, "%s: argument 'dst' is a meta tensor with no data", op);
+    if (dst->flags & JAG_FLAG_READONLY) return jag__error(JAG_EINVAL, "%s: argument 'dst' is read-only", op);
+    if (has_internal_overlap(dst))
+        return jag__error(JAG_EINVAL, "%s: argument 'dst' has overlapping elements (an expanded view); clone it first", op);
+    return JAG_OK;
+}
+
+jag_status jag_copy_(jag_tensor *dst, const jag_tensor *src) {
+    const char *op = "jag_copy_";
+    jag_status st = check_writable(op, dst);
+    if (st) return st;
+    if (need_tensor(op, "src", src)) return JAG_EINVAL;
+    if (jag__is_meta(src)) return jag__error(JAG_EINVAL, "%s: argument 'src' is a meta tensor with no data", op);
+    int64_t shape[JAG_MAX_DIMS];
+    int n;
+    if ((st = jag__broadcast_shapes(op, dst->sizes, dst->ndim, src->sizes, src->ndim, shape, &n))) return st;
+    if (n != dst->ndim || memcmp(shape, dst->sizes, (size_t)n * sizeof *shape) != 0) {
+        char a[JAG_SHAPE_BUF], b[JAG_SHAPE_BUF];
+        return jag__error(JAG_ESHAPE, "%s: argument 'src' of shape %s does not broadcast to dst's shape %s", op,
+                          jag__shape_str(src->sizes, src->ndim, a, sizeof a),
+                          jag__shape_str(dst->sizes, dst->ndim, b, sizeof b));
+    }
+    jag__enter();
+    jag_tensor *tmp = NULL;
+    if (jag_shares_storage(dst, src) && jag_numel(dst) > 0) {
+        /* src may overlap dst: read it out first */
+        if ((st = d_clone(src, &tmp))) return jag__leave(st, NULL, 0);
+        src = tmp;
+    }
+    jag__copy_into(dst, src);
+    jag_release(tmp);
+    return jag__leave(JAG_OK, NULL, 0);
+}
+
+jag_status jag_fill_(jag_tensor *dst, double value) {
+    jag_status st = check_writable("jag_fill_", dst);
+    if (st) return st;
+    jag__fill(dst, value);
+    return JAG_OK;
+}
+
+/* ---- matmul ------------------------------------------------------------- */
+
+static jag_status d_mm(const jag_tensor *a, const jag_tensor *b, jag_tensor **out) {
+    jag_value v[] = {jag__v_tensor(a), jag__v_tensor(b)};
+    return jag__dispatch(JAG_OP_mm, v, 2, out);
+}
+
+static jag_status d_bmm(const jag_tensor *a, const jag_tensor *b, jag_tensor **out) {
+    jag_value v[] = {jag__v_tensor(a), jag__v_tensor(b)};
+    return jag__dispatch(JAG_OP_bmm, v, 2, out);
+}
+
+static jag_status d_unsqueeze(const jag_tensor *x, int dim, jag_tensor **out) {
+    jag_value v[] = {jag__v_tensor(x), jag__v_int(dim)};
+    return jag__dispatch(JAG_OP_unsqueeze, v, 2, out);
+}
+
+static jag_status d_expand(const jag_tensor *x, const int64_t *sizes, int n, jag_tensor **out) {
+    jag_value v[] = {jag__v_tensor(x), jag__v_ints(sizes, n)};
+    return jag__dispatch(JAG_OP_expand, v, 2, out);
+}
+
+static jag_status matmul_impl(const jag_tensor *a, const jag_tensor *b, jag_tensor **out) {
+    const char *op = "jag_matmul";
+    int na = a->ndim, nb = b->ndim;
+    if (na == 0 || nb == 0)
+        return jag__error(JAG_EINVAL, "%s: both arguments need at least 1 dim, got %d-d and %d-d", op, na, nb);
+    jag_tensor *a2 = NULL, *b2 = NULL, *r = NULL;
+    jag_status st = JAG_OK;
+    /* 1-D operands become matrices and lose that dim at the end, as torch. */
+    if (na == 1) st = d_unsqueeze(a, 0, &a2);
+    else a2 = jag_retain((jag_tensor *)a);
+    if (!st) {
+        if (nb == 1) st = d_unsqueeze(b, 1, &b2);
+        else b2 = jag_retain((jag_tensor *)b);
+    }
+    if (st) goto done;
+    if (a2->ndim == 2 && b2->ndim == 2) {
+        st = d_mm(a2, b2, &r);
+    } else if (b2->ndim == 2) {
+        /* (..., n, k) @ (k, m): one GEMM over the folded batch. */
+        int64_t k = a2->sizes[a2->ndim - 1];
+        int64_t flat[2] = {-1, k};
+        jag_tensor *af = NULL, *rf = NULL;
+        st = d_reshape(a2, flat, 2, &af);
+        if (!st) st = d_mm(af, b2, &rf);
+        if (!st) {
+            int64_t shape[JAG_MAX_DIMS];
+            memcpy(shape, a2->sizes, (size_t)a2->ndim * sizeof *shape);
+            shape[a2->ndim - 1] = b2->sizes[1];
+            st = d_view(rf, shape, a2->ndim, &r);
+        }
+        jag_release(af);
+        jag_release(rf);
+    } else {
+        /* Broadcast batch dims, fold them into one, bmm, unfold. */
+        int64_t batch[JAG_MAX_DIMS];
+        int nbatch;
+        st = jag__broadcast_shapes(op, a2->sizes, a2->ndim - 2, b2->sizes, b2->ndim - 2, batch, &nbatch);
+        if (st) goto done;
+        int64_t n = a2->sizes[a2->ndim - 2], k = a2->sizes[a2->ndim - 1];
+        int64_t k2 = b2->sizes[b2->ndim - 2], m = b2->sizes[b2->ndim - 1];
+        if (k != k2) {
+            char x[JAG_SHAPE_BUF], y[JAG_SHAPE_BUF];
+            st = jag__error(JAG_ESHAPE, "%s: inner sizes differ: %s @ %s (%lld vs %lld)", op,
+                            jag__shape_str(a->sizes, a->ndim, x, sizeof x), jag__shape_str(b->sizes, b->ndim, y, sizeof y),
+                            (long long)k, (long long)k2);
+            goto done;
+        }
+        int64_t ea[JAG_MAX_DIMS], eb[JAG_MAX_DIMS], shape[JAG_MAX_DIMS];
+        int64_t nbat = jag__numel(batch, nbatch);
+        memcpy(ea, batch, (size_t)nbatch * sizeof *ea);
+        memcpy(eb, batch, (size_t)nbatch * sizeof *eb);
+        ea[nbatch] = n, ea[nbatch + 1] = k;
+        eb[nbatch] = k, eb[nbatch + 1] = m;
+        jag_tensor *ae = NULL, *be = NULL, *af = NULL, *bf = NULL, *rf = NULL;
+        int64_t fa[3] = {nbat, n, k}, fb[3] = {nbat, k, m};
+        st = d_expand(a2, ea, nbatch + 2, &ae);
+        if (!st) st = d_expand(b2, eb, nbatch + 2, &be);
+        if (!st) st = d_reshape(ae, fa, 3, &af);
+        if (!st) st = d_reshape(be, fb, 3, &bf);
+        if (!st) st = d_bmm(af, bf, &rf);
+        if (!st) {
+            memcpy(shape, batch, (size_t)nbatch * sizeof *shape);
+            shape[nbatch] = n, shape[nbatch + 1] = m;
+            st = d_view(rf, shape, nbatch + 2, &r);
+        }
+        jag_release(ae), jag_release(be), jag_release(af), jag_release(bf), jag_release(rf);
+    }
+    if (!st && (na == 1 || nb == 1)) {
+        /* drop the dims that 1-D operands added */
+        jag_tensor *s = r;
+        int64_t shape[JAG_MAX_DIMS];
+        int n = 0;
+        for (int d = 0; d < s->ndim; d++) {
+            if (na == 1 && d == s->ndim - 2) continue;
+            if (nb == 1 && d == s->ndim - 1) continue;
+            shape[n++] = s->sizes[d];
+        }
+        r = NULL;
+        st = d_view(s, shape, n, &r);
+        jag_release(s);
+    }
+done:
+    jag_release(a2);
+    jag_release(b2);
+    if (!st) *out = r;
+    else jag_release(r);
+    return st;
+}
+
+jag_status jag_matmul(const jag_tensor *a, const jag_tensor *b, jag_tensor **out) {
+    if (!out) return no_out("jag_matmul");
+    if (need_tensor("jag_matmul", "a", a) || need_tensor("jag_matmul", "b", b)) return JAG_EINVAL;
+    jag__enter();
+    jag_status st = matmul_impl(a, b, out);
+    return jag__leave(st, out, 1);
+}
+
+/* ---- stack, split, chunk ------------------------------------------------ */
+
+jag_status jag_stack(jag_tensor *const *xs, int n, int dim, jag_tensor **out) {
+    const char *op = "jag_stack";
+    if (!out) return no_out(op);
+    if (n <= 0 || !xs) return jag__error(JAG_EINVAL, "%s: argument 'xs' is empty, expected at least one tensor", op);
+    for (int i = 0; i < n; i++)
+        if (!xs[i]) return jag__error(JAG_EINVAL, "%s: tensor %d of argument 'xs' is NULL", op, i);
+    for (int i = 1; i < n; i++)
+        if (xs[i]->ndim != xs[0]->ndim || memcmp(xs[i]->sizes, xs[0]->sizes, (size_t)xs[0]->ndim * sizeof(int64_t))) {
+            char a[JAG_SHAPE_BUF], b[JAG_SHAPE_BUF];
+            return jag__error(JAG_ESHAPE, "%s: tensor %d has shape %s, expected %s like tensor 0", op, i,
+                              jag__shape_str(xs[i]->sizes, xs[i]->ndim, a, sizeof a),
+                              jag__shape_str(xs[0]->sizes, xs[0]->ndim, b, sizeof b));
+        }
+    int d;
+    jag_status st = jag__wrap_dim(op, "dim", dim, xs[0]->ndim + 1, &d);
+    if (st) return st;
+    jag_tensor **u = calloc((size_t)n, sizeof *u);
+    if (!u) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    jag__enter();
+    for (int i = 0; i < n && !st; i++) st = d_unsqueeze(xs[i], d, &u[i]);
+    if (!st) {
+        jag_value v[] = {jag__v_tensors(u, n), jag__v_int(d)};
+        st = jag__dispatch(JAG_OP_cat, v, 2, out);
+    }
+    for (int i = 0; i < n; i++) jag_release(u[i]);
+    free(u);
+    return jag__leave(st, out, 1);
+}
+
+static jag_status split_sizes(const char *op, const jag_tensor *x, int64_t piece, int dim, jag_tensor **outs, int cap,
+                              int *n_out) {
+    if (!outs || !n_out) return jag__error(JAG_EINVAL, "%s: arguments 'outs' and 'n_out' must not be NULL", op);
+    if (need_tensor(op, "x", x)) return JAG_EINVAL;
+    if (x->ndim == 0) return jag__error(JAG_EINVAL, "%s: argument 'x' is 0-d, expected at least 1 dim", op);
+    int d;
+    jag_status st = jag__wrap_dim(op, "dim", dim, x->ndim, &d);
+    if (st) return st;
+    int64_t size = x->sizes[d];
+    int64_t count = size == 0 ? 1 : (size + piece - 1) / piece;
+    if (count > cap)
+        return jag__error(JAG_EINVAL, "%s: gives %lld pieces but argument 'cap' is %d", op, (long long)count, cap);
+    jag__enter();
+    int made = 0;
+    for (int64_t i = 0; i < count && !st; i++) {
+        int64_t start = i * piece, len = size - start < piece ? size - start : piece;
+        jag_value v[] = {jag__v_tensor(x), jag__v_int(d), jag__v_int(start), jag__v_int(len)};
+        st = jag__dispatch(JAG_OP_narrow, v, 4, &outs[i]);
+        if (!st) made++;
+    }
+    if (st) {
+        for (int i = 0; i < made; i++) jag_release(outs[i]), outs[i] = NULL;
+        return jag__leave(st, NULL, 0);
+    }
+    *n_out = made;
+    return jag__leave(JAG_OK, outs, made);
+}
+
+jag_status jag_split(const jag_tensor *x, int64_t split_size, int dim, jag_tensor **outs, int cap, int *n_out) {
+    if (split_size <= 0)
+        return jag__error(JAG_EINVAL, "jag_split: argument 'split_size' is %lld, expected > 0", (long long)split_size);
+    return split_sizes("jag_split", x, split_size, dim, outs, cap, n_out);
+}
+
+jag_status jag_chunk(const jag_tensor *x, int chunks, int dim, jag_tensor **outs, int cap, int *n_out) {
+    if (chunks <= 0) return jag__error(JAG_EINVAL, "jag_chunk: argument 'chunks' is %d, expected > 0", chunks);
+    if (need_tensor("jag_chunk", "x", x)) return JAG_EINVAL;
+    int d;
+    jag_status st = jag__wrap_dim("jag_chunk", "dim", dim, x->ndim, &d);
+    if (st) return st;
+    int64_t size = x->ndim ? x->sizes[d] : 1;
+    int64_t piece = (size + chunks - 1) / chunks;
+    if (piece == 0) piece = 1;
+    return split_sizes("jag_chunk", x, piece, dim, outs, cap, n_out);
+}

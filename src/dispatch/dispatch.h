@@ -1,0 +1,155 @@
+/*
+ * dispatch.h — the op table, boxed values and the dispatcher.
+ *
+ * Every op is a row of ops.def. A call boxes its arguments into jag_value[]
+ * and goes through jag__dispatch, which picks the key (META when the tensors
+ * have no data, else CPU), runs the op's META function to validate and infer
+ * the outputs, allocates them and runs the kernel for the key.
+ */
+#ifndef JAG_DISPATCH_H
+#define JAG_DISPATCH_H
+
+#include "../core/internal.h"
+
+/* ---- boxed values ------------------------------------------------------- */
+
+typedef enum jag_value_kind {
+    JAG_VAL_NONE,    /* an absent optional argument */
+    JAG_VAL_TENSOR,
+    JAG_VAL_INT,
+    JAG_VAL_DOUBLE,
+    JAG_VAL_BOOL,
+    JAG_VAL_INTS,    /* borrowed int64 array */
+    JAG_VAL_TENSORS, /* borrowed tensor array */
+} jag_value_kind;
+
+typedef struct jag_value {
+    jag_value_kind kind;
+    union {
+        const jag_tensor *t;
+        int64_t i;
+        double d;
+        bool b;
+        struct { const int64_t *v; int n; } ints;
+        struct { jag_tensor *const *v; int n; } tensors;
+    } u;
+} jag_value;
+
+static inline jag_value jag__v_tensor(const jag_tensor *t) {
+    jag_value v = {.kind = t ? JAG_VAL_TENSOR : JAG_VAL_NONE};
+    v.u.t = t;
+    return v;
+}
+static inline jag_value jag__v_int(int64_t i) { jag_value v = {.kind = JAG_VAL_INT}; v.u.i = i; return v; }
+static inline jag_value jag__v_double(double d) { jag_value v = {.kind = JAG_VAL_DOUBLE}; v.u.d = d; return v; }
+static inline jag_value jag__v_bool(bool b) { jag_value v = {.kind = JAG_VAL_BOOL}; v.u.b = b; return v; }
+static inline jag_value jag__v_ints(const int64_t *p, int n) {
+    jag_value v = {.kind = JAG_VAL_INTS};
+    v.u.ints.v = p;
+    v.u.ints.n = n;
+    return v;
+}
+static inline jag_value jag__v_tensors(jag_tensor *const *p, int n) {
+    jag_value v = {.kind = JAG_VAL_TENSORS};
+    v.u.tensors.v = p;
+    v.u.tensors.n = n;
+    return v;
+}
+
+/* ---- ops ---------------------------------------------------------------- */
+
+enum {
+    JAG_TAG_POINTWISE = 1u << 0, /* elementwise over broadcast inputs */
+    JAG_TAG_REDUCTION = 1u << 1,
+    JAG_TAG_VIEW = 1u << 2,      /* output aliases input 0; kernel makes it */
+};
+
+typedef enum jag_op_id {
+#define JAG_OP(name, n_in, n_out, tags, meta, cpu) JAG_OP_##name,
+#include "ops.def"
+#undef JAG_OP
+    JAG_OP_COUNT
+} jag_op_id;
+
+/* `op` is the public name ("jag_sin") for error messages. A META function
+ * checks every argument (kinds, dtypes, shapes) and fills outs[0..n_out). */
+typedef jag_status (*jag_meta_fn)(const char *op, const jag_value *args, int nargs, jag_spec *outs);
+/* A kernel computes into outs (allocated, contiguous, shaped as the specs).
+ * A VIEW kernel creates outs[0] itself and must work on meta tensors. A
+ * kernel may still fail (e.g. an index out of range found while reading):
+ * it then returns the status with the error set, and the dispatcher frees the
+ * outputs. */
+typedef jag_status (*jag_kernel_fn)(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
+
+typedef struct jag_op_info {
+    const char *name; /* "jag_sin" */
+    int n_in, n_out;
+    unsigned tags;
+    jag_meta_fn meta;
+    jag_kernel_fn cpu;
+} jag_op_info;
+
+extern const jag_op_info jag__ops[JAG_OP_COUNT];
+
+/* Declarations of every META function and kernel named in ops.def. */
+#define JAG_OP(name, n_in, n_out, tags, meta, cpu)                             \
+    jag_status cpu(const char *, const jag_value *, int, jag_tensor **);
+#include "ops.def"
+#undef JAG_OP
+jag_status jag__meta_unary_keep(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_unary_float(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_binary_arith(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_binary_float(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_binary_compare(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_where(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_clone(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_to_dtype(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_reduce_sum(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_reduce_float(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_reduce_keep(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_reduce_var(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_reduce_index(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_reduce_index2(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_mm(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_bmm(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_linear(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_softmax(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_layer_norm(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_rms_norm(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_index_select(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_gather(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_embedding(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_cat(const char *, const jag_value *, int, jag_spec *);
+
+/* Run `op` on boxed args; on success outs[0..n_out) hold new references.
+ * Callers inside jag use this; public entry points wrap it with
+ * jag__enter/jag__leave (jag__call does both). */
+jag_status jag__dispatch(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);
+/* jag__dispatch bracketed as a public entry point (records outputs in the
+ * open scope). */
+jag_status jag__call(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);
+
+/* ---- helpers for META functions ----------------------------------------- */
+
+/* Check that args[i] is a tensor (with `name` for messages); sets the error. */
+jag_status jag__arg_tensor(const char *op, const jag_value *args, int nargs, int i,
+                           const char *name, const jag_tensor **out);
+/* Same for an optional tensor: *out is NULL when absent. */
+jag_status jag__arg_opt_tensor(const char *op, const jag_value *args, int nargs, int i,
+                               const char *name, const jag_tensor **out);
+jag_status jag__arg_int(const char *op, const jag_value *args, int nargs, int i,
+                        const char *name, int64_t *out);
+jag_status jag__arg_double(const char *op, const jag_value *args, int nargs, int i,
+                           const char *name, double *out);
+jag_status jag__arg_bool(const char *op, const jag_value *args, int nargs, int i,
+                         const char *name, bool *out);
+jag_status jag__arg_ints(const char *op, const jag_value *args, int nargs, int i,
+                         const char *name, const int64_t **v, int *n);
+/* Fill a spec. */
+static inline void jag__spec_set(jag_spec *s, jag_dtype dtype, const int64_t *sizes, int ndim) {
+    s->dtype = dtype;
+    s->ndim = ndim;
+    if (ndim) memcpy(s->sizes, sizes, (size_t)ndim * sizeof *sizes);
+}
+
+#endif /* JAG_DISPATCH_H */
