@@ -1,0 +1,425 @@
+/* test_core.c — creation, metadata, views, copies, conversions, scopes,
+ * errors, random numbers and printing. */
+#include "test.h"
+
+static const double V6[6] = {1, 2, 3, 4, 5, 6};
+
+static void test_status_strings(void) {
+    TEST_BEGIN();
+    CHECK(strcmp(jag_status_str(JAG_OK), "ok") == 0);
+    CHECK(strcmp(jag_status_str(JAG_ESHAPE), "shape mismatch") == 0);
+    CHECK(strcmp(jag_status_str((jag_status)999), "unknown status") == 0);
+    CHECK(strcmp(jag_dtype_name(JAG_FLOAT32), "float32") == 0);
+    CHECK(strcmp(jag_dtype_name((jag_dtype)77), "invalid") == 0);
+    CHECK(jag_dtype_size(JAG_BOOL) == 1 && jag_dtype_size(JAG_INT64) == 8 && jag_dtype_size((jag_dtype)77) == 0);
+    CHECK(jag_promote_types(JAG_INT32, JAG_FLOAT32) == JAG_FLOAT32);
+    CHECK(jag_promote_types(JAG_BOOL, JAG_INT32) == JAG_INT32);
+    CHECK(jag_promote_types(JAG_INT64, JAG_INT32) == JAG_INT64);
+    CHECK(jag_promote_types(JAG_FLOAT64, JAG_FLOAT32) == JAG_FLOAT64);
+    jag_clear_error();
+    CHECK(jag_last_status() == JAG_OK && jag_last_error()[0] == '\0');
+}
+
+static void test_creation(void) {
+    TEST_BEGIN();
+    int64_t s[3] = {2, 3, 4};
+    for (int dt = 0; dt < JAG_DTYPE_COUNT; dt++) {
+        jag_tensor *z = NULL, *o = NULL, *f = NULL;
+        CHECK_OK(jag_zeros(s, 3, (jag_dtype)dt, &z));
+        CHECK_OK(jag_ones(s, 3, (jag_dtype)dt, &o));
+        CHECK_OK(jag_full(s, 3, 7, (jag_dtype)dt, &f));
+        CHECK(jag_numel(z) == 24 && jag_ndim(z) == 3 && jag_size(z, -1) == 4 && jag_stride(z, 0) == 12);
+        CHECK(jag_is_contiguous(z) && jag_tensor_dtype(z) == (jag_dtype)dt);
+        for (int64_t i = 0; i < 24; i++) {
+            CHECK(t_get(z, i) == 0);
+            CHECK(t_get(o, i) == 1);
+            CHECK(t_get(f, i) == (dt == JAG_BOOL ? 1 : 7));
+        }
+        jag_release(z), jag_release(o), jag_release(f);
+    }
+    /* 0-d and empty tensors */
+    jag_tensor *sc = NULL, *e = NULL;
+    CHECK_OK(jag_full(NULL, 0, 2.5, JAG_FLOAT64, &sc));
+    double v;
+    CHECK_OK(jag_item(sc, &v));
+    CHECK(v == 2.5 && jag_numel(sc) == 1 && jag_ndim(sc) == 0);
+    int64_t es[2] = {0, 5};
+    CHECK_OK(jag_zeros(es, 2, JAG_FLOAT32, &e));
+    CHECK(jag_numel(e) == 0);
+    jag_release(sc), jag_release(e);
+    /* arange: float and integer, negative step, empty */
+    jag_tensor *a = NULL, *b = NULL, *c = NULL;
+    CHECK_OK(jag_arange(0, 5, 1, JAG_INT64, &a));
+    CHECK(jag_numel(a) == 5 && t_get(a, 4) == 4);
+    CHECK_OK(jag_arange(1, 0, -0.25, JAG_FLOAT32, &b));
+    CHECK(jag_numel(b) == 4 && t_get(b, 3) == 0.25);
+    CHECK_OK(jag_arange(3, 3, 1, JAG_FLOAT32, &c));
+    CHECK(jag_numel(c) == 0);
+    jag_release(a), jag_release(b), jag_release(c);
+    /* from_data copies */
+    double buf[6] = {1, 2, 3, 4, 5, 6};
+    int64_t s2[2] = {2, 3};
+    jag_tensor *d = NULL;
+    CHECK_OK(jag_from_data(buf, s2, 2, JAG_FLOAT64, &d));
+    buf[0] = 100;
+    CHECK(t_get(d, 0) == 1 && t_get(d, 5) == 6);
+    jag_release(d);
+    /* bools from arbitrary bytes are normalised to 0/1 */
+    uint8_t bytes[3] = {0, 2, 255};
+    int64_t s3 = 3;
+    CHECK_OK(jag_from_data(bytes, &s3, 1, JAG_BOOL, &d));
+    CHECK(((uint8_t *)jag_data(d))[1] == 1 && ((uint8_t *)jag_data(d))[2] == 1);
+    jag_release(d);
+}
+
+static int blob_released;
+static void blob_release(void *ctx, void *data) {
+    blob_released++;
+    CHECK(ctx == (void *)&blob_released);
+    CHECK(data != NULL);
+}
+
+static void test_from_blob(void) {
+    TEST_BEGIN();
+    float mem[6] = {1, 2, 3, 4, 5, 6};
+    int64_t s[2] = {2, 3}, st[2] = {1, 2}; /* column-major view */
+    jag_tensor *t = NULL, *v = NULL;
+    blob_released = 0;
+    CHECK_OK(jag_from_blob(mem, s, st, 2, JAG_FLOAT32, blob_release, &blob_released, &t));
+    CHECK(jag_data(t) == mem && !jag_is_contiguous(t));
+    CHECK(t_get(t, 1) == 3); /* element (0, 1) is mem[2] */
+    CHECK_OK(jag_transpose(t, 0, 1, &v));
+    jag_release(t);
+    CHECK(blob_released == 0); /* the view keeps the memory alive */
+    mem[1] = 42;
+    CHECK(t_get(v, 1) == 42); /* writes by the owner are visible: no copy */
+    jag_release(v);
+    CHECK(blob_released == 1);
+    /* errors: the release callback is not called on failure */
+    int64_t bad[2] = {2, -1};
+    CHECK_ERR(jag_from_blob(mem, bad, NULL, 2, JAG_FLOAT32, blob_release, &blob_released, &t), JAG_EINVAL, "sizes");
+    CHECK_ERR(jag_from_blob((char *)mem + 1, s, NULL, 2, JAG_FLOAT32, blob_release, &blob_released, &t), JAG_EINVAL,
+              "aligned");
+    CHECK(blob_released == 1);
+}
+
+static void test_creation_errors(void) {
+    TEST_BEGIN();
+    jag_tensor *t = NULL;
+    int64_t neg[2] = {2, -3}, huge[3] = {INT64_MAX / 2, 4, 2}, big[2] = {(int64_t)1 << 40, (int64_t)1 << 22};
+    CHECK_ERR(jag_zeros(neg, 2, JAG_FLOAT32, &t), JAG_EINVAL, "argument 'sizes' has -3 at dim 1");
+    CHECK_ERR(jag_zeros(huge, 3, JAG_FLOAT32, &t), JAG_EOVERFLOW, "overflows");
+    CHECK_ERR(jag_zeros(big, 2, JAG_FLOAT64, &t), JAG_EOVERFLOW, "overflow");
+    CHECK_ERR(jag_zeros(neg, 9, JAG_FLOAT32, &t), JAG_EINVAL, "ndim");
+    CHECK_ERR(jag_zeros(neg, 1, (jag_dtype)42, &t), JAG_EDTYPE, "dtype");
+    CHECK_ERR(jag_zeros(neg, 1, JAG_FLOAT32, NULL), JAG_EINVAL, "out");
+    CHECK_ERR(jag_arange(0, 1, 0, JAG_FLOAT32, &t), JAG_EINVAL, "step");
+    CHECK_ERR(jag_arange(0, INFINITY, 1, JAG_FLOAT32, &t), JAG_EINVAL, "finite");
+    CHECK_ERR(jag_arange(0, 1e300, 1e-10, JAG_FLOAT32, &t), JAG_EOVERFLOW, "too many");
+    CHECK_ERR(jag_from_data(NULL, neg + 0, 1, JAG_FLOAT32, &t), JAG_EINVAL, "data");
+    CHECK(t == NULL);
+    /* a huge allocation fails cleanly with ENOMEM */
+    int64_t enormous[1] = {(int64_t)1 << 60};
+    CHECK_ERR(jag_empty(enormous, 1, JAG_BOOL, &t), JAG_ENOMEM, "out of memory");
+    CHECK(t == NULL);
+}
+
+static void test_views(void) {
+    TEST_BEGIN();
+    int64_t s[2] = {2, 3};
+    jag_tensor *x = t_from(V6, s, 2, JAG_FLOAT32);
+    jag_tensor *tr = NULL, *pm = NULL, *nr = NULL, *se = NULL, *un = NULL, *sq = NULL, *ex = NULL, *vw = NULL;
+    CHECK_OK(jag_transpose(x, 0, -1, &tr));
+    CHECK(jag_size(tr, 0) == 3 && jag_stride(tr, 0) == 1 && jag_shares_storage(tr, x));
+    CHECK(t_get(tr, 1) == 4 && t_get(tr, 2) == 2);
+    int perm[2] = {1, 0};
+    CHECK_OK(jag_permute(x, perm, 2, &pm));
+    CHECK(t_allclose(pm, tr, 0, 0));
+    CHECK_OK(jag_narrow(x, 1, 1, 2, &nr));
+    CHECK(jag_size(nr, 1) == 2 && t_get(nr, 0) == 2 && t_get(nr, 3) == 6 && jag_storage_offset(nr) == 1);
+    CHECK_OK(jag_select(x, 0, -1, &se));
+    CHECK(jag_ndim(se) == 1 && t_get(se, 0) == 4);
+    CHECK_OK(jag_unsqueeze(x, 1, &un));
+    CHECK(jag_ndim(un) == 3 && jag_size(un, 1) == 1);
+    CHECK_OK(jag_squeeze(un, 1, &sq));
+    CHECK(t_allclose(sq, x, 0, 0));
+    int64_t es[3] = {4, -1, 3};
+    CHECK_OK(jag_expand(x, es, 3, &ex));
+    CHECK(jag_stride(ex, 0) == 0 && jag_numel(ex) == 24 && t_get(ex, 23) == 6);
+    int64_t vs[2] = {3, -1};
+    CHECK_OK(jag_view(x, vs, 2, &vw));
+    CHECK(jag_size(vw, 1) == 2 && t_get(vw, 2) == 3);
+    /* writes through a view are visible in the base */
+    double one = 0;
+    CHECK_OK(jag_fill_(nr, 9));
+    CHECK_OK(jag_item_at(x, (int64_t[]){1, 2}, &one));
+    CHECK(one == 9 && t_get(x, 0) == 1);
+    jag_release(tr), jag_release(pm), jag_release(nr), jag_release(se), jag_release(un);
+    jag_release(sq), jag_release(ex), jag_release(vw), jag_release(x);
+}
+
+static void test_view_reshape_strides(void) {
+    TEST_BEGIN();
+    int64_t s[3] = {2, 3, 4};
+    jag_tensor *x = t_rand(s, 3, JAG_FLOAT32, -1, 1, 1), *t = NULL, *v = NULL, *r = NULL, *f = NULL;
+    /* a transposed tensor cannot be viewed flat, but reshape copies */
+    CHECK_OK(jag_transpose(x, 0, 2, &t));
+    int64_t flat = -1;
+    CHECK_ERR(jag_view(t, &flat, 1, &v), JAG_ESHAPE, "jag_reshape");
+    CHECK(v == NULL);
+    CHECK_OK(jag_reshape(t, &flat, 1, &r));
+    CHECK(jag_is_contiguous(r) && !jag_shares_storage(r, x));
+    for (int64_t i = 0; i < 24; i++) {
+        int64_t a = i / 6, b = (i / 2) % 3, c = i % 2; /* t is (4, 3, 2) */
+        CHECK(t_get(r, i) == t_get(x, c * 12 + b * 4 + a));
+    }
+    /* merging dims that are contiguous among themselves is a view */
+    jag_tensor *n = NULL;
+    CHECK_OK(jag_narrow(x, 0, 1, 1, &n)); /* (1, 3, 4) */
+    int64_t m[2] = {3, 4};
+    CHECK_OK(jag_view(n, m, 2, &f));
+    CHECK(jag_shares_storage(f, x) && t_get(f, 0) == t_get(x, 12));
+    CHECK_OK(jag_flatten(n, &v));
+    CHECK(jag_shares_storage(v, x) && jag_numel(v) == 12);
+    int64_t wrong[2] = {5, 5};
+    jag_tensor *w = NULL;
+    CHECK_ERR(jag_view(x, wrong, 2, &w), JAG_ESHAPE, "expected 24 elements");
+    int64_t two_inf[2] = {-1, -1};
+    CHECK_ERR(jag_reshape(x, two_inf, 2, &w), JAG_EINVAL, "more than one -1");
+    CHECK(w == NULL);
+    jag_release(x), jag_release(t), jag_release(r), jag_release(n), jag_release(f), jag_release(v);
+}
+
+static void test_view_errors(void) {
+    TEST_BEGIN();
+    int64_t s[2] = {2, 3};
+    jag_tensor *x = t_from(V6, s, 2, JAG_FLOAT32), *o = NULL;
+    CHECK_ERR(jag_transpose(x, 0, 2, &o), JAG_ERANGE, "argument 'dim1' is 2, expected a dim in [-2, 1]");
+    CHECK_ERR(jag_narrow(x, 1, 2, 2, &o), JAG_ERANGE, "outside dim 1 of size 3");
+    CHECK_ERR(jag_select(x, 0, 2, &o), JAG_ERANGE, "argument 'index' is 2");
+    int perm[2] = {0, 0};
+    CHECK_ERR(jag_permute(x, perm, 2, &o), JAG_EINVAL, "repeats dim 0");
+    CHECK_ERR(jag_permute(x, perm, 1, &o), JAG_EINVAL, "expected 2");
+    int64_t e[2] = {4, 3};
+    CHECK_ERR(jag_expand(x, e, 2, &o), JAG_ESHAPE, "cannot expand shape [2, 3] to [4, 3]");
+    CHECK_ERR(jag_unsqueeze(x, 5, &o), JAG_ERANGE, "argument 'dim'");
+    CHECK_ERR(jag_transpose(NULL, 0, 1, &o), JAG_EINVAL, "NULL");
+    CHECK_ERR(jag_transpose(x, 0, 1, NULL), JAG_EINVAL, "out");
+    CHECK(o == NULL);
+    int64_t eight[8] = {1, 1, 1, 1, 1, 1, 1, 1};
+    jag_tensor *big = NULL;
+    CHECK_OK(jag_zeros(eight, 8, JAG_FLOAT32, &big));
+    CHECK_ERR(jag_unsqueeze(big, 0, &o), JAG_EINVAL, "already has 8 dims");
+    jag_release(big), jag_release(x);
+}
+
+static void test_copy_and_convert(void) {
+    TEST_BEGIN();
+    int64_t s[3] = {3, 4, 5};
+    for (int from = 0; from < JAG_DTYPE_COUNT; from++) {
+        jag_tensor *x = t_rand(s, 3, (jag_dtype)from, -50, 50, 7 + from);
+        jag_tensor *views[3] = {jag_retain(x), t_noncontig(x), t_sliced(x)};
+        for (int to = 0; to < JAG_DTYPE_COUNT; to++) {
+            for (int k = 0; k < 3; k++) {
+                jag_tensor *y = NULL;
+                CHECK_OK(jag_to_dtype(views[k], (jag_dtype)to, &y));
+                CHECK(jag_tensor_dtype(y) == (jag_dtype)to);
+                for (int64_t i = 0; i < jag_numel(x); i++) {
+                    double v = t_get(x, i), want;
+                    if (to == JAG_BOOL) want = v != 0;
+                    else if (to == JAG_INT32 || to == JAG_INT64) want = trunc(v);
+                    else if (to == JAG_FLOAT32) want = (float)v;
+                    else want = v;
+                    CHECK_MSG(t_get(y, i) == want, "%s -> %s element %lld: %g vs %g", jag_dtype_name((jag_dtype)from),
+                              jag_dtype_name((jag_dtype)to), (long long)i, t_get(y, i), want);
+                }
+                jag_release(y);
+            }
+        }
+        for (int k = 0; k < 3; k++) jag_release(views[k]);
+        jag_release(x);
+    }
+    /* same dtype: a new reference to the same tensor */
+    jag_tensor *x = t_rand(s, 3, JAG_FLOAT32, 0, 1, 3), *y = NULL, *c = NULL, *k = NULL;
+    CHECK_OK(jag_to_dtype(x, JAG_FLOAT32, &y));
+    CHECK(y == x);
+    CHECK_OK(jag_contiguous(x, &c));
+    CHECK(c == x);
+    CHECK_OK(jag_clone(x, &k));
+    CHECK(k != x && !jag_shares_storage(k, x) && t_allclose(k, x, 0, 0));
+    jag_release(x), jag_release(y), jag_release(c), jag_release(k);
+    /* float -> int saturates instead of undefined behaviour */
+    double big[4] = {1e30, -1e30, NAN, 3.9};
+    int64_t four = 4;
+    jag_tensor *b = t_from(big, &four, 1, JAG_FLOAT64), *bi = NULL;
+    CHECK_OK(jag_to_dtype(b, JAG_INT32, &bi));
+    CHECK(t_get(bi, 0) == 2147483647.0 && t_get(bi, 1) == -2147483648.0 && t_get(bi, 2) == 0 && t_get(bi, 3) == 3);
+    jag_release(b), jag_release(bi);
+}
+
+static void test_copy_inplace(void) {
+    TEST_BEGIN();
+    int64_t s[2] = {2, 3}, row = 3;
+    jag_tensor *x = NULL, *r = t_from(V6, &row, 1, JAG_FLOAT64), *t = NULL;
+    CHECK_OK(jag_zeros(s, 2, JAG_FLOAT32, &x));
+    CHECK_OK(jag_copy_(x, r)); /* broadcast a row into both rows, converting */
+    for (int64_t i = 0; i < 6; i++) CHECK(t_get(x, i) == V6[i % 3]);
+    /* overlapping self-copy: x[:, 0:2] = x[:, 1:3] */
+    jag_tensor *a = NULL, *b = NULL;
+    CHECK_OK(jag_narrow(x, 1, 0, 2, &a));
+    CHECK_OK(jag_narrow(x, 1, 1, 2, &b));
+    CHECK_OK(jag_copy_(a, b));
+    CHECK(t_get(x, 0) == 2 && t_get(x, 1) == 3 && t_get(x, 2) == 3);
+    /* a tensor copied onto its own transpose */
+    int64_t sq[2] = {3, 3};
+    jag_tensor *m = t_rand(sq, 2, JAG_FLOAT32, 0, 1, 5), *mc = NULL;
+    CHECK_OK(jag_clone(m, &mc));
+    CHECK_OK(jag_transpose(m, 0, 1, &t));
+    CHECK_OK(jag_copy_(m, t));
+    for (int i = 0; i < 3; i++)
+        for (int j = 0; j < 3; j++) CHECK(t_get(m, i * 3 + j) == t_get(mc, j * 3 + i));
+    /* errors: bad broadcast, expanded destination; dst unchanged */
+    jag_tensor *e = NULL, *wrong = NULL;
+    int64_t four = 4, es[2] = {2, 3};
+    CHECK_OK(jag_zeros(&four, 1, JAG_FLOAT32, &wrong));
+    CHECK_ERR(jag_copy_(x, wrong), JAG_ESHAPE, "do not broadcast");
+    CHECK(t_get(x, 0) == 2);
+    CHECK_OK(jag_expand(r, es, 2, &e));
+    CHECK_ERR(jag_copy_(e, x), JAG_EINVAL, "overlapping");
+    CHECK_ERR(jag_fill_(e, 1), JAG_EINVAL, "overlapping");
+    CHECK(t_get(r, 0) == 1);
+    jag_release(x), jag_release(r), jag_release(t), jag_release(a), jag_release(b), jag_release(m), jag_release(mc);
+    jag_release(e), jag_release(wrong);
+}
+
+static void test_copy_large_parallel(void) {
+    TEST_BEGIN();
+    /* > JAG_PARALLEL_GRAIN elements on both the many-rows and the few-long-rows paths */
+    int64_t s1[2] = {300, 257}, s2[2] = {2, 70001};
+    int64_t *shapes[2] = {s1, s2};
+    for (int k = 0; k < 2; k++) {
+        jag_tensor *x = t_rand(shapes[k], 2, JAG_FLOAT32, -1, 1, 11), *nc = t_noncontig(x), *y = NULL, *ref = NULL;
+        CHECK_OK(jag_to_dtype(nc, JAG_FLOAT64, &y));
+        CHECK_OK(jag_zeros(shapes[k], 2, JAG_FLOAT64, &ref));
+        extern void jag__copy_ref(jag_tensor *dst, const jag_tensor *src);
+        jag__copy_ref(ref, nc);
+        CHECK(t_allclose(y, ref, 0, 0));
+        jag_release(x), jag_release(nc), jag_release(y), jag_release(ref);
+    }
+}
+
+static void test_scopes(void) {
+    TEST_BEGIN();
+    long live = jag__live_tensors();
+    int64_t s[2] = {4, 4};
+    jag_tensor *kept = NULL;
+    CHECK_OK(jag_scope_begin());
+    {
+        jag_tensor *a = NULL, *b = NULL, *c = NULL;
+        CHECK_OK(jag_ones(s, 2, JAG_FLOAT32, &a));
+        CHECK_OK(jag_transpose(a, 0, 1, &b));
+        CHECK_OK(jag_scope_begin());
+        CHECK_OK(jag_clone(b, &c));
+        jag_scope_keep(c); /* moves to the outer scope */
+        CHECK_OK(jag_scope_end());
+        CHECK(jag_numel(c) == 16); /* still alive */
+        CHECK_OK(jag_reshape(c, (int64_t[]){16}, 1, &kept));
+        jag_scope_keep(kept); /* handed to us */
+    }
+    CHECK_OK(jag_scope_end());
+    CHECK(jag__live_tensors() == live + 1);
+    CHECK(t_get(kept, 15) == 1);
+    jag_release(kept);
+    CHECK(jag__live_tensors() == live);
+    CHECK_ERR(jag_scope_end(), JAG_ESTATE, "no scope is open");
+    /* composite ops record only their result, not their intermediates */
+    CHECK_OK(jag_scope_begin());
+    int64_t s3[3] = {2, 3, 4}, s4[2] = {4, 5};
+    jag_tensor *a = NULL, *b = NULL, *m = NULL;
+    CHECK_OK(jag_ones(s3, 3, JAG_FLOAT32, &a));
+    CHECK_OK(jag_ones(s4, 2, JAG_FLOAT32, &b));
+    (void)jag_matmul(a, b, &m); /* the result is the scope's, kernel or not */
+    CHECK_OK(jag_scope_end());
+    CHECK(jag__live_tensors() == live);
+}
+
+static void test_random(void) {
+    TEST_BEGIN();
+    int64_t s[1] = {100001};
+    jag_generator *g1 = NULL, *g2 = NULL;
+    CHECK_OK(jag_generator_new(42, &g1));
+    CHECK_OK(jag_generator_new(42, &g2));
+    jag_tensor *a = NULL, *b = NULL, *c = NULL, *n = NULL;
+    CHECK_OK(jag_rand_uniform(s, 1, -2, 3, JAG_FLOAT32, g1, &a));
+    CHECK_OK(jag_rand_uniform(s, 1, -2, 3, JAG_FLOAT32, g2, &b));
+    CHECK(t_allclose(a, b, 0, 0)); /* same seed, same numbers */
+    CHECK_OK(jag_rand_uniform(s, 1, -2, 3, JAG_FLOAT32, g1, &c));
+    CHECK(t_get(c, 0) != t_get(a, 0)); /* the generator advanced */
+    double sum = 0, lo = 1e9, hi = -1e9;
+    for (int64_t i = 0; i < s[0]; i++) {
+        double v = t_get(a, i);
+        sum += v, lo = fmin(lo, v), hi = fmax(hi, v);
+    }
+    CHECK(lo >= -2 && hi < 3);
+    CHECK_CLOSE(sum / s[0], 0.5, 0.03); /* mean of U(-2, 3), 5 sigma ~ 0.023 */
+    CHECK_OK(jag_rand_normal(s, 1, 1.0, 2.0, JAG_FLOAT64, g1, &n));
+    double m = 0, m2 = 0;
+    for (int64_t i = 0; i < s[0]; i++) {
+        double v = t_get(n, i);
+        m += v, m2 += v * v;
+    }
+    m /= s[0];
+    CHECK_CLOSE(m, 1.0, 0.035);
+    CHECK_CLOSE(sqrt(m2 / s[0] - m * m), 2.0, 0.03);
+    /* independent of the thread count: a generator re-seeded gives the same
+     * stream drawn one thread at a time */
+    jag_generator *g3 = NULL;
+    CHECK_OK(jag_generator_new(42, &g3));
+    int threads = jag_get_num_threads();
+    jag_set_num_threads(1);
+    jag_tensor *d = NULL;
+    CHECK_OK(jag_rand_uniform(s, 1, -2, 3, JAG_FLOAT32, g3, &d));
+    jag_set_num_threads(threads);
+    CHECK(t_allclose(a, d, 0, 0));
+    jag_tensor *o = NULL;
+    CHECK_ERR(jag_rand_uniform(s, 1, 3, -2, JAG_FLOAT32, g1, &o), JAG_EINVAL, "below");
+    CHECK_ERR(jag_rand_normal(s, 1, 0, -1, JAG_FLOAT32, g1, &o), JAG_EINVAL, "std");
+    CHECK_ERR(jag_rand_normal(s, 1, 0, 1, JAG_INT32, g1, &o), JAG_EDTYPE, "float32 or float64");
+    CHECK(o == NULL);
+    jag_release(a), jag_release(b), jag_release(c), jag_release(n), jag_release(d);
+    jag_generator_free(g1), jag_generator_free(g2), jag_generator_free(g3);
+}
+
+static void test_format(void) {
+    TEST_BEGIN();
+    int64_t s[2] = {2, 3};
+    jag_tensor *x = t_from(V6, s, 2, JAG_INT64), *b = NULL;
+    char buf[256];
+    size_t n = jag_format(x, buf, sizeof buf);
+    CHECK(n == strlen(buf));
+    CHECK_MSG(strcmp(buf, "tensor([[1, 2, 3],\n        [4, 5, 6]], dtype=int64, size=[2, 3])") == 0, "got %s", buf);
+    char tiny[8];
+    size_t need = jag_format(x, tiny, sizeof tiny);
+    CHECK(need == n && strlen(tiny) == 7); /* truncated, terminated, reports the full length */
+    int64_t big = 100;
+    CHECK_OK(jag_zeros(&big, 1, JAG_BOOL, &b));
+    jag_format(b, buf, sizeof buf);
+    CHECK_MSG(strstr(buf, "False, False, False, ..., False, False, False]") != NULL, "got %s", buf);
+    jag_release(x), jag_release(b);
+}
+
+static void test_item_errors(void) {
+    TEST_BEGIN();
+    int64_t s[2] = {2, 3};
+    jag_tensor *x = t_from(V6, s, 2, JAG_FLOAT32);
+    double v = -1;
+    CHECK_ERR(jag_item(x, &v), JAG_ESHAPE, "6 elements");
+    CHECK_ERR(jag_item_at(x, (int64_t[]){0, 3}, &v), JAG_ERANGE, "entry 1 is 3");
+    CHECK(v == -1);
+    CHECK(jag_size(x, 2) == -1 && jag_stride(x, -3) == -1);
+    jag_release(x);
+}
+
+TEST_MAIN(test_status_strings, test_creation, test_from_blob, test_creation_errors, test_views,
+          test_view_reshape_strides, test_view_errors, test_copy_and_convert, test_copy_inplace,
+          test_copy_large_parallel, test_scopes, test_random, test_format, test_item_errors)
