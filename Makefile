@@ -28,7 +28,7 @@ sanitize: setup
 
 # The suite under valgrind: zero leaks, zero errors.
 memcheck: setup
-	@cmake -S . -B build-memcheck -DCMAKE_BUILD_TYPE=Debug -DJAG_BUILD_BENCH=OFF >/dev/null
+	@cmake -S . -B build-memcheck -DCMAKE_BUILD_TYPE=Debug -DJAG_PORTABLE=ON -DJAG_BUILD_BENCH=OFF >/dev/null
 	@cmake --build build-memcheck -j $(JOBS)
 	@scripts/memcheck.sh build-memcheck
 
@@ -36,7 +36,7 @@ demo: build
 	@$(BUILD)/examples/demo
 
 bench: build
-	@scripts/bench.sh $(BUILD)
+	@scripts/bench.sh $(BUILD) $(BENCH_ARGS)
 
 install: build
 	@cmake --install $(BUILD) --prefix $(PREFIX)

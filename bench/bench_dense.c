@@ -1,0 +1,125 @@
+/*
+ * bench_dense.c — dense kernels against the machine's limits, as ratios
+ * measured in one run:
+ *   pointwise: achieved bytes/s of an op vs a plain memcpy of the same bytes
+ *              (target >= 0.85 for memory-bound ops on large tensors);
+ *   mm:        GFLOP/s of jag_mm vs a direct cblas_sgemm of the same shape
+ *              (target >= 0.95 for sizes >= 256).
+ */
+#include "bench.h"
+
+#include <cblas.h>
+#include <stdint.h>
+
+typedef enum { OP_CLONE, OP_RELU, OP_MUL_SCALAR, OP_ADD, OP_MUL, OP_EXP, OP_SIGMOID, OP_COUNT } pw_op;
+static const char *pw_names[OP_COUNT] = {"clone", "relu", "mul_scalar", "add", "mul", "exp", "sigmoid"};
+static const int pw_inputs[OP_COUNT] = {1, 1, 1, 2, 2, 1, 1};
+
+typedef struct {
+    pw_op op;
+    jag_tensor *a, *b;
+} pw_ctx;
+
+static void run_pw(void *p) {
+    pw_ctx *c = p;
+    jag_tensor *o = NULL;
+    jag_status st;
+    switch (c->op) {
+    case OP_CLONE: st = jag_clone(c->a, &o); break;
+    case OP_RELU: st = jag_relu(c->a, &o); break;
+    case OP_MUL_SCALAR: st = jag_mul_scalar(c->a, 1.5, &o); break;
+    case OP_ADD: st = jag_add(c->a, c->b, 1.0, &o); break;
+    case OP_MUL: st = jag_mul(c->a, c->b, &o); break;
+    case OP_EXP: st = jag_exp(c->a, &o); break;
+    default: st = jag_sigmoid(c->a, &o); break;
+    }
+    bench_check(st, pw_names[c->op]);
+    jag_release(o);
+}
+
+/* A memcpy baseline that, like an op, writes into freshly allocated memory
+ * each run (jag ops allocate their output): malloc + memcpy + free. */
+typedef struct {
+    const void *src;
+    size_t bytes;
+} alloc_copy_ctx;
+
+static void run_alloc_copy(void *p) {
+    alloc_copy_ctx *c = p;
+    void *d = aligned_alloc(64, (c->bytes + 63) / 64 * 64);
+    memcpy(d, c->src, c->bytes);
+    free(d);
+}
+
+static void bench_pointwise(int64_t n) {
+    int64_t shape[1] = {n};
+    jag_tensor *a = NULL, *b = NULL;
+    bench_check(jag_rand_uniform(shape, 1, -2, 2, JAG_FLOAT32, NULL, &a), "rand");
+    bench_check(jag_rand_uniform(shape, 1, -2, 2, JAG_FLOAT32, NULL, &b), "rand");
+    size_t bytes = (size_t)n * 4;
+    alloc_copy_ctx mc = {jag_data(a), bytes};
+    for (int op = 0; op < OP_COUNT; op++) {
+        pw_ctx pc = {(pw_op)op, a, b};
+        bench_stats so, sm;
+        bench_pair(run_pw, &pc, run_alloc_copy, &mc, 20, 1.0, &so, &sm);
+        /* bytes the op moves: inputs read + output written; memcpy moves 2x */
+        double op_bytes = (double)bytes * (pw_inputs[op] + 1), copy_bytes = 2.0 * (double)bytes;
+        double op_gbs = op_bytes / so.median / 1e9, copy_gbs = copy_bytes / sm.median / 1e9;
+        char params[128], values[256];
+        snprintf(params, sizeof params, "\"op\": \"%s\", \"n\": %lld, \"dtype\": \"float32\"", pw_names[op], (long long)n);
+        snprintf(values, sizeof values,
+                 "\"op_s\": %.6g, \"op_s_min\": %.6g, \"op_s_max\": %.6g, \"memcpy_s\": %.6g, \"op_gbs\": %.3f, "
+                 "\"memcpy_gbs\": %.3f, \"ratio_vs_memcpy\": %.3f",
+                 so.median, so.min, so.max, sm.median, op_gbs, copy_gbs, op_gbs / copy_gbs);
+        bench_emit("dense", "pointwise_vs_memcpy", params, values);
+    }
+    jag_release(a), jag_release(b);
+}
+
+typedef struct {
+    jag_tensor *a, *b, *c; /* c: preallocated output for the direct call */
+    int64_t n;
+} mm_ctx;
+
+static void run_jag_mm(void *p) {
+    mm_ctx *c = p;
+    jag_tensor *o = NULL;
+    bench_check(jag_mm(c->a, c->b, &o), "mm");
+    jag_release(o);
+}
+
+static void run_cblas(void *p) {
+    mm_ctx *c = p;
+    int n = (int)c->n;
+    float *out = aligned_alloc(64, (size_t)n * (size_t)n * 4 + 64);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, jag_data(c->a), n, jag_data(c->b), n, 0.0f,
+                out, n);
+    free(out);
+}
+
+static void bench_mm(int64_t n) {
+    int64_t shape[2] = {n, n};
+    mm_ctx c = {0};
+    c.n = n;
+    bench_check(jag_rand_uniform(shape, 2, -1, 1, JAG_FLOAT32, NULL, &c.a), "rand");
+    bench_check(jag_rand_uniform(shape, 2, -1, 1, JAG_FLOAT32, NULL, &c.b), "rand");
+    bench_stats sj, sb;
+    bench_pair(run_jag_mm, &c, run_cblas, &c, 10, 1.0, &sj, &sb);
+    double flops = 2.0 * (double)n * (double)n * (double)n;
+    char params[96], values[256];
+    snprintf(params, sizeof params, "\"n\": %lld, \"dtype\": \"float32\"", (long long)n);
+    snprintf(values, sizeof values,
+             "\"jag_s\": %.6g, \"blas_s\": %.6g, \"jag_gflops\": %.3f, \"blas_gflops\": %.3f, \"ratio_vs_blas\": %.3f",
+             sj.median, sb.median, flops / sj.median / 1e9, flops / sb.median / 1e9, sb.median / sj.median);
+    bench_emit("dense", "mm_vs_blas", params, values);
+    jag_release(c.a), jag_release(c.b);
+}
+
+int main(int argc, char **argv) {
+    bench_parse_args(argc, argv);
+    jag_manual_seed(0);
+    bench_pointwise(bench_quick ? (int64_t)4 << 20 : (int64_t)16 << 20);
+    int64_t sizes[] = {64, 256, 512, 1024};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) bench_mm(sizes[i]);
+    return 0;
+}
