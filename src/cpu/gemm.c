@@ -1,0 +1,441 @@
+/* gemm.c — matrix products on OpenBLAS: mm, bmm and linear (their META
+ * functions, CPU kernels and naive references).
+ *
+ * The kernels hand the operands' own memory to cblas_sgemm / cblas_dgemm
+ * whenever their strides can be said to BLAS (row-major with a leading
+ * dimension, or the transpose of that); only an operand whose strides cannot
+ * is first copied to contiguous memory. */
+#include "../dispatch/dispatch.h"
+
+#include <cblas.h>
+#include <limits.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+/* The largest size or leading dimension BLAS's integer type holds. */
+#define BLAS_INT_MAX ((int64_t)(sizeof(blasint) == 4 ? INT_MAX : INT64_MAX))
+
+/* A batch of GEMMs each of at most this many multiply-adds runs one GEMM per
+ * OpenMP thread (a call from inside a parallel region is single-threaded in
+ * the OpenMP OpenBLAS); larger GEMMs run one after another, each using every
+ * thread inside BLAS. */
+#define SMALL_GEMM_MACS ((int64_t)128 * 128 * 128)
+
+/* Operands copied because their layout was not expressible to BLAS. A
+ * diagnostic the tests read (declared there) to prove the no-copy paths. */
+static atomic_long gemm_operand_copies;
+long jag__gemm_copy_count(void) { return atomic_load(&gemm_operand_copies); }
+
+/* ---- META --------------------------------------------------------------- */
+
+static jag_status check_float(const char *op, const char *name, const jag_tensor *t) {
+    if (!jag_dtype_is_floating(t->dtype))
+        return jag__error(JAG_EDTYPE,
+                          "%s: argument '%s' has dtype %s, expected float32 or float64 (integer matrix products are not "
+                          "supported; convert with jag_to_dtype)",
+                          op, name, jag_dtype_name(t->dtype));
+    return JAG_OK;
+}
+
+static jag_status check_same_dtype(const char *op, const char *name, const jag_tensor *t, const char *ref_name,
+                                   const jag_tensor *ref) {
+    if (t->dtype != ref->dtype)
+        return jag__error(JAG_EDTYPE, "%s: argument '%s' has dtype %s, expected %s like '%s'", op, name,
+                          jag_dtype_name(t->dtype), jag_dtype_name(ref->dtype), ref_name);
+    return JAG_OK;
+}
+
+static jag_status check_ndim(const char *op, const char *name, const jag_tensor *t, int ndim, const char *what) {
+    if (t->ndim != ndim) {
+        char b[JAG_SHAPE_BUF];
+        return jag__error(JAG_ESHAPE, "%s: argument '%s' has shape %s (%d-d), expected %s", op, name,
+                          jag__shape_str(t->sizes, t->ndim, b, sizeof b), t->ndim, what);
+    }
+    return JAG_OK;
+}
+
+static jag_status inner_mismatch(const char *op, const jag_tensor *a, const jag_tensor *b, int64_t ka, int64_t kb) {
+    char x[JAG_SHAPE_BUF], y[JAG_SHAPE_BUF];
+    return jag__error(JAG_ESHAPE, "%s: inner sizes differ: 'a' has shape %s and 'b' has shape %s (%lld vs %lld)", op,
+                      jag__shape_str(a->sizes, a->ndim, x, sizeof x), jag__shape_str(b->sizes, b->ndim, y, sizeof y),
+                      (long long)ka, (long long)kb);
+}
+
+// a is (n, k), b is (k, m) -> out (n, m)
+jag_status jag__meta_mm(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *a, *b;
+    jag_status st;
+    if ((st = jag__arg_tensor(op, args, nargs, 0, "a", &a)) || (st = jag__arg_tensor(op, args, nargs, 1, "b", &b)) ||
+        (st = check_ndim(op, "a", a, 2, "a 2-d matrix (n, k); use jag_bmm or jag_matmul for other ranks")) ||
+        (st = check_ndim(op, "b", b, 2, "a 2-d matrix (k, m); use jag_bmm or jag_matmul for other ranks")) ||
+        (st = check_float(op, "a", a)) || (st = check_same_dtype(op, "b", b, "a", a)))
+        return st;
+    if (a->sizes[1] != b->sizes[0]) return inner_mismatch(op, a, b, a->sizes[1], b->sizes[0]);
+    int64_t sizes[2] = {a->sizes[0], b->sizes[1]};
+    jag__spec_set(&outs[0], a->dtype, sizes, 2);
+    return JAG_OK;
+}
+
+// a is (B, n, k), b is (B, k, m) -> out (B, n, m)
+jag_status jag__meta_bmm(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *a, *b;
+    jag_status st;
+    if ((st = jag__arg_tensor(op, args, nargs, 0, "a", &a)) || (st = jag__arg_tensor(op, args, nargs, 1, "b", &b)) ||
+        (st = check_ndim(op, "a", a, 3, "a 3-d batch of matrices (B, n, k)")) ||
+        (st = check_ndim(op, "b", b, 3, "a 3-d batch of matrices (B, k, m)")) || (st = check_float(op, "a", a)) ||
+        (st = check_same_dtype(op, "b", b, "a", a)))
+        return st;
+    if (a->sizes[0] != b->sizes[0]) {
+        char x[JAG_SHAPE_BUF], y[JAG_SHAPE_BUF];
+        return jag__error(JAG_ESHAPE,
+                          "%s: batch sizes differ: 'a' has shape %s and 'b' has shape %s (%lld vs %lld); use "
+                          "jag_matmul to broadcast batches",
+                          op, jag__shape_str(a->sizes, 3, x, sizeof x), jag__shape_str(b->sizes, 3, y, sizeof y),
+                          (long long)a->sizes[0], (long long)b->sizes[0]);
+    }
+    if (a->sizes[2] != b->sizes[1]) return inner_mismatch(op, a, b, a->sizes[2], b->sizes[1]);
+    int64_t sizes[3] = {a->sizes[0], a->sizes[1], b->sizes[2]};
+    jag__spec_set(&outs[0], a->dtype, sizes, 3);
+    return JAG_OK;
+}
+
+// x is (..., in), w is (out, in), bias is (out) or absent -> out (..., out)
+jag_status jag__meta_linear(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *x, *w, *bias;
+    jag_status st;
+    if ((st = jag__arg_tensor(op, args, nargs, 0, "x", &x)) || (st = jag__arg_tensor(op, args, nargs, 1, "w", &w)) ||
+        (st = jag__arg_opt_tensor(op, args, nargs, 2, "bias", &bias)))
+        return st;
+    if (x->ndim < 1) return jag__error(JAG_ESHAPE, "%s: argument 'x' is 0-d, expected at least 1 dim (..., in)", op);
+    if ((st = check_ndim(op, "w", w, 2, "a 2-d weight (out, in)")) || (st = check_float(op, "x", x)) ||
+        (st = check_same_dtype(op, "w", w, "x", x)))
+        return st;
+    char b1[JAG_SHAPE_BUF], b2[JAG_SHAPE_BUF];
+    int64_t in = x->sizes[x->ndim - 1], out_f = w->sizes[0];
+    if (w->sizes[1] != in)
+        return jag__error(JAG_ESHAPE, "%s: argument 'w' has shape %s, expected (out, %lld) to match 'x' of shape %s", op,
+                          jag__shape_str(w->sizes, 2, b1, sizeof b1), (long long)in,
+                          jag__shape_str(x->sizes, x->ndim, b2, sizeof b2));
+    if (bias) {
+        if ((st = check_same_dtype(op, "bias", bias, "x", x))) return st;
+        if (bias->ndim != 1 || bias->sizes[0] != out_f)
+            return jag__error(JAG_ESHAPE, "%s: argument 'bias' has shape %s, expected [%lld] (w's out features)", op,
+                              jag__shape_str(bias->sizes, bias->ndim, b1, sizeof b1), (long long)out_f);
+    }
+    int64_t sizes[JAG_MAX_DIMS];
+    memcpy(sizes, x->sizes, (size_t)x->ndim * sizeof *sizes);
+    sizes[x->ndim - 1] = out_f;
+    jag__spec_set(&outs[0], x->dtype, sizes, x->ndim);
+    return JAG_OK;
+}
+
+/* ---- operands as BLAS sees them ----------------------------------------- */
+
+/* One GEMM operand: op(M) is (rows, cols); M is stored row-major with leading
+ * dimension `ld` (trans == CblasTrans: M is the (cols, rows) transpose). A
+ * batch of matrices steps `batch_stride` elements from one to the next. */
+typedef struct blas_operand {
+    const char *base;
+    int64_t batch_stride;
+    enum CBLAS_TRANSPOSE trans;
+    int64_t ld;
+    jag_tensor *copy; /* owned contiguous copy, when one was needed */
+} blas_operand;
+
+/* Whether a (rows, cols) matrix with element strides (s0, s1) can go to
+ * row-major BLAS without a copy, and how. The stride of a dim of size <= 1
+ * never matters, and BLAS then only needs ld >= max(1, cols) (or rows). */
+static bool blas_layout(int64_t rows, int64_t cols, int64_t s0, int64_t s1, enum CBLAS_TRANSPOSE *trans,
+                        int64_t *ld) {
+    int64_t need = cols > 1 ? cols : 1;
+    if (cols <= 1 || s1 == 1) { /* rows apart by s0: row-major */
+        int64_t l = rows <= 1 ? need : s0;
+        if (l >= need && l <= BLAS_INT_MAX) {
+            *trans = CblasNoTrans, *ld = l;
+            return true;
+        }
+    }
+    need = rows > 1 ? rows : 1;
+    if (rows <= 1 || s0 == 1) { /* columns apart by s1: column-major */
+        int64_t l = cols <= 1 ? need : s1;
+        if (l >= need && l <= BLAS_INT_MAX) {
+            *trans = CblasTrans, *ld = l;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The operand for the matrix of t over dims (rdim, cdim) (the batch, if any,
+ * is dim 0 of a 3-d t). Copies t to contiguous memory only when its strides
+ * cannot be said to BLAS. */
+static jag_status make_operand(const char *op, const jag_tensor *t, int rdim, int cdim, blas_operand *o) {
+    o->copy = NULL;
+    int64_t rows = t->sizes[rdim], cols = t->sizes[cdim];
+    if (!blas_layout(rows, cols, t->strides[rdim], t->strides[cdim], &o->trans, &o->ld)) {
+        o->copy = jag__tensor_new(op, t->sizes, t->ndim, t->dtype, false, false);
+        if (!o->copy) return jag_last_status();
+        jag__copy_into(o->copy, t);
+        atomic_fetch_add_explicit(&gemm_operand_copies, 1, memory_order_relaxed);
+        t = o->copy;
+        if (!blas_layout(rows, cols, t->strides[rdim], t->strides[cdim], &o->trans, &o->ld)) {
+            jag_release(o->copy);
+            o->copy = NULL;
+            return jag__error(JAG_EOVERFLOW, "%s: a matrix of %lld x %lld is too large for the BLAS library's sizes", op,
+                              (long long)rows, (long long)cols);
+        }
+    }
+    o->base = jag__ptr(t);
+    o->batch_stride = t->ndim == 3 ? t->strides[0] : 0;
+    return JAG_OK;
+}
+
+static jag_status check_blas_sizes(const char *op, int64_t n, int64_t m, int64_t k) {
+    if (n > BLAS_INT_MAX || m > BLAS_INT_MAX || k > BLAS_INT_MAX)
+        return jag__error(JAG_EOVERFLOW, "%s: sizes n=%lld, m=%lld, k=%lld exceed the BLAS library's integer range", op,
+                          (long long)n, (long long)m, (long long)k);
+    return JAG_OK;
+}
+
+/* c (n, m), contiguous = a (n, k) @ b (k, m) [+ c when accumulate];
+ * n, m, k >= 1. `a`, `b` point at the matrices of one batch. */
+static void gemm(jag_dtype dt, int64_t n, int64_t m, int64_t k, const char *a, const blas_operand *oa, const char *b,
+                 const blas_operand *ob, bool accumulate, char *c) {
+    blasint ldc = (blasint)(m > 1 ? m : 1);
+    if (dt == JAG_FLOAT32)
+        cblas_sgemm(CblasRowMajor, oa->trans, ob->trans, (blasint)n, (blasint)m, (blasint)k, 1.0f, (const float *)a,
+                    (blasint)oa->ld, (const float *)b, (blasint)ob->ld, accumulate ? 1.0f : 0.0f, (float *)c, ldc);
+    else
+        cblas_dgemm(CblasRowMajor, oa->trans, ob->trans, (blasint)n, (blasint)m, (blasint)k, 1.0, (const double *)a,
+                    (blasint)oa->ld, (const double *)b, (blasint)ob->ld, accumulate ? 1.0 : 0.0, (double *)c, ldc);
+}
+
+/* ---- mm ----------------------------------------------------------------- */
+
+// a is (n, k), b is (k, m), out is (n, m)
+jag_status jag__cpu_mm(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    (void)nargs;
+    const jag_tensor *a = args[0].u.t, *b = args[1].u.t;
+    jag_tensor *out = outs[0];
+    int64_t n = a->sizes[0], k = a->sizes[1], m = b->sizes[1];
+    if (n == 0 || m == 0) return JAG_OK;
+    if (k == 0) {
+        jag__fill(out, 0.0);
+        return JAG_OK;
+    }
+    jag_status st = check_blas_sizes(op, n, m, k);
+    blas_operand oa = {0}, ob = {0};
+    if (!st) st = make_operand(op, a, 0, 1, &oa);
+    if (!st) st = make_operand(op, b, 0, 1, &ob);
+    if (!st) gemm(a->dtype, n, m, k, oa.base, &oa, ob.base, &ob, false, jag__ptr(out));
+    jag_release(oa.copy);
+    jag_release(ob.copy);
+    return st;
+}
+
+/* ---- bmm ---------------------------------------------------------------- */
+
+/* When b is one matrix for every batch (batch stride 0, or B == 1) and a's
+ * rows continue evenly from one batch to the next, the batch folds into one
+ * (B*n, k) @ (k, m) GEMM. Fills *fold with a's folded operand. */
+static bool fold_batch(const jag_tensor *a, const jag_tensor *b, blas_operand *fold) {
+    int64_t B = a->sizes[0], n = a->sizes[1], k = a->sizes[2];
+    if (B > 1 && b->strides[0] != 0) return false;
+    if (B * n > BLAS_INT_MAX) return false;
+    int64_t row_stride;
+    if (B == 1 || n == 1) row_stride = n == 1 ? a->strides[0] : a->strides[1];
+    else if (a->strides[0] == n * a->strides[1]) row_stride = a->strides[1];
+    else return false;
+    if (B == 1 && n == 1) row_stride = k; /* one row: any stride will do */
+    enum CBLAS_TRANSPOSE trans;
+    int64_t ld;
+    if (!blas_layout(B * n, k, row_stride, a->strides[2], &trans, &ld) || trans != CblasNoTrans) return false;
+    fold->base = jag__ptr(a), fold->trans = trans, fold->ld = ld, fold->batch_stride = 0, fold->copy = NULL;
+    return true;
+}
+
+// a is (B, n, k), b is (B, k, m), out is (B, n, m); batch strides arbitrary
+jag_status jag__cpu_bmm(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    (void)nargs;
+    const jag_tensor *a = args[0].u.t, *b = args[1].u.t;
+    jag_tensor *out = outs[0];
+    int64_t B = a->sizes[0], n = a->sizes[1], k = a->sizes[2], m = b->sizes[2];
+    if (B == 0 || n == 0 || m == 0) return JAG_OK;
+    if (k == 0) {
+        jag__fill(out, 0.0);
+        return JAG_OK;
+    }
+    jag_status st = check_blas_sizes(op, n, m, k);
+    if (st) return st;
+    jag_dtype dt = a->dtype;
+    int64_t es = (int64_t)jag_dtype_size(dt);
+    char *c = jag__ptr(out);
+    blas_operand oa = {0}, ob = {0};
+    if ((st = make_operand(op, b, 1, 2, &ob))) return st;
+    if (fold_batch(a, b, &oa)) {
+        gemm(dt, B * n, m, k, oa.base, &oa, ob.base, &ob, false, c);
+        jag_release(ob.copy);
+        return JAG_OK;
+    }
+    if ((st = make_operand(op, a, 1, 2, &oa))) {
+        jag_release(ob.copy);
+        return st;
+    }
+    bool par = false;
+#ifdef _OPENMP
+    par = B > 1 && omp_get_max_threads() > 1 && !omp_in_parallel() && (double)n * (double)m * (double)k <= (double)SMALL_GEMM_MACS;
+#endif
+    int64_t sa = oa.batch_stride * es, sb = ob.batch_stride * es, sc = n * m * es;
+#pragma omp parallel for if (par) schedule(static)
+    for (int64_t i = 0; i < B; i++) gemm(dt, n, m, k, oa.base + i * sa, &oa, ob.base + i * sb, &ob, false, c + i * sc);
+    jag_release(oa.copy);
+    jag_release(ob.copy);
+    return JAG_OK;
+}
+
+/* ---- linear ------------------------------------------------------------- */
+
+/* Whether x's leading dims (all but the last) can be read as one dim of
+ * `rows` without a copy; *row_stride is then its stride. */
+static bool leading_dims_merge(const jag_tensor *x, int64_t *row_stride) {
+    int64_t stride = 0, extent = 0; /* stride of the innermost merged dim so far, and its span */
+    bool any = false;
+    for (int d = x->ndim - 2; d >= 0; d--) {
+        if (x->sizes[d] == 1) continue;
+        if (!any) {
+            stride = x->strides[d], extent = x->strides[d] * x->sizes[d], any = true;
+        } else {
+            if (x->strides[d] != extent) return false;
+            extent *= x->sizes[d];
+        }
+    }
+    *row_stride = stride;
+    return true;
+}
+
+/* Preload every row of out (rows, cols), contiguous, with bias (cols). */
+static void fill_rows_with_bias(jag_tensor *out, const jag_tensor *bias, int64_t rows, int64_t cols) {
+    size_t es = jag_dtype_size(out->dtype);
+    char *o = jag__ptr(out);
+    const char *bp = jag__ptr(bias);
+    int64_t bs = bias->strides[0] * (int64_t)es;
+    if (bs != (int64_t)es && cols > 1) { /* strided bias: write row 0 then copy it */
+        for (int64_t j = 0; j < cols; j++) memcpy(o + j * (int64_t)es, bp + j * bs, es);
+        bp = o;
+    }
+    size_t row_bytes = (size_t)cols * es;
+#pragma omp parallel for if (rows * cols >= JAG_PARALLEL_GRAIN) schedule(static)
+    for (int64_t r = 0; r < rows; r++)
+        if (o + r * (int64_t)row_bytes != bp) memcpy(o + r * (int64_t)row_bytes, bp, row_bytes);
+}
+
+// x is (..., in) viewed as (rows, in), w is (out, in), bias is (out) or absent, out is (..., out)
+jag_status jag__cpu_linear(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    (void)nargs;
+    const jag_tensor *x = args[0].u.t, *w = args[1].u.t;
+    const jag_tensor *bias = args[2].kind == JAG_VAL_TENSOR ? args[2].u.t : NULL;
+    jag_tensor *out = outs[0];
+    int64_t in = x->sizes[x->ndim - 1], out_f = w->sizes[0];
+    int64_t rows = jag__numel(x->sizes, x->ndim - 1);
+    if (rows == 0 || out_f == 0) return JAG_OK;
+    if (bias) fill_rows_with_bias(out, bias, rows, out_f);
+    if (in == 0) {
+        if (!bias) jag__fill(out, 0.0);
+        return JAG_OK;
+    }
+    jag_status st = check_blas_sizes(op, rows, out_f, in);
+    if (st) return st;
+
+    /* x as a 2-d (rows, in) matrix: a view when its leading dims merge, else
+     * a contiguous copy (counted as an operand copy). */
+    jag_tensor *x_copy = NULL;
+    int64_t row_stride;
+    if (!leading_dims_merge(x, &row_stride)) {
+        x_copy = jag__tensor_new(op, x->sizes, x->ndim, x->dtype, false, false);
+        if (!x_copy) return jag_last_status();
+        jag__copy_into(x_copy, x);
+        atomic_fetch_add_explicit(&gemm_operand_copies, 1, memory_order_relaxed);
+        x = x_copy;
+        leading_dims_merge(x, &row_stride);
+    }
+    int64_t x2_sizes[2] = {rows, in}, x2_strides[2] = {row_stride, x->strides[x->ndim - 1]};
+    jag_tensor *x2 = jag__tensor_view(x, x2_sizes, x2_strides, 2, x->offset);
+    /* w^T: the (in, out) view of w, which BLAS reads transposed when w is
+     * row-major. */
+    int64_t wt_sizes[2] = {in, out_f}, wt_strides[2] = {w->strides[1], w->strides[0]};
+    jag_tensor *wt = jag__tensor_view(w, wt_sizes, wt_strides, 2, w->offset);
+    blas_operand ox = {0}, ow = {0};
+    if (!x2 || !wt) st = jag_last_status();
+    if (!st) st = make_operand(op, x2, 0, 1, &ox);
+    if (!st) st = make_operand(op, wt, 0, 1, &ow);
+    if (!st) gemm(out->dtype, rows, out_f, in, ox.base, &ox, ow.base, &ow, bias != NULL, jag__ptr(out));
+    jag_release(ox.copy);
+    jag_release(ow.copy);
+    jag_release(x2);
+    jag_release(wt);
+    jag_release(x_copy);
+    return st;
+}
+
+/* ---- naive references (any strides; accumulate in double) --------------- */
+
+static double at2(const jag_tensor *t, int64_t off) {
+    return jag__load_as_double(jag__ptr(t) + off * (int64_t)jag_dtype_size(t->dtype), t->dtype);
+}
+
+static void put(jag_tensor *t, int64_t off, double v) {
+    jag__store_from_double(jag__ptr(t) + off * (int64_t)jag_dtype_size(t->dtype), t->dtype, v);
+}
+
+// a is (n, k), b is (k, m), out is (n, m): the triple loop
+void jag__ref_mm(const jag_tensor *a, const jag_tensor *b, jag_tensor *out) {
+    int64_t n = a->sizes[0], k = a->sizes[1], m = b->sizes[1];
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < m; j++) {
+            double s = 0;
+            for (int64_t p = 0; p < k; p++)
+                s += at2(a, i * a->strides[0] + p * a->strides[1]) * at2(b, p * b->strides[0] + j * b->strides[1]);
+            put(out, i * out->strides[0] + j * out->strides[1], s);
+        }
+}
+
+// a is (B, n, k), b is (B, k, m), out is (B, n, m)
+void jag__ref_bmm(const jag_tensor *a, const jag_tensor *b, jag_tensor *out) {
+    int64_t B = a->sizes[0], n = a->sizes[1], k = a->sizes[2], m = b->sizes[2];
+    for (int64_t q = 0; q < B; q++)
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < m; j++) {
+                double s = 0;
+                for (int64_t p = 0; p < k; p++)
+                    s += at2(a, q * a->strides[0] + i * a->strides[1] + p * a->strides[2]) *
+                         at2(b, q * b->strides[0] + p * b->strides[1] + j * b->strides[2]);
+                put(out, q * out->strides[0] + i * out->strides[1] + j * out->strides[2], s);
+            }
+}
+
+/* Element offset of row r of t's leading dims (all but the last). */
+static int64_t row_offset(const jag_tensor *t, int64_t r) {
+    int64_t off = 0;
+    for (int d = t->ndim - 2; d >= 0; d--) {
+        off += (r % t->sizes[d]) * t->strides[d];
+        r /= t->sizes[d];
+    }
+    return off;
+}
+
+// x is (..., in), w is (out, in), bias is (out) or NULL, out is (..., out)
+void jag__ref_linear(const jag_tensor *x, const jag_tensor *w, const jag_tensor *bias, jag_tensor *out) {
+    int64_t in = x->sizes[x->ndim - 1], out_f = w->sizes[0];
+    int64_t rows = jag__numel(x->sizes, x->ndim - 1);
+    int64_t xs = x->strides[x->ndim - 1], os = out->strides[out->ndim - 1];
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t xo = row_offset(x, r), oo = row_offset(out, r);
+        for (int64_t j = 0; j < out_f; j++) {
+            double s = bias ? at2(bias, j * bias->strides[0]) : 0.0;
+            for (int64_t p = 0; p < in; p++) s += at2(x, xo + p * xs) * at2(w, j * w->strides[0] + p * w->strides[1]);
+            put(out, oo + j * os, s);
+        }
+    }
+}
