@@ -385,6 +385,156 @@ jag_status jag_chunk(const jag_tensor *x, int chunks, int dim, jag_tensor **outs
                      int *n_out);
 
 /* ------------------------------------------------------------------------ */
+/* Ops and boxed calls                                                       */
+/* ------------------------------------------------------------------------ */
+
+/* Every op — built in or defined at run time — has an id in one table. The
+ * boxed calling convention below lets one piece of code (a subclass handler,
+ * a fallback, a custom op's kernel) call any op. */
+typedef int jag_op_id;
+
+typedef enum jag_value_kind {
+    JAG_VAL_NONE,    /* an absent optional argument */
+    JAG_VAL_TENSOR,
+    JAG_VAL_INT,
+    JAG_VAL_DOUBLE,
+    JAG_VAL_BOOL,
+    JAG_VAL_INTS,    /* borrowed int64 array */
+    JAG_VAL_TENSORS, /* borrowed tensor array */
+} jag_value_kind;
+
+/* One boxed argument. Tensors and arrays are borrowed for the call. */
+typedef struct jag_value {
+    jag_value_kind kind;
+    union {
+        const jag_tensor *t;
+        int64_t i;
+        double d;
+        bool b;
+        struct { const int64_t *v; int n; } ints;
+        struct { jag_tensor *const *v; int n; } tensors;
+    } u;
+} jag_value;
+
+/* Op tags (jag_op_tags). */
+#define JAG_TAG_POINTWISE (1u << 0) /* elementwise over broadcast inputs */
+#define JAG_TAG_REDUCTION (1u << 1)
+#define JAG_TAG_VIEW (1u << 2)      /* output aliases input 0 */
+#define JAG_TAG_CUSTOM (1u << 3)    /* defined at run time */
+
+/* The id of the op named `name` ("sin", "mm", "custom_ns::my_op").
+ * Errors: JAG_EINVAL when no op has that name. */
+jag_status jag_op_find(const char *name, jag_op_id *out);
+/* The op's name ("sin", "custom_ns::my_op"), or NULL for a bad id. */
+const char *jag_op_name(jag_op_id op);
+/* Tags, and the numbers of arguments and outputs (-1 for a bad id). */
+unsigned jag_op_tags(jag_op_id op);
+int jag_op_num_inputs(jag_op_id op);
+int jag_op_num_outputs(jag_op_id op);
+/* Call `op` with boxed arguments; outs receives jag_op_num_outputs new
+ * references. Errors: whatever the op reports; JAG_EINVAL for a bad id or a
+ * wrong argument count or kind. */
+jag_status jag_op_call(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);
+
+/* ------------------------------------------------------------------------ */
+/* Tensor subclasses                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* A wrapper subclass is an outer tensor with no storage of its own whose
+ * behaviour comes from inner plain tensors and a little metadata (PyTorch's
+ * __torch_dispatch__ wrapper subclasses). Any op that receives one as an
+ * argument is routed to its class: first to a decomposition registered for
+ * that op (jag_subclass_register_decomp), else to the class's `dispatch`.
+ * Those run ops on the inner tensors and wrap the results. The nested tensor
+ * and the scaled tensor are subclasses built on this same public protocol. */
+typedef struct jag_subclass jag_subclass;
+
+/* Metadata that, with the inner tensors, rebuilds an outer tensor. Plain
+ * values, so that it can be copied, compared and printed (the tracer keys
+ * compiled programs on it). */
+#define JAG_META_MAX_INTS 16
+typedef struct jag_subclass_meta {
+    int n_ints;
+    int64_t ints[JAG_META_MAX_INTS];
+    double scalar;
+} jag_subclass_meta;
+
+#define JAG_SUBCLASS_MAX_INNER 8
+
+/* A handler: run `op` on args (at least one is of this class) and write
+ * jag_op_num_outputs(op) new references into outs. Return JAG_ENOTIMPL with
+ * a message naming the op when the class does not support it. `ctx` is the
+ * pointer given at registration. */
+typedef jag_status (*jag_subclass_handler_fn)(const jag_subclass *cls, jag_op_id op, const jag_value *args,
+                                              int nargs, jag_tensor **outs, void *ctx);
+
+typedef struct jag_subclass_def {
+    const char *name; /* "nested", "scaled", ... (copied) */
+    /* The inner tensors of t (new references) and its metadata. */
+    jag_status (*flatten)(const jag_tensor *t, jag_tensor **inner, int *n_inner, jag_subclass_meta *meta);
+    /* Rebuild an outer tensor from inner tensors and metadata. */
+    jag_status (*unflatten)(const jag_subclass *cls, jag_tensor *const *inner, int n_inner,
+                            const jag_subclass_meta *meta, jag_tensor **out);
+    /* The fallback handler for ops with no registered decomposition. */
+    jag_subclass_handler_fn dispatch;
+    void *dispatch_ctx;
+    /* Free the per-tensor state given to jag_subclass_wrap (may be NULL). */
+    void (*destroy_state)(void *state);
+    /* Optional: print t (as jag_format); NULL prints the outer shape. */
+    size_t (*format)(const jag_tensor *t, char *buf, size_t cap);
+} jag_subclass_def;
+
+/* Register a subclass (the definition is copied). Classes live until the
+ * process ends. Errors: JAG_EINVAL for a missing name/flatten/unflatten/
+ * dispatch or a name already registered. */
+jag_status jag_subclass_register(const jag_subclass_def *def, const jag_subclass **out);
+/* The class registered under `name`, or NULL. */
+const jag_subclass *jag_subclass_find(const char *name);
+const char *jag_subclass_name(const jag_subclass *cls);
+/* Register `fn` as the class's implementation of `op` (built-in or custom),
+ * tried before `dispatch`. Registering again replaces the previous one. */
+jag_status jag_subclass_register_decomp(const jag_subclass *cls, jag_op_id op, jag_subclass_handler_fn fn,
+                                        void *ctx);
+/* A new outer tensor of class `cls` owning `state` (given back through
+ * destroy_state when the tensor dies; also on failure of this call). The
+ * outer shape and dtype are what users see; a size of -1 marks a ragged dim.
+ * Errors: JAG_EINVAL (bad class, ndim or dtype). */
+jag_status jag_subclass_wrap(const jag_subclass *cls, void *state, jag_dtype dtype, const int64_t *sizes, int ndim,
+                             jag_tensor **out);
+/* The class of t, or NULL for a plain tensor. */
+const jag_subclass *jag_tensor_subclass(const jag_tensor *t);
+/* The state given to jag_subclass_wrap (NULL for plain tensors). */
+void *jag_subclass_state(const jag_tensor *t);
+/* The class's flatten / unflatten, checked. */
+jag_status jag_subclass_flatten(const jag_tensor *t, jag_tensor **inner, int *n_inner, jag_subclass_meta *meta);
+jag_status jag_subclass_unflatten(const jag_subclass *cls, jag_tensor *const *inner, int n_inner,
+                                  const jag_subclass_meta *meta, jag_tensor **out);
+
+/* ------------------------------------------------------------------------ */
+/* Custom operators                                                          */
+/* ------------------------------------------------------------------------ */
+
+/* A kernel of a custom op: read args (as the schema declares them), make
+ * the outputs (new references in outs), return a status. `ctx` is the
+ * pointer given with the kernel. A META kernel receives meta tensors (no
+ * data) and returns meta tensors of the right shape and dtype, typically by
+ * calling jag ops on its inputs (they run as shape inference). */
+typedef jag_status (*jag_kernel_fn)(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs, void *ctx);
+
+/* Define an op from a schema:
+ *     "custom_ns::my_op(Tensor x, Tensor? w, int n, float alpha, bool flag,
+ *                       int[] dims, Tensor[] xs) -> Tensor"
+ * returning "Tensor" or "(Tensor, Tensor)" (up to 4). The namespace is
+ * required. Errors: JAG_EINVAL for a malformed schema (the message points at
+ * the place) or a name already defined. */
+jag_status jag_op_define(const char *schema, jag_op_id *out);
+/* Give a custom op a kernel for a key: "CPU" or "Meta". Errors: JAG_EINVAL
+ * for an unknown key, a built-in op, or a key that already has a kernel. */
+jag_status jag_op_impl(jag_op_id op, const char *key, jag_kernel_fn fn, void *ctx);
+/* The op's schema text as defined (NULL for built-in ops). */
+const char *jag_op_schema(jag_op_id op);
+
+/* ------------------------------------------------------------------------ */
 /* Library-wide settings                                                     */
 /* ------------------------------------------------------------------------ */
 

@@ -46,6 +46,10 @@ struct jag_tensor {
     int64_t strides[JAG_MAX_DIMS];
     int64_t offset;        /* element offset into storage */
     jag_storage *storage;  /* NULL for a meta tensor (shape and dtype only) */
+    /* Wrapper subclasses (src/subclass): no storage; behaviour from the
+     * class, data in the state. NULL for plain tensors. */
+    const jag_subclass *subclass;
+    void *state;
 };
 
 /* The shape of one output as a META function infers it. */
@@ -72,7 +76,14 @@ jag_tensor *jag__tensor_view(const jag_tensor *x, const int64_t *sizes, const in
 /* Tensor headers alive now (for leak checks in tests). */
 long jag__live_tensors(void);
 
-static inline bool jag__is_meta(const jag_tensor *t) { return t->storage == NULL; }
+/* A plain tensor with no data (shape inference, tracing). */
+static inline bool jag__is_meta(const jag_tensor *t) { return t->storage == NULL && t->subclass == NULL; }
+static inline bool jag__is_subclass(const jag_tensor *t) { return t->subclass != NULL; }
+/* Fail with a clear message when a function that needs plain data gets a
+ * subclass tensor (`what` names the function and argument). */
+jag_status jag__require_plain(const char *op, const char *arg, const jag_tensor *t);
+/* Free a subclass tensor's state (subclass.c). */
+void jag__subclass_destroy_state(jag_tensor *t);
 
 /* Typed address of element 0. */
 static inline char *jag__ptr(const jag_tensor *t) {

@@ -61,6 +61,7 @@ void jag_release(jag_tensor *t) {
     if (!t) return;
     if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
     jag__storage_release(t->storage);
+    if (t->subclass) jag__subclass_destroy_state(t);
     atomic_fetch_sub_explicit(&live_tensors, 1, memory_order_relaxed);
     free(t);
 }
@@ -83,9 +84,14 @@ int64_t jag_stride(const jag_tensor *t, int dim) {
 const int64_t *jag_sizes(const jag_tensor *t) { return t->sizes; }
 const int64_t *jag_strides(const jag_tensor *t) { return t->strides; }
 int64_t jag_storage_offset(const jag_tensor *t) { return t->offset; }
-int64_t jag_numel(const jag_tensor *t) { return jag__numel(t->sizes, t->ndim); }
+int64_t jag_numel(const jag_tensor *t) {
+    for (int d = 0; d < t->ndim; d++)
+        if (t->sizes[d] < 0) return -1; /* a ragged dim */
+    return jag__numel(t->sizes, t->ndim);
+}
 
 bool jag_is_contiguous(const jag_tensor *t) {
+    if (t->subclass) return false;
     int64_t expected = 1;
     for (int d = t->ndim - 1; d >= 0; d--) {
         if (t->sizes[d] == 0) return true;
@@ -101,7 +107,16 @@ bool jag_shares_storage(const jag_tensor *a, const jag_tensor *b) {
     return a->storage && a->storage == b->storage;
 }
 
+jag_status jag__require_plain(const char *op, const char *arg, const jag_tensor *t) {
+    if (t && t->subclass)
+        return jag__error(JAG_ENOTIMPL, "%s: argument '%s' is a %s tensor, expected a plain tensor", op, arg,
+                          jag_subclass_name(t->subclass));
+    return JAG_OK;
+}
+
 jag_status jag_item_at(const jag_tensor *t, const int64_t *index, double *value) {
+    jag_status st = jag__require_plain("jag_item_at", "t", t);
+    if (st) return st;
     if (jag__is_meta(t)) return jag__error(JAG_EINVAL, "jag_item_at: argument 't' has no data (a meta tensor)");
     int64_t off = 0;
     for (int d = 0; d < t->ndim; d++) {

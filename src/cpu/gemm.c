@@ -244,7 +244,7 @@ static bool fold_batch(const jag_tensor *a, const jag_tensor *b, blas_operand *f
     int64_t B = a->sizes[0], n = a->sizes[1], k = a->sizes[2];
     if (B > 1 && b->strides[0] != 0) return false;
     if (B * n > BLAS_INT_MAX) return false;
-    int64_t row_stride;
+    int64_t row_stride = 0;
     if (B == 1 || n == 1) row_stride = n == 1 ? a->strides[0] : a->strides[1];
     else if (a->strides[0] == n * a->strides[1]) row_stride = a->strides[1];
     else return false;
@@ -351,7 +351,7 @@ jag_status jag__cpu_linear(const char *op, const jag_value *args, int nargs, jag
     /* x as a 2-d (rows, in) matrix: a view when its leading dims merge, else
      * a contiguous copy (counted as an operand copy). */
     jag_tensor *x_copy = NULL;
-    int64_t row_stride;
+    int64_t row_stride = 0;
     if (!leading_dims_merge(x, &row_stride)) {
         x_copy = jag__tensor_new(op, x->sizes, x->ndim, x->dtype, false, false);
         if (!x_copy) return jag_last_status();

@@ -159,7 +159,7 @@ jag_status jag_std(const jag_tensor *x, const int *dims, int ndims, int64_t corr
 static jag_status reduce_index2(jag_op_id op, const jag_tensor *x, int dim, bool keepdim, jag_tensor **values,
                                 jag_tensor **indices) {
     if (!values || !indices)
-        return jag__error(JAG_EINVAL, "%s: arguments 'values' and 'indices' must not be NULL", jag__ops[op].name);
+        return jag__error(JAG_EINVAL, "%s: arguments 'values' and 'indices' must not be NULL", jag__ops[op].api_name);
     const jag_value args[] = {jag__v_tensor(x), jag__v_int(dim), jag__v_bool(keepdim)};
     jag_tensor *outs[2];
     jag_status st = jag__call(op, args, 3, outs);

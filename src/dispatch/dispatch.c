@@ -1,61 +1,86 @@
-/* dispatch.c — the op table and the dispatcher: key choice, META, kernel. */
+/* dispatch.c — the op table and the dispatcher: key choice, then the
+ * subclass handler, or META + allocation + kernel. */
 #include "dispatch.h"
 
-const jag_op_info jag__ops[JAG_OP_COUNT] = {
-#define JAG_OP(name, n_in, n_out, tags, meta, cpu) {"jag_" #name, n_in, n_out, tags, meta, cpu},
+jag_op_info jag__ops[JAG_MAX_OPS] = {
+#define JAG_OP(name, n_in, n_out, tags, meta, cpu) {#name, "jag_" #name, n_in, n_out, tags, meta, cpu, NULL},
 #include "ops.def"
 #undef JAG_OP
 };
+atomic_int jag__n_ops = JAG_OP_BUILTIN_COUNT;
 
 #define JAG_MAX_OUTS 4
 
-/* Which key a call runs under. Issue-by-issue this grows the SUBCLASS,
- * AUTOGRAD and TRACE keys above CPU; today a call is META when every tensor
- * argument is a meta tensor and CPU when every one has data. */
-typedef enum { KEY_CPU, KEY_META } dispatch_key;
+typedef enum { KEY_CPU, KEY_META, KEY_SUBCLASS } dispatch_key;
 
-static jag_status compute_key(const jag_op_info *info, const jag_value *args, int nargs,
-                              dispatch_key *key) {
+/* The key of a call: SUBCLASS when a tensor argument is a wrapper subclass
+ * (the first in argument order decides the class), else META when every
+ * tensor is a meta tensor, CPU when every one has data. */
+static jag_status compute_key(const jag_op_info *info, const jag_value *args, int nargs, dispatch_key *key,
+                              const jag_subclass **cls) {
     int n_meta = 0, n_data = 0;
+    *cls = NULL;
     for (int i = 0; i < nargs; i++) {
+        int n = 0;
+        const jag_tensor *const *ts = NULL;
         if (args[i].kind == JAG_VAL_TENSOR) {
-            if (!args[i].u.t) return jag__error(JAG_EINVAL, "%s: argument %d is a NULL tensor", info->name, i);
-            jag__is_meta(args[i].u.t) ? n_meta++ : n_data++;
+            ts = &args[i].u.t, n = 1;
         } else if (args[i].kind == JAG_VAL_TENSORS) {
-            for (int j = 0; j < args[i].u.tensors.n; j++) {
-                const jag_tensor *t = args[i].u.tensors.v[j];
-                if (!t) return jag__error(JAG_EINVAL, "%s: tensor %d of argument %d is NULL", info->name, j, i);
+            ts = (const jag_tensor *const *)args[i].u.tensors.v, n = args[i].u.tensors.n;
+            if (n > 0 && !ts) return jag__error(JAG_EINVAL, "%s: argument %d is a NULL tensor list", info->api_name, i);
+        }
+        for (int j = 0; j < n; j++) {
+            const jag_tensor *t = ts[j];
+            if (!t) return jag__error(JAG_EINVAL, "%s: argument %d is a NULL tensor", info->api_name, i);
+            if (t->subclass) {
+                if (!*cls) *cls = t->subclass;
+            } else {
                 jag__is_meta(t) ? n_meta++ : n_data++;
             }
         }
     }
+    if (*cls) {
+        *key = KEY_SUBCLASS;
+        return JAG_OK;
+    }
     if (n_meta && n_data)
-        return jag__error(JAG_EINVAL, "%s: mixes meta tensors (no data) with tensors that have data", info->name);
+        return jag__error(JAG_EINVAL, "%s: mixes meta tensors (no data) with tensors that have data", info->api_name);
     *key = n_meta ? KEY_META : KEY_CPU;
     return JAG_OK;
 }
 
 jag_status jag__dispatch(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs) {
-    JAG_ASSERT(op >= 0 && op < JAG_OP_COUNT);
+    if (!jag__op_valid(op)) return jag__error(JAG_EINVAL, "jag_op_call: op id %d is not a defined op", op);
     const jag_op_info *info = &jag__ops[op];
     if (nargs != info->n_in)
-        return jag__error(JAG_EINVAL, "%s: takes %d arguments, got %d", info->name, info->n_in, nargs);
+        return jag__error(JAG_EINVAL, "%s: takes %d arguments, got %d", info->api_name, info->n_in, nargs);
+    if (nargs > 0 && !args) return jag__error(JAG_EINVAL, "%s: argument list is NULL", info->api_name);
+    jag_status st;
+    if (info->custom && (st = jag__custom_check_args(info, args, nargs))) return st;
     dispatch_key key = KEY_CPU;
-    jag_status st = compute_key(info, args, nargs, &key);
-    if (st != JAG_OK) return st;
+    const jag_subclass *cls = NULL;
+    if ((st = compute_key(info, args, nargs, &key, &cls))) return st;
 
     jag_tensor *made[JAG_MAX_OUTS] = {0};
     JAG_ASSERT(info->n_out <= JAG_MAX_OUTS);
-    if (info->tags & JAG_TAG_VIEW) {
-        st = info->cpu(info->name, args, nargs, made);
+    if (key == KEY_SUBCLASS) {
+        st = jag__subclass_run(cls, op, args, nargs, made);
+        for (int i = 0; st == JAG_OK && i < info->n_out; i++)
+            if (!made[i])
+                st = jag__error(JAG_EINTERNAL, "%s: the %s handler returned no output %d", info->api_name,
+                                jag_subclass_name(cls), i);
+    } else if (info->custom) {
+        st = jag__custom_run(info, key == KEY_META, args, nargs, made);
+    } else if (info->tags & JAG_TAG_VIEW) {
+        st = info->cpu(info->api_name, args, nargs, made);
     } else {
         jag_spec specs[JAG_MAX_OUTS];
-        st = info->meta(info->name, args, nargs, specs);
+        st = info->meta(info->api_name, args, nargs, specs);
         for (int i = 0; st == JAG_OK && i < info->n_out; i++) {
-            made[i] = jag__tensor_from_spec(info->name, &specs[i], key == KEY_META);
+            made[i] = jag__tensor_from_spec(info->api_name, &specs[i], key == KEY_META);
             if (!made[i]) st = jag_last_status();
         }
-        if (st == JAG_OK && key == KEY_CPU) st = info->cpu(info->name, args, nargs, made);
+        if (st == JAG_OK && key == KEY_CPU) st = info->cpu(info->api_name, args, nargs, made);
     }
     if (st != JAG_OK) {
         for (int i = 0; i < info->n_out; i++) jag_release(made[i]);
@@ -71,9 +96,33 @@ jag_status jag__call(jag_op_id op, const jag_value *args, int nargs, jag_tensor 
     return jag__leave(st, outs, st == JAG_OK ? jag__ops[op].n_out : 0);
 }
 
+/* ---- the public op API -------------------------------------------------- */
+
+jag_status jag_op_find(const char *name, jag_op_id *out) {
+    if (!name || !out) return jag__error(JAG_EINVAL, "jag_op_find: arguments 'name' and 'out' must not be NULL");
+    int n = atomic_load_explicit(&jag__n_ops, memory_order_acquire);
+    for (int i = 0; i < n; i++)
+        if (strcmp(jag__ops[i].name, name) == 0) {
+            *out = i;
+            return JAG_OK;
+        }
+    return jag__error(JAG_EINVAL, "jag_op_find: no op is named '%s'", name);
+}
+
+const char *jag_op_name(jag_op_id op) { return jag__op_valid(op) ? jag__ops[op].name : NULL; }
+unsigned jag_op_tags(jag_op_id op) { return jag__op_valid(op) ? jag__ops[op].tags : 0; }
+int jag_op_num_inputs(jag_op_id op) { return jag__op_valid(op) ? jag__ops[op].n_in : -1; }
+int jag_op_num_outputs(jag_op_id op) { return jag__op_valid(op) ? jag__ops[op].n_out : -1; }
+
+jag_status jag_op_call(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs) {
+    if (!outs) return jag__error(JAG_EINVAL, "jag_op_call: argument 'outs' is NULL");
+    if (!jag__op_valid(op)) return jag__error(JAG_EINVAL, "jag_op_call: op id %d is not a defined op", op);
+    return jag__call(op, args, nargs, outs);
+}
+
 /* ---- argument helpers --------------------------------------------------- */
 
-static const char *kind_name(jag_value_kind k) {
+const char *jag__kind_name(jag_value_kind k) {
     switch (k) {
     case JAG_VAL_NONE: return "nothing";
     case JAG_VAL_TENSOR: return "a tensor";
@@ -91,7 +140,7 @@ static jag_status check_kind(const char *op, const jag_value *args, int nargs, i
     if (i >= nargs) return jag__error(JAG_EINVAL, "%s: argument '%s' is missing", op, name);
     if (args[i].kind != want)
         return jag__error(JAG_EINVAL, "%s: argument '%s' is %s, expected %s", op, name,
-                          kind_name(args[i].kind), kind_name(want));
+                          jag__kind_name(args[i].kind), jag__kind_name(want));
     return JAG_OK;
 }
 

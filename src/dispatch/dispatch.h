@@ -1,39 +1,19 @@
 /*
  * dispatch.h — the op table, boxed values and the dispatcher.
  *
- * Every op is a row of ops.def. A call boxes its arguments into jag_value[]
- * and goes through jag__dispatch, which picks the key (META when the tensors
- * have no data, else CPU), runs the op's META function to validate and infer
- * the outputs, allocates them and runs the kernel for the key.
+ * Every built-in op is a row of ops.def; custom ops are rows added at run
+ * time. A call boxes its arguments into jag_value[] and goes through
+ * jag__dispatch, which picks the key — SUBCLASS when an argument is a wrapper
+ * subclass, else META when the tensors have no data, else CPU — and runs it:
+ * the subclass's handler, or the META function (validate, infer outputs),
+ * allocation and the kernel.
  */
 #ifndef JAG_DISPATCH_H
 #define JAG_DISPATCH_H
 
 #include "../core/internal.h"
 
-/* ---- boxed values ------------------------------------------------------- */
-
-typedef enum jag_value_kind {
-    JAG_VAL_NONE,    /* an absent optional argument */
-    JAG_VAL_TENSOR,
-    JAG_VAL_INT,
-    JAG_VAL_DOUBLE,
-    JAG_VAL_BOOL,
-    JAG_VAL_INTS,    /* borrowed int64 array */
-    JAG_VAL_TENSORS, /* borrowed tensor array */
-} jag_value_kind;
-
-typedef struct jag_value {
-    jag_value_kind kind;
-    union {
-        const jag_tensor *t;
-        int64_t i;
-        double d;
-        bool b;
-        struct { const int64_t *v; int n; } ints;
-        struct { jag_tensor *const *v; int n; } tensors;
-    } u;
-} jag_value;
+/* ---- boxed values (jag_value is public, see jag.h): constructors -------- */
 
 static inline jag_value jag__v_tensor(const jag_tensor *t) {
     jag_value v = {.kind = t ? JAG_VAL_TENSOR : JAG_VAL_NONE};
@@ -58,18 +38,17 @@ static inline jag_value jag__v_tensors(jag_tensor *const *p, int n) {
 
 /* ---- ops ---------------------------------------------------------------- */
 
-enum {
-    JAG_TAG_POINTWISE = 1u << 0, /* elementwise over broadcast inputs */
-    JAG_TAG_REDUCTION = 1u << 1,
-    JAG_TAG_VIEW = 1u << 2,      /* output aliases input 0; kernel makes it */
-};
-
-typedef enum jag_op_id {
+/* Built-in ops take the first ids, in ops.def order; custom ops follow. */
+enum jag_builtin_op {
 #define JAG_OP(name, n_in, n_out, tags, meta, cpu) JAG_OP_##name,
 #include "ops.def"
 #undef JAG_OP
-    JAG_OP_COUNT
-} jag_op_id;
+    JAG_OP_BUILTIN_COUNT
+};
+
+/* The op table's capacity: built-in ops plus custom ops defined at run time.
+ * Fixed, so that a lookup never races with a table that grows. */
+#define JAG_MAX_OPS 1024
 
 /* `op` is the public name ("jag_sin") for error messages. A META function
  * checks every argument (kinds, dtypes, shapes) and fills outs[0..n_out). */
@@ -79,17 +58,25 @@ typedef jag_status (*jag_meta_fn)(const char *op, const jag_value *args, int nar
  * kernel may still fail (e.g. an index out of range found while reading):
  * it then returns the status with the error set, and the dispatcher frees the
  * outputs. */
-typedef jag_status (*jag_kernel_fn)(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
+typedef jag_status (*jag__cpu_fn)(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
+
+struct jag_custom_op; /* custom_op.c */
 
 typedef struct jag_op_info {
-    const char *name; /* "jag_sin" */
+    const char *name;     /* "sin", "custom_ns::my_op" */
+    const char *api_name; /* for messages: "jag_sin", "custom_ns::my_op" */
     int n_in, n_out;
     unsigned tags;
-    jag_meta_fn meta;
-    jag_kernel_fn cpu;
+    jag_meta_fn meta;     /* built-in ops */
+    jag__cpu_fn cpu;      /* built-in ops */
+    struct jag_custom_op *custom; /* custom ops: schema and kernels */
 } jag_op_info;
 
-extern const jag_op_info jag__ops[JAG_OP_COUNT];
+/* Rows [0, jag__n_ops) are valid; built-in rows are filled statically. */
+extern jag_op_info jag__ops[JAG_MAX_OPS];
+extern atomic_int jag__n_ops;
+
+static inline bool jag__op_valid(jag_op_id op) { return op >= 0 && op < atomic_load_explicit(&jag__n_ops, memory_order_acquire); }
 
 /* Declarations of every META function and kernel named in ops.def. */
 #define JAG_OP(name, n_in, n_out, tags, meta, cpu)                             \
@@ -121,6 +108,16 @@ jag_status jag__meta_gather(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_embedding(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_cat(const char *, const jag_value *, int, jag_spec *);
 
+/* Custom ops (custom_op.c): check args against the schema; run the kernel
+ * for a key (`meta` selects the Meta kernel). */
+jag_status jag__custom_check_args(const jag_op_info *info, const jag_value *args, int nargs);
+jag_status jag__custom_run(const jag_op_info *info, bool meta, const jag_value *args, int nargs, jag_tensor **outs);
+
+/* Subclasses (src/subclass/subclass.c): run op for the class of a subclass
+ * argument (a registered decomposition first, else the class's handler). */
+jag_status jag__subclass_run(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs,
+                             jag_tensor **outs);
+
 /* Run `op` on boxed args; on success outs[0..n_out) hold new references.
  * Callers inside jag use this; public entry points wrap it with
  * jag__enter/jag__leave (jag__call does both). */
@@ -130,6 +127,9 @@ jag_status jag__dispatch(jag_op_id op, const jag_value *args, int nargs, jag_ten
 jag_status jag__call(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);
 
 /* ---- helpers for META functions ----------------------------------------- */
+
+/* "a tensor", "an int", ... for messages. */
+const char *jag__kind_name(jag_value_kind k);
 
 /* Check that args[i] is a tensor (with `name` for messages); sets the error. */
 jag_status jag__arg_tensor(const char *op, const jag_value *args, int nargs, int i,

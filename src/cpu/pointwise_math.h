@@ -1,0 +1,98 @@
+/*
+ * pointwise_math.h — what the pointwise kernels (unary.c, binary.c) share:
+ * scalar math that stays accurate where the textbook formula does not, the
+ * input-conversion step, and the naive references the tests compare with.
+ */
+#ifndef JAG_POINTWISE_MATH_H
+#define JAG_POINTWISE_MATH_H
+
+#include "../dispatch/dispatch.h"
+
+#include <math.h>
+
+/* ---- activations -------------------------------------------------------- */
+
+#define JAG_SQRT1_2 0.70710678118654752440 /* 1 / sqrt(2) */
+#define JAG_SQRT_2_PI 0.79788456080286535588 /* sqrt(2 / pi) */
+#define JAG_GELU_KAPPA 0.044715
+
+/* sigmoid(x) = 1 / (1 + exp(-x)), written so that nothing overflows and the
+ * result keeps its relative accuracy for large |x|: with e = exp(-|x|) in
+ * (0, 1], sigmoid(x) = 1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0 (down
+ * to denormals, where 1 / (1 + exp(-x)) would give 0). NaN gives NaN. */
+static inline float jag__sigmoid_f32(float x) {
+    float e = expf(-fabsf(x));
+    float s = 1.0f / (1.0f + e);
+    return x >= 0.0f ? s : e * s;
+}
+static inline double jag__sigmoid_f64(double x) {
+    double e = exp(-fabs(x));
+    double s = 1.0 / (1.0 + e);
+    return x >= 0.0 ? s : e * s;
+}
+
+/* silu(x) = x * sigmoid(x). silu(-inf) is NaN (-inf * 0), as in torch. */
+static inline float jag__silu_f32(float x) { return x * jag__sigmoid_f32(x); }
+static inline double jag__silu_f64(double x) { return x * jag__sigmoid_f64(x); }
+
+/* gelu(x) = 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2): the erfc
+ * form keeps relative accuracy for negative x, where 1 + erf(.) cancels. */
+static inline float jag__gelu_f32(float x) { return 0.5f * x * erfcf(-x * (float)JAG_SQRT1_2); }
+static inline double jag__gelu_f64(double x) { return 0.5 * x * erfc(-x * JAG_SQRT1_2); }
+
+/* gelu_tanh(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
+ * Since 0.5 (1 + tanh(u)) = sigmoid(2u), it is x * sigmoid(2u), which does not
+ * cancel for negative x. */
+static inline float jag__gelu_tanh_f32(float x) {
+    float u = (float)JAG_SQRT_2_PI * (x + (float)JAG_GELU_KAPPA * x * x * x);
+    return x * jag__sigmoid_f32(2.0f * u);
+}
+static inline double jag__gelu_tanh_f64(double x) {
+    double u = JAG_SQRT_2_PI * (x + JAG_GELU_KAPPA * x * x * x);
+    return x * jag__sigmoid_f64(2.0 * u);
+}
+
+/* ---- operands ------------------------------------------------------------ */
+
+/* One scalar of any dtype, aligned for all of them (a double scalar operand
+ * or add's alpha, converted to the dtype an op computes in). */
+typedef union jag__pw_scalar {
+    float f32;
+    double f64;
+    int32_t i32;
+    int64_t i64;
+    uint8_t b;
+} jag__pw_scalar;
+
+/* `x` itself (a new reference) when its dtype is `dtype`, else a new
+ * contiguous copy converted to `dtype`. NULL with the error set (naming `op`)
+ * when out of memory. */
+static inline jag_tensor *jag__pw_as_dtype(const char *op, const jag_tensor *x, jag_dtype dtype) {
+    if (x->dtype == dtype) return jag_retain((jag_tensor *)x);
+    jag_tensor *t = jag__tensor_new(op, x->sizes, x->ndim, dtype, false, false);
+    if (t) jag__copy_into(t, x);
+    return t;
+}
+
+/* `v` rounded through `dtype` (as storing it into a tensor of that dtype and
+ * reading it back would), for the references. */
+static inline double jag__pw_round_to(double v, jag_dtype dtype) {
+    jag__pw_scalar s;
+    jag__store_from_double(&s, dtype, v);
+    return jag__load_as_double(&s, dtype);
+}
+
+/* ---- naive references (tests compare the kernels with these) ------------ */
+
+/* The op computed one element at a time through double: each operand is read
+ * as double, rounded through the dtype the op computes in, combined with the
+ * textbook formula and stored into a new contiguous tensor whose dtype and
+ * shape come from the op's META function. args as the op's boxed arguments.
+ * Exact where the kernels are exact, except that integers beyond 2^53 and
+ * integer results that overflow (the kernels wrap, the reference saturates)
+ * are outside what a double can follow. */
+jag_status jag__ref_unary(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out);
+/* Binary ops (add ... ge) and where. */
+jag_status jag__ref_binary(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out);
+
+#endif /* JAG_POINTWISE_MATH_H */

@@ -1,0 +1,231 @@
+/*
+ * unary.c — elementwise ops of one tensor (neg ... sign): their META
+ * functions, their CPU kernels and the naive reference.
+ *
+ * Every kernel writes y = f(x) where y is the contiguous output and x has any
+ * strides. x is first converted to y's dtype when it differs (an integer
+ * input of a float op), so that each loop runs on one C type. The loops run
+ * under jag__iter (merged dims, OpenMP over long runs); inside, a contiguous
+ * run is a plain restrict loop gcc vectorises, any other stride a strided
+ * loop.
+ *
+ * dtypes: float ops (exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, silu,
+ * gelu, gelu_tanh, reciprocal) compute in float32 or float64 and promote
+ * integer and bool inputs to float32. neg, abs, relu, square and sign keep
+ * the input dtype; for bool, as torch: abs and sign are the identity, square
+ * gives int64 (torch's square is pow(x, 2)), neg and relu are JAG_EDTYPE.
+ * Integer neg, abs and square wrap on overflow as torch does
+ * (abs(INT32_MIN) == INT32_MIN), computed in unsigned so there is no UB.
+ */
+#include "iter.h"
+#include "pointwise_math.h"
+
+/* ---- META ---------------------------------------------------------------- */
+
+// x is (...), y is (...) of x's dtype (bool: see the file comment)
+jag_status jag__meta_unary_keep(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *x;
+    jag_status st = jag__arg_tensor(op, args, nargs, 0, "x", &x);
+    if (st != JAG_OK) return st;
+    jag_dtype dtype = x->dtype;
+    if (dtype == JAG_BOOL) {
+        if (!strcmp(op, "jag_neg") || !strcmp(op, "jag_relu"))
+            return jag__error(JAG_EDTYPE,
+                              "%s: argument 'x' is bool, expected float32, float64, int32 or int64 "
+                              "(convert it with jag_to_dtype first)",
+                              op);
+        if (!strcmp(op, "jag_square")) dtype = JAG_INT64;
+    }
+    jag__spec_set(&outs[0], dtype, x->sizes, x->ndim);
+    return JAG_OK;
+}
+
+// x is (...), y is (...) float: float32 for integer/bool x, else x's dtype
+jag_status jag__meta_unary_float(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *x;
+    jag_status st = jag__arg_tensor(op, args, nargs, 0, "x", &x);
+    if (st != JAG_OK) return st;
+    jag__spec_set(&outs[0], jag_dtype_is_floating(x->dtype) ? x->dtype : JAG_FLOAT32, x->sizes, x->ndim);
+    return JAG_OK;
+}
+
+/* ---- element functions ---------------------------------------------------- */
+
+/* Named <op>_<dtype>; each loop below applies one of them. */
+#define LIBM_OP(name, ffn, dfn)                                                \
+    static inline float name##_f32(float x) { return ffn(x); }                \
+    static inline double name##_f64(double x) { return dfn(x); }
+LIBM_OP(exp, expf, exp)
+LIBM_OP(log, logf, log)
+LIBM_OP(sqrt, sqrtf, sqrt)
+LIBM_OP(sin, sinf, sin)
+LIBM_OP(cos, cosf, cos)
+LIBM_OP(tanh, tanhf, tanh)
+LIBM_OP(sigmoid, jag__sigmoid_f32, jag__sigmoid_f64)
+LIBM_OP(silu, jag__silu_f32, jag__silu_f64)
+LIBM_OP(gelu, jag__gelu_f32, jag__gelu_f64)
+LIBM_OP(gelu_tanh, jag__gelu_tanh_f32, jag__gelu_tanh_f64)
+#undef LIBM_OP
+
+static inline float rsqrt_f32(float x) { return 1.0f / sqrtf(x); }
+static inline double rsqrt_f64(double x) { return 1.0 / sqrt(x); }
+static inline float reciprocal_f32(float x) { return 1.0f / x; }
+static inline double reciprocal_f64(double x) { return 1.0 / x; }
+
+/* The dtype-keeping ops, for every dtype T with unsigned twin U. */
+#define KEEP_OPS(sfx, T, U)                                                    \
+    static inline T neg_##sfx(T x) { return (T)((U)0 - (U)x); }               \
+    static inline T abs_##sfx(T x) { return x < 0 ? (T)((U)0 - (U)x) : x; }    \
+    static inline T relu_##sfx(T x) { return x < 0 ? 0 : x; }                  \
+    static inline T square_##sfx(T x) { return (T)((U)x * (U)x); }            \
+    static inline T sign_##sfx(T x) { return (T)((x > 0) - (x < 0)); }
+KEEP_OPS(i32, int32_t, uint32_t)
+KEEP_OPS(i64, int64_t, uint64_t)
+#undef KEEP_OPS
+
+/* Floats: NaN stays NaN through relu and sign; sign keeps the zero's sign. */
+#define KEEP_OPS_FLOAT(sfx, T, fabs_fn)                                        \
+    static inline T neg_##sfx(T x) { return -x; }                             \
+    static inline T abs_##sfx(T x) { return fabs_fn(x); }                     \
+    static inline T relu_##sfx(T x) { return x < 0 ? (T)0 : x; }              \
+    static inline T square_##sfx(T x) { return x * x; }                       \
+    static inline T sign_##sfx(T x) { return x > 0 ? (T)1 : x < 0 ? (T)-1 : x; }
+KEEP_OPS_FLOAT(f32, float, fabsf)
+KEEP_OPS_FLOAT(f64, double, fabs)
+#undef KEEP_OPS_FLOAT
+
+static inline uint8_t abs_b(uint8_t x) { return x; }
+static inline uint8_t sign_b(uint8_t x) { return x; }
+
+/* ---- loops ------------------------------------------------------------------ */
+
+/* A jag_loop_fn applying F: ptrs[0] is y, ptrs[1] is x, both of type T. */
+#define UNARY_LOOP(NAME, T, F)                                                 \
+    static void NAME(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) { \
+        (void)ctx;                                                             \
+        if (strides[0] == (int64_t)sizeof(T) && strides[1] == (int64_t)sizeof(T)) { \
+            T *restrict y = (T *)ptrs[0];                                      \
+            const T *restrict x = (const T *)ptrs[1];                          \
+            for (int64_t i = 0; i < n; i++) y[i] = F(x[i]);                    \
+        } else {                                                               \
+            char *y = ptrs[0];                                                 \
+            const char *x = ptrs[1];                                           \
+            const int64_t ys = strides[0], xs = strides[1];                    \
+            for (int64_t i = 0; i < n; i++) *(T *)(y + i * ys) = F(*(const T *)(x + i * xs)); \
+        }                                                                      \
+    }
+
+/* Loops and the table [dtype] -> loop (NULL: the META function never lets
+ * that dtype through) for each op. */
+#define FLOAT_LOOPS(op)                                                        \
+    UNARY_LOOP(loop_##op##_f32, float, op##_f32)                               \
+    UNARY_LOOP(loop_##op##_f64, double, op##_f64)                              \
+    static const jag_loop_fn op##_loops[JAG_DTYPE_COUNT] = {                   \
+        [JAG_FLOAT32] = loop_##op##_f32, [JAG_FLOAT64] = loop_##op##_f64};
+#define NUMBER_LOOPS(op, bool_loop)                                            \
+    UNARY_LOOP(loop_##op##_f32, float, op##_f32)                               \
+    UNARY_LOOP(loop_##op##_f64, double, op##_f64)                              \
+    UNARY_LOOP(loop_##op##_i32, int32_t, op##_i32)                             \
+    UNARY_LOOP(loop_##op##_i64, int64_t, op##_i64)                             \
+    static const jag_loop_fn op##_loops[JAG_DTYPE_COUNT] = {                   \
+        [JAG_FLOAT32] = loop_##op##_f32, [JAG_FLOAT64] = loop_##op##_f64,      \
+        [JAG_INT32] = loop_##op##_i32, [JAG_INT64] = loop_##op##_i64, [JAG_BOOL] = bool_loop};
+
+UNARY_LOOP(loop_abs_b, uint8_t, abs_b)
+UNARY_LOOP(loop_sign_b, uint8_t, sign_b)
+
+NUMBER_LOOPS(neg, NULL)
+NUMBER_LOOPS(abs, loop_abs_b)
+NUMBER_LOOPS(relu, NULL)
+NUMBER_LOOPS(square, NULL)
+NUMBER_LOOPS(sign, loop_sign_b)
+FLOAT_LOOPS(exp)
+FLOAT_LOOPS(log)
+FLOAT_LOOPS(sqrt)
+FLOAT_LOOPS(rsqrt)
+FLOAT_LOOPS(sin)
+FLOAT_LOOPS(cos)
+FLOAT_LOOPS(tanh)
+FLOAT_LOOPS(sigmoid)
+FLOAT_LOOPS(silu)
+FLOAT_LOOPS(gelu)
+FLOAT_LOOPS(gelu_tanh)
+FLOAT_LOOPS(reciprocal)
+
+/* ---- kernels ----------------------------------------------------------------- */
+
+// x is (...) any strides and dtype, y is (...) contiguous: y = f(x)
+static jag_status run_unary(const char *op, const jag_value *args, jag_tensor *y, const jag_loop_fn *loops) {
+    if (jag_numel(y) == 0) return JAG_OK;
+    jag_loop_fn fn = loops[y->dtype];
+    JAG_ASSERT(fn != NULL);
+    jag_tensor *x = jag__pw_as_dtype(op, args[0].u.t, y->dtype);
+    if (!x) return jag_last_status();
+    char *base[2] = {jag__ptr(y), jag__ptr(x)};
+    const int64_t *strides[2] = {y->strides, x->strides};
+    size_t elem[2] = {jag_dtype_size(y->dtype), jag_dtype_size(y->dtype)};
+    jag_iter it;
+    jag__iter_init(&it, y->sizes, y->ndim, 2, base, strides, elem);
+    jag__iter_run(&it, fn, NULL);
+    jag_release(x);
+    return JAG_OK;
+}
+
+#define JAG_X_KERNEL(name)                                                     \
+    jag_status jag__cpu_##name(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
+        (void)nargs;                                                           \
+        return run_unary(op, args, outs[0], name##_loops);                     \
+    }
+JAG_UNARY_OP_LIST(JAG_X_KERNEL)
+#undef JAG_X_KERNEL
+
+/* ---- naive reference ------------------------------------------------------- */
+
+/* The textbook formula of each op, in double. */
+static double ref_value(jag_op_id op, double x) {
+    switch (op) {
+    case JAG_OP_neg: return -x;
+    case JAG_OP_abs: return fabs(x);
+    case JAG_OP_exp: return exp(x);
+    case JAG_OP_log: return log(x);
+    case JAG_OP_sqrt: return sqrt(x);
+    case JAG_OP_rsqrt: return 1.0 / sqrt(x);
+    case JAG_OP_sin: return sin(x);
+    case JAG_OP_cos: return cos(x);
+    case JAG_OP_tanh: return tanh(x);
+    case JAG_OP_sigmoid: return 1.0 / (1.0 + exp(-x));
+    case JAG_OP_relu: return isnan(x) ? x : x > 0 ? x : 0.0;
+    case JAG_OP_silu: return x / (1.0 + exp(-x));
+    case JAG_OP_gelu: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case JAG_OP_gelu_tanh: return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case JAG_OP_reciprocal: return 1.0 / x;
+    case JAG_OP_square: return x * x;
+    case JAG_OP_sign: return x > 0 ? 1.0 : x < 0 ? -1.0 : x;
+    default: JAG_ASSERT(!"not a unary op"); return 0;
+    }
+}
+
+// x is (...), y is (...) new contiguous: y = f(x), one element at a time
+jag_status jag__ref_unary(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out) {
+    const jag_op_info *info = &jag__ops[op];
+    jag_spec spec;
+    jag_status st = info->meta(info->name, args, nargs, &spec);
+    if (st != JAG_OK) return st;
+    jag_tensor *y = jag__tensor_from_spec(info->name, &spec, false);
+    if (!y) return jag_last_status();
+    const jag_tensor *x = args[0].u.t;
+    int64_t n = jag_numel(y), idx[JAG_MAX_DIMS] = {0};
+    size_t xs = jag_dtype_size(x->dtype), ys = jag_dtype_size(y->dtype);
+    for (int64_t e = 0; e < n; e++) {
+        int64_t off = 0;
+        for (int d = 0; d < x->ndim; d++) off += idx[d] * x->strides[d];
+        double v = jag__pw_round_to(jag__load_as_double(jag__ptr(x) + off * (int64_t)xs, x->dtype), y->dtype);
+        jag__store_from_double(jag__ptr(y) + e * (int64_t)ys, y->dtype, ref_value(op, v));
+        for (int d = y->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < y->sizes[d]) break;
+            idx[d] = 0;
+        }
+    }
+    *out = y;
+    return JAG_OK;
+}
