@@ -421,6 +421,9 @@ typedef struct jag_value {
 #define JAG_TAG_REDUCTION (1u << 1)
 #define JAG_TAG_VIEW (1u << 2)      /* output aliases input 0 */
 #define JAG_TAG_CUSTOM (1u << 3)    /* defined at run time */
+#define JAG_TAG_COMPOSITE (1u << 4) /* implemented by calling other ops; a
+                                       subclass may handle it or let it
+                                       decompose */
 
 /* The id of the op named `name` ("sin", "mm", "custom_ns::my_op").
  * Errors: JAG_EINVAL when no op has that name. */
@@ -533,6 +536,92 @@ jag_status jag_op_define(const char *schema, jag_op_id *out);
 jag_status jag_op_impl(jag_op_id op, const char *key, jag_kernel_fn fn, void *ctx);
 /* The op's schema text as defined (NULL for built-in ops). */
 const char *jag_op_schema(jag_op_id op);
+
+/* ------------------------------------------------------------------------ */
+/* Nested tensors                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* A nested tensor is a batch of B tensors ("components") that may differ in
+ * size. It is a wrapper subclass (class "nested"), so every op above accepts
+ * it and routes to the nested handler. Two layouts:
+ *
+ * JAG_JAGGED   shape (B, j, D...): components (L_i, D...) differ only in
+ *              their first dim. Storage: `values` (sum L_i, D...) and int64
+ *              `offsets` (B+1): component i is values[offsets[i] :
+ *              offsets[i+1]]. Optional int64 `lengths` (B) make holes:
+ *              component i is values[offsets[i] : offsets[i] + lengths[i]].
+ * JAG_STRIDED  components may differ in every dim. Storage: a 1-D `buffer`
+ *              and int64 tables `nested_sizes` (B, n), `nested_strides`
+ *              (B, n) and `storage_offsets` (B).
+ *
+ * The outer shape has -1 for a dim whose size differs between components
+ * (jag_size returns -1 there; jag_numel returns -1). Offsets are shared,
+ * refcounted tensors: ops re-wrap their results around the same offsets, and
+ * two nested tensors match when their offsets are the same tensor or hold
+ * equal values (compared once, then remembered). */
+typedef enum jag_layout { JAG_DENSE, JAG_JAGGED, JAG_STRIDED } jag_layout;
+
+/* JAG_DENSE for plain tensors (and other subclasses), else the layout. */
+jag_layout jag_tensor_layout(const jag_tensor *t);
+bool jag_is_nested(const jag_tensor *t);
+
+/* A nested tensor holding copies of items[0..n) (n >= 1, same dtype and
+ * ndim >= 1). JAG_JAGGED needs every item to have the same sizes after dim
+ * 0. Errors: JAG_EINVAL (n, NULL items, nested items), JAG_EDTYPE (dtypes
+ * differ), JAG_ESHAPE (ndim differs; for jagged, trailing sizes differ). */
+jag_status jag_nested_from_list(jag_tensor *const *items, int n, jag_layout layout, jag_tensor **out);
+/* A jagged nested tensor viewing `values` (no copy) with int64 `offsets`
+ * (1-D, B+1 entries, offsets[0] == 0, non-decreasing, offsets[B] ==
+ * values.size(0)) and optional int64 `lengths` (1-D, B entries, 0 <=
+ * lengths[i] <= offsets[i+1] - offsets[i]). The nested tensor holds
+ * references to all three. Errors: JAG_EINVAL / JAG_EDTYPE / JAG_ESHAPE
+ * naming the argument and the first bad entry. */
+jag_status jag_nested_from_jagged(const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
+                                  jag_tensor **out);
+/* A jagged nested tensor from padded (B, L, D...) keeping the first
+ * lengths[i] rows of item i (a copy). lengths: int64 or int32, 1-D, B
+ * entries in [0, L]. */
+jag_status jag_nested_from_padded(const jag_tensor *padded, const jag_tensor *lengths, jag_tensor **out);
+/* A dense tensor (B, max sizes...) with every component copied in and the
+ * rest filled with `padding`. output_sizes (may be NULL) fixes the padded
+ * shape; each size must be at least the largest component's (no truncation
+ * here; see the ragged-ops API for truncation). */
+jag_status jag_nested_to_padded(const jag_tensor *nt, double padding, const int64_t *output_sizes, int ndim,
+                                jag_tensor **out);
+/* The same components in the other layout (a copy). Jagged -> strided always
+ * works; strided -> jagged needs components that differ only in dim 0.
+ * Errors: JAG_ESHAPE when not representable. */
+jag_status jag_nested_to_layout(const jag_tensor *nt, jag_layout layout, jag_tensor **out);
+/* Views of the components (outs[0..B)). Errors: JAG_EINVAL when cap < B. */
+jag_status jag_nested_unbind(const jag_tensor *nt, jag_tensor **outs, int cap, int *n_out);
+/* The number of components. */
+int64_t jag_nested_batch_size(const jag_tensor *nt);
+/* Inner tensors, as new references. values/offsets/lengths for jagged
+ * (lengths: *out = NULL when there are no holes); buffer, sizes, strides
+ * and storage offsets for strided. Errors: JAG_EINVAL for the wrong
+ * layout or a plain tensor. */
+jag_status jag_nested_values(const jag_tensor *nt, jag_tensor **out);
+jag_status jag_nested_offsets(const jag_tensor *nt, jag_tensor **out);
+jag_status jag_nested_lengths(const jag_tensor *nt, jag_tensor **out);
+jag_status jag_nested_buffer(const jag_tensor *nt, jag_tensor **out);
+jag_status jag_nested_sizes_table(const jag_tensor *nt, jag_tensor **out);
+jag_status jag_nested_strides_table(const jag_tensor *nt, jag_tensor **out);
+jag_status jag_nested_storage_offsets(const jag_tensor *nt, jag_tensor **out);
+/* Smallest / largest component length along the ragged dim (cached). */
+int64_t jag_nested_min_seqlen(const jag_tensor *nt);
+int64_t jag_nested_max_seqlen(const jag_tensor *nt);
+/* The id of the ragged dim's symbol: nested tensors with matching raggedness
+ * share it; it prints as "j<id>". */
+int64_t jag_nested_ragged_id(const jag_tensor *nt);
+
+/* Tensors shaped like x (dense or nested; nested results share x's offsets).
+ * rand/randn use `g` (NULL: the thread's default generator). */
+jag_status jag_empty_like(const jag_tensor *x, jag_tensor **out);
+jag_status jag_zeros_like(const jag_tensor *x, jag_tensor **out);
+jag_status jag_ones_like(const jag_tensor *x, jag_tensor **out);
+jag_status jag_full_like(const jag_tensor *x, double value, jag_tensor **out);
+jag_status jag_rand_like(const jag_tensor *x, jag_generator *g, jag_tensor **out);
+jag_status jag_randn_like(const jag_tensor *x, jag_generator *g, jag_tensor **out);
 
 /* ------------------------------------------------------------------------ */
 /* Library-wide settings                                                     */

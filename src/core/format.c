@@ -58,6 +58,12 @@ size_t jag_format(const jag_tensor *x, char *buf, size_t cap) {
     if (cap) buf[0] = '\0';
     char shape[JAG_SHAPE_BUF];
     jag__shape_str(x->sizes, x->ndim, shape, sizeof shape);
+    if (x->subclass) {
+        size_t (*fmt)(const jag_tensor *, char *, size_t) = jag__subclass_format_fn(x->subclass);
+        if (fmt) return fmt(x, buf, cap);
+        put(&t, "%s(size=%s, dtype=%s)", jag_subclass_name(x->subclass), shape, jag_dtype_name(x->dtype));
+        return t.len;
+    }
     if (jag__is_meta(x)) {
         put(&t, "tensor(..., size=%s, dtype=%s, device=meta)", shape, jag_dtype_name(x->dtype));
         return t.len;

@@ -207,6 +207,11 @@ jag_status jag_bmm(const jag_tensor *a, const jag_tensor *b, jag_tensor **out) {
     CALL(bmm, jag__v_tensor(a), jag__v_tensor(b));
 }
 
+jag_status jag_matmul(const jag_tensor *a, const jag_tensor *b, jag_tensor **out) {
+    CHECK_OUT(matmul);
+    CALL(matmul, jag__v_tensor(a), jag__v_tensor(b));
+}
+
 jag_status jag_linear(const jag_tensor *x, const jag_tensor *w, const jag_tensor *bias, jag_tensor **out) {
     CHECK_OUT(linear);
     CALL(linear, jag__v_tensor(x), jag__v_tensor(w), jag__v_tensor(bias));

@@ -2,6 +2,7 @@
  * to_dtype, copy_, fill_, matmul, stack, split, chunk. Each runs inside
  * jag__enter/jag__leave so that only its final outputs reach the scope. */
 #include "dispatch.h"
+#include "../subclass/nested.h"
 
 static jag_status no_out(const char *op) {
     return jag__error(JAG_EINVAL, "%s: argument 'out' is NULL, expected a place for the result", op);
@@ -53,6 +54,10 @@ jag_status jag_flatten(const jag_tensor *x, jag_tensor **out) {
 jag_status jag_contiguous(const jag_tensor *x, jag_tensor **out) {
     if (!out) return no_out("jag_contiguous");
     if (need_tensor("jag_contiguous", "x", x)) return JAG_EINVAL;
+    if (jag_is_nested(x)) {
+        jag__enter();
+        return jag__leave(jag__nested_contiguous(x, out), out, 1);
+    }
     if (jag_is_contiguous(x)) {
         jag__enter();
         *out = jag_retain((jag_tensor *)x);
@@ -99,6 +104,7 @@ static bool has_internal_overlap(const jag_tensor *t) {
 
 static jag_status check_writable(const char *op, const jag_tensor *dst) {
     if (need_tensor(op, "dst", dst)) return JAG_EINVAL;
+    if (jag__require_plain(op, "dst", dst)) return JAG_ENOTIMPL;
     if (jag__is_meta(dst)) return jag__error(JAG_EINVAL, "%s: argument 'dst' is a meta tensor with no data", op);
     if (dst->flags & JAG_FLAG_READONLY) return jag__error(JAG_EINVAL, "%s: argument 'dst' is read-only", op);
     if (has_internal_overlap(dst))
@@ -111,6 +117,7 @@ jag_status jag_copy_(jag_tensor *dst, const jag_tensor *src) {
     jag_status st = check_writable(op, dst);
     if (st) return st;
     if (need_tensor(op, "src", src)) return JAG_EINVAL;
+    if (jag__require_plain(op, "src", src)) return JAG_ENOTIMPL;
     if (jag__is_meta(src)) return jag__error(JAG_EINVAL, "%s: argument 'src' is a meta tensor with no data", op);
     int64_t shape[JAG_MAX_DIMS];
     int n;
@@ -251,12 +258,12 @@ done:
     return st;
 }
 
-jag_status jag_matmul(const jag_tensor *a, const jag_tensor *b, jag_tensor **out) {
-    if (!out) return no_out("jag_matmul");
-    if (need_tensor("jag_matmul", "a", a) || need_tensor("jag_matmul", "b", b)) return JAG_EINVAL;
-    jag__enter();
-    jag_status st = matmul_impl(a, b, out);
-    return jag__leave(st, out, 1);
+jag_status jag__composite_matmul(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    const jag_tensor *a, *b;
+    jag_status st;
+    if ((st = jag__arg_tensor(op, args, nargs, 0, "a", &a)) || (st = jag__arg_tensor(op, args, nargs, 1, "b", &b)))
+        return st;
+    return matmul_impl(a, b, outs);
 }
 
 /* ---- stack, split, chunk ------------------------------------------------ */

@@ -65,13 +65,18 @@ jag_status jag__dispatch(jag_op_id op, const jag_value *args, int nargs, jag_ten
     JAG_ASSERT(info->n_out <= JAG_MAX_OUTS);
     if (key == KEY_SUBCLASS) {
         st = jag__subclass_run(cls, op, args, nargs, made);
+        if (st == JAG_ENOTIMPL && (info->tags & JAG_TAG_COMPOSITE)) {
+            /* the class does not handle it: decompose into ops it may */
+            for (int i = 0; i < info->n_out; i++) jag_release(made[i]), made[i] = NULL;
+            st = info->cpu(info->api_name, args, nargs, made);
+        }
         for (int i = 0; st == JAG_OK && i < info->n_out; i++)
             if (!made[i])
                 st = jag__error(JAG_EINTERNAL, "%s: the %s handler returned no output %d", info->api_name,
                                 jag_subclass_name(cls), i);
     } else if (info->custom) {
         st = jag__custom_run(info, key == KEY_META, args, nargs, made);
-    } else if (info->tags & JAG_TAG_VIEW) {
+    } else if (info->tags & (JAG_TAG_VIEW | JAG_TAG_COMPOSITE)) {
         st = info->cpu(info->api_name, args, nargs, made);
     } else {
         jag_spec specs[JAG_MAX_OUTS];

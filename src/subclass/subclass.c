@@ -144,3 +144,7 @@ jag_status jag_subclass_unflatten(const jag_subclass *cls, jag_tensor *const *in
     jag_status st = cls->def.unflatten(cls, inner, n_inner, meta, out);
     return jag__leave(st, out, st == JAG_OK ? 1 : 0);
 }
+
+size_t (*jag__subclass_format_fn(const jag_subclass *cls))(const jag_tensor *, char *, size_t) {
+    return cls->def.format;
+}

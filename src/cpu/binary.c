@@ -1,0 +1,580 @@
+/*
+ * binary.c — elementwise ops of two operands with broadcasting (add ... ge)
+ * and where: their META functions, their CPU kernels and the naive
+ * reference.
+ *
+ * Operands. `a` is a tensor; `b` is a tensor or a double scalar (the
+ * `_scalar` entry points). Shapes broadcast as in NumPy.
+ *
+ * dtypes. Two tensors compute in jag_promote_types(a, b). A tensor with a
+ * scalar (torch's rule for a Python number): a floating tensor keeps its
+ * dtype; an integer tensor with an integral scalar keeps its dtype (a bool
+ * tensor gives int64); a non-integral scalar (or inf, NaN) gives float32. An
+ * integral scalar that the result dtype cannot hold is JAG_EINVAL (torch's
+ * "value cannot be converted" error) rather than a silent wrap.
+ *  - add, sub, mul, pow, maximum, minimum return the compute dtype; div
+ *    returns it when floating, else float32 (true division);
+ *  - eq ... ge return bool and compare in the promoted dtype; against a
+ *    scalar that is non-integral or outside an integer tensor's range they
+ *    compare in float64 (exact, where torch's float32 would round int32
+ *    values above 2^24);
+ *  - where(cond, a, b): cond is bool, the result is promote(a, b).
+ *
+ * Semantics per op, as torch:
+ *  - add is a + alpha * b; with an integer or bool result alpha must be
+ *    integral (JAG_EINVAL otherwise); bool add is logical or (alpha != 0
+ *    masks b), bool mul logical and, bool maximum/minimum or/and;
+ *  - sub with a bool operand and pow with a bool result are JAG_EDTYPE;
+ *  - integer add, sub, mul and pow wrap on overflow (computed in unsigned, no
+ *    UB);
+ *  - integer pow with a negative exponent is computed, not refused: the
+ *    result truncated toward zero, i.e. 1 for a == 1, +-1 for a == -1 and 0
+ *    otherwise (0 for a == 0 too) — torch's kernel for tensor exponents
+ *    (torch raises for a negative scalar exponent; jag computes the same
+ *    values for both);
+ *  - maximum and minimum propagate NaN.
+ *
+ * Kernels. Operands whose dtype differs from the compute dtype are converted
+ * first into contiguous tensors; a scalar becomes a one-element operand with
+ * stride 0. The loops run under jag__iter; each loop has a fast path for
+ * contiguous runs (restrict pointers, vectorised), one for a contiguous run
+ * against a stride-0 (broadcast scalar) operand on either side, and a
+ * strided path for anything else.
+ */
+#include "iter.h"
+#include "pointwise_math.h"
+
+/* ---- operands ------------------------------------------------------------ */
+
+/* a, and b as a tensor or (b == NULL) the scalar `scalar`. */
+typedef struct {
+    const jag_tensor *a, *b;
+    double scalar;
+} operands;
+
+static jag_status get_operands(const char *op, const jag_value *args, int nargs, operands *p) {
+    jag_status st = jag__arg_tensor(op, args, nargs, 0, "a", &p->a);
+    if (st != JAG_OK) return st;
+    p->b = NULL;
+    p->scalar = 0;
+    if (nargs > 1 && (args[1].kind == JAG_VAL_DOUBLE || args[1].kind == JAG_VAL_INT))
+        return jag__arg_double(op, args, nargs, 1, "b", &p->scalar);
+    return jag__arg_tensor(op, args, nargs, 1, "b", &p->b);
+}
+
+static bool is_integral(double v) { return isfinite(v) && v == trunc(v); }
+
+/* Whether integral v is a value of integer dtype d. */
+static bool fits(jag_dtype d, double v) {
+    switch (d) {
+    case JAG_INT32: return v >= -2147483648.0 && v <= 2147483647.0;
+    case JAG_INT64: return v >= -9223372036854775808.0 && v < 9223372036854775808.0;
+    case JAG_BOOL: return v == 0 || v == 1;
+    default: return true;
+    }
+}
+
+static jag_status out_shape(const char *op, const operands *p, int64_t *sizes, int *ndim) {
+    if (p->b) return jag__broadcast_shapes(op, p->a->sizes, p->a->ndim, p->b->sizes, p->b->ndim, sizes, ndim);
+    *ndim = p->a->ndim;
+    if (p->a->ndim) memcpy(sizes, p->a->sizes, (size_t)p->a->ndim * sizeof *sizes);
+    return JAG_OK;
+}
+
+/* The dtype add ... minimum compute in and return (see the file comment). */
+static jag_status arith_dtype(const char *op, const operands *p, jag_dtype *out) {
+    jag_dtype t = p->a->dtype;
+    if (p->b) {
+        *out = jag_promote_types(t, p->b->dtype);
+    } else if (jag_dtype_is_floating(t)) {
+        *out = t;
+    } else if (!is_integral(p->scalar)) {
+        *out = JAG_FLOAT32;
+    } else {
+        *out = t == JAG_BOOL ? JAG_INT64 : t;
+        if (!fits(*out, p->scalar))
+            return jag__error(JAG_EINVAL,
+                              "%s: argument 'b' is %.17g, outside the range of %s (the result dtype for a %s "
+                              "tensor with an integral scalar); convert 'a' to a wider dtype first",
+                              op, p->scalar, jag_dtype_name(*out), jag_dtype_name(t));
+    }
+    return JAG_OK;
+}
+
+/* The dtype eq ... ge compare in (see the file comment). */
+static jag_dtype compare_dtype(const operands *p) {
+    jag_dtype t = p->a->dtype;
+    if (p->b) return jag_promote_types(t, p->b->dtype);
+    if (jag_dtype_is_floating(t)) return t;
+    jag_dtype as_int = t == JAG_BOOL ? JAG_INT64 : t;
+    return is_integral(p->scalar) && fits(as_int, p->scalar) ? as_int : JAG_FLOAT64;
+}
+
+/* ---- META ------------------------------------------------------------------- */
+
+// a is (...), b is (...) or a double, [alpha double for add]; y is broadcast(a, b)
+jag_status jag__meta_binary_arith(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    operands p;
+    int64_t sizes[JAG_MAX_DIMS];
+    int ndim;
+    jag_dtype dtype;
+    jag_status st;
+    if ((st = get_operands(op, args, nargs, &p)) || (st = out_shape(op, &p, sizes, &ndim)) ||
+        (st = arith_dtype(op, &p, &dtype)))
+        return st;
+    if (!strcmp(op, "jag_sub")) {
+        const char *arg = p.a->dtype == JAG_BOOL ? "a" : p.b && p.b->dtype == JAG_BOOL ? "b" : NULL;
+        if (arg)
+            return jag__error(JAG_EDTYPE,
+                              "%s: argument '%s' is bool, expected a number dtype (subtraction of bool is not "
+                              "supported; jag_ne is exclusive or)",
+                              op, arg);
+    }
+    if (!strcmp(op, "jag_pow") && dtype == JAG_BOOL)
+        return jag__error(JAG_EDTYPE, "%s: arguments 'a' and 'b' are bool, expected a number dtype for pow", op);
+    if (!strcmp(op, "jag_add")) {
+        double alpha;
+        if ((st = jag__arg_double(op, args, nargs, 2, "alpha", &alpha))) return st;
+        if (!jag_dtype_is_floating(dtype) && (!is_integral(alpha) || !fits(dtype == JAG_BOOL ? JAG_INT64 : dtype, alpha)))
+            return jag__error(JAG_EINVAL, "%s: argument 'alpha' is %.17g, expected an integral value that %s holds "
+                                          "(the result dtype)",
+                              op, alpha, jag_dtype_name(dtype));
+    }
+    jag__spec_set(&outs[0], dtype, sizes, ndim);
+    return JAG_OK;
+}
+
+// a is (...), b is (...) or a double; y is broadcast(a, b), floating
+jag_status jag__meta_binary_float(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    operands p;
+    int64_t sizes[JAG_MAX_DIMS];
+    int ndim;
+    jag_status st;
+    if ((st = get_operands(op, args, nargs, &p)) || (st = out_shape(op, &p, sizes, &ndim))) return st;
+    jag_dtype dtype = p.b ? jag_promote_types(p.a->dtype, p.b->dtype) : p.a->dtype;
+    jag__spec_set(&outs[0], jag_dtype_is_floating(dtype) ? dtype : JAG_FLOAT32, sizes, ndim);
+    return JAG_OK;
+}
+
+// a is (...), b is (...) or a double; y is broadcast(a, b), bool
+jag_status jag__meta_binary_compare(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    operands p;
+    int64_t sizes[JAG_MAX_DIMS];
+    int ndim;
+    jag_status st;
+    if ((st = get_operands(op, args, nargs, &p)) || (st = out_shape(op, &p, sizes, &ndim))) return st;
+    jag__spec_set(&outs[0], JAG_BOOL, sizes, ndim);
+    return JAG_OK;
+}
+
+// cond (...) bool, a (...), b (...); y is broadcast(cond, a, b) of promote(a, b)
+jag_status jag__meta_where(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *c, *a, *b;
+    jag_status st;
+    if ((st = jag__arg_tensor(op, args, nargs, 0, "cond", &c)) || (st = jag__arg_tensor(op, args, nargs, 1, "a", &a)) ||
+        (st = jag__arg_tensor(op, args, nargs, 2, "b", &b)))
+        return st;
+    if (c->dtype != JAG_BOOL)
+        return jag__error(JAG_EDTYPE, "%s: argument 'cond' is %s, expected bool (compare with jag_ne(cond, 0) first)",
+                          op, jag_dtype_name(c->dtype));
+    int64_t ab[JAG_MAX_DIMS], sizes[JAG_MAX_DIMS];
+    int nab, ndim;
+    if (jag__broadcast_shapes(op, a->sizes, a->ndim, b->sizes, b->ndim, ab, &nab) != JAG_OK ||
+        jag__broadcast_shapes(op, c->sizes, c->ndim, ab, nab, sizes, &ndim) != JAG_OK) {
+        char sc[JAG_SHAPE_BUF], sa[JAG_SHAPE_BUF], sb[JAG_SHAPE_BUF];
+        return jag__error(JAG_ESHAPE, "%s: shapes of 'cond' %s, 'a' %s and 'b' %s do not broadcast", op,
+                          jag__shape_str(c->sizes, c->ndim, sc, sizeof sc), jag__shape_str(a->sizes, a->ndim, sa, sizeof sa),
+                          jag__shape_str(b->sizes, b->ndim, sb, sizeof sb));
+    }
+    jag__spec_set(&outs[0], jag_promote_types(a->dtype, b->dtype), sizes, ndim);
+    return JAG_OK;
+}
+
+/* ---- element functions ------------------------------------------------------ */
+
+/* Integers wrap: the arithmetic runs in the unsigned twin U, converted back
+ * (gcc defines that conversion as modulo 2^n). */
+#define INT_OPS(sfx, T, U)                                                     \
+    static inline T add_##sfx(T a, T b, T alpha) { return (T)((U)a + (U)alpha * (U)b); } \
+    static inline T sub_##sfx(T a, T b) { return (T)((U)a - (U)b); }          \
+    static inline T mul_##sfx(T a, T b) { return (T)((U)a * (U)b); }          \
+    static inline T max_##sfx(T a, T b) { return a > b ? a : b; }             \
+    static inline T min_##sfx(T a, T b) { return a < b ? a : b; }             \
+    /* a^b by squaring (mod 2^n); negative b: see the file comment */         \
+    static inline T pow_##sfx(T a, T b) {                                     \
+        if (b < 0) return a == 1 ? 1 : a == -1 ? ((b & 1) ? -1 : 1) : 0;      \
+        U r = 1, base = (U)a;                                                  \
+        for (U e = (U)b; e; e >>= 1) {                                         \
+            if (e & 1) r *= base;                                              \
+            base *= base;                                                      \
+        }                                                                      \
+        return (T)r;                                                           \
+    }
+INT_OPS(i32, int32_t, uint32_t)
+INT_OPS(i64, int64_t, uint64_t)
+#undef INT_OPS
+
+/* Floats: maximum/minimum return NaN when either side is NaN. */
+#define FLOAT_OPS(sfx, T, pow_fn)                                              \
+    static inline T add_##sfx(T a, T b, T alpha) { return a + alpha * b; }    \
+    static inline T sub_##sfx(T a, T b) { return a - b; }                     \
+    static inline T mul_##sfx(T a, T b) { return a * b; }                     \
+    static inline T div_##sfx(T a, T b) { return a / b; }                     \
+    static inline T max_##sfx(T a, T b) { return ((a != a) | (a > b)) ? a : b; } \
+    static inline T min_##sfx(T a, T b) { return ((a != a) | (a < b)) ? a : b; } \
+    static inline T pow_##sfx(T a, T b) { return pow_fn(a, b); }
+FLOAT_OPS(f32, float, powf)
+FLOAT_OPS(f64, double, pow)
+#undef FLOAT_OPS
+
+/* bool (0 or 1): add is or (alpha, converted to bool, masks b), mul and
+ * minimum are and, maximum is or. */
+static inline uint8_t add_b(uint8_t a, uint8_t b, uint8_t alpha) { return (uint8_t)(a | (alpha & b)); }
+static inline uint8_t mul_b(uint8_t a, uint8_t b) { return (uint8_t)(a & b); }
+static inline uint8_t max_b(uint8_t a, uint8_t b) { return (uint8_t)(a | b); }
+static inline uint8_t min_b(uint8_t a, uint8_t b) { return (uint8_t)(a & b); }
+
+/* ---- loops ------------------------------------------------------------------- */
+
+/* A jag_loop_fn: ptrs[0] is y (type OT), ptrs[1] a and ptrs[2] b (type T).
+ * PRE runs once per call (reads ctx); EXPR computes y from a and b. */
+#define BINARY_LOOP(NAME, T, OT, PRE, EXPR)                                    \
+    static void NAME(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) { \
+        PRE;                                                                   \
+        const int64_t ys = strides[0], as = strides[1], bs = strides[2];      \
+        const int64_t st = (int64_t)sizeof(T);                                 \
+        if (ys == (int64_t)sizeof(OT) && as == st && (bs == st || bs == 0)) {  \
+            OT *restrict y = (OT *)ptrs[0];                                    \
+            const T *restrict pa = (const T *)ptrs[1];                         \
+            const T *restrict pb = (const T *)ptrs[2];                         \
+            if (bs) {                                                          \
+                for (int64_t i = 0; i < n; i++) {                              \
+                    const T a = pa[i], b = pb[i];                              \
+                    y[i] = (EXPR);                                             \
+                }                                                              \
+            } else {                                                           \
+                const T b = *pb;                                               \
+                for (int64_t i = 0; i < n; i++) {                              \
+                    const T a = pa[i];                                         \
+                    y[i] = (EXPR);                                             \
+                }                                                              \
+            }                                                                  \
+        } else if (ys == (int64_t)sizeof(OT) && as == 0 && bs == st) {         \
+            OT *restrict y = (OT *)ptrs[0];                                    \
+            const T *restrict pb = (const T *)ptrs[2];                         \
+            const T a = *(const T *)ptrs[1];                                   \
+            for (int64_t i = 0; i < n; i++) {                                  \
+                const T b = pb[i];                                             \
+                y[i] = (EXPR);                                                 \
+            }                                                                  \
+        } else {                                                               \
+            char *y = ptrs[0];                                                 \
+            const char *pa = ptrs[1], *pb = ptrs[2];                           \
+            for (int64_t i = 0; i < n; i++) {                                  \
+                const T a = *(const T *)(pa + i * as), b = *(const T *)(pb + i * bs); \
+                *(OT *)(y + i * ys) = (EXPR);                                  \
+            }                                                                  \
+        }                                                                      \
+    }
+
+#define NO_PRE (void)ctx
+#define ALPHA_PRE(T) const T alpha = *(const T *)ctx
+
+/* Loops for op over the dtype suffixes given, and its table [dtype] -> loop
+ * (NULL where the META function never lets that dtype through). */
+#define LOOP_F(op, fn, PRE_F, PRE_D, ARGS)                                     \
+    BINARY_LOOP(loop_##op##_f32, float, float, PRE_F, fn##_f32 ARGS)           \
+    BINARY_LOOP(loop_##op##_f64, double, double, PRE_D, fn##_f64 ARGS)
+#define LOOP_I(op, fn, PRE_I, PRE_L, ARGS)                                     \
+    BINARY_LOOP(loop_##op##_i32, int32_t, int32_t, PRE_I, fn##_i32 ARGS)       \
+    BINARY_LOOP(loop_##op##_i64, int64_t, int64_t, PRE_L, fn##_i64 ARGS)
+
+LOOP_F(add, add, ALPHA_PRE(float), ALPHA_PRE(double), (a, b, alpha))
+LOOP_I(add, add, ALPHA_PRE(int32_t), ALPHA_PRE(int64_t), (a, b, alpha))
+BINARY_LOOP(loop_add_b, uint8_t, uint8_t, ALPHA_PRE(uint8_t), add_b(a, b, alpha))
+LOOP_F(sub, sub, NO_PRE, NO_PRE, (a, b))
+LOOP_I(sub, sub, NO_PRE, NO_PRE, (a, b))
+LOOP_F(mul, mul, NO_PRE, NO_PRE, (a, b))
+LOOP_I(mul, mul, NO_PRE, NO_PRE, (a, b))
+BINARY_LOOP(loop_mul_b, uint8_t, uint8_t, NO_PRE, mul_b(a, b))
+LOOP_F(div, div, NO_PRE, NO_PRE, (a, b))
+LOOP_F(pow_any, pow, NO_PRE, NO_PRE, (a, b))
+LOOP_I(pow, pow, NO_PRE, NO_PRE, (a, b))
+LOOP_F(maximum, max, NO_PRE, NO_PRE, (a, b))
+LOOP_I(maximum, max, NO_PRE, NO_PRE, (a, b))
+BINARY_LOOP(loop_maximum_b, uint8_t, uint8_t, NO_PRE, max_b(a, b))
+LOOP_F(minimum, min, NO_PRE, NO_PRE, (a, b))
+LOOP_I(minimum, min, NO_PRE, NO_PRE, (a, b))
+BINARY_LOOP(loop_minimum_b, uint8_t, uint8_t, NO_PRE, min_b(a, b))
+
+/* Float pow against the scalar 2 (x ** 2, common) is a multiply. */
+#define POW_LOOP(sfx, T)                                                       \
+    static void loop_pow_##sfx(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) { \
+        if (strides[0] == (int64_t)sizeof(T) && strides[1] == (int64_t)sizeof(T) && strides[2] == 0 && \
+            *(const T *)ptrs[2] == 2) {                                        \
+            T *restrict y = (T *)ptrs[0];                                      \
+            const T *restrict a = (const T *)ptrs[1];                          \
+            for (int64_t i = 0; i < n; i++) y[i] = a[i] * a[i];                \
+        } else {                                                               \
+            loop_pow_any_##sfx(ptrs, strides, n, ctx);                         \
+        }                                                                      \
+    }
+POW_LOOP(f32, float)
+POW_LOOP(f64, double)
+#undef POW_LOOP
+
+#define TABLE_ALL(op)                                                          \
+    static const jag_loop_fn op##_loops[JAG_DTYPE_COUNT] = {                   \
+        loop_##op##_f32, loop_##op##_f64, loop_##op##_i32, loop_##op##_i64, loop_##op##_b};
+#define TABLE_NUMBERS(op)                                                      \
+    static const jag_loop_fn op##_loops[JAG_DTYPE_COUNT] = {                   \
+        loop_##op##_f32, loop_##op##_f64, loop_##op##_i32, loop_##op##_i64, NULL};
+TABLE_ALL(add)
+TABLE_NUMBERS(sub)
+TABLE_ALL(mul)
+TABLE_NUMBERS(pow)
+TABLE_ALL(maximum)
+TABLE_ALL(minimum)
+static const jag_loop_fn div_loops[JAG_DTYPE_COUNT] = {[JAG_FLOAT32] = loop_div_f32, [JAG_FLOAT64] = loop_div_f64};
+
+/* Comparisons: T operands, bool (uint8_t) result, every compute dtype. */
+#define COMPARE_LOOPS(op, OPER)                                                \
+    BINARY_LOOP(loop_##op##_f32, float, uint8_t, NO_PRE, (uint8_t)(a OPER b))   \
+    BINARY_LOOP(loop_##op##_f64, double, uint8_t, NO_PRE, (uint8_t)(a OPER b))  \
+    BINARY_LOOP(loop_##op##_i32, int32_t, uint8_t, NO_PRE, (uint8_t)(a OPER b)) \
+    BINARY_LOOP(loop_##op##_i64, int64_t, uint8_t, NO_PRE, (uint8_t)(a OPER b)) \
+    BINARY_LOOP(loop_##op##_b, uint8_t, uint8_t, NO_PRE, (uint8_t)(a OPER b))   \
+    TABLE_ALL(op)
+COMPARE_LOOPS(eq, ==)
+COMPARE_LOOPS(ne, !=)
+COMPARE_LOOPS(lt, <)
+COMPARE_LOOPS(le, <=)
+COMPARE_LOOPS(gt, >)
+COMPARE_LOOPS(ge, >=)
+#undef COMPARE_LOOPS
+
+/* where: ptrs[0] is y, [1] cond (bool), [2] a, [3] b (type T). */
+#define WHERE_LOOP(sfx, T)                                                     \
+    static void loop_where_##sfx(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) { \
+        (void)ctx;                                                             \
+        const int64_t st = (int64_t)sizeof(T);                                 \
+        if (strides[0] == st && strides[1] == 1 && strides[2] == st && strides[3] == st) { \
+            T *restrict y = (T *)ptrs[0];                                      \
+            const uint8_t *restrict c = (const uint8_t *)ptrs[1];              \
+            const T *restrict a = (const T *)ptrs[2], *restrict b = (const T *)ptrs[3]; \
+            for (int64_t i = 0; i < n; i++) {                                  \
+                const T av = a[i], bv = b[i];                                  \
+                y[i] = c[i] ? av : bv;                                         \
+            }                                                                  \
+        } else {                                                               \
+            for (int64_t i = 0; i < n; i++) {                                  \
+                const T av = *(const T *)(ptrs[2] + i * strides[2]);           \
+                const T bv = *(const T *)(ptrs[3] + i * strides[3]);           \
+                *(T *)(ptrs[0] + i * strides[0]) = *(const uint8_t *)(ptrs[1] + i * strides[1]) ? av : bv; \
+            }                                                                  \
+        }                                                                      \
+    }
+WHERE_LOOP(f32, float)
+WHERE_LOOP(f64, double)
+WHERE_LOOP(i32, int32_t)
+WHERE_LOOP(i64, int64_t)
+WHERE_LOOP(b, uint8_t)
+#undef WHERE_LOOP
+TABLE_ALL(where)
+
+/* ---- kernels ------------------------------------------------------------------ */
+
+/* One operand of a loop: its base address, element strides over the output
+ * shape (0 on broadcast dims) and element size. */
+typedef struct {
+    char *base;
+    int64_t strides[JAG_MAX_DIMS];
+    size_t elem;
+} loop_operand;
+
+static loop_operand tensor_operand(const jag_tensor *t, const jag_tensor *y) {
+    loop_operand o = {.base = jag__ptr(t), .elem = jag_dtype_size(t->dtype)};
+    jag__broadcast_strides(t, y->sizes, y->ndim, o.strides);
+    return o;
+}
+
+/* A scalar: stride 0 everywhere. */
+static loop_operand scalar_operand(jag__pw_scalar *s, jag_dtype dtype) {
+    loop_operand o = {.base = (char *)s, .elem = jag_dtype_size(dtype)};
+    return o;
+}
+
+/* Run loop fn over y (contiguous, operand 0) and the inputs. */
+static void run_loop(jag_tensor *y, const loop_operand *in, int n_in, jag_loop_fn fn, void *ctx) {
+    char *base[JAG_ITER_MAX_OPS] = {jag__ptr(y)};
+    const int64_t *strides[JAG_ITER_MAX_OPS] = {y->strides};
+    size_t elem[JAG_ITER_MAX_OPS] = {jag_dtype_size(y->dtype)};
+    for (int k = 0; k < n_in; k++) {
+        base[k + 1] = in[k].base;
+        strides[k + 1] = in[k].strides;
+        elem[k + 1] = in[k].elem;
+    }
+    jag_iter it;
+    jag__iter_init(&it, y->sizes, y->ndim, n_in + 1, base, strides, elem);
+    jag__iter_run(&it, fn, ctx);
+}
+
+// a (...), b (...) or a scalar, y broadcast(a, b) contiguous: y = f(a, b) in dtype `compute`
+static jag_status run_binary(const char *op, const operands *p, jag_tensor *y, jag_dtype compute,
+                             const jag_loop_fn *loops, void *ctx) {
+    if (jag_numel(y) == 0) return JAG_OK;
+    jag_loop_fn fn = loops[compute];
+    JAG_ASSERT(fn != NULL);
+    jag_tensor *a = jag__pw_as_dtype(op, p->a, compute);
+    jag_tensor *b = a && p->b ? jag__pw_as_dtype(op, p->b, compute) : NULL;
+    if (!a || (p->b && !b)) {
+        jag_release(a);
+        return jag_last_status();
+    }
+    jag__pw_scalar s;
+    loop_operand in[2] = {tensor_operand(a, y)};
+    if (b) {
+        in[1] = tensor_operand(b, y);
+    } else {
+        jag__store_from_double(&s, compute, p->scalar);
+        in[1] = scalar_operand(&s, compute);
+    }
+    run_loop(y, in, 2, fn, ctx);
+    jag_release(a);
+    jag_release(b);
+    return JAG_OK;
+}
+
+#define BINARY_KERNEL(name)                                                    \
+    jag_status jag__cpu_##name(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
+        operands p;                                                            \
+        jag_status st = get_operands(op, args, nargs, &p);                     \
+        if (st != JAG_OK) return st;                                           \
+        return run_binary(op, &p, outs[0], outs[0]->dtype, name##_loops, NULL); \
+    }
+BINARY_KERNEL(sub)
+BINARY_KERNEL(mul)
+BINARY_KERNEL(div)
+BINARY_KERNEL(pow)
+BINARY_KERNEL(maximum)
+BINARY_KERNEL(minimum)
+#undef BINARY_KERNEL
+
+// a (...), b (...) or a scalar, y broadcast(a, b): y = a + alpha * b
+jag_status jag__cpu_add(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    operands p;
+    double alpha;
+    jag_status st;
+    if ((st = get_operands(op, args, nargs, &p)) || (st = jag__arg_double(op, args, nargs, 2, "alpha", &alpha)))
+        return st;
+    jag__pw_scalar a;
+    jag__store_from_double(&a, outs[0]->dtype, alpha);
+    return run_binary(op, &p, outs[0], outs[0]->dtype, add_loops, &a);
+}
+
+#define COMPARE_KERNEL(name)                                                   \
+    jag_status jag__cpu_##name(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
+        operands p;                                                            \
+        jag_status st = get_operands(op, args, nargs, &p);                     \
+        if (st != JAG_OK) return st;                                           \
+        return run_binary(op, &p, outs[0], compare_dtype(&p), name##_loops, NULL); \
+    }
+COMPARE_KERNEL(eq)
+COMPARE_KERNEL(ne)
+COMPARE_KERNEL(lt)
+COMPARE_KERNEL(le)
+COMPARE_KERNEL(gt)
+COMPARE_KERNEL(ge)
+#undef COMPARE_KERNEL
+
+// cond (...) bool, a (...), b (...), y broadcast(cond, a, b): y = cond ? a : b
+jag_status jag__cpu_where(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    (void)nargs;
+    jag_tensor *y = outs[0];
+    if (jag_numel(y) == 0) return JAG_OK;
+    jag_tensor *a = jag__pw_as_dtype(op, args[1].u.t, y->dtype);
+    jag_tensor *b = a ? jag__pw_as_dtype(op, args[2].u.t, y->dtype) : NULL;
+    if (!b) {
+        jag_release(a);
+        return jag_last_status();
+    }
+    loop_operand in[3] = {tensor_operand(args[0].u.t, y), tensor_operand(a, y), tensor_operand(b, y)};
+    run_loop(y, in, 3, where_loops[y->dtype], NULL);
+    jag_release(a);
+    jag_release(b);
+    return JAG_OK;
+}
+
+/* ---- naive reference ----------------------------------------------------------- */
+
+/* The textbook formula of each op in double, on operands already rounded
+ * through the dtype `compute` the op computes in. */
+static double ref_value(jag_op_id op, double a, double b, double alpha, jag_dtype compute) {
+    switch (op) {
+    case JAG_OP_add: return a + alpha * b;
+    case JAG_OP_sub: return a - b;
+    case JAG_OP_mul: return a * b;
+    case JAG_OP_div: return a / b;
+    case JAG_OP_pow:
+        if (!jag_dtype_is_floating(compute) && b < 0) /* integer: truncated toward zero */
+            return a == 1 ? 1 : a == -1 ? (fmod(b, 2) != 0 ? -1 : 1) : 0;
+        return pow(a, b);
+    case JAG_OP_maximum: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
+    case JAG_OP_minimum: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
+    case JAG_OP_eq: return a == b;
+    case JAG_OP_ne: return a != b;
+    case JAG_OP_lt: return a < b;
+    case JAG_OP_le: return a <= b;
+    case JAG_OP_gt: return a > b;
+    case JAG_OP_ge: return a >= b;
+    default: JAG_ASSERT(!"not a binary op"); return 0;
+    }
+}
+
+/* Element `idx` of t broadcast to an output of `ndim` dims, as double. */
+static double ref_load(const jag_tensor *t, const int64_t *idx, int ndim) {
+    int64_t off = 0;
+    for (int d = 0; d < t->ndim; d++) {
+        int od = d + ndim - t->ndim;
+        if (t->sizes[d] != 1) off += idx[od] * t->strides[d];
+    }
+    return jag__load_as_double(jag__ptr(t) + off * (int64_t)jag_dtype_size(t->dtype), t->dtype);
+}
+
+// a, b (or a scalar) [, alpha] broadcast; or cond, a, b for where. y new contiguous.
+jag_status jag__ref_binary(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out) {
+    const jag_op_info *info = &jag__ops[op];
+    jag_spec spec;
+    jag_status st = info->meta(info->name, args, nargs, &spec);
+    if (st != JAG_OK) return st;
+    jag_tensor *y = jag__tensor_from_spec(info->name, &spec, false);
+    if (!y) return jag_last_status();
+    bool is_where = op == JAG_OP_where, is_compare = info->meta == jag__meta_binary_compare;
+    operands p = {0};
+    if (!is_where) get_operands(info->name, args, nargs, &p);
+    jag_dtype compute = is_compare ? compare_dtype(&p) : y->dtype;
+    double alpha = 1;
+    if (op == JAG_OP_add) jag__arg_double(info->name, args, nargs, 2, "alpha", &alpha);
+    alpha = jag__pw_round_to(alpha, compute);
+    double scalar = p.b ? 0 : jag__pw_round_to(p.scalar, compute);
+    int64_t n = jag_numel(y), idx[JAG_MAX_DIMS] = {0};
+    for (int64_t e = 0; e < n; e++) {
+        double v;
+        if (is_where) {
+            double a = jag__pw_round_to(ref_load(args[1].u.t, idx, y->ndim), compute);
+            double b = jag__pw_round_to(ref_load(args[2].u.t, idx, y->ndim), compute);
+            v = ref_load(args[0].u.t, idx, y->ndim) != 0 ? a : b;
+        } else {
+            double a = jag__pw_round_to(ref_load(p.a, idx, y->ndim), compute);
+            double b = p.b ? jag__pw_round_to(ref_load(p.b, idx, y->ndim), compute) : scalar;
+            v = ref_value(op, a, b, alpha, compute);
+        }
+        jag__store_from_double(jag__ptr(y) + e * (int64_t)jag_dtype_size(y->dtype), y->dtype, v);
+        for (int d = y->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < y->sizes[d]) break;
+            idx[d] = 0;
+        }
+    }
+    *out = y;
+    return JAG_OK;
+}

@@ -1,0 +1,993 @@
+/*
+ * reduce.c — reductions over any set of dims: sum, mean, prod, amax, amin,
+ * var, std, and the index reductions max_dim, min_dim, argmax, argmin; their
+ * META functions; naive references (jag__ref_*) that the tests compare with.
+ *
+ * How a reduction runs. x's dims split into KEPT dims (they index the output,
+ * in order) and REDUCED dims. Each group drops size-1 dims and merges dims
+ * that are contiguous with each other; order-insensitive ops sort the reduced
+ * dims by stride first (largest first), so that any layout whose reduced
+ * elements are dense reads them as one run. Then one of three layouts runs:
+ *
+ *   ROW   the innermost reduced dim has stride 1: output element n reduces RO
+ *         pieces of Ri contiguous elements (one plain row when RO == 1).
+ *         Pieces are cut into segments of at most SEG elements; a segment is
+ *         reduced with LANES independent accumulators (vectorised, no
+ *         -ffast-math needed), and segments are combined pairwise along a
+ *         fixed binary tree. Float32 accumulates in float64. Rows are shared
+ *         out across threads; when there are fewer rows than threads, the
+ *         tree of each row is. The tree is fixed, so the result does not
+ *         depend on the thread count.
+ *   COL   the innermost kept dim has stride 1 (e.g. sum over dim 0 of a
+ *         contiguous (R, C), or over dim 1 of its transpose): out[c]
+ *         accumulates row after row, vectorised over c, in blocks of
+ *         COL_BLOCK columns that threads share out.
+ *   COPY  neither: x is copied, kept dims first, into a contiguous (N, R)
+ *         buffer, which is reduced as ROW.
+ *
+ * Every op is a "kind" per dtype: a leaf (one contiguous segment -> partial),
+ * a combine (two partials of consecutive ranges -> one), a store (partial ->
+ * output element), and the COL-mode pair col_add / col_store.
+ */
+#include "../dispatch/dispatch.h"
+
+#include <math.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#define LANES 16        /* independent accumulators in a leaf */
+#define SEG 4096        /* elements in a leaf segment */
+#define COL_BLOCK 512   /* columns per COL-mode tile */
+#define MAX_NODES 256   /* parallel subtrees of one long row */
+
+/* A partial result of a contiguous range of a row. */
+typedef struct red_part {
+    double f0, f1;  /* float value or sum / mean; M2 (var) */
+    int64_t i0, i1; /* integer value or sum; count (var) or index (arg ops) */
+} red_part;
+
+typedef struct red_ctx {
+    int64_t correction; /* var / std */
+} red_ctx;
+
+typedef struct red_kind {
+    /* p[0..n) contiguous; `start` is p[0]'s position in the reduced range */
+    red_part (*leaf)(const char *p, int64_t n, int64_t start);
+    /* a covers the range just before b */
+    red_part (*combine)(red_part a, red_part b);
+    /* write output element o (of every output) from the row's partial;
+     * count is the number of elements reduced (0: `empty` is passed) */
+    void (*store)(char *const *outs, int64_t o, red_part v, int64_t count, const red_ctx *ctx);
+    /* COL mode: fold row r (w contiguous elements) into the accumulators
+     * (r == 0 initialises them), then write outputs o..o+w */
+    void (*col_add)(void *acc, const char *p, int64_t w, int64_t r);
+    void (*col_store)(char *const *outs, int64_t o, const void *acc, int64_t w, int64_t count,
+                      const red_ctx *ctx);
+    red_part empty; /* the result of reducing nothing */
+    bool ordered;   /* reduced dims keep their order (index ops) */
+} red_kind;
+
+/* COL-mode accumulators: up to two 8-byte slots per column. */
+#define COL_SLOT2(acc) ((void *)((char *)(acc) + COL_BLOCK * 8))
+
+/* ------------------------------------------------------------------------ */
+/* Typed leaves, combines and stores                                        */
+/* ------------------------------------------------------------------------ */
+
+#define F_ACC(v) ((double)(v))
+#define I_ACC(v) ((uint64_t)(int64_t)(v))
+#define PACK_F(v) ((red_part){.f0 = (double)(v)})
+#define PACK_I(v) ((red_part){.i0 = (int64_t)(v)})
+#define GET_F(p) ((p).f0)
+#define GET_I(p) ((p).i0)
+
+/* NaN is larger (smaller) than everything and the first NaN wins. */
+#define MAX_BETTER_F(v, a) ((v) > (a) || ((v) != (v) && (a) == (a)))
+#define MIN_BETTER_F(v, a) ((v) < (a) || ((v) != (v) && (a) == (a)))
+#define MAX_BETTER_I(v, a) ((v) > (a))
+#define MIN_BETTER_I(v, a) ((v) < (a))
+#define IS_NAN_F(v) ((v) != (v))
+#define IS_NAN_I(v) 0
+
+/* Fold LANES accumulators pairwise into acc[0]. */
+#define FOLD_LANES(acc, OP)                                                    \
+    for (int w_ = LANES / 2; w_ > 0; w_ /= 2)                                  \
+        for (int j_ = 0; j_ < w_; j_++) acc[j_] = OP(acc[j_], acc[j_ + w_])
+#define OP_ADD(a, b) ((a) + (b))
+#define OP_MUL(a, b) ((a) * (b))
+
+static red_part comb_add_f(red_part a, red_part b) { return PACK_F(a.f0 + b.f0); }
+static red_part comb_mul_f(red_part a, red_part b) { return PACK_F(a.f0 * b.f0); }
+static red_part comb_add_i(red_part a, red_part b) { return PACK_I((uint64_t)a.i0 + (uint64_t)b.i0); }
+static red_part comb_mul_i(red_part a, red_part b) { return PACK_I((uint64_t)a.i0 * (uint64_t)b.i0); }
+
+/* sum and prod: ACC is double for floats, uint64 for integers (wrapping as
+ * int64 does in torch, without signed-overflow UB). */
+#define DEF_ACCUM(NAME, SUF, T, ACC, TO_ACC, OP, INIT, PACK)                   \
+    /* p is (n), reduced to one value */                                       \
+    static red_part NAME##_leaf_##SUF(const char *pc, int64_t n, int64_t start) { \
+        (void)start;                                                           \
+        const T *restrict p = (const T *)pc;                                   \
+        ACC acc[LANES];                                                        \
+        for (int j = 0; j < LANES; j++) acc[j] = INIT;                         \
+        int64_t i = 0;                                                         \
+        for (; i + LANES <= n; i += LANES)                                     \
+            for (int j = 0; j < LANES; j++) acc[j] = OP(acc[j], TO_ACC(p[i + j])); \
+        for (int j = 0; i < n; i++, j++) acc[j] = OP(acc[j], TO_ACC(p[i]));    \
+        FOLD_LANES(acc, OP);                                                   \
+        return PACK(acc[0]);                                                   \
+    }                                                                          \
+    /* p is one row of (R, w); acc is (w) */                                   \
+    static void NAME##_col_##SUF(void *accv, const char *pc, int64_t w, int64_t r) { \
+        ACC *restrict a = accv;                                                \
+        const T *restrict p = (const T *)pc;                                   \
+        if (r == 0)                                                            \
+            for (int64_t c = 0; c < w; c++) a[c] = TO_ACC(p[c]);               \
+        else                                                                   \
+            for (int64_t c = 0; c < w; c++) a[c] = OP(a[c], TO_ACC(p[c]));     \
+    }
+
+DEF_ACCUM(sum, f32, float, double, F_ACC, OP_ADD, 0.0, PACK_F)
+DEF_ACCUM(sum, f64, double, double, F_ACC, OP_ADD, 0.0, PACK_F)
+DEF_ACCUM(sum, i32, int32_t, uint64_t, I_ACC, OP_ADD, 0, PACK_I)
+DEF_ACCUM(sum, i64, int64_t, uint64_t, I_ACC, OP_ADD, 0, PACK_I)
+DEF_ACCUM(sum, b, uint8_t, uint64_t, I_ACC, OP_ADD, 0, PACK_I)
+DEF_ACCUM(prod, f32, float, double, F_ACC, OP_MUL, 1.0, PACK_F)
+DEF_ACCUM(prod, f64, double, double, F_ACC, OP_MUL, 1.0, PACK_F)
+DEF_ACCUM(prod, i32, int32_t, uint64_t, I_ACC, OP_MUL, 1, PACK_I)
+DEF_ACCUM(prod, i64, int64_t, uint64_t, I_ACC, OP_MUL, 1, PACK_I)
+DEF_ACCUM(prod, b, uint8_t, uint64_t, I_ACC, OP_MUL, 1, PACK_I)
+
+/* Stores for sum / prod / mean. OT is the output type, ACC the COL type. */
+#define DEF_STORE_ACC(NAME, SUF, OT, ACC, GET, DIVIDE)                         \
+    static void NAME##_store_##SUF(char *const *outs, int64_t o, red_part v, int64_t count, \
+                                   const red_ctx *ctx) {                       \
+        (void)ctx, (void)count;                                                \
+        ((OT *)outs[0])[o] = (OT)(DIVIDE(GET(v), count));                      \
+    }                                                                          \
+    static void NAME##_cstore_##SUF(char *const *outs, int64_t o, const void *accv, int64_t w, \
+                                    int64_t count, const red_ctx *ctx) {       \
+        (void)ctx, (void)count;                                                \
+        const ACC *restrict a = accv;                                          \
+        OT *restrict y = (OT *)outs[0] + o;                                    \
+        for (int64_t c = 0; c < w; c++) y[c] = (OT)(DIVIDE(a[c], count));      \
+    }
+#define NO_DIVIDE(v, n) (v)
+#define MEAN_DIVIDE(v, n) ((v) / (double)(n))
+
+DEF_STORE_ACC(sum, f32, float, double, GET_F, NO_DIVIDE)
+DEF_STORE_ACC(sum, f64, double, double, GET_F, NO_DIVIDE)
+DEF_STORE_ACC(sum, i, int64_t, uint64_t, (uint64_t)GET_I, NO_DIVIDE)
+DEF_STORE_ACC(mean, f32, float, double, GET_F, MEAN_DIVIDE)
+DEF_STORE_ACC(mean, f64, double, double, GET_F, MEAN_DIVIDE)
+
+/* amax / amin and the extremum part of the index ops. A leaf finds the
+ * extremum with LANES accumulators, then the first index holding it. */
+#define DEF_EXTREMUM(NAME, SUF, T, BETTER, IS_NAN, PACK, GET)                  \
+    static red_part NAME##_leaf_##SUF(const char *pc, int64_t n, int64_t start) { \
+        const T *restrict p = (const T *)pc;                                   \
+        T acc[LANES];                                                          \
+        for (int j = 0; j < LANES; j++) acc[j] = p[0];                         \
+        int64_t i = 0;                                                         \
+        for (; i + LANES <= n; i += LANES)                                     \
+            for (int j = 0; j < LANES; j++) acc[j] = BETTER(p[i + j], acc[j]) ? p[i + j] : acc[j]; \
+        for (; i < n; i++) acc[0] = BETTER(p[i], acc[0]) ? p[i] : acc[0];      \
+        for (int w = LANES / 2; w > 0; w /= 2)                                 \
+            for (int j = 0; j < w; j++) acc[j] = BETTER(acc[j + w], acc[j]) ? acc[j + w] : acc[j]; \
+        T m = acc[0];                                                          \
+        int64_t k = 0;                                                         \
+        if (IS_NAN(m))                                                         \
+            while (k < n - 1 && !IS_NAN(p[k])) k++;                            \
+        else                                                                   \
+            while (k < n - 1 && p[k] != m) k++;                                \
+        red_part r = PACK(p[k]);                                               \
+        r.i1 = start + k;                                                      \
+        return r;                                                              \
+    }                                                                          \
+    static red_part NAME##_comb_##SUF(red_part a, red_part b) {               \
+        return BETTER(GET(b), GET(a)) ? b : a;                                 \
+    }                                                                          \
+    /* values only; acc is (w) of T */                                         \
+    static void NAME##_col_##SUF(void *accv, const char *pc, int64_t w, int64_t r) { \
+        T *restrict a = accv;                                                  \
+        const T *restrict p = (const T *)pc;                                   \
+        if (r == 0)                                                            \
+            for (int64_t c = 0; c < w; c++) a[c] = p[c];                       \
+        else                                                                   \
+            for (int64_t c = 0; c < w; c++) a[c] = BETTER(p[c], a[c]) ? p[c] : a[c]; \
+    }                                                                          \
+    /* values and indices; acc is (w) of T then, at COL_SLOT2, (w) of int64 */ \
+    static void NAME##_icol_##SUF(void *accv, const char *pc, int64_t w, int64_t r) { \
+        T *restrict a = accv;                                                  \
+        int64_t *restrict ix = COL_SLOT2(accv);                                \
+        const T *restrict p = (const T *)pc;                                   \
+        if (r == 0) {                                                          \
+            for (int64_t c = 0; c < w; c++) a[c] = p[c], ix[c] = 0;            \
+            return;                                                            \
+        }                                                                      \
+        for (int64_t c = 0; c < w; c++) {                                      \
+            bool b = BETTER(p[c], a[c]);                                       \
+            a[c] = b ? p[c] : a[c];                                            \
+            ix[c] = b ? r : ix[c];                                             \
+        }                                                                      \
+    }
+
+#define DEF_EXTREMUM_ALL(NAME, BF, BI)                                         \
+    DEF_EXTREMUM(NAME, f32, float, BF, IS_NAN_F, PACK_F, GET_F)                \
+    DEF_EXTREMUM(NAME, f64, double, BF, IS_NAN_F, PACK_F, GET_F)               \
+    DEF_EXTREMUM(NAME, i32, int32_t, BI, IS_NAN_I, PACK_I, GET_I)              \
+    DEF_EXTREMUM(NAME, i64, int64_t, BI, IS_NAN_I, PACK_I, GET_I)              \
+    DEF_EXTREMUM(NAME, b, uint8_t, BI, IS_NAN_I, PACK_I, GET_I)
+DEF_EXTREMUM_ALL(max, MAX_BETTER_F, MAX_BETTER_I)
+DEF_EXTREMUM_ALL(min, MIN_BETTER_F, MIN_BETTER_I)
+
+/* Stores: values (amax), indices (argmax), both (max_dim). */
+#define DEF_STORE_EXT(SUF, T, GET)                                             \
+    static void val_store_##SUF(char *const *outs, int64_t o, red_part v, int64_t count, \
+                                const red_ctx *ctx) {                          \
+        (void)ctx, (void)count;                                                \
+        ((T *)outs[0])[o] = (T)GET(v);                                         \
+    }                                                                          \
+    static void val_cstore_##SUF(char *const *outs, int64_t o, const void *accv, int64_t w, \
+                                 int64_t count, const red_ctx *ctx) {          \
+        (void)ctx, (void)count;                                                \
+        memcpy((T *)outs[0] + o, accv, (size_t)w * sizeof(T));                 \
+    }                                                                          \
+    static void both_store_##SUF(char *const *outs, int64_t o, red_part v, int64_t count, \
+                                 const red_ctx *ctx) {                         \
+        (void)ctx, (void)count;                                                \
+        ((T *)outs[0])[o] = (T)GET(v);                                         \
+        ((int64_t *)outs[1])[o] = v.i1;                                        \
+    }                                                                          \
+    static void both_cstore_##SUF(char *const *outs, int64_t o, const void *accv, int64_t w, \
+                                  int64_t count, const red_ctx *ctx) {         \
+        (void)ctx, (void)count;                                                \
+        memcpy((T *)outs[0] + o, accv, (size_t)w * sizeof(T));                 \
+        memcpy((int64_t *)outs[1] + o, COL_SLOT2(accv), (size_t)w * sizeof(int64_t)); \
+    }
+DEF_STORE_EXT(f32, float, GET_F)
+DEF_STORE_EXT(f64, double, GET_F)
+DEF_STORE_EXT(i32, int32_t, GET_I)
+DEF_STORE_EXT(i64, int64_t, GET_I)
+DEF_STORE_EXT(b, uint8_t, GET_I)
+
+static void idx_store(char *const *outs, int64_t o, red_part v, int64_t count, const red_ctx *ctx) {
+    (void)ctx, (void)count;
+    ((int64_t *)outs[0])[o] = v.i1;
+}
+
+static void idx_cstore(char *const *outs, int64_t o, const void *accv, int64_t w, int64_t count,
+                       const red_ctx *ctx) {
+    (void)ctx, (void)count;
+    memcpy((int64_t *)outs[0] + o, COL_SLOT2(accv), (size_t)w * sizeof(int64_t));
+}
+
+/* var / std. A leaf is two-pass (mean, then squared deviations); partials
+ * merge with Chan's formula; COL mode runs Welford's update per column. */
+#define DEF_VAR(SUF, T)                                                        \
+    static red_part var_leaf_##SUF(const char *pc, int64_t n, int64_t start) { \
+        (void)start;                                                           \
+        const T *restrict p = (const T *)pc;                                   \
+        double s[LANES] = {0}, q[LANES] = {0};                                 \
+        int64_t i = 0;                                                         \
+        for (; i + LANES <= n; i += LANES)                                     \
+            for (int j = 0; j < LANES; j++) s[j] += (double)p[i + j];          \
+        for (int j = 0; i < n; i++, j++) s[j] += (double)p[i];                 \
+        FOLD_LANES(s, OP_ADD);                                                 \
+        double mean = s[0] / (double)n;                                        \
+        for (i = 0; i + LANES <= n; i += LANES)                                \
+            for (int j = 0; j < LANES; j++) {                                  \
+                double d = (double)p[i + j] - mean;                            \
+                q[j] += d * d;                                                 \
+            }                                                                  \
+        for (int j = 0; i < n; i++, j++) {                                     \
+            double d = (double)p[i] - mean;                                    \
+            q[j] += d * d;                                                     \
+        }                                                                      \
+        FOLD_LANES(q, OP_ADD);                                                 \
+        return (red_part){.f0 = mean, .f1 = q[0], .i0 = n};                    \
+    }                                                                          \
+    /* acc: mean (w) then, at COL_SLOT2, M2 (w) */                             \
+    static void var_col_##SUF(void *accv, const char *pc, int64_t w, int64_t r) { \
+        double *restrict mean = accv, *restrict m2 = COL_SLOT2(accv);          \
+        const T *restrict p = (const T *)pc;                                   \
+        if (r == 0) {                                                          \
+            for (int64_t c = 0; c < w; c++) mean[c] = (double)p[c], m2[c] = 0; \
+            return;                                                            \
+        }                                                                      \
+        double inv = 1.0 / (double)(r + 1);                                    \
+        for (int64_t c = 0; c < w; c++) {                                      \
+            double x = (double)p[c], d = x - mean[c];                          \
+            mean[c] += d * inv;                                                \
+            m2[c] += d * (x - mean[c]);                                        \
+        }                                                                      \
+    }                                                                          \
+    static void var_store_##SUF(char *const *outs, int64_t o, red_part v, int64_t count, \
+                                const red_ctx *ctx) {                          \
+        ((T *)outs[0])[o] = (T)var_finish(v.f1, count, ctx->correction);       \
+    }                                                                          \
+    static void var_cstore_##SUF(char *const *outs, int64_t o, const void *accv, int64_t w, \
+                                 int64_t count, const red_ctx *ctx) {          \
+        const double *m2 = COL_SLOT2(accv);                                    \
+        for (int64_t c = 0; c < w; c++) ((T *)outs[0])[o + c] = (T)var_finish(m2[c], count, ctx->correction); \
+    }                                                                          \
+    static void std_store_##SUF(char *const *outs, int64_t o, red_part v, int64_t count, \
+                                const red_ctx *ctx) {                          \
+        ((T *)outs[0])[o] = (T)sqrt(var_finish(v.f1, count, ctx->correction)); \
+    }                                                                          \
+    static void std_cstore_##SUF(char *const *outs, int64_t o, const void *accv, int64_t w, \
+                                 int64_t count, const red_ctx *ctx) {          \
+        const double *m2 = COL_SLOT2(accv);                                    \
+        for (int64_t c = 0; c < w; c++)                                        \
+            ((T *)outs[0])[o + c] = (T)sqrt(var_finish(m2[c], count, ctx->correction)); \
+    }
+
+/* M2 / max(n - correction, 0), as torch: NaN for n == 0; inf or NaN when the
+ * correction reaches the count. */
+static double var_finish(double m2, int64_t n, int64_t correction) {
+    if (n == 0) return NAN;
+    double div = (double)n - (double)correction;
+    return m2 / (div > 0 ? div : 0.0);
+}
+
+static red_part var_comb(red_part a, red_part b) {
+    int64_t n = a.i0 + b.i0;
+    double delta = b.f0 - a.f0, fb = (double)b.i0 / (double)n;
+    return (red_part){.f0 = a.f0 + delta * fb, .f1 = a.f1 + b.f1 + delta * delta * (double)a.i0 * fb, .i0 = n};
+}
+
+DEF_VAR(f32, float)
+DEF_VAR(f64, double)
+
+/* ---- the kinds, per dtype ------------------------------------------------ */
+
+#define K_SUM(S, ST, COMB) {sum_leaf_##S, COMB, sum_store_##ST, sum_col_##S, sum_cstore_##ST, {0}, false}
+static const red_kind sum_kinds[JAG_DTYPE_COUNT] = {
+    [JAG_FLOAT32] = K_SUM(f32, f32, comb_add_f), [JAG_FLOAT64] = K_SUM(f64, f64, comb_add_f),
+    [JAG_INT32] = K_SUM(i32, i, comb_add_i),     [JAG_INT64] = K_SUM(i64, i, comb_add_i),
+    [JAG_BOOL] = K_SUM(b, i, comb_add_i),
+};
+static const red_kind mean_kinds[JAG_DTYPE_COUNT] = {
+    [JAG_FLOAT32] = {sum_leaf_f32, comb_add_f, mean_store_f32, sum_col_f32, mean_cstore_f32, {0}, false},
+    [JAG_FLOAT64] = {sum_leaf_f64, comb_add_f, mean_store_f64, sum_col_f64, mean_cstore_f64, {0}, false},
+};
+#define K_PROD(S, ST, COMB) {prod_leaf_##S, COMB, sum_store_##ST, prod_col_##S, sum_cstore_##ST, {.f0 = 1, .i0 = 1}, false}
+static const red_kind prod_kinds[JAG_DTYPE_COUNT] = {
+    [JAG_FLOAT32] = K_PROD(f32, f32, comb_mul_f), [JAG_FLOAT64] = K_PROD(f64, f64, comb_mul_f),
+    [JAG_INT32] = K_PROD(i32, i, comb_mul_i),     [JAG_INT64] = K_PROD(i64, i, comb_mul_i),
+    [JAG_BOOL] = K_PROD(b, i, comb_mul_i),
+};
+/* E: max / min; ST: val (amax), both (max_dim), idx (argmax); ordered. */
+#define K_EXT(E, S, COL, ST, CST, ORD) {E##_leaf_##S, E##_comb_##S, ST, E##_##COL##_##S, CST, {0}, ORD}
+#define K_EXT_ALL(E, COL, ST, CST, ORD)                                        \
+    {[JAG_FLOAT32] = K_EXT(E, f32, COL, ST##_store_f32, CST##_cstore_f32, ORD), \
+     [JAG_FLOAT64] = K_EXT(E, f64, COL, ST##_store_f64, CST##_cstore_f64, ORD), \
+     [JAG_INT32] = K_EXT(E, i32, COL, ST##_store_i32, CST##_cstore_i32, ORD),   \
+     [JAG_INT64] = K_EXT(E, i64, COL, ST##_store_i64, CST##_cstore_i64, ORD),   \
+     [JAG_BOOL] = K_EXT(E, b, COL, ST##_store_b, CST##_cstore_b, ORD)}
+#define idx_store_f32 idx_store
+#define idx_store_f64 idx_store
+#define idx_store_i32 idx_store
+#define idx_store_i64 idx_store
+#define idx_store_b idx_store
+#define idx_cstore_f32 idx_cstore
+#define idx_cstore_f64 idx_cstore
+#define idx_cstore_i32 idx_cstore
+#define idx_cstore_i64 idx_cstore
+#define idx_cstore_b idx_cstore
+static const red_kind amax_kinds[JAG_DTYPE_COUNT] = K_EXT_ALL(max, col, val, val, false);
+static const red_kind amin_kinds[JAG_DTYPE_COUNT] = K_EXT_ALL(min, col, val, val, false);
+static const red_kind max_dim_kinds[JAG_DTYPE_COUNT] = K_EXT_ALL(max, icol, both, both, true);
+static const red_kind min_dim_kinds[JAG_DTYPE_COUNT] = K_EXT_ALL(min, icol, both, both, true);
+static const red_kind argmax_kinds[JAG_DTYPE_COUNT] = K_EXT_ALL(max, icol, idx, idx, true);
+static const red_kind argmin_kinds[JAG_DTYPE_COUNT] = K_EXT_ALL(min, icol, idx, idx, true);
+static const red_kind var_kinds[JAG_DTYPE_COUNT] = {
+    [JAG_FLOAT32] = {var_leaf_f32, var_comb, var_store_f32, var_col_f32, var_cstore_f32, {0}, false},
+    [JAG_FLOAT64] = {var_leaf_f64, var_comb, var_store_f64, var_col_f64, var_cstore_f64, {0}, false},
+};
+static const red_kind std_kinds[JAG_DTYPE_COUNT] = {
+    [JAG_FLOAT32] = {var_leaf_f32, var_comb, std_store_f32, var_col_f32, std_cstore_f32, {0}, false},
+    [JAG_FLOAT64] = {var_leaf_f64, var_comb, std_store_f64, var_col_f64, std_cstore_f64, {0}, false},
+};
+
+/* ------------------------------------------------------------------------ */
+/* Geometry and the driver                                                  */
+/* ------------------------------------------------------------------------ */
+
+typedef struct red_geom {
+    int nk, nr; /* kept / reduced dims after squashing */
+    int64_t ksz[JAG_MAX_DIMS], kst[JAG_MAX_DIMS];
+    int64_t rsz[JAG_MAX_DIMS], rst[JAG_MAX_DIMS];
+    int64_t N, R; /* outputs, elements reduced per output */
+} red_geom;
+
+/* Drop size-1 dims; merge a dim into the one before it when they are
+ * contiguous with each other. Returns the new dim count. */
+static int squash(int n, int64_t *sz, int64_t *st) {
+    int m = 0;
+    for (int d = 0; d < n; d++) {
+        if (sz[d] == 1) continue;
+        if (m > 0 && st[m - 1] == st[d] * sz[d]) {
+            sz[m - 1] *= sz[d];
+            st[m - 1] = st[d];
+            continue;
+        }
+        sz[m] = sz[d], st[m] = st[d], m++;
+    }
+    return m;
+}
+
+/* Stride-0 (broadcast) dims sort outermost, then by decreasing stride. */
+static int64_t stride_key(int64_t s) { return s == 0 ? INT64_MAX : s; }
+
+static void geom_init(red_geom *g, const jag_tensor *x, const bool *mask, bool ordered) {
+    int nk = 0, nr = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        if (mask[d])
+            g->rsz[nr] = x->sizes[d], g->rst[nr++] = x->strides[d];
+        else
+            g->ksz[nk] = x->sizes[d], g->kst[nk++] = x->strides[d];
+    }
+    g->N = jag__numel(g->ksz, nk);
+    g->R = jag__numel(g->rsz, nr);
+    if (!ordered) { /* insertion sort, stable */
+        for (int i = 1; i < nr; i++) {
+            int64_t sz = g->rsz[i], st = g->rst[i];
+            int j = i;
+            for (; j > 0 && stride_key(g->rst[j - 1]) < stride_key(st); j--)
+                g->rsz[j] = g->rsz[j - 1], g->rst[j] = g->rst[j - 1];
+            g->rsz[j] = sz, g->rst[j] = st;
+        }
+    }
+    g->nk = squash(nk, g->ksz, g->kst);
+    g->nr = squash(nr, g->rsz, g->rst);
+}
+
+/* Element offset of row-major position `lin` over (sz, st). */
+static int64_t lin_offset(int64_t lin, int n, const int64_t *sz, const int64_t *st) {
+    int64_t off = 0;
+    for (int d = n - 1; d >= 0; d--) {
+        off += (lin % sz[d]) * st[d];
+        lin /= sz[d];
+    }
+    return off;
+}
+
+/* An odometer over (sz, st) that tracks the element offset. */
+typedef struct odo {
+    int n;
+    const int64_t *sz, *st;
+    int64_t idx[JAG_MAX_DIMS];
+    int64_t off;
+} odo;
+
+static void odo_start(odo *o, int64_t lin, int n, const int64_t *sz, const int64_t *st) {
+    o->n = n, o->sz = sz, o->st = st, o->off = 0;
+    for (int d = n - 1; d >= 0; d--) {
+        o->idx[d] = lin % sz[d];
+        o->off += o->idx[d] * st[d];
+        lin /= sz[d];
+    }
+}
+
+static inline void odo_next(odo *o) {
+    for (int d = o->n - 1; d >= 0; d--) {
+        o->off += o->st[d];
+        if (++o->idx[d] < o->sz[d]) return;
+        o->off -= o->idx[d] * o->st[d];
+        o->idx[d] = 0;
+    }
+}
+
+static int max_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* Thread t of nt's share [*b, *e) of n items. */
+static void share(int64_t n, int t, int nt, int64_t *b, int64_t *e) {
+    int64_t q = n / nt, rem = n % nt;
+    *b = t * q + (t < rem ? t : rem);
+    *e = *b + q + (t < rem ? 1 : 0);
+}
+
+/* One output's row in ROW mode: RO pieces (outer reduced dims) of Ri
+ * contiguous elements, cut into segments of at most SEG. */
+typedef struct row_job {
+    const red_kind *k;
+    const char *row; /* the row's element 0 */
+    size_t es;
+    int64_t Ri, spp; /* piece length, segments per piece */
+    int nro;         /* outer reduced dims */
+    const int64_t *rosz, *rost;
+} row_job;
+
+static red_part seg_leaf(const row_job *j, int64_t s) {
+    int64_t ro = s / j->spp, e0 = (s % j->spp) * SEG;
+    int64_t n = j->Ri - e0 < SEG ? j->Ri - e0 : SEG;
+    int64_t off = lin_offset(ro, j->nro, j->rosz, j->rost) + e0;
+    return j->k->leaf(j->row + off * (int64_t)j->es, n, ro * j->Ri + e0);
+}
+
+/* Segments [s0, s1) combined along the fixed midpoint tree. */
+static red_part tree(const row_job *j, int64_t s0, int64_t s1) {
+    if (s1 - s0 == 1) return seg_leaf(j, s0);
+    int64_t mid = s0 + (s1 - s0) / 2;
+    red_part a = tree(j, s0, mid);
+    return j->k->combine(a, tree(j, mid, s1));
+}
+
+/* The subtrees at depth D of the tree over [s0, s1), in order. */
+static void collect(int64_t s0, int64_t s1, int depth, int D, int64_t *ranges, int *cnt) {
+    if (depth == D || s1 - s0 == 1) {
+        ranges[2 * *cnt] = s0, ranges[2 * *cnt + 1] = s1, (*cnt)++;
+        return;
+    }
+    int64_t mid = s0 + (s1 - s0) / 2;
+    collect(s0, mid, depth + 1, D, ranges, cnt);
+    collect(mid, s1, depth + 1, D, ranges, cnt);
+}
+
+static red_part fold(const red_kind *k, int64_t s0, int64_t s1, int depth, int D, const red_part *parts, int *next) {
+    if (depth == D || s1 - s0 == 1) return parts[(*next)++];
+    int64_t mid = s0 + (s1 - s0) / 2;
+    red_part a = fold(k, s0, mid, depth + 1, D, parts, next);
+    return k->combine(a, fold(k, mid, s1, depth + 1, D, parts, next));
+}
+
+/* The same tree as tree(j, 0, S), its subtrees computed by several threads. */
+static red_part tree_parallel(const row_job *j, int64_t S, int nt) {
+    int D = 0;
+    while ((1 << D) < 4 * nt && (1 << D) < MAX_NODES) D++;
+    int64_t ranges[2 * MAX_NODES];
+    red_part parts[MAX_NODES];
+    int cnt = 0, next = 0;
+    collect(0, S, 0, D, ranges, &cnt);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (int i = 0; i < cnt; i++) parts[i] = tree(j, ranges[2 * i], ranges[2 * i + 1]);
+    return fold(j->k, 0, S, 0, D, parts, &next);
+}
+
+/* ROW mode: g's innermost reduced dim has stride 1 (or there is none). */
+static void run_rows(const red_geom *g, const red_kind *k, const red_ctx *ctx, const char *base, size_t es,
+                     char *const *outs) {
+    int64_t Ri = g->nr ? g->rsz[g->nr - 1] : 1;
+    row_job proto = {.k = k, .es = es, .Ri = Ri, .spp = (Ri + SEG - 1) / SEG, .nro = g->nr ? g->nr - 1 : 0,
+                     .rosz = g->rsz, .rost = g->rst};
+    int64_t S = (g->R / Ri) * proto.spp;
+    int nt = max_threads();
+    bool par = nt > 1 && g->N * g->R >= JAG_PARALLEL_GRAIN;
+    if (par && g->N < nt && S > 1) { /* few long rows: split each row's tree */
+        odo o;
+        odo_start(&o, 0, g->nk, g->ksz, g->kst);
+        for (int64_t n = 0; n < g->N; n++, odo_next(&o)) {
+            row_job j = proto;
+            j.row = base + o.off * (int64_t)es;
+            k->store(outs, n, tree_parallel(&j, S, nt), g->R, ctx);
+        }
+        return;
+    }
+#pragma omp parallel if (par)
+    {
+        int t = 0, T = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num(), T = omp_get_num_threads();
+#endif
+        int64_t b, e;
+        share(g->N, t, T, &b, &e);
+        if (b < e) {
+            odo o;
+            odo_start(&o, b, g->nk, g->ksz, g->kst);
+            row_job j = proto;
+            for (int64_t n = b; n < e; n++, odo_next(&o)) {
+                j.row = base + o.off * (int64_t)es;
+                k->store(outs, n, tree(&j, 0, S), g->R, ctx);
+            }
+        }
+    }
+}
+
+/* COL mode: g's innermost kept dim has stride 1. Tiles of (one outer kept
+ * position, COL_BLOCK columns) are independent. */
+static void run_cols(const red_geom *g, const red_kind *k, const red_ctx *ctx, const char *base, size_t es,
+                     char *const *outs) {
+    int64_t C = g->ksz[g->nk - 1];
+    int64_t nb = (C + COL_BLOCK - 1) / COL_BLOCK, tiles = (g->N / C) * nb;
+    bool par = max_threads() > 1 && g->N * g->R >= JAG_PARALLEL_GRAIN;
+#pragma omp parallel for schedule(static) if (par)
+    for (int64_t t = 0; t < tiles; t++) {
+        _Alignas(64) unsigned char acc[COL_BLOCK * 16];
+        int64_t o = t / nb, c0 = (t % nb) * COL_BLOCK, w = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
+        const char *p0 = base + (lin_offset(o, g->nk - 1, g->ksz, g->kst) + c0) * (int64_t)es;
+        odo r;
+        odo_start(&r, 0, g->nr, g->rsz, g->rst);
+        for (int64_t i = 0; i < g->R; i++, odo_next(&r)) k->col_add(acc, p0 + r.off * (int64_t)es, w, i);
+        k->col_store(outs, o * C + c0, acc, w, g->R, ctx);
+    }
+}
+
+/* Reduce x over the dims in mask into outs (contiguous, from the META spec). */
+static jag_status reduce_run(const char *op, const jag_tensor *x, const bool *mask, const red_kind *k,
+                             const red_ctx *ctx, jag_tensor **out_tensors, int n_out) {
+    JAG_ASSERT(k->leaf != NULL);
+    red_geom g = {0};
+    geom_init(&g, x, mask, k->ordered);
+    if (g.N == 0) return JAG_OK;
+    char *outs[2] = {jag__ptr(out_tensors[0]), n_out > 1 ? jag__ptr(out_tensors[1]) : NULL};
+    if (g.R == 0) {
+        for (int64_t o = 0; o < g.N; o++) k->store(outs, o, k->empty, 0, ctx);
+        return JAG_OK;
+    }
+    size_t es = jag_dtype_size(x->dtype);
+    bool row_ok = g.nr == 0 || g.rst[g.nr - 1] == 1;
+    bool col_ok = g.nk > 0 && g.kst[g.nk - 1] == 1;
+    int64_t Ri = g.nr ? g.rsz[g.nr - 1] : 1;
+    if (row_ok && (Ri >= 16 || (!col_ok && g.nr <= 1))) {
+        run_rows(&g, k, ctx, jag__ptr(x), es, outs);
+    } else if (col_ok) {
+        run_cols(&g, k, ctx, jag__ptr(x), es, outs);
+    } else {
+        /* Copy to (kept..., reduced...) contiguous: rows of R. */
+        int64_t sizes[JAG_MAX_DIMS], strides[JAG_MAX_DIMS];
+        int n = 0;
+        for (int d = 0; d < g.nk; d++) sizes[n] = g.ksz[d], strides[n++] = g.kst[d];
+        for (int d = 0; d < g.nr; d++) sizes[n] = g.rsz[d], strides[n++] = g.rst[d];
+        jag_tensor *view = jag__tensor_view(x, sizes, strides, n, x->offset);
+        jag_tensor *tmp = view ? jag__tensor_new(op, sizes, n, x->dtype, false, false) : NULL;
+        if (!tmp) {
+            jag_release(view);
+            return jag_last_status();
+        }
+        jag__copy_into(tmp, view);
+        red_geom cg = {.nk = 1, .nr = 1, .ksz = {g.N}, .kst = {g.R}, .rsz = {g.R}, .rst = {1}, .N = g.N, .R = g.R};
+        run_rows(&cg, k, ctx, jag__ptr(tmp), es, outs);
+        jag_release(tmp);
+        jag_release(view);
+    }
+    return JAG_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* META functions                                                           */
+/* ------------------------------------------------------------------------ */
+
+/* mask[d] for each dim of x named in dims (every dim when n == 0). A 0-d
+ * tensor accepts dim 0 / -1 and has nothing to mask. */
+static jag_status dims_mask(const char *op, const jag_tensor *x, const int64_t *dims, int n, bool *mask) {
+    int nd = x->ndim ? x->ndim : 1;
+    bool seen[JAG_MAX_DIMS] = {0};
+    for (int d = 0; d < JAG_MAX_DIMS; d++) mask[d] = n == 0 && d < x->ndim;
+    for (int i = 0; i < n; i++) {
+        int64_t d = dims[i];
+        if (d < -nd || d >= nd)
+            return jag__error(JAG_ERANGE, "%s: argument 'dims' has %lld at entry %d, expected a dim in [%d, %d] for a %d-d tensor",
+                              op, (long long)d, i, -nd, nd - 1, x->ndim);
+        int w = (int)(d < 0 ? d + nd : d);
+        if (seen[w])
+            return jag__error(JAG_EINVAL, "%s: argument 'dims' names dim %d more than once (entry %d is %lld), expected distinct dims",
+                              op, w, i, (long long)d);
+        seen[w] = true;
+        if (x->ndim) mask[w] = true;
+    }
+    return JAG_OK;
+}
+
+static void reduced_spec(const jag_tensor *x, const bool *mask, bool keepdim, jag_dtype dtype, jag_spec *s) {
+    int64_t sizes[JAG_MAX_DIMS];
+    int n = 0;
+    for (int d = 0; d < x->ndim; d++) {
+        if (!mask[d])
+            sizes[n++] = x->sizes[d];
+        else if (keepdim)
+            sizes[n++] = 1;
+    }
+    jag__spec_set(s, dtype, sizes, n);
+}
+
+/* (x, dims, [correction,] keepdim): keepdim is argument keep_i. */
+static jag_status parse_dims(const char *op, const jag_value *args, int nargs, int keep_i, const jag_tensor **x,
+                             bool *mask, bool *keepdim) {
+    const int64_t *dims;
+    int n;
+    jag_status st;
+    if ((st = jag__arg_tensor(op, args, nargs, 0, "x", x)) || (st = jag__arg_ints(op, args, nargs, 1, "dims", &dims, &n)) ||
+        (st = jag__arg_bool(op, args, nargs, keep_i, "keepdim", keepdim)))
+        return st;
+    if (n < 0 || n > JAG_MAX_DIMS || (n > 0 && !dims))
+        return jag__error(JAG_EINVAL, "%s: argument 'dims' has %d entries, expected 0..%d", op, n, JAG_MAX_DIMS);
+    return dims_mask(op, *x, dims, n, mask);
+}
+
+/* (x, dim, keepdim): dim JAG_DIM_ALL reduces every dim, in order. */
+static jag_status parse_dim(const char *op, const jag_value *args, int nargs, bool allow_all, const jag_tensor **x,
+                            bool *mask, bool *keepdim) {
+    int64_t dim;
+    jag_status st;
+    if ((st = jag__arg_tensor(op, args, nargs, 0, "x", x)) || (st = jag__arg_int(op, args, nargs, 1, "dim", &dim)) ||
+        (st = jag__arg_bool(op, args, nargs, 2, "keepdim", keepdim)))
+        return st;
+    if (allow_all && dim == JAG_DIM_ALL) return dims_mask(op, *x, NULL, 0, mask);
+    int nd = (*x)->ndim ? (*x)->ndim : 1;
+    if (dim < -nd || dim >= nd)
+        return jag__error(JAG_ERANGE, "%s: argument 'dim' is %lld, expected a dim in [%d, %d] for a %d-d tensor%s", op,
+                          (long long)dim, -nd, nd - 1, (*x)->ndim, allow_all ? " or JAG_DIM_ALL" : "");
+    return dims_mask(op, *x, &dim, 1, mask);
+}
+
+static jag_status need_float(const char *op, const jag_tensor *x) {
+    if (jag_dtype_is_floating(x->dtype)) return JAG_OK;
+    return jag__error(JAG_EDTYPE, "%s: argument 'x' has dtype %s, expected float32 or float64", op,
+                      jag_dtype_name(x->dtype));
+}
+
+static jag_status need_nonempty(const char *op, const jag_tensor *x, const bool *mask) {
+    for (int d = 0; d < x->ndim; d++) {
+        if (mask[d] && x->sizes[d] == 0) {
+            char b[JAG_SHAPE_BUF];
+            return jag__error(JAG_EINVAL, "%s: argument 'x' of shape %s is empty along reduced dim %d, expected at least one element to reduce",
+                              op, jag__shape_str(x->sizes, x->ndim, b, sizeof b), d);
+        }
+    }
+    return JAG_OK;
+}
+
+/* sum, prod: bool and integers give int64, floats keep their dtype. */
+jag_status jag__meta_reduce_sum(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *x;
+    bool mask[JAG_MAX_DIMS], keepdim;
+    jag_status st = parse_dims(op, args, nargs, 2, &x, mask, &keepdim);
+    if (st) return st;
+    reduced_spec(x, mask, keepdim, jag_dtype_is_floating(x->dtype) ? x->dtype : JAG_INT64, &outs[0]);
+    return JAG_OK;
+}
+
+/* mean: float dtypes only. */
+jag_status jag__meta_reduce_float(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *x;
+    bool mask[JAG_MAX_DIMS], keepdim;
+    jag_status st;
+    if ((st = parse_dims(op, args, nargs, 2, &x, mask, &keepdim)) || (st = need_float(op, x))) return st;
+    reduced_spec(x, mask, keepdim, x->dtype, &outs[0]);
+    return JAG_OK;
+}
+
+/* amax, amin: any dtype, kept; nothing to reduce is an error. */
+jag_status jag__meta_reduce_keep(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *x;
+    bool mask[JAG_MAX_DIMS], keepdim;
+    jag_status st;
+    if ((st = parse_dims(op, args, nargs, 2, &x, mask, &keepdim)) || (st = need_nonempty(op, x, mask))) return st;
+    reduced_spec(x, mask, keepdim, x->dtype, &outs[0]);
+    return JAG_OK;
+}
+
+/* var, std: (x, dims, correction, keepdim), float dtypes only. */
+jag_status jag__meta_reduce_var(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *x;
+    bool mask[JAG_MAX_DIMS], keepdim;
+    int64_t correction;
+    jag_status st;
+    if ((st = parse_dims(op, args, nargs, 3, &x, mask, &keepdim)) ||
+        (st = jag__arg_int(op, args, nargs, 2, "correction", &correction)) || (st = need_float(op, x)))
+        return st;
+    reduced_spec(x, mask, keepdim, x->dtype, &outs[0]);
+    return JAG_OK;
+}
+
+/* argmax, argmin: (x, dim or JAG_DIM_ALL, keepdim) -> int64. */
+jag_status jag__meta_reduce_index(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *x;
+    bool mask[JAG_MAX_DIMS], keepdim;
+    jag_status st;
+    if ((st = parse_dim(op, args, nargs, true, &x, mask, &keepdim)) || (st = need_nonempty(op, x, mask))) return st;
+    reduced_spec(x, mask, keepdim, JAG_INT64, &outs[0]);
+    return JAG_OK;
+}
+
+/* max_dim, min_dim: (x, dim, keepdim) -> values (x's dtype), indices (int64). */
+jag_status jag__meta_reduce_index2(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *x;
+    bool mask[JAG_MAX_DIMS], keepdim;
+    jag_status st;
+    if ((st = parse_dim(op, args, nargs, false, &x, mask, &keepdim)) || (st = need_nonempty(op, x, mask))) return st;
+    reduced_spec(x, mask, keepdim, x->dtype, &outs[0]);
+    reduced_spec(x, mask, keepdim, JAG_INT64, &outs[1]);
+    return JAG_OK;
+}
+
+/* ------------------------------------------------------------------------ */
+/* CPU kernels                                                              */
+/* ------------------------------------------------------------------------ */
+
+static jag_status run_dims(const char *op, const jag_value *args, int nargs, int keep_i,
+                           const red_kind *kinds, const red_ctx *ctx, jag_tensor **outs) {
+    const jag_tensor *x;
+    bool mask[JAG_MAX_DIMS], keepdim;
+    jag_status st = parse_dims(op, args, nargs, keep_i, &x, mask, &keepdim);
+    if (st) return st;
+    return reduce_run(op, x, mask, &kinds[x->dtype], ctx, outs, 1);
+}
+
+static jag_status run_dim(const char *op, const jag_value *args, int nargs, bool allow_all,
+                          const red_kind *kinds, jag_tensor **outs, int n_out) {
+    const jag_tensor *x;
+    bool mask[JAG_MAX_DIMS], keepdim;
+    jag_status st = parse_dim(op, args, nargs, allow_all, &x, mask, &keepdim);
+    if (st) return st;
+    red_ctx ctx = {0};
+    return reduce_run(op, x, mask, &kinds[x->dtype], &ctx, outs, n_out);
+}
+
+#define DEF_CPU_DIMS(NAME)                                                     \
+    jag_status jag__cpu_##NAME(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
+        red_ctx ctx = {0};                                                     \
+        return run_dims(op, args, nargs, 2, NAME##_kinds, &ctx, outs);         \
+    }
+/* x is (...), out is x's shape without (or with size 1 at) the reduced dims */
+DEF_CPU_DIMS(sum)
+DEF_CPU_DIMS(mean)
+DEF_CPU_DIMS(prod)
+DEF_CPU_DIMS(amax)
+DEF_CPU_DIMS(amin)
+
+#define DEF_CPU_VAR(NAME)                                                      \
+    jag_status jag__cpu_##NAME(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
+        red_ctx ctx = {args[2].u.i};                                           \
+        return run_dims(op, args, nargs, 3, NAME##_kinds, &ctx, outs);         \
+    }
+/* x is (...), out is x's shape reduced as above */
+DEF_CPU_VAR(var)
+DEF_CPU_VAR(std)
+
+/* x is (...), values and indices are x's shape without dim */
+jag_status jag__cpu_max_dim(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    return run_dim(op, args, nargs, false, max_dim_kinds, outs, 2);
+}
+jag_status jag__cpu_min_dim(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    return run_dim(op, args, nargs, false, min_dim_kinds, outs, 2);
+}
+/* x is (...), out is x's shape without dim, or 0-d for JAG_DIM_ALL */
+jag_status jag__cpu_argmax(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    return run_dim(op, args, nargs, true, argmax_kinds, outs, 1);
+}
+jag_status jag__cpu_argmin(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    return run_dim(op, args, nargs, true, argmin_kinds, outs, 1);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Naive references                                                         */
+/* ------------------------------------------------------------------------ */
+
+typedef enum {
+    REF_SUM, REF_MEAN, REF_PROD, REF_AMAX, REF_AMIN, REF_VAR, REF_STD,
+    REF_MAX_DIM, REF_MIN_DIM, REF_ARGMAX, REF_ARGMIN,
+} ref_op;
+
+static int64_t ref_load_int(const char *p, jag_dtype dt) {
+    switch (dt) {
+    case JAG_INT32: return *(const int32_t *)p;
+    case JAG_INT64: return *(const int64_t *)p;
+    case JAG_BOOL: return *(const uint8_t *)p;
+    default: return (int64_t)jag__load_as_double(p, dt);
+    }
+}
+
+static void ref_store(jag_tensor *t, int64_t o, double f, int64_t i, bool integer) {
+    char *p = jag__ptr(t) + o * (int64_t)jag_dtype_size(t->dtype);
+    if (!integer || jag_dtype_is_floating(t->dtype)) {
+        jag__store_from_double(p, t->dtype, f);
+        return;
+    }
+    switch (t->dtype) {
+    case JAG_INT32: *(int32_t *)p = (int32_t)i; break;
+    case JAG_INT64: *(int64_t *)p = i; break;
+    default: *(uint8_t *)p = (uint8_t)(i != 0); break;
+    }
+}
+
+/* One pass over every element of x in row-major order: element (o, r) is
+ * output o's r-th reduced element. Accumulates into per-output arrays. */
+static jag_status ref_run(ref_op which, const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    const jag_tensor *x;
+    bool mask[JAG_MAX_DIMS], keepdim;
+    jag_status st;
+    bool index_op = which >= REF_MAX_DIM;
+    if (index_op)
+        st = parse_dim(op, args, nargs, which >= REF_ARGMAX, &x, mask, &keepdim);
+    else
+        st = parse_dims(op, args, nargs, which >= REF_VAR ? 3 : 2, &x, mask, &keepdim);
+    if (st) return st;
+    int64_t correction = which == REF_VAR || which == REF_STD ? args[2].u.i : 0;
+    int64_t N = jag_numel(outs[0]), numel = jag_numel(x);
+    size_t cap = (size_t)(N ? N : 1);
+    double *fa = calloc(cap, sizeof *fa), *fb = calloc(cap, sizeof *fb);
+    int64_t *ia = calloc(cap, sizeof *ia), *cnt = calloc(cap, sizeof *cnt), *arg = calloc(cap, sizeof *arg);
+    if (!fa || !fb || !ia || !cnt || !arg) {
+        free(fa), free(fb), free(ia), free(cnt), free(arg);
+        return jag__error(JAG_ENOMEM, "%s: out of memory in the reference", op);
+    }
+    bool fp = jag_dtype_is_floating(x->dtype);
+    bool is_max = which == REF_AMAX || which == REF_MAX_DIM || which == REF_ARGMAX;
+    size_t es = jag_dtype_size(x->dtype);
+    for (int64_t o = 0; o < N; o++) fa[o] = which == REF_PROD ? 1.0 : 0.0, ia[o] = which == REF_PROD ? 1 : 0;
+    for (int pass = 0; pass < (which == REF_VAR || which == REF_STD ? 2 : 1); pass++) {
+        int64_t idx[JAG_MAX_DIMS] = {0};
+        for (int64_t e = 0; e < numel; e++) {
+            int64_t o = 0, r = 0, off = 0;
+            for (int d = 0; d < x->ndim; d++) {
+                off += idx[d] * x->strides[d];
+                if (mask[d])
+                    r = r * x->sizes[d] + idx[d];
+                else
+                    o = o * x->sizes[d] + idx[d];
+            }
+            const char *p = jag__ptr(x) + off * (int64_t)es;
+            double v = jag__load_as_double(p, x->dtype);
+            int64_t iv = ref_load_int(p, x->dtype);
+            switch (which) {
+            case REF_SUM: case REF_MEAN: fa[o] += v, ia[o] = (int64_t)((uint64_t)ia[o] + (uint64_t)iv); break;
+            case REF_PROD: fa[o] *= v, ia[o] = (int64_t)((uint64_t)ia[o] * (uint64_t)iv); break;
+            case REF_VAR: case REF_STD:
+                if (pass == 0) fa[o] += v;
+                else fb[o] += (v - fa[o]) * (v - fa[o]);
+                break;
+            default: { /* extremum: strictly better replaces, NaN beats numbers */
+                bool better;
+                if (cnt[o] == 0) better = true;
+                else if (fp) better = is_max ? (v > fa[o] || (isnan(v) && !isnan(fa[o]))) : (v < fa[o] || (isnan(v) && !isnan(fa[o])));
+                else better = is_max ? iv > ia[o] : iv < ia[o];
+                if (better) fa[o] = v, ia[o] = iv, arg[o] = r;
+            }
+            }
+            if (pass == 0) cnt[o]++;
+            for (int d = x->ndim - 1; d >= 0; d--) {
+                if (++idx[d] < x->sizes[d]) break;
+                idx[d] = 0;
+            }
+        }
+        if (pass == 0 && (which == REF_VAR || which == REF_STD))
+            for (int64_t o = 0; o < N; o++) fa[o] /= (double)cnt[o];
+    }
+    for (int64_t o = 0; o < N; o++) {
+        switch (which) {
+        case REF_SUM: case REF_PROD: ref_store(outs[0], o, fa[o], ia[o], !fp); break;
+        case REF_MEAN: ref_store(outs[0], o, fa[o] / (double)cnt[o], 0, false); break;
+        case REF_VAR: case REF_STD: {
+            double div = (double)cnt[o] - (double)correction, var = cnt[o] == 0 ? NAN : fb[o] / (div > 0 ? div : 0.0);
+            ref_store(outs[0], o, which == REF_STD ? sqrt(var) : var, 0, false);
+            break;
+        }
+        case REF_AMAX: case REF_AMIN: ref_store(outs[0], o, fa[o], ia[o], !fp); break;
+        case REF_MAX_DIM: case REF_MIN_DIM:
+            ref_store(outs[0], o, fa[o], ia[o], !fp);
+            ref_store(outs[1], o, 0, arg[o], true);
+            break;
+        default: ref_store(outs[0], o, 0, arg[o], true); break;
+        }
+    }
+    free(fa), free(fb), free(ia), free(cnt), free(arg);
+    return JAG_OK;
+}
+
+/* Same signature as the kernels, same arguments, simple loops. */
+#define DEF_REF(NAME, WHICH)                                                   \
+    jag_status jag__ref_##NAME(const char *op, const jag_value *args, int nargs, jag_tensor **outs); \
+    jag_status jag__ref_##NAME(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
+        return ref_run(WHICH, op, args, nargs, outs);                          \
+    }
+DEF_REF(sum, REF_SUM)
+DEF_REF(mean, REF_MEAN)
+DEF_REF(prod, REF_PROD)
+DEF_REF(amax, REF_AMAX)
+DEF_REF(amin, REF_AMIN)
+DEF_REF(var, REF_VAR)
+DEF_REF(std, REF_STD)
+DEF_REF(max_dim, REF_MAX_DIM)
+DEF_REF(min_dim, REF_MIN_DIM)
+DEF_REF(argmax, REF_ARGMAX)
+DEF_REF(argmin, REF_ARGMIN)

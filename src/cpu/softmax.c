@@ -1,0 +1,279 @@
+/*
+ * softmax.c — softmax and log_softmax along one dim, their META function and
+ * naive references.
+ *
+ * x is viewed as (O, R, I): R is the softmax dim, O the dims before it, I
+ * the dims after it. Numerically stable: each line subtracts its maximum
+ * before exp, so inputs like 1000 or -1000 never overflow. A NaN anywhere in
+ * a line makes the whole line NaN (as torch).
+ *
+ * Fast paths (out is contiguous; a non-contiguous x is first copied into out
+ * and processed in place):
+ *   I == 1  contiguous rows of R: max, exp and sum, scale; threads share rows.
+ *   I  > 1  tiles of (one o, up to TILE_I columns): the same three passes
+ *           run down the R rows of the tile, vectorised across columns.
+ * exp runs through exp_nonpos_*, a branch-free exp for arguments <= 0 that
+ * gcc vectorises (libm's exp does not vectorise without -ffast-math).
+ */
+#include "../dispatch/dispatch.h"
+
+#include <math.h>
+
+#define LANES 16
+#define TILE_I 256
+
+/* ---- exp for x <= 0 ------------------------------------------------------ */
+
+/* exp(x) for x <= 0 (and NaN), within 2 ulp: x = n ln2 + r, |r| <= ln2/2,
+ * exp(r) by its Taylor polynomial, 2^n built in the exponent bits. Results
+ * below the smallest normal float flush to 0. */
+static inline float exp_nonpos_f32(float x) {
+    float xc = x >= -87.0f ? x : -87.0f; /* NaN -> -87: keeps the cast defined */
+    xc = xc <= 0.0f ? xc : 0.0f;
+    int n = (int)(xc * 1.44269504088896341f - 0.5f); /* round to nearest, xc <= 0 */
+    float fn = (float)n;
+    float r = (xc - fn * 0.693359375f) - fn * -2.12194440e-4f;
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    union { uint32_t u; float f; } scale = {.u = (uint32_t)(n + 127) << 23};
+    float y = p * scale.f;
+    y = x >= -87.0f ? y : 0.0f;
+    return x == x ? y : x;
+}
+
+static inline double exp_nonpos_f64(double x) {
+    double xc = x >= -708.0 ? x : -708.0;
+    xc = xc <= 0.0 ? xc : 0.0;
+    int n = (int)(xc * 1.44269504088896340736 - 0.5);
+    double fn = (double)n;
+    double r = (xc - fn * 6.93147180369123816490e-01) - fn * 1.90821492927058770002e-10;
+    double p = 1.0 / 6227020800.0; /* 1/13! */
+    p = p * r + 1.0 / 479001600.0;
+    p = p * r + 1.0 / 39916800.0;
+    p = p * r + 1.0 / 3628800.0;
+    p = p * r + 1.0 / 362880.0;
+    p = p * r + 1.0 / 40320.0;
+    p = p * r + 1.0 / 5040.0;
+    p = p * r + 1.0 / 720.0;
+    p = p * r + 1.0 / 120.0;
+    p = p * r + 1.0 / 24.0;
+    p = p * r + 1.0 / 6.0;
+    p = p * r + 0.5;
+    p = p * r + 1.0;
+    p = p * r + 1.0;
+    union { uint64_t u; double f; } scale = {.u = (uint64_t)(n + 1023) << 52};
+    double y = p * scale.f;
+    y = x >= -708.0 ? y : 0.0;
+    return x == x ? y : x;
+}
+
+/* NaN wins, so that a NaN anywhere makes its line NaN. */
+#define SM_MAX(v, a) ((v) > (a) || (v) != (v) ? (v) : (a))
+
+/* ---- kernels, per float type --------------------------------------------- */
+
+#define DEF_SOFTMAX(SUF, T, EXP, LOG)                                          \
+    /* in, out are (n); in may equal out */                                    \
+    static void row_##SUF(const T *in, T *out, int64_t n, bool log_out) {      \
+        T mx[LANES];                                                           \
+        for (int j = 0; j < LANES; j++) mx[j] = in[0];                         \
+        int64_t i = 0;                                                         \
+        for (; i + LANES <= n; i += LANES)                                     \
+            for (int j = 0; j < LANES; j++) mx[j] = SM_MAX(in[i + j], mx[j]);  \
+        for (; i < n; i++) mx[0] = SM_MAX(in[i], mx[0]);                       \
+        for (int j = 1; j < LANES; j++) mx[0] = SM_MAX(mx[j], mx[0]);          \
+        T m = mx[0];                                                           \
+        double s[LANES] = {0};                                                 \
+        if (log_out) {                                                         \
+            for (i = 0; i + LANES <= n; i += LANES)                            \
+                for (int j = 0; j < LANES; j++) s[j] += (double)EXP(in[i + j] - m); \
+            for (int j = 0; i < n; i++, j++) s[j] += (double)EXP(in[i] - m);   \
+        } else {                                                               \
+            for (i = 0; i + LANES <= n; i += LANES)                            \
+                for (int j = 0; j < LANES; j++) {                              \
+                    T e = EXP(in[i + j] - m);                                  \
+                    out[i + j] = e;                                            \
+                    s[j] += (double)e;                                         \
+                }                                                              \
+            for (int j = 0; i < n; i++, j++) {                                 \
+                T e = EXP(in[i] - m);                                          \
+                out[i] = e;                                                    \
+                s[j] += (double)e;                                             \
+            }                                                                  \
+        }                                                                      \
+        for (int w = LANES / 2; w > 0; w /= 2)                                 \
+            for (int j = 0; j < w; j++) s[j] += s[j + w];                      \
+        if (log_out) {                                                         \
+            T lse = (T)LOG(s[0]);                                              \
+            for (i = 0; i < n; i++) out[i] = (in[i] - m) - lse;                \
+        } else {                                                               \
+            T inv = (T)(1.0 / s[0]);                                           \
+            for (i = 0; i < n; i++) out[i] *= inv;                             \
+        }                                                                      \
+    }                                                                          \
+    /* in, out are (R, ld) from a tile's first column; w columns; in may      \
+     * equal out */                                                            \
+    static void tile_##SUF(const T *in, T *out, int64_t R, int64_t ld, int64_t w, bool log_out) { \
+        T m[TILE_I];                                                           \
+        double s[TILE_I];                                                      \
+        for (int64_t c = 0; c < w; c++) m[c] = in[c], s[c] = 0;                \
+        for (int64_t r = 1; r < R; r++)                                        \
+            for (int64_t c = 0; c < w; c++) m[c] = SM_MAX(in[r * ld + c], m[c]); \
+        for (int64_t r = 0; r < R; r++) {                                      \
+            if (log_out) {                                                     \
+                for (int64_t c = 0; c < w; c++) s[c] += (double)EXP(in[r * ld + c] - m[c]); \
+            } else {                                                           \
+                for (int64_t c = 0; c < w; c++) {                              \
+                    T e = EXP(in[r * ld + c] - m[c]);                          \
+                    out[r * ld + c] = e;                                       \
+                    s[c] += (double)e;                                         \
+                }                                                              \
+            }                                                                  \
+        }                                                                      \
+        T f[TILE_I];                                                           \
+        for (int64_t c = 0; c < w; c++) f[c] = log_out ? (T)LOG(s[c]) : (T)(1.0 / s[c]); \
+        for (int64_t r = 0; r < R; r++) {                                      \
+            if (log_out)                                                       \
+                for (int64_t c = 0; c < w; c++) out[r * ld + c] = (in[r * ld + c] - m[c]) - f[c]; \
+            else                                                               \
+                for (int64_t c = 0; c < w; c++) out[r * ld + c] *= f[c];       \
+        }                                                                      \
+    }                                                                          \
+    static void run_##SUF(const T *in, T *out, int64_t O, int64_t R, int64_t I, bool log_out) { \
+        bool par = O * R * I >= JAG_PARALLEL_GRAIN;                            \
+        if (I == 1) {                                                          \
+            _Pragma("omp parallel for schedule(static) if (par)")              \
+            for (int64_t o = 0; o < O; o++) row_##SUF(in + o * R, out + o * R, R, log_out); \
+            return;                                                            \
+        }                                                                      \
+        int64_t nb = (I + TILE_I - 1) / TILE_I;                                \
+        _Pragma("omp parallel for schedule(static) if (par)")                  \
+        for (int64_t t = 0; t < O * nb; t++) {                                 \
+            int64_t o = t / nb, c0 = (t % nb) * TILE_I;                        \
+            int64_t w = I - c0 < TILE_I ? I - c0 : TILE_I;                     \
+            tile_##SUF(in + o * R * I + c0, out + o * R * I + c0, R, I, w, log_out); \
+        }                                                                      \
+    }
+
+DEF_SOFTMAX(f32, float, exp_nonpos_f32, log)
+DEF_SOFTMAX(f64, double, exp_nonpos_f64, log)
+
+/* ---- META ---------------------------------------------------------------- */
+
+static jag_status parse(const char *op, const jag_value *args, int nargs, const jag_tensor **x, int *dim) {
+    int64_t d;
+    jag_status st;
+    if ((st = jag__arg_tensor(op, args, nargs, 0, "x", x)) || (st = jag__arg_int(op, args, nargs, 1, "dim", &d)))
+        return st;
+    int nd = (*x)->ndim ? (*x)->ndim : 1;
+    if (d < -nd || d >= nd)
+        return jag__error(JAG_ERANGE, "%s: argument 'dim' is %lld, expected a dim in [%d, %d] for a %d-d tensor", op,
+                          (long long)d, -nd, nd - 1, (*x)->ndim);
+    *dim = (int)(d < 0 ? d + nd : d);
+    return JAG_OK;
+}
+
+/* (x, dim) -> y of x's shape and dtype; float dtypes only. */
+jag_status jag__meta_softmax(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *x;
+    int dim;
+    jag_status st = parse(op, args, nargs, &x, &dim);
+    if (st) return st;
+    if (!jag_dtype_is_floating(x->dtype))
+        return jag__error(JAG_EDTYPE, "%s: argument 'x' has dtype %s, expected float32 or float64", op,
+                          jag_dtype_name(x->dtype));
+    jag__spec_set(&outs[0], x->dtype, x->sizes, x->ndim);
+    return JAG_OK;
+}
+
+/* ---- kernels ------------------------------------------------------------- */
+
+/* (O, R, I) sizes of x around dim (1 for a 0-d tensor). */
+static void split_dims(const jag_tensor *x, int dim, int64_t *O, int64_t *R, int64_t *I) {
+    *O = jag__numel(x->sizes, x->ndim ? dim : 0);
+    *R = x->ndim ? x->sizes[dim] : 1;
+    *I = x->ndim ? jag__numel(x->sizes + dim + 1, x->ndim - dim - 1) : 1;
+}
+
+static jag_status softmax_cpu(const char *op, const jag_value *args, int nargs, jag_tensor **outs, bool log_out) {
+    const jag_tensor *x;
+    int dim;
+    jag_status st = parse(op, args, nargs, &x, &dim);
+    if (st) return st;
+    if (jag_numel(x) == 0) return JAG_OK;
+    int64_t O, R, I;
+    split_dims(x, dim, &O, &R, &I);
+    const jag_tensor *src = x;
+    if (!jag_is_contiguous(x)) { /* copy into out, then work in place */
+        jag__copy_into(outs[0], x);
+        src = outs[0];
+    }
+    if (x->dtype == JAG_FLOAT32)
+        run_f32((const float *)jag__ptr(src), (float *)jag__ptr(outs[0]), O, R, I, log_out);
+    else
+        run_f64((const double *)jag__ptr(src), (double *)jag__ptr(outs[0]), O, R, I, log_out);
+    return JAG_OK;
+}
+
+/* x is (O, R, I) around dim, out is x's shape: exp(x - max) / sum exp */
+jag_status jag__cpu_softmax(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    return softmax_cpu(op, args, nargs, outs, false);
+}
+
+/* x is (O, R, I) around dim, out is x's shape: x - max - log(sum exp) */
+jag_status jag__cpu_log_softmax(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    return softmax_cpu(op, args, nargs, outs, true);
+}
+
+/* ---- naive references ---------------------------------------------------- */
+
+/* One line at a time through double and libm, reading x by its strides. */
+static jag_status ref_softmax(const char *op, const jag_value *args, int nargs, jag_tensor **outs, bool log_out) {
+    const jag_tensor *x;
+    int dim;
+    jag_status st = parse(op, args, nargs, &x, &dim);
+    if (st) return st;
+    int64_t O, R, I;
+    split_dims(x, dim, &O, &R, &I);
+    /* Strides of the (O, R, I) view are not uniform for a strided x, so
+     * every element goes through its full index. */
+    size_t es = jag_dtype_size(x->dtype);
+    jag_tensor *y = outs[0];
+    for (int64_t o = 0; o < O; o++) {
+        for (int64_t i = 0; i < I; i++) {
+            double m = -INFINITY, s = 0;
+            for (int pass = 0; pass < 3; pass++) {
+                for (int64_t r = 0; r < R; r++) {
+                    int64_t lin = (o * R + r) * I + i, off = 0, rest = lin;
+                    for (int d = x->ndim - 1; d >= 0; d--) {
+                        off += (rest % x->sizes[d]) * x->strides[d];
+                        rest /= x->sizes[d];
+                    }
+                    double v = jag__load_as_double(jag__ptr(x) + off * (int64_t)es, x->dtype);
+                    if (pass == 0) m = (isnan(v) || v > m || isnan(m)) ? (isnan(m) ? m : v) : m;
+                    else if (pass == 1) s += exp(v - m);
+                    else
+                        jag__store_from_double(jag__ptr(y) + lin * (int64_t)es, y->dtype,
+                                               log_out ? (v - m) - log(s) : exp(v - m) / s);
+                }
+            }
+        }
+    }
+    return JAG_OK;
+}
+
+jag_status jag__ref_softmax(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
+jag_status jag__ref_softmax(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    return ref_softmax(op, args, nargs, outs, false);
+}
+
+jag_status jag__ref_log_softmax(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
+jag_status jag__ref_log_softmax(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    return ref_softmax(op, args, nargs, outs, true);
+}

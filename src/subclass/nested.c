@@ -1,0 +1,716 @@
+/* nested.c — the nested subclass: state, construction (checked for user
+ * input, unchecked for op results), accessors, conversions, printing. */
+#include "nested.h"
+
+#include <pthread.h>
+#include <stdio.h>
+
+static atomic_llong next_ragged_id;
+
+/* ---- the class ---------------------------------------------------------- */
+
+static void destroy_state(void *p) {
+    nested_state *s = p;
+    jag_release(s->values), jag_release(s->offsets), jag_release(s->lengths);
+    jag_release(s->buffer), jag_release(s->sizes), jag_release(s->strides), jag_release(s->storage_offsets);
+    jag_release(atomic_load(&s->row_ids));
+    free(s);
+}
+
+static jag_status nested_flatten(const jag_tensor *t, jag_tensor **inner, int *n, jag_subclass_meta *meta) {
+    nested_state *s = jag__nested(t);
+    meta->ints[0] = s->layout;
+    meta->ints[1] = atomic_load(&s->ragged_id);
+    if (s->layout == JAG_JAGGED) {
+        inner[0] = jag_retain(s->values);
+        inner[1] = jag_retain(s->offsets);
+        *n = 2;
+        if (s->lengths) inner[(*n)++] = jag_retain(s->lengths);
+        meta->ints[2] = s->lengths != NULL;
+        meta->ints[3] = s->min_seqlen;
+        meta->ints[4] = s->max_seqlen;
+        meta->n_ints = 5;
+    } else {
+        inner[0] = jag_retain(s->buffer);
+        inner[1] = jag_retain(s->sizes);
+        inner[2] = jag_retain(s->strides);
+        inner[3] = jag_retain(s->storage_offsets);
+        *n = 4;
+        meta->n_ints = 2;
+    }
+    return JAG_OK;
+}
+
+static jag_status nested_unflatten(const jag_subclass *cls, jag_tensor *const *inner, int n,
+                                   const jag_subclass_meta *meta, jag_tensor **out) {
+    (void)cls;
+    if (meta->n_ints < 2) return jag__error(JAG_EINVAL, "nested unflatten: metadata has %d ints, expected >= 2", meta->n_ints);
+    if (meta->ints[0] == JAG_JAGGED) {
+        if (meta->n_ints < 5 || n != 2 + (meta->ints[2] != 0))
+            return jag__error(JAG_EINVAL, "nested unflatten: jagged metadata does not match %d inner tensors", n);
+        return jag__nested_wrap_jagged(inner[0], inner[1], meta->ints[2] ? inner[2] : NULL, meta->ints[1],
+                                       meta->ints[3], meta->ints[4], out);
+    }
+    if (meta->ints[0] != JAG_STRIDED || n != 4)
+        return jag__error(JAG_EINVAL, "nested unflatten: layout %lld with %d inner tensors", (long long)meta->ints[0], n);
+    return jag__nested_wrap_strided(inner[0], inner[1], inner[2], inner[3], meta->ints[1], out);
+}
+
+static size_t nested_format(const jag_tensor *t, char *buf, size_t cap);
+
+static const jag_subclass *nested_class;
+static jag_status nested_class_status = JAG_OK;
+static pthread_once_t nested_once = PTHREAD_ONCE_INIT;
+
+static void register_nested(void) {
+    jag_subclass_def def = {
+        .name = "nested",
+        .flatten = nested_flatten,
+        .unflatten = nested_unflatten,
+        .dispatch = jag__nested_dispatch,
+        .destroy_state = destroy_state,
+        .format = nested_format,
+    };
+    nested_class_status = jag_subclass_register(&def, &nested_class);
+}
+
+const jag_subclass *jag__nested_class(void) {
+    pthread_once(&nested_once, register_nested);
+    JAG_ASSERT(nested_class_status == JAG_OK);
+    return nested_class;
+}
+
+nested_state *jag__nested(const jag_tensor *t) {
+    return t && t->subclass && t->subclass == nested_class ? (nested_state *)t->state : NULL;
+}
+
+jag_layout jag_tensor_layout(const jag_tensor *t) {
+    nested_state *s = jag__nested(t);
+    return s ? s->layout : JAG_DENSE;
+}
+
+bool jag_is_nested(const jag_tensor *t) { return jag__nested(t) != NULL; }
+
+/* ---- unchecked constructors --------------------------------------------- */
+
+static const int64_t *i64(const jag_tensor *t) { return (const int64_t *)jag__ptr(t); }
+
+/* Whether a tensor has data we can read (meta tensors, while tracing, do not). */
+static bool readable(const jag_tensor *t) { return t && t->storage; }
+
+jag_status jag__nested_wrap_jagged(const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
+                                   int64_t ragged_id, int64_t min_seqlen, int64_t max_seqlen, jag_tensor **out) {
+    const jag_subclass *cls = jag__nested_class();
+    nested_state *s = calloc(1, sizeof *s);
+    if (!s) return jag__error(JAG_ENOMEM, "nested: out of memory");
+    s->layout = JAG_JAGGED;
+    s->batch = offsets->sizes[0] - 1;
+    s->values = jag_retain((jag_tensor *)values);
+    s->offsets = jag_retain((jag_tensor *)offsets);
+    s->lengths = jag_retain((jag_tensor *)lengths);
+    atomic_init(&s->ragged_id, ragged_id);
+    atomic_init(&s->row_ids, NULL);
+    s->min_seqlen = min_seqlen;
+    s->max_seqlen = max_seqlen;
+    int64_t sizes[JAG_MAX_DIMS];
+    sizes[0] = s->batch;
+    sizes[1] = -1;
+    for (int d = 1; d < values->ndim; d++) sizes[d + 1] = values->sizes[d];
+    return jag_subclass_wrap(cls, s, values->dtype, sizes, values->ndim + 1, out);
+}
+
+jag_status jag__nested_rewrap_jagged(const nested_state *like, const jag_tensor *values, jag_tensor **out) {
+    return jag__nested_wrap_jagged(values, like->offsets, like->lengths, atomic_load(&((nested_state *)like)->ragged_id),
+                                   like->min_seqlen, like->max_seqlen, out);
+}
+
+jag_status jag__nested_wrap_strided(const jag_tensor *buffer, const jag_tensor *sizes, const jag_tensor *strides,
+                                    const jag_tensor *storage_offsets, int64_t ragged_id, jag_tensor **out) {
+    const jag_subclass *cls = jag__nested_class();
+    nested_state *s = calloc(1, sizeof *s);
+    if (!s) return jag__error(JAG_ENOMEM, "nested: out of memory");
+    s->layout = JAG_STRIDED;
+    s->batch = sizes->sizes[0];
+    s->buffer = jag_retain((jag_tensor *)buffer);
+    s->sizes = jag_retain((jag_tensor *)sizes);
+    s->strides = jag_retain((jag_tensor *)strides);
+    s->storage_offsets = jag_retain((jag_tensor *)storage_offsets);
+    atomic_init(&s->ragged_id, ragged_id);
+    atomic_init(&s->row_ids, NULL);
+    int n = (int)sizes->sizes[1];
+    int64_t outer[JAG_MAX_DIMS];
+    outer[0] = s->batch;
+    for (int c = 0; c < n; c++) {
+        int64_t v = -2;
+        if (readable(sizes))
+            for (int64_t b = 0; b < s->batch && v != -1; b++) {
+                int64_t x = i64(sizes)[b * n + c];
+                v = v == -2 ? x : (v == x ? v : -1);
+            }
+        outer[c + 1] = v == -2 ? -1 : v;
+    }
+    s->min_seqlen = s->max_seqlen = -1;
+    if (readable(sizes) && n > 0 && s->batch > 0) {
+        s->min_seqlen = INT64_MAX, s->max_seqlen = 0;
+        for (int64_t b = 0; b < s->batch; b++) {
+            int64_t x = i64(sizes)[b * n];
+            s->min_seqlen = x < s->min_seqlen ? x : s->min_seqlen;
+            s->max_seqlen = x > s->max_seqlen ? x : s->max_seqlen;
+        }
+    }
+    return jag_subclass_wrap(cls, s, buffer->dtype, outer, n + 1, out);
+}
+
+/* ---- raggedness --------------------------------------------------------- */
+
+static bool same_int64_values(const jag_tensor *a, const jag_tensor *b) {
+    if (a == b) return true;
+    if (!a || !b || !readable(a) || !readable(b)) return false;
+    if (jag_numel(a) != jag_numel(b)) return false;
+    return memcmp(jag__ptr(a), jag__ptr(b), (size_t)jag_numel(a) * sizeof(int64_t)) == 0;
+}
+
+bool jag__nested_same_raggedness(nested_state *a, nested_state *b) {
+    if (a->layout != b->layout) return false;
+    long long ia = atomic_load(&a->ragged_id), ib = atomic_load(&b->ragged_id);
+    if (ia == ib) return true;
+    bool same;
+    if (a->layout == JAG_JAGGED)
+        same = a->batch == b->batch && a->values->sizes[0] == b->values->sizes[0] &&
+               same_int64_values(a->offsets, b->offsets) && same_int64_values(a->lengths, b->lengths) &&
+               (a->lengths == NULL) == (b->lengths == NULL);
+    else
+        same = a->batch == b->batch && same_int64_values(a->sizes, b->sizes);
+    if (same) { /* remember: both take the smaller id */
+        long long m = ia < ib ? ia : ib;
+        atomic_store(&a->ragged_id, m);
+        atomic_store(&b->ragged_id, m);
+    }
+    return same;
+}
+
+const jag_tensor *jag__nested_row_ids(nested_state *s) {
+    jag_tensor *ids = atomic_load(&s->row_ids);
+    if (ids) return ids;
+    int64_t total = s->values->sizes[0];
+    ids = jag__tensor_new("nested row ids", &total, 1, JAG_INT64, false, !readable(s->offsets));
+    if (!ids) return NULL;
+    if (readable(ids)) {
+        const int64_t *off = i64(s->offsets);
+        int64_t *p = (int64_t *)jag__ptr(ids);
+        for (int64_t b = 0; b < s->batch; b++)
+            for (int64_t r = off[b]; r < off[b + 1]; r++) p[r] = b;
+    }
+    jag_tensor *expected = NULL;
+    if (!atomic_compare_exchange_strong(&s->row_ids, &expected, ids)) {
+        jag_release(ids); /* another thread won */
+        return expected;
+    }
+    return ids;
+}
+
+/* ---- checked construction (user input) ---------------------------------- */
+
+static jag_status check_index_vector(const char *op, const char *arg, const jag_tensor *t, int64_t want_n) {
+    if (!t) return jag__error(JAG_EINVAL, "%s: argument '%s' is NULL", op, arg);
+    if (t->subclass) return jag__error(JAG_EINVAL, "%s: argument '%s' is a nested tensor, expected a plain 1-d tensor", op, arg);
+    if (t->dtype != JAG_INT64)
+        return jag__error(JAG_EDTYPE, "%s: argument '%s' has dtype %s, expected int64", op, arg, jag_dtype_name(t->dtype));
+    if (t->ndim != 1) return jag__error(JAG_ESHAPE, "%s: argument '%s' is %d-d, expected 1-d", op, arg, t->ndim);
+    if (want_n >= 0 && t->sizes[0] != want_n)
+        return jag__error(JAG_ESHAPE, "%s: argument '%s' has %lld entries, expected %lld", op, arg,
+                          (long long)t->sizes[0], (long long)want_n);
+    if (!readable(t)) return jag__error(JAG_EINVAL, "%s: argument '%s' has no data", op, arg);
+    return JAG_OK;
+}
+
+/* Contiguous int64 copy or a new reference (so entries can be read flat). */
+static jag_status contiguous_ref(const jag_tensor *t, jag_tensor **out) {
+    if (jag_is_contiguous(t)) {
+        *out = jag_retain((jag_tensor *)t);
+        return JAG_OK;
+    }
+    jag_value a[] = {jag__v_tensor(t)};
+    return jag__dispatch(JAG_OP_clone, a, 1, out);
+}
+
+jag_status jag_nested_from_jagged(const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
+                                  jag_tensor **out) {
+    const char *op = "jag_nested_from_jagged";
+    if (!out) return jag__error(JAG_EINVAL, "%s: argument 'out' is NULL", op);
+    if (!values) return jag__error(JAG_EINVAL, "%s: argument 'values' is NULL", op);
+    if (values->subclass) return jag__error(JAG_EINVAL, "%s: argument 'values' is a nested tensor, expected a plain tensor", op);
+    if (values->ndim < 1 || values->ndim >= JAG_MAX_DIMS)
+        return jag__error(JAG_ESHAPE, "%s: argument 'values' is %d-d, expected 1..%d dims", op, values->ndim, JAG_MAX_DIMS - 1);
+    jag_status st = check_index_vector(op, "offsets", offsets, -1);
+    if (st) return st;
+    if (offsets->sizes[0] < 1) return jag__error(JAG_ESHAPE, "%s: argument 'offsets' is empty, expected B+1 >= 1 entries", op);
+    int64_t batch = offsets->sizes[0] - 1;
+    if (lengths && (st = check_index_vector(op, "lengths", lengths, batch))) return st;
+    jag__enter();
+    jag_tensor *off = NULL, *len = NULL;
+    if ((st = contiguous_ref(offsets, &off)) || (lengths && (st = contiguous_ref(lengths, &len)))) goto fail;
+    const int64_t *o = i64(off);
+    int64_t total = values->sizes[0], mn = INT64_MAX, mx = 0;
+    if (o[0] != 0) {
+        st = jag__error(JAG_EINVAL, "%s: argument 'offsets' starts at %lld, expected 0", op, (long long)o[0]);
+        goto fail;
+    }
+    for (int64_t b = 0; b < batch; b++) {
+        if (o[b + 1] < o[b]) {
+            st = jag__error(JAG_EINVAL, "%s: argument 'offsets' decreases at entry %lld (%lld after %lld), expected non-decreasing",
+                            op, (long long)b + 1, (long long)o[b + 1], (long long)o[b]);
+            goto fail;
+        }
+        int64_t l = o[b + 1] - o[b];
+        if (len) {
+            int64_t li = i64(len)[b];
+            if (li < 0 || li > l) {
+                st = jag__error(JAG_EINVAL, "%s: argument 'lengths' entry %lld is %lld, expected 0..%lld (offsets[%lld+1] - offsets[%lld])",
+                                op, (long long)b, (long long)li, (long long)l, (long long)b, (long long)b);
+                goto fail;
+            }
+            l = li;
+        }
+        mn = l < mn ? l : mn, mx = l > mx ? l : mx;
+    }
+    if (o[batch] != total) {
+        st = jag__error(JAG_EINVAL, "%s: argument 'offsets' ends at %lld, expected values.size(0) = %lld", op,
+                        (long long)o[batch], (long long)total);
+        goto fail;
+    }
+    if (batch == 0) mn = mx = 0;
+    st = jag__nested_wrap_jagged(values, off, len, atomic_fetch_add(&next_ragged_id, 1), mn, mx, out);
+fail:
+    jag_release(off), jag_release(len);
+    return jag__leave(st, out, st == JAG_OK);
+}
+
+/* Copy `src` into rows [start, start + src.size(0)) of dst. */
+static jag_status copy_rows(jag_tensor *dst, int64_t start, const jag_tensor *src) {
+    jag_tensor *v = jag__tensor_view(dst, src->sizes, dst->strides, dst->ndim, dst->offset + start * dst->strides[0]);
+    if (!v) return jag_last_status();
+    jag__copy_into(v, src);
+    jag_release(v);
+    return JAG_OK;
+}
+
+static jag_status make_int64(const char *op, const int64_t *sizes, int ndim, jag_tensor **out) {
+    *out = jag__tensor_new(op, sizes, ndim, JAG_INT64, true, false);
+    return *out ? JAG_OK : jag_last_status();
+}
+
+jag_status jag__nested_from_components(const char *op, jag_tensor *const *items, int64_t n, jag_layout layout,
+                                       jag_tensor **out) {
+    if (n < 1 || !items) return jag__error(JAG_EINVAL, "%s: argument 'items' is empty, expected at least one tensor", op);
+    if (layout != JAG_JAGGED && layout != JAG_STRIDED)
+        return jag__error(JAG_EINVAL, "%s: argument 'layout' is %d, expected JAG_JAGGED or JAG_STRIDED", op, (int)layout);
+    for (int64_t i = 0; i < n; i++) {
+        const jag_tensor *t = items[i];
+        if (!t) return jag__error(JAG_EINVAL, "%s: item %lld is NULL", op, (long long)i);
+        if (t->subclass) return jag__error(JAG_EINVAL, "%s: item %lld is a nested tensor, expected a plain tensor", op, (long long)i);
+        if (jag__is_meta(t)) return jag__error(JAG_EINVAL, "%s: item %lld has no data", op, (long long)i);
+        if (t->dtype != items[0]->dtype)
+            return jag__error(JAG_EDTYPE, "%s: item %lld has dtype %s, expected %s like item 0", op, (long long)i,
+                              jag_dtype_name(t->dtype), jag_dtype_name(items[0]->dtype));
+        if (t->ndim < 1 || t->ndim != items[0]->ndim || t->ndim >= JAG_MAX_DIMS)
+            return jag__error(JAG_ESHAPE, "%s: item %lld is %d-d, expected %d-d like item 0 (and at least 1-d)", op,
+                              (long long)i, t->ndim, items[0]->ndim);
+        if (layout == JAG_JAGGED)
+            for (int d = 1; d < t->ndim; d++)
+                if (t->sizes[d] != items[0]->sizes[d]) {
+                    char a[JAG_SHAPE_BUF], b[JAG_SHAPE_BUF];
+                    return jag__error(JAG_ESHAPE, "%s: item %lld has shape %s but item 0 has %s: the jagged layout needs equal sizes after dim 0 (use JAG_STRIDED)",
+                                      op, (long long)i, jag__shape_str(t->sizes, t->ndim, a, sizeof a),
+                                      jag__shape_str(items[0]->sizes, items[0]->ndim, b, sizeof b));
+                }
+    }
+    jag_dtype dtype = items[0]->dtype;
+    int nd = items[0]->ndim;
+    jag_tensor *values = NULL, *offsets = NULL, *sizes = NULL, *strides = NULL, *soff = NULL;
+    jag_status st = JAG_OK;
+    int64_t total = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (!jag__mul_ok(1, total + (layout == JAG_JAGGED ? items[i]->sizes[0] : jag_numel(items[i])), &total))
+            return jag__error(JAG_EOVERFLOW, "%s: total size overflows", op);
+    if (layout == JAG_JAGGED) {
+        int64_t vs[JAG_MAX_DIMS], nb = n + 1;
+        memcpy(vs, items[0]->sizes, (size_t)nd * sizeof *vs);
+        vs[0] = total;
+        values = jag__tensor_new(op, vs, nd, dtype, false, false);
+        if (!values) return jag_last_status();
+        if ((st = make_int64(op, &nb, 1, &offsets))) goto done;
+        int64_t *o = (int64_t *)jag__ptr(offsets), mn = INT64_MAX, mx = 0;
+        for (int64_t i = 0; i < n && !st; i++) {
+            o[i + 1] = o[i] + items[i]->sizes[0];
+            if (items[i]->sizes[0] > 0 && jag_numel(items[i]) > 0) st = copy_rows(values, o[i], items[i]);
+            mn = items[i]->sizes[0] < mn ? items[i]->sizes[0] : mn;
+            mx = items[i]->sizes[0] > mx ? items[i]->sizes[0] : mx;
+        }
+        if (!st) st = jag__nested_wrap_jagged(values, offsets, NULL, atomic_fetch_add(&next_ragged_id, 1), mn, mx, out);
+    } else {
+        int64_t tab[2] = {n, nd};
+        values = jag__tensor_new(op, &total, 1, dtype, false, false);
+        if (!values) return jag_last_status();
+        if ((st = make_int64(op, tab, 2, &sizes)) || (st = make_int64(op, tab, 2, &strides)) ||
+            (st = make_int64(op, &n, 1, &soff)))
+            goto done;
+        int64_t *sz = (int64_t *)jag__ptr(sizes), *sd = (int64_t *)jag__ptr(strides), *so = (int64_t *)jag__ptr(soff);
+        int64_t pos = 0;
+        for (int64_t i = 0; i < n; i++) {
+            memcpy(sz + i * nd, items[i]->sizes, (size_t)nd * sizeof(int64_t));
+            jag__contiguous_strides(items[i]->sizes, nd, sd + i * nd);
+            so[i] = pos;
+            jag_tensor *dst = jag__tensor_view(values, items[i]->sizes, sd + i * nd, nd, pos);
+            if (!dst) {
+                st = jag_last_status();
+                goto done;
+            }
+            jag__copy_into(dst, items[i]);
+            jag_release(dst);
+            pos += jag_numel(items[i]);
+        }
+        st = jag__nested_wrap_strided(values, sizes, strides, soff, atomic_fetch_add(&next_ragged_id, 1), out);
+    }
+done:
+    jag_release(values), jag_release(offsets), jag_release(sizes), jag_release(strides), jag_release(soff);
+    return st;
+}
+
+jag_status jag_nested_from_list(jag_tensor *const *items, int n, jag_layout layout, jag_tensor **out) {
+    if (!out) return jag__error(JAG_EINVAL, "jag_nested_from_list: argument 'out' is NULL");
+    jag__enter();
+    jag_status st = jag__nested_from_components("jag_nested_from_list", items, n, layout, out);
+    return jag__leave(st, out, st == JAG_OK);
+}
+
+/* ---- accessors ---------------------------------------------------------- */
+
+static jag_status need_nested(const char *op, const jag_tensor *t, jag_layout layout, nested_state **s) {
+    *s = jag__nested(t);
+    if (!*s) return jag__error(JAG_EINVAL, "%s: argument 'nt' is not a nested tensor", op);
+    if (layout != JAG_DENSE && (*s)->layout != layout)
+        return jag__error(JAG_EINVAL, "%s: argument 'nt' has the %s layout, expected %s", op,
+                          (*s)->layout == JAG_JAGGED ? "jagged" : "strided", layout == JAG_JAGGED ? "jagged" : "strided");
+    return JAG_OK;
+}
+
+static jag_status give(jag_tensor *t, jag_tensor **out) {
+    jag__enter();
+    *out = jag_retain(t);
+    return jag__leave(JAG_OK, out, t != NULL);
+}
+
+#define ACCESSOR(fn, layout, field)                                            \
+    jag_status fn(const jag_tensor *nt, jag_tensor **out) {                    \
+        nested_state *s;                                                       \
+        if (!out) return jag__error(JAG_EINVAL, #fn ": argument 'out' is NULL"); \
+        jag_status st = need_nested(#fn, nt, layout, &s);                      \
+        return st ? st : give(s->field, out);                                  \
+    }
+ACCESSOR(jag_nested_values, JAG_JAGGED, values)
+ACCESSOR(jag_nested_offsets, JAG_JAGGED, offsets)
+ACCESSOR(jag_nested_lengths, JAG_JAGGED, lengths)
+ACCESSOR(jag_nested_buffer, JAG_STRIDED, buffer)
+ACCESSOR(jag_nested_sizes_table, JAG_STRIDED, sizes)
+ACCESSOR(jag_nested_strides_table, JAG_STRIDED, strides)
+ACCESSOR(jag_nested_storage_offsets, JAG_STRIDED, storage_offsets)
+#undef ACCESSOR
+
+int64_t jag_nested_batch_size(const jag_tensor *nt) {
+    nested_state *s = jag__nested(nt);
+    return s ? s->batch : -1;
+}
+int64_t jag_nested_min_seqlen(const jag_tensor *nt) {
+    nested_state *s = jag__nested(nt);
+    return s ? s->min_seqlen : -1;
+}
+int64_t jag_nested_max_seqlen(const jag_tensor *nt) {
+    nested_state *s = jag__nested(nt);
+    return s ? s->max_seqlen : -1;
+}
+int64_t jag_nested_ragged_id(const jag_tensor *nt) {
+    nested_state *s = jag__nested(nt);
+    return s ? atomic_load(&s->ragged_id) : -1;
+}
+
+/* ---- unbind, padding, layouts ------------------------------------------- */
+
+jag_status jag__nested_unbind(const nested_state *s, jag_tensor **outs) {
+    for (int64_t b = 0; b < s->batch; b++) {
+        jag_tensor *v;
+        if (s->layout == JAG_JAGGED) {
+            const int64_t *o = i64(s->offsets);
+            int64_t len = s->lengths ? i64(s->lengths)[b] : o[b + 1] - o[b];
+            int64_t sz[JAG_MAX_DIMS];
+            memcpy(sz, s->values->sizes, (size_t)s->values->ndim * sizeof *sz);
+            sz[0] = len;
+            v = jag__tensor_view(s->values, sz, s->values->strides, s->values->ndim,
+                                 s->values->offset + (len ? o[b] * s->values->strides[0] : 0));
+        } else {
+            int n = (int)s->sizes->sizes[1];
+            v = jag__tensor_view(s->buffer, i64(s->sizes) + b * n, i64(s->strides) + b * n, n,
+                                 s->buffer->offset + i64(s->storage_offsets)[b]);
+        }
+        if (!v) {
+            for (int64_t i = 0; i < b; i++) jag_release(outs[i]), outs[i] = NULL;
+            return jag_last_status();
+        }
+        outs[b] = v;
+    }
+    return JAG_OK;
+}
+
+static jag_status need_data(const char *op, const nested_state *s) {
+    const jag_tensor *t = s->layout == JAG_JAGGED ? s->values : s->buffer;
+    if (!readable(t)) return jag__error(JAG_EINVAL, "%s: argument 'nt' has no data (a traced nested tensor)", op);
+    return JAG_OK;
+}
+
+jag_status jag_nested_unbind(const jag_tensor *nt, jag_tensor **outs, int cap, int *n_out) {
+    const char *op = "jag_nested_unbind";
+    nested_state *s;
+    jag_status st = need_nested(op, nt, JAG_DENSE, &s);
+    if (st) return st;
+    if (!outs || !n_out) return jag__error(JAG_EINVAL, "%s: arguments 'outs' and 'n_out' must not be NULL", op);
+    if ((st = need_data(op, s))) return st;
+    if (cap < s->batch)
+        return jag__error(JAG_EINVAL, "%s: the batch has %lld components but argument 'cap' is %d", op, (long long)s->batch, cap);
+    jag__enter();
+    st = jag__nested_unbind(s, outs);
+    if (st == JAG_OK) *n_out = (int)s->batch;
+    return jag__leave(st, outs, st == JAG_OK ? (int)s->batch : 0);
+}
+
+/* Components as an array (new references), freed by free_components. */
+static jag_status components(const char *op, const nested_state *s, jag_tensor ***items) {
+    jag_status st = need_data(op, s);
+    if (st) return st;
+    *items = calloc((size_t)(s->batch ? s->batch : 1), sizeof **items);
+    if (!*items) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    st = jag__nested_unbind(s, *items);
+    if (st) free(*items);
+    return st;
+}
+
+static void free_components(jag_tensor **items, int64_t n) {
+    for (int64_t i = 0; i < n; i++) jag_release(items[i]);
+    free(items);
+}
+
+jag_status jag_nested_to_padded(const jag_tensor *nt, double padding, const int64_t *output_sizes, int ndim,
+                                jag_tensor **out) {
+    const char *op = "jag_nested_to_padded";
+    nested_state *s;
+    jag_status st = need_nested(op, nt, JAG_DENSE, &s);
+    if (st) return st;
+    if (!out) return jag__error(JAG_EINVAL, "%s: argument 'out' is NULL", op);
+    jag_tensor **items = NULL;
+    if ((st = components(op, s, &items))) return st;
+    int cnd = nt->ndim - 1;
+    int64_t shape[JAG_MAX_DIMS] = {s->batch};
+    for (int d = 0; d < cnd; d++) {
+        int64_t m = 0;
+        for (int64_t b = 0; b < s->batch; b++) m = items[b]->sizes[d] > m ? items[b]->sizes[d] : m;
+        shape[d + 1] = m;
+    }
+    if (output_sizes) {
+        if (ndim != nt->ndim) {
+            free_components(items, s->batch);
+            return jag__error(JAG_ESHAPE, "%s: argument 'output_sizes' has %d entries, expected %d", op, ndim, nt->ndim);
+        }
+        for (int d = 0; d < ndim; d++)
+            if (output_sizes[d] < shape[d] || (d == 0 && output_sizes[0] != s->batch)) {
+                free_components(items, s->batch);
+                return jag__error(JAG_ESHAPE, "%s: argument 'output_sizes' has %lld at dim %d, expected %s%lld", op,
+                                  (long long)output_sizes[d], d, d == 0 ? "the batch size " : "at least ",
+                                  (long long)shape[d]);
+            }
+        memcpy(shape, output_sizes, (size_t)ndim * sizeof *shape);
+    }
+    jag__enter();
+    jag_tensor *p = jag__tensor_new(op, shape, nt->ndim, nt->dtype, false, false);
+    if (!p) {
+        free_components(items, s->batch);
+        return jag__leave(jag_last_status(), NULL, 0);
+    }
+    jag__fill(p, padding);
+    for (int64_t b = 0; b < s->batch; b++) {
+        if (jag_numel(items[b]) == 0) continue;
+        jag_tensor *dst = jag__tensor_view(p, items[b]->sizes, p->strides + 1, cnd, p->offset + b * p->strides[0]);
+        if (!dst) {
+            st = jag_last_status();
+            break;
+        }
+        jag__copy_into(dst, items[b]);
+        jag_release(dst);
+    }
+    free_components(items, s->batch);
+    if (st) {
+        jag_release(p);
+        return jag__leave(st, NULL, 0);
+    }
+    *out = p;
+    return jag__leave(JAG_OK, out, 1);
+}
+
+jag_status jag_nested_from_padded(const jag_tensor *padded, const jag_tensor *lengths, jag_tensor **out) {
+    const char *op = "jag_nested_from_padded";
+    if (!out) return jag__error(JAG_EINVAL, "%s: argument 'out' is NULL", op);
+    if (!padded || padded->subclass || jag__is_meta(padded))
+        return jag__error(JAG_EINVAL, "%s: argument 'padded' must be a plain tensor with data", op);
+    if (padded->ndim < 2) return jag__error(JAG_ESHAPE, "%s: argument 'padded' is %d-d, expected (B, L, ...)", op, padded->ndim);
+    if (!lengths || lengths->subclass || jag__is_meta(lengths) || lengths->ndim != 1 ||
+        (lengths->dtype != JAG_INT64 && lengths->dtype != JAG_INT32))
+        return jag__error(JAG_EINVAL, "%s: argument 'lengths' must be a 1-d int64 or int32 tensor", op);
+    int64_t batch = padded->sizes[0], maxlen = padded->sizes[1];
+    if (lengths->sizes[0] != batch)
+        return jag__error(JAG_ESHAPE, "%s: argument 'lengths' has %lld entries, expected %lld (padded.size(0))", op,
+                          (long long)lengths->sizes[0], (long long)batch);
+    jag_tensor **items = calloc((size_t)(batch ? batch : 1), sizeof *items);
+    if (!items) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    jag_status st = JAG_OK;
+    for (int64_t b = 0; b < batch && !st; b++) {
+        double lv;
+        jag_item_at(lengths, &b, &lv);
+        int64_t l = (int64_t)lv;
+        if (l < 0 || l > maxlen) {
+            st = jag__error(JAG_EINVAL, "%s: argument 'lengths' entry %lld is %lld, expected 0..%lld", op, (long long)b,
+                            (long long)l, (long long)maxlen);
+            break;
+        }
+        int64_t sz[JAG_MAX_DIMS];
+        memcpy(sz, padded->sizes + 1, (size_t)(padded->ndim - 1) * sizeof *sz);
+        sz[0] = l;
+        items[b] = jag__tensor_view(padded, sz, padded->strides + 1, padded->ndim - 1,
+                                    padded->offset + b * padded->strides[0]);
+        if (!items[b]) st = jag_last_status();
+    }
+    jag__enter();
+    if (!st && batch == 0) st = jag__error(JAG_EINVAL, "%s: argument 'padded' has batch size 0", op);
+    if (!st) st = jag__nested_from_components(op, items, batch, JAG_JAGGED, out);
+    free_components(items, batch);
+    return jag__leave(st, out, st == JAG_OK);
+}
+
+jag_status jag_nested_to_layout(const jag_tensor *nt, jag_layout layout, jag_tensor **out) {
+    const char *op = "jag_nested_to_layout";
+    nested_state *s;
+    jag_status st = need_nested(op, nt, JAG_DENSE, &s);
+    if (st) return st;
+    if (!out) return jag__error(JAG_EINVAL, "%s: argument 'out' is NULL", op);
+    jag_tensor **items = NULL;
+    if ((st = components(op, s, &items))) return st;
+    jag__enter();
+    st = jag__nested_from_components(op, items, s->batch, layout, out);
+    free_components(items, s->batch);
+    return jag__leave(st, out, st == JAG_OK);
+}
+
+jag_status jag__nested_contiguous(const jag_tensor *nt, jag_tensor **out) {
+    nested_state *s = jag__nested(nt);
+    if (s->layout == JAG_JAGGED && !s->lengths && jag_is_contiguous(s->values)) {
+        *out = jag_retain((jag_tensor *)nt);
+        return JAG_OK;
+    }
+    jag_tensor **items = NULL;
+    jag_status st = components("jag_contiguous", s, &items);
+    if (st) return st;
+    st = jag__nested_from_components("jag_contiguous", items, s->batch, s->layout, out);
+    free_components(items, s->batch);
+    return st;
+}
+
+/* ---- *_like factories --------------------------------------------------- */
+
+typedef enum { LIKE_EMPTY, LIKE_FULL, LIKE_RAND, LIKE_RANDN } like_kind;
+
+/* A plain tensor of t's shape and dtype, filled as asked. */
+static jag_status plain_like(const char *op, const jag_tensor *t, like_kind kind, double value, jag_generator *g,
+                             jag_tensor **out) {
+    if (kind == LIKE_RAND) return jag_rand_uniform(t->sizes, t->ndim, 0, 1, t->dtype, g, out);
+    if (kind == LIKE_RANDN) return jag_rand_normal(t->sizes, t->ndim, 0, 1, t->dtype, g, out);
+    *out = jag__tensor_new(op, t->sizes, t->ndim, t->dtype, false, jag__is_meta(t));
+    if (!*out) return jag_last_status();
+    if (kind == LIKE_FULL && !jag__is_meta(t)) jag__fill(*out, value);
+    return JAG_OK;
+}
+
+static jag_status make_like(const char *op, const jag_tensor *x, like_kind kind, double value, jag_generator *g,
+                            jag_tensor **out) {
+    if (!x || !out) return jag__error(JAG_EINVAL, "%s: arguments 'x' and 'out' must not be NULL", op);
+    nested_state *s = jag__nested(x);
+    if (x->subclass && !s) return jag__error(JAG_ENOTIMPL, "%s: not supported for %s tensors", op, jag_subclass_name(x->subclass));
+    jag__enter();
+    jag_status st;
+    if (!s) {
+        st = plain_like(op, x, kind, value, g, out);
+        return jag__leave(st, out, st == JAG_OK);
+    }
+    jag_tensor *inner = NULL;
+    st = plain_like(op, s->layout == JAG_JAGGED ? s->values : s->buffer, kind, value, g, &inner);
+    if (!st) {
+        if (s->layout == JAG_JAGGED) st = jag__nested_rewrap_jagged(s, inner, out);
+        else st = jag__nested_wrap_strided(inner, s->sizes, s->strides, s->storage_offsets, atomic_load(&s->ragged_id), out);
+    }
+    jag_release(inner);
+    return jag__leave(st, out, st == JAG_OK);
+}
+
+jag_status jag_empty_like(const jag_tensor *x, jag_tensor **out) { return make_like("jag_empty_like", x, LIKE_EMPTY, 0, NULL, out); }
+jag_status jag_zeros_like(const jag_tensor *x, jag_tensor **out) { return make_like("jag_zeros_like", x, LIKE_FULL, 0, NULL, out); }
+jag_status jag_ones_like(const jag_tensor *x, jag_tensor **out) { return make_like("jag_ones_like", x, LIKE_FULL, 1, NULL, out); }
+jag_status jag_full_like(const jag_tensor *x, double value, jag_tensor **out) {
+    return make_like("jag_full_like", x, LIKE_FULL, value, NULL, out);
+}
+jag_status jag_rand_like(const jag_tensor *x, jag_generator *g, jag_tensor **out) {
+    return make_like("jag_rand_like", x, LIKE_RAND, 0, g, out);
+}
+jag_status jag_randn_like(const jag_tensor *x, jag_generator *g, jag_tensor **out) {
+    return make_like("jag_randn_like", x, LIKE_RANDN, 0, g, out);
+}
+
+/* ---- printing ----------------------------------------------------------- */
+
+static size_t nested_format(const jag_tensor *t, char *buf, size_t cap) {
+    nested_state *s = jag__nested(t);
+    size_t len = 0;
+#define PUT(...)                                                               \
+    do {                                                                       \
+        int n_ = snprintf(len < cap ? buf + len : NULL, len < cap ? cap - len : 0, __VA_ARGS__); \
+        if (n_ > 0) len += (size_t)n_;                                         \
+    } while (0)
+    long long id = atomic_load(&s->ragged_id);
+    PUT("nested_tensor(layout=%s, dtype=%s, shape=(", s->layout == JAG_JAGGED ? "jagged" : "strided",
+        jag_dtype_name(t->dtype));
+    for (int d = 0; d < t->ndim; d++) {
+        if (t->sizes[d] >= 0) PUT("%s%lld", d ? ", " : "", (long long)t->sizes[d]);
+        else if (s->layout == JAG_JAGGED) PUT("%sj%lld", d ? ", " : "", id);
+        else PUT("%s*", d ? ", " : "");
+    }
+    PUT(")");
+    jag_tensor **items = NULL;
+    if (!readable(s->layout == JAG_JAGGED ? s->values : s->buffer) || components("jag_format", s, &items)) {
+        PUT(")");
+        return len;
+    }
+    PUT(", [\n");
+    for (int64_t b = 0; b < s->batch; b++) {
+        if (b == 3 && s->batch > 6) {
+            PUT("  ...,\n");
+            b = s->batch - 3;
+        }
+        char tmp[4096];
+        jag_format(items[b], tmp, sizeof tmp);
+        PUT("  ");
+        for (const char *c = tmp; *c; c++) { /* indent continuation lines */
+            PUT("%c", *c);
+            if (*c == '\n') PUT("  ");
+        }
+        PUT("%s\n", b + 1 < s->batch ? "," : "");
+    }
+    PUT("])");
+#undef PUT
+    free_components(items, s->batch);
+    return len;
+}

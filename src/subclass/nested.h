@@ -1,0 +1,63 @@
+/*
+ * nested.h — the nested subclass's state and its internal constructors,
+ * shared by nested.c (construction, conversion, printing) and nested_ops.c
+ * (the op handler).
+ */
+#ifndef JAG_NESTED_H
+#define JAG_NESTED_H
+
+#include "../dispatch/dispatch.h"
+
+typedef struct nested_state {
+    jag_layout layout;
+    int64_t batch;
+    /* jagged: (B, j, D...) with the ragged dim at outer dim 1 */
+    jag_tensor *values;   /* (sum L, D...) */
+    jag_tensor *offsets;  /* int64 (B+1) */
+    jag_tensor *lengths;  /* int64 (B) or NULL */
+    /* strided */
+    jag_tensor *buffer;   /* 1-D */
+    jag_tensor *sizes;    /* int64 (B, n) contiguous */
+    jag_tensor *strides;  /* int64 (B, n) contiguous */
+    jag_tensor *storage_offsets; /* int64 (B) contiguous */
+    /* shared facts */
+    atomic_llong ragged_id;
+    int64_t min_seqlen, max_seqlen;
+    _Atomic(jag_tensor *) row_ids; /* jagged: int64 (sum L) owner row of each value row, lazily */
+} nested_state;
+
+/* The nested class (registered on first use). */
+const jag_subclass *jag__nested_class(void);
+/* t's state, or NULL when t is not nested. */
+nested_state *jag__nested(const jag_tensor *t);
+
+/* Unchecked constructors for results whose structure is already known good
+ * (validation is for user input only): they take new references on the
+ * tensors given. */
+jag_status jag__nested_wrap_jagged(const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
+                                   int64_t ragged_id, int64_t min_seqlen, int64_t max_seqlen, jag_tensor **out);
+/* A jagged result with x's structure (offsets, lengths, ragged id) around
+ * new values. */
+jag_status jag__nested_rewrap_jagged(const nested_state *like, const jag_tensor *values, jag_tensor **out);
+jag_status jag__nested_wrap_strided(const jag_tensor *buffer, const jag_tensor *sizes, const jag_tensor *strides,
+                                    const jag_tensor *storage_offsets, int64_t ragged_id, jag_tensor **out);
+
+/* Whether a and b have the same raggedness (same offsets object, or equal
+ * offsets and lengths: then their ragged ids are unified, so the next check
+ * is one comparison). */
+bool jag__nested_same_raggedness(nested_state *a, nested_state *b);
+/* Row ids of a jagged tensor: int64 (sum L), entry r = the component owning
+ * value row r. Cached; borrowed. */
+const jag_tensor *jag__nested_row_ids(nested_state *s);
+/* Components as views (outs[0..batch), new references). */
+jag_status jag__nested_unbind(const nested_state *s, jag_tensor **outs);
+/* Copy components into a new nested tensor of `layout` (validates shapes). */
+jag_status jag__nested_from_components(const char *op, jag_tensor *const *items, int64_t n, jag_layout layout,
+                                       jag_tensor **out);
+/* The op handler (nested_ops.c). */
+jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs,
+                                jag_tensor **outs, void *ctx);
+/* contiguous for nested tensors: removes holes and gaps. */
+jag_status jag__nested_contiguous(const jag_tensor *nt, jag_tensor **out);
+
+#endif /* JAG_NESTED_H */

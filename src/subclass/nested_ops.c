@@ -1,0 +1,424 @@
+/* nested_ops.c — how ops run on nested tensors. The handler resolves an op
+ * in this order (a decomposition registered for the op was already tried by
+ * the dispatcher):
+ *   1. generic rules: POINTWISE ops on the packed values (jagged) or buffer
+ *      (strided) re-wrapped with the same structure; jagged mm / linear /
+ *      matmul as one op on values; transpose, narrow, sum and mean over
+ *      non-ragged dims on values; transpose of a strided tensor as a view;
+ *   2. for the strided layout, a per-component fallback (unbind, run the op
+ *      on each component, nest the results);
+ *   3. otherwise JAG_ENOTIMPL naming the op and the layout. */
+#include "nested.h"
+
+static const char *layout_name(jag_layout l) { return l == JAG_JAGGED ? "jagged" : "strided"; }
+
+static jag_status not_supported(const jag_op_info *info, jag_layout l, const char *why) {
+    return jag__error(JAG_ENOTIMPL, "%s: not supported for nested tensors with the %s layout%s%s", info->api_name,
+                      layout_name(l), why ? ": " : "", why ? why : "");
+}
+
+/* The first nested argument, and a check that nested arguments agree on the
+ * layout. */
+static jag_status find_lead(const jag_op_info *info, const jag_value *args, int nargs, nested_state **lead) {
+    *lead = NULL;
+    for (int i = 0; i < nargs; i++) {
+        int n = args[i].kind == JAG_VAL_TENSOR ? 1 : args[i].kind == JAG_VAL_TENSORS ? args[i].u.tensors.n : 0;
+        for (int j = 0; j < n; j++) {
+            const jag_tensor *t = args[i].kind == JAG_VAL_TENSOR ? args[i].u.t : args[i].u.tensors.v[j];
+            if (t->subclass && !jag__nested(t))
+                return jag__error(JAG_ENOTIMPL, "%s: mixes a nested tensor with a %s tensor", info->api_name,
+                                  jag_subclass_name(t->subclass));
+            nested_state *s = jag__nested(t);
+            if (!s) continue;
+            if (!*lead) *lead = s;
+            else if (s->layout != (*lead)->layout)
+                return jag__error(JAG_EINVAL, "%s: mixes nested tensors of the jagged and strided layouts; convert one with jag_nested_to_layout",
+                                  info->api_name);
+        }
+    }
+    JAG_ASSERT(*lead != NULL);
+    return JAG_OK;
+}
+
+/* Args with every nested tensor replaced; tensors made along the way are
+ * kept in `temps` and released by release_temps. */
+#define MAX_ARGS 16
+typedef struct {
+    jag_value args[MAX_ARGS];
+    jag_tensor *temps[MAX_ARGS];
+    int n_temps;
+} rewritten;
+
+static void release_temps(rewritten *r) {
+    for (int i = 0; i < r->n_temps; i++) jag_release(r->temps[i]);
+    r->n_temps = 0;
+}
+
+static const char *arg_label(int i) {
+    static const char *const labels[] = {"argument 0", "argument 1", "argument 2", "argument 3", "argument 4"};
+    return i < 5 ? labels[i] : "an argument";
+}
+
+/* A dense operand of a pointwise op on jagged (B, j, D...) as a tensor that
+ * broadcasts against values (sum L, D...). Accepts shapes that broadcast over
+ * the packed dims: (D...), (1, D...), (1, 1, D...) and (B, 1, D...) — the
+ * last gathered per row. */
+static jag_status dense_for_jagged(const jag_op_info *info, int argi, nested_state *lead, int outer_ndim,
+                                   const jag_tensor *d, jag_tensor **out) {
+    char ds[JAG_SHAPE_BUF];
+    int dn = d->ndim;
+    if (dn < outer_ndim - 1 || (dn == outer_ndim - 1 && d->sizes[0] == 1)) {
+        *out = jag_retain((jag_tensor *)d);
+        return JAG_OK;
+    }
+    if (dn == outer_ndim && d->sizes[1] == 1 && (d->sizes[0] == 1 || d->sizes[0] == lead->batch)) {
+        /* drop the batch dim: (B, 1, D...) -> (B, D...), then one row per value row */
+        int64_t sz[JAG_MAX_DIMS], st[JAG_MAX_DIMS];
+        sz[0] = d->sizes[0], st[0] = d->strides[0];
+        for (int k = 2; k < dn; k++) sz[k - 1] = d->sizes[k], st[k - 1] = d->strides[k];
+        jag_tensor *v = jag__tensor_view(d, sz, st, dn - 1, d->offset);
+        if (!v) return jag_last_status();
+        if (d->sizes[0] == 1 || lead->batch == 1) {
+            *out = v;
+            return JAG_OK;
+        }
+        const jag_tensor *ids = jag__nested_row_ids(lead);
+        if (!ids) {
+            jag_release(v);
+            return jag_last_status();
+        }
+        jag_value a[] = {jag__v_tensor(v), jag__v_int(0), jag__v_tensor(ids)};
+        jag_status st2 = jag__dispatch(JAG_OP_index_select, a, 3, out);
+        jag_release(v);
+        return st2;
+    }
+    return jag__error(JAG_ESHAPE, "%s: %s of shape %s does not broadcast over a jagged (B=%lld, j, ...) tensor with %d dims; "
+                      "expected (D...), (1, 1, D...) or (B, 1, D...)",
+                      info->api_name, arg_label(argi), jag__shape_str(d->sizes, d->ndim, ds, sizeof ds),
+                      (long long)lead->batch, outer_ndim);
+}
+
+/* The jagged pointwise rule: replace nested args by values (raggedness must
+ * match), dense args by their packed broadcast, run, re-wrap. */
+static jag_status pointwise_jagged(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                                   jag_tensor **outs) {
+    const jag_op_info *info = &jag__ops[op];
+    rewritten r = {0};
+    jag_status st = JAG_OK;
+    for (int i = 0; i < nargs && !st; i++) {
+        r.args[i] = args[i];
+        if (args[i].kind != JAG_VAL_TENSOR) continue;
+        const jag_tensor *t = args[i].u.t;
+        nested_state *s = jag__nested(t);
+        if (s) {
+            if (!jag__nested_same_raggedness(lead, s))
+                st = jag__error(JAG_ESHAPE, "%s: %s has different raggedness (j%lld) than the first nested argument (j%lld): offsets or lengths differ",
+                                info->api_name, arg_label(i), (long long)atomic_load(&s->ragged_id),
+                                (long long)atomic_load(&lead->ragged_id));
+            else if (t->ndim != outer_ndim)
+                st = jag__error(JAG_ESHAPE, "%s: nested %s has %d dims, the first nested argument %d", info->api_name,
+                                arg_label(i), t->ndim, outer_ndim);
+            else
+                r.args[i] = jag__v_tensor(s->values);
+        } else {
+            jag_tensor *d = NULL;
+            st = dense_for_jagged(info, i, lead, outer_ndim, t, &d);
+            if (!st) r.temps[r.n_temps++] = d, r.args[i] = jag__v_tensor(d);
+        }
+    }
+    jag_tensor *res = NULL;
+    if (!st) st = jag__dispatch(op, r.args, nargs, &res);
+    release_temps(&r);
+    if (st) return st;
+    st = jag__nested_rewrap_jagged(lead, res, outs);
+    jag_release(res);
+    return st;
+}
+
+static bool same_table(const jag_tensor *a, const jag_tensor *b) {
+    return a == b || (jag_numel(a) == jag_numel(b) &&
+                      memcmp(jag__ptr(a), jag__ptr(b), (size_t)jag_numel(a) * sizeof(int64_t)) == 0);
+}
+
+/* Strided pointwise on buffers: only when every argument is nested with the
+ * very same structure (else the per-component fallback runs). */
+static bool strided_buffers_apply(const jag_value *args, int nargs, nested_state *lead) {
+    for (int i = 0; i < nargs; i++) {
+        if (args[i].kind == JAG_VAL_TENSORS) return false;
+        if (args[i].kind != JAG_VAL_TENSOR) continue;
+        nested_state *s = jag__nested(args[i].u.t);
+        if (!s) return false;
+        if (s != lead && (s->batch != lead->batch || !same_table(s->sizes, lead->sizes) ||
+                          !same_table(s->strides, lead->strides) || !same_table(s->storage_offsets, lead->storage_offsets) ||
+                          jag_numel(s->buffer) != jag_numel(lead->buffer)))
+            return false;
+    }
+    return true;
+}
+
+static jag_status pointwise_strided(jag_op_id op, const jag_value *args, int nargs, nested_state *lead,
+                                    jag_tensor **outs) {
+    jag_value a[MAX_ARGS];
+    for (int i = 0; i < nargs; i++)
+        a[i] = args[i].kind == JAG_VAL_TENSOR ? jag__v_tensor(jag__nested(args[i].u.t)->buffer) : args[i];
+    jag_tensor *res = NULL;
+    jag_status st = jag__dispatch(op, a, nargs, &res);
+    if (st) return st;
+    st = jag__nested_wrap_strided(res, lead->sizes, lead->strides, lead->storage_offsets,
+                                  atomic_load(&lead->ragged_id), outs);
+    jag_release(res);
+    return st;
+}
+
+/* ---- dims of components ------------------------------------------------- */
+
+/* Which int arguments of an op are dims (bit i set: argument i), and which
+ * argument is a dim list. Dims of the outer tensor map to dim - 1 of each
+ * component; the batch dim (0) has no component dim. */
+typedef struct {
+    int op;
+    unsigned dim_args;
+    int dims_list_arg;
+} dim_spec;
+
+static const dim_spec dim_specs[] = {
+    {JAG_OP_transpose, 0x6, -1}, {JAG_OP_narrow, 0x2, -1},      {JAG_OP_select, 0x2, -1},
+    {JAG_OP_unsqueeze, 0x2, -1}, {JAG_OP_squeeze, 0x2, -1},     {JAG_OP_sum, 0, 1},
+    {JAG_OP_mean, 0, 1},         {JAG_OP_prod, 0, 1},           {JAG_OP_amax, 0, 1},
+    {JAG_OP_amin, 0, 1},         {JAG_OP_var, 0, 1},            {JAG_OP_std, 0, 1},
+    {JAG_OP_max_dim, 0x2, -1},   {JAG_OP_min_dim, 0x2, -1},     {JAG_OP_argmax, 0x2, -1},
+    {JAG_OP_argmin, 0x2, -1},    {JAG_OP_softmax, 0x2, -1},     {JAG_OP_log_softmax, 0x2, -1},
+    {JAG_OP_index_select, 0x2, -1}, {JAG_OP_gather, 0x2, -1},   {JAG_OP_cat, 0x2, -1},
+};
+
+static const dim_spec *find_dim_spec(jag_op_id op) {
+    for (size_t i = 0; i < sizeof dim_specs / sizeof dim_specs[0]; i++)
+        if (dim_specs[i].op == op) return &dim_specs[i];
+    return NULL;
+}
+
+/* Outer dim -> component dim; the batch dim is an error. */
+static jag_status component_dim(const jag_op_info *info, int64_t dim, int outer_ndim, int64_t *out) {
+    if (dim == JAG_DIM_ALL || dim < -outer_ndim || dim >= outer_ndim)
+        return jag__error(JAG_ERANGE, "%s: dim %lld is out of range for a nested tensor with %d dims", info->api_name,
+                          (long long)dim, outer_ndim);
+    int64_t d = dim < 0 ? dim + outer_ndim : dim;
+    if (d == 0)
+        return jag__error(JAG_ENOTIMPL, "%s: operating over the batch dim (0) of a nested tensor is not supported",
+                          info->api_name);
+    *out = d - 1;
+    return JAG_OK;
+}
+
+/* ---- jagged rules on values --------------------------------------------- */
+
+/* Run `op` with args[0] replaced by values and its dim args shifted for
+ * values, which drop the batch dim (dims >= 2 of (B, j, D...) are dims >= 1
+ * of values); re-wrap. Dims 0 and 1 (batch, ragged) are not supported. */
+static jag_status on_values_dims(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                                 jag_tensor **outs) {
+    const jag_op_info *info = &jag__ops[op];
+    const dim_spec *ds = find_dim_spec(op);
+    jag_value a[MAX_ARGS];
+    int64_t dims[JAG_MAX_DIMS];
+    jag_status st;
+    for (int i = 0; i < nargs; i++) {
+        a[i] = args[i];
+        if (i == 0) {
+            a[0] = jag__v_tensor(lead->values);
+        } else if (ds && (ds->dim_args >> i & 1)) {
+            int64_t d;
+            if ((st = component_dim(info, args[i].u.i, outer_ndim, &d))) return st;
+            if (d == 0) return not_supported(info, JAG_JAGGED, "the ragged dim (1) cannot be used here yet");
+            a[i] = jag__v_int(d);
+        } else if (ds && ds->dims_list_arg == i) {
+            int n = args[i].u.ints.n;
+            if (n == 0) return not_supported(info, JAG_JAGGED, "reducing over every dim includes the batch and ragged dims");
+            for (int k = 0; k < n; k++) {
+                if ((st = component_dim(info, args[i].u.ints.v[k], outer_ndim, &dims[k]))) return st;
+                if (dims[k] == 0) return not_supported(info, JAG_JAGGED, "reducing over the ragged dim (1) is not supported yet");
+            }
+            a[i] = jag__v_ints(dims, n);
+        }
+    }
+    jag_tensor *res[2] = {0};
+    if ((st = jag__dispatch(op, a, nargs, res))) return st;
+    for (int k = 0; k < info->n_out && !st; k++) st = jag__nested_rewrap_jagged(lead, res[k], &outs[k]);
+    for (int k = 0; k < info->n_out; k++) jag_release(res[k]);
+    if (st)
+        for (int k = 0; k < info->n_out; k++) jag_release(outs[k]), outs[k] = NULL;
+    return st;
+}
+
+/* mm / matmul / linear with a nested first argument and dense rest: one op on
+ * values (sum L, D) — a single GEMM over every row of the batch. */
+static jag_status gemm_on_values(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                                 jag_tensor **outs) {
+    const jag_op_info *info = &jag__ops[op];
+    if (args[0].kind != JAG_VAL_TENSOR || !jag__nested(args[0].u.t))
+        return not_supported(info, JAG_JAGGED, "a dense tensor times a nested tensor; transpose the problem or use the strided layout");
+    for (int i = 1; i < nargs; i++)
+        if (args[i].kind == JAG_VAL_TENSOR && jag__nested(args[i].u.t))
+            return not_supported(info, JAG_JAGGED, "nested @ nested needs the strided layout (jag_nested_to_layout)");
+    if (op == JAG_OP_mm && outer_ndim != 3)
+        return jag__error(JAG_ESHAPE, "%s: argument 'a' is a nested tensor with %d dims, expected (B, j, D)", info->api_name,
+                          outer_ndim);
+    if (op == JAG_OP_matmul && args[1].u.t->ndim > 2)
+        return not_supported(info, JAG_JAGGED, "the dense operand must be 1-d or 2-d");
+    jag_value a[MAX_ARGS];
+    for (int i = 0; i < nargs; i++) a[i] = args[i];
+    a[0] = jag__v_tensor(lead->values);
+    jag_tensor *res = NULL;
+    jag_status st = jag__dispatch(op, a, nargs, &res);
+    if (st) return st;
+    st = jag__nested_rewrap_jagged(lead, res, outs);
+    jag_release(res);
+    return st;
+}
+
+/* ---- strided rules ------------------------------------------------------ */
+
+/* transpose of two component dims: swap the columns of the size and stride
+ * tables; the buffer is shared (a view). */
+static jag_status transpose_strided(const jag_value *args, nested_state *lead, int outer_ndim, jag_tensor **outs) {
+    const jag_op_info *info = &jag__ops[JAG_OP_transpose];
+    int64_t d0, d1;
+    jag_status st;
+    if ((st = component_dim(info, args[1].u.i, outer_ndim, &d0)) || (st = component_dim(info, args[2].u.i, outer_ndim, &d1)))
+        return st;
+    int n = outer_ndim - 1;
+    jag_tensor *sz = NULL, *sd = NULL;
+    jag_value a1[] = {jag__v_tensor(lead->sizes)}, a2[] = {jag__v_tensor(lead->strides)};
+    if ((st = jag__dispatch(JAG_OP_clone, a1, 1, &sz)) || (st = jag__dispatch(JAG_OP_clone, a2, 1, &sd))) {
+        jag_release(sz);
+        return st;
+    }
+    int64_t *p = (int64_t *)jag__ptr(sz), *q = (int64_t *)jag__ptr(sd);
+    for (int64_t b = 0; b < lead->batch; b++) {
+        int64_t t = p[b * n + d0];
+        p[b * n + d0] = p[b * n + d1], p[b * n + d1] = t;
+        t = q[b * n + d0];
+        q[b * n + d0] = q[b * n + d1], q[b * n + d1] = t;
+    }
+    st = jag__nested_wrap_strided(lead->buffer, sz, sd, lead->storage_offsets, atomic_load(&lead->ragged_id), outs);
+    jag_release(sz), jag_release(sd);
+    return st;
+}
+
+/* The op a component runs: bmm of nested (B, n, k) is mm of each (n, k). */
+static jag_op_id component_op(jag_op_id op) { return op == JAG_OP_bmm ? JAG_OP_mm : op; }
+
+/* Unbind nested args, run the op on each component, nest each output. */
+static jag_status per_component(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                                jag_tensor **outs) {
+    const jag_op_info *info = &jag__ops[op];
+    const dim_spec *ds = find_dim_spec(op);
+    int64_t batch = lead->batch;
+    jag_tensor **comps[MAX_ARGS] = {0};
+    jag_tensor **results = NULL;
+    jag_status st = JAG_OK;
+    int64_t dims[JAG_MAX_DIMS];
+    jag_value base[MAX_ARGS];
+    if (nargs > MAX_ARGS) return not_supported(info, JAG_STRIDED, "too many arguments");
+    for (int i = 0; i < nargs && !st; i++) {
+        base[i] = args[i];
+        if (args[i].kind == JAG_VAL_TENSORS) {
+            for (int j = 0; j < args[i].u.tensors.n; j++)
+                if (jag__nested(args[i].u.tensors.v[j])) st = not_supported(info, JAG_STRIDED, "nested tensors inside a tensor list");
+        } else if (args[i].kind == JAG_VAL_TENSOR) {
+            nested_state *s = jag__nested(args[i].u.t);
+            if (!s) continue;
+            if (s->batch != batch) {
+                st = jag__error(JAG_ESHAPE, "%s: %s has %lld components, the first nested argument %lld", info->api_name,
+                                arg_label(i), (long long)s->batch, (long long)batch);
+                break;
+            }
+            if (!s->buffer->storage) {
+                st = not_supported(info, JAG_STRIDED, "the per-component fallback needs data (it cannot be traced)");
+                break;
+            }
+            comps[i] = calloc((size_t)(batch ? batch : 1), sizeof(jag_tensor *));
+            if (!comps[i]) st = jag__error(JAG_ENOMEM, "%s: out of memory", info->api_name);
+            else st = jag__nested_unbind(s, comps[i]);
+        } else if (ds && (ds->dim_args >> i & 1)) {
+            int64_t d;
+            if (!(st = component_dim(info, args[i].u.i, outer_ndim, &d))) base[i] = jag__v_int(d);
+        } else if (ds && ds->dims_list_arg == i) {
+            int n = args[i].u.ints.n;
+            if (n == 0) st = not_supported(info, JAG_STRIDED, "reducing over every dim includes the batch dim");
+            for (int k = 0; k < n && !st; k++) st = component_dim(info, args[i].u.ints.v[k], outer_ndim, &dims[k]);
+            base[i] = jag__v_ints(dims, n);
+        }
+    }
+    int n_out = info->n_out;
+    if (!st) {
+        results = calloc((size_t)(batch * n_out + 1), sizeof *results);
+        if (!results) st = jag__error(JAG_ENOMEM, "%s: out of memory", info->api_name);
+    }
+    jag_op_id cop = component_op(op);
+    for (int64_t b = 0; b < batch && !st; b++) {
+        jag_value a[MAX_ARGS];
+        for (int i = 0; i < nargs; i++) a[i] = comps[i] ? jag__v_tensor(comps[i][b]) : base[i];
+        jag_tensor *r[4] = {0};
+        st = jag__dispatch(cop, a, nargs, r);
+        for (int k = 0; k < n_out; k++) results[k * batch + b] = r[k];
+        if (!st)
+            for (int k = 0; k < n_out && !st; k++)
+                if (r[k]->ndim == 0) st = not_supported(info, JAG_STRIDED, "each component's result is 0-d, which cannot be nested");
+    }
+    for (int k = 0; k < n_out && !st; k++) {
+        st = jag__nested_from_components(info->api_name, results + k * batch, batch, JAG_STRIDED, &outs[k]);
+        if (st == JAG_OK) { /* results share the first nested argument's ragged symbol */
+            nested_state *o = jag__nested(outs[k]);
+            if (o) atomic_store(&o->ragged_id, atomic_load(&lead->ragged_id));
+        }
+    }
+    if (st)
+        for (int k = 0; k < n_out; k++) jag_release(outs[k]), outs[k] = NULL;
+    for (int i = 0; i < nargs; i++)
+        if (comps[i]) {
+            for (int64_t b = 0; b < batch; b++) jag_release(comps[i][b]);
+            free(comps[i]);
+        }
+    if (results)
+        for (int64_t k = 0; k < batch * n_out; k++) jag_release(results[k]);
+    free(results);
+    return st;
+}
+
+/* ---- the handler -------------------------------------------------------- */
+
+jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs,
+                                jag_tensor **outs, void *ctx) {
+    (void)cls, (void)ctx;
+    const jag_op_info *info = &jag__ops[op];
+    nested_state *lead;
+    jag_status st = find_lead(info, args, nargs, &lead);
+    if (st) return st;
+    int outer_ndim = 0;
+    for (int i = 0; i < nargs && !outer_ndim; i++)
+        if (args[i].kind == JAG_VAL_TENSOR && jag__nested(args[i].u.t) == lead) outer_ndim = args[i].u.t->ndim;
+
+    if (lead->layout == JAG_JAGGED) {
+        if (info->tags & JAG_TAG_POINTWISE) return pointwise_jagged(op, args, nargs, lead, outer_ndim, outs);
+        switch (op) {
+        case JAG_OP_mm:
+        case JAG_OP_matmul:
+        case JAG_OP_linear: return gemm_on_values(op, args, nargs, lead, outer_ndim, outs);
+        case JAG_OP_transpose:
+        case JAG_OP_narrow:
+        case JAG_OP_sum:
+        case JAG_OP_mean:
+            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead)
+                return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
+            break;
+        default: break;
+        }
+        return not_supported(info, JAG_JAGGED, NULL);
+    }
+    if ((info->tags & JAG_TAG_POINTWISE) && strided_buffers_apply(args, nargs, lead))
+        return pointwise_strided(op, args, nargs, lead, outs);
+    if (op == JAG_OP_transpose) return transpose_strided(args, lead, outer_ndim, outs);
+    if (info->tags & JAG_TAG_CUSTOM) return not_supported(info, JAG_STRIDED, "register a nested decomposition for this custom op");
+    return per_component(op, args, nargs, lead, outer_ndim, outs);
+}
