@@ -194,6 +194,12 @@ jag_status jag_from_blob(void *data, const int64_t *sizes, const int64_t *stride
                          jag_dtype dtype, void (*release)(void *ctx, void *data), void *ctx,
                          jag_tensor **out);
 
+/* A meta tensor: shape and dtype, no data. Ops on meta tensors infer the
+ * shapes and dtypes of their results without computing anything. */
+jag_status jag_meta_tensor(const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor **out);
+/* True for a meta tensor. */
+bool jag_is_meta(const jag_tensor *t);
+
 /* A reproducible random generator (Philox-style counter hashing): the same
  * seed gives the same numbers on every run and machine, whatever the thread
  * count. */
@@ -622,6 +628,25 @@ jag_status jag_ones_like(const jag_tensor *x, jag_tensor **out);
 jag_status jag_full_like(const jag_tensor *x, double value, jag_tensor **out);
 jag_status jag_rand_like(const jag_tensor *x, jag_generator *g, jag_tensor **out);
 jag_status jag_randn_like(const jag_tensor *x, jag_generator *g, jag_tensor **out);
+
+/* ------------------------------------------------------------------------ */
+/* Scaled tensors                                                            */
+/* ------------------------------------------------------------------------ */
+
+/* A scaled tensor (class "scaled") stands for data * scale without
+ * computing the product: scaling, negation, views, sums and matrix products
+ * work on `data` and fold the factor into `scale`; any other op materialises
+ * data * scale and runs on the plain result. data: a plain float tensor;
+ * scale: a 0-d tensor of the same dtype. The scaled tensor holds references
+ * to both. Errors: JAG_EINVAL (not plain), JAG_EDTYPE, JAG_ESHAPE (scale not
+ * 0-d). */
+jag_status jag_scaled_new(const jag_tensor *data, const jag_tensor *scale, jag_tensor **out);
+bool jag_is_scaled(const jag_tensor *t);
+/* The parts, as new references. Errors: JAG_EINVAL for a non-scaled t. */
+jag_status jag_scaled_data(const jag_tensor *t, jag_tensor **out);
+jag_status jag_scaled_scale(const jag_tensor *t, jag_tensor **out);
+/* data * scale as a plain tensor. */
+jag_status jag_scaled_materialize(const jag_tensor *t, jag_tensor **out);
 
 /* ------------------------------------------------------------------------ */
 /* Library-wide settings                                                     */

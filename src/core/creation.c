@@ -20,6 +20,14 @@ jag_status jag_empty(const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor
     return finish(jag__tensor_new("jag_empty", sizes, ndim, dtype, false, false), out);
 }
 
+jag_status jag_meta_tensor(const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor **out) {
+    if (check_out("jag_meta_tensor", out)) return JAG_EINVAL;
+    jag__enter();
+    return finish(jag__tensor_new("jag_meta_tensor", sizes, ndim, dtype, false, true), out);
+}
+
+bool jag_is_meta(const jag_tensor *t) { return t && jag__is_meta(t); }
+
 jag_status jag_zeros(const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor **out) {
     if (check_out("jag_zeros", out)) return JAG_EINVAL;
     jag__enter();

@@ -82,6 +82,8 @@ static inline bool jag__is_subclass(const jag_tensor *t) { return t->subclass !=
 /* Fail with a clear message when a function that needs plain data gets a
  * subclass tensor (`what` names the function and argument). */
 jag_status jag__require_plain(const char *op, const char *arg, const jag_tensor *t);
+/* Register the classes jag ships (nested, scaled) if not yet done. */
+void jag__register_builtin_subclasses(void);
 /* The class's printer, or NULL (subclass.c). */
 size_t (*jag__subclass_format_fn(const jag_subclass *cls))(const jag_tensor *, char *, size_t);
 /* Free a subclass tensor's state (subclass.c). */

@@ -227,7 +227,7 @@ static jag_status on_values_dims(jag_op_id op, const jag_value *args, int nargs,
         if (i == 0) {
             a[0] = jag__v_tensor(lead->values);
         } else if (ds && (ds->dim_args >> i & 1)) {
-            int64_t d;
+            int64_t d = 0;
             if ((st = component_dim(info, args[i].u.i, outer_ndim, &d))) return st;
             if (d == 0) return not_supported(info, JAG_JAGGED, "the ragged dim (1) cannot be used here yet");
             a[i] = jag__v_int(d);
@@ -282,7 +282,7 @@ static jag_status gemm_on_values(jag_op_id op, const jag_value *args, int nargs,
  * tables; the buffer is shared (a view). */
 static jag_status transpose_strided(const jag_value *args, nested_state *lead, int outer_ndim, jag_tensor **outs) {
     const jag_op_info *info = &jag__ops[JAG_OP_transpose];
-    int64_t d0, d1;
+    int64_t d0 = 0, d1 = 0;
     jag_status st;
     if ((st = component_dim(info, args[1].u.i, outer_ndim, &d0)) || (st = component_dim(info, args[2].u.i, outer_ndim, &d1)))
         return st;
@@ -341,7 +341,7 @@ static jag_status per_component(jag_op_id op, const jag_value *args, int nargs, 
             if (!comps[i]) st = jag__error(JAG_ENOMEM, "%s: out of memory", info->api_name);
             else st = jag__nested_unbind(s, comps[i]);
         } else if (ds && (ds->dim_args >> i & 1)) {
-            int64_t d;
+            int64_t d = 0;
             if (!(st = component_dim(info, args[i].u.i, outer_ndim, &d))) base[i] = jag__v_int(d);
         } else if (ds && ds->dims_list_arg == i) {
             int n = args[i].u.ints.n;

@@ -20,14 +20,19 @@ static jag_subclass *classes[JAG_MAX_SUBCLASSES];
 static int n_classes;
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 
-const jag_subclass *jag_subclass_find(const char *name) {
-    if (!name) return NULL;
+static const jag_subclass *find_registered(const char *name) {
     pthread_mutex_lock(&registry_lock);
     const jag_subclass *found = NULL;
     for (int i = 0; i < n_classes && !found; i++)
         if (strcmp(classes[i]->name, name) == 0) found = classes[i];
     pthread_mutex_unlock(&registry_lock);
     return found;
+}
+
+const jag_subclass *jag_subclass_find(const char *name) {
+    if (!name) return NULL;
+    jag__register_builtin_subclasses();
+    return find_registered(name);
 }
 
 jag_status jag_subclass_register(const jag_subclass_def *def, const jag_subclass **out) {
@@ -37,8 +42,6 @@ jag_status jag_subclass_register(const jag_subclass_def *def, const jag_subclass
         return jag__error(JAG_EINVAL, "%s: argument 'def.name' must be 1..63 characters", op);
     if (!def->flatten || !def->unflatten || !def->dispatch)
         return jag__error(JAG_EINVAL, "%s: class '%s' needs flatten, unflatten and dispatch", op, def->name);
-    if (jag_subclass_find(def->name))
-        return jag__error(JAG_EINVAL, "%s: a class named '%s' is already registered", op, def->name);
     jag_subclass *cls = calloc(1, sizeof *cls);
     if (!cls) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
     strcpy(cls->name, def->name);
@@ -46,10 +49,12 @@ jag_status jag_subclass_register(const jag_subclass_def *def, const jag_subclass
     cls->def.name = cls->name;
     pthread_mutex_lock(&registry_lock);
     jag_status st = JAG_OK;
-    if (n_classes == JAG_MAX_SUBCLASSES)
+    for (int i = 0; i < n_classes && !st; i++)
+        if (strcmp(classes[i]->name, def->name) == 0)
+            st = jag__error(JAG_EINVAL, "%s: a class named '%s' is already registered", op, def->name);
+    if (!st && n_classes == JAG_MAX_SUBCLASSES)
         st = jag__error(JAG_EINVAL, "%s: at most %d classes may be registered", op, JAG_MAX_SUBCLASSES);
-    else
-        classes[n_classes++] = cls;
+    if (!st) classes[n_classes++] = cls;
     pthread_mutex_unlock(&registry_lock);
     if (st) {
         free(cls);
@@ -147,4 +152,13 @@ jag_status jag_subclass_unflatten(const jag_subclass *cls, jag_tensor *const *in
 
 size_t (*jag__subclass_format_fn(const jag_subclass *cls))(const jag_tensor *, char *, size_t) {
     return cls->def.format;
+}
+
+const jag_subclass *jag__nested_class(void);
+const jag_subclass *jag__scaled_class(void);
+
+void jag__register_builtin_subclasses(void) {
+    /* each registers once (pthread_once); find() is then never racing them */
+    (void)jag__nested_class();
+    (void)jag__scaled_class();
 }
