@@ -1,0 +1,170 @@
+/*
+ * bench_nested.c — nested tensors against padding and against the kernels:
+ *
+ *   dispatch overhead: ns per call of relu on a tiny jagged tensor, minus the
+ *       same CPU kernel called directly on its values with a preallocated
+ *       output (target: under 300 ns of overhead per op);
+ *   nested vs padded: relu, gelu and linear on a jagged batch vs jag's own
+ *       dense path on the padded equivalent, for B in {1, 8, 64, 512}, D in
+ *       {64, 256, 1024}, lengths uniform in 1..512 or taken from a real text
+ *       corpus (target: nested <= padded * real/padded * 1.1, never slower).
+ */
+#include "../examples/corpus.h"
+#include "bench.h"
+#include "dispatch/dispatch.h"
+
+#include <math.h>
+
+/* ---- dispatch overhead -------------------------------------------------- */
+
+typedef struct {
+    jag_tensor *nt, *values, *out;
+    jag_value args[1];
+} tiny_ctx;
+
+#define CALLS 1000
+
+static void run_nested_relu(void *p) {
+    tiny_ctx *c = p;
+    for (int i = 0; i < CALLS; i++) {
+        jag_tensor *o = NULL;
+        bench_check(jag_relu(c->nt, &o), "relu");
+        jag_release(o);
+    }
+}
+
+static void run_dense_relu(void *p) {
+    tiny_ctx *c = p;
+    for (int i = 0; i < CALLS; i++) {
+        jag_tensor *o = NULL;
+        bench_check(jag_relu(c->values, &o), "relu");
+        jag_release(o);
+    }
+}
+
+static void run_kernel_relu(void *p) {
+    tiny_ctx *c = p;
+    for (int i = 0; i < CALLS; i++) bench_check(jag__cpu_relu("relu", c->args, 1, &c->out), "kernel");
+}
+
+static void bench_dispatch_overhead(void) {
+    tiny_ctx c = {0};
+    int64_t vs[2] = {3, 2}, o[3] = {0, 1, 3}, three = 3;
+    jag_tensor *offsets = NULL;
+    bench_check(jag_rand_normal(vs, 2, 0, 1, JAG_FLOAT32, NULL, &c.values), "rand");
+    bench_check(jag_from_data(o, &three, 1, JAG_INT64, &offsets), "offsets");
+    bench_check(jag_nested_from_jagged(c.values, offsets, NULL, &c.nt), "nested");
+    bench_check(jag_empty(vs, 2, JAG_FLOAT32, &c.out), "out");
+    c.args[0].kind = JAG_VAL_TENSOR;
+    c.args[0].u.t = c.values;
+    bench_stats sn, sk, sd, sk2;
+    bench_pair(run_nested_relu, &c, run_kernel_relu, &c, 25, 0.5, &sn, &sk);
+    bench_pair(run_dense_relu, &c, run_kernel_relu, &c, 25, 0.5, &sd, &sk2);
+    double ns_nested = sn.median / CALLS * 1e9, ns_kernel = sk.median / CALLS * 1e9;
+    double ns_dense = sd.median / CALLS * 1e9, ns_kernel2 = sk2.median / CALLS * 1e9;
+    char values[320];
+    snprintf(values, sizeof values,
+             "\"nested_ns\": %.1f, \"dense_ns\": %.1f, \"kernel_ns\": %.1f, \"nested_overhead_ns\": %.1f, "
+             "\"dense_overhead_ns\": %.1f",
+             ns_nested, ns_dense, ns_kernel, ns_nested - ns_kernel, ns_dense - ns_kernel2);
+    bench_emit("nested", "dispatch_overhead", "\"op\": \"relu\", \"shape\": \"(2, j, 2)\"", values);
+    jag_release(offsets), jag_release(c.values), jag_release(c.nt), jag_release(c.out);
+}
+
+/* ---- nested vs padded --------------------------------------------------- */
+
+typedef enum { OP_RELU, OP_GELU, OP_LINEAR, OP_COUNT } nested_op;
+static const char *op_names[OP_COUNT] = {"relu", "gelu", "linear"};
+
+typedef struct {
+    nested_op op;
+    jag_tensor *x, *w, *b;
+} op_ctx;
+
+static void run_op(void *p) {
+    op_ctx *c = p;
+    jag_tensor *o = NULL;
+    jag_status st = c->op == OP_RELU ? jag_relu(c->x, &o) : c->op == OP_GELU ? jag_gelu(c->x, &o) : jag_linear(c->x, c->w, c->b, &o);
+    bench_check(st, op_names[c->op]);
+    jag_release(o);
+}
+
+/* A lengths generator: uniform in 1..512 (seeded LCG), or the corpus. */
+static void make_lengths(const char *dist, const corpus *c, int64_t batch, uint64_t seed, int64_t *lens) {
+    uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
+    for (int64_t i = 0; i < batch; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        if (strcmp(dist, "uniform") == 0) {
+            lens[i] = 1 + (int64_t)((s >> 33) % 512);
+        } else {
+            int64_t d = (int64_t)((s >> 33) % (uint64_t)c->n_docs);
+            lens[i] = c->offsets[d + 1] - c->offsets[d];
+        }
+    }
+}
+
+static void bench_vs_padded(const corpus *c, const char *dist, int64_t batch, int64_t dim) {
+    int64_t *lens = malloc((size_t)batch * sizeof *lens), real = 0, maxlen = 0;
+    make_lengths(dist, c, batch, (uint64_t)(batch * 131 + dim), lens);
+    for (int64_t i = 0; i < batch; i++) real += lens[i], maxlen = lens[i] > maxlen ? lens[i] : maxlen;
+    double padded_bytes = (double)batch * (double)maxlen * (double)dim * 4.0;
+    char params[192];
+    snprintf(params, sizeof params, "\"lengths\": \"%s\", \"B\": %lld, \"D\": %lld, \"real\": %lld, \"padded\": %lld",
+             dist, (long long)batch, (long long)dim, (long long)real, (long long)(batch * maxlen));
+    /* linear's hidden size is D; the padded linear output doubles the memory */
+    if (padded_bytes > (bench_quick ? 64.0 : 512.0) * 1024 * 1024) {
+        bench_emit("nested", "nested_vs_padded", params, "\"skipped\": \"padded tensor too large for this machine's budget\"");
+        free(lens);
+        return;
+    }
+    int64_t vs[2] = {real, dim}, nb1 = batch + 1, ws[2] = {dim, dim};
+    int64_t *offs = malloc((size_t)nb1 * sizeof *offs);
+    offs[0] = 0;
+    for (int64_t i = 0; i < batch; i++) offs[i + 1] = offs[i] + lens[i];
+    jag_tensor *values = NULL, *offsets = NULL, *nt = NULL, *pad = NULL, *w = NULL, *b = NULL;
+    bench_check(jag_rand_normal(vs, 2, 0, 1, JAG_FLOAT32, NULL, &values), "rand");
+    bench_check(jag_from_data(offs, &nb1, 1, JAG_INT64, &offsets), "offsets");
+    bench_check(jag_nested_from_jagged(values, offsets, NULL, &nt), "nested");
+    bench_check(jag_nested_to_padded(nt, 0, NULL, 0, &pad), "pad");
+    bench_check(jag_rand_normal(ws, 2, 0, 0.05, JAG_FLOAT32, NULL, &w), "w");
+    bench_check(jag_zeros(&dim, 1, JAG_FLOAT32, &b), "b");
+    double ratio_real = (double)real / (double)(batch * maxlen);
+    for (int op = 0; op < OP_COUNT; op++) {
+        op_ctx cn = {(nested_op)op, nt, w, b}, cp = {(nested_op)op, pad, w, b};
+        bench_stats sn, sp;
+        bench_pair(run_op, &cn, run_op, &cp, 10, bench_quick ? 0.2 : 0.5, &sn, &sp);
+        double target = sp.median * ratio_real * 1.1;
+        char p2[256], values_json[320];
+        snprintf(p2, sizeof p2, "%s, \"op\": \"%s\"", params, op_names[op]);
+        snprintf(values_json, sizeof values_json,
+                 "\"nested_s\": %.6g, \"padded_s\": %.6g, \"speedup\": %.3f, \"real_over_padded\": %.4f, "
+                 "\"target_s\": %.6g, \"meets_target\": %s, \"never_slower\": %s",
+                 sn.median, sp.median, sp.median / sn.median, ratio_real, target, sn.median <= target ? "true" : "false",
+                 sn.median <= sp.median ? "true" : "false");
+        bench_emit("nested", "nested_vs_padded", p2, values_json);
+    }
+    jag_release(values), jag_release(offsets), jag_release(nt), jag_release(pad), jag_release(w), jag_release(b);
+    free(offs), free(lens);
+}
+
+int main(int argc, char **argv) {
+    bench_parse_args(argc, argv);
+    jag_manual_seed(7);
+    bench_dispatch_overhead();
+    corpus c;
+    char err[256] = "";
+    int have_corpus = corpus_load_fortunes(&c, err, sizeof err) == 0;
+    if (!have_corpus) fprintf(stderr, "bench_nested: no corpus (%s); corpus lengths skipped\n", err);
+    int64_t batches[] = {1, 8, 64, 512}, dims[] = {64, 256, 1024};
+    const char *dists[] = {"uniform", "corpus"};
+    for (int di = 0; di < 2; di++) {
+        if (di == 1 && !have_corpus) break;
+        for (size_t bi = 0; bi < 4; bi++)
+            for (size_t ki = 0; ki < 3; ki++) {
+                if (bench_quick && (batches[bi] == 512 || dims[ki] == 1024)) continue;
+                bench_vs_padded(&c, dists[di], batches[bi], dims[ki]);
+            }
+    }
+    if (have_corpus) corpus_free(&c);
+    return 0;
+}
