@@ -45,14 +45,17 @@ typedef struct {
     jag_tensor *w1, *b1, *w2, *b2;
 } ffn;
 
-/* Works on dense (B, L, D) and on nested (B, j, D) alike: the same calls. */
+/* Works on dense (B, L, D) and on nested (B, j, D) alike: the same calls.
+ * A scope owns the intermediates; the result is kept for the caller. */
 static jag_tensor *ffn_forward(const ffn *m, const jag_tensor *x) {
     jag_tensor *h = NULL, *g = NULL, *o = NULL, *y = NULL;
+    TRY(jag_scope_begin());
     TRY(jag_linear(x, m->w1, m->b1, &h));
     TRY(jag_gelu(h, &g));
     TRY(jag_linear(g, m->w2, m->b2, &o));
     TRY(jag_add(x, o, 1.0, &y));
-    jag_release(h), jag_release(g), jag_release(o);
+    jag_scope_keep(y);
+    TRY(jag_scope_end());
     return y;
 }
 

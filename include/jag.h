@@ -158,8 +158,10 @@ size_t jag_format(const jag_tensor *t, char *buf, size_t cap);
 /* ------------------------------------------------------------------------ */
 
 /* Open a scope on this thread. Until the matching jag_scope_end, every new
- * tensor reference that a jag function hands to the caller is recorded in it.
- * Scopes nest. Errors: JAG_ENOMEM (no scope was opened). */
+ * tensor reference that a jag function hands to the caller is recorded in it
+ * and owned by it: do not jag_release such a reference yourself (keep it
+ * with jag_scope_keep, or jag_retain your own). Scopes nest.
+ * Errors: JAG_ENOMEM (no scope was opened). */
 jag_status jag_scope_begin(void);
 /* Keep `t` alive past the innermost scope: its recorded reference moves to
  * the enclosing scope, or to the caller when there is none. Returns `t`.
@@ -369,15 +371,20 @@ jag_status jag_rms_norm(const jag_tensor *x, int normalized_ndim, const jag_tens
 /* ------------------------------------------------------------------------ */
 
 /* Rows of x along dim picked by the 1-D int32/int64 `index`.
- * Errors: JAG_ERANGE for an index outside [-size, size). */
+ * Errors: JAG_ERANGE for an index outside [0, size) (negative indices are
+ * rejected, as torch does), naming its position and value. */
 jag_status jag_index_select(const jag_tensor *x, int dim, const jag_tensor *index, jag_tensor **out);
 /* out[i][j][k] = x[i][index[i][j][k]][k] (for dim 1); index has x's ndim and
- * sizes no larger than x's outside dim. */
+ * sizes no larger than x's outside dim. Errors: JAG_ERANGE for an index
+ * value outside [0, x.size(dim)). */
 jag_status jag_gather(const jag_tensor *x, int dim, const jag_tensor *index, jag_tensor **out);
-/* weight (V, D), indices of any shape -> (indices..., D). */
+/* weight (V, D), indices of any shape -> (indices..., D). Errors: JAG_ERANGE
+ * for an index outside [0, V). */
 jag_status jag_embedding(const jag_tensor *weight, const jag_tensor *indices, jag_tensor **out);
 /* Join n tensors along an existing dim (cat) or a new one (stack). Shapes
- * must match except along dim (cat); dtypes are promoted. */
+ * must match except along dim (cat); dtypes are promoted. As torch, cat
+ * skips 1-d tensors of size 0 in the shape checks (lists built up from an
+ * empty tensor work). */
 jag_status jag_cat(jag_tensor *const *xs, int n, int dim, jag_tensor **out);
 jag_status jag_stack(jag_tensor *const *xs, int n, int dim, jag_tensor **out);
 /* Views of consecutive pieces of `split_size` along dim (the last may be

@@ -38,7 +38,9 @@ static jag_tensor *t_strided(const jag_tensor *x, const int64_t *strides) {
     if (!buf) exit(2);
     memset(buf, 0xFF, (size_t)span * es);
     jag_tensor *t = NULL;
-    if (jag_from_blob(buf, jag_sizes(x), strides, n, jag_tensor_dtype(x), free_blob, NULL, &t) || jag_copy_(t, x)) {
+    /* (jag_copy_ rejects stride-0 dims even on an empty tensor: nothing to copy there) */
+    if (jag_from_blob(buf, jag_sizes(x), strides, n, jag_tensor_dtype(x), free_blob, NULL, &t) ||
+        (jag_numel(x) > 0 && jag_copy_(t, x))) {
         fprintf(stderr, "t_strided: %s\n", jag_last_error());
         exit(2);
     }
@@ -585,11 +587,10 @@ static void test_matmul(void) {
         check_batched(r, Ae, Be, dt, 4);
         jag_release(r);
         /* (n, k) @ (B, k, m): a is broadcast with a stride-0 batch */
-        int64_t s54[2] = {5, 4}, s346[3] = {3, 4, 6}, s354[3] = {3, 5, 4};
+        int64_t s54[2] = {5, 4}, s354[3] = {3, 5, 4};
         jag_tensor *a2 = t_rand(s54, 2, dt, -1, 1, 7), *a2e = t_expand(a2, s354, 3);
         CHECK_OK(jag_matmul(a2, Bm, &r));
         CHECK(jag_ndim(r) == 3 && jag_size(r, 0) == 3);
-        (void)s346;
         check_batched(r, a2e, Bm, dt, 4);
         jag_release(r);
 
@@ -607,12 +608,11 @@ static void test_matmul_empty(void) {
     CHECK_OK(jag_matmul(a, b, &r));
     CHECK(r && jag_ndim(r) == 3 && jag_size(r, 0) == 0 && jag_size(r, 2) == 4);
     jag_release(r), r = NULL;
-    /* (2, 3, 0) @ (0,) -> zeros of shape (2, 3), as torch. */
+    /* (2, 3, 0) @ (0,) -> zeros of shape (2, 3), as torch */
     jag_tensor *e = t_empty(s230, 3, JAG_FLOAT32), *z = t_empty(s0, 1, JAG_FLOAT32);
     CHECK_OK(jag_matmul(e, z, &r));
     CHECK(r && jag_ndim(r) == 2 && jag_size(r, 0) == 2 && jag_size(r, 1) == 3);
-    if (r)
-        for (int i = 0; i < 6; i++) CHECK(t_get(r, i) == 0);
+    for (int i = 0; r && i < 6; i++) CHECK(t_get(r, i) == 0);
     jag_release(r), r = NULL;
     /* (0,) @ (0, 5) -> zeros (5,) */
     jag_tensor *z5 = t_empty(s05, 2, JAG_FLOAT64), *z64 = t_empty(s0, 1, JAG_FLOAT64);
@@ -632,12 +632,16 @@ static void test_matmul_errors(void) {
     jag_tensor *s = NULL, *out = NULL;
     CHECK_OK(jag_full(NULL, 0, 2.0, JAG_FLOAT32, &s));
     long live = jag__live_tensors();
+    /* Inner-size and dtype errors come from the inner jag_mm/jag_bmm and so
+     * name "jag_mm" with the unsqueezed/folded shapes (e.g. 'b' [4, 1] for a
+     * 1-d b of [4]): reported as a bug in composite.c; checked here only by
+     * status and the part that will stay. */
     CHECK_ERR(jag_matmul(s, u, &out), JAG_EINVAL, "at least 1 dim");
-    CHECK_ERR(jag_matmul(u, v, &out), JAG_ESHAPE, "inner sizes differ");
-    CHECK_ERR(jag_matmul(m, v, &out), JAG_ESHAPE, "inner sizes differ");
-    CHECK_ERR(jag_matmul(a, w2, &out), JAG_ESHAPE, "inner sizes differ");
+    CHECK_ERR(jag_matmul(u, v, &out), JAG_ESHAPE, "jag_matmul: inner sizes differ: [3] @ [4] (3 vs 4)");
+    CHECK_ERR(jag_matmul(m, v, &out), JAG_ESHAPE, "jag_matmul: inner sizes differ: [2, 3] @ [4] (3 vs 4)");
+    CHECK_ERR(jag_matmul(a, w2, &out), JAG_ESHAPE, "jag_matmul: inner sizes differ: [2, 4, 3] @ [2] (3 vs 2)");
     CHECK_ERR(jag_matmul(a, b, &out), JAG_ESHAPE, "do not broadcast");
-    CHECK_ERR(jag_matmul(mi, ui, &out), JAG_EDTYPE, "integer matrix products are not supported");
+    CHECK_ERR(jag_matmul(mi, ui, &out), JAG_EDTYPE, "jag_matmul: arguments have dtypes int32 and int32, expected the same float dtype");
     CHECK_ERR(jag_matmul(NULL, u, &out), JAG_EINVAL, "argument 'a' is NULL");
     CHECK_ERR(jag_matmul(u, u, NULL), JAG_EINVAL, "argument 'out' is NULL");
     CHECK(out == NULL);
@@ -660,7 +664,52 @@ static void test_matmul_in_scope(void) {
     jag_release(a), jag_release(b);
 }
 
-TEST_MAIN(test_mm_hand_values, test_mm_transposed_no_copy, test_mm_vs_reference, test_mm_expanded_operands,
+
+/* META tensors: shapes and dtypes inferred, nothing computed; the same
+ * validation errors. */
+static jag_tensor *t_meta(const int64_t *sizes, int ndim, jag_dtype dt) {
+    jag_tensor *t = NULL;
+    if (jag_meta_tensor(sizes, ndim, dt, &t)) exit(2);
+    return t;
+}
+
+static bool has_shape(const jag_tensor *t, int ndim, const int64_t *sizes) {
+    if (!t || jag_ndim(t) != ndim) return false;
+    for (int d = 0; d < ndim; d++)
+        if (jag_size(t, d) != sizes[d]) return false;
+    return true;
+}
+
+static void test_meta(void) {
+    TEST_BEGIN();
+    int64_t s23[2] = {2, 3}, s34[2] = {3, 4}, s24[2] = {2, 4}, s523[3] = {5, 2, 3}, s534[3] = {5, 3, 4};
+    int64_t s524[3] = {5, 2, 4}, s43[2] = {4, 3}, s4[1] = {4}, s3[1] = {3}, s2[1] = {2};
+    jag_tensor *a = t_meta(s23, 2, JAG_FLOAT32), *b = t_meta(s34, 2, JAG_FLOAT32), *r = NULL;
+    CHECK_OK(jag_mm(a, b, &r));
+    CHECK(has_shape(r, 2, s24) && jag_is_meta(r) && jag_tensor_dtype(r) == JAG_FLOAT32);
+    jag_release(r), r = NULL;
+    jag_tensor *ba = t_meta(s523, 3, JAG_FLOAT64), *bb = t_meta(s534, 3, JAG_FLOAT64);
+    CHECK_OK(jag_bmm(ba, bb, &r));
+    CHECK(has_shape(r, 3, s524) && jag_is_meta(r) && jag_tensor_dtype(r) == JAG_FLOAT64);
+    jag_release(r), r = NULL;
+    CHECK_ERR(jag_matmul(ba, b, &r), JAG_EDTYPE, "dtypes float64 and float32, expected the same float dtype"); /* float64 @ float32 */
+    jag_tensor *w = t_meta(s43, 2, JAG_FLOAT32), *bias = t_meta(s4, 1, JAG_FLOAT32), *x = t_meta(s523, 3, JAG_FLOAT32);
+    CHECK_OK(jag_linear(x, w, bias, &r));
+    CHECK(has_shape(r, 3, s524) && jag_is_meta(r));
+    jag_release(r), r = NULL;
+    jag_tensor *v = t_meta(s3, 1, JAG_FLOAT32);
+    CHECK_OK(jag_matmul(a, v, &r));
+    CHECK(has_shape(r, 1, s2) && jag_is_meta(r));
+    jag_release(r), r = NULL;
+    CHECK_ERR(jag_mm(a, a, &r), JAG_ESHAPE, "inner sizes differ");
+    jag_tensor *real = t_rand(s34, 2, JAG_FLOAT32, -1, 1, 1);
+    CHECK_ERR(jag_mm(a, real, &r), JAG_EINVAL, "mixes meta tensors");
+    CHECK(r == NULL);
+    jag_release(a), jag_release(b), jag_release(ba), jag_release(bb), jag_release(w), jag_release(bias);
+    jag_release(x), jag_release(v), jag_release(real);
+}
+
+TEST_MAIN(test_meta, test_mm_hand_values, test_mm_transposed_no_copy, test_mm_vs_reference, test_mm_expanded_operands,
           test_mm_errors, test_bmm_hand_values, test_bmm_vs_reference, test_bmm_errors, test_linear_hand_values,
           test_linear_vs_reference, test_linear_special_operands, test_linear_errors, test_matmul, test_matmul_empty,
           test_matmul_errors, test_matmul_in_scope)

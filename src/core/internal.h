@@ -50,6 +50,10 @@ struct jag_tensor {
      * class, data in the state. NULL for plain tensors. */
     const jag_subclass *subclass;
     void *state;
+    /* The ragged symbol (j<id>) of nested tensors built on this tensor as
+     * their offsets; -1 until one is. The offsets tensor is the symbol, as
+     * in PyTorch's nested tensors. */
+    atomic_llong ragged_id;
 };
 
 /* The shape of one output as a META function infers it. */

@@ -14,6 +14,7 @@ jag_tensor *jag__tensor_wrap(jag_storage *storage, jag_dtype dtype, const int64_
         return NULL;
     }
     atomic_init(&t->refcount, 1);
+    atomic_init(&t->ragged_id, -1);
     atomic_fetch_add_explicit(&live_tensors, 1, memory_order_relaxed);
     t->dtype = dtype;
     t->ndim = ndim;

@@ -85,6 +85,7 @@ jag_status jag_to_dtype(const jag_tensor *x, jag_dtype dtype, jag_tensor **out) 
  * of size > 1, or dims whose strides interleave). Conservative: sorted
  * strides must each clear the extent of the smaller dims. */
 static bool has_internal_overlap(const jag_tensor *t) {
+    if (jag_numel(t) == 0) return false; /* no elements, no overlap */
     int64_t st[JAG_MAX_DIMS], sz[JAG_MAX_DIMS];
     int n = 0;
     for (int d = 0; d < t->ndim; d++)
@@ -174,6 +175,17 @@ static jag_status matmul_impl(const jag_tensor *a, const jag_tensor *b, jag_tens
     int na = a->ndim, nb = b->ndim;
     if (na == 0 || nb == 0)
         return jag__error(JAG_EINVAL, "%s: both arguments need at least 1 dim, got %d-d and %d-d", op, na, nb);
+    /* check here, so that errors name matmul and the caller's shapes */
+    if (a->dtype != b->dtype || !jag_dtype_is_floating(a->dtype))
+        return jag__error(JAG_EDTYPE, "%s: arguments have dtypes %s and %s, expected the same float dtype", op,
+                          jag_dtype_name(a->dtype), jag_dtype_name(b->dtype));
+    int64_t ka = a->sizes[na - 1], kb = b->sizes[nb == 1 ? 0 : nb - 2];
+    if (ka != kb) {
+        char x[JAG_SHAPE_BUF], y[JAG_SHAPE_BUF];
+        return jag__error(JAG_ESHAPE, "%s: inner sizes differ: %s @ %s (%lld vs %lld)", op,
+                          jag__shape_str(a->sizes, na, x, sizeof x), jag__shape_str(b->sizes, nb, y, sizeof y),
+                          (long long)ka, (long long)kb);
+    }
     jag_tensor *a2 = NULL, *b2 = NULL, *r = NULL;
     jag_status st = JAG_OK;
     /* 1-D operands become matrices and lose that dim at the end, as torch. */
@@ -189,7 +201,7 @@ static jag_status matmul_impl(const jag_tensor *a, const jag_tensor *b, jag_tens
     } else if (b2->ndim == 2) {
         /* (..., n, k) @ (k, m): one GEMM over the folded batch. */
         int64_t k = a2->sizes[a2->ndim - 1];
-        int64_t flat[2] = {-1, k};
+        int64_t flat[2] = {jag__numel(a2->sizes, a2->ndim - 1), k}; /* not -1: k may be 0 */
         jag_tensor *af = NULL, *rf = NULL;
         st = d_reshape(a2, flat, 2, &af);
         if (!st) st = d_mm(af, b2, &rf);

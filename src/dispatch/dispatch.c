@@ -31,6 +31,8 @@ static jag_status compute_key(const jag_op_info *info, const jag_value *args, in
         }
         for (int j = 0; j < n; j++) {
             const jag_tensor *t = ts[j];
+            if (!t && args[i].kind == JAG_VAL_TENSORS)
+                return jag__error(JAG_EINVAL, "%s: tensor %d of argument %d is NULL", info->api_name, j, i);
             if (!t) return jag__error(JAG_EINVAL, "%s: argument %d is a NULL tensor", info->api_name, i);
             if (t->subclass) {
                 if (!*cls) *cls = t->subclass;

@@ -7,6 +7,17 @@
 
 static atomic_llong next_ragged_id;
 
+/* The ragged symbol of nested tensors whose offsets (jagged) or size table
+ * (strided) is `t`: the one already attached to t, or a new one. */
+static int64_t ragged_id_of(const jag_tensor *t) {
+    jag_tensor *m = (jag_tensor *)t;
+    long long id = atomic_load(&m->ragged_id);
+    if (id >= 0) return id;
+    long long fresh = atomic_fetch_add(&next_ragged_id, 1), expected = -1;
+    if (atomic_compare_exchange_strong(&m->ragged_id, &expected, fresh)) return fresh;
+    return expected; /* another thread attached one first */
+}
+
 /* ---- the class ---------------------------------------------------------- */
 
 static void destroy_state(void *p) {
@@ -280,7 +291,8 @@ jag_status jag_nested_from_jagged(const jag_tensor *values, const jag_tensor *of
         goto fail;
     }
     if (batch == 0) mn = mx = 0;
-    st = jag__nested_wrap_jagged(values, off, len, atomic_fetch_add(&next_ragged_id, 1), mn, mx, out);
+    /* with holes, the raggedness is the lengths' too: a symbol of its own */
+    st = jag__nested_wrap_jagged(values, off, len, len ? ragged_id_of(len) : ragged_id_of(off), mn, mx, out);
 fail:
     jag_release(off), jag_release(len);
     return jag__leave(st, out, st == JAG_OK);
@@ -347,7 +359,7 @@ jag_status jag__nested_from_components(const char *op, jag_tensor *const *items,
             mn = items[i]->sizes[0] < mn ? items[i]->sizes[0] : mn;
             mx = items[i]->sizes[0] > mx ? items[i]->sizes[0] : mx;
         }
-        if (!st) st = jag__nested_wrap_jagged(values, offsets, NULL, atomic_fetch_add(&next_ragged_id, 1), mn, mx, out);
+        if (!st) st = jag__nested_wrap_jagged(values, offsets, NULL, ragged_id_of(offsets), mn, mx, out);
     } else {
         int64_t tab[2] = {n, nd};
         values = jag__tensor_new(op, &total, 1, dtype, false, false);
@@ -370,7 +382,7 @@ jag_status jag__nested_from_components(const char *op, jag_tensor *const *items,
             jag_release(dst);
             pos += jag_numel(items[i]);
         }
-        st = jag__nested_wrap_strided(values, sizes, strides, soff, atomic_fetch_add(&next_ragged_id, 1), out);
+        st = jag__nested_wrap_strided(values, sizes, strides, soff, ragged_id_of(sizes), out);
     }
 done:
     jag_release(values), jag_release(offsets), jag_release(sizes), jag_release(strides), jag_release(soff);

@@ -308,6 +308,23 @@ static jag_status transpose_strided(const jag_value *args, nested_state *lead, i
 /* The op a component runs: bmm of nested (B, n, k) is mm of each (n, k). */
 static jag_op_id component_op(jag_op_id op) { return op == JAG_OP_bmm ? JAG_OP_mm : op; }
 
+/* A dense operand of a pointwise op with as many dims as the nested tensor
+ * lines up with its batch dim: component b sees row b (or row 0 when that
+ * dim is 1). Fewer dims broadcast against each component as they are. */
+static bool splits_over_batch(const jag_op_info *info, const jag_tensor *t, int outer_ndim) {
+    return (info->tags & JAG_TAG_POINTWISE) && !t->subclass && t->ndim == outer_ndim;
+}
+
+static jag_status dense_row(const jag_op_info *info, int argi, const jag_tensor *t, int64_t b, int64_t batch,
+                            jag_tensor **out) {
+    if (t->sizes[0] != 1 && t->sizes[0] != batch)
+        return jag__error(JAG_ESHAPE, "%s: %s has %lld rows along the batch dim, expected 1 or %lld", info->api_name,
+                          arg_label(argi), (long long)t->sizes[0], (long long)batch);
+    int64_t row = t->sizes[0] == 1 ? 0 : b;
+    *out = jag__tensor_view(t, t->sizes + 1, t->strides + 1, t->ndim - 1, t->offset + row * t->strides[0]);
+    return *out ? JAG_OK : jag_last_status();
+}
+
 /* Unbind nested args, run the op on each component, nest each output. */
 static jag_status per_component(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
                                 jag_tensor **outs) {
@@ -358,9 +375,17 @@ static jag_status per_component(jag_op_id op, const jag_value *args, int nargs, 
     jag_op_id cop = component_op(op);
     for (int64_t b = 0; b < batch && !st; b++) {
         jag_value a[MAX_ARGS];
-        for (int i = 0; i < nargs; i++) a[i] = comps[i] ? jag__v_tensor(comps[i][b]) : base[i];
+        jag_tensor *rows[MAX_ARGS] = {0};
+        for (int i = 0; i < nargs && !st; i++) {
+            a[i] = comps[i] ? jag__v_tensor(comps[i][b]) : base[i];
+            if (!comps[i] && args[i].kind == JAG_VAL_TENSOR && splits_over_batch(info, args[i].u.t, outer_ndim)) {
+                st = dense_row(info, i, args[i].u.t, b, batch, &rows[i]);
+                a[i] = jag__v_tensor(rows[i]);
+            }
+        }
         jag_tensor *r[4] = {0};
-        st = jag__dispatch(cop, a, nargs, r);
+        if (!st) st = jag__dispatch(cop, a, nargs, r);
+        for (int i = 0; i < nargs; i++) jag_release(rows[i]);
         for (int k = 0; k < n_out; k++) results[k * batch + b] = r[k];
         if (!st)
             for (int k = 0; k < n_out && !st; k++)
