@@ -659,6 +659,11 @@ jag_status jag_scaled_materialize(const jag_tensor *t, jag_tensor **out);
 /* Library-wide settings                                                     */
 /* ------------------------------------------------------------------------ */
 
+/* jag keeps a few recently freed large blocks (>= 1 MiB, 512 MiB in all) to
+ * hand back to new tensors without page faults. Give them back to the
+ * system now. */
+void jag_empty_cache(void);
+
 /* Threads used by jag's own kernels and by OpenBLAS (0 = all cores). */
 void jag_set_num_threads(int n);
 int jag_get_num_threads(void);

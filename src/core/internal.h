@@ -20,6 +20,7 @@ typedef struct jag_storage {
     atomic_long refcount;
     void *data;
     size_t nbytes;
+    size_t capacity;  /* bytes actually allocated (owned storage) */
     void (*release)(void *ctx, void *data); /* NULL: data was malloc'd by jag */
     void *release_ctx;
     bool borrowed;

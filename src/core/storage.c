@@ -1,8 +1,88 @@
-/* storage.c — refcounted memory blocks, owned or borrowed. */
+/* storage.c — refcounted memory blocks, owned or borrowed, and a small cache
+ * of large freed blocks.
+ *
+ * Why a cache: an op on a large tensor allocates its output; glibc serves a
+ * large malloc with fresh pages from the kernel, and touching them costs a
+ * page fault per 4 KiB — more than the op itself for memory-bound ops. Keeping
+ * a few recently freed large blocks and handing them back (pages already
+ * mapped) is what allocators inside ML frameworks do. The cache is off in
+ * sanitizer and valgrind builds (JAG_NO_ALLOC_CACHE), where reusing blocks
+ * would hide use-after-free bugs. */
 #include "internal.h"
+
+#include <pthread.h>
 
 /* Data is aligned to 64 bytes: one cache line, and enough for any SIMD. */
 #define JAG_ALIGN 64
+/* Blocks of at least this size are cached when freed. */
+#define CACHE_MIN_BYTES ((size_t)1 << 20)
+/* At most this many bytes (and blocks) are kept. */
+#define CACHE_MAX_BYTES ((size_t)512 << 20)
+#define CACHE_SLOTS 16
+
+typedef struct {
+    void *data;
+    size_t bytes;
+} cached_block;
+
+static cached_block cache[CACHE_SLOTS];
+static int cache_n;
+static size_t cache_bytes;
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A cached block of at least `bytes` and at most 1.25x that (its size in
+ * *real), or NULL. */
+static void *cache_take(size_t bytes, size_t *real) {
+#ifdef JAG_NO_ALLOC_CACHE
+    (void)bytes, (void)real;
+    return NULL;
+#else
+    if (bytes < CACHE_MIN_BYTES) return NULL;
+    void *found = NULL;
+    pthread_mutex_lock(&cache_lock);
+    int best = -1;
+    for (int i = 0; i < cache_n; i++)
+        if (cache[i].bytes >= bytes && cache[i].bytes - bytes <= bytes / 4 &&
+            (best < 0 || cache[i].bytes < cache[best].bytes))
+            best = i;
+    if (best >= 0) {
+        found = cache[best].data;
+        *real = cache[best].bytes;
+        cache_bytes -= cache[best].bytes;
+        cache[best] = cache[--cache_n];
+    }
+    pthread_mutex_unlock(&cache_lock);
+    return found;
+#endif
+}
+
+/* Keep a freed block (evicting the oldest), or free it. */
+static void cache_give(void *data, size_t bytes) {
+#ifndef JAG_NO_ALLOC_CACHE
+    if (bytes >= CACHE_MIN_BYTES && bytes <= CACHE_MAX_BYTES / 2) {
+        pthread_mutex_lock(&cache_lock);
+        while (cache_n > 0 && (cache_n == CACHE_SLOTS || cache_bytes + bytes > CACHE_MAX_BYTES)) {
+            free(cache[0].data);
+            cache_bytes -= cache[0].bytes;
+            memmove(cache, cache + 1, (size_t)--cache_n * sizeof cache[0]);
+        }
+        cache[cache_n++] = (cached_block){data, bytes};
+        cache_bytes += bytes;
+        pthread_mutex_unlock(&cache_lock);
+        return;
+    }
+#endif
+    (void)bytes;
+    free(data);
+}
+
+void jag_empty_cache(void) {
+    pthread_mutex_lock(&cache_lock);
+    for (int i = 0; i < cache_n; i++) free(cache[i].data);
+    cache_n = 0;
+    cache_bytes = 0;
+    pthread_mutex_unlock(&cache_lock);
+}
 
 jag_storage *jag__storage_new(size_t nbytes, bool zero, const char *op) {
     jag_storage *s = malloc(sizeof *s);
@@ -12,7 +92,9 @@ jag_storage *jag__storage_new(size_t nbytes, bool zero, const char *op) {
     }
     size_t rounded = (nbytes + JAG_ALIGN - 1) / JAG_ALIGN * JAG_ALIGN;
     if (rounded < nbytes) rounded = 0; /* wrapped: caught below */
-    void *data = rounded ? aligned_alloc(JAG_ALIGN, rounded) : NULL;
+    size_t capacity = rounded;
+    void *data = rounded ? cache_take(rounded, &capacity) : NULL;
+    if (!data && rounded) data = aligned_alloc(JAG_ALIGN, rounded);
     if (nbytes && !data) {
         free(s);
         jag__error(JAG_ENOMEM, "%s: out of memory allocating %zu bytes", op, nbytes);
@@ -22,6 +104,7 @@ jag_storage *jag__storage_new(size_t nbytes, bool zero, const char *op) {
     atomic_init(&s->refcount, 1);
     s->data = data;
     s->nbytes = nbytes;
+    s->capacity = capacity;
     s->release = NULL;
     s->release_ctx = NULL;
     s->borrowed = false;
@@ -37,8 +120,8 @@ void jag__storage_release(jag_storage *s) {
     if (atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1) return;
     if (s->borrowed) {
         if (s->release) s->release(s->release_ctx, s->data);
-    } else {
-        free(s->data);
+    } else if (s->data) {
+        cache_give(s->data, s->capacity);
     }
     free(s);
 }

@@ -122,7 +122,7 @@ jag_status jag__meta_binary_arith(const char *op, const jag_value *args, int nar
     if ((st = get_operands(op, args, nargs, &p)) || (st = out_shape(op, &p, sizes, &ndim)) ||
         (st = arith_dtype(op, &p, &dtype)))
         return st;
-    if (!strcmp(op, "jag_sub")) {
+    if (jag__pw_op_is(op, "sub")) {
         const char *arg = p.a->dtype == JAG_BOOL ? "a" : p.b && p.b->dtype == JAG_BOOL ? "b" : NULL;
         if (arg)
             return jag__error(JAG_EDTYPE,
@@ -130,9 +130,9 @@ jag_status jag__meta_binary_arith(const char *op, const jag_value *args, int nar
                               "supported; jag_ne is exclusive or)",
                               op, arg);
     }
-    if (!strcmp(op, "jag_pow") && dtype == JAG_BOOL)
+    if (jag__pw_op_is(op, "pow") && dtype == JAG_BOOL)
         return jag__error(JAG_EDTYPE, "%s: arguments 'a' and 'b' are bool, expected a number dtype for pow", op);
-    if (!strcmp(op, "jag_add")) {
+    if (jag__pw_op_is(op, "add")) {
         double alpha;
         if ((st = jag__arg_double(op, args, nargs, 2, "alpha", &alpha))) return st;
         if (!jag_dtype_is_floating(dtype) && (!is_integral(alpha) || !fits(dtype == JAG_BOOL ? JAG_INT64 : dtype, alpha)))
@@ -445,6 +445,7 @@ static jag_status run_binary(const char *op, const operands *p, jag_tensor *y, j
     return JAG_OK;
 }
 
+// sub, mul, div, pow, maximum, minimum: a (...), b (...) or a scalar, y broadcast(a, b): y = name(a, b)
 #define BINARY_KERNEL(name)                                                    \
     jag_status jag__cpu_##name(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
         operands p;                                                            \
@@ -472,6 +473,7 @@ jag_status jag__cpu_add(const char *op, const jag_value *args, int nargs, jag_te
     return run_binary(op, &p, outs[0], outs[0]->dtype, add_loops, &a);
 }
 
+// eq ... ge: a (...), b (...) or a scalar, y broadcast(a, b) bool: y = a OP b in compare_dtype
 #define COMPARE_KERNEL(name)                                                   \
     jag_status jag__cpu_##name(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
         operands p;                                                            \
@@ -545,16 +547,16 @@ static double ref_load(const jag_tensor *t, const int64_t *idx, int ndim) {
 jag_status jag__ref_binary(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out) {
     const jag_op_info *info = &jag__ops[op];
     jag_spec spec;
-    jag_status st = info->meta(info->name, args, nargs, &spec);
+    jag_status st = info->meta(info->api_name, args, nargs, &spec);
     if (st != JAG_OK) return st;
-    jag_tensor *y = jag__tensor_from_spec(info->name, &spec, false);
+    jag_tensor *y = jag__tensor_from_spec(info->api_name, &spec, false);
     if (!y) return jag_last_status();
     bool is_where = op == JAG_OP_where, is_compare = info->meta == jag__meta_binary_compare;
     operands p = {0};
-    if (!is_where) get_operands(info->name, args, nargs, &p);
+    if (!is_where) get_operands(info->api_name, args, nargs, &p);
     jag_dtype compute = is_compare ? compare_dtype(&p) : y->dtype;
     double alpha = 1;
-    if (op == JAG_OP_add) jag__arg_double(info->name, args, nargs, 2, "alpha", &alpha);
+    if (op == JAG_OP_add) jag__arg_double(info->api_name, args, nargs, 2, "alpha", &alpha);
     alpha = jag__pw_round_to(alpha, compute);
     double scalar = p.b ? 0 : jag__pw_round_to(p.scalar, compute);
     int64_t n = jag_numel(y), idx[JAG_MAX_DIMS] = {0};

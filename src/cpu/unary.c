@@ -29,12 +29,12 @@ jag_status jag__meta_unary_keep(const char *op, const jag_value *args, int nargs
     if (st != JAG_OK) return st;
     jag_dtype dtype = x->dtype;
     if (dtype == JAG_BOOL) {
-        if (!strcmp(op, "jag_neg") || !strcmp(op, "jag_relu"))
+        if (jag__pw_op_is(op, "neg") || jag__pw_op_is(op, "relu"))
             return jag__error(JAG_EDTYPE,
                               "%s: argument 'x' is bool, expected float32, float64, int32 or int64 "
                               "(convert it with jag_to_dtype first)",
                               op);
-        if (!strcmp(op, "jag_square")) dtype = JAG_INT64;
+        if (jag__pw_op_is(op, "square")) dtype = JAG_INT64;
     }
     jag__spec_set(&outs[0], dtype, x->sizes, x->ndim);
     return JAG_OK;
@@ -154,6 +154,17 @@ FLOAT_LOOPS(reciprocal)
 
 /* ---- kernels ----------------------------------------------------------------- */
 
+/* Shared with binary.c. It is defined here, not inline in the header, also
+ * so that binary.o references unary.o: in the static library stubs.o (weak
+ * placeholders of every kernel) sorts before unary.o, and a program that
+ * names no symbol defined only here would otherwise link the stubs. */
+jag_tensor *jag__pw_as_dtype(const char *op, const jag_tensor *x, jag_dtype dtype) {
+    if (x->dtype == dtype) return jag_retain((jag_tensor *)x);
+    jag_tensor *t = jag__tensor_new(op, x->sizes, x->ndim, dtype, false, false);
+    if (t) jag__copy_into(t, x);
+    return t;
+}
+
 // x is (...) any strides and dtype, y is (...) contiguous: y = f(x)
 static jag_status run_unary(const char *op, const jag_value *args, jag_tensor *y, const jag_loop_fn *loops) {
     if (jag_numel(y) == 0) return JAG_OK;
@@ -171,6 +182,7 @@ static jag_status run_unary(const char *op, const jag_value *args, jag_tensor *y
     return JAG_OK;
 }
 
+// jag__cpu_neg ... jag__cpu_sign: x is (...), y is (...): y = name(x)
 #define JAG_X_KERNEL(name)                                                     \
     jag_status jag__cpu_##name(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
         (void)nargs;                                                           \
@@ -209,9 +221,9 @@ static double ref_value(jag_op_id op, double x) {
 jag_status jag__ref_unary(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out) {
     const jag_op_info *info = &jag__ops[op];
     jag_spec spec;
-    jag_status st = info->meta(info->name, args, nargs, &spec);
+    jag_status st = info->meta(info->api_name, args, nargs, &spec);
     if (st != JAG_OK) return st;
-    jag_tensor *y = jag__tensor_from_spec(info->name, &spec, false);
+    jag_tensor *y = jag__tensor_from_spec(info->api_name, &spec, false);
     if (!y) return jag_last_status();
     const jag_tensor *x = args[0].u.t;
     int64_t n = jag_numel(y), idx[JAG_MAX_DIMS] = {0};

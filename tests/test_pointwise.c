@@ -1,0 +1,1104 @@
+/* test_pointwise.c — unary and binary pointwise ops and where: every op
+ * against its naive reference (jag__ref_unary / jag__ref_binary) over dtypes
+ * and layouts, against hand-computed values, type promotion, broadcasting,
+ * wrapping integer arithmetic, NaN/inf behaviour, the parallel path and every
+ * error path. */
+#include "test.h"
+
+#include "cpu/pointwise_math.h"
+
+#include <stdint.h>
+
+static const jag_dtype all_dtypes[] = {JAG_FLOAT32, JAG_FLOAT64, JAG_INT32, JAG_INT64, JAG_BOOL};
+#define N_DTYPES 5
+
+/* Tolerances for a kernel against the reference, by result dtype. float32
+ * kernels compute in float (expf, ...) while the reference computes in
+ * double and rounds once: a few ulp (1e-6 is ~8 ulp). float64 kernels and
+ * reference use the same libm; the stable forms of gelu/sigmoid differ from
+ * the textbook ones by the reference's own absolute error (~|x| * 1e-16).
+ * Integers and bool are exact. */
+static void tol_for(jag_dtype d, double *rtol, double *atol) {
+    switch (d) {
+    case JAG_FLOAT32: *rtol = 1e-6, *atol = 1e-7; break;
+    case JAG_FLOAT64: *rtol = 1e-12, *atol = 1e-14; break;
+    default: *rtol = 0, *atol = 0; break;
+    }
+}
+
+/* ---- inputs in many layouts ------------------------------------------------ */
+
+enum {
+    L_CONTIG, L_NONCONTIG, L_SLICED, L_EXPANDED, L_0D, L_EMPTY1, L_EMPTY2, L_SIZE1,
+    L_N_SMALL,
+    L_LARGE = L_N_SMALL, L_LARGE_NONCONTIG, L_LARGE_SLICED, L_LARGE_EXPANDED,
+    L_COUNT
+};
+static const char *layout_names[L_COUNT] = {"contiguous", "noncontig", "sliced", "expanded", "0-d", "empty (0,3)",
+                                            "empty (2,0,4)", "size-1 dims", "large", "large noncontig",
+                                            "large sliced", "large expanded"};
+
+/* Values of x: uniform in [lo, hi) (floored for integers); `int_valued`
+ * floors floats too (so that comparisons meet equal values). */
+static jag_tensor *rand_vals(const int64_t *sizes, int ndim, jag_dtype dt, double lo, double hi, uint64_t seed,
+                             bool int_valued) {
+    if (!int_valued || !jag_dtype_is_floating(dt)) return t_rand(sizes, ndim, dt, lo, hi, seed);
+    jag_tensor *i = t_rand(sizes, ndim, JAG_INT64, lo, hi, seed), *t = NULL;
+    CHECK_OK(jag_to_dtype(i, dt, &t));
+    jag_release(i);
+    return t;
+}
+
+/* Large: more than JAG_PARALLEL_GRAIN (32768) elements, so jag__iter splits
+ * the work across OpenMP threads (the tests run with OMP_NUM_THREADS=2). */
+#define LARGE_ROWS 300
+#define LARGE_COLS 129
+
+static jag_tensor *make_layout(int layout, jag_dtype dt, double lo, double hi, uint64_t seed, bool int_valued) {
+    int64_t s3[] = {3, 4, 5}, s2[] = {4, 1}, e1[] = {0, 3}, e2[] = {2, 0, 4}, s1[] = {1, 5, 1};
+    int64_t big[] = {LARGE_ROWS, LARGE_COLS}, row[] = {1, LARGE_COLS};
+    jag_tensor *x = NULL, *v = NULL;
+    switch (layout) {
+    case L_CONTIG: return rand_vals(s3, 3, dt, lo, hi, seed, int_valued);
+    case L_NONCONTIG:
+    case L_SLICED:
+        x = rand_vals(s3, 3, dt, lo, hi, seed, int_valued);
+        v = layout == L_NONCONTIG ? t_noncontig(x) : t_sliced(x);
+        jag_release(x);
+        return v;
+    case L_EXPANDED:
+        x = rand_vals(s2, 2, dt, lo, hi, seed, int_valued);
+        CHECK_OK(jag_expand(x, s3, 3, &v));
+        jag_release(x);
+        return v;
+    case L_0D: return rand_vals(NULL, 0, dt, lo, hi, seed, int_valued);
+    case L_EMPTY1: return rand_vals(e1, 2, dt, lo, hi, seed, int_valued);
+    case L_EMPTY2: return rand_vals(e2, 3, dt, lo, hi, seed, int_valued);
+    case L_SIZE1: return rand_vals(s1, 3, dt, lo, hi, seed, int_valued);
+    case L_LARGE: return rand_vals(big, 2, dt, lo, hi, seed, int_valued);
+    case L_LARGE_NONCONTIG:
+    case L_LARGE_SLICED:
+        x = rand_vals(big, 2, dt, lo, hi, seed, int_valued);
+        v = layout == L_LARGE_NONCONTIG ? t_noncontig(x) : t_sliced(x);
+        jag_release(x);
+        return v;
+    case L_LARGE_EXPANDED:
+        x = rand_vals(row, 2, dt, lo, hi, seed, int_valued);
+        CHECK_OK(jag_expand(x, big, 2, &v));
+        jag_release(x);
+        return v;
+    }
+    return NULL;
+}
+
+/* y is a fresh contiguous tensor of the reference's dtype and shape and
+ * within tolerance of it. */
+static void check_against_ref(const jag_tensor *y, const jag_tensor *r, const jag_tensor *input, const char *op,
+                              const char *what) {
+    CHECK_MSG(jag_tensor_dtype(y) == jag_tensor_dtype(r), "%s (%s): dtype %s, reference %s", op, what,
+              jag_dtype_name(jag_tensor_dtype(y)), jag_dtype_name(jag_tensor_dtype(r)));
+    CHECK_MSG(t_same_shape(y, r), "%s (%s): shape differs from the reference", op, what);
+    CHECK_MSG(jag_is_contiguous(y), "%s (%s): result not contiguous", op, what);
+    CHECK_MSG(!jag_shares_storage(y, input), "%s (%s): result shares the input's storage", op, what);
+    double rtol, atol;
+    tol_for(jag_tensor_dtype(r), &rtol, &atol);
+    CHECK_MSG(t_allclose(y, r, rtol, atol), "%s (%s): differs from the reference", op, what);
+}
+
+/* ---- unary ops ---------------------------------------------------------------- */
+
+typedef jag_status (*unary_fn)(const jag_tensor *, jag_tensor **);
+typedef struct {
+    const char *name;
+    jag_op_id id;
+    unary_fn fn;
+} unary_op;
+
+static const unary_op unary_ops[] = {
+#define X(name) {#name, JAG_OP_##name, jag_##name},
+    JAG_UNARY_OP_LIST(X)
+#undef X
+};
+#define N_UNARY ((int)(sizeof unary_ops / sizeof unary_ops[0]))
+
+/* Input range per op: wide enough to reach each op's interesting regions
+ * (negative inputs of log/sqrt give NaN on both sides). */
+static void unary_range(jag_op_id id, double *lo, double *hi) {
+    *lo = -6, *hi = 6;
+    if (id == JAG_OP_exp) *lo = -20, *hi = 20;
+    if (id == JAG_OP_log || id == JAG_OP_sqrt || id == JAG_OP_rsqrt) *lo = -1, *hi = 50;
+    if (id == JAG_OP_gelu || id == JAG_OP_gelu_tanh || id == JAG_OP_sigmoid || id == JAG_OP_silu) *lo = -12, *hi = 12;
+}
+
+static bool unary_rejects(jag_op_id id, jag_dtype dt) {
+    return dt == JAG_BOOL && (id == JAG_OP_neg || id == JAG_OP_relu);
+}
+
+static void test_unary_vs_reference(void) {
+    TEST_BEGIN();
+    for (int o = 0; o < N_UNARY; o++) {
+        const unary_op *u = &unary_ops[o];
+        double lo, hi;
+        unary_range(u->id, &lo, &hi);
+        for (int di = 0; di < N_DTYPES; di++) {
+            jag_dtype dt = all_dtypes[di];
+            if (unary_rejects(u->id, dt)) continue;
+            for (int l = 0; l < L_COUNT; l++) {
+                /* The parallel path once per op and dtype family is enough. */
+                if (l >= L_LARGE && dt != JAG_FLOAT32 && dt != JAG_INT32) continue;
+                jag_tensor *x = make_layout(l, dt, lo, hi, 100 + (uint64_t)(o * 31 + di * 7 + l), false);
+                jag_tensor *y = NULL, *r = NULL;
+                jag_value arg = jag__v_tensor(x);
+                char what[96];
+                snprintf(what, sizeof what, "%s, %s", jag_dtype_name(dt), layout_names[l]);
+                CHECK_OK(u->fn(x, &y));
+                CHECK_OK(jag__ref_unary(u->id, &arg, 1, &r));
+                if (y && r) check_against_ref(y, r, x, u->name, what);
+                jag_release(y);
+                jag_release(r);
+                jag_release(x);
+            }
+        }
+    }
+}
+
+/* Literal inputs and hand-computed outputs (exact values to 17 digits,
+ * computed with Python's decimal module at 120 digits where libm-level
+ * accuracy matters; float32 expectations are the same reals, compared at
+ * float32 precision).
+ * NaN must give NaN, infinities must match exactly, and zeros must match in
+ * sign. */
+static void check_values(const char *what, const jag_tensor *y, jag_dtype want_dtype, const double *want, int n,
+                         double rtol) {
+    CHECK_MSG(jag_tensor_dtype(y) == want_dtype, "%s: dtype %s, expected %s", what, jag_dtype_name(jag_tensor_dtype(y)),
+              jag_dtype_name(want_dtype));
+    CHECK_MSG(jag_numel(y) == n, "%s: %lld elements, expected %d", what, (long long)jag_numel(y), n);
+    for (int i = 0; i < n && i < jag_numel(y); i++) {
+        double g = t_get(y, i), w = want[i];
+        bool ok;
+        if (isnan(w)) ok = isnan(g);
+        else if (isinf(w) || w == 0) ok = g == w && signbit(g) == signbit(w);
+        else ok = fabs(g - w) <= rtol * fabs(w);
+        CHECK_MSG(ok, "%s: element %d is %.17g, expected %.17g", what, i, g, w);
+    }
+}
+
+static void check_unary_values(const char *name, unary_fn fn, jag_dtype dt, const double *x, const double *want,
+                               int n, jag_dtype want_dtype) {
+    int64_t len = n;
+    jag_tensor *t = t_from(x, &len, 1, dt), *y = NULL;
+    char what[64];
+    snprintf(what, sizeof what, "%s(%s)", name, jag_dtype_name(dt));
+    CHECK_OK(fn(t, &y));
+    if (y) check_values(what, y, want_dtype, want, n, want_dtype == JAG_FLOAT32 ? 1e-6 : 1e-14);
+    jag_release(y);
+    jag_release(t);
+}
+
+/* The same literal check in float32 and float64. */
+#define CHECK_FLOAT_VALUES(fn, x, want)                                        \
+    do {                                                                       \
+        int n_ = (int)(sizeof(x) / sizeof(x)[0]);                              \
+        check_unary_values(#fn, fn, JAG_FLOAT32, x, want, n_, JAG_FLOAT32);    \
+        check_unary_values(#fn, fn, JAG_FLOAT64, x, want, n_, JAG_FLOAT64);    \
+    } while (0)
+
+static void test_unary_hand_values(void) {
+    TEST_BEGIN();
+    const double inf = INFINITY, nan = NAN;
+    {
+        double x[] = {0, 2.5, -inf, nan, -3}, w[] = {-0.0, -2.5, inf, nan, 3};
+        CHECK_FLOAT_VALUES(jag_neg, x, w);
+    }
+    {
+        double x[] = {-3.5, -0.0, -inf, nan, 2}, w[] = {3.5, 0, inf, nan, 2};
+        CHECK_FLOAT_VALUES(jag_abs, x, w);
+    }
+    {
+        double x[] = {0, 1, -inf, inf, nan, -1}, w[] = {1, 2.718281828459045, 0, inf, nan, 0.36787944117144233};
+        CHECK_FLOAT_VALUES(jag_exp, x, w);
+        /* exp(100) overflows float32 but not float64. */
+        double x2[] = {100}, w32[] = {inf}, w64[] = {2.6881171418161356e+43};
+        check_unary_values("jag_exp", jag_exp, JAG_FLOAT32, x2, w32, 1, JAG_FLOAT32);
+        check_unary_values("jag_exp", jag_exp, JAG_FLOAT64, x2, w64, 1, JAG_FLOAT64);
+    }
+    {
+        double x[] = {1, 0, -1, 10, inf, nan}, w[] = {0, -inf, nan, 2.302585092994046, inf, nan};
+        CHECK_FLOAT_VALUES(jag_log, x, w);
+    }
+    {
+        double x[] = {4, 0, -0.0, -1, inf, 2}, w[] = {2, 0, -0.0, nan, inf, 1.4142135623730951};
+        CHECK_FLOAT_VALUES(jag_sqrt, x, w);
+    }
+    {
+        double x[] = {4, 0, -1, inf, 0.25}, w[] = {0.5, inf, nan, 0, 2};
+        CHECK_FLOAT_VALUES(jag_rsqrt, x, w);
+    }
+    {
+        double x[] = {0, 1, 0.5, inf, nan}, w[] = {0, 0.8414709848078965, 0.479425538604203, nan, nan};
+        CHECK_FLOAT_VALUES(jag_sin, x, w);
+    }
+    {
+        double x[] = {0, 1, -inf, nan}, w[] = {1, 0.5403023058681398, nan, nan};
+        CHECK_FLOAT_VALUES(jag_cos, x, w);
+    }
+    {
+        double x[] = {0, 1, -1, 20, -inf, inf, 1000, nan}, w[] = {0, 0.7615941559557649, -0.7615941559557649, 1, -1, 1, 1, nan};
+        CHECK_FLOAT_VALUES(jag_tanh, x, w);
+    }
+    {
+        /* Stable for large |x|: no NaN, no overflow, and full relative
+         * accuracy far into the negative tail. */
+        double x[] = {0, 1, -1, 30, -30, 1000, -1000, inf, -inf, nan};
+        double w[] = {0.5, 0.7310585786300049, 0.2689414213699951, 0.99999999999990641, 9.3576229688392989e-14,
+                      1, 0, 1, 0, nan};
+        CHECK_FLOAT_VALUES(jag_sigmoid, x, w);
+        double x2[] = {-100, -700}, w2[] = {3.7200759760208361e-44, 9.8596765437597708e-305};
+        check_unary_values("jag_sigmoid", jag_sigmoid, JAG_FLOAT64, x2, w2, 2, JAG_FLOAT64);
+    }
+    {
+        double x[] = {-1, 2, 0, -0.0, nan, -inf, inf}, w[] = {0, 2, 0, -0.0, nan, 0, inf};
+        CHECK_FLOAT_VALUES(jag_relu, x, w);
+    }
+    {
+        double x[] = {0, 1, -1, 10, -1000, 1000, nan}, w[] = {0, 0.7310585786300049, -0.2689414213699951,
+                                                               9.999546021312975, -0.0, 1000, nan};
+        CHECK_FLOAT_VALUES(jag_silu, x, w);
+    }
+    {
+        double x[] = {0, 1, -1, 3, -3, 10, -1000, 1000, nan};
+        double w[] = {0, 0.84134474606854293, -0.15865525393145705, 2.9959503059051098, -0.0040496940948902835, 10,
+                      -0.0, 1000, nan};
+        CHECK_FLOAT_VALUES(jag_gelu, x, w);
+        /* The erfc form keeps relative accuracy where 1 + erf cancels. */
+        double x2[] = {-6, -10}, w2[] = {-5.9195258702261885e-09, -7.6198530241605263e-23};
+        CHECK_FLOAT_VALUES(jag_gelu, x2, w2);
+    }
+    {
+        double x[] = {0, 1, -1, 3, -3, 10, -1000, 1000, nan};
+        double w[] = {0, 0.84119199060827665, -0.15880800939172329, 2.9963626079182268, -0.0036373920817730191, 10,
+                      -0.0, 1000, nan};
+        CHECK_FLOAT_VALUES(jag_gelu_tanh, x, w);
+        double x2[] = {-6, -10}, w2[] = {-8.439646700762297e-11, -1.2040923482098061e-37};
+        CHECK_FLOAT_VALUES(jag_gelu_tanh, x2, w2);
+    }
+    {
+        double x[] = {2, 0, -0.0, inf, -inf, -4, nan}, w[] = {0.5, inf, -inf, 0, -0.0, -0.25, nan};
+        CHECK_FLOAT_VALUES(jag_reciprocal, x, w);
+    }
+    {
+        double x[] = {-3, 1.5, -0.0, -inf, nan}, w[] = {9, 2.25, 0, inf, nan};
+        CHECK_FLOAT_VALUES(jag_square, x, w);
+    }
+    {
+        double x[] = {-2, 3, 0, -0.0, -inf, inf, nan}, w[] = {-1, 1, 0, -0.0, -1, 1, nan};
+        CHECK_FLOAT_VALUES(jag_sign, x, w);
+    }
+    /* Integer and bool inputs. */
+    {
+        double x[] = {-5, 0, 7}, neg[] = {5, 0, -7}, abs_[] = {5, 0, 7}, relu[] = {0, 0, 7}, sq[] = {25, 0, 49},
+               sign[] = {-1, 0, 1};
+        for (int k = 0; k < 2; k++) {
+            jag_dtype dt = k ? JAG_INT64 : JAG_INT32;
+            check_unary_values("jag_neg", jag_neg, dt, x, neg, 3, dt);
+            check_unary_values("jag_abs", jag_abs, dt, x, abs_, 3, dt);
+            check_unary_values("jag_relu", jag_relu, dt, x, relu, 3, dt);
+            check_unary_values("jag_square", jag_square, dt, x, sq, 3, dt);
+            check_unary_values("jag_sign", jag_sign, dt, x, sign, 3, dt);
+        }
+        double ix[] = {4, 0, -1}, rec[] = {0.25, inf, -1}, sq2[] = {2, 0, nan};
+        check_unary_values("jag_reciprocal", jag_reciprocal, JAG_INT32, ix, rec, 3, JAG_FLOAT32);
+        check_unary_values("jag_sqrt", jag_sqrt, JAG_INT64, ix, sq2, 3, JAG_FLOAT32);
+        double bx[] = {1, 0}, bexp[] = {2.718281828459045, 1};
+        check_unary_values("jag_exp", jag_exp, JAG_BOOL, bx, bexp, 2, JAG_FLOAT32);
+        check_unary_values("jag_abs", jag_abs, JAG_BOOL, bx, bx, 2, JAG_BOOL);
+        check_unary_values("jag_sign", jag_sign, JAG_BOOL, bx, bx, 2, JAG_BOOL);
+        check_unary_values("jag_square", jag_square, JAG_BOOL, bx, bx, 2, JAG_INT64);
+    }
+}
+
+/* Integer neg/abs/square wrap on overflow as torch does (UBSan would flag
+ * signed overflow if the kernels computed in signed types). */
+static void test_unary_integer_wrap(void) {
+    TEST_BEGIN();
+    int64_t n = 3;
+    int32_t x32[] = {INT32_MIN, 46341, INT32_MAX};
+    jag_tensor *t = NULL, *y = NULL;
+    CHECK_OK(jag_from_data(x32, &n, 1, JAG_INT32, &t));
+    CHECK_OK(jag_neg(t, &y));
+    if (y) {
+        const int32_t *p = jag_data(y);
+        CHECK(p[0] == INT32_MIN && p[1] == -46341 && p[2] == -INT32_MAX);
+    }
+    jag_release(y), y = NULL;
+    CHECK_OK(jag_abs(t, &y));
+    if (y) {
+        const int32_t *p = jag_data(y);
+        CHECK(p[0] == INT32_MIN && p[1] == 46341 && p[2] == INT32_MAX);
+    }
+    jag_release(y), y = NULL;
+    CHECK_OK(jag_square(t, &y));
+    if (y) {
+        const int32_t *p = jag_data(y);
+        /* 46341^2 = 2147488281 wraps to -2147479015; INT32_MAX^2 wraps to 1. */
+        CHECK(p[0] == 0 && p[1] == -2147479015 && p[2] == 1);
+    }
+    jag_release(y), y = NULL;
+    jag_release(t), t = NULL;
+
+    int64_t x64[] = {INT64_MIN, 3037000500LL, INT64_MAX};
+    CHECK_OK(jag_from_data(x64, &n, 1, JAG_INT64, &t));
+    CHECK_OK(jag_neg(t, &y));
+    if (y) {
+        const int64_t *p = jag_data(y);
+        CHECK(p[0] == INT64_MIN && p[1] == -3037000500LL && p[2] == -INT64_MAX);
+    }
+    jag_release(y), y = NULL;
+    CHECK_OK(jag_abs(t, &y));
+    if (y) {
+        const int64_t *p = jag_data(y);
+        CHECK(p[0] == INT64_MIN && p[1] == 3037000500LL && p[2] == INT64_MAX);
+    }
+    jag_release(y), y = NULL;
+    CHECK_OK(jag_square(t, &y));
+    if (y) {
+        const int64_t *p = jag_data(y);
+        CHECK(p[0] == 0 && p[1] == -9223372036709301616LL && p[2] == 1);
+    }
+    jag_release(y);
+    jag_release(t);
+}
+
+static void test_unary_dtypes(void) {
+    TEST_BEGIN();
+    /* [op][input dtype] -> result dtype; -1: JAG_EDTYPE. */
+    struct { unary_fn fn; const char *name; int want[N_DTYPES]; } cases[] = {
+        {jag_exp, "exp", {JAG_FLOAT32, JAG_FLOAT64, JAG_FLOAT32, JAG_FLOAT32, JAG_FLOAT32}},
+        {jag_gelu, "gelu", {JAG_FLOAT32, JAG_FLOAT64, JAG_FLOAT32, JAG_FLOAT32, JAG_FLOAT32}},
+        {jag_reciprocal, "reciprocal", {JAG_FLOAT32, JAG_FLOAT64, JAG_FLOAT32, JAG_FLOAT32, JAG_FLOAT32}},
+        {jag_neg, "neg", {JAG_FLOAT32, JAG_FLOAT64, JAG_INT32, JAG_INT64, -1}},
+        {jag_relu, "relu", {JAG_FLOAT32, JAG_FLOAT64, JAG_INT32, JAG_INT64, -1}},
+        {jag_abs, "abs", {JAG_FLOAT32, JAG_FLOAT64, JAG_INT32, JAG_INT64, JAG_BOOL}},
+        {jag_sign, "sign", {JAG_FLOAT32, JAG_FLOAT64, JAG_INT32, JAG_INT64, JAG_BOOL}},
+        {jag_square, "square", {JAG_FLOAT32, JAG_FLOAT64, JAG_INT32, JAG_INT64, JAG_INT64}},
+    };
+    int64_t sizes[] = {2};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        for (int di = 0; di < N_DTYPES; di++) {
+            jag_tensor *x = NULL, *y = NULL;
+            CHECK_OK(jag_zeros(sizes, 1, all_dtypes[di], &x));
+            if (cases[c].want[di] < 0) {
+                CHECK_ERR(cases[c].fn(x, &y), JAG_EDTYPE, "argument 'x' is bool");
+                CHECK(y == NULL);
+            } else {
+                CHECK_OK(cases[c].fn(x, &y));
+                CHECK_MSG(y && jag_tensor_dtype(y) == (jag_dtype)cases[c].want[di], "%s(%s) -> %s", cases[c].name,
+                          jag_dtype_name(all_dtypes[di]), y ? jag_dtype_name(jag_tensor_dtype(y)) : "error");
+            }
+            jag_release(y);
+            jag_release(x);
+        }
+    }
+}
+
+/* ---- binary ops ----------------------------------------------------------------- */
+
+typedef jag_status (*binary_fn)(const jag_tensor *, const jag_tensor *, jag_tensor **);
+typedef jag_status (*scalar_fn)(const jag_tensor *, double, jag_tensor **);
+typedef struct {
+    const char *name;
+    jag_op_id id;
+    binary_fn fn;
+    scalar_fn sfn;
+} binary_op;
+
+static jag_status add1(const jag_tensor *a, const jag_tensor *b, jag_tensor **out) { return jag_add(a, b, 1.0, out); }
+
+static const binary_op binary_ops[] = {
+    {"add", JAG_OP_add, add1, jag_add_scalar},
+#define X(name) {#name, JAG_OP_##name, jag_##name, jag_##name##_scalar},
+    JAG_BINARY_OP_LIST(X)
+#undef X
+};
+#define N_BINARY ((int)(sizeof binary_ops / sizeof binary_ops[0]))
+
+static bool is_compare(jag_op_id id) { return id >= JAG_OP_eq && id <= JAG_OP_ge; }
+
+/* Result dtype of a binary op on two tensors, from the promotion lattice
+ * written out independently of jag_promote_types; -1: JAG_EDTYPE. */
+static int expected_binary_dtype(jag_op_id id, jag_dtype a, jag_dtype b) {
+    static const int rank[] = {[JAG_BOOL] = 0, [JAG_INT32] = 1, [JAG_INT64] = 2, [JAG_FLOAT32] = 3, [JAG_FLOAT64] = 4};
+    static const jag_dtype by_rank[] = {JAG_BOOL, JAG_INT32, JAG_INT64, JAG_FLOAT32, JAG_FLOAT64};
+    jag_dtype p = by_rank[rank[a] > rank[b] ? rank[a] : rank[b]];
+    if (is_compare(id)) return JAG_BOOL;
+    if (id == JAG_OP_div) return jag_dtype_is_floating(p) ? (int)p : JAG_FLOAT32;
+    if (id == JAG_OP_sub && (a == JAG_BOOL || b == JAG_BOOL)) return -1;
+    if (id == JAG_OP_pow && p == JAG_BOOL) return -1;
+    return p;
+}
+
+/* Operand values: pow keeps bases and exponents small (integer results fit
+ * and negative integer exponents occur); comparisons and maximum/minimum use
+ * whole numbers so equal values meet. */
+static jag_tensor *binary_input(jag_op_id id, int layout, jag_dtype dt, int side, uint64_t seed) {
+    bool int_valued = is_compare(id) || id == JAG_OP_maximum || id == JAG_OP_minimum;
+    double lo = -5, hi = 5;
+    if (id == JAG_OP_pow) lo = side ? -2 : -3, hi = side ? 5 : 3;
+    if (int_valued) lo = -3, hi = 3;
+    return make_layout(layout, dt, lo, hi, seed, int_valued);
+}
+
+static void check_binary_pair(const binary_op *b, jag_tensor *x, jag_tensor *z, const char *what) {
+    jag_tensor *y = NULL, *r = NULL;
+    int want = expected_binary_dtype(b->id, jag_tensor_dtype(x), jag_tensor_dtype(z));
+    if (want < 0) {
+        CHECK_ERR(b->fn(x, z, &y), JAG_EDTYPE, "bool");
+        CHECK(y == NULL);
+        return;
+    }
+    CHECK_OK(b->fn(x, z, &y));
+    jag_value args[3] = {jag__v_tensor(x), jag__v_tensor(z), jag__v_double(1.0)};
+    CHECK_OK(jag__ref_binary(b->id, args, b->id == JAG_OP_add ? 3 : 2, &r));
+    if (y && r) {
+        CHECK_MSG(jag_tensor_dtype(y) == (jag_dtype)want, "%s (%s): dtype %s, expected %s", b->name, what,
+                  jag_dtype_name(jag_tensor_dtype(y)), jag_dtype_name((jag_dtype)want));
+        check_against_ref(y, r, x, b->name, what);
+    }
+    jag_release(y);
+    jag_release(r);
+}
+
+/* Every op over every dtype pair, broadcasting (3,1,4) with (2,1) -> (3,2,4)
+ * and same-shape layouts. */
+static void test_binary_dtype_pairs(void) {
+    TEST_BEGIN();
+    int64_t sa[] = {3, 1, 4}, sb[] = {2, 1};
+    for (int o = 0; o < N_BINARY; o++) {
+        const binary_op *b = &binary_ops[o];
+        for (int i = 0; i < N_DTYPES; i++) {
+            for (int j = 0; j < N_DTYPES; j++) {
+                jag_dtype da = all_dtypes[i], db = all_dtypes[j];
+                uint64_t seed = 1000 + (uint64_t)(o * 25 + i * 5 + j);
+                char what[96];
+                /* broadcasting */
+                bool iv = is_compare(b->id) || b->id == JAG_OP_maximum || b->id == JAG_OP_minimum;
+                double lo = b->id == JAG_OP_pow ? -3 : -5, hi = b->id == JAG_OP_pow ? 3 : 5;
+                jag_tensor *x = rand_vals(sa, 3, da, iv ? -3 : lo, iv ? 3 : hi, seed, iv);
+                jag_tensor *z = rand_vals(sb, 2, db, iv ? -3 : b->id == JAG_OP_pow ? -2 : lo, iv ? 3 : hi, seed + 7, iv);
+                snprintf(what, sizeof what, "%s (3,1,4) with %s (2,1)", jag_dtype_name(da), jag_dtype_name(db));
+                check_binary_pair(b, x, z, what);
+                jag_release(x);
+                jag_release(z);
+                /* same shape, contiguous with non-contiguous */
+                x = binary_input(b->id, L_CONTIG, da, 0, seed + 11);
+                z = binary_input(b->id, L_NONCONTIG, db, 1, seed + 13);
+                snprintf(what, sizeof what, "%s contiguous with %s noncontig", jag_dtype_name(da), jag_dtype_name(db));
+                check_binary_pair(b, x, z, what);
+                jag_release(x);
+                jag_release(z);
+            }
+        }
+    }
+}
+
+/* Every op in each dtype over the layouts: each side in each layout against
+ * a contiguous other side, and the broadcast patterns the fast paths single
+ * out (row vector, column vector, one element). */
+static void test_binary_layouts(void) {
+    TEST_BEGIN();
+    for (int o = 0; o < N_BINARY; o++) {
+        const binary_op *b = &binary_ops[o];
+        for (int di = 0; di < N_DTYPES; di++) {
+            jag_dtype dt = all_dtypes[di];
+            if (expected_binary_dtype(b->id, dt, dt) < 0) continue;
+            for (int l = 0; l < L_COUNT; l++) {
+                if (l >= L_LARGE && dt != JAG_FLOAT32 && dt != JAG_INT64) continue;
+                uint64_t seed = 5000 + (uint64_t)(o * 100 + di * 20 + l);
+                /* the other side: the layout's shape, contiguous */
+                int other = l <= L_EXPANDED ? L_CONTIG : l >= L_LARGE ? L_LARGE : l;
+                for (int side = 0; side < 2; side++) {
+                    jag_tensor *x = binary_input(b->id, side ? other : l, dt, 0, seed);
+                    jag_tensor *z = binary_input(b->id, side ? l : other, dt, 1, seed + 1);
+                    char what[96];
+                    snprintf(what, sizeof what, "%s, %s %s", jag_dtype_name(dt), side ? "b" : "a", layout_names[l]);
+                    check_binary_pair(b, x, z, what);
+                    jag_release(x);
+                    jag_release(z);
+                }
+            }
+            /* broadcast shapes: (6,7) with (7), (6,1), (1), (), and the reverse */
+            int64_t full[] = {6, 7}, shapes[][2] = {{7, 0}, {6, 1}, {1, 0}, {0, 0}};
+            int nds[] = {1, 2, 1, 0};
+            int64_t bigf[] = {LARGE_ROWS, LARGE_COLS}, bigs[][2] = {{LARGE_COLS, 0}, {LARGE_ROWS, 1}, {1, 0}};
+            int bign[] = {1, 2, 1};
+            for (int s = 0; s < 4 + 3; s++) {
+                bool big = s >= 4;
+                if (big && dt != JAG_FLOAT32 && dt != JAG_INT64) continue;
+                const int64_t *fs = big ? bigf : full, *ss = big ? bigs[s - 4] : shapes[s];
+                int ns = big ? bign[s - 4] : nds[s];
+                jag_tensor *x = rand_vals(fs, 2, dt, -5, 5, 77 + (uint64_t)s, true);
+                jag_tensor *z = rand_vals(ss, ns, dt, b->id == JAG_OP_pow ? -2 : -5, 5, 91 + (uint64_t)s, true);
+                char what[96];
+                snprintf(what, sizeof what, "%s, broadcast pattern %d", jag_dtype_name(dt), s);
+                check_binary_pair(b, x, z, what);
+                check_binary_pair(b, z, x, what);
+                jag_release(x);
+                jag_release(z);
+            }
+        }
+    }
+}
+
+/* `_scalar` variants against the reference, with the scalar's dtype rule. */
+static void test_binary_scalars(void) {
+    TEST_BEGIN();
+    const double scalars[] = {2.0, -3.0, 0.5, 0.0, 1.0, -2.5};
+    for (int o = 0; o < N_BINARY; o++) {
+        const binary_op *b = &binary_ops[o];
+        for (int di = 0; di < N_DTYPES; di++) {
+            jag_dtype dt = all_dtypes[di];
+            for (size_t k = 0; k < sizeof scalars / sizeof scalars[0]; k++) {
+                double s = scalars[k];
+                bool integral = s == floor(s);
+                /* expected dtype: the scalar's dtype rule */
+                jag_dtype rd = jag_dtype_is_floating(dt) ? dt : !integral ? JAG_FLOAT32 : dt == JAG_BOOL ? JAG_INT64 : dt;
+                int want = is_compare(b->id) ? JAG_BOOL
+                           : b->id == JAG_OP_div ? (jag_dtype_is_floating(rd) ? (int)rd : JAG_FLOAT32)
+                                                 : (int)rd;
+                if (b->id == JAG_OP_sub && dt == JAG_BOOL) want = -1;
+                for (int l = 0; l < L_COUNT; l++) {
+                    if (l >= L_LARGE && (dt != JAG_FLOAT32 || k > 1)) continue;
+                    jag_tensor *x = binary_input(b->id, l, dt, 0, 9000 + (uint64_t)(o * 50 + di * 10 + l));
+                    jag_tensor *y = NULL, *r = NULL;
+                    char what[96];
+                    snprintf(what, sizeof what, "%s %s with scalar %g", jag_dtype_name(dt), layout_names[l], s);
+                    if (want < 0) {
+                        CHECK_ERR(b->sfn(x, s, &y), JAG_EDTYPE, "argument 'a' is bool");
+                        CHECK(y == NULL);
+                        jag_release(x);
+                        continue;
+                    }
+                    CHECK_OK(b->sfn(x, s, &y));
+                    jag_value args[3] = {jag__v_tensor(x), jag__v_double(s), jag__v_double(1.0)};
+                    CHECK_OK(jag__ref_binary(b->id, args, b->id == JAG_OP_add ? 3 : 2, &r));
+                    if (y && r) {
+                        CHECK_MSG(jag_tensor_dtype(y) == (jag_dtype)want, "%s (%s): dtype %s, expected %s", b->name,
+                                  what, jag_dtype_name(jag_tensor_dtype(y)), jag_dtype_name((jag_dtype)want));
+                        check_against_ref(y, r, x, b->name, what);
+                    }
+                    jag_release(y);
+                    jag_release(r);
+                    jag_release(x);
+                }
+            }
+        }
+    }
+}
+
+/* add with alpha, for every dtype, against the reference. */
+static void test_add_alpha(void) {
+    TEST_BEGIN();
+    int64_t sa[] = {3, 1, 4}, sb[] = {2, 1};
+    const double alphas[] = {2, -1, 0, -0.5};
+    for (int di = 0; di < N_DTYPES; di++) {
+        jag_dtype dt = all_dtypes[di];
+        for (size_t k = 0; k < sizeof alphas / sizeof alphas[0]; k++) {
+            double alpha = alphas[k];
+            jag_tensor *x = t_rand(sa, 3, dt, -5, 5, 300 + di), *z = t_rand(sb, 2, dt, -5, 5, 400 + di);
+            jag_tensor *y = NULL, *r = NULL;
+            if (!jag_dtype_is_floating(dt) && alpha != floor(alpha)) {
+                CHECK_ERR(jag_add(x, z, alpha, &y), JAG_EINVAL, "argument 'alpha' is -0.5");
+                CHECK(y == NULL);
+            } else {
+                CHECK_OK(jag_add(x, z, alpha, &y));
+                jag_value args[3] = {jag__v_tensor(x), jag__v_tensor(z), jag__v_double(alpha)};
+                CHECK_OK(jag__ref_binary(JAG_OP_add, args, 3, &r));
+                char what[64];
+                snprintf(what, sizeof what, "%s, alpha %g", jag_dtype_name(dt), alpha);
+                if (y && r) check_against_ref(y, r, x, "add", what);
+            }
+            jag_release(y);
+            jag_release(r);
+            jag_release(x);
+            jag_release(z);
+        }
+    }
+    /* float: a + alpha * b on literal values */
+    double av[] = {1, 2, 3}, bv[] = {10, 20, 30}, w[] = {-4, -8, -12};
+    int64_t n = 3;
+    jag_tensor *x = t_from(av, &n, 1, JAG_FLOAT64), *z = t_from(bv, &n, 1, JAG_FLOAT64), *y = NULL;
+    CHECK_OK(jag_add(x, z, -0.5, &y));
+    if (y) check_values("add alpha -0.5", y, JAG_FLOAT64, w, 3, 0);
+    jag_release(y);
+    jag_release(x);
+    jag_release(z);
+}
+
+/* Runs op on two 1-D literal tensors (dtypes da, db) and checks each result. */
+static void check_binary_values(const char *what, binary_fn fn, jag_dtype da, const double *a, jag_dtype db,
+                                const double *b, int n, jag_dtype want_dtype, const double *want) {
+    int64_t len = n;
+    jag_tensor *x = t_from(a, &len, 1, da), *z = t_from(b, &len, 1, db), *y = NULL;
+    CHECK_OK(fn(x, z, &y));
+    if (y) check_values(what, y, want_dtype, want, n, want_dtype == JAG_FLOAT32 ? 1e-6 : 1e-14);
+    jag_release(y);
+    jag_release(x);
+    jag_release(z);
+}
+
+static void check_scalar_values(const char *what, scalar_fn fn, jag_dtype da, const double *a, double s, int n,
+                                jag_dtype want_dtype, const double *want) {
+    int64_t len = n;
+    jag_tensor *x = t_from(a, &len, 1, da), *y = NULL;
+    CHECK_OK(fn(x, s, &y));
+    if (y) check_values(what, y, want_dtype, want, n, want_dtype == JAG_FLOAT32 ? 1e-6 : 1e-14);
+    jag_release(y);
+    jag_release(x);
+}
+
+static void test_binary_hand_values(void) {
+    TEST_BEGIN();
+    const double inf = INFINITY, nan = NAN;
+    const jag_dtype F32 = JAG_FLOAT32, F64 = JAG_FLOAT64, I32 = JAG_INT32, I64 = JAG_INT64, B = JAG_BOOL;
+    {
+        double a[] = {1, 2, inf, nan, -0.0}, b[] = {10, -20, -inf, 1, 0}, w[] = {11, -18, nan, nan, 0};
+        check_binary_values("add f32", add1, F32, a, F32, b, 5, F32, w);
+        check_binary_values("add f64", add1, F64, a, F64, b, 5, F64, w);
+        double ib[] = {10, -20, 0, 1, 0}, wi[] = {11, -18, inf, nan, 0};
+        check_binary_values("add f32+i32", add1, F32, a, I32, ib, 5, F32, wi);
+    }
+    {
+        double a[] = {1, 0, 1, 0}, b[] = {1, 1, 0, 0}, or_[] = {1, 1, 1, 0}, and_[] = {1, 0, 0, 0};
+        check_binary_values("add bool", add1, B, a, B, b, 4, B, or_);
+        check_binary_values("mul bool", jag_mul, B, a, B, b, 4, B, and_);
+        check_binary_values("maximum bool", jag_maximum, B, a, B, b, 4, B, or_);
+        check_binary_values("minimum bool", jag_minimum, B, a, B, b, 4, B, and_);
+        double sum[] = {2, 1, 1, 0};
+        check_binary_values("add bool+i32", add1, B, a, I32, b, 4, I32, sum);
+        double plus3[] = {4, 3, 4, 3};
+        check_scalar_values("add_scalar bool 3", jag_add_scalar, B, a, 3, 4, I64, plus3);
+    }
+    {
+        double a[] = {5, -5, 0.5}, b[] = {7, -7, 0.25}, w[] = {-2, 2, 0.25};
+        check_binary_values("sub f64", jag_sub, F64, a, F64, b, 3, F64, w);
+        double ai[] = {5, -5, 0}, bi[] = {7, -7, 3}, wi[] = {-2, 2, -3};
+        check_binary_values("sub i32", jag_sub, I32, ai, I32, bi, 3, I32, wi);
+        check_binary_values("sub i64-i32", jag_sub, I64, ai, I32, bi, 3, I64, wi);
+    }
+    {
+        double a[] = {3, -2, 0, inf, nan}, b[] = {4, 0.5, inf, -2, 0}, w[] = {12, -1, nan, -inf, nan};
+        check_binary_values("mul f32", jag_mul, F32, a, F32, b, 5, F32, w);
+        check_binary_values("mul f64", jag_mul, F64, a, F64, b, 5, F64, w);
+    }
+    {
+        /* true division, integers give float32 */
+        double a[] = {7, -1, 1, 0, -7}, b[] = {2, 0, 0, 0, 2}, w[] = {3.5, -inf, inf, nan, -3.5};
+        check_binary_values("div i32", jag_div, I32, a, I32, b, 5, F32, w);
+        check_binary_values("div i64", jag_div, I64, a, I64, b, 5, F32, w);
+        check_binary_values("div f64/i32", jag_div, F64, a, I32, b, 5, F64, w);
+        double bb[] = {1, 1, 0, 0, 1}, wb[] = {1, 0, nan, nan, 1}, ab[] = {1, 0, 0, 0, 1};
+        check_binary_values("div bool", jag_div, B, ab, B, bb, 5, F32, wb);
+        double w2[] = {3.5, -0.5, 0.5, 0, -3.5};
+        check_scalar_values("div_scalar i32 2", jag_div_scalar, I32, a, 2, 5, F32, w2);
+    }
+    {
+        double a[] = {2, 2, 1, -1, -1, 0, 3, -2, 0}, b[] = {10, -1, -5, -3, -2, -1, 0, 3, 0};
+        double w[] = {1024, 0, 1, -1, 1, 0, 1, -8, 1};
+        check_binary_values("pow i32", jag_pow, I32, a, I32, b, 9, I32, w);
+        check_binary_values("pow i64", jag_pow, I64, a, I64, b, 9, I64, w);
+        double wf[] = {1024, 0.5, 1, -1, 1, inf, 1, -8, 1};
+        check_binary_values("pow f64", jag_pow, F64, a, F64, b, 9, F64, wf);
+        check_binary_values("pow f32", jag_pow, F32, a, F32, b, 9, F32, wf);
+        double fa[] = {2, -8, 4, nan, 1}, fb[] = {0.5, 1.0 / 3, -0.5, 0, nan}, fw[] = {1.4142135623730951, nan, 0.5, 1, 1};
+        check_binary_values("pow f64 fractional", jag_pow, F64, fa, F64, fb, 5, F64, fw);
+        double ia[] = {3, 4}, iw[] = {15.588457268119896, 32};
+        check_scalar_values("pow_scalar i32 2.5", jag_pow_scalar, I32, ia, 2.5, 2, F32, iw);
+        double sa[] = {-3, 1.5, nan, -inf}, sw[] = {9, 2.25, nan, inf};
+        check_scalar_values("pow_scalar f32 2", jag_pow_scalar, F32, sa, 2, 4, F32, sw);
+        check_scalar_values("pow_scalar f64 2", jag_pow_scalar, F64, sa, 2, 4, F64, sw);
+        double sq[] = {9, 16};
+        check_scalar_values("pow_scalar i64 2", jag_pow_scalar, I64, ia, 2, 2, I64, sq);
+        double bw[] = {1, 0};
+        double bv[] = {1, 0};
+        check_scalar_values("pow_scalar bool 3", jag_pow_scalar, B, bv, 3, 2, I64, bw);
+    }
+    {
+        double a[] = {1, nan, 2, -0.5, inf, nan}, b[] = {nan, 1, 3, -1, 5, nan};
+        double mx[] = {nan, nan, 3, -0.5, inf, nan}, mn[] = {nan, nan, 2, -1, 5, nan};
+        check_binary_values("maximum f32", jag_maximum, F32, a, F32, b, 6, F32, mx);
+        check_binary_values("maximum f64", jag_maximum, F64, a, F64, b, 6, F64, mx);
+        check_binary_values("minimum f32", jag_minimum, F32, a, F32, b, 6, F32, mn);
+        check_binary_values("minimum f64", jag_minimum, F64, a, F64, b, 6, F64, mn);
+        double ia[] = {1, -4, 7}, ib[] = {2, -5, 7}, imx[] = {2, -4, 7}, imn[] = {1, -5, 7};
+        check_binary_values("maximum i64", jag_maximum, I64, ia, I64, ib, 3, I64, imx);
+        check_binary_values("minimum i32", jag_minimum, I32, ia, I32, ib, 3, I32, imn);
+        double smx[] = {nan, nan, nan, nan, nan, nan};
+        check_scalar_values("maximum_scalar nan", jag_maximum_scalar, F32, a, nan, 6, F32, smx);
+    }
+    {
+        double a[] = {1, nan, 2, 3, -inf}, b[] = {1, nan, 3, 2, -inf};
+        double eq[] = {1, 0, 0, 0, 1}, ne[] = {0, 1, 1, 1, 0}, lt[] = {0, 0, 1, 0, 0}, le[] = {1, 0, 1, 0, 1},
+               gt[] = {0, 0, 0, 1, 0}, ge[] = {1, 0, 0, 1, 1};
+        check_binary_values("eq", jag_eq, F32, a, F64, b, 5, B, eq);
+        check_binary_values("ne", jag_ne, F32, a, F64, b, 5, B, ne);
+        check_binary_values("lt", jag_lt, F64, a, F64, b, 5, B, lt);
+        check_binary_values("le", jag_le, F64, a, F32, b, 5, B, le);
+        check_binary_values("gt", jag_gt, F32, a, F32, b, 5, B, gt);
+        check_binary_values("ge", jag_ge, F64, a, F64, b, 5, B, ge);
+        /* int32 vs float32 compares in float32 (torch): 16777217 rounds to 16777216 */
+        double ia[] = {16777217}, fb[] = {16777216}, one[] = {1};
+        check_binary_values("eq i32 f32", jag_eq, I32, ia, F32, fb, 1, B, one);
+        /* against scalars: a float32 tensor compares in float32 (0.1 rounds
+         * alike); an int tensor against a non-integral or out-of-range
+         * scalar compares in float64, exactly */
+        double f[] = {0.1}, is[] = {2, 3, 16777217};
+        check_scalar_values("eq_scalar f32 0.1", jag_eq_scalar, F32, f, 0.1, 1, B, one);
+        double lt25[] = {1, 0, 0}, gt_half[] = {1, 1, 1}, lt_big[] = {1, 1, 1};
+        check_scalar_values("lt_scalar i32 2.5", jag_lt_scalar, I32, is, 2.5, 3, B, lt25);
+        check_scalar_values("gt_scalar i32 16777216.5", jag_gt_scalar, I32, is + 2, 16777216.5, 1, B, gt_half);
+        check_scalar_values("lt_scalar i32 3e9", jag_lt_scalar, I32, is, 3e9, 3, B, lt_big);
+        double bv[] = {1, 0}, eq1[] = {1, 0};
+        check_scalar_values("eq_scalar bool 1", jag_eq_scalar, B, bv, 1, 2, B, eq1);
+    }
+}
+
+/* Integer add/sub/mul/pow wrap around as torch does, with no UB. */
+static void test_binary_integer_wrap(void) {
+    TEST_BEGIN();
+    int64_t n = 2;
+    int32_t a32[] = {INT32_MAX, INT32_MIN}, b32[] = {1, 65536};
+    jag_tensor *x = NULL, *z = NULL, *y = NULL;
+    CHECK_OK(jag_from_data(a32, &n, 1, JAG_INT32, &x));
+    CHECK_OK(jag_from_data(b32, &n, 1, JAG_INT32, &z));
+    CHECK_OK(jag_add(x, z, 1, &y));
+    if (y) CHECK(((int32_t *)jag_data(y))[0] == INT32_MIN && ((int32_t *)jag_data(y))[1] == INT32_MIN + 65536);
+    jag_release(y), y = NULL;
+    CHECK_OK(jag_add(x, z, 2, &y)); /* INT32_MAX + 2 wraps; INT32_MIN + 131072 */
+    if (y) CHECK(((int32_t *)jag_data(y))[0] == INT32_MIN + 1 && ((int32_t *)jag_data(y))[1] == INT32_MIN + 131072);
+    jag_release(y), y = NULL;
+    CHECK_OK(jag_sub(z, x, &y)); /* 1 - INT32_MAX; 65536 - INT32_MIN wraps */
+    if (y) CHECK(((int32_t *)jag_data(y))[0] == 1 - INT32_MAX && ((int32_t *)jag_data(y))[1] == INT32_MIN + 65536);
+    jag_release(y), y = NULL;
+    CHECK_OK(jag_mul(x, z, &y)); /* INT32_MAX * 1; INT32_MIN * 65536 = 0 mod 2^32 */
+    if (y) CHECK(((int32_t *)jag_data(y))[0] == INT32_MAX && ((int32_t *)jag_data(y))[1] == 0);
+    jag_release(y), y = NULL;
+    CHECK_OK(jag_add_scalar(x, 1, &y));
+    if (y) CHECK(((int32_t *)jag_data(y))[0] == INT32_MIN && ((int32_t *)jag_data(y))[1] == INT32_MIN + 1);
+    jag_release(y), y = NULL;
+    CHECK_OK(jag_pow_scalar(z, 3, &y)); /* 1; 65536^3 = 2^48 = 0 mod 2^32 */
+    if (y) CHECK(((int32_t *)jag_data(y))[0] == 1 && ((int32_t *)jag_data(y))[1] == 0);
+    jag_release(y), y = NULL;
+    jag_release(x);
+    jag_release(z);
+
+    int64_t a64[] = {INT64_MAX, INT64_MIN}, b64[] = {1, 3};
+    CHECK_OK(jag_from_data(a64, &n, 1, JAG_INT64, &x));
+    CHECK_OK(jag_from_data(b64, &n, 1, JAG_INT64, &z));
+    CHECK_OK(jag_add(x, z, 1, &y));
+    if (y) CHECK(((int64_t *)jag_data(y))[0] == INT64_MIN && ((int64_t *)jag_data(y))[1] == INT64_MIN + 3);
+    jag_release(y), y = NULL;
+    CHECK_OK(jag_sub(x, z, &y)); /* INT64_MIN - 3 wraps to INT64_MAX - 2 */
+    if (y) CHECK(((int64_t *)jag_data(y))[0] == INT64_MAX - 1 && ((int64_t *)jag_data(y))[1] == INT64_MAX - 2);
+    jag_release(y), y = NULL;
+    CHECK_OK(jag_mul(x, z, &y)); /* INT64_MAX * 1; INT64_MIN * 3 = INT64_MIN mod 2^64 */
+    if (y) CHECK(((int64_t *)jag_data(y))[0] == INT64_MAX && ((int64_t *)jag_data(y))[1] == INT64_MIN);
+    jag_release(y), y = NULL;
+    CHECK_OK(jag_pow(z, z, &y)); /* 1^1; 3^3 */
+    if (y) CHECK(((int64_t *)jag_data(y))[0] == 1 && ((int64_t *)jag_data(y))[1] == 27);
+    jag_release(y), y = NULL;
+    CHECK_OK(jag_pow_scalar(x, 2, &y)); /* INT64_MAX^2 = 1, INT64_MIN^2 = 0 (mod 2^64) */
+    if (y) CHECK(((int64_t *)jag_data(y))[0] == 1 && ((int64_t *)jag_data(y))[1] == 0);
+    jag_release(y);
+    jag_release(x);
+    jag_release(z);
+}
+
+/* ---- where -------------------------------------------------------------------------- */
+
+static void test_where(void) {
+    TEST_BEGIN();
+    /* literal values, int32 with float32 -> float32 */
+    double c[] = {1, 0, 1}, av[] = {1, 2, 3}, bv[] = {10.5, 20.5, 30.5}, w[] = {1, 20.5, 3};
+    int64_t n = 3;
+    jag_tensor *cond = t_from(c, &n, 1, JAG_BOOL), *a = t_from(av, &n, 1, JAG_INT32), *b = t_from(bv, &n, 1, JAG_FLOAT32);
+    jag_tensor *y = NULL;
+    CHECK_OK(jag_where(cond, a, b, &y));
+    if (y) check_values("where", y, JAG_FLOAT32, w, 3, 0);
+    jag_release(y), y = NULL;
+    /* a 0-d b broadcast */
+    jag_tensor *zero = NULL;
+    CHECK_OK(jag_zeros(NULL, 0, JAG_INT64, &zero));
+    double w2[] = {1, 0, 3};
+    CHECK_OK(jag_where(cond, a, zero, &y));
+    if (y) check_values("where 0-d b", y, JAG_INT64, w2, 3, 0);
+    jag_release(y), y = NULL;
+    jag_release(zero);
+    jag_release(cond), jag_release(a), jag_release(b);
+
+    /* every dtype of a/b over layouts and a three-way broadcast */
+    int64_t sc[] = {3, 1, 1}, sa[] = {2, 1}, sb[] = {4};
+    for (int i = 0; i < N_DTYPES; i++) {
+        for (int j = 0; j < N_DTYPES; j++) {
+            jag_dtype da = all_dtypes[i], db = all_dtypes[j];
+            char what[96];
+            cond = t_rand(sc, 3, JAG_BOOL, 0, 1, 10 + i);
+            a = t_rand(sa, 2, da, -5, 5, 20 + i * 5 + j);
+            b = t_rand(sb, 1, db, -5, 5, 30 + i * 5 + j);
+            jag_value args[3] = {jag__v_tensor(cond), jag__v_tensor(a), jag__v_tensor(b)};
+            jag_tensor *r = NULL;
+            CHECK_OK(jag_where(cond, a, b, &y));
+            CHECK_OK(jag__ref_binary(JAG_OP_where, args, 3, &r));
+            snprintf(what, sizeof what, "%s/%s (3,1,1),(2,1),(4)", jag_dtype_name(da), jag_dtype_name(db));
+            if (y && r) {
+                CHECK(jag_ndim(y) == 3 && jag_size(y, 0) == 3 && jag_size(y, 1) == 2 && jag_size(y, 2) == 4);
+                CHECK(jag_tensor_dtype(y) == jag_promote_types(da, db));
+                check_against_ref(y, r, a, "where", what);
+            }
+            jag_release(y), y = NULL;
+            jag_release(r);
+            jag_release(cond), jag_release(a), jag_release(b);
+        }
+        jag_dtype dt = all_dtypes[i];
+        for (int l = 0; l < L_COUNT; l++) {
+            if (l >= L_LARGE && dt != JAG_FLOAT32) continue;
+            cond = make_layout(l, JAG_BOOL, 0, 1, 50 + l, false);
+            a = make_layout(l == L_EXPANDED ? L_CONTIG : l, dt, -5, 5, 60 + l, false);
+            b = make_layout(l >= L_LARGE ? L_LARGE : l == L_EXPANDED ? L_NONCONTIG : l, dt, -5, 5, 70 + l, false);
+            jag_value args[3] = {jag__v_tensor(cond), jag__v_tensor(a), jag__v_tensor(b)};
+            jag_tensor *r = NULL;
+            char what[96];
+            snprintf(what, sizeof what, "%s %s", jag_dtype_name(dt), layout_names[l]);
+            CHECK_OK(jag_where(cond, a, b, &y));
+            CHECK_OK(jag__ref_binary(JAG_OP_where, args, 3, &r));
+            if (y && r) check_against_ref(y, r, a, "where", what);
+            jag_release(y), y = NULL;
+            jag_release(r);
+            jag_release(cond), jag_release(a), jag_release(b);
+        }
+    }
+}
+
+/* ---- shapes ------------------------------------------------------------------------- */
+
+static void test_broadcast_shapes(void) {
+    TEST_BEGIN();
+    struct { int64_t a[3]; int na; int64_t b[3]; int nb; int64_t want[3]; int nw; } cases[] = {
+        {{3, 1, 4}, 3, {2, 1}, 2, {3, 2, 4}, 3},
+        {{5}, 1, {0}, 0, {5}, 1},
+        {{0}, 0, {0}, 0, {0}, 0},
+        {{0, 4}, 2, {4}, 1, {0, 4}, 2},
+        {{2, 1}, 2, {1, 0}, 2, {2, 0}, 2},
+        {{1, 1, 1}, 3, {1}, 1, {1, 1, 1}, 3},
+        {{6, 1}, 2, {1, 7}, 2, {6, 7}, 2},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        jag_tensor *x = NULL, *z = NULL, *y = NULL;
+        CHECK_OK(jag_ones(cases[k].a, cases[k].na, JAG_FLOAT32, &x));
+        CHECK_OK(jag_ones(cases[k].b, cases[k].nb, JAG_INT32, &z));
+        CHECK_OK(jag_mul(x, z, &y));
+        if (y) {
+            bool ok = jag_ndim(y) == cases[k].nw;
+            for (int d = 0; ok && d < cases[k].nw; d++) ok = jag_size(y, d) == cases[k].want[d];
+            CHECK_MSG(ok, "case %zu: wrong broadcast shape", k);
+            for (int64_t i = 0; i < jag_numel(y); i++) CHECK(t_get(y, i) == 1);
+        }
+        jag_release(y);
+        jag_release(x);
+        jag_release(z);
+    }
+}
+
+/* Scalar dtype rules, each written out. */
+static void test_scalar_dtypes(void) {
+    TEST_BEGIN();
+    struct { jag_dtype in; double s; scalar_fn fn; jag_dtype want; } cases[] = {
+        {JAG_FLOAT32, 2.5, jag_add_scalar, JAG_FLOAT32},   {JAG_FLOAT64, 2, jag_mul_scalar, JAG_FLOAT64},
+        {JAG_INT32, 2, jag_add_scalar, JAG_INT32},         {JAG_INT32, 2.5, jag_add_scalar, JAG_FLOAT32},
+        {JAG_INT64, -7, jag_sub_scalar, JAG_INT64},        {JAG_INT64, 0.5, jag_mul_scalar, JAG_FLOAT32},
+        {JAG_BOOL, 2, jag_add_scalar, JAG_INT64},          {JAG_BOOL, 0.5, jag_mul_scalar, JAG_FLOAT32},
+        {JAG_INT32, INFINITY, jag_add_scalar, JAG_FLOAT32}, {JAG_INT64, NAN, jag_maximum_scalar, JAG_FLOAT32},
+        {JAG_INT32, 2, jag_div_scalar, JAG_FLOAT32},       {JAG_FLOAT64, 2, jag_div_scalar, JAG_FLOAT64},
+        {JAG_BOOL, 1, jag_div_scalar, JAG_FLOAT32},        {JAG_INT32, 2, jag_pow_scalar, JAG_INT32},
+        {JAG_INT32, 0.5, jag_pow_scalar, JAG_FLOAT32},     {JAG_INT64, 1.5, jag_lt_scalar, JAG_BOOL},
+        {JAG_FLOAT32, 1, jag_eq_scalar, JAG_BOOL},         {JAG_INT32, 2147483647.0, jag_add_scalar, JAG_INT32},
+    };
+    int64_t sizes[] = {2};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        jag_tensor *x = NULL, *y = NULL;
+        CHECK_OK(jag_ones(sizes, 1, cases[k].in, &x));
+        CHECK_OK(cases[k].fn(x, cases[k].s, &y));
+        CHECK_MSG(y && jag_tensor_dtype(y) == cases[k].want, "case %zu: %s with %g -> %s, expected %s", k,
+                  jag_dtype_name(cases[k].in), cases[k].s, y ? jag_dtype_name(jag_tensor_dtype(y)) : "error",
+                  jag_dtype_name(cases[k].want));
+        jag_release(y);
+        jag_release(x);
+    }
+}
+
+/* 0-d with 0-d gives 0-d; empty inputs give empty outputs of the right
+ * shape and dtype. */
+static void test_zero_dim_and_empty(void) {
+    TEST_BEGIN();
+    jag_tensor *a = NULL, *b = NULL, *y = NULL;
+    CHECK_OK(jag_full(NULL, 0, 3, JAG_INT32, &a));
+    CHECK_OK(jag_full(NULL, 0, 0.5, JAG_FLOAT64, &b));
+    CHECK_OK(jag_mul(a, b, &y));
+    double v = 0;
+    if (y) {
+        CHECK(jag_ndim(y) == 0 && jag_tensor_dtype(y) == JAG_FLOAT64);
+        CHECK_OK(jag_item(y, &v));
+        CHECK(v == 1.5);
+    }
+    jag_release(y), y = NULL;
+    CHECK_OK(jag_exp(a, &y));
+    if (y) {
+        CHECK(jag_ndim(y) == 0 && jag_tensor_dtype(y) == JAG_FLOAT32);
+        CHECK_OK(jag_item(y, &v));
+        CHECK_CLOSE(v, 20.085536923187668, 2e-5);
+    }
+    jag_release(y), y = NULL;
+    jag_release(a), jag_release(b);
+
+    int64_t e[] = {0, 3}, row[] = {3};
+    CHECK_OK(jag_zeros(e, 2, JAG_INT32, &a));
+    CHECK_OK(jag_ones(row, 1, JAG_FLOAT32, &b));
+    CHECK_OK(jag_add(a, b, 1, &y));
+    if (y) CHECK(jag_ndim(y) == 2 && jag_size(y, 0) == 0 && jag_size(y, 1) == 3 && jag_tensor_dtype(y) == JAG_FLOAT32);
+    jag_release(y), y = NULL;
+    CHECK_OK(jag_lt(b, a, &y));
+    if (y) CHECK(jag_numel(y) == 0 && jag_tensor_dtype(y) == JAG_BOOL);
+    jag_release(y), y = NULL;
+    CHECK_OK(jag_sigmoid(a, &y));
+    if (y) CHECK(jag_numel(y) == 0 && jag_tensor_dtype(y) == JAG_FLOAT32);
+    jag_release(y), y = NULL;
+    jag_release(a), jag_release(b);
+}
+
+/* Inputs are never written. */
+static void test_inputs_untouched(void) {
+    TEST_BEGIN();
+    int64_t s[] = {4, 5};
+    jag_tensor *a = t_rand(s, 2, JAG_FLOAT32, -3, 3, 1), *b = t_rand(s, 2, JAG_INT32, -3, 3, 2);
+    jag_tensor *a0 = NULL, *b0 = NULL, *y = NULL;
+    CHECK_OK(jag_clone(a, &a0));
+    CHECK_OK(jag_clone(b, &b0));
+    CHECK_OK(jag_add(a, b, 2, &y));
+    jag_release(y), y = NULL;
+    CHECK_OK(jag_gelu(b, &y));
+    jag_release(y), y = NULL;
+    CHECK(t_allclose(a, a0, 0, 0) && t_allclose(b, b0, 0, 0));
+    jag_release(a), jag_release(b), jag_release(a0), jag_release(b0);
+}
+
+/* ---- errors ------------------------------------------------------------------------------ */
+
+static void test_errors(void) {
+    TEST_BEGIN();
+    int64_t s3[] = {3}, s4[] = {4}, s23[] = {2, 3};
+    jag_tensor *a = NULL, *b = NULL, *c = NULL, *bi = NULL, *y = NULL;
+    CHECK_OK(jag_ones(s3, 1, JAG_FLOAT32, &a));
+    CHECK_OK(jag_ones(s4, 1, JAG_FLOAT32, &b));
+    CHECK_OK(jag_ones(s23, 2, JAG_BOOL, &c));
+    CHECK_OK(jag_ones(s3, 1, JAG_INT32, &bi));
+
+    /* shapes that do not broadcast: both shapes named */
+    CHECK_ERR(jag_add(a, b, 1, &y), JAG_ESHAPE, "jag_add");
+    CHECK_ERR(jag_add(a, b, 1, &y), JAG_ESHAPE, "[3] and [4]");
+    CHECK(y == NULL);
+    for (int o = 0; o < N_BINARY; o++) {
+        CHECK_ERR(binary_ops[o].fn(b, a, &y), JAG_ESHAPE, "[4] and [3]");
+        CHECK(y == NULL);
+    }
+    CHECK_ERR(jag_where(c, a, b, &y), JAG_ESHAPE, "'cond' [2, 3], 'a' [3] and 'b' [4]");
+    CHECK(y == NULL);
+    CHECK_ERR(jag_where(c, b, b, &y), JAG_ESHAPE, "do not broadcast");
+    CHECK(y == NULL);
+
+    /* where's cond must be bool */
+    CHECK_ERR(jag_where(bi, a, a, &y), JAG_EDTYPE, "argument 'cond' is int32, expected bool");
+    CHECK(y == NULL);
+
+    /* NULL arguments */
+    CHECK_ERR(jag_neg(NULL, &y), JAG_EINVAL, "argument 'x' is NULL");
+    CHECK_ERR(jag_exp(NULL, &y), JAG_EINVAL, "argument 'x' is NULL");
+    CHECK_ERR(jag_add(NULL, a, 1, &y), JAG_EINVAL, "argument 'a' is NULL");
+    CHECK_ERR(jag_add(a, NULL, 1, &y), JAG_EINVAL, "argument 'b' is NULL");
+    CHECK_ERR(jag_div(a, NULL, &y), JAG_EINVAL, "argument 'b' is NULL");
+    CHECK_ERR(jag_eq(NULL, a, &y), JAG_EINVAL, "argument 'a' is NULL");
+    CHECK_ERR(jag_mul_scalar(NULL, 2, &y), JAG_EINVAL, "argument 'a' is NULL");
+    CHECK_ERR(jag_where(NULL, a, a, &y), JAG_EINVAL, "argument 'cond' is NULL");
+    CHECK_ERR(jag_where(c, NULL, a, &y), JAG_EINVAL, "argument 'a' is NULL");
+    CHECK_ERR(jag_where(c, a, NULL, &y), JAG_EINVAL, "argument 'b' is NULL");
+    CHECK(y == NULL);
+    CHECK_ERR(jag_sin(a, NULL), JAG_EINVAL, "argument 'out' is NULL");
+    CHECK_ERR(jag_add(a, a, 1, NULL), JAG_EINVAL, "argument 'out' is NULL");
+    CHECK_ERR(jag_where(c, a, a, NULL), JAG_EINVAL, "argument 'out' is NULL");
+
+    /* bool where torch refuses it */
+    CHECK_ERR(jag_neg(c, &y), JAG_EDTYPE, "jag_neg: argument 'x' is bool");
+    CHECK_ERR(jag_relu(c, &y), JAG_EDTYPE, "jag_relu: argument 'x' is bool");
+    CHECK_ERR(jag_sub(c, c, &y), JAG_EDTYPE, "jag_sub: argument 'a' is bool");
+    jag_tensor *cb = NULL;
+    CHECK_OK(jag_ones(s3, 1, JAG_BOOL, &cb));
+    CHECK_ERR(jag_sub(a, cb, &y), JAG_EDTYPE, "argument 'b' is bool");
+    CHECK_ERR(jag_sub_scalar(cb, 1, &y), JAG_EDTYPE, "argument 'a' is bool");
+    CHECK_ERR(jag_pow(cb, cb, &y), JAG_EDTYPE, "jag_pow");
+    CHECK(y == NULL);
+
+    /* alpha must be integral for integer results; integral scalars must fit */
+    CHECK_ERR(jag_add(bi, bi, 0.5, &y), JAG_EINVAL, "argument 'alpha' is 0.5");
+    CHECK_ERR(jag_add(cb, cb, 1.5, &y), JAG_EINVAL, "argument 'alpha'");
+    CHECK_ERR(jag_add(bi, bi, 3e9, &y), JAG_EINVAL, "argument 'alpha'");
+    CHECK_ERR(jag_add_scalar(bi, 3e9, &y), JAG_EINVAL, "argument 'b' is 3000000000, outside the range of int32");
+    CHECK_ERR(jag_mul_scalar(cb, 1e19, &y), JAG_EINVAL, "outside the range of int64");
+    CHECK(y == NULL);
+    /* ... while floats take any alpha and comparisons any scalar */
+    CHECK_OK(jag_add(a, a, 0.5, &y));
+    jag_release(y), y = NULL;
+    CHECK_OK(jag_eq_scalar(bi, 3e9, &y));
+    jag_release(y), y = NULL;
+
+    jag_release(a), jag_release(b), jag_release(c), jag_release(bi), jag_release(cb);
+}
+
+/* ---- parallel path ----------------------------------------------------------------------- */
+
+/* Well above JAG_PARALLEL_GRAIN, in shapes that split by rows (many rows)
+ * and by columns (one long row). */
+static void test_parallel_paths(void) {
+    TEST_BEGIN();
+    int64_t rows[] = {1024, 100}, row[] = {1, 100}, col[] = {1024, 1}, flat[] = {200001};
+    jag_tensor *a = t_rand(rows, 2, JAG_FLOAT32, -4, 4, 1);
+    jag_tensor *r1 = t_rand(row, 2, JAG_FLOAT32, -4, 4, 2), *c1 = t_rand(col, 2, JAG_FLOAT64, -4, 4, 3);
+    jag_tensor *f = t_rand(flat, 1, JAG_FLOAT32, -4, 4, 4), *fi = t_rand(flat, 1, JAG_INT32, -100, 100, 5);
+    struct { const char *what; jag_op_id op; const jag_tensor *x; jag_value b; } cases[] = {
+        {"add rows+row", JAG_OP_add, a, jag__v_tensor(r1)},
+        {"mul rows*col f64", JAG_OP_mul, a, jag__v_tensor(c1)},
+        {"sub long row scalar", JAG_OP_sub, f, jag__v_double(0.25)},
+        {"maximum long f32 with i32", JAG_OP_maximum, f, jag__v_tensor(fi)},
+        {"lt long", JAG_OP_lt, fi, jag__v_tensor(f)},
+        {"div long ints", JAG_OP_div, fi, jag__v_double(7)},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        jag_value args[3] = {jag__v_tensor(cases[k].x), cases[k].b, jag__v_double(1.0)};
+        int nargs = cases[k].op == JAG_OP_add ? 3 : 2;
+        jag_tensor *y = NULL, *r = NULL;
+        CHECK_OK(jag__dispatch(cases[k].op, args, nargs, &y));
+        CHECK_OK(jag__ref_binary(cases[k].op, args, nargs, &r));
+        if (y && r) check_against_ref(y, r, cases[k].x, jag__ops[cases[k].op].name, cases[k].what);
+        jag_release(y);
+        jag_release(r);
+    }
+    jag_tensor *y = NULL, *r = NULL;
+    jag_value arg = jag__v_tensor(f);
+    CHECK_OK(jag_tanh(f, &y));
+    CHECK_OK(jag__ref_unary(JAG_OP_tanh, &arg, 1, &r));
+    if (y && r) check_against_ref(y, r, f, "tanh", "long row");
+    jag_release(y), jag_release(r);
+    jag_release(a), jag_release(r1), jag_release(c1), jag_release(f), jag_release(fi);
+}
+
+TEST_MAIN(test_unary_vs_reference, test_unary_hand_values, test_unary_integer_wrap, test_unary_dtypes,
+          test_binary_dtype_pairs, test_binary_layouts, test_binary_scalars, test_add_alpha, test_binary_hand_values,
+          test_binary_integer_wrap, test_where, test_broadcast_shapes, test_scalar_dtypes, test_zero_dim_and_empty,
+          test_inputs_untouched, test_errors, test_parallel_paths)
