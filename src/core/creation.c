@@ -108,10 +108,12 @@ jag_status jag_from_blob(void *data, const int64_t *sizes, const int64_t *stride
             if (strides[d] < 0)
                 return jag__error(JAG_EINVAL, "%s: argument 'strides' has %lld at dim %d, expected >= 0", op,
                                   (long long)strides[d], d);
-    jag_storage *s = malloc(sizeof *s);
+    jag_storage *s = jag__small_alloc(sizeof *s);
     if (!s) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
     atomic_init(&s->refcount, 1);
     s->data = data;
+    s->inline_data = false;
+    s->capacity = 0;
     s->nbytes = 0; /* unknown: the caller vouches for the strides */
     s->release = release;
     s->release_ctx = ctx;

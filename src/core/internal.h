@@ -21,10 +21,16 @@ typedef struct jag_storage {
     void *data;
     size_t nbytes;
     size_t capacity;  /* bytes actually allocated (owned storage) */
+    bool inline_data; /* data lives in the header's own small block */
     void (*release)(void *ctx, void *data); /* NULL: data was malloc'd by jag */
     void *release_ctx;
     bool borrowed;
 } jag_storage;
+
+/* Small objects from per-thread free lists (small_alloc.c): 64-byte aligned,
+ * uninitialised; free with the same size. */
+void *jag__small_alloc(size_t n);
+void jag__small_free(void *p, size_t n);
 
 /* A new owned storage of nbytes (zeroed when `zero`), or NULL (JAG_ENOMEM set,
  * message naming `op`). */
@@ -78,7 +84,7 @@ jag_tensor *jag__tensor_from_spec(const char *op, const jag_spec *spec, bool met
 jag_tensor *jag__tensor_view(const jag_tensor *x, const int64_t *sizes, const int64_t *strides,
                              int ndim, int64_t offset);
 
-/* Tensor headers alive now (for leak checks in tests). */
+/* Tensor headers made minus released by this thread (leak checks in tests). */
 long jag__live_tensors(void);
 
 /* A plain tensor with no data (shape inference, tracing). */

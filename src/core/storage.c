@@ -84,8 +84,29 @@ void jag_empty_cache(void) {
     pthread_mutex_unlock(&cache_lock);
 }
 
+/* Tiny tensors keep their bytes in the header's block: one allocation. */
+#define HEADER_BYTES ((sizeof(jag_storage) + JAG_ALIGN - 1) / JAG_ALIGN * JAG_ALIGN)
+#define INLINE_MAX ((size_t)1024 - HEADER_BYTES)
+
 jag_storage *jag__storage_new(size_t nbytes, bool zero, const char *op) {
-    jag_storage *s = malloc(sizeof *s);
+    if (nbytes <= INLINE_MAX) {
+        jag_storage *s = jag__small_alloc(HEADER_BYTES + nbytes);
+        if (!s) {
+            jag__error(JAG_ENOMEM, "%s: out of memory allocating %zu bytes", op, nbytes);
+            return NULL;
+        }
+        atomic_init(&s->refcount, 1);
+        s->data = (char *)s + HEADER_BYTES;
+        s->nbytes = nbytes;
+        s->capacity = nbytes;
+        s->inline_data = true;
+        s->release = NULL;
+        s->release_ctx = NULL;
+        s->borrowed = false;
+        if (zero) memset(s->data, 0, nbytes);
+        return s;
+    }
+    jag_storage *s = jag__small_alloc(sizeof *s);
     if (!s) {
         jag__error(JAG_ENOMEM, "%s: out of memory allocating a storage header", op);
         return NULL;
@@ -96,7 +117,7 @@ jag_storage *jag__storage_new(size_t nbytes, bool zero, const char *op) {
     void *data = rounded ? cache_take(rounded, &capacity) : NULL;
     if (!data && rounded) data = aligned_alloc(JAG_ALIGN, rounded);
     if (nbytes && !data) {
-        free(s);
+        jag__small_free(s, sizeof *s);
         jag__error(JAG_ENOMEM, "%s: out of memory allocating %zu bytes", op, nbytes);
         return NULL;
     }
@@ -105,6 +126,7 @@ jag_storage *jag__storage_new(size_t nbytes, bool zero, const char *op) {
     s->data = data;
     s->nbytes = nbytes;
     s->capacity = capacity;
+    s->inline_data = false;
     s->release = NULL;
     s->release_ctx = NULL;
     s->borrowed = false;
@@ -118,10 +140,14 @@ void jag__storage_retain(jag_storage *s) {
 void jag__storage_release(jag_storage *s) {
     if (!s) return;
     if (atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1) return;
+    if (s->inline_data) {
+        jag__small_free(s, HEADER_BYTES + s->nbytes);
+        return;
+    }
     if (s->borrowed) {
         if (s->release) s->release(s->release_ctx, s->data);
     } else if (s->data) {
         cache_give(s->data, s->capacity);
     }
-    free(s);
+    jag__small_free(s, sizeof *s);
 }

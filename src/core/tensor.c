@@ -1,21 +1,27 @@
 /* tensor.c — tensor headers: creation of headers, lifetime, metadata. */
 #include "internal.h"
 
-/* Live tensor headers, for leak checks in tests. */
-static atomic_long live_tensors;
-long jag__live_tensors(void) { return atomic_load(&live_tensors); }
+/* Tensor headers made minus released by this thread, for leak checks in
+ * tests. Per thread and plain (no atomic): ops never make or release tensors
+ * inside their worker threads, and a shared atomic counter cost more than the
+ * rest of a tiny op's bookkeeping. */
+static _Thread_local long live_tensors;
+long jag__live_tensors(void) { return live_tensors; }
 
 jag_tensor *jag__tensor_wrap(jag_storage *storage, jag_dtype dtype, const int64_t *sizes,
                              const int64_t *strides, int ndim, int64_t offset) {
     JAG_ASSERT(ndim >= 0 && ndim <= JAG_MAX_DIMS);
-    jag_tensor *t = calloc(1, sizeof *t);
+    jag_tensor *t = jag__small_alloc(sizeof *t);
     if (!t) {
         jag__error(JAG_ENOMEM, "jag: out of memory allocating a tensor header");
         return NULL;
     }
     atomic_init(&t->refcount, 1);
     atomic_init(&t->ragged_id, -1);
-    atomic_fetch_add_explicit(&live_tensors, 1, memory_order_relaxed);
+    t->flags = 0;
+    t->subclass = NULL;
+    t->state = NULL;
+    live_tensors++;
     t->dtype = dtype;
     t->ndim = ndim;
     if (ndim) memcpy(t->sizes, sizes, (size_t)ndim * sizeof *sizes);
@@ -24,6 +30,7 @@ jag_tensor *jag__tensor_wrap(jag_storage *storage, jag_dtype dtype, const int64_
     } else {
         jag__contiguous_strides(sizes, ndim, t->strides);
     }
+    for (int d = ndim; d < JAG_MAX_DIMS; d++) t->sizes[d] = 0, t->strides[d] = 0;
     t->offset = offset;
     t->storage = storage;
     jag__storage_retain(storage);
@@ -63,8 +70,8 @@ void jag_release(jag_tensor *t) {
     if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
     jag__storage_release(t->storage);
     if (t->subclass) jag__subclass_destroy_state(t);
-    atomic_fetch_sub_explicit(&live_tensors, 1, memory_order_relaxed);
-    free(t);
+    live_tensors--;
+    jag__small_free(t, sizeof *t);
 }
 
 jag_dtype jag_tensor_dtype(const jag_tensor *t) { return t->dtype; }
