@@ -125,9 +125,9 @@ _Noreturn void jag__assert_fail(const char *cond, const char *file, int line);
 
 /* ---- shapes ------------------------------------------------------------- */
 
-/* Normalise a possibly negative dim against ndim (a 0-d tensor accepts 0 and
- * -1 when `allow_scalar`). Sets an error naming op/arg and returns
- * JAG_ERANGE when out of range. */
+/* Normalise a possibly negative dim against ndim (a 0-d tensor accepts 0
+ * and -1, as torch). Sets an error naming op/arg and returns JAG_ERANGE when
+ * out of range. */
 jag_status jag__wrap_dim(const char *op, const char *arg, int dim, int ndim, int *out);
 /* Check 0 <= ndim <= JAG_MAX_DIMS, sizes >= 0 and the element count fits
  * int64 and bytes fit size_t. */

@@ -22,47 +22,55 @@
     static void layer_row_##SUF(const T *x, T *y, const T *w, const T *b, int64_t D, double eps) { \
         double s[LANES] = {0}, q[LANES] = {0};                                 \
         int64_t i = 0;                                                         \
-        for (; i + LANES <= D; i += LANES)                                     \
+        for (; i + LANES <= D; i += LANES) {                                   \
+            _Pragma("omp simd")                                                \
             for (int j = 0; j < LANES; j++) s[j] += (double)x[i + j];          \
+        }                                                                      \
         for (int j = 0; i < D; i++, j++) s[j] += (double)x[i];                 \
         for (int h = LANES / 2; h > 0; h /= 2)                                 \
             for (int j = 0; j < h; j++) s[j] += s[j + h];                      \
         double mean = s[0] / (double)D;                                        \
-        for (i = 0; i + LANES <= D; i += LANES)                                \
+        for (i = 0; i + LANES <= D; i += LANES) {                              \
+            _Pragma("omp simd")                                                \
             for (int j = 0; j < LANES; j++) {                                  \
                 double d = (double)x[i + j] - mean;                            \
                 q[j] += d * d;                                                 \
             }                                                                  \
+        }                                                                      \
         for (int j = 0; i < D; i++, j++) {                                     \
             double d = (double)x[i] - mean;                                    \
             q[j] += d * d;                                                     \
         }                                                                      \
         for (int h = LANES / 2; h > 0; h /= 2)                                 \
             for (int j = 0; j < h; j++) q[j] += q[j + h];                      \
-        T mu = (T)mean, rstd = (T)(1.0 / sqrt(q[0] / (double)D + eps));        \
+        /* x - mean in float64: for offset data (|mean| >> std) a mean     \
+         * rounded to float32 would cost several digits */                   \
+        double rstd = 1.0 / sqrt(q[0] / (double)D + eps);                      \
         if (w && b)                                                            \
-            for (i = 0; i < D; i++) y[i] = (x[i] - mu) * rstd * w[i] + b[i];   \
+            for (i = 0; i < D; i++) y[i] = (T)(((double)x[i] - mean) * rstd * w[i] + b[i]); \
         else if (w)                                                            \
-            for (i = 0; i < D; i++) y[i] = (x[i] - mu) * rstd * w[i];          \
+            for (i = 0; i < D; i++) y[i] = (T)(((double)x[i] - mean) * rstd * w[i]); \
         else if (b)                                                            \
-            for (i = 0; i < D; i++) y[i] = (x[i] - mu) * rstd + b[i];          \
+            for (i = 0; i < D; i++) y[i] = (T)(((double)x[i] - mean) * rstd + b[i]); \
         else                                                                   \
-            for (i = 0; i < D; i++) y[i] = (x[i] - mu) * rstd;                 \
+            for (i = 0; i < D; i++) y[i] = (T)(((double)x[i] - mean) * rstd);  \
     }                                                                          \
     /* x, y are (D); w is (D) or NULL; x may equal y */                        \
     static void rms_row_##SUF(const T *x, T *y, const T *w, int64_t D, double eps) { \
         double q[LANES] = {0};                                                 \
         int64_t i = 0;                                                         \
-        for (; i + LANES <= D; i += LANES)                                     \
+        for (; i + LANES <= D; i += LANES) {                                   \
+            _Pragma("omp simd")                                                \
             for (int j = 0; j < LANES; j++) q[j] += (double)x[i + j] * (double)x[i + j]; \
+        }                                                                      \
         for (int j = 0; i < D; i++, j++) q[j] += (double)x[i] * (double)x[i]; \
         for (int h = LANES / 2; h > 0; h /= 2)                                 \
             for (int j = 0; j < h; j++) q[j] += q[j + h];                      \
-        T r = (T)(1.0 / sqrt(q[0] / (double)D + eps));                         \
+        double r = 1.0 / sqrt(q[0] / (double)D + eps);                         \
         if (w)                                                                 \
-            for (i = 0; i < D; i++) y[i] = x[i] * r * w[i];                    \
+            for (i = 0; i < D; i++) y[i] = (T)((double)x[i] * r * w[i]);       \
         else                                                                   \
-            for (i = 0; i < D; i++) y[i] = x[i] * r;                           \
+            for (i = 0; i < D; i++) y[i] = (T)((double)x[i] * r);              \
     }                                                                          \
     static void layer_run_##SUF(const T *x, T *y, const T *w, const T *b, int64_t N, int64_t D, double eps) { \
         _Pragma("omp parallel for schedule(static) if (N * D >= JAG_PARALLEL_GRAIN)") \
@@ -121,8 +129,8 @@ static jag_status parse(const char *op, const jag_value *args, int nargs, bool h
 /* layer_norm: y has x's shape and dtype. */
 jag_status jag__meta_layer_norm(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
     const jag_tensor *x, *w, *b;
-    int nd;
-    double eps;
+    int nd = 0;
+    double eps = 0;
     jag_status st = parse(op, args, nargs, true, &x, &nd, &w, &b, &eps);
     if (st == JAG_OK) jag__spec_set(&outs[0], x->dtype, x->sizes, x->ndim);
     return st;
@@ -131,8 +139,8 @@ jag_status jag__meta_layer_norm(const char *op, const jag_value *args, int nargs
 /* rms_norm: y has x's shape and dtype. */
 jag_status jag__meta_rms_norm(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
     const jag_tensor *x, *w, *b;
-    int nd;
-    double eps;
+    int nd = 0;
+    double eps = 0;
     jag_status st = parse(op, args, nargs, false, &x, &nd, &w, &b, &eps);
     if (st == JAG_OK) jag__spec_set(&outs[0], x->dtype, x->sizes, x->ndim);
     return st;
@@ -158,8 +166,8 @@ static jag_status affine_data(const char *op, const jag_tensor *t, jag_tensor **
 
 static jag_status norm_cpu(const char *op, const jag_value *args, int nargs, jag_tensor **outs, bool layer) {
     const jag_tensor *x, *w, *b;
-    int nd;
-    double eps;
+    int nd = 0;
+    double eps = 0;
     jag_status st = parse(op, args, nargs, layer, &x, &nd, &w, &b, &eps);
     if (st) return st;
     int64_t numel = jag_numel(x), D = jag__numel(x->sizes + (x->ndim - nd), nd);
@@ -216,8 +224,8 @@ static double ref_get(const jag_tensor *t, int64_t lin) {
 /* One row at a time, in double, two plain passes. */
 static jag_status ref_norm(const char *op, const jag_value *args, int nargs, jag_tensor **outs, bool layer) {
     const jag_tensor *x, *w, *b;
-    int nd;
-    double eps;
+    int nd = 0;
+    double eps = 0;
     jag_status st = parse(op, args, nargs, layer, &x, &nd, &w, &b, &eps);
     if (st) return st;
     int64_t numel = jag_numel(x), D = jag__numel(x->sizes + (x->ndim - nd), nd);

@@ -20,8 +20,10 @@
  *         depend on the thread count.
  *   COL   the innermost kept dim has stride 1 (e.g. sum over dim 0 of a
  *         contiguous (R, C), or over dim 1 of its transpose): out[c]
- *         accumulates row after row, vectorised over c, in blocks of
- *         COL_BLOCK columns that threads share out.
+ *         accumulates row after row, vectorised over c, in tiles of at most
+ *         COL_BLOCK columns that threads share out. Order-free ops fold four
+ *         rows per pass over the accumulators (a quarter of the traffic).
+ *         Float32 accumulates in float64.
  *   COPY  neither: x is copied, kept dims first, into a contiguous (N, R)
  *         buffer, which is reduced as ROW.
  *
@@ -39,7 +41,8 @@
 
 #define LANES 16        /* independent accumulators in a leaf */
 #define SEG 4096        /* elements in a leaf segment */
-#define COL_BLOCK 512   /* columns per COL-mode tile */
+#define COL_BLOCK 1024  /* most columns in a COL-mode tile */
+#define COL_MIN 128     /* fewest, when narrowing tiles to feed threads */
 #define MAX_NODES 256   /* parallel subtrees of one long row */
 
 /* A partial result of a contiguous range of a row. */
@@ -60,9 +63,10 @@ typedef struct red_kind {
     /* write output element o (of every output) from the row's partial;
      * count is the number of elements reduced (0: `empty` is passed) */
     void (*store)(char *const *outs, int64_t o, red_part v, int64_t count, const red_ctx *ctx);
-    /* COL mode: fold row r (w contiguous elements) into the accumulators
-     * (r == 0 initialises them), then write outputs o..o+w */
-    void (*col_add)(void *acc, const char *p, int64_t w, int64_t r);
+    /* COL mode: fold rows r0..r0+nrows (w contiguous elements each, rows
+     * rs bytes apart) into the accumulators (row 0 initialises them), then
+     * write outputs o..o+w */
+    void (*col_add)(void *acc, const char *p, int64_t rs, int64_t nrows, int64_t w, int64_t r0);
     void (*col_store)(char *const *outs, int64_t o, const void *acc, int64_t w, int64_t count,
                       const red_ctx *ctx);
     red_part empty; /* the result of reducing nothing */
@@ -113,20 +117,36 @@ static red_part comb_mul_i(red_part a, red_part b) { return PACK_I((uint64_t)a.i
         ACC acc[LANES];                                                        \
         for (int j = 0; j < LANES; j++) acc[j] = INIT;                         \
         int64_t i = 0;                                                         \
-        for (; i + LANES <= n; i += LANES)                                     \
+        for (; i + LANES <= n; i += LANES) {                                   \
+            _Pragma("omp simd")                                                \
             for (int j = 0; j < LANES; j++) acc[j] = OP(acc[j], TO_ACC(p[i + j])); \
+        }                                                                      \
         for (int j = 0; i < n; i++, j++) acc[j] = OP(acc[j], TO_ACC(p[i]));    \
         FOLD_LANES(acc, OP);                                                   \
         return PACK(acc[0]);                                                   \
     }                                                                          \
-    /* p is one row of (R, w); acc is (w) */                                   \
-    static void NAME##_col_##SUF(void *accv, const char *pc, int64_t w, int64_t r) { \
+    /* p is (nrows, w) with rows rs bytes apart; acc is (w) */                 \
+    static void NAME##_col_##SUF(void *accv, const char *pc, int64_t rs, int64_t nrows, int64_t w, \
+                                 int64_t r0) {                                 \
         ACC *restrict a = accv;                                                \
-        const T *restrict p = (const T *)pc;                                   \
-        if (r == 0)                                                            \
+        int64_t i = 0;                                                         \
+        if (r0 == 0) {                                                         \
+            const T *restrict p = (const T *)pc;                               \
             for (int64_t c = 0; c < w; c++) a[c] = TO_ACC(p[c]);               \
-        else                                                                   \
+            i = 1;                                                             \
+        }                                                                      \
+        for (; i + 4 <= nrows; i += 4) {                                       \
+            const T *restrict p0 = (const T *)(pc + i * rs);                   \
+            const T *restrict p1 = (const T *)(pc + (i + 1) * rs);             \
+            const T *restrict p2 = (const T *)(pc + (i + 2) * rs);             \
+            const T *restrict p3 = (const T *)(pc + (i + 3) * rs);             \
+            for (int64_t c = 0; c < w; c++)                                    \
+                a[c] = OP(a[c], OP(OP(TO_ACC(p0[c]), TO_ACC(p1[c])), OP(TO_ACC(p2[c]), TO_ACC(p3[c])))); \
+        }                                                                      \
+        for (; i < nrows; i++) {                                               \
+            const T *restrict p = (const T *)(pc + i * rs);                    \
             for (int64_t c = 0; c < w; c++) a[c] = OP(a[c], TO_ACC(p[c]));     \
+        }                                                                      \
     }
 
 DEF_ACCUM(sum, f32, float, double, F_ACC, OP_ADD, 0.0, PACK_F)
@@ -163,54 +183,118 @@ DEF_STORE_ACC(sum, i, int64_t, uint64_t, (uint64_t)GET_I, NO_DIVIDE)
 DEF_STORE_ACC(mean, f32, float, double, GET_F, MEAN_DIVIDE)
 DEF_STORE_ACC(mean, f64, double, double, GET_F, MEAN_DIVIDE)
 
-/* amax / amin and the extremum part of the index ops. A leaf finds the
- * extremum with LANES accumulators, then the first index holding it. */
+/* amax / amin (leaf: the extremum with LANES accumulators) and the index
+ * ops (ileaf: each lane also keeps the index of its first best element; a
+ * tie between lanes goes to the smaller index). */
 #define DEF_EXTREMUM(NAME, SUF, T, BETTER, IS_NAN, PACK, GET)                  \
     static red_part NAME##_leaf_##SUF(const char *pc, int64_t n, int64_t start) { \
+        (void)start;                                                           \
         const T *restrict p = (const T *)pc;                                   \
         T acc[LANES];                                                          \
         for (int j = 0; j < LANES; j++) acc[j] = p[0];                         \
         int64_t i = 0;                                                         \
-        for (; i + LANES <= n; i += LANES)                                     \
+        for (; i + LANES <= n; i += LANES) {                                   \
+            _Pragma("omp simd")                                                \
             for (int j = 0; j < LANES; j++) acc[j] = BETTER(p[i + j], acc[j]) ? p[i + j] : acc[j]; \
+        }                                                                      \
         for (; i < n; i++) acc[0] = BETTER(p[i], acc[0]) ? p[i] : acc[0];      \
         for (int w = LANES / 2; w > 0; w /= 2)                                 \
             for (int j = 0; j < w; j++) acc[j] = BETTER(acc[j + w], acc[j]) ? acc[j + w] : acc[j]; \
-        T m = acc[0];                                                          \
-        int64_t k = 0;                                                         \
-        if (IS_NAN(m))                                                         \
-            while (k < n - 1 && !IS_NAN(p[k])) k++;                            \
-        else                                                                   \
-            while (k < n - 1 && p[k] != m) k++;                                \
-        red_part r = PACK(p[k]);                                               \
-        r.i1 = start + k;                                                      \
+        return PACK(acc[0]);                                                   \
+    }                                                                          \
+    static red_part NAME##_ileaf_##SUF(const char *pc, int64_t n, int64_t start) { \
+        const T *restrict p = (const T *)pc;                                   \
+        T acc[LANES];                                                          \
+        int64_t ix[LANES];                                                     \
+        for (int j = 0; j < LANES; j++) acc[j] = p[0], ix[j] = 0;              \
+        int64_t i = 0;                                                         \
+        for (; i + LANES <= n; i += LANES) {                                   \
+            _Pragma("omp simd")                                                \
+            for (int j = 0; j < LANES; j++) {                                  \
+                T v = p[i + j];                                                \
+                bool b = BETTER(v, acc[j]);                                    \
+                acc[j] = b ? v : acc[j];                                       \
+                ix[j] = b ? i + j : ix[j];                                     \
+            }                                                                  \
+        }                                                                      \
+        for (; i < n; i++)                                                     \
+            if (BETTER(p[i], acc[0])) acc[0] = p[i], ix[0] = i;                \
+        int best = 0;                                                          \
+        for (int j = 1; j < LANES; j++)                                        \
+            if (BETTER(acc[j], acc[best]) || (!BETTER(acc[best], acc[j]) && ix[j] < ix[best])) best = j; \
+        red_part r = PACK(acc[best]);                                          \
+        r.i1 = start + ix[best];                                               \
         return r;                                                              \
     }                                                                          \
     static red_part NAME##_comb_##SUF(red_part a, red_part b) {               \
         return BETTER(GET(b), GET(a)) ? b : a;                                 \
     }                                                                          \
-    /* values only; acc is (w) of T */                                         \
-    static void NAME##_col_##SUF(void *accv, const char *pc, int64_t w, int64_t r) { \
+    /* values only; p is (nrows, w), rows rs bytes apart; acc is (w) of T */  \
+    static void NAME##_col_##SUF(void *accv, const char *pc, int64_t rs, int64_t nrows, int64_t w, \
+                                 int64_t r0) {                                 \
         T *restrict a = accv;                                                  \
-        const T *restrict p = (const T *)pc;                                   \
-        if (r == 0)                                                            \
-            for (int64_t c = 0; c < w; c++) a[c] = p[c];                       \
-        else                                                                   \
+        int64_t i = 0;                                                         \
+        if (r0 == 0) {                                                         \
+            memcpy(a, pc, (size_t)w * sizeof(T));                              \
+            i = 1;                                                             \
+        }                                                                      \
+        for (; i + 4 <= nrows; i += 4) {                                       \
+            const T *restrict p0 = (const T *)(pc + i * rs);                   \
+            const T *restrict p1 = (const T *)(pc + (i + 1) * rs);             \
+            const T *restrict p2 = (const T *)(pc + (i + 2) * rs);             \
+            const T *restrict p3 = (const T *)(pc + (i + 3) * rs);             \
+            for (int64_t c = 0; c < w; c++) {                                  \
+                T u = BETTER(p1[c], p0[c]) ? p1[c] : p0[c];                    \
+                T v = BETTER(p3[c], p2[c]) ? p3[c] : p2[c];                    \
+                u = BETTER(v, u) ? v : u;                                      \
+                a[c] = BETTER(u, a[c]) ? u : a[c];                             \
+            }                                                                  \
+        }                                                                      \
+        for (; i < nrows; i++) {                                               \
+            const T *restrict p = (const T *)(pc + i * rs);                    \
             for (int64_t c = 0; c < w; c++) a[c] = BETTER(p[c], a[c]) ? p[c] : a[c]; \
+        }                                                                      \
     }                                                                          \
-    /* values and indices; acc is (w) of T then, at COL_SLOT2, (w) of int64 */ \
-    static void NAME##_icol_##SUF(void *accv, const char *pc, int64_t w, int64_t r) { \
+    /* values and indices, row by row (the first best row wins); acc is (w)   \
+     * of T then, at COL_SLOT2, (w) of int64 */                                \
+    static void NAME##_icol_##SUF(void *accv, const char *pc, int64_t rs, int64_t nrows, int64_t w, \
+                                  int64_t r0) {                                \
         T *restrict a = accv;                                                  \
         int64_t *restrict ix = COL_SLOT2(accv);                                \
-        const T *restrict p = (const T *)pc;                                   \
-        if (r == 0) {                                                          \
-            for (int64_t c = 0; c < w; c++) a[c] = p[c], ix[c] = 0;            \
-            return;                                                            \
+        int64_t i = 0;                                                         \
+        if (r0 == 0) {                                                         \
+            memcpy(a, pc, (size_t)w * sizeof(T));                              \
+            for (int64_t c = 0; c < w; c++) ix[c] = 0;                         \
+            i = 1;                                                             \
         }                                                                      \
-        for (int64_t c = 0; c < w; c++) {                                      \
-            bool b = BETTER(p[c], a[c]);                                       \
-            a[c] = b ? p[c] : a[c];                                            \
-            ix[c] = b ? r : ix[c];                                             \
+        for (; i + 4 <= nrows; i += 4) { /* best of 4 rows, then vs acc */  \
+            const T *restrict p0 = (const T *)(pc + i * rs);                   \
+            const T *restrict p1 = (const T *)(pc + (i + 1) * rs);             \
+            const T *restrict p2 = (const T *)(pc + (i + 2) * rs);             \
+            const T *restrict p3 = (const T *)(pc + (i + 3) * rs);             \
+            int64_t r = r0 + i;                                                \
+            for (int64_t c = 0; c < w; c++) {                                  \
+                T u = p0[c];                                                   \
+                int64_t ui = r;                                                \
+                bool b = BETTER(p1[c], u);                                     \
+                u = b ? p1[c] : u, ui = b ? r + 1 : ui;                        \
+                b = BETTER(p2[c], u);                                          \
+                u = b ? p2[c] : u, ui = b ? r + 2 : ui;                        \
+                b = BETTER(p3[c], u);                                          \
+                u = b ? p3[c] : u, ui = b ? r + 3 : ui;                        \
+                b = BETTER(u, a[c]);                                           \
+                a[c] = b ? u : a[c];                                           \
+                ix[c] = b ? ui : ix[c];                                        \
+            }                                                                  \
+        }                                                                      \
+        for (; i < nrows; i++) {                                               \
+            const T *restrict p = (const T *)(pc + i * rs);                    \
+            int64_t r = r0 + i;                                                \
+            for (int64_t c = 0; c < w; c++) {                                  \
+                bool b = BETTER(p[c], a[c]);                                   \
+                a[c] = b ? p[c] : a[c];                                        \
+                ix[c] = b ? r : ix[c];                                         \
+            }                                                                  \
         }                                                                      \
     }
 
@@ -272,16 +356,20 @@ static void idx_cstore(char *const *outs, int64_t o, const void *accv, int64_t w
         const T *restrict p = (const T *)pc;                                   \
         double s[LANES] = {0}, q[LANES] = {0};                                 \
         int64_t i = 0;                                                         \
-        for (; i + LANES <= n; i += LANES)                                     \
+        for (; i + LANES <= n; i += LANES) {                                   \
+            _Pragma("omp simd")                                                \
             for (int j = 0; j < LANES; j++) s[j] += (double)p[i + j];          \
+        }                                                                      \
         for (int j = 0; i < n; i++, j++) s[j] += (double)p[i];                 \
         FOLD_LANES(s, OP_ADD);                                                 \
         double mean = s[0] / (double)n;                                        \
-        for (i = 0; i + LANES <= n; i += LANES)                                \
+        for (i = 0; i + LANES <= n; i += LANES) {                              \
+            _Pragma("omp simd")                                                \
             for (int j = 0; j < LANES; j++) {                                  \
                 double d = (double)p[i + j] - mean;                            \
                 q[j] += d * d;                                                 \
             }                                                                  \
+        }                                                                      \
         for (int j = 0; i < n; i++, j++) {                                     \
             double d = (double)p[i] - mean;                                    \
             q[j] += d * d;                                                     \
@@ -289,19 +377,24 @@ static void idx_cstore(char *const *outs, int64_t o, const void *accv, int64_t w
         FOLD_LANES(q, OP_ADD);                                                 \
         return (red_part){.f0 = mean, .f1 = q[0], .i0 = n};                    \
     }                                                                          \
-    /* acc: mean (w) then, at COL_SLOT2, M2 (w) */                             \
-    static void var_col_##SUF(void *accv, const char *pc, int64_t w, int64_t r) { \
+    /* p is (nrows, w), rows rs bytes apart; acc: mean (w) then, at           \
+     * COL_SLOT2, M2 (w) */                                                    \
+    static void var_col_##SUF(void *accv, const char *pc, int64_t rs, int64_t nrows, int64_t w, int64_t r0) { \
         double *restrict mean = accv, *restrict m2 = COL_SLOT2(accv);          \
-        const T *restrict p = (const T *)pc;                                   \
-        if (r == 0) {                                                          \
+        int64_t i = 0;                                                         \
+        if (r0 == 0) {                                                         \
+            const T *restrict p = (const T *)pc;                               \
             for (int64_t c = 0; c < w; c++) mean[c] = (double)p[c], m2[c] = 0; \
-            return;                                                            \
+            i = 1;                                                             \
         }                                                                      \
-        double inv = 1.0 / (double)(r + 1);                                    \
-        for (int64_t c = 0; c < w; c++) {                                      \
-            double x = (double)p[c], d = x - mean[c];                          \
-            mean[c] += d * inv;                                                \
-            m2[c] += d * (x - mean[c]);                                        \
+        for (; i < nrows; i++) {                                               \
+            const T *restrict p = (const T *)(pc + i * rs);                    \
+            double inv = 1.0 / (double)(r0 + i + 1);                           \
+            for (int64_t c = 0; c < w; c++) {                                  \
+                double x = (double)p[c], d = x - mean[c];                      \
+                mean[c] += d * inv;                                            \
+                m2[c] += d * (x - mean[c]);                                    \
+            }                                                                  \
         }                                                                      \
     }                                                                          \
     static void var_store_##SUF(char *const *outs, int64_t o, red_part v, int64_t count, \
@@ -359,8 +452,9 @@ static const red_kind prod_kinds[JAG_DTYPE_COUNT] = {
     [JAG_INT32] = K_PROD(i32, i, comb_mul_i),     [JAG_INT64] = K_PROD(i64, i, comb_mul_i),
     [JAG_BOOL] = K_PROD(b, i, comb_mul_i),
 };
-/* E: max / min; ST: val (amax), both (max_dim), idx (argmax); ordered. */
-#define K_EXT(E, S, COL, ST, CST, ORD) {E##_leaf_##S, E##_comb_##S, ST, E##_##COL##_##S, CST, {0}, ORD}
+/* E: max / min; COL: leaf and col (values) or ileaf and icol (indices);
+ * ST: val (amax), both (max_dim), idx (argmax); ordered. */
+#define K_EXT(E, S, COL, ST, CST, ORD) {E##_##COL##leaf_##S, E##_comb_##S, ST, E##_##COL##col_##S, CST, {0}, ORD}
 #define K_EXT_ALL(E, COL, ST, CST, ORD)                                        \
     {[JAG_FLOAT32] = K_EXT(E, f32, COL, ST##_store_f32, CST##_cstore_f32, ORD), \
      [JAG_FLOAT64] = K_EXT(E, f64, COL, ST##_store_f64, CST##_cstore_f64, ORD), \
@@ -377,12 +471,12 @@ static const red_kind prod_kinds[JAG_DTYPE_COUNT] = {
 #define idx_cstore_i32 idx_cstore
 #define idx_cstore_i64 idx_cstore
 #define idx_cstore_b idx_cstore
-static const red_kind amax_kinds[JAG_DTYPE_COUNT] = K_EXT_ALL(max, col, val, val, false);
-static const red_kind amin_kinds[JAG_DTYPE_COUNT] = K_EXT_ALL(min, col, val, val, false);
-static const red_kind max_dim_kinds[JAG_DTYPE_COUNT] = K_EXT_ALL(max, icol, both, both, true);
-static const red_kind min_dim_kinds[JAG_DTYPE_COUNT] = K_EXT_ALL(min, icol, both, both, true);
-static const red_kind argmax_kinds[JAG_DTYPE_COUNT] = K_EXT_ALL(max, icol, idx, idx, true);
-static const red_kind argmin_kinds[JAG_DTYPE_COUNT] = K_EXT_ALL(min, icol, idx, idx, true);
+static const red_kind amax_kinds[JAG_DTYPE_COUNT] = K_EXT_ALL(max, , val, val, false);
+static const red_kind amin_kinds[JAG_DTYPE_COUNT] = K_EXT_ALL(min, , val, val, false);
+static const red_kind max_dim_kinds[JAG_DTYPE_COUNT] = K_EXT_ALL(max, i, both, both, true);
+static const red_kind min_dim_kinds[JAG_DTYPE_COUNT] = K_EXT_ALL(min, i, both, both, true);
+static const red_kind argmax_kinds[JAG_DTYPE_COUNT] = K_EXT_ALL(max, i, idx, idx, true);
+static const red_kind argmin_kinds[JAG_DTYPE_COUNT] = K_EXT_ALL(min, i, idx, idx, true);
 static const red_kind var_kinds[JAG_DTYPE_COUNT] = {
     [JAG_FLOAT32] = {var_leaf_f32, var_comb, var_store_f32, var_col_f32, var_cstore_f32, {0}, false},
     [JAG_FLOAT64] = {var_leaf_f64, var_comb, var_store_f64, var_col_f64, var_cstore_f64, {0}, false},
@@ -593,20 +687,28 @@ static void run_rows(const red_geom *g, const red_kind *k, const red_ctx *ctx, c
 }
 
 /* COL mode: g's innermost kept dim has stride 1. Tiles of (one outer kept
- * position, COL_BLOCK columns) are independent. */
+ * position, up to COL_BLOCK columns) are independent; tiles narrow (not
+ * below COL_MIN) when there are fewer than threads. Each column's order of
+ * accumulation is the same whatever the tiling. */
 static void run_cols(const red_geom *g, const red_kind *k, const red_ctx *ctx, const char *base, size_t es,
                      char *const *outs) {
-    int64_t C = g->ksz[g->nk - 1];
-    int64_t nb = (C + COL_BLOCK - 1) / COL_BLOCK, tiles = (g->N / C) * nb;
-    bool par = max_threads() > 1 && g->N * g->R >= JAG_PARALLEL_GRAIN;
+    int64_t C = g->ksz[g->nk - 1], O = g->N / C;
+    int nt = max_threads();
+    bool par = nt > 1 && g->N * g->R >= JAG_PARALLEL_GRAIN;
+    int64_t cb = COL_BLOCK;
+    while (par && cb > COL_MIN && O * ((C + cb - 1) / cb) < nt) cb /= 2;
+    int64_t nb = (C + cb - 1) / cb, tiles = O * nb;
+    /* rows of the innermost reduced dim go to col_add together */
+    int64_t rin = g->nr ? g->rsz[g->nr - 1] : 1, rs = g->nr ? g->rst[g->nr - 1] * (int64_t)es : 0;
+    int64_t nout = g->R / rin;
 #pragma omp parallel for schedule(static) if (par)
     for (int64_t t = 0; t < tiles; t++) {
         _Alignas(64) unsigned char acc[COL_BLOCK * 16];
-        int64_t o = t / nb, c0 = (t % nb) * COL_BLOCK, w = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
+        int64_t o = t / nb, c0 = (t % nb) * cb, w = C - c0 < cb ? C - c0 : cb;
         const char *p0 = base + (lin_offset(o, g->nk - 1, g->ksz, g->kst) + c0) * (int64_t)es;
         odo r;
-        odo_start(&r, 0, g->nr, g->rsz, g->rst);
-        for (int64_t i = 0; i < g->R; i++, odo_next(&r)) k->col_add(acc, p0 + r.off * (int64_t)es, w, i);
+        odo_start(&r, 0, g->nr ? g->nr - 1 : 0, g->rsz, g->rst);
+        for (int64_t i = 0; i < nout; i++, odo_next(&r)) k->col_add(acc, p0 + r.off * (int64_t)es, rs, rin, w, i * rin);
         k->col_store(outs, o * C + c0, acc, w, g->R, ctx);
     }
 }

@@ -10,8 +10,9 @@
  * Fast paths (out is contiguous; a non-contiguous x is first copied into out
  * and processed in place):
  *   I == 1  contiguous rows of R: max, exp and sum, scale; threads share rows.
- *   I  > 1  tiles of (one o, up to TILE_I columns): the same three passes
- *           run down the R rows of the tile, vectorised across columns.
+ *   I  > 1  tiles of (one o, up to TILE_I columns), vectorised across
+ *           columns: one pass down the R rows keeps a running max and sum
+ *           per column (online softmax), a second one writes.
  * exp runs through exp_nonpos_*, a branch-free exp for arguments <= 0 that
  * gcc vectorises (libm's exp does not vectorise without -ffast-math).
  */
@@ -19,20 +20,27 @@
 
 #include <math.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 #define LANES 16
-#define TILE_I 256
+#define TILE_I 1024 /* most columns in a tile (dim not last) */
+#define TILE_MIN 64
 
 /* ---- exp for x <= 0 ------------------------------------------------------ */
 
-/* exp(x) for x <= 0 (and NaN), within 2 ulp: x = n ln2 + r, |r| <= ln2/2,
- * exp(r) by its Taylor polynomial, 2^n built in the exponent bits. Results
- * below the smallest normal float flush to 0. */
+/* exp(x) for x <= 0 (and NaN, -inf), within 1 ulp, branch-free so that
+ * loops calling it vectorise: x = n ln2 + r with |r| <= ln2/2 (n rounded by
+ * adding 1.5 * 2^mantissa bits, so no float-to-int conversion is needed),
+ * exp(r) by its Taylor polynomial, 2^n written into the exponent bits.
+ * Results below the smallest normal number flush to 0 (an absolute error
+ * under 1.2e-38 / 2.3e-308). */
 static inline float exp_nonpos_f32(float x) {
-    float xc = x >= -87.0f ? x : -87.0f; /* NaN -> -87: keeps the cast defined */
-    xc = xc <= 0.0f ? xc : 0.0f;
-    int n = (int)(xc * 1.44269504088896341f - 0.5f); /* round to nearest, xc <= 0 */
-    float fn = (float)n;
-    float r = (xc - fn * 0.693359375f) - fn * -2.12194440e-4f;
+    const float magic = 12582912.0f; /* 1.5 * 2^23 */
+    float t = x * 1.44269504088896341f + magic;
+    float fn = t - magic;
+    float r = (x - fn * 0.693359375f) - fn * -2.12194440e-4f;
     float p = 1.0f / 5040.0f;
     p = p * r + 1.0f / 720.0f;
     p = p * r + 1.0f / 120.0f;
@@ -41,18 +49,21 @@ static inline float exp_nonpos_f32(float x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    union { uint32_t u; float f; } scale = {.u = (uint32_t)(n + 127) << 23};
-    float y = p * scale.f;
-    y = x >= -87.0f ? y : 0.0f;
+    uint32_t tb, mb;
+    memcpy(&tb, &t, sizeof tb);
+    memcpy(&mb, &magic, sizeof mb);
+    uint32_t sb = (tb - mb + 127u) << 23; /* n + 127 in the exponent field */
+    float scale;
+    memcpy(&scale, &sb, sizeof scale);
+    float y = x >= -87.33f ? p * scale : 0.0f;
     return x == x ? y : x;
 }
 
 static inline double exp_nonpos_f64(double x) {
-    double xc = x >= -708.0 ? x : -708.0;
-    xc = xc <= 0.0 ? xc : 0.0;
-    int n = (int)(xc * 1.44269504088896340736 - 0.5);
-    double fn = (double)n;
-    double r = (xc - fn * 6.93147180369123816490e-01) - fn * 1.90821492927058770002e-10;
+    const double magic = 6755399441055744.0; /* 1.5 * 2^52 */
+    double t = x * 1.44269504088896340736 + magic;
+    double fn = t - magic;
+    double r = (x - fn * 6.93147180369123816490e-01) - fn * 1.90821492927058770002e-10;
     double p = 1.0 / 6227020800.0; /* 1/13! */
     p = p * r + 1.0 / 479001600.0;
     p = p * r + 1.0 / 39916800.0;
@@ -67,10 +78,22 @@ static inline double exp_nonpos_f64(double x) {
     p = p * r + 0.5;
     p = p * r + 1.0;
     p = p * r + 1.0;
-    union { uint64_t u; double f; } scale = {.u = (uint64_t)(n + 1023) << 52};
-    double y = p * scale.f;
-    y = x >= -708.0 ? y : 0.0;
+    uint64_t tb, mb;
+    memcpy(&tb, &t, sizeof tb);
+    memcpy(&mb, &magic, sizeof mb);
+    uint64_t sb = (tb - mb + 1023u) << 52;
+    double scale;
+    memcpy(&scale, &sb, sizeof scale);
+    double y = x >= -708.39 ? p * scale : 0.0;
     return x == x ? y : x;
+}
+
+static int max_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
 }
 
 /* NaN wins, so that a NaN anywhere makes its line NaN. */
@@ -84,23 +107,29 @@ static inline double exp_nonpos_f64(double x) {
         T mx[LANES];                                                           \
         for (int j = 0; j < LANES; j++) mx[j] = in[0];                         \
         int64_t i = 0;                                                         \
-        for (; i + LANES <= n; i += LANES)                                     \
+        for (; i + LANES <= n; i += LANES) {                                   \
+            _Pragma("omp simd")                                                \
             for (int j = 0; j < LANES; j++) mx[j] = SM_MAX(in[i + j], mx[j]);  \
+        }                                                                      \
         for (; i < n; i++) mx[0] = SM_MAX(in[i], mx[0]);                       \
         for (int j = 1; j < LANES; j++) mx[0] = SM_MAX(mx[j], mx[0]);          \
         T m = mx[0];                                                           \
         double s[LANES] = {0};                                                 \
         if (log_out) {                                                         \
-            for (i = 0; i + LANES <= n; i += LANES)                            \
+            for (i = 0; i + LANES <= n; i += LANES) {                          \
+                _Pragma("omp simd")                                            \
                 for (int j = 0; j < LANES; j++) s[j] += (double)EXP(in[i + j] - m); \
+            }                                                                  \
             for (int j = 0; i < n; i++, j++) s[j] += (double)EXP(in[i] - m);   \
         } else {                                                               \
-            for (i = 0; i + LANES <= n; i += LANES)                            \
+            for (i = 0; i + LANES <= n; i += LANES) {                          \
+                _Pragma("omp simd")                                            \
                 for (int j = 0; j < LANES; j++) {                              \
                     T e = EXP(in[i + j] - m);                                  \
                     out[i + j] = e;                                            \
                     s[j] += (double)e;                                         \
                 }                                                              \
+            }                                                                  \
             for (int j = 0; i < n; i++, j++) {                                 \
                 T e = EXP(in[i] - m);                                          \
                 out[i] = e;                                                    \
@@ -118,31 +147,33 @@ static inline double exp_nonpos_f64(double x) {
         }                                                                      \
     }                                                                          \
     /* in, out are (R, ld) from a tile's first column; w columns; in may      \
-     * equal out */                                                            \
+     * equal out. Pass 1 keeps a running max m and sum s = sum exp(x - m)     \
+     * per column (online: one read of the tile, one exp per element, since  \
+     * either the new term or the rescaling of s is exp(0)); pass 2 writes.  */ \
     static void tile_##SUF(const T *in, T *out, int64_t R, int64_t ld, int64_t w, bool log_out) { \
         T m[TILE_I];                                                           \
         double s[TILE_I];                                                      \
-        for (int64_t c = 0; c < w; c++) m[c] = in[c], s[c] = 0;                \
-        for (int64_t r = 1; r < R; r++)                                        \
-            for (int64_t c = 0; c < w; c++) m[c] = SM_MAX(in[r * ld + c], m[c]); \
-        for (int64_t r = 0; r < R; r++) {                                      \
-            if (log_out) {                                                     \
-                for (int64_t c = 0; c < w; c++) s[c] += (double)EXP(in[r * ld + c] - m[c]); \
-            } else {                                                           \
-                for (int64_t c = 0; c < w; c++) {                              \
-                    T e = EXP(in[r * ld + c] - m[c]);                          \
-                    out[r * ld + c] = e;                                       \
-                    s[c] += (double)e;                                         \
-                }                                                              \
+        for (int64_t c = 0; c < w; c++) m[c] = in[c], s[c] = 1.0;              \
+        for (int64_t r = 1; r < R; r++) {                                      \
+            const T *x = in + r * ld;                                          \
+            for (int64_t c = 0; c < w; c++) {                                  \
+                T v = x[c], mo = m[c];                                         \
+                bool up = v > mo; /* false for NaN: s turns NaN below */       \
+                T e = EXP(up ? mo - v : v - mo);                               \
+                e = v == mo ? (T)1 : e; /* -inf == -inf: not NaN */            \
+                s[c] = up ? s[c] * (double)e + 1.0 : s[c] + (double)e;         \
+                m[c] = up ? v : mo;                                            \
             }                                                                  \
         }                                                                      \
         T f[TILE_I];                                                           \
         for (int64_t c = 0; c < w; c++) f[c] = log_out ? (T)LOG(s[c]) : (T)(1.0 / s[c]); \
         for (int64_t r = 0; r < R; r++) {                                      \
+            const T *x = in + r * ld;                                          \
+            T *y = out + r * ld;                                               \
             if (log_out)                                                       \
-                for (int64_t c = 0; c < w; c++) out[r * ld + c] = (in[r * ld + c] - m[c]) - f[c]; \
+                for (int64_t c = 0; c < w; c++) y[c] = (x[c] - m[c]) - f[c];   \
             else                                                               \
-                for (int64_t c = 0; c < w; c++) out[r * ld + c] *= f[c];       \
+                for (int64_t c = 0; c < w; c++) y[c] = EXP(x[c] - m[c]) * f[c]; \
         }                                                                      \
     }                                                                          \
     static void run_##SUF(const T *in, T *out, int64_t O, int64_t R, int64_t I, bool log_out) { \
@@ -152,11 +183,13 @@ static inline double exp_nonpos_f64(double x) {
             for (int64_t o = 0; o < O; o++) row_##SUF(in + o * R, out + o * R, R, log_out); \
             return;                                                            \
         }                                                                      \
-        int64_t nb = (I + TILE_I - 1) / TILE_I;                                \
+        int64_t tw = TILE_I; /* narrower tiles when too few for the threads */ \
+        while (par && tw > TILE_MIN && O * ((I + tw - 1) / tw) < max_threads()) tw /= 2; \
+        int64_t nb = (I + tw - 1) / tw;                                        \
         _Pragma("omp parallel for schedule(static) if (par)")                  \
         for (int64_t t = 0; t < O * nb; t++) {                                 \
-            int64_t o = t / nb, c0 = (t % nb) * TILE_I;                        \
-            int64_t w = I - c0 < TILE_I ? I - c0 : TILE_I;                     \
+            int64_t o = t / nb, c0 = (t % nb) * tw;                            \
+            int64_t w = I - c0 < tw ? I - c0 : tw;                             \
             tile_##SUF(in + o * R * I + c0, out + o * R * I + c0, R, I, w, log_out); \
         }                                                                      \
     }
@@ -182,7 +215,7 @@ static jag_status parse(const char *op, const jag_value *args, int nargs, const 
 /* (x, dim) -> y of x's shape and dtype; float dtypes only. */
 jag_status jag__meta_softmax(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
     const jag_tensor *x;
-    int dim;
+    int dim = 0;
     jag_status st = parse(op, args, nargs, &x, &dim);
     if (st) return st;
     if (!jag_dtype_is_floating(x->dtype))
@@ -203,7 +236,7 @@ static void split_dims(const jag_tensor *x, int dim, int64_t *O, int64_t *R, int
 
 static jag_status softmax_cpu(const char *op, const jag_value *args, int nargs, jag_tensor **outs, bool log_out) {
     const jag_tensor *x;
-    int dim;
+    int dim = 0;
     jag_status st = parse(op, args, nargs, &x, &dim);
     if (st) return st;
     if (jag_numel(x) == 0) return JAG_OK;
@@ -236,7 +269,7 @@ jag_status jag__cpu_log_softmax(const char *op, const jag_value *args, int nargs
 /* One line at a time through double and libm, reading x by its strides. */
 static jag_status ref_softmax(const char *op, const jag_value *args, int nargs, jag_tensor **outs, bool log_out) {
     const jag_tensor *x;
-    int dim;
+    int dim = 0;
     jag_status st = parse(op, args, nargs, &x, &dim);
     if (st) return st;
     int64_t O, R, I;

@@ -187,12 +187,12 @@ jag_status jag_argmin(const jag_tensor *x, int dim, bool keepdim, jag_tensor **o
 
 jag_status jag_max(const jag_tensor *x, jag_tensor **out) {
     CHECK_OUT(max);
-    CALL(amax, jag__v_tensor(x), jag__v_ints(NULL, 0), jag__v_bool(false));
+    CALL(max, jag__v_tensor(x), jag__v_ints(NULL, 0), jag__v_bool(false));
 }
 
 jag_status jag_min(const jag_tensor *x, jag_tensor **out) {
     CHECK_OUT(min);
-    CALL(amin, jag__v_tensor(x), jag__v_ints(NULL, 0), jag__v_bool(false));
+    CALL(min, jag__v_tensor(x), jag__v_ints(NULL, 0), jag__v_bool(false));
 }
 
 /* ---- linear algebra, normalisation, indexing ---------------------------- */

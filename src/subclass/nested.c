@@ -25,7 +25,7 @@ static void destroy_state(void *p) {
     jag_release(s->values), jag_release(s->offsets), jag_release(s->lengths);
     jag_release(s->buffer), jag_release(s->sizes), jag_release(s->strides), jag_release(s->storage_offsets);
     jag_release(atomic_load(&s->row_ids));
-    free(s);
+    jag__small_free(s, sizeof *s);
 }
 
 static jag_status nested_flatten(const jag_tensor *t, jag_tensor **inner, int *n, jag_subclass_meta *meta) {
@@ -112,8 +112,9 @@ static bool readable(const jag_tensor *t) { return t && t->storage; }
 jag_status jag__nested_wrap_jagged(const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
                                    int64_t ragged_id, int64_t min_seqlen, int64_t max_seqlen, jag_tensor **out) {
     const jag_subclass *cls = jag__nested_class();
-    nested_state *s = calloc(1, sizeof *s);
+    nested_state *s = jag__small_alloc(sizeof *s);
     if (!s) return jag__error(JAG_ENOMEM, "nested: out of memory");
+    memset(s, 0, sizeof *s);
     s->layout = JAG_JAGGED;
     s->batch = offsets->sizes[0] - 1;
     s->values = jag_retain((jag_tensor *)values);
@@ -138,8 +139,9 @@ jag_status jag__nested_rewrap_jagged(const nested_state *like, const jag_tensor 
 jag_status jag__nested_wrap_strided(const jag_tensor *buffer, const jag_tensor *sizes, const jag_tensor *strides,
                                     const jag_tensor *storage_offsets, int64_t ragged_id, jag_tensor **out) {
     const jag_subclass *cls = jag__nested_class();
-    nested_state *s = calloc(1, sizeof *s);
+    nested_state *s = jag__small_alloc(sizeof *s);
     if (!s) return jag__error(JAG_ENOMEM, "nested: out of memory");
+    memset(s, 0, sizeof *s);
     s->layout = JAG_STRIDED;
     s->batch = sizes->sizes[0];
     s->buffer = jag_retain((jag_tensor *)buffer);
