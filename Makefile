@@ -3,6 +3,7 @@
 BUILD ?= build
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
+MAKEFLAGS += --no-print-directory
 CMAKE_FLAGS ?=
 
 .PHONY: all build setup test test-c sanitize memcheck demo bench install clean
@@ -35,6 +36,9 @@ memcheck: setup
 demo: build
 	@$(BUILD)/examples/demo
 
+# Benchmarks on the Release build: bench/results/<date>-<host>.json, then
+# bench/report.md and its plots (matplotlib in .venv, see scripts/bench_setup.sh).
+# BENCH_ARGS=--quick: under two minutes; BENCH_ARGS="--threads N": OpenMP threads.
 bench: build
 	@scripts/bench.sh $(BUILD) $(BENCH_ARGS)
 

@@ -268,9 +268,13 @@ jag_status jag_fill_(jag_tensor *dst, double value);
 /* Pointwise                                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* Unary ops. Float ops (exp ... sign's float path) keep a float dtype and
- * promote integer/bool inputs to float32. neg, abs, square, sign and relu keep
- * integer dtypes; neg of bool is an error (JAG_EDTYPE). */
+/* Unary ops. exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, silu, gelu
+ * (erf form), gelu_tanh (tanh approximation) and reciprocal keep a float
+ * dtype and promote integer/bool inputs to float32. neg, abs, square, sign
+ * and relu keep integer dtypes. On bool: neg and relu are JAG_EDTYPE (as
+ * torch), abs and sign return the input, square gives int64. Integer
+ * overflow wraps (as torch). relu and sign pass NaN through; sign keeps
+ * signed zeros. */
 #define JAG_UNARY_OP_LIST(X)                                                  \
     X(neg) X(abs) X(exp) X(log) X(sqrt) X(rsqrt) X(sin) X(cos) X(tanh)        \
     X(sigmoid) X(relu) X(silu) X(gelu) X(gelu_tanh) X(reciprocal) X(square)  \
@@ -282,7 +286,13 @@ JAG_UNARY_OP_LIST(JAG_X_DECL)
 
 /* Binary ops with NumPy/PyTorch broadcasting and type promotion. Comparison
  * ops return bool. div always returns a float dtype (true division).
- * Errors: JAG_ESHAPE when shapes do not broadcast. */
+ * maximum/minimum propagate NaN. Integer add/sub/mul/pow wrap on overflow;
+ * an integer pow with a negative exponent gives 1 for base 1, +-1 for base
+ * -1 and 0 otherwise. On bool, add/maximum are logical or, mul/minimum
+ * logical and; sub and a bool pow are JAG_EDTYPE. Comparing an integer
+ * tensor with a non-integral scalar is exact (done in float64).
+ * Errors: JAG_ESHAPE when shapes do not broadcast; JAG_EINVAL for a scalar
+ * (or alpha) the integer result dtype cannot hold. */
 #define JAG_BINARY_OP_LIST(X)                                                 \
     X(sub) X(mul) X(div) X(pow) X(maximum) X(minimum)                          \
     X(eq) X(ne) X(lt) X(le) X(gt) X(ge)
@@ -309,9 +319,13 @@ jag_status jag_where(const jag_tensor *cond, const jag_tensor *a, const jag_tens
 
 /* Reduce over dims[0..ndims) (ndims == 0: over every dim). Duplicate dims are
  * an error (JAG_EINVAL). keepdim keeps reduced dims with size 1.
- * sum/prod of bool/int promote to int64; mean/var/std need a float dtype.
- * An empty reduction gives 0 (sum), 1 (prod), NaN (mean, var, std) and is an
- * error for amax/amin (JAG_EINVAL). */
+ * sum/prod of bool/int promote to int64 (wrapping on overflow); mean/var/std
+ * need a float dtype. float32 sums accumulate in float64. An empty
+ * reduction gives 0 (sum), 1 (prod), NaN (mean, var, std) and is an error
+ * for amax/amin/max/min/argmax/argmin (JAG_EINVAL, "empty"). NaN is both the
+ * largest and the smallest value (it wins amax, amin and the arg ops); ties
+ * give the first index. var/std divide by max(n - correction, 0): inf or NaN
+ * when the correction reaches the count, as torch. */
 jag_status jag_sum(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);
 jag_status jag_mean(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);
 jag_status jag_prod(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);
@@ -355,11 +369,13 @@ jag_status jag_linear(const jag_tensor *x, const jag_tensor *w, const jag_tensor
 /* Normalisation                                                             */
 /* ------------------------------------------------------------------------ */
 
-/* Numerically stable softmax / log_softmax along dim. Float dtypes. */
+/* Numerically stable softmax / log_softmax along dim. Float dtypes. A NaN
+ * spreads through its line; a line of only -inf gives NaN, as torch. */
 jag_status jag_softmax(const jag_tensor *x, int dim, jag_tensor **out);
 jag_status jag_log_softmax(const jag_tensor *x, int dim, jag_tensor **out);
-/* Normalise over the trailing `normalized_ndim` dims; weight and bias (may
- * be NULL) have exactly those trailing sizes. Biased variance, as torch. */
+/* Normalise over the trailing `normalized_ndim` dims (1..ndim, else
+ * JAG_EINVAL); weight and bias (may be NULL) have exactly those trailing
+ * sizes and x's dtype. Biased variance, as torch. Statistics in float64. */
 jag_status jag_layer_norm(const jag_tensor *x, int normalized_ndim, const jag_tensor *weight,
                           const jag_tensor *bias, double eps, jag_tensor **out);
 /* x / sqrt(mean(x^2) + eps) * weight over the trailing dims. */
@@ -544,8 +560,12 @@ typedef jag_status (*jag_kernel_fn)(jag_op_id op, const jag_value *args, int nar
  * required. Errors: JAG_EINVAL for a malformed schema (the message points at
  * the place) or a name already defined. */
 jag_status jag_op_define(const char *schema, jag_op_id *out);
-/* Give a custom op a kernel for a key: "CPU" or "Meta". Errors: JAG_EINVAL
- * for an unknown key, a built-in op, or a key that already has a kernel. */
+/* Give a custom op a kernel for a key: "CPU", "Meta" or "Autograd". The
+ * Autograd kernel runs instead of the others when an input requires grad and
+ * grad mode is on; it usually calls jag_function_apply with a function
+ * whose forward calls the op again (then below the Autograd key) and whose
+ * backward calls the op's backward op. Errors: JAG_EINVAL for an unknown
+ * key, a built-in op, or a key that already has a kernel. */
 jag_status jag_op_impl(jag_op_id op, const char *key, jag_kernel_fn fn, void *ctx);
 /* The op's schema text as defined (NULL for built-in ops). */
 const char *jag_op_schema(jag_op_id op);
@@ -654,6 +674,86 @@ jag_status jag_scaled_data(const jag_tensor *t, jag_tensor **out);
 jag_status jag_scaled_scale(const jag_tensor *t, jag_tensor **out);
 /* data * scale as a plain tensor. */
 jag_status jag_scaled_materialize(const jag_tensor *t, jag_tensor **out);
+
+/* ------------------------------------------------------------------------ */
+/* Autograd                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* Reverse-mode automatic differentiation on a dynamic tape, as PyTorch's:
+ * an op that runs while grad mode is on and an input requires grad gives its
+ * outputs a node (the op, what it saved, edges to its inputs' nodes).
+ * jag_backward walks the nodes from a root in reverse topological order and
+ * accumulates into the `grad` of leaf tensors that require grad. Gradients of
+ * nested tensors are nested tensors with the same layout and the same
+ * offsets object as the input. */
+
+/* Mark a leaf tensor (dense or nested) as needing a gradient, or not.
+ * Errors: JAG_EINVAL for a non-leaf (an op's output) or a non-float dtype. */
+jag_status jag_set_requires_grad(jag_tensor *t, bool requires_grad);
+bool jag_requires_grad(const jag_tensor *t);
+/* True when t was not made by a recorded op (user-made, or detached). */
+bool jag_is_leaf(const jag_tensor *t);
+/* The accumulated gradient of a leaf as a new reference (*out = NULL when
+ * there is none yet). Errors: JAG_EINVAL for NULL arguments. */
+jag_status jag_get_grad(const jag_tensor *t, jag_tensor **out);
+/* Forget t's accumulated gradient. */
+void jag_zero_grad(jag_tensor *t);
+
+/* Backpropagate from `root`. grad (may be NULL for a one-element root,
+ * meaning 1) has root's shape, dtype and (for nested) structure. The graph
+ * is freed afterwards unless retain_graph; a second backward through a freed
+ * graph is JAG_ESTATE. Errors: JAG_ESTATE (root does not require grad, or
+ * its graph was freed), JAG_ESHAPE / JAG_EDTYPE (grad does not match root;
+ * a non-scalar root without grad), JAG_ENOTIMPL (an op on the path has no
+ * derivative). On error no .grad is changed. */
+jag_status jag_backward(const jag_tensor *root, const jag_tensor *grad, bool retain_graph);
+
+/* Grad mode for this thread (on by default). Returns the previous mode, so
+ * a "no_grad" block is: bool prev = jag_set_grad_enabled(false); ...;
+ * jag_set_grad_enabled(prev); */
+bool jag_set_grad_enabled(bool enabled);
+bool jag_is_grad_enabled(void);
+/* A new tensor sharing x's data (or x's inner tensors, for a subclass) that
+ * is a leaf and does not require grad. */
+jag_status jag_detach(const jag_tensor *x, jag_tensor **out);
+
+/* Custom autograd functions: a forward and a backward callback with saved
+ * tensors and a context for anything else (the seed's torch.autograd.
+ * Function). forward runs with grad mode off and returns its outputs; the
+ * outputs then get a node whose backward calls `backward`. */
+typedef struct jag_autograd_ctx jag_autograd_ctx;
+typedef struct jag_function_def {
+    const char *name;
+    int n_outputs; /* 1..4 */
+    /* inputs[0..n_inputs): borrowed; write n_outputs new references to outs */
+    jag_status (*forward)(jag_autograd_ctx *ctx, jag_tensor *const *inputs, int n_inputs, jag_tensor **outs);
+    /* grad_outputs[0..n_outputs) (NULL entries: that output got no grad);
+     * write one new reference or NULL per input into grad_inputs */
+    jag_status (*backward)(jag_autograd_ctx *ctx, jag_tensor *const *grad_outputs, jag_tensor **grad_inputs);
+    void *user; /* given back by jag_autograd_ctx_user */
+} jag_function_def;
+/* Keep tensors for backward (new references are taken); at most 8. */
+jag_status jag_autograd_save(jag_autograd_ctx *ctx, jag_tensor *const *tensors, int n);
+/* The saved tensors, borrowed, valid during backward. */
+jag_tensor *const *jag_autograd_saved(const jag_autograd_ctx *ctx, int *n);
+/* Which inputs need a gradient (valid in backward). */
+bool jag_autograd_needs_input_grad(const jag_autograd_ctx *ctx, int i);
+/* Free-form storage for non-tensor values (up to 8 doubles), and the def's
+ * user pointer. */
+double *jag_autograd_values(jag_autograd_ctx *ctx);
+void *jag_autograd_user(const jag_autograd_ctx *ctx);
+/* Run a custom function on inputs[0..n_inputs). */
+jag_status jag_function_apply(const jag_function_def *def, jag_tensor *const *inputs, int n_inputs, jag_tensor **outs);
+
+/* Compare the analytic gradient of fn with central finite differences in
+ * float64. fn maps inputs (float64, dense or nested, each requiring grad) to
+ * one output. Every element of the Jacobian is checked:
+ * |analytic - numeric| <= atol + rtol * |numeric|. On a mismatch returns
+ * JAG_EINVAL with the worst element in the message (input, element, both
+ * values). eps is the finite-difference step (1e-6 is usual). */
+typedef jag_status (*jag_gradcheck_fn)(jag_tensor *const *inputs, int n_inputs, jag_tensor **out, void *ctx);
+jag_status jag_gradcheck(jag_gradcheck_fn fn, void *ctx, jag_tensor *const *inputs, int n_inputs, double eps,
+                         double atol, double rtol);
 
 /* ------------------------------------------------------------------------ */
 /* Library-wide settings                                                     */

@@ -260,7 +260,7 @@ static void test_custom_op_dense(void) {
     CHECK_ERR(jag_op_call(op, wrong, 2, &o), JAG_EINVAL, "argument 'alpha' is a bool, but the schema");
     CHECK_ERR(jag_op_call(op, wrong, 1, &o), JAG_EINVAL, "takes 2 arguments, got 1");
     CHECK_ERR(jag_op_impl(op, "CPU", scale_add_cpu, &calls), JAG_EINVAL, "already has a CPU kernel");
-    CHECK_ERR(jag_op_impl(op, "CUDA", scale_add_cpu, &calls), JAG_EINVAL, "expected \"CPU\" or \"Meta\"");
+    CHECK_ERR(jag_op_impl(op, "CUDA", scale_add_cpu, &calls), JAG_EINVAL, "expected \"CPU\", \"Meta\" or \"Autograd\"");
     jag_op_id sin_op, dup;
     CHECK_OK(jag_op_find("sin", &sin_op));
     CHECK_ERR(jag_op_impl(sin_op, "CPU", scale_add_cpu, &calls), JAG_EINVAL, "built-in op");

@@ -27,6 +27,9 @@ typedef struct jag_storage {
     bool borrowed;
 } jag_storage;
 
+/* Autograd hooks the core calls (src/autograd/engine.c). */
+void jag__autograd_release_tensor(jag_tensor *t);
+
 /* Small objects from per-thread free lists (small_alloc.c): 64-byte aligned,
  * uninitialised; free with the same size. */
 void *jag__small_alloc(size_t n);
@@ -61,6 +64,12 @@ struct jag_tensor {
      * their offsets; -1 until one is. The offsets tensor is the symbol, as
      * in PyTorch's nested tensors. */
     atomic_llong ragged_id;
+    /* Autograd (src/autograd): a leaf that wants a gradient, or an op's
+     * output with the node that made it. */
+    bool requires_grad;
+    int output_nr;               /* which output of grad_fn this is */
+    struct jag_node *grad_fn;    /* NULL for leaves */
+    jag_tensor *grad;            /* accumulated gradient of a leaf */
 };
 
 /* The shape of one output as a META function infers it. */
@@ -97,6 +106,9 @@ jag_status jag__require_plain(const char *op, const char *arg, const jag_tensor 
 void jag__register_builtin_subclasses(void);
 /* The class's printer, or NULL (subclass.c). */
 size_t (*jag__subclass_format_fn(const jag_subclass *cls))(const jag_tensor *, char *, size_t);
+/* A new outer tensor over the same inner tensors (flatten + unflatten), with
+ * no autograd history (subclass.c). */
+jag_status jag__subclass_alias(const jag_tensor *t, jag_tensor **out);
 /* Free a subclass tensor's state (subclass.c). */
 void jag__subclass_destroy_state(jag_tensor *t);
 

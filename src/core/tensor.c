@@ -21,6 +21,10 @@ jag_tensor *jag__tensor_wrap(jag_storage *storage, jag_dtype dtype, const int64_
     t->flags = 0;
     t->subclass = NULL;
     t->state = NULL;
+    t->requires_grad = false;
+    t->output_nr = 0;
+    t->grad_fn = NULL;
+    t->grad = NULL;
     live_tensors++;
     t->dtype = dtype;
     t->ndim = ndim;
@@ -70,6 +74,7 @@ void jag_release(jag_tensor *t) {
     if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
     jag__storage_release(t->storage);
     if (t->subclass) jag__subclass_destroy_state(t);
+    if (t->grad_fn || t->grad) jag__autograd_release_tensor(t);
     live_tensors--;
     jag__small_free(t, sizeof *t);
 }

@@ -25,8 +25,8 @@ struct jag_custom_op {
     int n_args, n_out;
     arg_type types[MAX_ARGS];
     char arg_names[MAX_ARGS][32];
-    jag_kernel_fn cpu, meta;
-    void *cpu_ctx, *meta_ctx;
+    jag_kernel_fn cpu, meta, autograd;
+    void *cpu_ctx, *meta_ctx, *autograd_ctx;
 };
 
 static pthread_mutex_t define_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -163,7 +163,8 @@ jag_status jag_op_impl(jag_op_id id, const char *key, jag_kernel_fn fn, void *ct
     void **ctx_slot;
     if (strcmp(key, "CPU") == 0) slot = &op->cpu, ctx_slot = &op->cpu_ctx;
     else if (strcmp(key, "Meta") == 0) slot = &op->meta, ctx_slot = &op->meta_ctx;
-    else return jag__error(JAG_EINVAL, "jag_op_impl: argument 'key' is '%s', expected \"CPU\" or \"Meta\"", key);
+    else if (strcmp(key, "Autograd") == 0) slot = &op->autograd, ctx_slot = &op->autograd_ctx;
+    else return jag__error(JAG_EINVAL, "jag_op_impl: argument 'key' is '%s', expected \"CPU\", \"Meta\" or \"Autograd\"", key);
     pthread_mutex_lock(&define_lock);
     jag_status st = JAG_OK;
     if (*slot) {
@@ -225,4 +226,19 @@ jag_status jag__custom_run(const jag_op_info *info, bool meta, const jag_value *
             return jag__error(JAG_EINVAL, "%s: the Meta kernel returned a tensor with data as output %d", op->name, i);
     }
     return JAG_OK;
+}
+
+bool jag__custom_has_autograd(const jag_op_info *info) {
+    return __atomic_load_n(&info->custom->autograd, __ATOMIC_ACQUIRE) != NULL;
+}
+
+jag_status jag__custom_run_autograd(const jag_op_info *info, const jag_value *args, int nargs, jag_tensor **outs) {
+    const struct jag_custom_op *op = info->custom;
+    jag_op_id id = (jag_op_id)(info - jag__ops);
+    jag_status st = op->autograd(id, args, nargs, outs, op->autograd_ctx);
+    for (int i = 0; !st && i < op->n_out; i++)
+        if (!outs[i]) st = jag__error(JAG_EINTERNAL, "%s: the Autograd kernel returned no output %d", op->name, i);
+    if (st)
+        for (int i = 0; i < op->n_out; i++) jag_release(outs[i]), outs[i] = NULL;
+    return st;
 }

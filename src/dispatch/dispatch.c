@@ -1,6 +1,7 @@
 /* dispatch.c — the op table and the dispatcher: key choice, then the
  * subclass handler, or META + allocation + kernel. */
 #include "dispatch.h"
+#include "../autograd/autograd.h"
 
 jag_op_info jag__ops[JAG_MAX_OPS] = {
 #define JAG_OP(name, n_in, n_out, tags, meta, cpu) {#name, "jag_" #name, n_in, n_out, tags, meta, cpu, NULL},
@@ -11,6 +12,7 @@ atomic_int jag__n_ops = JAG_OP_BUILTIN_COUNT;
 
 #define JAG_MAX_OUTS 4
 
+/* The keys below AUTOGRAD (which jag__dispatch checks first). */
 typedef enum { KEY_CPU, KEY_META, KEY_SUBCLASS } dispatch_key;
 
 /* The key of a call: SUBCLASS when a tensor argument is a wrapper subclass
@@ -59,6 +61,11 @@ jag_status jag__dispatch(jag_op_id op, const jag_value *args, int nargs, jag_ten
     if (nargs > 0 && !args) return jag__error(JAG_EINVAL, "%s: argument list is NULL", info->api_name);
     jag_status st;
     if (info->custom && (st = jag__custom_check_args(info, args, nargs))) return st;
+    /* AUTOGRAD: above every other key */
+    if (jag__autograd_wanted(args, nargs)) {
+        if (info->custom && jag__custom_has_autograd(info)) return jag__custom_run_autograd(info, args, nargs, outs);
+        return jag__autograd_dispatch(op, args, nargs, outs);
+    }
     dispatch_key key = KEY_CPU;
     const jag_subclass *cls = NULL;
     if ((st = compute_key(info, args, nargs, &key, &cls))) return st;

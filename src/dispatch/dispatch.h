@@ -112,6 +112,10 @@ jag_status jag__meta_cat(const char *, const jag_value *, int, jag_spec *);
  * for a key (`meta` selects the Meta kernel). */
 jag_status jag__custom_check_args(const jag_op_info *info, const jag_value *args, int nargs);
 jag_status jag__custom_run(const jag_op_info *info, bool meta, const jag_value *args, int nargs, jag_tensor **outs);
+/* Whether the custom op has an Autograd kernel, and running it (it records
+ * its own graph, typically with jag_function_apply). */
+bool jag__custom_has_autograd(const jag_op_info *info);
+jag_status jag__custom_run_autograd(const jag_op_info *info, const jag_value *args, int nargs, jag_tensor **outs);
 
 /* Subclasses (src/subclass/subclass.c): run op for the class of a subclass
  * argument (a registered decomposition first, else the class's handler). */

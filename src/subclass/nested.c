@@ -224,6 +224,9 @@ const jag_tensor *jag__nested_row_ids(nested_state *s) {
 
 /* ---- checked construction (user input) ---------------------------------- */
 
+static jag_status nested_from_jagged_checked(const char *op, const jag_tensor *values, const jag_tensor *offsets,
+                                             const jag_tensor *lengths, jag_tensor **out);
+
 static jag_status check_index_vector(const char *op, const char *arg, const jag_tensor *t, int64_t want_n) {
     if (!t) return jag__error(JAG_EINVAL, "%s: argument '%s' is NULL", op, arg);
     if (t->subclass) return jag__error(JAG_EINVAL, "%s: argument '%s' is a nested tensor, expected a plain 1-d tensor", op, arg);
@@ -247,12 +250,30 @@ static jag_status contiguous_ref(const jag_tensor *t, jag_tensor **out) {
     return jag__dispatch(JAG_OP_clone, a, 1, out);
 }
 
+/* The op's kernel: values, offsets and lengths are plain tensors here (a
+ * nested argument would have gone to the nested handler, which refuses). */
+jag_status jag__view_nested_from_jagged(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    const jag_tensor *values, *offsets, *lengths;
+    jag_status st;
+    if ((st = jag__arg_tensor(op, args, nargs, 0, "values", &values)) ||
+        (st = jag__arg_tensor(op, args, nargs, 1, "offsets", &offsets)) ||
+        (st = jag__arg_opt_tensor(op, args, nargs, 2, "lengths", &lengths)))
+        return st;
+    return nested_from_jagged_checked(op, values, offsets, lengths, outs);
+}
+
 jag_status jag_nested_from_jagged(const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
                                   jag_tensor **out) {
     const char *op = "jag_nested_from_jagged";
     if (!out) return jag__error(JAG_EINVAL, "%s: argument 'out' is NULL", op);
     if (!values) return jag__error(JAG_EINVAL, "%s: argument 'values' is NULL", op);
-    if (values->subclass) return jag__error(JAG_EINVAL, "%s: argument 'values' is a nested tensor, expected a plain tensor", op);
+    if (!offsets) return jag__error(JAG_EINVAL, "%s: argument 'offsets' is NULL", op);
+    jag_value a[] = {jag__v_tensor(values), jag__v_tensor(offsets), jag__v_tensor(lengths)};
+    return jag__call(JAG_OP_nested_from_jagged, a, 3, out);
+}
+
+static jag_status nested_from_jagged_checked(const char *op, const jag_tensor *values, const jag_tensor *offsets,
+                                             const jag_tensor *lengths, jag_tensor **out) {
     if (values->ndim < 1 || values->ndim >= JAG_MAX_DIMS)
         return jag__error(JAG_ESHAPE, "%s: argument 'values' is %d-d, expected 1..%d dims", op, values->ndim, JAG_MAX_DIMS - 1);
     jag_status st = check_index_vector(op, "offsets", offsets, -1);
@@ -260,7 +281,6 @@ jag_status jag_nested_from_jagged(const jag_tensor *values, const jag_tensor *of
     if (offsets->sizes[0] < 1) return jag__error(JAG_ESHAPE, "%s: argument 'offsets' is empty, expected B+1 >= 1 entries", op);
     int64_t batch = offsets->sizes[0] - 1;
     if (lengths && (st = check_index_vector(op, "lengths", lengths, batch))) return st;
-    jag__enter();
     jag_tensor *off = NULL, *len = NULL;
     if ((st = contiguous_ref(offsets, &off)) || (lengths && (st = contiguous_ref(lengths, &len)))) goto fail;
     const int64_t *o = i64(off);
@@ -297,7 +317,7 @@ jag_status jag_nested_from_jagged(const jag_tensor *values, const jag_tensor *of
     st = jag__nested_wrap_jagged(values, off, len, len ? ragged_id_of(len) : ragged_id_of(off), mn, mx, out);
 fail:
     jag_release(off), jag_release(len);
-    return jag__leave(st, out, st == JAG_OK);
+    return st;
 }
 
 /* Copy `src` into rows [start, start + src.size(0)) of dst. */
@@ -422,7 +442,6 @@ static jag_status give(jag_tensor *t, jag_tensor **out) {
         jag_status st = need_nested(#fn, nt, layout, &s);                      \
         return st ? st : give(s->field, out);                                  \
     }
-ACCESSOR(jag_nested_values, JAG_JAGGED, values)
 ACCESSOR(jag_nested_offsets, JAG_JAGGED, offsets)
 ACCESSOR(jag_nested_lengths, JAG_JAGGED, lengths)
 ACCESSOR(jag_nested_buffer, JAG_STRIDED, buffer)
@@ -430,6 +449,22 @@ ACCESSOR(jag_nested_sizes_table, JAG_STRIDED, sizes)
 ACCESSOR(jag_nested_strides_table, JAG_STRIDED, strides)
 ACCESSOR(jag_nested_storage_offsets, JAG_STRIDED, storage_offsets)
 #undef ACCESSOR
+
+/* values is an op (a differentiable view), not a plain accessor. */
+jag_status jag_nested_values(const jag_tensor *nt, jag_tensor **out) {
+    nested_state *s;
+    if (!out) return jag__error(JAG_EINVAL, "jag_nested_values: argument 'out' is NULL");
+    jag_status st = need_nested("jag_nested_values", nt, JAG_JAGGED, &s);
+    if (st) return st;
+    jag_value a[] = {jag__v_tensor(nt)};
+    return jag__call(JAG_OP_values, a, 1, out);
+}
+
+/* The kernel of `values` for a plain argument: not nested. */
+jag_status jag__view_values(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    (void)args, (void)nargs, (void)outs;
+    return jag__error(JAG_EINVAL, "%s: argument 'nt' is not a nested tensor", op);
+}
 
 int64_t jag_nested_batch_size(const jag_tensor *nt) {
     nested_state *s = jag__nested(nt);

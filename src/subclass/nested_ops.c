@@ -425,6 +425,14 @@ jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag
     for (int i = 0; i < nargs && !outer_ndim; i++)
         if (args[i].kind == JAG_VAL_TENSOR && jag__nested(args[i].u.t) == lead) outer_ndim = args[i].u.t->ndim;
 
+    if (op == JAG_OP_values) { /* a new header over the values: a view */
+        if (lead->layout != JAG_JAGGED) return not_supported(info, lead->layout, "use jag_nested_buffer");
+        const jag_tensor *v = lead->values;
+        outs[0] = jag__tensor_view(v, v->sizes, v->strides, v->ndim, v->offset);
+        return outs[0] ? JAG_OK : jag_last_status();
+    }
+    if (op == JAG_OP_nested_from_jagged)
+        return jag__error(JAG_EINVAL, "%s: arguments must be plain tensors, got a nested tensor", info->api_name);
     if (lead->layout == JAG_JAGGED) {
         if (info->tags & JAG_TAG_POINTWISE) return pointwise_jagged(op, args, nargs, lead, outer_ndim, outs);
         switch (op) {

@@ -162,3 +162,13 @@ void jag__register_builtin_subclasses(void) {
     (void)jag__nested_class();
     (void)jag__scaled_class();
 }
+
+jag_status jag__subclass_alias(const jag_tensor *t, jag_tensor **out) {
+    jag_tensor *inner[JAG_SUBCLASS_MAX_INNER] = {0};
+    int n = 0;
+    jag_subclass_meta meta = {0};
+    jag_status st = t->subclass->def.flatten(t, inner, &n, &meta);
+    if (!st) st = t->subclass->def.unflatten(t->subclass, inner, n, &meta, out);
+    for (int i = 0; i < JAG_SUBCLASS_MAX_INNER; i++) jag_release(inner[i]);
+    return st;
+}

@@ -1,0 +1,63 @@
+/*
+ * autograd.h — the tape: nodes, the derivative table's interface, and the
+ * hooks the dispatcher calls.
+ *
+ * A node is made when an op runs under the AUTOGRAD key (grad mode on, an
+ * input requires grad). It holds the op's boxed arguments (tensors retained:
+ * the inputs themselves), shallow aliases of its outputs (new headers over
+ * the same data with no grad_fn, so that no reference cycle forms) and one
+ * edge per tensor input (the node that produced it, or the leaf's gradient
+ * accumulator). jag_backward walks nodes in reverse topological order and
+ * calls each op's derivative rule.
+ */
+#ifndef JAG_AUTOGRAD_H
+#define JAG_AUTOGRAD_H
+
+#include "../dispatch/dispatch.h"
+
+#define JAG_GRAD_MAX_INPUTS 32 /* tensor inputs of one op, tensor lists expanded */
+
+/* What a derivative rule sees. Tensor inputs are numbered in argument order
+ * with tensor lists expanded: input k is the k-th tensor among the args. */
+typedef struct jag_grad_ctx {
+    jag_op_id op;
+    const char *name;          /* "jag_sin", for messages */
+    const jag_value *args;     /* the op's arguments, as called */
+    int nargs;
+    jag_tensor *const *outputs; /* aliases of the op's outputs (no grad_fn) */
+    int n_out;
+    const bool *needs;         /* needs[k]: tensor input k wants a gradient */
+    int n_inputs;              /* tensor inputs */
+} jag_grad_ctx;
+
+/* A derivative rule: from grad_out[0..n_out) (never NULL: missing ones are
+ * zeros) compute grad_in[k] for every k with needs[k] (new references; leave
+ * the others NULL). Written with jag ops, so that nested inputs get nested
+ * gradients. Gradients must have the input's shape and dtype (reduce
+ * broadcast dims with jag__sum_to). */
+typedef jag_status (*jag_derivative_fn)(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);
+
+/* The derivative table (derivatives.c), by built-in op id; NULL: the op has
+ * no derivative (its outputs do not require grad when the op does not
+ * produce floats, else backward through it is JAG_ENOTIMPL). */
+extern const jag_derivative_fn jag__derivatives[JAG_OP_BUILTIN_COUNT];
+
+/* The k-th tensor input of a call (tensor lists expanded), or NULL. */
+const jag_tensor *jag__grad_input(const jag_value *args, int nargs, int k);
+
+/* Reduce g to `like`'s shape by summing broadcast dims (leading dims g has
+ * and like lacks, and dims where like has size 1): the gradient of an
+ * implicit broadcast. Works for dense g and like; for a nested g and a dense
+ * like (a dense operand broadcast over a nested tensor) it sums over the
+ * packed dims. Returns a new reference. */
+jag_status jag__sum_to(const jag_tensor *g, const jag_tensor *like, jag_tensor **out);
+
+/* ---- dispatcher hooks (engine.c) ----------------------------------------- */
+
+/* True when this call must go through the AUTOGRAD key: grad mode is on, the
+ * thread is not already below the key, and a tensor argument requires grad. */
+bool jag__autograd_wanted(const jag_value *args, int nargs);
+/* Run op below the AUTOGRAD key and record a node for its outputs. */
+jag_status jag__autograd_dispatch(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);
+
+#endif /* JAG_AUTOGRAD_H */

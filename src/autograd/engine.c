@@ -1,0 +1,628 @@
+/* engine.c — the autograd tape: grad mode, the AUTOGRAD key, nodes, custom
+ * functions and jag_backward. Derivative rules live in derivatives.c. */
+#include "autograd.h"
+
+#include <stdio.h>
+
+/* ---- grad mode ---------------------------------------------------------- */
+
+static _Thread_local bool grad_disabled; /* grad mode is on by default */
+static _Thread_local int below_autograd; /* > 0: inside an op already recorded */
+
+bool jag_set_grad_enabled(bool enabled) {
+    bool prev = !grad_disabled;
+    grad_disabled = !enabled;
+    return prev;
+}
+
+bool jag_is_grad_enabled(void) { return !grad_disabled; }
+
+/* ---- nodes -------------------------------------------------------------- */
+
+typedef enum { NODE_OP, NODE_ACCUMULATE, NODE_FUNCTION } node_kind;
+
+typedef struct edge {
+    struct jag_node *node; /* NULL: that input needs no gradient */
+    int slot;              /* which output (grad slot) of node */
+} edge;
+
+struct jag_autograd_ctx {
+    jag_tensor *saved[8];
+    int n_saved;
+    double values[8];
+    const bool *needs;
+    int n_inputs;
+    void *user;
+};
+
+typedef struct jag_node {
+    atomic_long refcount;
+    node_kind kind;
+    jag_op_id op;       /* NODE_OP */
+    const char *name;   /* for messages */
+    bool freed;         /* saved data released by a backward without retain_graph */
+    /* NODE_OP: the call's arguments, owned (tensors retained, lists copied) */
+    jag_value *args;
+    int nargs;
+    /* outputs: aliases without grad_fn (shapes, dtypes, data for rules) */
+    jag_tensor *outputs[4];
+    int n_out;
+    /* inputs */
+    edge *edges;
+    bool *needs;
+    int n_inputs;
+    /* NODE_ACCUMULATE: the leaf */
+    jag_tensor *leaf;
+    /* NODE_FUNCTION */
+    jag_function_def def;
+    jag_autograd_ctx *ctx;
+    /* backward bookkeeping (one backward at a time per graph) */
+    int deps;
+    unsigned visit;
+    jag_tensor *slots[4];
+} jag_node;
+
+static void node_retain(jag_node *n) {
+    if (n) atomic_fetch_add_explicit(&n->refcount, 1, memory_order_relaxed);
+}
+
+/* Release the data a node saved (arguments, output aliases, ctx). */
+static void node_free_saved(jag_node *n) {
+    for (int i = 0; i < n->nargs; i++) {
+        jag_value *v = &n->args[i];
+        if (v->kind == JAG_VAL_TENSOR) jag_release((jag_tensor *)v->u.t);
+        else if (v->kind == JAG_VAL_TENSORS) {
+            for (int j = 0; j < v->u.tensors.n; j++) jag_release(v->u.tensors.v[j]);
+            free((void *)v->u.tensors.v);
+        } else if (v->kind == JAG_VAL_INTS) {
+            free((void *)v->u.ints.v);
+        }
+    }
+    free(n->args);
+    n->args = NULL;
+    n->nargs = 0;
+    for (int i = 0; i < n->n_out; i++) jag_release(n->outputs[i]), n->outputs[i] = NULL;
+    if (n->ctx) {
+        for (int i = 0; i < n->ctx->n_saved; i++) jag_release(n->ctx->saved[i]);
+        free(n->ctx);
+        n->ctx = NULL;
+    }
+    n->freed = true;
+}
+
+/* Release a node; nodes freed in turn are released iteratively (a long chain
+ * of ops must not recurse once per op). */
+static void node_release(jag_node *n) {
+    jag_node **stack = NULL;
+    size_t len = 0, cap = 0;
+    while (n) {
+        if (atomic_fetch_sub_explicit(&n->refcount, 1, memory_order_acq_rel) == 1) {
+            if (!n->freed) node_free_saved(n);
+            for (int i = 0; i < 4; i++) jag_release(n->slots[i]);
+            jag_release(n->leaf);
+            for (int k = 0; k < n->n_inputs; k++) {
+                jag_node *next = n->edges[k].node;
+                if (!next) continue;
+                if (len == cap) {
+                    size_t nc = cap ? cap * 2 : 16;
+                    jag_node **grown = realloc(stack, nc * sizeof *grown);
+                    JAG_ASSERT(grown != NULL); /* freeing must not fail midway */
+                    stack = grown, cap = nc;
+                }
+                stack[len++] = next;
+            }
+            free(n->edges);
+            free(n->needs);
+            free(n);
+        }
+        n = len ? stack[--len] : NULL;
+    }
+    free(stack);
+}
+
+void jag__autograd_release_tensor(jag_tensor *t) {
+    node_release(t->grad_fn);
+    t->grad_fn = NULL;
+    jag_release(t->grad);
+    t->grad = NULL;
+}
+
+/* A new header over the same data with no autograd history. */
+static jag_status shallow_alias(const jag_tensor *t, jag_tensor **out) {
+    if (t->subclass) return jag__subclass_alias(t, out);
+    *out = jag__tensor_wrap(t->storage, t->dtype, t->sizes, t->strides, t->ndim, t->offset);
+    if (!*out) return jag_last_status();
+    (*out)->flags = t->flags;
+    return JAG_OK;
+}
+
+/* ---- tensor inputs ------------------------------------------------------ */
+
+const jag_tensor *jag__grad_input(const jag_value *args, int nargs, int k) {
+    for (int i = 0; i < nargs; i++) {
+        if (args[i].kind == JAG_VAL_TENSOR) {
+            if (k-- == 0) return args[i].u.t;
+        } else if (args[i].kind == JAG_VAL_TENSORS) {
+            if (k < args[i].u.tensors.n) return args[i].u.tensors.v[k];
+            k -= args[i].u.tensors.n;
+        }
+    }
+    return NULL;
+}
+
+static int count_tensor_inputs(const jag_value *args, int nargs) {
+    int n = 0;
+    for (int i = 0; i < nargs; i++)
+        n += args[i].kind == JAG_VAL_TENSOR ? 1 : args[i].kind == JAG_VAL_TENSORS ? args[i].u.tensors.n : 0;
+    return n;
+}
+
+static bool wants_grad(const jag_tensor *t) { return t && t->requires_grad && jag_dtype_is_floating(t->dtype); }
+
+bool jag__autograd_wanted(const jag_value *args, int nargs) {
+    if (grad_disabled || below_autograd) return false;
+    for (int i = 0; i < nargs; i++) {
+        if (args[i].kind == JAG_VAL_TENSOR && args[i].u.t && args[i].u.t->requires_grad) return true;
+        if (args[i].kind == JAG_VAL_TENSORS)
+            for (int j = 0; j < args[i].u.tensors.n; j++)
+                if (args[i].u.tensors.v[j] && args[i].u.tensors.v[j]->requires_grad) return true;
+    }
+    return false;
+}
+
+static jag_node *node_new(node_kind kind, const char *name, int n_inputs) {
+    jag_node *n = calloc(1, sizeof *n);
+    if (!n) return NULL;
+    atomic_init(&n->refcount, 1);
+    n->kind = kind;
+    n->name = name;
+    n->op = -1;
+    n->n_inputs = n_inputs;
+    if (n_inputs) {
+        n->edges = calloc((size_t)n_inputs, sizeof *n->edges);
+        n->needs = calloc((size_t)n_inputs, sizeof *n->needs);
+        if (!n->edges || !n->needs) {
+            free(n->edges), free(n->needs), free(n);
+            return NULL;
+        }
+    }
+    return n;
+}
+
+/* The edge for a tensor input: its grad_fn, or a new accumulator for a leaf
+ * that requires grad. */
+static jag_status make_edge(jag_node *n, int k, const jag_tensor *t) {
+    if (!wants_grad(t)) return JAG_OK;
+    n->needs[k] = true;
+    if (t->grad_fn) {
+        node_retain(t->grad_fn);
+        n->edges[k] = (edge){t->grad_fn, t->output_nr};
+        return JAG_OK;
+    }
+    jag_node *acc = node_new(NODE_ACCUMULATE, "leaf", 0);
+    if (!acc) return jag__error(JAG_ENOMEM, "autograd: out of memory");
+    acc->leaf = jag_retain((jag_tensor *)t);
+    acc->n_out = 1;
+    n->edges[k] = (edge){acc, 0};
+    return JAG_OK;
+}
+
+/* Deep copy of boxed args: tensors retained, arrays copied. */
+static jag_status copy_args(jag_node *n, const jag_value *args, int nargs) {
+    n->args = calloc((size_t)(nargs ? nargs : 1), sizeof *n->args);
+    if (!n->args) return jag__error(JAG_ENOMEM, "autograd: out of memory");
+    n->nargs = nargs;
+    for (int i = 0; i < nargs; i++) {
+        jag_value v = args[i];
+        if (v.kind == JAG_VAL_TENSOR) {
+            jag_retain((jag_tensor *)v.u.t);
+        } else if (v.kind == JAG_VAL_INTS) {
+            int64_t *c = malloc((size_t)(v.u.ints.n ? v.u.ints.n : 1) * sizeof *c);
+            if (!c) {
+                n->args[i].kind = JAG_VAL_NONE;
+                return jag__error(JAG_ENOMEM, "autograd: out of memory");
+            }
+            if (v.u.ints.n) memcpy(c, v.u.ints.v, (size_t)v.u.ints.n * sizeof *c);
+            v.u.ints.v = c;
+        } else if (v.kind == JAG_VAL_TENSORS) {
+            jag_tensor **c = malloc((size_t)(v.u.tensors.n ? v.u.tensors.n : 1) * sizeof *c);
+            if (!c) {
+                n->args[i].kind = JAG_VAL_NONE;
+                return jag__error(JAG_ENOMEM, "autograd: out of memory");
+            }
+            for (int j = 0; j < v.u.tensors.n; j++) c[j] = jag_retain(v.u.tensors.v[j]);
+            v.u.tensors.v = c;
+        }
+        n->args[i] = v;
+    }
+    return JAG_OK;
+}
+
+/* Give outs[0..n_out) the node as grad_fn (float outputs only). An output
+ * that is one of the inputs (a kernel may hand an input back) is replaced by
+ * an alias first, so that the input's history is not overwritten. */
+static jag_status attach_outputs(jag_node *n, const jag_value *args, int nargs, jag_tensor **outs, int n_out) {
+    n->n_out = n_out;
+    for (int i = 0; i < n_out; i++) {
+        for (int k = 0; k < count_tensor_inputs(args, nargs); k++)
+            if (outs[i] == jag__grad_input(args, nargs, k) || outs[i]->grad_fn || outs[i]->requires_grad) {
+                jag_tensor *a = NULL;
+                jag_status st = shallow_alias(outs[i], &a);
+                if (st) return st;
+                jag_release(outs[i]);
+                outs[i] = a;
+                break;
+            }
+        jag_status st = shallow_alias(outs[i], &n->outputs[i]);
+        if (st) return st;
+    }
+    for (int i = 0; i < n_out; i++) {
+        if (!jag_dtype_is_floating(outs[i]->dtype)) continue;
+        node_retain(n);
+        outs[i]->grad_fn = n;
+        outs[i]->output_nr = i;
+        outs[i]->requires_grad = true;
+    }
+    return JAG_OK;
+}
+
+static bool any_float(jag_tensor *const *outs, int n) {
+    for (int i = 0; i < n; i++)
+        if (jag_dtype_is_floating(outs[i]->dtype)) return true;
+    return false;
+}
+
+jag_status jag__autograd_dispatch(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs) {
+    const jag_op_info *info = &jag__ops[op];
+    jag_derivative_fn rule = op < JAG_OP_BUILTIN_COUNT ? jag__derivatives[op] : NULL;
+    if (!rule && (info->tags & JAG_TAG_COMPOSITE)) /* record its parts instead */
+        return info->cpu(info->api_name, args, nargs, outs);
+    below_autograd++;
+    jag_status st = jag__dispatch(op, args, nargs, outs);
+    below_autograd--;
+    if (st || !any_float(outs, info->n_out)) return st;
+    int n_in = count_tensor_inputs(args, nargs);
+    jag_node *n = node_new(NODE_OP, info->api_name, n_in);
+    if (!n) st = jag__error(JAG_ENOMEM, "%s: out of memory recording autograd", info->api_name);
+    if (!st) {
+        n->op = op;
+        st = copy_args(n, args, nargs);
+    }
+    for (int k = 0; !st && k < n_in; k++) st = make_edge(n, k, jag__grad_input(args, nargs, k));
+    if (!st) st = attach_outputs(n, args, nargs, outs, info->n_out);
+    if (n) node_release(n); /* the outputs hold it now */
+    if (st)
+        for (int i = 0; i < info->n_out; i++) jag_release(outs[i]), outs[i] = NULL;
+    return st;
+}
+
+/* ---- leaves ------------------------------------------------------------- */
+
+jag_status jag_set_requires_grad(jag_tensor *t, bool requires_grad) {
+    if (!t) return jag__error(JAG_EINVAL, "jag_set_requires_grad: argument 't' is NULL");
+    if (t->grad_fn)
+        return jag__error(JAG_EINVAL, "jag_set_requires_grad: argument 't' is the output of %s, not a leaf; detach it first",
+                          t->grad_fn->name);
+    if (requires_grad && !jag_dtype_is_floating(t->dtype))
+        return jag__error(JAG_EINVAL, "jag_set_requires_grad: argument 't' has dtype %s; only float tensors can require grad",
+                          jag_dtype_name(t->dtype));
+    t->requires_grad = requires_grad;
+    return JAG_OK;
+}
+
+bool jag_requires_grad(const jag_tensor *t) { return t && t->requires_grad; }
+bool jag_is_leaf(const jag_tensor *t) { return t && !t->grad_fn; }
+
+jag_status jag_get_grad(const jag_tensor *t, jag_tensor **out) {
+    if (!t || !out) return jag__error(JAG_EINVAL, "jag_get_grad: arguments must not be NULL");
+    jag__enter();
+    *out = jag_retain(t->grad);
+    return jag__leave(JAG_OK, out, t->grad != NULL);
+}
+
+void jag_zero_grad(jag_tensor *t) {
+    if (!t) return;
+    jag_release(t->grad);
+    t->grad = NULL;
+}
+
+jag_status jag_detach(const jag_tensor *x, jag_tensor **out) {
+    if (!x || !out) return jag__error(JAG_EINVAL, "jag_detach: arguments must not be NULL");
+    jag__enter();
+    jag_status st = shallow_alias(x, out);
+    return jag__leave(st, out, st == JAG_OK);
+}
+
+/* ---- custom functions --------------------------------------------------- */
+
+jag_status jag_autograd_save(jag_autograd_ctx *ctx, jag_tensor *const *tensors, int n) {
+    if (!ctx || (n > 0 && !tensors)) return jag__error(JAG_EINVAL, "jag_autograd_save: arguments must not be NULL");
+    if (ctx->n_saved + n > 8) return jag__error(JAG_EINVAL, "jag_autograd_save: at most 8 tensors may be saved");
+    for (int i = 0; i < n; i++) {
+        /* an alias without history: saving an output must not make a cycle */
+        jag_tensor *a = NULL;
+        jag_status st = tensors[i] ? shallow_alias(tensors[i], &a) : JAG_OK;
+        if (st) return st;
+        ctx->saved[ctx->n_saved++] = a;
+    }
+    return JAG_OK;
+}
+
+jag_tensor *const *jag_autograd_saved(const jag_autograd_ctx *ctx, int *n) {
+    if (n) *n = ctx ? ctx->n_saved : 0;
+    return ctx ? ctx->saved : NULL;
+}
+
+bool jag_autograd_needs_input_grad(const jag_autograd_ctx *ctx, int i) {
+    return ctx && ctx->needs && i >= 0 && i < ctx->n_inputs && ctx->needs[i];
+}
+
+double *jag_autograd_values(jag_autograd_ctx *ctx) { return ctx ? ctx->values : NULL; }
+void *jag_autograd_user(const jag_autograd_ctx *ctx) { return ctx ? ctx->user : NULL; }
+
+jag_status jag_function_apply(const jag_function_def *def, jag_tensor *const *inputs, int n_inputs, jag_tensor **outs) {
+    const char *op = "jag_function_apply";
+    if (!def || !def->forward || !def->backward || !outs || (n_inputs > 0 && !inputs))
+        return jag__error(JAG_EINVAL, "%s: def (with forward and backward), inputs and outs must not be NULL", op);
+    if (def->n_outputs < 1 || def->n_outputs > 4)
+        return jag__error(JAG_EINVAL, "%s: '%s' declares %d outputs, expected 1..4", op, def->name ? def->name : "?",
+                          def->n_outputs);
+    if (n_inputs < 0 || n_inputs > JAG_GRAD_MAX_INPUTS)
+        return jag__error(JAG_EINVAL, "%s: %d inputs, expected 0..%d", op, n_inputs, JAG_GRAD_MAX_INPUTS);
+    for (int i = 0; i < n_inputs; i++)
+        if (!inputs[i]) return jag__error(JAG_EINVAL, "%s: input %d is NULL", op, i);
+    bool record = !grad_disabled;
+    bool any = false;
+    for (int i = 0; i < n_inputs; i++) any = any || wants_grad(inputs[i]);
+    record = record && any;
+    jag_autograd_ctx *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    ctx->user = def->user;
+    jag__enter();
+    jag_tensor *made[4] = {0};
+    bool prev = jag_set_grad_enabled(false);
+    jag_status st = def->forward(ctx, inputs, n_inputs, made);
+    jag_set_grad_enabled(prev);
+    for (int i = 0; !st && i < def->n_outputs; i++)
+        if (!made[i]) st = jag__error(JAG_EINVAL, "%s: forward of '%s' returned no output %d", op, def->name ? def->name : "?", i);
+    jag_node *n = NULL;
+    if (!st && record) {
+        n = node_new(NODE_FUNCTION, def->name ? def->name : "custom function", n_inputs);
+        if (!n) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
+        if (!st) {
+            n->def = *def;
+            n->ctx = ctx;
+            ctx->needs = n->needs;
+            ctx->n_inputs = n_inputs;
+            ctx = NULL;
+        }
+        for (int k = 0; !st && k < n_inputs; k++) st = make_edge(n, k, inputs[k]);
+        jag_value args[JAG_GRAD_MAX_INPUTS];
+        for (int k = 0; k < n_inputs; k++) args[k] = jag__v_tensor(inputs[k]);
+        if (!st) st = attach_outputs(n, args, n_inputs, made, def->n_outputs);
+    }
+    if (n) node_release(n);
+    if (ctx) {
+        for (int i = 0; i < ctx->n_saved; i++) jag_release(ctx->saved[i]);
+        free(ctx);
+    }
+    if (st) {
+        for (int i = 0; i < 4; i++) jag_release(made[i]);
+        return jag__leave(st, NULL, 0);
+    }
+    for (int i = 0; i < def->n_outputs; i++) outs[i] = made[i];
+    return jag__leave(JAG_OK, outs, def->n_outputs);
+}
+
+/* ---- backward ----------------------------------------------------------- */
+
+typedef struct {
+    jag_node **v;
+    size_t n, cap;
+} node_list;
+
+static bool list_push(node_list *l, jag_node *n) {
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? l->cap * 2 : 32;
+        jag_node **g = realloc(l->v, cap * sizeof *g);
+        if (!g) return false;
+        l->v = g, l->cap = cap;
+    }
+    l->v[l->n++] = n;
+    return true;
+}
+
+static atomic_uint visit_epoch;
+
+/* Every node reachable from root, with deps = edges into it from reachable
+ * nodes. */
+static jag_status collect(jag_node *root, node_list *all) {
+    unsigned epoch = atomic_fetch_add(&visit_epoch, 1) + 1;
+    node_list stack = {0};
+    jag_status st = JAG_OK;
+    root->visit = epoch;
+    root->deps = 0;
+    if (!list_push(&stack, root) || !list_push(all, root)) st = jag__error(JAG_ENOMEM, "jag_backward: out of memory");
+    while (!st && stack.n) {
+        jag_node *n = stack.v[--stack.n];
+        for (int k = 0; k < n->n_inputs; k++) {
+            jag_node *next = n->edges[k].node;
+            if (!next) continue;
+            if (next->visit != epoch) {
+                next->visit = epoch;
+                next->deps = 0;
+                if (!list_push(&stack, next) || !list_push(all, next)) {
+                    st = jag__error(JAG_ENOMEM, "jag_backward: out of memory");
+                    break;
+                }
+            }
+            next->deps++;
+        }
+    }
+    free(stack.v);
+    return st;
+}
+
+static bool same_shape(const jag_tensor *a, const jag_tensor *b) {
+    if (a->ndim != b->ndim) return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->sizes[d] != b->sizes[d]) return false;
+    return true;
+}
+
+/* slot += g (a new tensor when the slot is empty) */
+static jag_status accumulate(jag_tensor **slot, jag_tensor *g) {
+    if (!*slot) {
+        *slot = jag_retain(g);
+        return JAG_OK;
+    }
+    jag_tensor *sum = NULL;
+    jag_value a[] = {jag__v_tensor(*slot), jag__v_tensor(g), jag__v_double(1.0)};
+    jag_status st = jag__dispatch(JAG_OP_add, a, 3, &sum);
+    if (st) return st;
+    jag_release(*slot);
+    *slot = sum;
+    return JAG_OK;
+}
+
+static jag_status zeros_like_internal(const jag_tensor *t, jag_tensor **out) {
+    jag__enter();
+    jag_status st = jag_zeros_like(t, out);
+    jag__leave(st, NULL, 0);
+    return st;
+}
+
+/* Run one node: its rule (or the custom backward) from its slots into the
+ * slots of the nodes its edges lead to, or the leaf's pending gradient. */
+static jag_status run_node(jag_node *n, node_list *pending_leaves) {
+    if (n->kind == NODE_ACCUMULATE) {
+        if (!n->slots[0]) return JAG_OK;
+        return list_push(pending_leaves, n) ? JAG_OK : jag__error(JAG_ENOMEM, "jag_backward: out of memory");
+    }
+    if (n->freed)
+        return jag__error(JAG_ESTATE, "jag_backward: the graph through %s was freed by an earlier backward; pass retain_graph to backward through it again",
+                          n->name);
+    jag_status st = JAG_OK;
+    for (int i = 0; i < n->n_out && !st; i++)
+        if (!n->slots[i]) st = zeros_like_internal(n->outputs[i], &n->slots[i]);
+    if (st) return st;
+    jag_tensor *grads[JAG_GRAD_MAX_INPUTS] = {0};
+    if (n->n_inputs > JAG_GRAD_MAX_INPUTS) return jag__error(JAG_ENOTIMPL, "jag_backward: %s has too many inputs", n->name);
+    if (n->kind == NODE_FUNCTION) {
+        jag__enter();
+        st = n->def.backward(n->ctx, n->slots, grads);
+        jag__leave(st, NULL, 0);
+    } else {
+        jag_derivative_fn rule = n->op < JAG_OP_BUILTIN_COUNT ? jag__derivatives[n->op] : NULL;
+        if (!rule) return jag__error(JAG_ENOTIMPL, "jag_backward: %s has no derivative", n->name);
+        jag_grad_ctx c = {n->op, n->name, n->args, n->nargs, n->outputs, n->n_out, n->needs, n->n_inputs};
+        jag__enter();
+        st = rule(&c, n->slots, grads);
+        jag__leave(st, NULL, 0);
+    }
+    for (int k = 0; !st && k < n->n_inputs; k++) {
+        if (!grads[k] || !n->edges[k].node) continue;
+        const jag_tensor *in = n->kind == NODE_FUNCTION ? NULL : jag__grad_input(n->args, n->nargs, k);
+        if (in && !in->subclass && !grads[k]->subclass && (!same_shape(in, grads[k]) || in->dtype != grads[k]->dtype)) {
+            char a[JAG_SHAPE_BUF], b[JAG_SHAPE_BUF];
+            st = jag__error(JAG_EINTERNAL, "jag_backward: the derivative of %s gave input %d a %s gradient of shape %s for an input of %s %s",
+                            n->name, k, jag_dtype_name(grads[k]->dtype), jag__shape_str(grads[k]->sizes, grads[k]->ndim, a, sizeof a),
+                            jag_dtype_name(in->dtype), jag__shape_str(in->sizes, in->ndim, b, sizeof b));
+            break;
+        }
+        st = accumulate(&n->edges[k].node->slots[n->edges[k].slot], grads[k]);
+    }
+    for (int k = 0; k < n->n_inputs; k++) jag_release(grads[k]);
+    for (int i = 0; i < 4; i++) jag_release(n->slots[i]), n->slots[i] = NULL;
+    return st;
+}
+
+static jag_status check_root_grad(const jag_tensor *root, const jag_tensor *grad) {
+    const char *op = "jag_backward";
+    if (!grad) {
+        if (root->subclass || jag_numel(root) != 1) {
+            char s[JAG_SHAPE_BUF];
+            return jag__error(JAG_ESHAPE, "%s: argument 'root' has shape %s; a gradient is needed unless it has one element",
+                              op, jag__shape_str(root->sizes, root->ndim, s, sizeof s));
+        }
+        return JAG_OK;
+    }
+    if (grad->dtype != root->dtype)
+        return jag__error(JAG_EDTYPE, "%s: argument 'grad' has dtype %s, expected %s like 'root'", op,
+                          jag_dtype_name(grad->dtype), jag_dtype_name(root->dtype));
+    if ((grad->subclass != NULL) != (root->subclass != NULL) || grad->ndim != root->ndim)
+        return jag__error(JAG_ESHAPE, "%s: argument 'grad' does not have the shape and kind of 'root'", op);
+    for (int d = 0; d < root->ndim; d++)
+        if (grad->sizes[d] != root->sizes[d]) {
+            char a[JAG_SHAPE_BUF], b[JAG_SHAPE_BUF];
+            return jag__error(JAG_ESHAPE, "%s: argument 'grad' has shape %s, expected %s like 'root'", op,
+                              jag__shape_str(grad->sizes, grad->ndim, a, sizeof a),
+                              jag__shape_str(root->sizes, root->ndim, b, sizeof b));
+        }
+    return JAG_OK;
+}
+
+jag_status jag_backward(const jag_tensor *root, const jag_tensor *grad, bool retain_graph) {
+    const char *op = "jag_backward";
+    if (!root) return jag__error(JAG_EINVAL, "%s: argument 'root' is NULL", op);
+    if (!root->requires_grad)
+        return jag__error(JAG_ESTATE, "%s: argument 'root' does not require grad (no input of it required grad, or grad mode was off)", op);
+    jag_status st = check_root_grad(root, grad);
+    if (st) return st;
+    jag__enter();
+    bool prev = jag_set_grad_enabled(false);
+    jag_tensor *seed = NULL;
+    if (grad) {
+        st = shallow_alias(grad, &seed);
+    } else {
+        seed = jag__tensor_new(op, root->sizes, root->ndim, root->dtype, false, false);
+        if (!seed) st = jag_last_status();
+        else jag__fill(seed, 1.0);
+    }
+    node_list all = {0}, leaves = {0};
+    jag_node *rootn = root->grad_fn, *tmp_acc = NULL;
+    if (!st && !rootn) { /* a leaf: accumulate straight into it */
+        tmp_acc = node_new(NODE_ACCUMULATE, "leaf", 0);
+        if (!tmp_acc) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
+        else tmp_acc->leaf = jag_retain((jag_tensor *)root), tmp_acc->n_out = 1, rootn = tmp_acc;
+    }
+    if (!st) st = collect(rootn, &all);
+    if (!st) st = accumulate(&rootn->slots[root->grad_fn ? root->output_nr : 0], seed);
+    /* Kahn's algorithm: a node runs once every node feeding it has run */
+    node_list ready = {0};
+    if (!st && !list_push(&ready, rootn)) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    while (!st && ready.n) {
+        jag_node *n = ready.v[--ready.n];
+        st = run_node(n, &leaves);
+        for (int k = 0; !st && k < n->n_inputs; k++) {
+            jag_node *next = n->edges[k].node;
+            if (next && --next->deps == 0 && !list_push(&ready, next)) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
+        }
+    }
+    /* commit the leaves' gradients only when everything succeeded */
+    for (size_t i = 0; !st && i < leaves.n; i++) {
+        jag_node *a = leaves.v[i];
+        jag_tensor *g = NULL;
+        st = shallow_alias(a->slots[0], &g);
+        if (!st && a->leaf->grad) {
+            jag_tensor *sum = NULL;
+            jag_value v[] = {jag__v_tensor(a->leaf->grad), jag__v_tensor(g), jag__v_double(1.0)};
+            st = jag__dispatch(JAG_OP_add, v, 3, &sum);
+            jag_release(g);
+            g = sum;
+        }
+        if (!st) {
+            jag_release(a->leaf->grad);
+            a->leaf->grad = g;
+        }
+    }
+    for (size_t i = 0; i < all.n; i++) {
+        for (int s = 0; s < 4; s++) jag_release(all.v[i]->slots[s]), all.v[i]->slots[s] = NULL;
+        if (!st && !retain_graph && all.v[i]->kind != NODE_ACCUMULATE) node_free_saved(all.v[i]);
+    }
+    free(all.v), free(leaves.v), free(ready.v);
+    if (tmp_acc) node_release(tmp_acc);
+    jag_release(seed);
+    jag_set_grad_enabled(prev);
+    return jag__leave(st, NULL, 0);
+}
