@@ -705,7 +705,9 @@ void jag_zero_grad(jag_tensor *t);
  * graph is JAG_ESTATE. Errors: JAG_ESTATE (root does not require grad, or
  * its graph was freed), JAG_ESHAPE / JAG_EDTYPE (grad does not match root;
  * a non-scalar root without grad), JAG_ENOTIMPL (an op on the path has no
- * derivative). On error no .grad is changed. */
+ * derivative). On error no .grad is changed. Rules run with grad mode off
+ * (no higher-order gradients yet). One thread at a time may backpropagate
+ * through a given graph. */
 jag_status jag_backward(const jag_tensor *root, const jag_tensor *grad, bool retain_graph);
 
 /* Grad mode for this thread (on by default). Returns the previous mode, so
