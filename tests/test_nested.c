@@ -562,7 +562,9 @@ static void test_batch_one_and_plain_errors(void) {
     jag_release(w0), jag_release(want[0]), jag_release(y), jag_release(bias);
     /* functions that need plain data refuse nested tensors clearly */
     double v;
-    CHECK_ERR(jag_item(nt, &v), JAG_ESHAPE, "elements"); /* numel is -1 */
+    CHECK_ERR(jag_item(nt, &v), JAG_ENOTIMPL, "jag_item: argument 't' is a nested tensor, expected a plain tensor");
+    CHECK_ERR(jag_item(NULL, &v), JAG_EINVAL, "must not be NULL");
+    CHECK_ERR(jag_item_at(nt, NULL, &v), JAG_EINVAL, "must not be NULL");
     CHECK_ERR(jag_fill_(nt, 1), JAG_ENOTIMPL, "is a nested tensor, expected a plain tensor");
     int n0 = 0;
     jag_tensor *o = NULL;
@@ -571,7 +573,79 @@ static void test_batch_one_and_plain_errors(void) {
     release_all(items, 1);
 }
 
-TEST_MAIN(test_from_list_jagged, test_from_list_strided, test_from_list_errors, test_from_jagged_view_and_validation,
+/* ---- regressions from review ------------------------------------------- */
+
+/* Holes: equal lengths with different offsets are different raggedness. */
+static void test_shared_lengths_different_offsets(void) {
+    TEST_BEGIN();
+    int64_t vs[2] = {4, 1}, o1[3] = {0, 2, 4}, o2[3] = {0, 3, 4}, l[2] = {1, 1};
+    jag_tensor *v1 = t_rand(vs, 2, JAG_FLOAT32, 0, 1, 1), *v2 = t_rand(vs, 2, JAG_FLOAT32, 0, 1, 2);
+    jag_tensor *off1 = int64_vec(o1, 3), *off2 = int64_vec(o2, 3), *len = int64_vec(l, 2), *a = NULL, *b = NULL, *o = NULL;
+    CHECK_OK(jag_nested_from_jagged(v1, off1, len, &a));
+    CHECK_OK(jag_nested_from_jagged(v2, off2, len, &b));
+    long long ia = jag_nested_ragged_id(a), ib = jag_nested_ragged_id(b);
+    CHECK_ERR(jag_add(a, b, 1.0, &o), JAG_ESHAPE, "different raggedness");
+    CHECK(o == NULL);
+    /* a failed call changed nothing, ragged symbols included */
+    CHECK(jag_nested_ragged_id(a) == ia && jag_nested_ragged_id(b) == ib);
+    jag_release(v1), jag_release(v2), jag_release(off1), jag_release(off2), jag_release(len), jag_release(a), jag_release(b);
+}
+
+static void test_review_edge_cases(void) {
+    TEST_BEGIN();
+    /* linear / matmul on (B, j) with 1-d values: a clear error, no corruption */
+    int64_t vn = 3, o[3] = {0, 1, 3}, ws[2] = {2, 1};
+    jag_tensor *v = t_rand(&vn, 1, JAG_FLOAT32, 0, 1, 3), *off = int64_vec(o, 3), *nt = NULL, *w = t_rand(ws, 2, JAG_FLOAT32, 0, 1, 4);
+    jag_tensor *out = NULL;
+    CHECK_OK(jag_nested_from_jagged(v, off, NULL, &nt));
+    CHECK_ERR(jag_linear(nt, w, NULL, &out), JAG_ESHAPE, "expected (B, j, D...)");
+    CHECK_ERR(jag_matmul(nt, w, &out), JAG_ESHAPE, "expected (B, j, D...)");
+    /* a long dim list through the boxed API: refused, no overflow */
+    jag_op_id sum;
+    CHECK_OK(jag_op_find("sum", &sum));
+    int64_t many[40] = {0};
+    jag_value args[3] = {{.kind = JAG_VAL_TENSOR, .u.t = nt}, {.kind = JAG_VAL_INTS, .u.ints = {many, 40}},
+                         {.kind = JAG_VAL_BOOL, .u.b = false}};
+    CHECK_ERR(jag_op_call(sum, args, 3, &out), JAG_EINVAL, "at most 8 dims");
+    /* split along the ragged dim */
+    jag_tensor *parts[4];
+    int np = -1;
+    CHECK_ERR(jag_split(nt, 1, 1, parts, 4, &np), JAG_ENOTIMPL, "is ragged");
+    CHECK(np == -1 && out == NULL);
+    /* B = 0: padding keeps the trailing dims */
+    int64_t z[1] = {0}, vs0[2] = {0, 3};
+    jag_tensor *v0 = NULL, *off0 = int64_vec(z, 1), *n0 = NULL, *p = NULL;
+    CHECK_OK(jag_zeros(vs0, 2, JAG_FLOAT32, &v0));
+    CHECK_OK(jag_nested_from_jagged(v0, off0, NULL, &n0));
+    CHECK_OK(jag_nested_to_padded(n0, 0, NULL, 0, &p));
+    CHECK(jag_ndim(p) == 3 && jag_size(p, 0) == 0 && jag_size(p, 2) == 3);
+    jag_release(v), jag_release(off), jag_release(nt), jag_release(w), jag_release(v0), jag_release(off0), jag_release(n0), jag_release(p);
+    /* strided: unsqueeze(-1) adds the last dim; expand and view refuse */
+    int64_t a[2] = {2, 3}, b[2] = {1, 3};
+    jag_tensor *items[2] = {t_rand(a, 2, JAG_FLOAT32, 0, 1, 5), t_rand(b, 2, JAG_FLOAT32, 0, 1, 6)}, *st = NULL, *u = NULL;
+    CHECK_OK(jag_nested_from_list(items, 2, JAG_STRIDED, &st));
+    CHECK_OK(jag_unsqueeze(st, -1, &u));
+    CHECK(jag_ndim(u) == 4 && jag_size(u, 3) == 1 && jag_size(u, 2) == 3);
+    int64_t es[3] = {2, 2, 3};
+    CHECK_ERR(jag_expand(st, es, 3, &out), JAG_ENOTIMPL, "describe the whole tensor");
+    /* strided nested + nested of other component sizes: refused (torch does too) */
+    jag_tensor *items2[2] = {t_rand(b, 2, JAG_FLOAT32, 0, 1, 7), t_rand(b, 2, JAG_FLOAT32, 0, 1, 8)}, *st2 = NULL;
+    CHECK_OK(jag_nested_from_list(items2, 2, JAG_STRIDED, &st2));
+    CHECK_ERR(jag_add(st, st2, 1.0, &out), JAG_ESHAPE, "components of other sizes");
+    CHECK(out == NULL);
+    /* unflatten validates what it is given */
+    jag_tensor *inner[4] = {0}, *back = NULL;
+    int n = 0;
+    jag_subclass_meta meta;
+    CHECK_OK(jag_subclass_flatten(st, inner, &n, &meta));
+    jag_tensor *swapped[4] = {inner[1], inner[0], inner[2], inner[3]};
+    CHECK_ERR(jag_subclass_unflatten(jag_tensor_subclass(st), swapped, 4, &meta, &back), JAG_EINVAL, "nested unflatten");
+    CHECK(back == NULL);
+    release_all(inner, n), release_all(items, 2), release_all(items2, 2);
+    jag_release(st), jag_release(st2), jag_release(u);
+}
+
+TEST_MAIN(test_shared_lengths_different_offsets, test_review_edge_cases, test_from_list_jagged, test_from_list_strided, test_from_list_errors, test_from_jagged_view_and_validation,
           test_holes, test_padding_round_trip, test_layout_conversion, test_unary_pointwise, test_binary_nested_nested,
           test_binary_nested_dense, test_jagged_mm_linear, test_strided_bmm_transpose, test_non_ragged_dims,
           test_unsupported_and_fallback, test_like_factories_and_clone, test_printing, test_flatten_unflatten,

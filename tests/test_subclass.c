@@ -128,6 +128,8 @@ static void test_user_subclass(void) {
                             .dispatch = counted_dispatch};
     const jag_subclass *c2 = NULL;
     CHECK_ERR(jag_subclass_register(&dup, &c2), JAG_EINVAL, "already registered");
+    dup.name = "nested"; /* the built-in classes own their names */
+    CHECK_ERR(jag_subclass_register(&dup, &c2), JAG_EINVAL, "a class named 'nested' is already registered");
     dup.name = "incomplete";
     dup.flatten = NULL;
     CHECK_ERR(jag_subclass_register(&dup, &c2), JAG_EINVAL, "needs flatten, unflatten and dispatch");

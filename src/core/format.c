@@ -55,7 +55,12 @@ static void put_dim(text *t, const jag_tensor *x, int d, int64_t off, int indent
 
 size_t jag_format(const jag_tensor *x, char *buf, size_t cap) {
     text t = {buf, cap, 0};
-    if (cap) buf[0] = '\0';
+    if (cap && buf) buf[0] = '\0';
+    if (!buf) t.cap = 0;
+    if (!x) {
+        put(&t, "(null)");
+        return t.len;
+    }
     char shape[JAG_SHAPE_BUF];
     jag__shape_str(x->sizes, x->ndim, shape, sizeof shape);
     if (x->subclass) {

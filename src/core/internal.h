@@ -102,6 +102,9 @@ static inline bool jag__is_subclass(const jag_tensor *t) { return t->subclass !=
 /* Fail with a clear message when a function that needs plain data gets a
  * subclass tensor (`what` names the function and argument). */
 jag_status jag__require_plain(const char *op, const char *arg, const jag_tensor *t);
+/* Mark this thread as registering a built-in class (returns the previous
+ * mark); jag_subclass_register then does not register the built-ins. */
+bool jag__set_registering_builtin(bool on);
 /* Register the classes jag ships (nested, scaled) if not yet done. */
 void jag__register_builtin_subclasses(void);
 /* The class's printer, or NULL (subclass.c). */
@@ -140,7 +143,7 @@ _Noreturn void jag__assert_fail(const char *cond, const char *file, int line);
 /* Normalise a possibly negative dim against ndim (a 0-d tensor accepts 0
  * and -1, as torch). Sets an error naming op/arg and returns JAG_ERANGE when
  * out of range. */
-jag_status jag__wrap_dim(const char *op, const char *arg, int dim, int ndim, int *out);
+jag_status jag__wrap_dim(const char *op, const char *arg, int64_t dim, int ndim, int *out);
 /* Check 0 <= ndim <= JAG_MAX_DIMS, sizes >= 0 and the element count fits
  * int64 and bytes fit size_t. */
 jag_status jag__check_shape(const char *op, const int64_t *sizes, int ndim, jag_dtype dtype,

@@ -12,13 +12,13 @@ const char *jag__shape_str(const int64_t *sizes, int ndim, char *buf, size_t cap
     return buf;
 }
 
-jag_status jag__wrap_dim(const char *op, const char *arg, int dim, int ndim, int *out) {
+jag_status jag__wrap_dim(const char *op, const char *arg, int64_t dim, int ndim, int *out) {
     int n = ndim > 0 ? ndim : 1; /* a 0-d tensor accepts dim 0 and -1 */
-    int d = dim < 0 ? dim + n : dim;
+    int64_t d = dim < 0 ? dim + n : dim;
     if (d < 0 || d >= n)
-        return jag__error(JAG_ERANGE, "%s: argument '%s' is %d, expected a dim in [%d, %d] for a %d-d tensor",
-                          op, arg, dim, -n, n - 1, ndim);
-    *out = d;
+        return jag__error(JAG_ERANGE, "%s: argument '%s' is %lld, expected a dim in [%d, %d] for a %d-d tensor",
+                          op, arg, (long long)dim, -n, n - 1, ndim);
+    *out = (int)d;
     return JAG_OK;
 }
 

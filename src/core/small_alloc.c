@@ -24,6 +24,7 @@ static pthread_once_t lists_once = PTHREAD_ONCE_INIT;
 
 static void free_lists(void *p) {
     free_list *l = p;
+    lists = NULL; /* a later free on this thread starts a new list */
     for (int c = 0; c < N_CLASSES; c++)
         for (int i = 0; i < l->n[c]; i++) free(l->items[c][i]);
     free(l);

@@ -128,6 +128,8 @@ jag_status jag__require_plain(const char *op, const char *arg, const jag_tensor 
 }
 
 jag_status jag_item_at(const jag_tensor *t, const int64_t *index, double *value) {
+    if (!t || !value || (t->ndim > 0 && !index))
+        return jag__error(JAG_EINVAL, "jag_item_at: arguments 't', 'index' (for ndim > 0) and 'value' must not be NULL");
     jag_status st = jag__require_plain("jag_item_at", "t", t);
     if (st) return st;
     if (jag__is_meta(t)) return jag__error(JAG_EINVAL, "jag_item_at: argument 't' has no data (a meta tensor)");
@@ -145,6 +147,9 @@ jag_status jag_item_at(const jag_tensor *t, const int64_t *index, double *value)
 }
 
 jag_status jag_item(const jag_tensor *t, double *value) {
+    if (!t || !value) return jag__error(JAG_EINVAL, "jag_item: arguments 't' and 'value' must not be NULL");
+    jag_status st = jag__require_plain("jag_item", "t", t);
+    if (st) return st;
     if (jag_numel(t) != 1)
         return jag__error(JAG_ESHAPE, "jag_item: argument 't' has %lld elements, expected exactly 1",
                           (long long)jag_numel(t));

@@ -94,8 +94,8 @@ jag_status jag__view_transpose(const char *op, const jag_value *args, int nargs,
     int a, b;
     jag_status st;
     if ((st = jag__arg_tensor(op, args, nargs, 0, "x", &x)) || (st = jag__arg_int(op, args, nargs, 1, "dim0", &d0)) ||
-        (st = jag__arg_int(op, args, nargs, 2, "dim1", &d1)) || (st = jag__wrap_dim(op, "dim0", (int)d0, x->ndim, &a)) ||
-        (st = jag__wrap_dim(op, "dim1", (int)d1, x->ndim, &b)))
+        (st = jag__arg_int(op, args, nargs, 2, "dim1", &d1)) || (st = jag__wrap_dim(op, "dim0", d0, x->ndim, &a)) ||
+        (st = jag__wrap_dim(op, "dim1", d1, x->ndim, &b)))
         return st;
     int64_t sizes[JAG_MAX_DIMS], strides[JAG_MAX_DIMS];
     memcpy(sizes, x->sizes, sizeof sizes);
@@ -121,7 +121,7 @@ jag_status jag__view_permute(const char *op, const jag_value *args, int nargs, j
     bool seen[JAG_MAX_DIMS] = {0};
     for (int i = 0; i < n; i++) {
         int d;
-        if ((st = jag__wrap_dim(op, "perm", (int)perm[i], n, &d))) return st;
+        if ((st = jag__wrap_dim(op, "perm", perm[i], n, &d))) return st;
         if (seen[d]) return jag__error(JAG_EINVAL, "%s: argument 'perm' repeats dim %d", op, d);
         seen[d] = true;
         sizes[i] = x->sizes[d];
@@ -140,7 +140,7 @@ jag_status jag__view_narrow(const char *op, const jag_value *args, int nargs, ja
         (st = jag__arg_int(op, args, nargs, 2, "start", &start)) || (st = jag__arg_int(op, args, nargs, 3, "length", &length)))
         return st;
     if (x->ndim == 0) return jag__error(JAG_ERANGE, "%s: argument 'x' is 0-d, expected at least 1 dim", op);
-    if ((st = jag__wrap_dim(op, "dim", (int)dim64, x->ndim, &d))) return st;
+    if ((st = jag__wrap_dim(op, "dim", dim64, x->ndim, &d))) return st;
     int64_t size = x->sizes[d];
     if (start < 0) start += size;
     if (start < 0 || start > size || length < 0 || length > size - start)
@@ -162,7 +162,7 @@ jag_status jag__view_select(const char *op, const jag_value *args, int nargs, ja
         (st = jag__arg_int(op, args, nargs, 2, "index", &index)))
         return st;
     if (x->ndim == 0) return jag__error(JAG_ERANGE, "%s: argument 'x' is 0-d, expected at least 1 dim", op);
-    if ((st = jag__wrap_dim(op, "dim", (int)dim64, x->ndim, &d))) return st;
+    if ((st = jag__wrap_dim(op, "dim", dim64, x->ndim, &d))) return st;
     int64_t size = x->sizes[d];
     if (index < -size || index >= size)
         return jag__error(JAG_ERANGE, "%s: argument 'index' is %lld, expected in [%lld, %lld) for dim %d", op,
@@ -185,7 +185,7 @@ jag_status jag__view_unsqueeze(const char *op, const jag_value *args, int nargs,
         return st;
     if (x->ndim == JAG_MAX_DIMS)
         return jag__error(JAG_EINVAL, "%s: argument 'x' already has %d dims, the most a tensor may have", op, JAG_MAX_DIMS);
-    if ((st = jag__wrap_dim(op, "dim", (int)dim64, x->ndim + 1, &d))) return st;
+    if ((st = jag__wrap_dim(op, "dim", dim64, x->ndim + 1, &d))) return st;
     int64_t sizes[JAG_MAX_DIMS], strides[JAG_MAX_DIMS];
     for (int i = 0, j = 0; i <= x->ndim; i++) {
         if (i == d) {
@@ -212,7 +212,7 @@ jag_status jag__view_squeeze(const char *op, const jag_value *args, int nargs, j
             if (x->sizes[i] != 1) sizes[n] = x->sizes[i], strides[n++] = x->strides[i];
     } else {
         int d;
-        if ((st = jag__wrap_dim(op, "dim", (int)dim64, x->ndim, &d))) return st;
+        if ((st = jag__wrap_dim(op, "dim", dim64, x->ndim, &d))) return st;
         for (int i = 0; i < x->ndim; i++)
             if (i != d || x->sizes[i] != 1) sizes[n] = x->sizes[i], strides[n++] = x->strides[i];
     }

@@ -318,23 +318,28 @@ static jag_status split_sizes(const char *op, const jag_tensor *x, int64_t piece
     jag_status st = jag__wrap_dim(op, "dim", dim, x->ndim, &d);
     if (st) return st;
     int64_t size = x->sizes[d];
-    int64_t count = size == 0 ? 1 : (size + piece - 1) / piece;
+    if (size < 0)
+        return jag__error(JAG_ENOTIMPL, "%s: dim %d of argument 'x' is ragged; split it with jag_nested_unbind", op, d);
+    int64_t count = size == 0 ? 1 : size / piece + (size % piece != 0);
     if (count > cap)
         return jag__error(JAG_EINVAL, "%s: gives %lld pieces but argument 'cap' is %d", op, (long long)count, cap);
+    jag_tensor **made = calloc((size_t)count, sizeof *made);
+    if (!made) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
     jag__enter();
-    int made = 0;
     for (int64_t i = 0; i < count && !st; i++) {
         int64_t start = i * piece, len = size - start < piece ? size - start : piece;
         jag_value v[] = {jag__v_tensor(x), jag__v_int(d), jag__v_int(start), jag__v_int(len)};
-        st = jag__dispatch(JAG_OP_narrow, v, 4, &outs[i]);
-        if (!st) made++;
+        st = jag__dispatch(JAG_OP_narrow, v, 4, &made[i]);
     }
-    if (st) {
-        for (int i = 0; i < made; i++) jag_release(outs[i]), outs[i] = NULL;
+    if (st) { /* outs stay untouched */
+        for (int64_t i = 0; i < count; i++) jag_release(made[i]);
+        free(made);
         return jag__leave(st, NULL, 0);
     }
-    *n_out = made;
-    return jag__leave(JAG_OK, outs, made);
+    for (int64_t i = 0; i < count; i++) outs[i] = made[i];
+    free(made);
+    *n_out = (int)count;
+    return jag__leave(JAG_OK, outs, (int)count);
 }
 
 jag_status jag_split(const jag_tensor *x, int64_t split_size, int dim, jag_tensor **outs, int cap, int *n_out) {
@@ -350,7 +355,9 @@ jag_status jag_chunk(const jag_tensor *x, int chunks, int dim, jag_tensor **outs
     jag_status st = jag__wrap_dim("jag_chunk", "dim", dim, x->ndim, &d);
     if (st) return st;
     int64_t size = x->ndim ? x->sizes[d] : 1;
-    int64_t piece = (size + chunks - 1) / chunks;
+    if (size < 0)
+        return jag__error(JAG_ENOTIMPL, "jag_chunk: dim %d of argument 'x' is ragged; split it with jag_nested_unbind", d);
+    int64_t piece = size / chunks + (size % chunks != 0);
     if (piece == 0) piece = 1;
     return split_sizes("jag_chunk", x, piece, dim, outs, cap, n_out);
 }

@@ -7,6 +7,11 @@
 
 static atomic_llong next_ragged_id;
 
+static jag_status nested_from_jagged_checked(const char *op, const jag_tensor *values, const jag_tensor *offsets,
+                                             const jag_tensor *lengths, jag_tensor **out);
+static const int64_t *i64(const jag_tensor *t);
+static bool readable(const jag_tensor *t);
+
 /* The ragged symbol of nested tensors whose offsets (jagged) or size table
  * (strided) is `t`: the one already attached to t, or a new one. */
 static int64_t ragged_id_of(const jag_tensor *t) {
@@ -56,15 +61,41 @@ static jag_status nested_unflatten(const jag_subclass *cls, jag_tensor *const *i
                                    const jag_subclass_meta *meta, jag_tensor **out) {
     (void)cls;
     if (meta->n_ints < 2) return jag__error(JAG_EINVAL, "nested unflatten: metadata has %d ints, expected >= 2", meta->n_ints);
+    for (int i = 0; i < n; i++)
+        if (!inner[i] || inner[i]->subclass)
+            return jag__error(JAG_EINVAL, "nested unflatten: inner tensor %d is NULL or not a plain tensor", i);
     if (meta->ints[0] == JAG_JAGGED) {
         if (meta->n_ints < 5 || n != 2 + (meta->ints[2] != 0))
             return jag__error(JAG_EINVAL, "nested unflatten: jagged metadata does not match %d inner tensors", n);
-        return jag__nested_wrap_jagged(inner[0], inner[1], meta->ints[2] ? inner[2] : NULL, meta->ints[1],
-                                       meta->ints[3], meta->ints[4], out);
+        /* inner tensors may come from anywhere: validate them as user input
+         * (the ragged symbol then comes from the offsets, never the caller) */
+        return nested_from_jagged_checked("nested unflatten", inner[0], inner[1], meta->ints[2] ? inner[2] : NULL, out);
     }
     if (meta->ints[0] != JAG_STRIDED || n != 4)
         return jag__error(JAG_EINVAL, "nested unflatten: layout %lld with %d inner tensors", (long long)meta->ints[0], n);
-    return jag__nested_wrap_strided(inner[0], inner[1], inner[2], inner[3], meta->ints[1], out);
+    const jag_tensor *buf = inner[0], *sz = inner[1], *sd = inner[2], *so = inner[3];
+    if (buf->ndim != 1 || sz->dtype != JAG_INT64 || sd->dtype != JAG_INT64 || so->dtype != JAG_INT64 ||
+        sz->ndim != 2 || sd->ndim != 2 || so->ndim != 1 || sz->sizes[0] != so->sizes[0] ||
+        sd->sizes[0] != sz->sizes[0] || sd->sizes[1] != sz->sizes[1] || sz->sizes[1] + 1 > JAG_MAX_DIMS ||
+        !jag_is_contiguous(sz) || !jag_is_contiguous(sd) || !jag_is_contiguous(so))
+        return jag__error(JAG_EINVAL, "nested unflatten: strided inner tensors must be a 1-d buffer and contiguous int64 tables (B, n), (B, n), (B)");
+    if (readable(sz) && readable(sd) && readable(so)) { /* every component inside the buffer */
+        int nd = (int)sz->sizes[1];
+        for (int64_t b = 0; b < sz->sizes[0]; b++) {
+            int64_t lo = i64(so)[b], hi = lo;
+            bool empty = false;
+            for (int d = 0; d < nd; d++) {
+                int64_t size = i64(sz)[b * nd + d], stride = i64(sd)[b * nd + d];
+                if (size < 0 || stride < 0)
+                    return jag__error(JAG_EINVAL, "nested unflatten: component %lld has a negative size or stride", (long long)b);
+                if (size == 0) empty = true;
+                else hi += (size - 1) * stride;
+            }
+            if (!empty && (lo < 0 || hi >= buf->sizes[0]))
+                return jag__error(JAG_EINVAL, "nested unflatten: component %lld reaches outside the buffer", (long long)b);
+        }
+    }
+    return jag__nested_wrap_strided(buf, sz, sd, so, ragged_id_of(sz), out);
 }
 
 static size_t nested_format(const jag_tensor *t, char *buf, size_t cap);
@@ -82,7 +113,9 @@ static void register_nested(void) {
         .destroy_state = destroy_state,
         .format = nested_format,
     };
+    bool prev = jag__set_registering_builtin(true);
     nested_class_status = jag_subclass_register(&def, &nested_class);
+    jag__set_registering_builtin(prev);
 }
 
 const jag_subclass *jag__nested_class(void) {
@@ -183,7 +216,7 @@ static bool same_int64_values(const jag_tensor *a, const jag_tensor *b) {
     return memcmp(jag__ptr(a), jag__ptr(b), (size_t)jag_numel(a) * sizeof(int64_t)) == 0;
 }
 
-bool jag__nested_same_raggedness(nested_state *a, nested_state *b) {
+bool jag__nested_same_raggedness(nested_state *a, nested_state *b, bool remember) {
     if (a->layout != b->layout) return false;
     long long ia = atomic_load(&a->ragged_id), ib = atomic_load(&b->ragged_id);
     if (ia == ib) return true;
@@ -194,7 +227,7 @@ bool jag__nested_same_raggedness(nested_state *a, nested_state *b) {
                (a->lengths == NULL) == (b->lengths == NULL);
     else
         same = a->batch == b->batch && same_int64_values(a->sizes, b->sizes);
-    if (same) { /* remember: both take the smaller id */
+    if (same && remember) { /* both take the smaller id */
         long long m = ia < ib ? ia : ib;
         atomic_store(&a->ragged_id, m);
         atomic_store(&b->ragged_id, m);
@@ -223,9 +256,6 @@ const jag_tensor *jag__nested_row_ids(nested_state *s) {
 }
 
 /* ---- checked construction (user input) ---------------------------------- */
-
-static jag_status nested_from_jagged_checked(const char *op, const jag_tensor *values, const jag_tensor *offsets,
-                                             const jag_tensor *lengths, jag_tensor **out);
 
 static jag_status check_index_vector(const char *op, const char *arg, const jag_tensor *t, int64_t want_n) {
     if (!t) return jag__error(JAG_EINVAL, "%s: argument '%s' is NULL", op, arg);
@@ -313,8 +343,10 @@ static jag_status nested_from_jagged_checked(const char *op, const jag_tensor *v
         goto fail;
     }
     if (batch == 0) mn = mx = 0;
-    /* with holes, the raggedness is the lengths' too: a symbol of its own */
-    st = jag__nested_wrap_jagged(values, off, len, len ? ragged_id_of(len) : ragged_id_of(off), mn, mx, out);
+    /* with holes the raggedness is offsets and lengths together: a fresh
+     * symbol (matches are then found by comparing values, then remembered) */
+    st = jag__nested_wrap_jagged(values, off, len, len ? atomic_fetch_add(&next_ragged_id, 1) : ragged_id_of(off), mn,
+                                 mx, out);
 fail:
     jag_release(off), jag_release(len);
     return st;
@@ -365,8 +397,8 @@ jag_status jag__nested_from_components(const char *op, jag_tensor *const *items,
     jag_status st = JAG_OK;
     int64_t total = 0;
     for (int64_t i = 0; i < n; i++)
-        if (!jag__mul_ok(1, total + (layout == JAG_JAGGED ? items[i]->sizes[0] : jag_numel(items[i])), &total))
-            return jag__error(JAG_EOVERFLOW, "%s: total size overflows", op);
+        if (__builtin_add_overflow(total, layout == JAG_JAGGED ? items[i]->sizes[0] : jag_numel(items[i]), &total))
+            return jag__error(JAG_EOVERFLOW, "%s: the total size of the items overflows int64", op);
     if (layout == JAG_JAGGED) {
         int64_t vs[JAG_MAX_DIMS], nb = n + 1;
         memcpy(vs, items[0]->sizes, (size_t)nd * sizeof *vs);
@@ -502,7 +534,7 @@ jag_status jag__nested_unbind(const nested_state *s, jag_tensor **outs) {
                                  s->buffer->offset + i64(s->storage_offsets)[b]);
         }
         if (!v) {
-            for (int64_t i = 0; i < b; i++) jag_release(outs[i]), outs[i] = NULL;
+            for (int64_t i = 0; i < b; i++) jag_release(outs[i]);
             return jag_last_status();
         }
         outs[b] = v;
@@ -561,7 +593,8 @@ jag_status jag_nested_to_padded(const jag_tensor *nt, double padding, const int6
     for (int d = 0; d < cnd; d++) {
         int64_t m = 0;
         for (int64_t b = 0; b < s->batch; b++) m = items[b]->sizes[d] > m ? items[b]->sizes[d] : m;
-        shape[d + 1] = m;
+        /* dims after the ragged one are known even with no components */
+        shape[d + 1] = s->layout == JAG_JAGGED && d > 0 ? s->values->sizes[d] : m;
     }
     if (output_sizes) {
         if (ndim != nt->ndim) {
@@ -648,6 +681,7 @@ jag_status jag_nested_to_layout(const jag_tensor *nt, jag_layout layout, jag_ten
     jag_status st = need_nested(op, nt, JAG_DENSE, &s);
     if (st) return st;
     if (!out) return jag__error(JAG_EINVAL, "%s: argument 'out' is NULL", op);
+    if (s->batch == 0) return jag__error(JAG_EINVAL, "%s: argument 'nt' has no components (B = 0) to convert", op);
     jag_tensor **items = NULL;
     if ((st = components(op, s, &items))) return st;
     jag__enter();
@@ -658,7 +692,7 @@ jag_status jag_nested_to_layout(const jag_tensor *nt, jag_layout layout, jag_ten
 
 jag_status jag__nested_contiguous(const jag_tensor *nt, jag_tensor **out) {
     nested_state *s = jag__nested(nt);
-    if (s->layout == JAG_JAGGED && !s->lengths && jag_is_contiguous(s->values)) {
+    if (s->batch == 0 || (s->layout == JAG_JAGGED && !s->lengths && jag_is_contiguous(s->values))) {
         *out = jag_retain((jag_tensor *)nt);
         return JAG_OK;
     }

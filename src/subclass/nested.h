@@ -42,10 +42,11 @@ jag_status jag__nested_rewrap_jagged(const nested_state *like, const jag_tensor 
 jag_status jag__nested_wrap_strided(const jag_tensor *buffer, const jag_tensor *sizes, const jag_tensor *strides,
                                     const jag_tensor *storage_offsets, int64_t ragged_id, jag_tensor **out);
 
-/* Whether a and b have the same raggedness (same offsets object, or equal
- * offsets and lengths: then their ragged ids are unified, so the next check
- * is one comparison). */
-bool jag__nested_same_raggedness(nested_state *a, nested_state *b);
+/* Whether a and b have the same raggedness (same ragged id, or equal
+ * offsets and lengths). With `remember`, a match by value unifies their ids,
+ * so that the next check is one comparison; callers remember only once the
+ * op succeeded (a failed call changes nothing). */
+bool jag__nested_same_raggedness(nested_state *a, nested_state *b, bool remember);
 /* Row ids of a jagged tensor: int64 (sum L), entry r = the component owning
  * value row r. Cached; borrowed. */
 const jag_tensor *jag__nested_row_ids(nested_state *s);

@@ -111,7 +111,7 @@ static jag_status pointwise_jagged(jag_op_id op, const jag_value *args, int narg
         const jag_tensor *t = args[i].u.t;
         nested_state *s = jag__nested(t);
         if (s) {
-            if (!jag__nested_same_raggedness(lead, s))
+            if (!jag__nested_same_raggedness(lead, s, false))
                 st = jag__error(JAG_ESHAPE, "%s: %s has different raggedness (j%lld) than the first nested argument (j%lld): offsets or lengths differ",
                                 info->api_name, arg_label(i), (long long)atomic_load(&s->ragged_id),
                                 (long long)atomic_load(&lead->ragged_id));
@@ -132,11 +132,18 @@ static jag_status pointwise_jagged(jag_op_id op, const jag_value *args, int narg
     if (st) return st;
     st = jag__nested_rewrap_jagged(lead, res, outs);
     jag_release(res);
-    return st;
+    if (st) return st;
+    for (int i = 0; i < nargs; i++) { /* the call succeeded: remember matches */
+        nested_state *s = args[i].kind == JAG_VAL_TENSOR ? jag__nested(args[i].u.t) : NULL;
+        if (s && s != lead) jag__nested_same_raggedness(lead, s, true);
+    }
+    return JAG_OK;
 }
 
 static bool same_table(const jag_tensor *a, const jag_tensor *b) {
-    return a == b || (jag_numel(a) == jag_numel(b) &&
+    if (a == b) return true;
+    if (!a->storage || !b->storage) return false; /* tables without data (tracing): only identity */
+    return (jag_numel(a) == jag_numel(b) &&
                       memcmp(jag__ptr(a), jag__ptr(b), (size_t)jag_numel(a) * sizeof(int64_t)) == 0);
 }
 
@@ -229,10 +236,16 @@ static jag_status on_values_dims(jag_op_id op, const jag_value *args, int nargs,
             a[0] = jag__v_tensor(lead->values);
         } else if (ds && (ds->dim_args >> i & 1)) {
             int64_t d = 0;
+            if (args[i].kind != JAG_VAL_INT)
+                return jag__error(JAG_EINVAL, "%s: argument %d is %s, expected an int dim", info->api_name, i,
+                                  jag__kind_name(args[i].kind));
             if ((st = component_dim(info, args[i].u.i, outer_ndim, &d))) return st;
             if (d == 0) return not_supported(info, JAG_JAGGED, "the ragged dim (1) cannot be used here yet");
             a[i] = jag__v_int(d);
         } else if (ds && ds->dims_list_arg == i) {
+            if (args[i].kind != JAG_VAL_INTS || args[i].u.ints.n < 0 || args[i].u.ints.n > JAG_MAX_DIMS)
+                return jag__error(JAG_EINVAL, "%s: argument %d must be a list of at most %d dims", info->api_name, i,
+                                  JAG_MAX_DIMS);
             int n = args[i].u.ints.n;
             if (n == 0) return not_supported(info, JAG_JAGGED, "reducing over every dim includes the batch and ragged dims");
             for (int k = 0; k < n; k++) {
@@ -261,9 +274,11 @@ static jag_status gemm_on_values(jag_op_id op, const jag_value *args, int nargs,
     for (int i = 1; i < nargs; i++)
         if (args[i].kind == JAG_VAL_TENSOR && jag__nested(args[i].u.t))
             return not_supported(info, JAG_JAGGED, "nested @ nested needs the strided layout (jag_nested_to_layout)");
-    if (op == JAG_OP_mm && outer_ndim != 3)
-        return jag__error(JAG_ESHAPE, "%s: argument 'a' is a nested tensor with %d dims, expected (B, j, D)", info->api_name,
-                          outer_ndim);
+    if (args[1].kind != JAG_VAL_TENSOR)
+        return jag__error(JAG_EINVAL, "%s: argument 1 is %s, expected a tensor", info->api_name, jag__kind_name(args[1].kind));
+    if (outer_ndim < 3 || (op == JAG_OP_mm && outer_ndim != 3))
+        return jag__error(JAG_ESHAPE, "%s: argument 0 is a nested tensor with %d dims, expected (B, j, D%s)", info->api_name,
+                          outer_ndim, op == JAG_OP_mm ? "" : "...");
     if (op == JAG_OP_matmul && args[1].u.t->ndim > 2)
         return not_supported(info, JAG_JAGGED, "the dense operand must be 1-d or 2-d");
     jag_value a[MAX_ARGS];
@@ -285,6 +300,9 @@ static jag_status transpose_strided(const jag_value *args, nested_state *lead, i
     const jag_op_info *info = &jag__ops[JAG_OP_transpose];
     int64_t d0 = 0, d1 = 0;
     jag_status st;
+    if (args[1].kind != JAG_VAL_INT || args[2].kind != JAG_VAL_INT)
+        return jag__error(JAG_EINVAL, "%s: arguments 'dim0' and 'dim1' must be ints", info->api_name);
+    if (!lead->sizes->storage) return not_supported(info, JAG_STRIDED, "its size tables have no data");
     if ((st = component_dim(info, args[1].u.i, outer_ndim, &d0)) || (st = component_dim(info, args[2].u.i, outer_ndim, &d1)))
         return st;
     int n = outer_ndim - 1;
@@ -338,6 +356,12 @@ static jag_status per_component(jag_op_id op, const jag_value *args, int nargs, 
     int64_t dims[JAG_MAX_DIMS];
     jag_value base[MAX_ARGS];
     if (nargs > MAX_ARGS) return not_supported(info, JAG_STRIDED, "too many arguments");
+    /* ops whose arguments describe the outer shape cannot run per component,
+     * nor can non-pointwise ops whose nested argument is not the first */
+    if (op == JAG_OP_view || op == JAG_OP_expand || op == JAG_OP_permute)
+        return not_supported(info, JAG_STRIDED, "its sizes describe the whole tensor, not a component");
+    if (!(info->tags & JAG_TAG_POINTWISE) && !(args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead))
+        return not_supported(info, JAG_STRIDED, "the nested tensor must be the first argument");
     for (int i = 0; i < nargs && !st; i++) {
         base[i] = args[i];
         if (args[i].kind == JAG_VAL_TENSORS) {
@@ -355,13 +379,30 @@ static jag_status per_component(jag_op_id op, const jag_value *args, int nargs, 
                 st = not_supported(info, JAG_STRIDED, "the per-component fallback needs data (it cannot be traced)");
                 break;
             }
+            if ((info->tags & JAG_TAG_POINTWISE) && s != lead && !same_table(s->sizes, lead->sizes)) {
+                st = jag__error(JAG_ESHAPE, "%s: %s has components of other sizes than the first nested argument", info->api_name,
+                                arg_label(i));
+                break;
+            }
             comps[i] = calloc((size_t)(batch ? batch : 1), sizeof(jag_tensor *));
             if (!comps[i]) st = jag__error(JAG_ENOMEM, "%s: out of memory", info->api_name);
             else st = jag__nested_unbind(s, comps[i]);
         } else if (ds && (ds->dim_args >> i & 1)) {
             int64_t d = 0;
-            if (!(st = component_dim(info, args[i].u.i, outer_ndim, &d))) base[i] = jag__v_int(d);
+            if (args[i].kind != JAG_VAL_INT) {
+                st = jag__error(JAG_EINVAL, "%s: argument %d is %s, expected an int dim", info->api_name, i,
+                                jag__kind_name(args[i].kind));
+                break;
+            }
+            /* unsqueeze's dim counts the dim it adds */
+            int nd = op == JAG_OP_unsqueeze ? outer_ndim + 1 : outer_ndim;
+            if (!(st = component_dim(info, args[i].u.i, nd, &d))) base[i] = jag__v_int(d);
         } else if (ds && ds->dims_list_arg == i) {
+            if (args[i].kind != JAG_VAL_INTS || args[i].u.ints.n < 0 || args[i].u.ints.n > JAG_MAX_DIMS) {
+                st = jag__error(JAG_EINVAL, "%s: argument %d must be a list of at most %d dims", info->api_name, i,
+                                JAG_MAX_DIMS);
+                break;
+            }
             int n = args[i].u.ints.n;
             if (n == 0) st = not_supported(info, JAG_STRIDED, "reducing over every dim includes the batch dim");
             for (int k = 0; k < n && !st; k++) st = component_dim(info, args[i].u.ints.v[k], outer_ndim, &dims[k]);

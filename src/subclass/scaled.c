@@ -49,7 +49,9 @@ static void register_scaled(void) {
         .dispatch = scaled_dispatch,
         .destroy_state = destroy_state,
     };
+    bool prev = jag__set_registering_builtin(true);
     scaled_class_status = jag_subclass_register(&def, &scaled_class);
+    jag__set_registering_builtin(prev);
 }
 
 static const jag_subclass *the_class(void) {
@@ -185,6 +187,8 @@ static jag_status scaled_dispatch(const jag_subclass *cls, jag_op_id op, const j
     scaled_state *first = scaled(args[0].kind == JAG_VAL_TENSOR ? args[0].u.t : NULL);
     unsigned tags = jag__ops[op].tags;
     jag_status st;
+    /* the nested bridge takes plain tensors: materialise */
+    if (op == JAG_OP_values || op == JAG_OP_nested_from_jagged) return materialized(op, args, nargs, outs);
     /* views, and sums and means: linear in data */
     if (first && ((tags & JAG_TAG_VIEW) || op == JAG_OP_sum || op == JAG_OP_mean))
         return on_data(op, args, nargs, first->scale, outs);
@@ -193,6 +197,11 @@ static jag_status scaled_dispatch(const jag_subclass *cls, jag_op_id op, const j
                    (op == JAG_OP_mul && args[1].kind != JAG_VAL_DOUBLE) ||
                    (op == JAG_OP_linear && args[2].kind == JAG_VAL_NONE && !scaled(args[1].u.t));
     if (product) {
+        /* the product of a scaled tensor and a tensor of another dtype has
+         * that other dtype: the scale would not match it, so materialise */
+        for (int i = 0; i < nargs; i++)
+            if (args[i].kind == JAG_VAL_TENSOR && args[i].u.t->dtype != args[0].u.t->dtype)
+                return materialized(op, args, nargs, outs);
         jag_tensor *scale = NULL;
         if ((st = product_of_scales(args, nargs, &scale))) return st;
         st = on_data(op, args, nargs, scale, outs);

@@ -35,8 +35,21 @@ const jag_subclass *jag_subclass_find(const char *name) {
     return find_registered(name);
 }
 
+/* Set while a built-in class registers itself (it must not recurse into
+ * registering the built-ins). */
+static _Thread_local bool registering_builtin;
+
+bool jag__set_registering_builtin(bool on) {
+    bool prev = registering_builtin;
+    registering_builtin = on;
+    return prev;
+}
+
 jag_status jag_subclass_register(const jag_subclass_def *def, const jag_subclass **out) {
     const char *op = "jag_subclass_register";
+    /* the built-in classes take their names first, so that a user class
+     * cannot claim "nested" before jag needs it */
+    if (!registering_builtin) jag__register_builtin_subclasses();
     if (!def || !out) return jag__error(JAG_EINVAL, "%s: arguments 'def' and 'out' must not be NULL", op);
     if (!def->name || !def->name[0] || strlen(def->name) >= sizeof ((jag_subclass *)0)->name)
         return jag__error(JAG_EINVAL, "%s: argument 'def.name' must be 1..63 characters", op);
@@ -159,8 +172,11 @@ const jag_subclass *jag__scaled_class(void);
 
 void jag__register_builtin_subclasses(void) {
     /* each registers once (pthread_once); find() is then never racing them */
+    bool prev = registering_builtin;
+    registering_builtin = true;
     (void)jag__nested_class();
     (void)jag__scaled_class();
+    registering_builtin = prev;
 }
 
 jag_status jag__subclass_alias(const jag_tensor *t, jag_tensor **out) {
