@@ -89,13 +89,21 @@ static void run_op(void *p) {
     jag_release(o);
 }
 
-/* A lengths generator: uniform in 1..512 (seeded LCG), or the corpus. */
+/* Lengths from a seeded LCG: uniform in 1..512; long-tailed (Pareto, alpha
+ * 1.2, from 8, capped at 512: most short, a few long); all equal (256); or
+ * the corpus's document lengths. */
 static void make_lengths(const char *dist, const corpus *c, int64_t batch, uint64_t seed, int64_t *lens) {
     uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
     for (int64_t i = 0; i < batch; i++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
+        double u = (double)(s >> 11) * 0x1.0p-53;
         if (strcmp(dist, "uniform") == 0) {
             lens[i] = 1 + (int64_t)((s >> 33) % 512);
+        } else if (strcmp(dist, "long_tailed") == 0) {
+            double l = 8.0 / pow(1.0 - u, 1.0 / 1.2);
+            lens[i] = l > 512 ? 512 : (int64_t)l;
+        } else if (strcmp(dist, "equal") == 0) {
+            lens[i] = 256;
         } else {
             int64_t d = (int64_t)((s >> 33) % (uint64_t)c->n_docs);
             lens[i] = c->offsets[d + 1] - c->offsets[d];
@@ -105,12 +113,13 @@ static void make_lengths(const char *dist, const corpus *c, int64_t batch, uint6
 
 static void bench_vs_padded(const corpus *c, const char *dist, int64_t batch, int64_t dim) {
     int64_t *lens = malloc((size_t)batch * sizeof *lens), real = 0, maxlen = 0;
-    make_lengths(dist, c, batch, (uint64_t)(batch * 131 + dim), lens);
+    make_lengths(dist, c, batch, (uint64_t)batch * 131, lens); /* the same batch for every D */
     for (int64_t i = 0; i < batch; i++) real += lens[i], maxlen = lens[i] > maxlen ? lens[i] : maxlen;
     double padded_bytes = (double)batch * (double)maxlen * (double)dim * 4.0;
     char params[192];
-    snprintf(params, sizeof params, "\"lengths\": \"%s\", \"B\": %lld, \"D\": %lld, \"real\": %lld, \"padded\": %lld",
-             dist, (long long)batch, (long long)dim, (long long)real, (long long)(batch * maxlen));
+    snprintf(params, sizeof params,
+             "\"lengths\": \"%s\", \"B\": %lld, \"D\": %lld, \"real_rows\": %lld, \"padded_rows\": %lld", dist,
+             (long long)batch, (long long)dim, (long long)real, (long long)(batch * maxlen));
     /* linear's hidden size is D; the padded linear output doubles the memory */
     if (padded_bytes > (bench_quick ? 64.0 : 512.0) * 1024 * 1024) {
         bench_emit("nested", "nested_vs_padded", params, "\"skipped\": \"padded tensor too large for this machine's budget\"");
@@ -134,12 +143,13 @@ static void bench_vs_padded(const corpus *c, const char *dist, int64_t batch, in
         bench_stats sn, sp;
         bench_pair(run_op, &cn, run_op, &cp, 10, bench_quick ? 0.2 : 0.5, &sn, &sp);
         double target = sp.median * ratio_real * 1.1;
-        char p2[256], values_json[320];
+        char p2[256], values_json[512];
         snprintf(p2, sizeof p2, "%s, \"op\": \"%s\"", params, op_names[op]);
         snprintf(values_json, sizeof values_json,
-                 "\"nested_s\": %.6g, \"padded_s\": %.6g, \"speedup\": %.3f, \"real_over_padded\": %.4f, "
+                 "\"nested_s\": %.6g, \"nested_s_min\": %.6g, \"nested_s_max\": %.6g, \"padded_s\": %.6g, "
+                 "\"padded_s_min\": %.6g, \"padded_s_max\": %.6g, \"speedup\": %.3f, \"real_over_padded\": %.4f, "
                  "\"target_s\": %.6g, \"meets_target\": %s, \"never_slower\": %s",
-                 sn.median, sp.median, sp.median / sn.median, ratio_real, target, sn.median <= target ? "true" : "false",
+                 sn.median, sn.min, sn.max, sp.median, sp.min, sp.max, sp.median / sn.median, ratio_real, target, sn.median <= target ? "true" : "false",
                  sn.median <= sp.median ? "true" : "false");
         bench_emit("nested", "nested_vs_padded", p2, values_json);
     }
@@ -156,9 +166,10 @@ int main(int argc, char **argv) {
     int have_corpus = corpus_load_fortunes(&c, err, sizeof err) == 0;
     if (!have_corpus) fprintf(stderr, "bench_nested: no corpus (%s); corpus lengths skipped\n", err);
     int64_t batches[] = {1, 8, 64, 512}, dims[] = {64, 256, 1024};
-    const char *dists[] = {"uniform", "corpus"};
-    for (int di = 0; di < 2; di++) {
-        if (di == 1 && !have_corpus) break;
+    const char *dists[] = {"uniform", "long_tailed", "equal", "corpus"};
+    for (int di = 0; di < 4; di++) {
+        if (di == 3 && !have_corpus) break;
+        if (bench_quick && (di == 1 || di == 2)) continue;
         for (size_t bi = 0; bi < 4; bi++)
             for (size_t ki = 0; ki < 3; ki++) {
                 if (bench_quick && (batches[bi] == 512 || dims[ki] == 1024)) continue;

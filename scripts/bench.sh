@@ -1,22 +1,104 @@
 #!/usr/bin/env bash
-# Runs every benchmark program, collects their JSON figures with the
-# machine's description into bench/results/<date>-<host>.json, and writes
-# bench/report.md from it. Usage: scripts/bench.sh BUILD_DIR [--quick]
+# Runs every benchmark program of a build, collects their JSON figures with
+# the machine's description into bench/results/<date>-<host>.json (quick
+# runs: <date>-<host>-quick.json), and regenerates bench/report.md and its
+# PNG plots (bench/*.png) from that file.
+#
+# Usage: scripts/bench.sh BUILD_DIR [--quick] [--threads N]
+#   --quick      fewer repeats, smaller sizes: under two minutes
+#   --threads N  OpenMP threads for jag and OpenBLAS (default: every core)
+# Through make: make bench [BENCH_ARGS="--quick --threads 1"]
+#
+# The plots need matplotlib: scripts/bench_setup.sh puts it in .venv (from
+# PyPI). Without it the report is still written, and says why plots are
+# missing. To redraw the report from a results file without rerunning:
+#   .venv/bin/python scripts/bench_report.py render bench/results/FILE.json
 set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
 shift || true
-root=$(cd "$(dirname "$0")/.." && pwd)
+case "$build" in /*) ;; *) build="$root/$build" ;; esac
+
+quick=0
+threads=""
+prog_args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) quick=1; prog_args+=(--quick) ;;
+    --threads) threads=${2:?--threads needs a number}; shift ;;
+    --threads=*) threads=${1#--threads=} ;;
+    *) echo "bench: unknown argument '$1' (known: --quick, --threads N)" >&2; exit 2 ;;
+  esac
+  shift
+done
+if [ -n "$threads" ]; then
+  case "$threads" in ''|*[!0-9]*|0) echo "bench: --threads needs a positive number" >&2; exit 2 ;; esac
+  export OMP_NUM_THREADS="$threads"
+fi
+
+progs=()
+for prog in "$build"/bench/bench_*; do
+  [ -f "$prog" ] && [ -x "$prog" ] && progs+=("$prog")
+done
+if [ ${#progs[@]} -eq 0 ]; then
+  echo "bench: no benchmark programs in $build/bench (build with -DJAG_BUILD_BENCH=ON)" >&2
+  exit 1
+fi
+build_type=$(sed -n 's/^CMAKE_BUILD_TYPE:[A-Z]*=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+if [ "$build_type" != "Release" ]; then
+  echo "bench: warning: $build is a '${build_type:-unknown}' build, not Release; figures will say so" >&2
+fi
+
+# matplotlib in .venv; without it the report is written with system python3.
+plots_skipped=""
+if py=$("$root/scripts/bench_setup.sh"); then :; else
+  plots_skipped=$py
+  py=python3
+  echo "bench: plots will be skipped: $plots_skipped" >&2
+fi
+
 out_dir="$root/bench/results"
 mkdir -p "$out_dir"
 stamp=$(date +%Y-%m-%d)
-host=$(hostname -s 2>/dev/null || echo host)
-result="$out_dir/$stamp-$host.json"
-lines=$(mktemp)
-trap 'rm -f "$lines"' EXIT
-for prog in "$build"/bench/bench_*; do
-  [ -x "$prog" ] || continue
-  echo "bench: running $(basename "$prog") $*" >&2
-  "$prog" "$@" | tee -a "$lines"
+host=$(hostname -s 2>/dev/null || hostname 2>/dev/null || echo host)
+host=${host//[^A-Za-z0-9._-]/_}
+suffix=""
+[ "$quick" = 1 ] && suffix="-quick"
+result="$out_dir/$stamp-$host$suffix.json"
+
+raw=$(mktemp -d)
+trap 'rm -rf "$raw"' EXIT
+# How busy the machine is before we start: /proc/stat one second apart.
+cat /proc/loadavg >"$raw/loadavg" 2>/dev/null || true
+head -n 1 /proc/stat >"$raw/idle.stat0" 2>/dev/null || true
+sleep 1
+head -n 1 /proc/stat >"$raw/idle.stat1" 2>/dev/null || true
+
+# seconds per program: a hung program costs this much, then the report says so
+limit=$([ "$quick" = 1 ] && echo 150 || echo 600)
+failed=0
+TIMEFORMAT='%R %U %S'
+for prog in "${progs[@]}"; do
+  name=$(basename "$prog")
+  echo "bench: running $name ${prog_args[*]:-}${threads:+ (OMP_NUM_THREADS=$threads)}" >&2
+  head -n 1 /proc/stat >"$raw/$name.stat0" 2>/dev/null || true
+  rc=0
+  { time timeout "$limit" "$prog" ${prog_args[@]+"${prog_args[@]}"} >"$raw/$name.out" 2>"$raw/$name.err"; } 2>"$raw/$name.time" || rc=$?
+  head -n 1 /proc/stat >"$raw/$name.stat1" 2>/dev/null || true
+  echo "$rc" >"$raw/$name.rc"
+  echo "$prog" >"$raw/$name.path"
+  if [ "$rc" != 0 ]; then
+    failed=1
+    echo "bench: $name failed (exit $rc$([ "$rc" = 124 ] && echo ", over ${limit}s"))" >&2
+    sed 's/^/  /' "$raw/$name.err" | tail -n 5 >&2
+  fi
+  echo "bench:   $(grep -c '^{' "$raw/$name.out" || true) figures in $(cut -d' ' -f1 "$raw/$name.time")s" >&2
 done
-python3 "$root/scripts/bench_report.py" --lines "$lines" --out "$result" --report "$root/bench/report.md"
-echo "bench: figures in $result, report in bench/report.md" >&2
+
+"$py" "$root/scripts/bench_report.py" collect --raw "$raw" --build "$build" --out "$result" \
+  --mode "$([ "$quick" = 1 ] && echo quick || echo full)"
+"$py" "$root/scripts/bench_report.py" render "$result" --report "$root/bench/report.md" \
+  ${plots_skipped:+--plots-skipped "$plots_skipped"}
+echo "bench: figures in ${result#"$root"/}, report in bench/report.md" >&2
+# A program that failed is in the report; make bench still fails for it.
+exit "$failed"

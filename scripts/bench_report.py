@@ -1,97 +1,861 @@
 #!/usr/bin/env python3
-"""Collects benchmark JSON lines into one results file (with the machine's
-description) and writes bench/report.md: every figure beside the target the
-issues set for it, met or not."""
+"""The benchmark report, in two steps (scripts/bench.sh runs both):
+
+  collect --raw DIR --build BUILD --out RESULTS.json [--mode quick|full]
+      Reads what scripts/bench.sh left in DIR (each program's JSON lines,
+      stderr, exit code, times, /proc/stat before and after) and writes one
+      results file: every figure with its parameters, the machine (CPU model,
+      cores, load), the versions (jag, compiler, OpenBLAS, OpenMP, Python,
+      matplotlib, torch) and how the run went.
+
+  render RESULTS.json [--report bench/report.md] [--plots-skipped REASON]
+      Writes bench/report.md and its PNG plots beside it from that file alone:
+      every figure beside the target the issues set for it, met or not.
+      Plots need matplotlib (Agg backend, no display); without it the report
+      is still written and says why the plots are missing.
+
+Only the standard library is needed, except matplotlib for the plots.
+"""
 import argparse
 import datetime
+import glob
 import json
+import math
 import os
 import platform
+import re
 import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# ---- targets (from the issues) -------------------------------------------
+MEMCPY_TARGET = 0.85      # memory-bound pointwise op / memcpy, bytes per second
+BLAS_TARGET = 0.95        # jag_mm / direct cblas_sgemm, for n >= BLAS_MIN_N
+BLAS_MIN_N = 256
+DISPATCH_TARGET_NS = 300  # overhead per op
+NESTED_SLACK = 1.1        # nested <= padded * real/padded * 1.1, and <= padded
+MEMORY_BOUND = ("clone", "relu", "mul_scalar", "add", "mul")
+# The length distributions the issue asks for (names normalised: lower case,
+# no '-', '_' or spaces); a "lengths" value outside these is shown as well.
+WANTED_LENGTHS = [("uniform", ("uniform",)),
+                  ("long-tailed", ("longtailed", "longtail", "zipf", "lognormal", "pareto")),
+                  ("all equal", ("allequal", "equal", "constant", "fixed")),
+                  ("corpus (fortunes)", ("corpus", "fortunes", "real"))]
+PLOTS = {"nested": "nested_speedup.png", "memory": "memory_bandwidth.png",
+         "gemm": "gemm_gflops.png", "dispatch": "dispatch_overhead.png"}
 
 
-def machine():
+# ---- collect --------------------------------------------------------------
+
+def run_text(cmd, env=None, strip=True):
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env, timeout=30)
+        if out.returncode != 0:
+            return ""
+        return out.stdout.strip() if strip else out.stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
+
+
+def read(path, default=""):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return default
+
+
+def dpkg_version(pkg):
+    v = run_text(["dpkg-query", "-W", "-f=${Version}", pkg])
+    return v or None
+
+
+def cmake_cache(build):
+    cache = {}
+    for line in read(os.path.join(build, "CMakeCache.txt")).splitlines():
+        m = re.match(r"^([A-Za-z0-9_]+):[A-Z]+=(.*)$", line)
+        if m:
+            cache[m.group(1)] = m.group(2)
+    return cache
+
+
+def stat_busy(line):
+    """(busy, total) jiffies from the first line of /proc/stat."""
+    parts = line.split()
+    if len(parts) < 8 or parts[0] != "cpu":
+        return None
+    v = [int(x) for x in parts[1:]]
+    idle = v[3] + v[4]  # idle + iowait
+    busy = v[0] + v[1] + v[2] + v[5] + v[6] + (v[7] if len(v) > 7 else 0)
+    return busy, busy + idle
+
+
+def busy_seconds(raw, name):
+    a, b = stat_busy(read(os.path.join(raw, name + ".stat0"))), stat_busy(read(os.path.join(raw, name + ".stat1")))
+    if not a or not b:
+        return None
+    hz = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    return (b[0] - a[0]) / hz, (b[1] - a[1]) / hz
+
+
+def machine_info():
     cpu = "unknown"
+    for line in read("/proc/cpuinfo").splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem = None
+    m = re.search(r"MemTotal:\s+(\d+) kB", read("/proc/meminfo"))
+    if m:
+        mem = round(int(m.group(1)) / 1024 / 1024, 1)
     try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    blas = "unknown"
-    try:
-        out = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "libopenblas0-openmp"],
-                             capture_output=True, text=True, check=False)
-        blas = "OpenBLAS " + out.stdout.strip() if out.stdout.strip() else blas
-    except OSError:
-        pass
-    return {"cpu": cpu, "cores": os.cpu_count(), "system": platform.platform(),
-            "blas": blas, "date": datetime.datetime.now().isoformat(timespec="seconds")}
+        usable = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        usable = os.cpu_count()
+    llc = None  # the last-level cache, MiB
+    for d in glob.glob("/sys/devices/system/cpu/cpu0/cache/index*"):
+        size = read(os.path.join(d, "size")).strip()
+        level = read(os.path.join(d, "level")).strip()
+        m = re.match(r"^(\d+)([KMG]?)$", size)
+        if m and level.isdigit() and read(os.path.join(d, "type")).strip() != "Instruction":
+            mib = int(m.group(1)) * {"K": 1 / 1024, "M": 1, "G": 1024, "": 1 / 2 ** 20}[m.group(2)]
+            if llc is None or int(level) >= llc[0]:
+                llc = (int(level), mib)
+    return {"cpu": cpu, "cores": os.cpu_count(), "cores_usable": usable, "memory_gib": mem,
+            "last_level_cache_mib": round(llc[1], 2) if llc else None,
+            "os": platform.platform(), "host": platform.node()}
 
 
-def verdict(value, target, higher_is_better=True):
-    ok = value >= target if higher_is_better else value <= target
+def module_version(name):
+    try:
+        mod = __import__(name)
+        return getattr(mod, "__version__", "unknown")
+    except Exception:  # noqa: BLE001 - any import failure means "not there"
+        return None
+
+
+def versions(cache):
+    cc = cache.get("CMAKE_C_COMPILER", "cc")
+    cc_version = run_text([cc, "--version"]).splitlines()
+    blas_lib = cache.get("JAG_OPENBLAS_LIBRARY", "")
+    blas_pkg = "libopenblas0-openmp" if "openmp" in blas_lib or not blas_lib else "libopenblas0"
+    blas = dpkg_version(blas_pkg)
+    return {
+        "jag": cache.get("CMAKE_PROJECT_VERSION") or "unknown",
+        "compiler": cc_version[0] if cc_version else cc,
+        "openblas": ("OpenBLAS %s (%s)" % (blas, blas_pkg)) if blas else "unknown",
+        "openblas_library": blas_lib or "unknown",
+        "openmp": ("libgomp %s" % dpkg_version("libgomp1")) if dpkg_version("libgomp1") else "unknown",
+        "python": platform.python_version(),
+        "matplotlib": module_version("matplotlib"),
+        "torch": module_version("torch"),
+    }
+
+
+def git_info(source):
+    """The commit the benchmarked build was made from: its source tree's."""
+    env = dict(os.environ, GIT_OPTIONAL_LOCKS="0")  # read only: never touch the index
+    commit = run_text(["git", "-C", source, "rev-parse", "HEAD"], env=env)
+    if not commit:
+        return {"commit": "unknown", "source": source, "uncommitted_changes": []}
+    status = run_text(["git", "-C", source, "status", "--porcelain", "--untracked-files=no"], env=env, strip=False)
+    changed = [line[3:] for line in status.splitlines() if line.strip()]
+    return {"commit": commit, "source": source, "uncommitted_changes": changed}
+
+
+def collect(a):
+    raw = a.raw
+    cache = cmake_cache(a.build)
+    programs, figures, problems = [], [], []
+    for path_file in sorted(glob.glob(os.path.join(raw, "*.path"))):
+        name = os.path.basename(path_file)[:-5]
+        times = read(os.path.join(raw, name + ".time")).split()
+        wall, user, sys_ = (float(x) for x in times[-3:]) if len(times) >= 3 else (None, None, None)
+        rc = int(read(os.path.join(raw, name + ".rc"), "-1").strip() or -1)
+        busy = busy_seconds(raw, name)
+        other = None
+        if busy and wall and user is not None:
+            other = max(0.0, (busy[0] - user - sys_) / wall)
+        err = read(os.path.join(raw, name + ".err")).strip()
+        n_fig = 0
+        for i, line in enumerate(read(os.path.join(raw, name + ".out")).splitlines()):
+            line = line.strip()
+            if not line.startswith("{"):
+                continue
+            try:
+                fig = json.loads(line)
+            except ValueError as e:
+                problems.append("%s: line %d is not JSON (%s): %s" % (name, i + 1, e, line[:120]))
+                continue
+            fig["program"] = name
+            figures.append(fig)
+            n_fig += 1
+        if rc != 0:
+            last = err.splitlines()[-1][:200] if err else "no message"
+            problems.append("%s exited with %d%s: %s" % (name, rc, " (time limit)" if rc == 124 else "", last))
+        programs.append({"program": name, "exit": rc, "figures": n_fig, "wall_s": wall, "user_s": user,
+                         "sys_s": sys_, "other_processes_cores": None if other is None else round(other, 2),
+                         "stderr": err[-2000:]})
+    idle = busy_seconds(raw, "idle")
+    before = round(idle[0] / idle[1] * (os.cpu_count() or 1), 2) if idle and idle[1] else None
+    threads = os.environ.get("OMP_NUM_THREADS")
+    result = {
+        "schema": 1,
+        "mode": a.mode,
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "machine": dict(machine_info(), loadavg_at_start=read(os.path.join(raw, "loadavg")).split()[:3],
+                        busy_cores_before_start=before),
+        "versions": versions(cache),
+        "build": {"dir": os.path.relpath(a.build, ROOT) if a.build.startswith(ROOT) else a.build,
+                  "type": cache.get("CMAKE_BUILD_TYPE", "unknown"),
+                  "c_flags": cache.get("CMAKE_C_FLAGS_RELEASE" if cache.get("CMAKE_BUILD_TYPE") == "Release"
+                                       else "CMAKE_C_FLAGS", ""),
+                  "march_native": cache.get("JAG_PORTABLE", "OFF") != "ON"},
+        "git": git_info(cache.get("CMAKE_HOME_DIRECTORY") or ROOT),
+        "threads": int(threads) if threads and threads.isdigit() else None,
+        "method": ("bench/bench.h bench_pair: the two sides of a ratio timed interleaved in 5 rounds, each round "
+                   "2 warm-up calls then repeats; a time is the median of the round medians, *_min/*_max the "
+                   "range of the round medians; seconds per call unless the key says otherwise"),
+        "programs": programs,
+        "problems": problems,
+        "figures": figures,
+    }
+    os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
+    tmp = a.out + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(result, f, indent=1)
+        f.write("\n")
+    os.replace(tmp, a.out)
+
+
+# ---- render: helpers ------------------------------------------------------
+
+def fmt(x, digits=2):
+    if x is None:
+        return "—"
+    if isinstance(x, float) and (math.isnan(x) or math.isinf(x)):
+        return str(x)
+    return "%.*f" % (digits, x)
+
+
+def fmt_time(s):
+    """Seconds in the unit that reads best."""
+    if s is None:
+        return "—"
+    if s < 1e-6:
+        return "%.0f ns" % (s * 1e9)
+    if s < 1e-3:
+        return "%.1f µs" % (s * 1e6)
+    if s < 1:
+        return "%.2f ms" % (s * 1e3)
+    return "%.2f s" % s
+
+
+def with_range(v, key, show=None):
+    """v[key] formatted by `show`, with " [min – max]" when the figure
+    carries key_min and key_max."""
+    show = show or fmt_time
+    text = show(v.get(key))
+    if v.get(key + "_min") is not None and v.get(key + "_max") is not None:
+        text += " [%s – %s]" % (show(v[key + "_min"]), show(v[key + "_max"]))
+    return text
+
+
+def verdict(ok):
+    if ok is None:
+        return "no data"
     return "met" if ok else "**not met**"
 
 
-def report(figures, info):
-    out = ["# jag benchmark report", "",
-           f"Machine: {info['cpu']}, {info['cores']} cores; {info['blas']}; {info['date']}.", "",
-           "Every figure is a ratio of two things measured in the same run, interleaved (medians "
-           "of 5 rounds; min and max in the JSON), because the machine is shared and noisy.", ""]
-    pw = [f for f in figures if f["name"] == "pointwise_vs_memcpy"]
+def norm(name):
+    return re.sub(r"[-_ ]", "", str(name).lower())
+
+
+def lengths_label(name):
+    n = norm(name)
+    for label, aliases in WANTED_LENGTHS:
+        if n in aliases:
+            return label
+    return str(name)
+
+
+def lengths_order(name):
+    label = lengths_label(name)
+    labels = [lab for lab, _ in WANTED_LENGTHS]
+    return (labels.index(label) if label in labels else len(labels), str(name))
+
+
+class Torch:
+    """The torch column: a torch figure for the same name and params, if any,
+    else why there is none."""
+
+    def __init__(self, res):
+        self.version = res["versions"].get("torch")
+        self.figs = {}
+        for f in res["figures"]:
+            if f.get("bench") == "torch":
+                self.figs[(f["name"], json.dumps(f.get("params", {}), sort_keys=True))] = f["values"]
+
+    def cell(self, fig, key, digits=2):
+        v = self.figs.get((fig["name"], json.dumps(fig.get("params", {}), sort_keys=True)))
+        if v is not None and key in v:
+            return fmt(v[key], digits)
+        return self.missing()
+
+    def missing(self):
+        return "not installed" if self.version is None else "not measured (torch %s)" % self.version
+
+
+def nested_rows(figures):
+    rows = []
+    for f in figures:
+        if f["name"] != "nested_vs_padded":
+            continue
+        p, v = f["params"], f["values"]
+        if "skipped" in v:
+            continue
+        real, padded = p.get("real"), p.get("padded")
+        r = real / padded if real and padded else v.get("real_over_padded")
+        ns, ps = v["nested_s"], v["padded_s"]
+        rows.append({"fig": f, "lengths": p.get("lengths", "?"), "B": p.get("B"), "D": p.get("D"),
+                     "op": p.get("op", "?"), "ratio": r, "pad_factor": 1 / r if r else None,
+                     "nested_s": ns, "padded_s": ps, "speedup": ps / ns if ns else None,
+                     "meets": ns <= ps * r * NESTED_SLACK, "never_slower": ns <= ps})
+    return rows
+
+
+def quantized_times(figures, tick=0.004, floor=0.003, ceil=0.05, tol=0.015):
+    """Median times between `floor` and `ceil` seconds that sit within `tol`
+    of a multiple of the scheduler's tick: (how many, out of how many, how
+    many chance alone would put there). On a busy
+    machine a parallel op waits a whole time slice for a descheduled thread,
+    and its time becomes a multiple of the tick instead of the work's."""
+    hits = total = 0
+    chance = 0.0
+    for f in figures:
+        for k, v in f.get("values", {}).items():
+            if not isinstance(v, (int, float)) or isinstance(v, bool) or not k.endswith("_s") or not floor <= v <= ceil:
+                continue
+            total += 1
+            chance += min(1.0, 2 * tol * v / tick)
+            q = v / tick
+            if abs(q - round(q)) * tick <= tol * v:
+                hits += 1
+    return hits, total, chance
+
+
+def by_name(figures, name, bench=None):
+    return [f for f in figures if f["name"] == name and (bench is None or f.get("bench") == bench)]
+
+
+# ---- render: plots ----------------------------------------------------------
+
+def plot_all(res, out_dir):
+    """Draws every plot there is data for; returns {key: file name}."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams.update({"figure.dpi": 110, "font.size": 10, "axes.grid": True, "grid.alpha": 0.3})
+    figures = res["figures"]
+    made = {}
+    subtitle = "%s, %s cores%s; %s run, %s" % (
+        res["machine"]["cpu"], res["machine"]["cores"],
+        ", OMP_NUM_THREADS=%d" % res["threads"] if res.get("threads") else "",
+        res["mode"], res["date"][:10])
+
+    # 1. nested vs padded: speedup against the padding ratio
+    rows = nested_rows(figures)
+    if rows:
+        fig, ax = plt.subplots(figsize=(11, 5.5))
+        dists = sorted({r["lengths"] for r in rows}, key=lengths_order)
+        # no red: red is the target line
+        colors = ["tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan"]
+        markers = {"relu": "o", "gelu": "s", "linear": "^"}
+        extra = iter("DvP*Xh<>")
+        for op in sorted({r["op"] for r in rows}):
+            if op not in markers:
+                markers[op] = next(extra, "o")
+        for di, d in enumerate(dists):
+            for op in markers:
+                pts = [r for r in rows if r["lengths"] == d and r["op"] == op]
+                if pts:
+                    ax.scatter([r["pad_factor"] for r in pts], [r["speedup"] for r in pts],
+                               color=colors[di % len(colors)], marker=markers[op], s=36, alpha=0.8,
+                               edgecolors="black", linewidths=0.4)
+        xs = [r["pad_factor"] for r in rows]
+        ys = [r["speedup"] for r in rows]
+        xmax = max(xs) * 1.3
+        grid = [1 + (xmax - 1) * i / 200 for i in range(201)]
+        ax.plot(grid, grid, color="gray", linestyle="--", linewidth=1,
+                label="ideal: speedup = padding ratio\n(work on the real elements only)")
+        need = [max(1.0, x / NESTED_SLACK) for x in grid]
+        ax.plot(grid, need, color="tab:red", linewidth=1.5,
+                label="target: speedup ≥\nmax(1, padding ratio / %.1f)" % NESTED_SLACK)
+        ylo = min(min(ys), 1.0) / 1.5
+        ax.fill_between(grid, [ylo] * len(grid), need, color="tab:red", alpha=0.07)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlim(0.9, xmax)
+        ax.set_ylim(ylo, max(max(ys), xmax) * 1.5)
+        ax.set_xlabel("padding ratio = padded elements / real elements")
+        ax.set_ylabel("speedup = padded time / nested time")
+        ax.set_title("Nested vs padded (jag's dense path on the padded batch)\n" + subtitle, fontsize=10)
+        from matplotlib.lines import Line2D
+        handles = [Line2D([], [], color=colors[i % len(colors)], marker="o", linestyle="", label="lengths: " + lengths_label(d))
+                   for i, d in enumerate(dists)]
+        handles += [Line2D([], [], color="black", marker=m, linestyle="", markerfacecolor="white", label="op: " + op)
+                    for op, m in markers.items() if any(r["op"] == op for r in rows)]
+        h2, _ = ax.get_legend_handles_labels()
+        ax.legend(handles=handles + h2, fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), framealpha=0.9)
+        from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+        for axis in (ax.xaxis, ax.yaxis):
+            axis.set_major_locator(LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+            axis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
+            axis.set_minor_formatter(NullFormatter())
+        ax.text(0.99, 0.01, "below the red line: target not met", transform=ax.transAxes, ha="right",
+                va="bottom", fontsize=8, color="tab:red")
+        fig.tight_layout()
+        fig.savefig(os.path.join(out_dir, PLOTS["nested"]))
+        plt.close(fig)
+        made["nested"] = PLOTS["nested"]
+
+    # 2. memory-bound ops: achieved GB/s against the measured copy bandwidth
+    pw = by_name(figures, "pointwise_vs_memcpy", "dense")
     if pw:
-        out += ["## Pointwise ops vs memcpy (float32, bytes moved / s)", "",
-                "Target: >= 0.85 of a memcpy of the same bytes for memory-bound ops "
-                "(clone, relu, mul_scalar, add, mul). exp and sigmoid are compute-bound on this "
-                "machine and shown for reference.", "",
-                "| op | n | op GB/s | memcpy GB/s | ratio | target |", "|---|---|---|---|---|---|"]
+        fig, ax = plt.subplots(figsize=(8.5, 5.5))
+        names = ["%s\n(n=%s)" % (f["params"]["op"], f["params"].get("n")) if len({g["params"].get("n") for g in pw}) > 1
+                 else f["params"]["op"] for f in pw]
+        x = list(range(len(pw)))
+        w = 0.38
+        op_gbs = [f["values"]["op_gbs"] for f in pw]
+        cp_gbs = [f["values"]["memcpy_gbs"] for f in pw]
+        bound = [f["params"]["op"] in MEMORY_BOUND for f in pw]
+        # error bars from the min and max times, where the figure has them
+        lo, hi = [], []
+        for f, g in zip(pw, op_gbs):
+            v = f["values"]
+            if v.get("op_s_min") and v.get("op_s_max") and v.get("op_s"):
+                lo.append(max(0.0, g - g * v["op_s"] / v["op_s_max"]))
+                hi.append(g * v["op_s"] / v["op_s_min"] - g)
+            else:
+                lo.append(0.0)
+                hi.append(0.0)
+        bars = ax.bar([i - w / 2 for i in x], op_gbs, w, yerr=[lo, hi], capsize=3,
+                      color=["tab:blue" if b else "lightsteelblue" for b in bound],
+                      hatch=None, label="jag op (bytes read + written / s); bars: min–max time")
+        for b, isb in zip(bars, bound):
+            if not isb:
+                b.set_hatch("//")
+        ax.bar([i + w / 2 for i in x], cp_gbs, w, color="silver", label="memcpy of the same bytes, same run")
+        for i, (c, isb) in enumerate(zip(cp_gbs, bound)):
+            if isb:
+                ax.plot([i - w, i], [c * MEMCPY_TARGET] * 2, color="tab:red", linewidth=2,
+                        label="target: %.2f × memcpy" % MEMCPY_TARGET if i == bound.index(True) else None)
+        top = max(op_gbs[i] + hi[i] for i in x)
+        top = max(top, max(cp_gbs))
+        for i, f in enumerate(pw):
+            r = f["values"]["ratio_vs_memcpy"]
+            ax.text(i, top * 1.04, "%.2f×" % r, ha="center", fontsize=9,
+                    color=("tab:green" if r >= MEMCPY_TARGET else "tab:red") if bound[i] else "dimgray")
+        ax.set_ylim(0, top * 1.18)
+        ax.set_xticks(x)
+        ax.set_xticklabels([n + ("" if b else "\n(compute)") for n, b in zip(names, bound)], fontsize=9)
+        ax.set_ylabel("GB/s")
+        n_el = pw[0]["params"].get("n")
+        ax.set_title("Pointwise ops vs memcpy, float32, n = %s (ratio above each pair)\n%s" % (n_el, subtitle),
+                     fontsize=10)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out_dir, PLOTS["memory"]))
+        plt.close(fig)
+        made["memory"] = PLOTS["memory"]
+
+    # 3. GEMM: achieved GFLOP/s against a direct BLAS call
+    mm = sorted(by_name(figures, "mm_vs_blas", "dense"), key=lambda f: f["params"]["n"])
+    if mm:
+        fig, ax = plt.subplots(figsize=(8.5, 5))
+        ns = [f["params"]["n"] for f in mm]
+        jg = [f["values"]["jag_gflops"] for f in mm]
+        bl = [f["values"]["blas_gflops"] for f in mm]
+        ax.plot(ns, bl, marker="s", color="silver", linewidth=2.5, label="direct cblas_sgemm (OpenBLAS)")
+        ax.plot(ns, jg, marker="o", color="tab:blue", label="jag_mm")
+        ax.plot(ns, [b * BLAS_TARGET for b in bl], color="tab:red", linestyle=":",
+                label="target: %.2f × BLAS (n ≥ %d)" % (BLAS_TARGET, BLAS_MIN_N))
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(ns)
+        ax.set_xticklabels([str(n) for n in ns])
+        ax.axvspan(min(ns) / 1.5, BLAS_MIN_N / 1.2, color="gray", alpha=0.08)
+        ax.text(min(ns), 0.02, " no target below n = %d" % BLAS_MIN_N, fontsize=8, color="dimgray",
+                transform=ax.get_xaxis_transform())
+        top = max(jg + bl)
+        for n, j, f in zip(ns, jg, mm):
+            r = f["values"]["ratio_vs_blas"]
+            ok = r >= BLAS_TARGET if n >= BLAS_MIN_N else None
+            ax.annotate("%.2f×" % r, (n, max(j, f["values"]["blas_gflops"])), textcoords="offset points",
+                        xytext=(0, 8), ha="center", fontsize=9,
+                        color="dimgray" if ok is None else ("tab:green" if ok else "tab:red"))
+        ax.set_ylim(0, top * 1.2)
+        ax.set_xlim(min(ns) / 1.5, max(ns) * 1.5)
+        ax.set_xlabel("n (square n × n @ n × n, float32)")
+        ax.set_ylabel("GFLOP/s")
+        ax.set_title("jag_mm vs a direct BLAS call (ratio = jag / BLAS)\n" + subtitle, fontsize=10)
+        ax.legend(fontsize=8, loc="lower right")
+        fig.tight_layout()
+        fig.savefig(os.path.join(out_dir, PLOTS["gemm"]))
+        plt.close(fig)
+        made["gemm"] = PLOTS["gemm"]
+
+    # 4. dispatch overhead per op
+    do = by_name(figures, "dispatch_overhead")
+    if do:
+        v = do[0]["values"]
+        labels, kern, over = [], [], []
+        if "nested_overhead_ns" in v:
+            labels.append("C: relu on a nested tensor")
+            kern.append(v.get("kernel_ns", 0.0))
+            over.append(v["nested_overhead_ns"])
+        if "dense_overhead_ns" in v:
+            labels.append("C: relu on a dense tensor")
+            kern.append(v.get("kernel_ns", 0.0))
+            over.append(v["dense_overhead_ns"])
+        labels += ["Python (bindings to come)", "torch"]
+        fig, ax = plt.subplots(figsize=(8.5, 4.2))
+        y = list(range(len(labels)))[::-1]
+        n = len(over)
+        ax.barh(y[:n], over, color=["tab:green" if o < DISPATCH_TARGET_NS else "tab:red" for o in over],
+                label="overhead (call − kernel called directly)")
+        ax.barh(y[:n], kern, left=over, color="silver", label="the kernel itself")
+        ax.axvline(DISPATCH_TARGET_NS, color="tab:red", linestyle="--", label="target: < %d ns overhead" % DISPATCH_TARGET_NS)
+        right = max(max(o + k for o, k in zip(over, kern)), DISPATCH_TARGET_NS) * 1.8
+        for yi, o, k in zip(y, over, kern):
+            ax.text(o + k + right * 0.01, yi, "%.0f ns overhead (%.0f ns per call)" % (o, o + k), va="center", fontsize=9)
+        ax.text(right * 0.01, y[n], "not measured yet", va="center", fontsize=9, color="dimgray")
+        ax.text(right * 0.01, y[n + 1], Torch(res).missing(), va="center", fontsize=9, color="dimgray")
+        ax.set_yticks(y)
+        ax.set_yticklabels(labels)
+        ax.set_ylim(-0.6, len(labels) - 0.4)
+        ax.set_xlim(0, right)
+        ax.set_xlabel("ns per call, tiny (2, j, 2) float32 tensor")
+        ax.set_title("Dispatch overhead per op\n" + subtitle, fontsize=10)
+        ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=3, frameon=False)
+        fig.tight_layout()
+        fig.savefig(os.path.join(out_dir, PLOTS["dispatch"]))
+        plt.close(fig)
+        made["dispatch"] = PLOTS["dispatch"]
+    return made
+
+
+# ---- render: the report -----------------------------------------------------
+
+def report(res, results_rel, plots, plots_note):
+    figures = res["figures"]
+    torch = Torch(res)
+    m, ver, b = res["machine"], res["versions"], res["build"]
+    threads = res.get("threads")
+    out = ["# jag benchmark report", "",
+           "<!-- Generated by `make bench` (scripts/bench.sh, scripts/bench_report.py) from %s. "
+           "Do not edit: rerun, or redraw with `.venv/bin/python scripts/bench_report.py render %s`. -->"
+           % (results_rel, results_rel), ""]
+    dirty = res["git"]["uncommitted_changes"]
+    src = res["git"].get("source")
+    elsewhere = " (built from %s)" % src if src and os.path.abspath(src) != ROOT else ""
+    out += ["- **Run:** %s mode, %s, commit `%s`%s%s; figures in [`%s`](%s)." % (
+        res["mode"], res["date"], res["git"]["commit"][:12],
+        " with uncommitted changes in %d file(s)" % len(dirty) if dirty else "", elsewhere,
+        results_rel, os.path.relpath(os.path.join(ROOT, results_rel), os.path.join(ROOT, "bench"))),
+        "- **Machine:** %s, %s cores (%s usable), %s GiB; %s." % (
+            m["cpu"], m["cores"], m.get("cores_usable"), m.get("memory_gib"), m["os"]),
+        "- **Threads:** %s." % ("OMP_NUM_THREADS=%d" % threads if threads else "OpenMP default (one per core)"),
+        "- **Build:** %s (`%s`%s), jag %s; %s; %s; %s." % (
+            b["type"], b["c_flags"], ", -march=native" if b.get("march_native") else "", ver["jag"],
+            ver["compiler"], ver["openblas"], ver["openmp"]),
+        "- **Python side:** Python %s; matplotlib %s; torch %s." % (
+            ver["python"], ver["matplotlib"] or "not installed", ver["torch"] or "not installed"),
+        ""]
+    if b["type"] != "Release":
+        out += ["> **Warning:** this is a %s build, not Release: the figures do not say what jag can do." % b["type"], ""]
+    if res["problems"]:
+        out += ["> **Problems in this run:**"] + ["> - %s" % p for p in res["problems"]] + [""]
+    if plots_note:
+        out += ["> **Plots skipped:** %s" % plots_note, ""]
+
+    # -- noise
+    busy_before = m.get("busy_cores_before_start")
+    others = [p["other_processes_cores"] for p in res["programs"] if p.get("other_processes_cores") is not None]
+    worst_other = max(others) if others else None
+    noisy = (worst_other or 0) > 0.25 or (busy_before or 0) > 0.25
+    hits, total, chance = quantized_times(figures)
+    stuck = total >= 4 and hits >= max(2 * chance, 0.3 * total)
+    if noisy or stuck:
+        usable = m.get("cores_usable") or m["cores"]
+        hint = ("rerun on a quiet machine, or with `BENCH_ARGS=\"--threads %d\"`" % max(1, usable - 1)
+                if (threads or usable) > 1 else "rerun on a quiet machine")
+        load = ("Other processes kept %s of the %s cores busy just before the run and up to %s during it." % (
+            fmt(busy_before), usable, fmt(worst_other)))
+        ticks = ("%d of the %d median times between 3 and 50 ms sit within 1.5%% of a multiple of 4 ms (a "
+                 "scheduler tick), where chance would put about %.0f" % (hits, total, chance))
+        if stuck:
+            out += ["> **The machine was busy; many figures below measure the scheduler, not jag.** %s %s: "
+                    "with an OpenMP thread per core, a parallel op waits a whole time slice for a descheduled "
+                    "thread, which hides the op's own time and makes ratios sit near 1 or go wild. The verdicts "
+                    "below are this run's as measured; %s before believing them." % (load, ticks, hint), ""]
+        else:
+            out += ["> **The machine was shared.** %s The times show no time-slice artifacts (%s), but a busy "
+                    "machine lowers bandwidth and widens the spread: %s to confirm a verdict near its "
+                    "target." % (load, ticks, hint), ""]
+
+    # -- summary
+    pw = by_name(figures, "pointwise_vs_memcpy", "dense")
+    mm = sorted(by_name(figures, "mm_vs_blas", "dense"), key=lambda f: f["params"]["n"])
+    do = by_name(figures, "dispatch_overhead")
+    rows = nested_rows(figures)
+    out += ["## Targets", "",
+            "Each target the issues set, beside the figure this run measured. \"met\" means the median met it.",
+            "",
+            "| target | measured (jag) | verdict | torch |", "|---|---|---|---|"]
+    mb = [f for f in pw if f["params"]["op"] in MEMORY_BOUND]
+    if mb:
+        worst = min(mb, key=lambda f: f["values"]["ratio_vs_memcpy"])
+        ok = sum(f["values"]["ratio_vs_memcpy"] >= MEMCPY_TARGET for f in mb)
+        out.append("| memory-bound pointwise ops ≥ %.2f × memcpy bandwidth | %d of %d ops; worst %s %.2f× (%s) | %s | %s |" % (
+            MEMCPY_TARGET, ok, len(mb), worst["params"]["op"], worst["values"]["ratio_vs_memcpy"],
+            ", ".join("%s %.2f" % (f["params"]["op"], f["values"]["ratio_vs_memcpy"]) for f in mb),
+            verdict(ok == len(mb)), torch.missing()))
+    else:
+        out.append("| memory-bound pointwise ops ≥ %.2f × memcpy | no figures | no data | %s |" % (MEMCPY_TARGET, torch.missing()))
+    big = [f for f in mm if f["params"]["n"] >= BLAS_MIN_N]
+    if big:
+        worst = min(big, key=lambda f: f["values"]["ratio_vs_blas"])
+        ok = sum(f["values"]["ratio_vs_blas"] >= BLAS_TARGET for f in big)
+        out.append("| jag_mm ≥ %.2f × direct BLAS for n ≥ %d | %d of %d sizes; worst n=%d %.2f× (%s) | %s | %s |" % (
+            BLAS_TARGET, BLAS_MIN_N, ok, len(big), worst["params"]["n"], worst["values"]["ratio_vs_blas"],
+            ", ".join("n=%d %.2f" % (f["params"]["n"], f["values"]["ratio_vs_blas"]) for f in big),
+            verdict(ok == len(big)), torch.missing()))
+    else:
+        out.append("| jag_mm ≥ %.2f × direct BLAS for n ≥ %d | no figures | no data | %s |" % (BLAS_TARGET, BLAS_MIN_N, torch.missing()))
+    if do:
+        v = do[0]["values"]
+        worst = max(v.get("nested_overhead_ns", 0), v.get("dense_overhead_ns", 0))
+        out.append("| dispatch overhead < %d ns per op (C) | nested %s ns, dense %s ns | %s | %s |" % (
+            DISPATCH_TARGET_NS, fmt(v.get("nested_overhead_ns"), 0), fmt(v.get("dense_overhead_ns"), 0),
+            verdict(worst < DISPATCH_TARGET_NS), torch.missing()))
+    else:
+        out.append("| dispatch overhead < %d ns per op (C) | no figures | no data | %s |" % (DISPATCH_TARGET_NS, torch.missing()))
+    out.append("| dispatch overhead < %d ns per op (Python) | not measured yet (bindings to come) | no data | %s |" % (
+        DISPATCH_TARGET_NS, torch.missing()))
+    if rows:
+        ok = sum(r["meets"] for r in rows)
+        ns_ok = sum(r["never_slower"] for r in rows)
+        by_op = ", ".join("%s %d/%d" % (op, sum(r["meets"] for r in rows if r["op"] == op),
+                                        sum(1 for r in rows if r["op"] == op)) for op in sorted({r["op"] for r in rows}))
+        out.append("| nested ≤ padded × (real / padded) × %.1f | %d of %d cases (%s) | %s | %s |" % (
+            NESTED_SLACK, ok, len(rows), by_op, verdict(ok == len(rows)), torch.missing()))
+        worst = min(rows, key=lambda r: r["speedup"])
+        out.append("| nested never slower than padded | %d of %d cases; slowest %.2f× (%s, B=%s, D=%s, %s) | %s | %s |" % (
+            ns_ok, len(rows), worst["speedup"], lengths_label(worst["lengths"]), worst["B"], worst["D"], worst["op"],
+            verdict(ns_ok == len(rows)), torch.missing()))
+    else:
+        out.append("| nested ≤ padded × (real / padded) × %.1f, never slower | no figures | no data | %s |" % (
+            NESTED_SLACK, torch.missing()))
+    out.append("")
+
+    def plot(key, alt):
+        if key in plots:
+            out.extend(["![%s](%s)" % (alt, plots[key]), ""])
+
+    # -- memory-bound ops
+    if pw:
+        out += ["## Memory-bound ops vs the copy bandwidth", "",
+                "Achieved bytes/s of each op (inputs read + output written, the output allocated by the op as users "
+                "do) against a `memcpy` of the same bytes into a warm buffer, timed interleaved in the same run. "
+                "Target: ≥ %.2f × memcpy for the memory-bound ops (%s); exp and sigmoid are compute-bound and "
+                "shown for reference." % (MEMCPY_TARGET, ", ".join(MEMORY_BOUND)), ""]
+        llc = m.get("last_level_cache_mib")
+        if llc:
+            small = sorted({f["params"].get("n") for f in pw
+                            if f["params"].get("n") and f["params"]["n"] * 4 * 2 <= 2 * llc * 2 ** 20})
+            if small:
+                out += ["> **Not memory-bound at n = %s:** one input and the output (%s MiB) fit in about twice "
+                        "this CPU's %g MiB last-level cache, so these figures partly measure the cache, not "
+                        "memory; the full run's larger n is the one to judge the target by." % (
+                            ", ".join(str(n) for n in small), ", ".join("%g" % (n * 8 / 2 ** 20) for n in small), llc), ""]
+        over = [f for f in pw if f["params"]["op"] in MEMORY_BOUND and f["values"]["ratio_vs_memcpy"] > 1.2]
+        if over and threads != 1:
+            out += ["> **The baseline is below the machine's copy bandwidth:** %d memory-bound op(s) beat memcpy "
+                    "by more than 1.2×. bench_dense's memcpy is one call on one thread, while the ops run on every "
+                    "OpenMP thread, so \"met\" here is weaker than it looks; with `--threads 1` the two compare "
+                    "like with like." % len(over), ""]
+        plot("memory", "pointwise GB/s vs memcpy GB/s")
+        out += ["| op | n | op time | memcpy time | op GB/s | memcpy GB/s | ratio | target | torch GB/s |",
+                "|---|---|---|---|---|---|---|---|---|"]
         for f in pw:
             p, v = f["params"], f["values"]
-            bound = p["op"] in ("clone", "relu", "mul_scalar", "add", "mul")
-            tgt = verdict(v["ratio_vs_memcpy"], 0.85) if bound else "(compute-bound)"
-            out.append(f"| {p['op']} | {p['n']} | {v['op_gbs']:.2f} | {v['memcpy_gbs']:.2f} | "
-                       f"{v['ratio_vs_memcpy']:.2f} | {tgt} |")
+            bound = p["op"] in MEMORY_BOUND
+            tgt = verdict(v["ratio_vs_memcpy"] >= MEMCPY_TARGET) if bound else "(compute-bound)"
+            out.append("| %s | %s | %s | %s | %.2f | %.2f | %.2f | %s | %s |" % (
+                p["op"], p.get("n"), with_range(v, "op_s"), with_range(v, "memcpy_s"), v["op_gbs"], v["memcpy_gbs"],
+                v["ratio_vs_memcpy"], tgt, torch.cell(f, "op_gbs")))
         out.append("")
-    mm = [f for f in figures if f["name"] == "mm_vs_blas"]
+
+    # -- GEMM
     if mm:
-        out += ["## jag_mm vs a direct cblas_sgemm", "",
-                "Target: >= 0.95 of the direct BLAS call for sizes >= 256.", "",
-                "| n | jag GFLOP/s | BLAS GFLOP/s | ratio | target |", "|---|---|---|---|---|"]
+        out += ["## GEMM vs a direct BLAS call", "",
+                "GFLOP/s of `jag_mm` (output allocated by jag) against `cblas_sgemm` on the same inputs, timed "
+                "interleaved. Target: ≥ %.2f × BLAS for n ≥ %d." % (BLAS_TARGET, BLAS_MIN_N), ""]
+        plot("gemm", "jag_mm GFLOP/s vs BLAS GFLOP/s")
+        out += ["| n | jag time | BLAS time | jag GFLOP/s | BLAS GFLOP/s | ratio | target | torch GFLOP/s |",
+                "|---|---|---|---|---|---|---|---|"]
         for f in mm:
             p, v = f["params"], f["values"]
-            tgt = verdict(v["ratio_vs_blas"], 0.95) if p["n"] >= 256 else "(no target below 256)"
-            out.append(f"| {p['n']} | {v['jag_gflops']:.1f} | {v['blas_gflops']:.1f} | "
-                       f"{v['ratio_vs_blas']:.2f} | {tgt} |")
+            tgt = verdict(v["ratio_vs_blas"] >= BLAS_TARGET) if p["n"] >= BLAS_MIN_N else "(no target below %d)" % BLAS_MIN_N
+            out.append("| %d | %s | %s | %.1f | %.1f | %.2f | %s | %s |" % (
+                p["n"], with_range(v, "jag_s"), with_range(v, "blas_s"), v["jag_gflops"], v["blas_gflops"],
+                v["ratio_vs_blas"], tgt, torch.cell(f, "gflops", 1)))
         out.append("")
-    other = [f for f in figures if f["name"] not in ("pointwise_vs_memcpy", "mm_vs_blas")]
+
+    # -- dispatch
+    if do:
+        f = do[0]
+        v = f["values"]
+        out += ["## Dispatch overhead per op", "",
+                "ns per call of `jag_relu` on a tiny tensor (%s), minus the CPU kernel called directly on the same "
+                "values with a preallocated output: the dispatcher, the nested handler, allocating the output "
+                "and wrapping it. Target: < %d ns. Python's overhead comes with the bindings." % (
+                    f["params"].get("shape", "?"), DISPATCH_TARGET_NS), ""]
+        plot("dispatch", "dispatch overhead per op")
+        out += ["| path | ns per call | kernel alone | overhead | target | torch |", "|---|---|---|---|---|---|"]
+        for label, key in (("C, nested tensor", "nested"), ("C, dense tensor", "dense")):
+            if key + "_overhead_ns" in v:
+                out.append("| %s | %s | %s | %s | %s | %s |" % (
+                    label, with_range(v, key + "_ns", lambda x: fmt(x, 1)), with_range(v, "kernel_ns", lambda x: fmt(x, 1)),
+                    fmt(v[key + "_overhead_ns"], 1),
+                    verdict(v[key + "_overhead_ns"] < DISPATCH_TARGET_NS), torch.cell(f, key + "_ns", 1)))
+        out.append("| Python | not measured yet | | | no data | %s |" % torch.missing())
+        out.append("")
+
+    # -- nested vs padded
+    nvp = by_name(figures, "nested_vs_padded")
+    if nvp:
+        out += ["## Nested vs padded", "",
+                "Each op on a jagged batch (values + offsets) against jag's own dense path on the padded "
+                "equivalent (B, max length, D), timed interleaved; the padding is not timed. Speedup = padded "
+                "time / nested time; padding ratio = padded elements / real elements. Target: nested ≤ padded "
+                "× (real / padded) × %.1f and never slower than padded, i.e. speedup ≥ max(1, padding ratio / %.1f) "
+                "(the red line in the plot)." % (NESTED_SLACK, NESTED_SLACK), ""]
+        plot("nested", "speedup of nested over padded against the padding ratio")
+        present = sorted({f["params"].get("lengths", "?") for f in nvp}, key=lengths_order)
+        have = {lengths_label(d) for d in present}
+        missing = [label for label, _ in WANTED_LENGTHS if label not in have]
+        b1 = any(f["params"].get("B") == 1 for f in nvp)
+        out += ["Length distributions measured: %s; batch of 1: %s.%s" % (
+            ", ".join(lengths_label(d) for d in present), "yes" if b1 else "**no**",
+            " **Not measured yet:** %s." % ", ".join(missing) if missing else ""), ""]
+        out += ["Each cell: speedup (met / **not met**: both targets), nested time.", ""]
+        ops = sorted({r["op"] for r in rows}, key=lambda o: ["relu", "gelu", "linear"].index(o)
+                     if o in ("relu", "gelu", "linear") else 9)
+        for d in present:
+            drows = [r for r in rows if r["lengths"] == d]
+            skipped = [f for f in nvp if f["params"].get("lengths") == d and "skipped" in f["values"]]
+            out += ["### Lengths: %s" % lengths_label(d), ""]
+            if drows:
+                out += ["| B | D | real / padded | " + " | ".join(ops) + " | torch |",
+                        "|---|---|---|" + "---|" * len(ops) + "---|"]
+                keys = sorted({(r["B"], r["D"]) for r in drows})
+                for B, D in keys:
+                    cells = []
+                    ratio = None
+                    for op in ops:
+                        r = next((r for r in drows if r["B"] == B and r["D"] == D and r["op"] == op), None)
+                        if r is None:
+                            cells.append("—")
+                            continue
+                        ratio = r["ratio"]
+                        ok = r["meets"] and r["never_slower"]
+                        cells.append("%.2f× %s, %s" % (r["speedup"], "met" if ok else "**not met**",
+                                                        with_range(r["fig"]["values"], "nested_s")))
+                    out.append("| %s | %s | %s | %s | %s |" % (B, D, fmt(ratio, 3), " | ".join(cells), torch.missing()))
+                out.append("")
+            for f in skipped:
+                p = f["params"]
+                out.append("- skipped B=%s, D=%s (real %s, padded %s): %s" % (
+                    p.get("B"), p.get("D"), p.get("real"), p.get("padded"), f["values"]["skipped"]))
+            if skipped:
+                out.append("")
+
+    # -- anything else
+    known = {"pointwise_vs_memcpy", "mm_vs_blas", "dispatch_overhead", "nested_vs_padded"}
+    other = [f for f in figures if f["name"] not in known and f.get("bench") != "torch"]
     if other:
         out += ["## Other figures", ""]
         for f in other:
-            out.append(f"- `{f['bench']}/{f['name']}` {json.dumps(f['params'])}: {json.dumps(f['values'])}")
+            out.append("- `%s/%s` %s: %s" % (f.get("bench"), f["name"], json.dumps(f.get("params")), json.dumps(f.get("values"))))
         out.append("")
+
+    # -- how
+    out += ["## How these figures are made", "",
+            "- `make bench` builds Release (`-O3`, `-march=native`), runs every `bench/bench_*` program of the "
+            "build and writes `bench/results/<date>-<host>.json` (quick runs: `<date>-<host>-quick.json`) and "
+            "this report with its plots. `make bench BENCH_ARGS=--quick` takes under two minutes (fewer repeats, "
+            "smaller sizes, B ≤ 64 and D ≤ 256 for nested); the full run under ten on a 2-core machine. "
+            "`BENCH_ARGS=\"--threads N\"` sets OMP_NUM_THREADS.",
+            "- Every figure is a ratio of two things timed in the same run, interleaved in 5 rounds (each round: "
+            "2 warm-up calls, then repeats of one side, then of the other), so both sides see the same machine "
+            "state. A time is the median of the 5 round medians; \"min – max\" is the range of the round medians "
+            "(shown as [min – max] beside a time wherever the figure carries `<time>_min` and `<time>_max`; "
+            "so far only the pointwise op times do).",
+            "- Plots: matplotlib in the project's `.venv` (made by `scripts/bench_setup.sh`), Agg backend.",
+            ""]
+    timing = ["%s %s s (exit %s)" % (p["program"], fmt(p.get("wall_s"), 1), p["exit"]) for p in res["programs"]]
+    if timing:
+        out += ["This run: " + "; ".join(timing) + ". Cores kept busy by other processes: %s before the run; %s." % (
+            fmt(busy_before), ", ".join("%s during %s" % (fmt(p.get("other_processes_cores")), p["program"])
+                                        for p in res["programs"])), ""]
     return "\n".join(out)
 
 
+def render(a):
+    with open(a.results) as f:
+        res = json.load(f)
+    report_path = os.path.abspath(a.report)
+    out_dir = os.path.dirname(report_path)
+    os.makedirs(out_dir, exist_ok=True)
+    results_rel = os.path.relpath(os.path.abspath(a.results), ROOT)
+    plots, note = {}, a.plots_skipped
+    for name in PLOTS.values():  # never leave a stale plot beside a new report
+        try:
+            os.remove(os.path.join(out_dir, name))
+        except OSError:
+            pass
+    if not note:
+        try:
+            plots = plot_all(res, out_dir)
+        except ImportError as e:
+            note = "matplotlib is not importable by %s (%s); run scripts/bench_setup.sh" % (sys.executable, e)
+        except Exception as e:  # noqa: BLE001 - a broken plot must not lose the report
+            note = "plotting failed: %s: %s" % (type(e).__name__, e)
+    with open(report_path, "w") as f:
+        f.write(report(res, results_rel, plots, note) + "\n")
+    if note:
+        print("bench-report: plots skipped: %s" % note, file=sys.stderr)
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--lines", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--report", required=True)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    c = sub.add_parser("collect", help="raw run output -> results JSON")
+    c.add_argument("--raw", required=True)
+    c.add_argument("--build", required=True)
+    c.add_argument("--out", required=True)
+    c.add_argument("--mode", default="full", choices=("full", "quick"))
+    r = sub.add_parser("render", help="results JSON -> bench/report.md and PNGs")
+    r.add_argument("results")
+    r.add_argument("--report", default=os.path.join(ROOT, "bench", "report.md"))
+    r.add_argument("--plots-skipped", default="", help="why there are no plots (from scripts/bench_setup.sh)")
     a = ap.parse_args()
-    figures = []
-    with open(a.lines) as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith("{"):
-                figures.append(json.loads(line))
-    info = machine()
-    with open(a.out, "w") as f:
-        json.dump({"machine": info, "figures": figures}, f, indent=1)
-    with open(a.report, "w") as f:
-        f.write(report(figures, info) + "\n")
+    a.build = os.path.abspath(a.build) if a.cmd == "collect" else None
+    collect(a) if a.cmd == "collect" else render(a)
 
 
 if __name__ == "__main__":

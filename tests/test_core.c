@@ -181,6 +181,12 @@ static void test_view_reshape_strides(void) {
     CHECK(jag_shares_storage(f, x) && t_get(f, 0) == t_get(x, 12));
     CHECK_OK(jag_flatten(n, &v));
     CHECK(jag_shares_storage(v, x) && jag_numel(v) == 12);
+    /* a 0-d tensor views as (1, 1) and back */
+    jag_tensor *sc = NULL, *sv = NULL;
+    CHECK_OK(jag_full(NULL, 0, 3.0, JAG_FLOAT32, &sc));
+    CHECK_OK(jag_view(sc, (int64_t[]){1, 1}, 2, &sv));
+    CHECK(jag_ndim(sv) == 2 && t_get(sv, 0) == 3.0 && jag_shares_storage(sv, sc));
+    jag_release(sc), jag_release(sv);
     int64_t wrong[2] = {5, 5};
     jag_tensor *w = NULL;
     CHECK_ERR(jag_view(x, wrong, 2, &w), JAG_ESHAPE, "expected 24 elements");

@@ -1,10 +1,1322 @@
-/* derivatives.c — PLACEHOLDER until the derivative rules land: no op has a
- * derivative yet. */
+/* derivatives.c — the derivative rule of every differentiable op, in one
+ * table beside ops.def (PyTorch's derivatives.yaml), and jag__sum_to.
+ *
+ * Rules are written with jag's public ops (they run with grad mode off), so
+ * the same code serves dense and nested tensors:
+ *   - pointwise rules call pointwise ops, which run on a nested tensor's
+ *     values / buffer; a dense operand broadcast over a nested one gets its
+ *     gradient back through jag__sum_to;
+ *   - every other rule is written for dense tensors and carried to nested
+ *     inputs by one of two runners that mirror how the forward ran: on the
+ *     packed values (jagged: transpose, narrow, sum, mean, mm, linear) or
+ *     component by component (strided: the forward's per-component
+ *     fallback);
+ *   - a nested gradient is always re-wrapped around the input's own
+ *     structure (conform): same offsets object (jagged), same tables
+ *     (strided).
+ * Scatter-adds (index_select, gather, embedding, max_dim) have no op yet and
+ * are one loop here (scatter_add_). */
 #include "autograd.h"
+#include "../subclass/nested.h"
 
-const jag_derivative_fn jag__derivatives[JAG_OP_BUILTIN_COUNT] = {0};
+#include <math.h>
+
+/* ---- a rule's temporaries ------------------------------------------------ */
+
+/* Every tensor a rule makes goes into its pool and is released at the end;
+ * the first failure is remembered and every later call is skipped, so a
+ * rule reads as straight-line math and the error that comes out is the
+ * first one. */
+#define POOL_CAP 96
+typedef struct pool {
+    jag_status st;
+    int n;
+    jag_tensor *t[POOL_CAP];
+} pool;
+
+static jag_tensor *take(pool *p, jag_status st, jag_tensor *t) {
+    if (st) {
+        p->st = st;
+        return NULL;
+    }
+    if (p->n == POOL_CAP) {
+        jag_release(t);
+        p->st = jag__error(JAG_EINTERNAL, "autograd: a derivative rule needs more than %d temporaries", POOL_CAP);
+        return NULL;
+    }
+    p->t[p->n++] = t;
+    return t;
+}
+
+static void pool_free(pool *p) {
+    for (int i = 0; i < p->n; i++) jag_release(p->t[i]);
+    p->n = 0;
+}
+
+static jag_tensor *fail(pool *p, jag_status st) {
+    if (!p->st) p->st = st;
+    return NULL;
+}
+
+/* The body of a wrapper: run `call` (it writes `o`) unless the pool has
+ * failed already, and keep the result. */
+#define POOL_RUN(call)                                                         \
+    jag_tensor *o = NULL;                                                      \
+    if (p->st) return NULL;                                                    \
+    jag_status st = (call);                                                    \
+    return take(p, st, o)
+
+typedef jag_status (*unary_fn)(const jag_tensor *, jag_tensor **);
+typedef jag_status (*binary_fn)(const jag_tensor *, const jag_tensor *, jag_tensor **);
+typedef jag_status (*scalar_fn)(const jag_tensor *, double, jag_tensor **);
+typedef jag_status (*reduce_fn)(const jag_tensor *, const int *, int, bool, jag_tensor **);
+
+static jag_tensor *un(pool *p, unary_fn f, const jag_tensor *x) { POOL_RUN(f(x, &o)); }
+static jag_tensor *bin(pool *p, binary_fn f, const jag_tensor *a, const jag_tensor *b) {
+    POOL_RUN(f(a, b, &o));
+}
+static jag_tensor *sca(pool *p, scalar_fn f, const jag_tensor *a, double s) { POOL_RUN(f(a, s, &o)); }
+static jag_tensor *red(pool *p, reduce_fn f, const jag_tensor *x, const int *dims, int nd, bool keepdim) {
+    POOL_RUN(f(x, dims, nd, keepdim, &o));
+}
+static jag_tensor *add_(pool *p, const jag_tensor *a, const jag_tensor *b) { POOL_RUN(jag_add(a, b, 1.0, &o)); }
+static jag_tensor *where_(pool *p, const jag_tensor *c, const jag_tensor *a, const jag_tensor *b) {
+    POOL_RUN(jag_where(c, a, b, &o));
+}
+static jag_tensor *to_(pool *p, const jag_tensor *x, jag_dtype dt) { POOL_RUN(jag_to_dtype(x, dt, &o)); }
+static jag_tensor *reshape_(pool *p, const jag_tensor *x, const int64_t *sizes, int n) {
+    jag_tensor *o = NULL;
+    if (p->st) return NULL;
+    /* jag_view refuses to view a 0-d tensor as (1, ..., 1); expanding it is
+     * the same view */
+    bool scalar_to_ones = jag_ndim(x) == 0 && !jag_is_nested(x) && jag__numel(sizes, n) == 1;
+    jag_status st = scalar_to_ones ? jag_expand(x, sizes, n, &o) : jag_reshape(x, sizes, n, &o);
+    return take(p, st, o);
+}
+static jag_tensor *expand_(pool *p, const jag_tensor *x, const int64_t *sizes, int n) {
+    POOL_RUN(jag_expand(x, sizes, n, &o));
+}
+static jag_tensor *transpose_(pool *p, const jag_tensor *x, int d0, int d1) { POOL_RUN(jag_transpose(x, d0, d1, &o)); }
+static jag_tensor *narrow_(pool *p, const jag_tensor *x, int d, int64_t start, int64_t len) {
+    POOL_RUN(jag_narrow(x, d, start, len, &o));
+}
+static jag_tensor *select_(pool *p, const jag_tensor *x, int d, int64_t i) { POOL_RUN(jag_select(x, d, i, &o)); }
+static jag_tensor *permute_(pool *p, const jag_tensor *x, const int *perm, int n) { POOL_RUN(jag_permute(x, perm, n, &o)); }
+static jag_tensor *zeros_(pool *p, const int64_t *sizes, int n, jag_dtype dt) { POOL_RUN(jag_zeros(sizes, n, dt, &o)); }
+static jag_tensor *scalar_(pool *p, double v, jag_dtype dt) { POOL_RUN(jag_full(NULL, 0, v, dt, &o)); }
+static jag_tensor *contig_(pool *p, const jag_tensor *x) { POOL_RUN(jag_contiguous(x, &o)); }
+static void copy_into_(pool *p, jag_tensor *dst, const jag_tensor *src) {
+    if (!p->st) p->st = jag_copy_(dst, src);
+}
+
+/* Short names inside rules (`p` is the rule's pool). */
+#define NEG(x) un(p, jag_neg, (x))
+#define ABS(x) un(p, jag_abs, (x))
+#define EXP(x) un(p, jag_exp, (x))
+#define LOG(x) un(p, jag_log, (x))
+#define SIN(x) un(p, jag_sin, (x))
+#define COS(x) un(p, jag_cos, (x))
+#define TANH(x) un(p, jag_tanh, (x))
+#define SIGMOID(x) un(p, jag_sigmoid, (x))
+#define SIGN(x) un(p, jag_sign, (x))
+#define SQUARE(x) un(p, jag_square, (x))
+#define RSQRT(x) un(p, jag_rsqrt, (x))
+#define ZEROS_LIKE(x) un(p, jag_zeros_like, (x))
+#define ADD(a, b) add_(p, (a), (b))
+#define SUB(a, b) bin(p, jag_sub, (a), (b))
+#define MUL(a, b) bin(p, jag_mul, (a), (b))
+#define DIV(a, b) bin(p, jag_div, (a), (b))
+#define POW(a, b) bin(p, jag_pow, (a), (b))
+#define EQ(a, b) bin(p, jag_eq, (a), (b))
+#define LT(a, b) bin(p, jag_lt, (a), (b))
+#define GT(a, b) bin(p, jag_gt, (a), (b))
+#define MM(a, b) bin(p, jag_mm, (a), (b))
+#define BMM(a, b) bin(p, jag_bmm, (a), (b))
+#define ADDS(a, s) sca(p, jag_add_scalar, (a), (s))
+#define MULS(a, s) sca(p, jag_mul_scalar, (a), (s))
+#define DIVS(a, s) sca(p, jag_div_scalar, (a), (s))
+#define POWS(a, s) sca(p, jag_pow_scalar, (a), (s))
+#define EQS(a, s) sca(p, jag_eq_scalar, (a), (s))
+#define LTS(a, s) sca(p, jag_lt_scalar, (a), (s))
+#define GTS(a, s) sca(p, jag_gt_scalar, (a), (s))
+#define GES(a, s) sca(p, jag_ge_scalar, (a), (s))
+#define RSUB(s, a) ADDS(NEG(a), (s)) /* s - a */
+#define SUM(x, d, n, k) red(p, jag_sum, (x), (d), (n), (k))
+#define MEAN(x, d, n, k) red(p, jag_mean, (x), (d), (n), (k))
+#define PROD(x, d, n, k) red(p, jag_prod, (x), (d), (n), (k))
+#define WHERE(c, a, b) where_(p, (c), (a), (b))
+#define TO(x, dt) to_(p, (x), (dt))
+#define RESHAPE(x, s, n) reshape_(p, (x), (s), (n))
+#define EXPAND(x, s, n) expand_(p, (x), (s), (n))
+#define TRANSPOSE(x, a, b) transpose_(p, (x), (a), (b))
+#define NARROW(x, d, s, l) narrow_(p, (x), (d), (s), (l))
+#define SELECT(x, d, i) select_(p, (x), (d), (i))
+#define PERMUTE(x, perm, n) permute_(p, (x), (perm), (n))
+#define ZEROS(s, n, dt) zeros_(p, (s), (n), (dt))
+#define SCALAR(v, dt) scalar_(p, (v), (dt))
+#define CONTIG(x) contig_(p, (x))
+#define SUMTO(g, like) sum_to_p(p, (g), (like))
+
+static jag_tensor *sum_to_p(pool *p, const jag_tensor *g, const jag_tensor *like);
+
+/* ---- rule scaffolding ---------------------------------------------------- */
+
+typedef jag_status (*rule_fn)(const jag_grad_ctx *c, jag_tensor *const *go, jag_tensor **gi);
+
+#define RULE(name) static jag_status r_##name(const jag_grad_ctx *c, jag_tensor *const *go, jag_tensor **gi)
+#define BEGIN                                                                  \
+    pool pool_ = {0};                                                          \
+    pool *p = &pool_;                                                          \
+    for (int k_ = 0; k_ < c->n_inputs; k_++) gi[k_] = NULL
+#define IN(k) jag__grad_input(c->args, c->nargs, (k))
+#define NEED(k) ((k) >= 0 && (k) < c->n_inputs && c->needs[(k)])
+#define SET(k, t) set_grad(p, c, gi, (k), (t))
+#define END return finish(p, c, gi)
+
+static const char *layout_word(jag_layout l) { return l == JAG_JAGGED ? "jagged" : "strided"; }
+
+static bool same_table(const jag_tensor *a, const jag_tensor *b) {
+    if (a == b) return true;
+    if (!a || !b || jag_numel(a) != jag_numel(b) || !jag_data(a) || !jag_data(b)) return false;
+    if (!jag_is_contiguous(a) || !jag_is_contiguous(b)) return false; /* tables are made contiguous */
+    return memcmp(jag_data(a), jag_data(b), (size_t)jag_numel(a) * sizeof(int64_t)) == 0;
+}
+
+/* Components of a nested tensor as views (new references in a calloc'd
+ * array of its batch size; free with free_comps). */
+static jag_status comps_of(const jag_tensor *t, jag_tensor ***out) {
+    nested_state *s = jag__nested(t);
+    *out = calloc((size_t)(s->batch ? s->batch : 1), sizeof **out);
+    if (!*out) return jag__error(JAG_ENOMEM, "autograd: out of memory");
+    jag_status st = jag__nested_unbind(s, *out);
+    if (st) {
+        free(*out);
+        *out = NULL;
+    }
+    return st;
+}
+
+static void free_comps(jag_tensor **v, int64_t n) {
+    if (!v) return;
+    for (int64_t i = 0; i < n; i++) jag_release(v[i]);
+    free(v);
+}
+
+/* A nested gradient with exactly `in`'s structure: jagged values re-wrapped
+ * around in's offsets (and lengths); strided gradients re-wrapped around
+ * in's tables when the layouts agree, else copied component by component
+ * into zeros shaped like `in`. */
+static jag_tensor *conform_nested(pool *p, const char *name, const jag_tensor *in, jag_tensor *g) {
+    if (p->st) return NULL;
+    nested_state *is = jag__nested(in), *gs = jag__nested(g);
+    if (!gs || gs->layout != is->layout)
+        return fail(p, jag__error(JAG_EINTERNAL, "%s: the derivative gave a %s gradient for a %s nested input", name,
+                                  gs ? layout_word(gs->layout) : "dense", layout_word(is->layout)));
+    jag_tensor *o = NULL;
+    if (is->layout == JAG_JAGGED) {
+        if (gs->offsets == is->offsets && gs->lengths == is->lengths) return g;
+        if (gs->values->sizes[0] != is->values->sizes[0])
+            return fail(p, jag__error(JAG_EINTERNAL, "%s: the derivative gave a jagged gradient with %lld value rows for an input with %lld",
+                                      name, (long long)gs->values->sizes[0], (long long)is->values->sizes[0]));
+        jag_status st = jag__nested_rewrap_jagged(is, gs->values, &o);
+        return take(p, st, o);
+    }
+    if (gs->sizes == is->sizes && gs->strides == is->strides && gs->storage_offsets == is->storage_offsets) return g;
+    jag_status st;
+    if (same_table(gs->sizes, is->sizes) && same_table(gs->strides, is->strides) &&
+        same_table(gs->storage_offsets, is->storage_offsets) && jag_numel(gs->buffer) == jag_numel(is->buffer)) {
+        st = jag__nested_wrap_strided(gs->buffer, is->sizes, is->strides, is->storage_offsets,
+                                      atomic_load(&is->ragged_id), &o);
+        return take(p, st, o);
+    }
+    jag_tensor *z = ZEROS_LIKE(in);
+    if (!z) return NULL;
+    jag_tensor **zc = NULL, **gc = NULL;
+    st = comps_of(z, &zc);
+    if (!st) st = comps_of(g, &gc);
+    if (!st && gs->batch != is->batch)
+        st = jag__error(JAG_EINTERNAL, "%s: the derivative gave a gradient with %lld components for an input with %lld", name,
+                        (long long)gs->batch, (long long)is->batch);
+    for (int64_t b = 0; !st && b < is->batch; b++) st = jag_copy_(zc[b], gc[b]);
+    free_comps(zc, is->batch);
+    free_comps(gc, gs->batch);
+    return st ? fail(p, st) : z;
+}
+
+/* Store the gradient of input k: the input's dtype and, for nested inputs,
+ * its structure. */
+static void set_grad(pool *p, const jag_grad_ctx *c, jag_tensor **gi, int k, jag_tensor *g) {
+    if (p->st || !NEED(k)) return;
+    const jag_tensor *in = IN(k);
+    if (!g || !in) {
+        fail(p, jag__error(JAG_EINTERNAL, "%s: the derivative produced no gradient for input %d", c->name, k));
+        return;
+    }
+    if (g->dtype != in->dtype) g = TO(g, in->dtype);
+    if (g && jag_is_nested(in)) g = conform_nested(p, c->name, in, g);
+    if (p->st) return;
+    if (!jag_is_nested(in) && jag_is_nested(g)) {
+        fail(p, jag__error(JAG_EINTERNAL, "%s: the derivative gave a nested gradient for dense input %d", c->name, k));
+        return;
+    }
+    jag_release(gi[k]);
+    gi[k] = jag_retain(g);
+}
+
+static jag_status finish(pool *p, const jag_grad_ctx *c, jag_tensor **gi) {
+    pool_free(p);
+    if (p->st)
+        for (int k = 0; k < c->n_inputs; k++) jag_release(gi[k]), gi[k] = NULL;
+    return p->st;
+}
+
+/* Normalise a dim against ndim (a 0-d tensor takes 0 and -1). */
+static int wrap(int64_t d, int ndim) {
+    int n = ndim ? ndim : 1;
+    return (int)(d < 0 ? d + n : d);
+}
+
+/* The reduction dims of (x, dims: ints, ...): mask, their int list (for the
+ * forward's own dims argument) and x's shape with them kept as 1. */
+typedef struct {
+    bool mask[JAG_MAX_DIMS];
+    int dims[JAG_MAX_DIMS];
+    int n_dims;           /* as given (0: every dim) */
+    int64_t keep[JAG_MAX_DIMS];
+    int64_t count;        /* elements reduced into each output */
+} reduce_info;
+
+static reduce_info reduce_dims(const jag_tensor *x, const jag_value *dims) {
+    reduce_info r;
+    int n = dims->u.ints.n;
+    for (int d = 0; d < JAG_MAX_DIMS; d++) r.mask[d] = n == 0 && d < x->ndim;
+    r.n_dims = n;
+    for (int i = 0; i < n; i++) {
+        r.dims[i] = (int)dims->u.ints.v[i];
+        if (x->ndim) r.mask[wrap(dims->u.ints.v[i], x->ndim)] = true;
+    }
+    r.count = 1;
+    for (int d = 0; d < x->ndim; d++) {
+        r.keep[d] = r.mask[d] ? 1 : x->sizes[d];
+        if (r.mask[d]) r.count *= x->sizes[d];
+    }
+    return r;
+}
+
+/* dst[c with c[dim] = index[c]] += src[c] for every index c of src.
+ * dst: a plain contiguous float tensor (s...); src: plain, dst's dtype,
+ * (i...), any strides; index: plain int32/int64 of src's shape, any strides,
+ * i[e] <= s[e] for e != dim. Duplicate indices accumulate. */
+static void scatter_add_(pool *p, const char *name, jag_tensor *dst, int dim, const jag_tensor *index, const jag_tensor *src) {
+    if (p->st) return;
+    if (src->dtype != dst->dtype && !(src = TO(src, dst->dtype))) return;
+    int nd = src->ndim;
+    int64_t n = jag_numel(src);
+    if (n == 0) return;
+    char *dp = jag_data(dst);
+    const char *sp = jag_data(src), *ip = jag_data(index);
+    const int64_t *ss = jag_strides(src), *is = jag_strides(index), *ds = jag_strides(dst), *sz = jag_sizes(src);
+    bool i64 = index->dtype == JAG_INT64, f64 = dst->dtype == JAG_FLOAT64;
+    int64_t limit = dst->ndim ? dst->sizes[dim] : 1;
+    int64_t cnt[JAG_MAX_DIMS] = {0};
+    for (int64_t k = 0; k < n; k++) {
+        int64_t so = 0, io = 0, doff = 0;
+        for (int e = 0; e < nd; e++) {
+            so += cnt[e] * ss[e], io += cnt[e] * is[e];
+            if (e != dim) doff += cnt[e] * ds[e];
+        }
+        int64_t ix = i64 ? ((const int64_t *)ip)[io] : ((const int32_t *)ip)[io];
+        if (ix < 0 || ix >= limit) {
+            fail(p, jag__error(JAG_ERANGE, "%s: backward found index %lld outside [0, %lld)", name, (long long)ix,
+                               (long long)limit));
+            return;
+        }
+        if (nd) doff += ix * ds[dim];
+        if (f64) ((double *)dp)[doff] += ((const double *)sp)[so];
+        else ((float *)dp)[doff] += ((const float *)sp)[so];
+        for (int e = nd - 1; e >= 0; e--) { /* odometer over src's index */
+            if (++cnt[e] < sz[e]) break;
+            cnt[e] = 0;
+        }
+    }
+}
+
+/* ---- jag__sum_to --------------------------------------------------------- */
+
+/* Sum dense g down to `sizes` (g's shape broadcast from it). */
+static jag_tensor *sum_to_shape(pool *p, const jag_tensor *g, const int64_t *sizes, int n) {
+    if (p->st) return NULL;
+    int lead = g->ndim - n, dims[JAG_MAX_DIMS], nd = 0;
+    bool bad = lead < 0;
+    for (int d = 0; d < lead; d++) dims[nd++] = d;
+    for (int i = 0; i < n && !bad; i++) {
+        if (sizes[i] == g->sizes[lead + i]) continue;
+        if (sizes[i] == 1) dims[nd++] = lead + i;
+        else bad = true;
+    }
+    if (bad) {
+        char a[JAG_SHAPE_BUF], b[JAG_SHAPE_BUF];
+        return fail(p, jag__error(JAG_ESHAPE, "jag__sum_to: a gradient of shape %s does not reduce to shape %s",
+                                  jag__shape_str(g->sizes, g->ndim, a, sizeof a), jag__shape_str(sizes, n, b, sizeof b)));
+    }
+    if (nd == 0) return (jag_tensor *)g; /* same shape */
+    return RESHAPE(SUM(g, dims, nd, true), sizes, n);
+}
+
+/* A dense tensor `like` broadcast against a jagged nested (B, j, D...): as
+ * the nested handler does, (D...) and (1, D...) broadcast against the values
+ * (sum L, D...), (1, 1, D...) drops its batch dim, and (B, 1, D...) is
+ * gathered per value row — so its gradient is a segment sum over rows. */
+static jag_tensor *sum_to_jagged_dense(pool *p, nested_state *s, int outer_ndim, const jag_tensor *like) {
+    const jag_tensor *gv = s->values;
+    int ln = like->ndim;
+    if (ln < outer_ndim - 1 || (ln == outer_ndim - 1 && like->sizes[0] == 1)) return sum_to_shape(p, gv, like->sizes, ln);
+    if (ln == outer_ndim && like->sizes[1] == 1 && (like->sizes[0] == 1 || like->sizes[0] == s->batch)) {
+        int64_t inner[JAG_MAX_DIMS]; /* (B or 1, D'...): like without its ragged dim */
+        inner[0] = like->sizes[0];
+        for (int d = 2; d < ln; d++) inner[d - 1] = like->sizes[d];
+        jag_tensor *r;
+        if (like->sizes[0] == 1 || s->batch == 1) {
+            r = sum_to_shape(p, gv, inner, ln - 1);
+        } else {
+            /* rows of values -> their component: seg[b] = sum of rows of b */
+            int64_t seg[JAG_MAX_DIMS], ones[JAG_MAX_DIMS];
+            seg[0] = s->batch, ones[0] = gv->sizes[0];
+            for (int d = 1; d < gv->ndim; d++) seg[d] = gv->sizes[d], ones[d] = 1;
+            const jag_tensor *ids = jag__nested_row_ids(s);
+            if (!ids) return fail(p, jag_last_status());
+            jag_tensor *idx = EXPAND(RESHAPE(ids, ones, gv->ndim), gv->sizes, gv->ndim);
+            jag_tensor *acc = ZEROS(seg, gv->ndim, gv->dtype);
+            if (acc) scatter_add_(p, "jag__sum_to", acc, 0, idx, gv);
+            r = sum_to_shape(p, acc, inner, ln - 1);
+        }
+        return RESHAPE(r, like->sizes, ln);
+    }
+    char a[JAG_SHAPE_BUF];
+    return fail(p, jag__error(JAG_ESHAPE, "jag__sum_to: a dense tensor of shape %s was not broadcast over a jagged tensor with %d dims",
+                              jag__shape_str(like->sizes, ln, a, sizeof a), outer_ndim));
+}
+
+/* A dense tensor `like` broadcast against a strided nested tensor: the
+ * per-component fallback gives component b row b (or row 0) of a `like`
+ * with the nested tensor's ndim, and all of a smaller `like`. */
+static jag_tensor *sum_to_strided_dense(pool *p, const jag_tensor *g, const jag_tensor *like) {
+    nested_state *s = jag__nested(g);
+    bool split = like->ndim == g->ndim;
+    jag_tensor *acc = ZEROS(like->sizes, like->ndim, g->dtype);
+    jag_tensor **gc = NULL;
+    if (!acc) return NULL;
+    jag_status st = comps_of(g, &gc);
+    if (st) return fail(p, st);
+    for (int64_t b = 0; b < s->batch && !p->st; b++) {
+        pool q = {0};
+        if (split) {
+            jag_tensor *r = sum_to_shape(&q, gc[b], like->sizes + 1, like->ndim - 1);
+            jag_tensor *row = select_(&q, acc, 0, like->sizes[0] == 1 ? 0 : b);
+            jag_tensor *sum = r && row ? add_(&q, row, r) : NULL;
+            if (sum) copy_into_(&q, row, sum);
+        } else {
+            jag_tensor *r = sum_to_shape(&q, gc[b], like->sizes, like->ndim);
+            jag_tensor *sum = r ? add_(&q, acc, r) : NULL;
+            if (sum) copy_into_(&q, acc, sum);
+        }
+        pool_free(&q);
+        if (q.st) fail(p, q.st);
+    }
+    free_comps(gc, s->batch);
+    return p->st ? NULL : acc;
+}
+
+static jag_tensor *sum_to_p(pool *p, const jag_tensor *g, const jag_tensor *like) {
+    if (p->st) return NULL;
+    nested_state *gs = jag__nested(g), *ls = jag__nested(like);
+    if (!gs && !ls) return sum_to_shape(p, g, like->sizes, like->ndim);
+    if (!gs) return fail(p, jag__error(JAG_EINTERNAL, "jag__sum_to: a dense gradient for a nested tensor"));
+    if (!ls) {
+        if (gs->layout == JAG_JAGGED) return sum_to_jagged_dense(p, gs, g->ndim, like);
+        return sum_to_strided_dense(p, g, like);
+    }
+    if (gs->layout != ls->layout)
+        return fail(p, jag__error(JAG_EINTERNAL, "jag__sum_to: a %s gradient for a %s nested tensor", layout_word(gs->layout),
+                                  layout_word(ls->layout)));
+    if (gs->layout == JAG_JAGGED) { /* nested operands broadcast on their values */
+        jag_tensor *r = sum_to_shape(p, gs->values, ls->values->sizes, ls->values->ndim), *o = NULL;
+        if (!r) return NULL;
+        if (r == gs->values && gs->offsets == ls->offsets && gs->lengths == ls->lengths) return (jag_tensor *)g;
+        jag_status st = jag__nested_rewrap_jagged(ls, r, &o);
+        return take(p, st, o);
+    }
+    /* strided: component by component into zeros shaped like `like` */
+    jag_tensor *z = ZEROS_LIKE(like);
+    jag_tensor **zc = NULL, **gc = NULL, **lc = NULL;
+    if (!z) return NULL;
+    jag_status st = comps_of(z, &zc);
+    if (!st) st = comps_of(g, &gc);
+    if (!st) st = comps_of(like, &lc);
+    if (!st && gs->batch != ls->batch)
+        st = jag__error(JAG_ESHAPE, "jag__sum_to: a gradient with %lld components for a tensor with %lld", (long long)gs->batch,
+                        (long long)ls->batch);
+    for (int64_t b = 0; !st && b < ls->batch; b++) {
+        pool q = {0};
+        jag_tensor *r = sum_to_shape(&q, gc[b], jag_sizes(lc[b]), jag_ndim(lc[b]));
+        if (r) copy_into_(&q, zc[b], r);
+        pool_free(&q);
+        st = q.st;
+    }
+    free_comps(zc, ls->batch), free_comps(gc, gs->batch), free_comps(lc, ls->batch);
+    return st ? fail(p, st) : z;
+}
 
 jag_status jag__sum_to(const jag_tensor *g, const jag_tensor *like, jag_tensor **out) {
-    (void)g, (void)like, (void)out;
-    return jag__error(JAG_ENOTIMPL, "jag__sum_to: not written yet");
+    pool P = {0};
+    jag_tensor *r = sum_to_p(&P, g, like);
+    if (!P.st) *out = jag_retain(r);
+    pool_free(&P);
+    return P.st;
 }
+
+/* ---- unary pointwise ----------------------------------------------------- */
+/* x, g and the output y share one shape (dense or nested). */
+
+RULE(neg) { BEGIN; SET(0, NEG(go[0])); END; }
+RULE(abs) { BEGIN; SET(0, MUL(go[0], SIGN(IN(0)))); END; }
+RULE(exp) { BEGIN; SET(0, MUL(go[0], c->outputs[0])); END; }
+RULE(log) { BEGIN; SET(0, DIV(go[0], IN(0))); END; }
+/* d sqrt(x) = 1 / (2 y) */
+RULE(sqrt) { BEGIN; SET(0, DIV(MULS(go[0], 0.5), c->outputs[0])); END; }
+/* d x^-1/2 = -1/2 x^-3/2 = -y^3 / 2 */
+RULE(rsqrt) {
+    BEGIN;
+    const jag_tensor *y = c->outputs[0];
+    SET(0, MUL(go[0], MULS(MUL(y, SQUARE(y)), -0.5)));
+    END;
+}
+RULE(sin) { BEGIN; SET(0, MUL(go[0], COS(IN(0)))); END; }
+RULE(cos) { BEGIN; SET(0, NEG(MUL(go[0], SIN(IN(0))))); END; }
+RULE(tanh) { BEGIN; SET(0, MUL(go[0], RSUB(1.0, SQUARE(c->outputs[0])))); END; }
+RULE(sigmoid) {
+    BEGIN;
+    const jag_tensor *y = c->outputs[0];
+    SET(0, MUL(go[0], MUL(y, RSUB(1.0, y))));
+    END;
+}
+/* relu' = 1 where x > 0 (0 at 0 and for NaN, as torch's threshold) */
+RULE(relu) {
+    BEGIN;
+    const jag_tensor *g = go[0];
+    SET(0, WHERE(GTS(IN(0), 0.0), g, SCALAR(0.0, g->dtype)));
+    END;
+}
+/* silu = x s(x): s (1 + x (1 - s)) */
+RULE(silu) {
+    BEGIN;
+    const jag_tensor *x = IN(0);
+    jag_tensor *s = SIGMOID(x);
+    SET(0, MUL(go[0], MUL(s, ADDS(MUL(x, RSUB(1.0, s)), 1.0))));
+    END;
+}
+/* gelu = x Phi(x): Phi(x) + x phi(x). There is no erf op: Phi = y / x, and
+ * 1/2 + x phi(0) where |x| < 1e-8 (an error of O(x^3) there). */
+#define JAG_INV_SQRT_2PI 0.39894228040143267794
+RULE(gelu) {
+    BEGIN;
+    const jag_tensor *x = IN(0), *y = c->outputs[0];
+    jag_tensor *small = LTS(ABS(x), 1e-8);
+    jag_tensor *one = SCALAR(1.0, x->dtype);
+    jag_tensor *cdf = WHERE(small, ADDS(MULS(x, JAG_INV_SQRT_2PI), 0.5), DIV(y, WHERE(small, one, x)));
+    jag_tensor *pdf = MULS(EXP(MULS(SQUARE(x), -0.5)), JAG_INV_SQRT_2PI);
+    SET(0, MUL(go[0], ADD(cdf, MUL(x, pdf))));
+    END;
+}
+/* gelu_tanh = x/2 (1 + t), t = tanh(k (x + a x^3)):
+ * 1/2 (1 + t) + x/2 (1 - t^2) k (1 + 3 a x^2) */
+RULE(gelu_tanh) {
+    BEGIN;
+    const double k = 0.79788456080286535588, a = 0.044715;
+    const jag_tensor *x = IN(0);
+    jag_tensor *x2 = SQUARE(x);
+    jag_tensor *t = TANH(MULS(MUL(x, ADDS(MULS(x2, a), 1.0)), k));
+    jag_tensor *du = MULS(ADDS(MULS(x2, 3.0 * a), 1.0), k);
+    jag_tensor *d = ADD(MULS(ADDS(t, 1.0), 0.5), MUL(MULS(x, 0.5), MUL(RSUB(1.0, SQUARE(t)), du)));
+    SET(0, MUL(go[0], d));
+    END;
+}
+RULE(reciprocal) { BEGIN; SET(0, NEG(MUL(go[0], SQUARE(c->outputs[0])))); END; }
+RULE(square) { BEGIN; SET(0, MUL(go[0], MULS(IN(0), 2.0))); END; }
+RULE(sign) { BEGIN; SET(0, ZEROS_LIKE(IN(0))); END; }
+
+/* ---- binary pointwise ---------------------------------------------------- */
+/* (a, b: tensor or double): g has the broadcast shape; each gradient is
+ * summed back to its input's shape. */
+
+static bool b_is_tensor(const jag_grad_ctx *c) { return c->args[1].kind == JAG_VAL_TENSOR; }
+
+RULE(add) {
+    BEGIN;
+    const jag_tensor *g = go[0];
+    SET(0, SUMTO(g, IN(0)));
+    if (b_is_tensor(c) && NEED(1)) {
+        double alpha = c->args[2].u.d;
+        SET(1, SUMTO(alpha == 1.0 ? g : MULS(g, alpha), IN(1)));
+    }
+    END;
+}
+
+RULE(sub) {
+    BEGIN;
+    SET(0, SUMTO(go[0], IN(0)));
+    if (b_is_tensor(c) && NEED(1)) SET(1, SUMTO(NEG(go[0]), IN(1)));
+    END;
+}
+
+RULE(mul) {
+    BEGIN;
+    const jag_tensor *g = go[0], *a = IN(0);
+    if (!b_is_tensor(c)) {
+        SET(0, MULS(g, c->args[1].u.d));
+        END;
+    }
+    const jag_tensor *b = IN(1);
+    if (NEED(0)) SET(0, SUMTO(MUL(g, b), a));
+    if (NEED(1)) SET(1, SUMTO(MUL(g, a), b));
+    END;
+}
+
+/* y = a / b: g / b and -g y / b */
+RULE(div) {
+    BEGIN;
+    const jag_tensor *g = go[0], *a = IN(0);
+    if (!b_is_tensor(c)) {
+        SET(0, DIVS(g, c->args[1].u.d));
+        END;
+    }
+    const jag_tensor *b = IN(1);
+    if (NEED(0)) SET(0, SUMTO(DIV(g, b), a));
+    if (NEED(1)) SET(1, SUMTO(NEG(DIV(MUL(g, c->outputs[0]), b)), b));
+    END;
+}
+
+/* y = a^b: g b a^(b-1) (0 where b == 0) and g y log(a) (0 where a == 0 and
+ * b >= 0), as torch. */
+RULE(pow) {
+    BEGIN;
+    const jag_tensor *g = go[0], *a = IN(0);
+    jag_tensor *zero = SCALAR(0.0, g->dtype);
+    if (!b_is_tensor(c)) {
+        double s = c->args[1].u.d;
+        SET(0, s == 0.0 ? ZEROS_LIKE(a) : MUL(g, MULS(POWS(a, s - 1.0), s)));
+        END;
+    }
+    const jag_tensor *b = IN(1);
+    if (NEED(0)) SET(0, SUMTO(WHERE(EQS(b, 0.0), zero, MUL(MUL(g, b), POW(a, ADDS(b, -1.0)))), a));
+    if (NEED(1)) {
+        jag_tensor *mask = MUL(EQS(a, 0.0), GES(b, 0.0)); /* bool * bool: and */
+        SET(1, SUMTO(WHERE(mask, zero, MUL(MUL(g, c->outputs[0]), LOG(a))), b));
+    }
+    END;
+}
+
+/* maximum / minimum: the winner gets g, a tie splits it in halves (torch). */
+static jag_status minmax_rule(const jag_grad_ctx *c, jag_tensor *const *go, jag_tensor **gi, bool is_max) {
+    BEGIN;
+    const jag_tensor *g = go[0], *a = IN(0);
+    bool tb = b_is_tensor(c);
+    const jag_tensor *b = tb ? IN(1) : NULL;
+    double s = tb ? 0.0 : c->args[1].u.d;
+    jag_dtype dt = g->dtype;
+    jag_tensor *half = MULS(TO(tb ? EQ(a, b) : EQS(a, s), dt), 0.5);
+    if (NEED(0)) {
+        jag_tensor *win = tb ? (is_max ? GT(a, b) : LT(a, b)) : (is_max ? GTS(a, s) : LTS(a, s));
+        SET(0, SUMTO(MUL(g, ADD(TO(win, dt), half)), a));
+    }
+    if (tb && NEED(1)) {
+        jag_tensor *win = is_max ? LT(a, b) : GT(a, b);
+        SET(1, SUMTO(MUL(g, ADD(TO(win, dt), half)), b));
+    }
+    END;
+}
+RULE(maximum) { return minmax_rule(c, go, gi, true); }
+RULE(minimum) { return minmax_rule(c, go, gi, false); }
+
+/* (cond, a, b): g where cond to a, elsewhere to b; cond gets none. */
+RULE(where) {
+    BEGIN;
+    const jag_tensor *g = go[0], *cond = IN(0);
+    jag_tensor *zero = SCALAR(0.0, g->dtype);
+    if (NEED(1)) SET(1, SUMTO(WHERE(cond, g, zero), IN(1)));
+    if (NEED(2)) SET(2, SUMTO(WHERE(cond, zero, g), IN(2)));
+    END;
+}
+
+RULE(clone) { BEGIN; SET(0, go[0]); END; }
+/* the gradient goes back to the input's dtype (set_grad converts) */
+RULE(to_dtype) { BEGIN; SET(0, go[0]); END; }
+
+/* ---- views --------------------------------------------------------------- */
+
+/* view, unsqueeze, squeeze: g back to x's shape */
+RULE(view) { BEGIN; SET(0, RESHAPE(go[0], jag_sizes(IN(0)), jag_ndim(IN(0)))); END; }
+
+RULE(transpose) { BEGIN; SET(0, TRANSPOSE(go[0], (int)c->args[1].u.i, (int)c->args[2].u.i)); END; }
+
+/* the inverse permutation */
+RULE(permute) {
+    BEGIN;
+    int n = c->args[1].u.ints.n, inv[JAG_MAX_DIMS];
+    for (int i = 0; i < n; i++) inv[wrap(c->args[1].u.ints.v[i], n)] = i;
+    SET(0, PERMUTE(go[0], inv, n));
+    END;
+}
+
+/* x is (..., S, ...), g (..., length, ...): zeros with g in the slice */
+RULE(narrow) {
+    BEGIN;
+    const jag_tensor *x = IN(0);
+    jag_tensor *z = ZEROS(jag_sizes(x), jag_ndim(x), x->dtype);
+    jag_tensor *v = NARROW(z, (int)c->args[1].u.i, c->args[2].u.i, c->args[3].u.i);
+    if (v) copy_into_(p, v, go[0]);
+    SET(0, z);
+    END;
+}
+
+RULE(select) {
+    BEGIN;
+    const jag_tensor *x = IN(0);
+    jag_tensor *z = ZEROS(jag_sizes(x), jag_ndim(x), x->dtype);
+    jag_tensor *v = SELECT(z, (int)c->args[1].u.i, c->args[2].u.i);
+    if (v) copy_into_(p, v, go[0]);
+    SET(0, z);
+    END;
+}
+
+RULE(expand) { BEGIN; SET(0, SUMTO(go[0], IN(0))); END; }
+
+/* ---- reductions ---------------------------------------------------------- */
+/* (x, dims, keepdim): g is x's shape with the dims removed (or 1); gk is g
+ * viewed with them kept, which broadcasts against x. */
+
+static jag_tensor *keepdim_view(pool *p, const jag_tensor *t, const jag_tensor *x, const reduce_info *r) {
+    return reshape_(p, t, r->keep, x->ndim);
+}
+
+RULE(sum) {
+    BEGIN;
+    const jag_tensor *x = IN(0);
+    reduce_info r = reduce_dims(x, &c->args[1]);
+    SET(0, CONTIG(EXPAND(keepdim_view(p, go[0], x, &r), x->sizes, x->ndim)));
+    END;
+}
+
+RULE(mean) {
+    BEGIN;
+    const jag_tensor *x = IN(0);
+    reduce_info r = reduce_dims(x, &c->args[1]);
+    SET(0, MULS(EXPAND(keepdim_view(p, go[0], x, &r), x->sizes, x->ndim), 1.0 / (double)r.count));
+    END;
+}
+
+/* d prod / d x_i = prod of the others, exact with zeros: with no zero in a
+ * slice it is y / x_i; with one zero, only the zero gets the product of the
+ * rest; with more, nothing. */
+RULE(prod) {
+    BEGIN;
+    const jag_tensor *x = IN(0);
+    reduce_info r = reduce_dims(x, &c->args[1]);
+    jag_tensor *gk = keepdim_view(p, go[0], x, &r);
+    jag_tensor *zero = SCALAR(0.0, x->dtype), *one = SCALAR(1.0, x->dtype);
+    jag_tensor *isz = EQS(x, 0.0);
+    jag_tensor *x1 = WHERE(isz, one, x);
+    jag_tensor *gp = MUL(gk, PROD(x1, r.dims, r.n_dims, true)); /* g * product of the non-zeros */
+    jag_tensor *nz = SUM(isz, r.dims, r.n_dims, true);           /* zeros per slice (int64) */
+    jag_tensor *one_zero = WHERE(MUL(EQS(nz, 1.0), isz), gp, zero);
+    SET(0, WHERE(EQS(nz, 0.0), DIV(gp, x1), one_zero));
+    END;
+}
+
+/* amax, amin, max, min: the gradient is split evenly among the elements
+ * equal to the result (torch's rule for ties). */
+RULE(amax) {
+    BEGIN;
+    const jag_tensor *x = IN(0);
+    reduce_info r = reduce_dims(x, &c->args[1]);
+    jag_tensor *gk = keepdim_view(p, go[0], x, &r), *yk = keepdim_view(p, c->outputs[0], x, &r);
+    jag_tensor *hit = EQ(x, yk);
+    jag_tensor *count = TO(SUM(hit, r.dims, r.n_dims, true), x->dtype);
+    SET(0, WHERE(hit, DIV(gk, count), SCALAR(0.0, x->dtype)));
+    END;
+}
+
+/* var: g 2 (x - mean) / max(N - correction, 0); std: var's with g / (2 y),
+ * 0 where y == 0. */
+static jag_status var_rule(const jag_grad_ctx *c, jag_tensor *const *go, jag_tensor **gi, bool is_std) {
+    BEGIN;
+    const jag_tensor *x = IN(0);
+    reduce_info r = reduce_dims(x, &c->args[1]);
+    int64_t corr = c->args[2].u.i;
+    double denom = (double)r.count - (double)corr;
+    if (denom < 0) denom = 0;
+    jag_tensor *gk = keepdim_view(p, go[0], x, &r);
+    jag_tensor *xc = SUB(x, MEAN(x, r.dims, r.n_dims, true));
+    if (is_std) {
+        jag_tensor *yk = keepdim_view(p, c->outputs[0], x, &r);
+        jag_tensor *t = WHERE(EQS(yk, 0.0), SCALAR(0.0, x->dtype), DIV(gk, yk));
+        SET(0, MULS(MUL(t, xc), 1.0 / denom));
+    } else {
+        SET(0, MULS(MUL(gk, xc), 2.0 / denom));
+    }
+    END;
+}
+RULE(var) { return var_rule(c, go, gi, false); }
+RULE(std) { return var_rule(c, go, gi, true); }
+
+/* max_dim / min_dim (x, dim, keepdim) -> values, indices: g goes to the
+ * index that won (the first one, as the forward picks). */
+RULE(max_dim) {
+    BEGIN;
+    const jag_tensor *x = IN(0);
+    if (x->ndim == 0) {
+        SET(0, RESHAPE(go[0], NULL, 0));
+        END;
+    }
+    int d = wrap(c->args[1].u.i, x->ndim);
+    int64_t keep[JAG_MAX_DIMS];
+    memcpy(keep, x->sizes, sizeof keep);
+    keep[d] = 1;
+    jag_tensor *gk = RESHAPE(go[0], keep, x->ndim), *ik = RESHAPE(c->outputs[1], keep, x->ndim);
+    jag_tensor *z = ZEROS(x->sizes, x->ndim, x->dtype);
+    if (z) scatter_add_(p, c->name, z, d, ik, gk);
+    SET(0, z);
+    END;
+}
+
+/* ---- linear algebra ------------------------------------------------------ */
+
+/* a (n, k) @ b (k, m) = y (n, m): g b^T and a^T g */
+RULE(mm) {
+    BEGIN;
+    const jag_tensor *a = IN(0), *b = IN(1), *g = go[0];
+    if (NEED(0)) SET(0, MM(g, TRANSPOSE(b, 0, 1)));
+    if (NEED(1)) SET(1, MM(TRANSPOSE(a, 0, 1), g));
+    END;
+}
+
+/* a (B, n, k) @ b (B, k, m) */
+RULE(bmm) {
+    BEGIN;
+    const jag_tensor *a = IN(0), *b = IN(1), *g = go[0];
+    if (NEED(0)) SET(0, BMM(g, TRANSPOSE(b, 1, 2)));
+    if (NEED(1)) SET(1, BMM(TRANSPOSE(a, 1, 2), g));
+    END;
+}
+
+/* torch.matmul: 1-d operands become matrices (a: (1, k), b: (k, 1)) and g
+ * gets those dims back; then ga = g @ b^T and gb = a^T @ g, each summed back
+ * over broadcast batch dims. */
+RULE(matmul) {
+    BEGIN;
+    const jag_tensor *a = IN(0), *b = IN(1), *g = go[0];
+    int na = jag_ndim(a), nb = jag_ndim(b);
+    const jag_tensor *a2 = a, *b2 = b, *g2 = g;
+    int64_t s[JAG_MAX_DIMS];
+    if (na == 1) {
+        s[0] = 1, s[1] = jag_size(a, 0);
+        a2 = RESHAPE(a, s, 2);
+    }
+    if (nb == 1) {
+        s[0] = jag_size(b, 0), s[1] = 1;
+        b2 = RESHAPE(b, s, 2);
+    }
+    if (!p->st && (na == 1 || nb == 1)) { /* g with the dims 1-d operands dropped */
+        int ng = 0;
+        for (int d = 0; d < jag_ndim(g); d++) s[ng++] = jag_size(g, d);
+        if (na == 1) { /* insert the n = 1 dim before the last (or as the last for a 0-d g) */
+            int at = nb == 1 ? ng : ng - 1;
+            for (int d = ng; d > at; d--) s[d] = s[d - 1];
+            s[at] = 1, ng++;
+        }
+        if (nb == 1) s[ng++] = 1;
+        g2 = RESHAPE(g, s, ng);
+    }
+    if (NEED(0)) {
+        jag_tensor *ga = SUMTO(bin(p, jag_matmul, g2, TRANSPOSE(b2, -1, -2)), a2);
+        SET(0, na == 1 ? RESHAPE(ga, jag_sizes(a), 1) : ga);
+    }
+    if (NEED(1)) {
+        jag_tensor *gb = SUMTO(bin(p, jag_matmul, TRANSPOSE(a2, -1, -2), g2), b2);
+        SET(1, nb == 1 ? RESHAPE(gb, jag_sizes(b), 1) : gb);
+    }
+    END;
+}
+
+/* x (..., in) @ w (out, in)^T + bias (out) = y (..., out). With X, G the
+ * rows of x and g (N = the product of the leading dims): gx = G w,
+ * gw = G^T X, gbias = the column sums of G. */
+RULE(linear) {
+    BEGIN;
+    const jag_tensor *x = IN(0), *w = IN(1), *g = go[0];
+    int64_t in = w->sizes[1], out = w->sizes[0], n = 1;
+    for (int d = 0; d < x->ndim - 1; d++) n *= x->sizes[d];
+    int64_t gs[2] = {n, out}, xs[2] = {n, in};
+    jag_tensor *G = RESHAPE(g, gs, 2);
+    if (NEED(0)) SET(0, RESHAPE(MM(G, w), x->sizes, x->ndim));
+    if (NEED(1)) SET(1, MM(TRANSPOSE(G, 0, 1), RESHAPE(x, xs, 2)));
+    if (NEED(2)) SET(2, SUMTO(G, IN(2)));
+    END;
+}
+
+/* ---- normalisation ------------------------------------------------------- */
+
+/* softmax: y (g - sum(g y)) along dim */
+RULE(softmax) {
+    BEGIN;
+    const jag_tensor *y = c->outputs[0];
+    int dim = (int)c->args[1].u.i;
+    jag_tensor *gy = MUL(go[0], y);
+    SET(0, SUB(gy, MUL(y, SUM(gy, &dim, 1, true))));
+    END;
+}
+
+/* log_softmax: g - exp(y) sum(g) along dim */
+RULE(log_softmax) {
+    BEGIN;
+    const jag_tensor *g = go[0];
+    int dim = (int)c->args[1].u.i;
+    SET(0, SUB(g, MUL(EXP(c->outputs[0]), SUM(g, &dim, 1, true))));
+    END;
+}
+
+/* The tensor input number of argument `pos` (-1 when it is absent). */
+static int input_of_arg(const jag_grad_ctx *c, int pos) {
+    if (c->args[pos].kind != JAG_VAL_TENSOR) return -1;
+    int k = 0;
+    for (int i = 0; i < pos; i++)
+        k += c->args[i].kind == JAG_VAL_TENSOR ? 1 : c->args[i].kind == JAG_VAL_TENSORS ? c->args[i].u.tensors.n : 0;
+    return k;
+}
+
+/* Sum t over x's leading (non-normalised) dims: the shape of weight/bias. */
+static jag_tensor *sum_leading(pool *p, const jag_tensor *t, int lead) {
+    int dims[JAG_MAX_DIMS];
+    for (int d = 0; d < lead; d++) dims[d] = d;
+    return lead ? red(p, jag_sum, t, dims, lead, false) : (jag_tensor *)t;
+}
+
+/* layer_norm (x, nd, w, b, eps) over the trailing nd dims (M elements):
+ * xhat = (x - mu) r, r = 1 / sqrt(var + eps), y = xhat w + b.
+ * gb = sum g, gw = sum g xhat (over the leading dims); with h = g w:
+ * gx = r (h - mean(h) - xhat mean(h xhat)). */
+RULE(layer_norm) {
+    BEGIN;
+    const jag_tensor *x = IN(0), *g = go[0];
+    int nd = (int)c->args[1].u.i, n = x->ndim, lead = n - nd, dims[JAG_MAX_DIMS];
+    int kw = input_of_arg(c, 2), kb = input_of_arg(c, 3);
+    for (int i = 0; i < nd; i++) dims[i] = lead + i;
+    jag_tensor *xc = SUB(x, MEAN(x, dims, nd, true));
+    jag_tensor *r = RSQRT(ADDS(MEAN(SQUARE(xc), dims, nd, true), c->args[4].u.d));
+    jag_tensor *xhat = MUL(xc, r);
+    if (NEED(kb)) SET(kb, sum_leading(p, g, lead));
+    if (NEED(kw)) SET(kw, sum_leading(p, MUL(g, xhat), lead));
+    if (NEED(0)) {
+        jag_tensor *h = kw >= 0 ? MUL(g, IN(kw)) : (jag_tensor *)g;
+        jag_tensor *t = SUB(SUB(h, MEAN(h, dims, nd, true)), MUL(xhat, MEAN(MUL(h, xhat), dims, nd, true)));
+        SET(0, MUL(r, t));
+    }
+    END;
+}
+
+/* rms_norm (x, nd, w, eps): r = 1 / sqrt(mean(x^2) + eps), y = x r w.
+ * gw = sum g x r; with h = g w: gx = r (h - x r^2 mean(h x)). */
+RULE(rms_norm) {
+    BEGIN;
+    const jag_tensor *x = IN(0), *g = go[0];
+    int nd = (int)c->args[1].u.i, n = x->ndim, lead = n - nd, dims[JAG_MAX_DIMS];
+    int kw = input_of_arg(c, 2);
+    for (int i = 0; i < nd; i++) dims[i] = lead + i;
+    jag_tensor *r = RSQRT(ADDS(MEAN(SQUARE(x), dims, nd, true), c->args[3].u.d));
+    if (NEED(kw)) SET(kw, sum_leading(p, MUL(g, MUL(x, r)), lead));
+    if (NEED(0)) {
+        jag_tensor *h = kw >= 0 ? MUL(g, IN(kw)) : (jag_tensor *)g;
+        SET(0, MUL(r, SUB(h, MUL(MUL(x, SQUARE(r)), MEAN(MUL(h, x), dims, nd, true)))));
+    }
+    END;
+}
+
+/* ---- indexing and joining ------------------------------------------------ */
+
+/* x (..., S, ...), index (L) -> g (..., L, ...): g rows added back at their
+ * index (duplicates accumulate) */
+RULE(index_select) {
+    BEGIN;
+    const jag_tensor *x = IN(0), *index = IN(1), *g = go[0];
+    if (x->ndim == 0) {
+        SET(0, RESHAPE(g, NULL, 0));
+        END;
+    }
+    int d = wrap(c->args[1].u.i, x->ndim);
+    int64_t shape[JAG_MAX_DIMS];
+    for (int e = 0; e < x->ndim; e++) shape[e] = e == d ? jag_numel(index) : 1;
+    jag_tensor *idx = EXPAND(RESHAPE(index, shape, x->ndim), g->sizes, g->ndim);
+    jag_tensor *z = ZEROS(x->sizes, x->ndim, x->dtype);
+    if (z) scatter_add_(p, c->name, z, d, idx, g);
+    SET(0, z);
+    END;
+}
+
+/* x (s...), index (i...) -> g (i...): scatter-add g into zeros at index */
+RULE(gather) {
+    BEGIN;
+    const jag_tensor *x = IN(0), *index = IN(1), *g = go[0];
+    if (x->ndim == 0) {
+        SET(0, RESHAPE(g, NULL, 0));
+        END;
+    }
+    jag_tensor *z = ZEROS(x->sizes, x->ndim, x->dtype);
+    if (z) scatter_add_(p, c->name, z, wrap(c->args[1].u.i, x->ndim), index, g);
+    SET(0, z);
+    END;
+}
+
+/* weight (V, D), indices (I...) -> g (I..., D): rows of g added into the
+ * rows of weight they were read from */
+RULE(embedding) {
+    BEGIN;
+    const jag_tensor *w = IN(0), *ix = IN(1), *g = go[0];
+    int64_t n = jag_numel(ix), D = w->sizes[1];
+    int64_t gs[2] = {n, D}, is[2] = {n, 1};
+    jag_tensor *idx = EXPAND(RESHAPE(ix, is, 2), gs, 2);
+    jag_tensor *z = ZEROS(w->sizes, 2, w->dtype);
+    if (z) scatter_add_(p, c->name, z, 0, idx, RESHAPE(g, gs, 2));
+    SET(0, z);
+    END;
+}
+
+/* (xs, dim): each input's slice of g; skipped empty 1-d inputs get zeros */
+RULE(cat) {
+    BEGIN;
+    const jag_value *l = &c->args[0];
+    int n = l->u.tensors.n, ref = -1;
+    for (int i = 0; i < n && ref < 0; i++)
+        if (!(l->u.tensors.v[i]->ndim == 1 && l->u.tensors.v[i]->sizes[0] == 0)) ref = i;
+    int d = ref >= 0 ? wrap(c->args[1].u.i, l->u.tensors.v[ref]->ndim) : 0;
+    int64_t off = 0;
+    for (int i = 0; i < n && !p->st; i++) {
+        const jag_tensor *x = l->u.tensors.v[i];
+        bool skipped = ref >= 0 && x->ndim == 1 && x->sizes[0] == 0;
+        int64_t len = skipped || ref < 0 ? 0 : x->sizes[d];
+        if (NEED(i)) SET(i, skipped || ref < 0 ? ZEROS(x->sizes, x->ndim, x->dtype) : NARROW(go[0], d, off, len));
+        off += len;
+    }
+    END;
+}
+
+/* ---- nested inputs for non-pointwise rules ------------------------------- */
+
+/* Which int arguments of an op are dims of x (bit i: argument i) and which
+ * argument is a dim list: the nested handler's table, for shifting outer
+ * dims to the dims of a component / of the values (one less). */
+static void dim_args(jag_op_id op, unsigned *bits, int *list) {
+    *bits = 0, *list = -1;
+    switch (op) {
+    case JAG_OP_transpose: *bits = 0x6; break;
+    case JAG_OP_narrow: case JAG_OP_select: case JAG_OP_unsqueeze: case JAG_OP_squeeze:
+    case JAG_OP_max_dim: case JAG_OP_min_dim: case JAG_OP_argmax: case JAG_OP_argmin:
+    case JAG_OP_softmax: case JAG_OP_log_softmax: case JAG_OP_index_select: case JAG_OP_gather:
+    case JAG_OP_cat: *bits = 0x2; break;
+    case JAG_OP_sum: case JAG_OP_mean: case JAG_OP_prod: case JAG_OP_amax: case JAG_OP_amin:
+    case JAG_OP_max: case JAG_OP_min: case JAG_OP_var: case JAG_OP_std: *list = 1; break;
+    default: break;
+    }
+}
+
+#define MAX_ARGS 16
+
+/* c's arguments with dims shifted for components/values; `jagged` also
+ * refuses the ragged dim (1). The forward ran with the same shift, so these
+ * checks only fail on a graph the forward could not have made. */
+static jag_status shift_dims(const jag_grad_ctx *c, int outer_ndim, bool jagged, jag_value *a, int64_t *lists) {
+    unsigned bits;
+    int list;
+    dim_args(c->op, &bits, &list);
+    for (int i = 0; i < c->nargs; i++) {
+        int n = i == list ? c->args[i].u.ints.n : (bits >> i & 1) ? 1 : 0;
+        if (i == list && n == 0)
+            return jag__error(JAG_ENOTIMPL, "%s: no derivative for a nested reduction over every dim", c->name);
+        for (int k = 0; k < n; k++) {
+            int64_t d = i == list ? c->args[i].u.ints.v[k] : c->args[i].u.i;
+            if (d < 0) d += outer_ndim;
+            if (d <= (jagged ? 1 : 0) || d >= outer_ndim)
+                return jag__error(JAG_ENOTIMPL, "%s: no derivative over dim %lld of a %s nested tensor", c->name,
+                                  (long long)d, jagged ? "jagged" : "strided");
+            if (i == list) lists[k] = d - 1;
+            else a[i] = jag__v_int(d - 1);
+        }
+        if (i == list) a[i] = jag__v_ints(lists, n);
+    }
+    return JAG_OK;
+}
+
+/* The first nested argument (tensor lists included). */
+static const jag_tensor *first_nested(const jag_grad_ctx *c, int *arg) {
+    for (int i = 0; i < c->nargs; i++) {
+        if (c->args[i].kind == JAG_VAL_TENSOR && jag_is_nested(c->args[i].u.t)) {
+            if (arg) *arg = i;
+            return c->args[i].u.t;
+        }
+        if (c->args[i].kind == JAG_VAL_TENSORS)
+            for (int j = 0; j < c->args[i].u.tensors.n; j++)
+                if (jag_is_nested(c->args[i].u.tensors.v[j])) {
+                    if (arg) *arg = i;
+                    return c->args[i].u.tensors.v[j];
+                }
+    }
+    return NULL;
+}
+
+/* Jagged: the forward ran as one op on the packed values (transpose,
+ * narrow, sum, mean over non-ragged dims; mm / linear with a nested first
+ * argument), so the dense rule runs on the values and each nested input's
+ * gradient is re-wrapped around its offsets. */
+static jag_status on_values(const jag_grad_ctx *c, jag_tensor *const *go, jag_tensor **gi, rule_fn rule) {
+    switch (c->op) {
+    case JAG_OP_transpose: case JAG_OP_narrow: case JAG_OP_sum: case JAG_OP_mean: case JAG_OP_mm: case JAG_OP_linear: case JAG_OP_matmul:
+        break;
+    default:
+        return jag__error(JAG_ENOTIMPL, "%s: no derivative for jagged nested inputs (the forward does not run on them)", c->name);
+    }
+    int arg0 = -1;
+    const jag_tensor *lead = first_nested(c, &arg0);
+    if (arg0 != 0 || c->args[0].kind != JAG_VAL_TENSOR)
+        return jag__error(JAG_ENOTIMPL, "%s: no derivative when a nested tensor is not the first argument", c->name);
+    if (c->nargs > MAX_ARGS || c->n_out > 4) return jag__error(JAG_ENOTIMPL, "%s: too many arguments", c->name);
+    jag_value a[MAX_ARGS];
+    int64_t lists[JAG_MAX_DIMS];
+    for (int i = 0; i < c->nargs; i++) {
+        a[i] = c->args[i];
+        if (i > 0 && a[i].kind == JAG_VAL_TENSOR && jag_is_nested(a[i].u.t))
+            return jag__error(JAG_ENOTIMPL, "%s: no derivative for a nested argument %d with the jagged layout", c->name, i);
+    }
+    a[0] = jag__v_tensor(jag__nested(lead)->values);
+    jag_status st = shift_dims(c, jag_ndim(lead), true, a, lists);
+    if (st) return st;
+    jag_tensor *outs[4], *gos[4];
+    for (int k = 0; k < c->n_out; k++) {
+        nested_state *so = jag__nested(c->outputs[k]), *sg = jag__nested(go[k]);
+        if (!so || !sg || so->layout != JAG_JAGGED || sg->layout != JAG_JAGGED)
+            return jag__error(JAG_EINTERNAL, "%s: a jagged op's output or its gradient is not jagged", c->name);
+        outs[k] = so->values, gos[k] = sg->values;
+    }
+    jag_grad_ctx vc = *c;
+    vc.args = a, vc.outputs = outs;
+    jag_tensor *vg[JAG_GRAD_MAX_INPUTS] = {0};
+    if ((st = rule(&vc, gos, vg))) return st;
+    for (int k = 0; k < c->n_inputs; k++) gi[k] = NULL;
+    for (int k = 0; k < c->n_inputs && !st; k++) {
+        if (!vg[k]) continue;
+        nested_state *s = jag__nested(IN(k));
+        if (s) st = jag__nested_rewrap_jagged(s, vg[k], &gi[k]);
+        else gi[k] = jag_retain(vg[k]);
+    }
+    for (int k = 0; k < c->n_inputs; k++) jag_release(vg[k]);
+    if (st)
+        for (int k = 0; k < c->n_inputs; k++) jag_release(gi[k]), gi[k] = NULL;
+    return st;
+}
+
+/* Strided: the forward unbound the nested arguments and ran the op on each
+ * component (bmm as mm), so the dense rule runs per component. A nested
+ * input's gradient is its components' gradients copied into zeros shaped
+ * like it; a dense input's is their sum. */
+static jag_status per_component(const jag_grad_ctx *c, jag_tensor *const *go, jag_tensor **gi, rule_fn rule) {
+    const jag_tensor *lead = first_nested(c, NULL);
+    nested_state *ls = jag__nested(lead);
+    int64_t B = ls->batch;
+    if (c->nargs > MAX_ARGS || c->n_out > 4) return jag__error(JAG_ENOTIMPL, "%s: too many arguments", c->name);
+    for (int i = 0; i < c->nargs; i++) {
+        if (c->args[i].kind == JAG_VAL_TENSORS)
+            for (int j = 0; j < c->args[i].u.tensors.n; j++)
+                if (jag_is_nested(c->args[i].u.tensors.v[j]))
+                    return jag__error(JAG_ENOTIMPL, "%s: no derivative for nested tensors inside a tensor list", c->name);
+        if (c->args[i].kind == JAG_VAL_TENSOR && jag_tensor_layout(c->args[i].u.t) == JAG_JAGGED)
+            return jag__error(JAG_ENOTIMPL, "%s: no derivative for a mix of jagged and strided nested tensors", c->name);
+    }
+    jag_value base[MAX_ARGS];
+    int64_t lists[JAG_MAX_DIMS];
+    for (int i = 0; i < c->nargs; i++) base[i] = c->args[i];
+    jag_status st = shift_dims(c, jag_ndim(lead), false, base, lists);
+    if (st) return st;
+    jag_tensor **arg_c[MAX_ARGS] = {0}, **out_c[4] = {0}, **go_c[4] = {0};
+    jag_tensor **grad_c[JAG_GRAD_MAX_INPUTS] = {0}; /* nested inputs: per component */
+    jag_tensor *acc[JAG_GRAD_MAX_INPUTS] = {0};     /* dense inputs: the sum */
+    for (int i = 0; i < c->nargs && !st; i++)
+        if (c->args[i].kind == JAG_VAL_TENSOR && jag_is_nested(c->args[i].u.t)) {
+            if (jag_nested_batch_size(c->args[i].u.t) != B)
+                st = jag__error(JAG_ESHAPE, "%s: nested arguments differ in batch size", c->name);
+            else st = comps_of(c->args[i].u.t, &arg_c[i]);
+        }
+    for (int k = 0; k < c->n_out && !st; k++) {
+        if (!jag_is_nested(c->outputs[k]) || !jag_is_nested(go[k]) || jag_nested_batch_size(go[k]) != B)
+            st = jag__error(JAG_EINTERNAL, "%s: a per-component op's output or its gradient is not nested like its input", c->name);
+        if (!st) st = comps_of(c->outputs[k], &out_c[k]);
+        if (!st) st = comps_of(go[k], &go_c[k]);
+    }
+    for (int k = 0; k < c->n_inputs && !st; k++)
+        if (c->needs[k] && jag_is_nested(IN(k)) && !(grad_c[k] = calloc((size_t)(B ? B : 1), sizeof(jag_tensor *))))
+            st = jag__error(JAG_ENOMEM, "autograd: out of memory");
+    jag_grad_ctx cc = *c;
+    if (c->op == JAG_OP_bmm) cc.op = JAG_OP_mm, rule = r_mm; /* as the forward's components */
+    for (int64_t b = 0; b < B && !st; b++) {
+        jag_value a[MAX_ARGS];
+        jag_tensor *outs[4], *gos[4], *g[JAG_GRAD_MAX_INPUTS] = {0};
+        for (int i = 0; i < c->nargs; i++) a[i] = arg_c[i] ? jag__v_tensor(arg_c[i][b]) : base[i];
+        for (int k = 0; k < c->n_out; k++) outs[k] = out_c[k][b], gos[k] = go_c[k][b];
+        cc.args = a, cc.outputs = outs;
+        st = rule(&cc, gos, g);
+        for (int k = 0; k < c->n_inputs; k++) {
+            if (!g[k]) continue;
+            if (st) {
+                jag_release(g[k]);
+            } else if (grad_c[k]) {
+                grad_c[k][b] = g[k];
+            } else if (!acc[k]) {
+                acc[k] = g[k];
+            } else {
+                jag_tensor *s = NULL;
+                st = jag_add(acc[k], g[k], 1.0, &s);
+                jag_release(g[k]);
+                if (!st) jag_release(acc[k]), acc[k] = s;
+            }
+        }
+    }
+    for (int k = 0; k < c->n_inputs; k++) gi[k] = NULL;
+    for (int k = 0; k < c->n_inputs && !st; k++) {
+        if (!c->needs[k]) continue;
+        const jag_tensor *in = IN(k);
+        if (grad_c[k]) { /* nested: components into zeros with in's tables */
+            jag_tensor *z = NULL, **zc = NULL;
+            st = jag_zeros_like(in, &z);
+            if (!st) st = comps_of(z, &zc);
+            for (int64_t b = 0; b < B && !st; b++)
+                if (grad_c[k][b]) st = jag_copy_(zc[b], grad_c[k][b]);
+            free_comps(zc, B);
+            if (st) jag_release(z);
+            else gi[k] = z;
+        } else if (acc[k]) {
+            gi[k] = acc[k], acc[k] = NULL;
+        } else { /* no component: nothing flowed */
+            st = jag_zeros(in->sizes, in->ndim, in->dtype, &gi[k]);
+        }
+    }
+    for (int i = 0; i < MAX_ARGS; i++) free_comps(arg_c[i], B);
+    for (int k = 0; k < 4; k++) free_comps(out_c[k], B), free_comps(go_c[k], B);
+    for (int k = 0; k < JAG_GRAD_MAX_INPUTS; k++) free_comps(grad_c[k], B), jag_release(acc[k]);
+    if (st)
+        for (int k = 0; k < c->n_inputs; k++) jag_release(gi[k]), gi[k] = NULL;
+    return st;
+}
+
+/* A non-pointwise rule for any input: dense as written, nested through the
+ * runner that mirrors how the forward ran. */
+static jag_status run_rule(const jag_grad_ctx *c, jag_tensor *const *go, jag_tensor **gi, rule_fn rule) {
+    const jag_tensor *nt = first_nested(c, NULL);
+    if (!nt) return rule(c, go, gi);
+    return jag_tensor_layout(nt) == JAG_JAGGED ? on_values(c, go, gi, rule) : per_component(c, go, gi, rule);
+}
+
+#define NESTED_BY_RUNNER(name)                                                 \
+    static jag_status d_##name(const jag_grad_ctx *c, jag_tensor *const *go, jag_tensor **gi) { \
+        return run_rule(c, go, gi, r_##name);                                  \
+    }
+NESTED_BY_RUNNER(view)
+NESTED_BY_RUNNER(transpose)
+NESTED_BY_RUNNER(permute)
+NESTED_BY_RUNNER(narrow)
+NESTED_BY_RUNNER(select)
+NESTED_BY_RUNNER(expand)
+NESTED_BY_RUNNER(sum)
+NESTED_BY_RUNNER(mean)
+NESTED_BY_RUNNER(prod)
+NESTED_BY_RUNNER(amax)
+NESTED_BY_RUNNER(var)
+NESTED_BY_RUNNER(std)
+NESTED_BY_RUNNER(max_dim)
+NESTED_BY_RUNNER(mm)
+NESTED_BY_RUNNER(bmm)
+NESTED_BY_RUNNER(matmul)
+NESTED_BY_RUNNER(linear)
+NESTED_BY_RUNNER(softmax)
+NESTED_BY_RUNNER(log_softmax)
+NESTED_BY_RUNNER(layer_norm)
+NESTED_BY_RUNNER(rms_norm)
+NESTED_BY_RUNNER(index_select)
+NESTED_BY_RUNNER(gather)
+NESTED_BY_RUNNER(embedding)
+NESTED_BY_RUNNER(cat)
+#undef NESTED_BY_RUNNER
+
+/* ---- the table ----------------------------------------------------------- */
+
+/* NULL: eq ne lt le gt ge argmax argmin (no float output). matmul has a
+ * rule of its own (rather than recording its view/mm parts), so that it
+ * also differentiates nested operands, whose views it cannot take. */
+const jag_derivative_fn jag__derivatives[JAG_OP_BUILTIN_COUNT] = {
+    [JAG_OP_neg] = r_neg,
+    [JAG_OP_abs] = r_abs,
+    [JAG_OP_exp] = r_exp,
+    [JAG_OP_log] = r_log,
+    [JAG_OP_sqrt] = r_sqrt,
+    [JAG_OP_rsqrt] = r_rsqrt,
+    [JAG_OP_sin] = r_sin,
+    [JAG_OP_cos] = r_cos,
+    [JAG_OP_tanh] = r_tanh,
+    [JAG_OP_sigmoid] = r_sigmoid,
+    [JAG_OP_relu] = r_relu,
+    [JAG_OP_silu] = r_silu,
+    [JAG_OP_gelu] = r_gelu,
+    [JAG_OP_gelu_tanh] = r_gelu_tanh,
+    [JAG_OP_reciprocal] = r_reciprocal,
+    [JAG_OP_square] = r_square,
+    [JAG_OP_sign] = r_sign,
+    [JAG_OP_add] = r_add,
+    [JAG_OP_sub] = r_sub,
+    [JAG_OP_mul] = r_mul,
+    [JAG_OP_div] = r_div,
+    [JAG_OP_pow] = r_pow,
+    [JAG_OP_maximum] = r_maximum,
+    [JAG_OP_minimum] = r_minimum,
+    [JAG_OP_where] = r_where,
+    [JAG_OP_clone] = r_clone,
+    [JAG_OP_to_dtype] = r_to_dtype,
+    [JAG_OP_view] = d_view,
+    [JAG_OP_transpose] = d_transpose,
+    [JAG_OP_permute] = d_permute,
+    [JAG_OP_narrow] = d_narrow,
+    [JAG_OP_select] = d_select,
+    [JAG_OP_unsqueeze] = d_view,
+    [JAG_OP_squeeze] = d_view,
+    [JAG_OP_expand] = d_expand,
+    [JAG_OP_sum] = d_sum,
+    [JAG_OP_mean] = d_mean,
+    [JAG_OP_prod] = d_prod,
+    [JAG_OP_amax] = d_amax,
+    [JAG_OP_amin] = d_amax,
+    [JAG_OP_max] = d_amax,
+    [JAG_OP_min] = d_amax,
+    [JAG_OP_var] = d_var,
+    [JAG_OP_std] = d_std,
+    [JAG_OP_max_dim] = d_max_dim,
+    [JAG_OP_min_dim] = d_max_dim,
+    [JAG_OP_mm] = d_mm,
+    [JAG_OP_bmm] = d_bmm,
+    [JAG_OP_linear] = d_linear,
+    [JAG_OP_matmul] = d_matmul,
+    [JAG_OP_softmax] = d_softmax,
+    [JAG_OP_log_softmax] = d_log_softmax,
+    [JAG_OP_layer_norm] = d_layer_norm,
+    [JAG_OP_rms_norm] = d_rms_norm,
+    [JAG_OP_index_select] = d_index_select,
+    [JAG_OP_gather] = d_gather,
+    [JAG_OP_embedding] = d_embedding,
+    [JAG_OP_cat] = d_cat,
+    [JAG_OP_values] = jag__d_values,                         /* derivatives_nested.c */
+    [JAG_OP_nested_from_jagged] = jag__d_nested_from_jagged,
+};

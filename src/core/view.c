@@ -44,7 +44,7 @@ static jag_status infer_sizes(const char *op, const jag_tensor *x, const int64_t
  * (torch's computeStride: merge x's dims into chunks that are contiguous
  * among themselves, and split each chunk into the new dims). */
 static bool view_strides(const jag_tensor *x, const int64_t *sizes, int ndim, int64_t *strides) {
-    if (jag_numel(x) == 0) {
+    if (jag_numel(x) == 0 || x->ndim == 0) { /* nothing to walk: any strides do */
         jag__contiguous_strides(sizes, ndim, strides);
         return true;
     }
