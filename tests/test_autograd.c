@@ -321,5 +321,52 @@ static void test_nested_through_builtin_ops(void) {
     jag_release(b), jag_release(t), jag_release(gn), jag_release(gw);
 }
 
-TEST_MAIN(test_leaf_flags, test_backward_hand_values, test_backward_errors, test_unused_outputs_and_long_chain,
+/* ---- padding both ways is differentiable -------------------------------- */
+
+static jag_status fn_to_padded(jag_tensor *const *in, int n, jag_tensor **out, void *ctx) {
+    (void)n, (void)ctx;
+    return jag_nested_to_padded(in[0], -3.0, NULL, 0, out);
+}
+
+static jag_status fn_from_padded(jag_tensor *const *in, int n, jag_tensor **out, void *ctx) {
+    (void)n;
+    return jag_nested_from_padded(in[0], ctx, out);
+}
+
+static void test_padding_gradients(void) {
+    TEST_BEGIN();
+    /* jagged with holes and an empty component */
+    int64_t vs[2] = {7, 2}, o[4] = {0, 3, 3, 7}, l[3] = {2, 0, 4}, four = 4, three = 3;
+    jag_tensor *values = t_rand(vs, 2, JAG_FLOAT64, -1, 1, 21), *offsets = NULL, *lengths = NULL, *nt = NULL;
+    CHECK_OK(jag_from_data(o, &four, 1, JAG_INT64, &offsets));
+    CHECK_OK(jag_from_data(l, &three, 1, JAG_INT64, &lengths));
+    CHECK_OK(jag_nested_from_jagged(values, offsets, lengths, &nt));
+    CHECK_OK(jag_set_requires_grad(nt, true));
+    CHECK_OK(jag_gradcheck(fn_to_padded, NULL, &nt, 1, 1e-6, 1e-8, 1e-6));
+    /* the gradient keeps the structure: the same offsets object */
+    jag_tensor *p = NULL, *t = NULL, *g = NULL, *go = NULL;
+    CHECK_OK(jag_nested_to_padded(nt, 0.0, NULL, 0, &p));
+    CHECK_OK(jag_sum(p, NULL, 0, false, &t));
+    CHECK_OK(jag_backward(t, NULL, false));
+    CHECK_OK(jag_get_grad(nt, &g));
+    CHECK_OK(jag_nested_offsets(g, &go));
+    CHECK(go == offsets);
+    jag_release(p), jag_release(t), jag_release(g), jag_release(go);
+    /* strided */
+    int64_t a[2] = {2, 3}, b[2] = {1, 2};
+    jag_tensor *items[2] = {t_rand(a, 2, JAG_FLOAT64, -1, 1, 22), t_rand(b, 2, JAG_FLOAT64, -1, 1, 23)}, *st = NULL;
+    CHECK_OK(jag_nested_from_list(items, 2, JAG_STRIDED, &st));
+    CHECK_OK(jag_set_requires_grad(st, true));
+    CHECK_OK(jag_gradcheck(fn_to_padded, NULL, &st, 1, 1e-6, 1e-8, 1e-6));
+    /* from padded */
+    int64_t ps[3] = {3, 4, 2}, pl[3] = {4, 1, 0};
+    jag_tensor *padded = t_rand(ps, 3, JAG_FLOAT64, -1, 1, 24), *plen = NULL;
+    CHECK_OK(jag_from_data(pl, &three, 1, JAG_INT64, &plen));
+    CHECK_OK(jag_set_requires_grad(padded, true));
+    CHECK_OK(jag_gradcheck(fn_from_padded, plen, &padded, 1, 1e-6, 1e-8, 1e-6));
+    jag_release(items[0]), jag_release(items[1]), jag_release(st), jag_release(padded), jag_release(plen);
+    jag_release(values), jag_release(offsets), jag_release(lengths), jag_release(nt);
+}
+
+TEST_MAIN(test_padding_gradients, test_leaf_flags, test_backward_hand_values, test_backward_errors, test_unused_outputs_and_long_chain,
           test_custom_function, test_seed_4a_4b, test_nested_through_builtin_ops)

@@ -581,6 +581,24 @@ static void free_components(jag_tensor **items, int64_t n) {
 
 jag_status jag_nested_to_padded(const jag_tensor *nt, double padding, const int64_t *output_sizes, int ndim,
                                 jag_tensor **out) {
+    nested_state *s;
+    jag_status st = need_nested("jag_nested_to_padded", nt, JAG_DENSE, &s);
+    if (st) return st;
+    if (!out) return jag__error(JAG_EINVAL, "jag_nested_to_padded: argument 'out' is NULL");
+    if (ndim < 0 || ndim > JAG_MAX_DIMS || (ndim > 0 && !output_sizes))
+        return jag__error(JAG_EINVAL, "jag_nested_to_padded: argument 'output_sizes' is NULL or has %d entries", ndim);
+    jag_value a[] = {jag__v_tensor(nt), jag__v_double(padding), jag__v_ints(output_sizes, output_sizes ? ndim : 0)};
+    return jag__call(JAG_OP_to_padded, a, 3, out);
+}
+
+/* to_padded's kernel for a plain argument, and its nested implementation. */
+jag_status jag__composite_to_padded(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    (void)args, (void)nargs, (void)outs;
+    return jag__error(JAG_EINVAL, "%s: argument 'nt' is not a nested tensor", op);
+}
+
+jag_status jag__nested_to_padded(const jag_tensor *nt, double padding, const int64_t *output_sizes, int ndim,
+                                 jag_tensor **out) {
     const char *op = "jag_nested_to_padded";
     nested_state *s;
     jag_status st = need_nested(op, nt, JAG_DENSE, &s);
@@ -637,6 +655,22 @@ jag_status jag_nested_to_padded(const jag_tensor *nt, double padding, const int6
 }
 
 jag_status jag_nested_from_padded(const jag_tensor *padded, const jag_tensor *lengths, jag_tensor **out) {
+    if (!out) return jag__error(JAG_EINVAL, "jag_nested_from_padded: argument 'out' is NULL");
+    if (!padded || !lengths) return jag__error(JAG_EINVAL, "jag_nested_from_padded: arguments must not be NULL");
+    jag_value a[] = {jag__v_tensor(padded), jag__v_tensor(lengths)};
+    return jag__call(JAG_OP_from_padded, a, 2, out);
+}
+
+jag_status jag__composite_from_padded(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    const jag_tensor *padded, *lengths;
+    jag_status st;
+    if ((st = jag__arg_tensor(op, args, nargs, 0, "padded", &padded)) ||
+        (st = jag__arg_tensor(op, args, nargs, 1, "lengths", &lengths)))
+        return st;
+    return jag__nested_from_padded(padded, lengths, outs);
+}
+
+jag_status jag__nested_from_padded(const jag_tensor *padded, const jag_tensor *lengths, jag_tensor **out) {
     const char *op = "jag_nested_from_padded";
     if (!out) return jag__error(JAG_EINVAL, "%s: argument 'out' is NULL", op);
     if (!padded || padded->subclass || jag__is_meta(padded))

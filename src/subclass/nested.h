@@ -55,6 +55,10 @@ jag_status jag__nested_unbind(const nested_state *s, jag_tensor **outs);
 /* Copy components into a new nested tensor of `layout` (validates shapes). */
 jag_status jag__nested_from_components(const char *op, jag_tensor *const *items, int64_t n, jag_layout layout,
                                        jag_tensor **out);
+/* The implementations behind the to_padded / from_padded ops. */
+jag_status jag__nested_to_padded(const jag_tensor *nt, double padding, const int64_t *output_sizes, int ndim,
+                                 jag_tensor **out);
+jag_status jag__nested_from_padded(const jag_tensor *padded, const jag_tensor *lengths, jag_tensor **out);
 /* The op handler (nested_ops.c). */
 jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs,
                                 jag_tensor **outs, void *ctx);

@@ -472,8 +472,15 @@ jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag
         outs[0] = jag__tensor_view(v, v->sizes, v->strides, v->ndim, v->offset);
         return outs[0] ? JAG_OK : jag_last_status();
     }
-    if (op == JAG_OP_nested_from_jagged)
+    if (op == JAG_OP_nested_from_jagged || op == JAG_OP_from_padded)
         return jag__error(JAG_EINVAL, "%s: arguments must be plain tensors, got a nested tensor", info->api_name);
+    if (op == JAG_OP_to_padded) {
+        if (args[0].kind != JAG_VAL_TENSOR || !jag__nested(args[0].u.t) || args[1].kind != JAG_VAL_DOUBLE ||
+            args[2].kind != JAG_VAL_INTS)
+            return jag__error(JAG_EINVAL, "%s: expected (nested tensor, double padding, int list output_sizes)", info->api_name);
+        return jag__nested_to_padded(args[0].u.t, args[1].u.d, args[2].u.ints.n ? args[2].u.ints.v : NULL,
+                                     args[2].u.ints.n, outs);
+    }
     if (lead->layout == JAG_JAGGED) {
         if (info->tags & JAG_TAG_POINTWISE) return pointwise_jagged(op, args, nargs, lead, outer_ndim, outs);
         switch (op) {

@@ -188,7 +188,8 @@ static jag_status scaled_dispatch(const jag_subclass *cls, jag_op_id op, const j
     unsigned tags = jag__ops[op].tags;
     jag_status st;
     /* the nested bridge takes plain tensors: materialise */
-    if (op == JAG_OP_values || op == JAG_OP_nested_from_jagged) return materialized(op, args, nargs, outs);
+    if (op == JAG_OP_values || op == JAG_OP_nested_from_jagged || op == JAG_OP_to_padded || op == JAG_OP_from_padded)
+        return materialized(op, args, nargs, outs);
     /* views, and sums and means: linear in data */
     if (first && ((tags & JAG_TAG_VIEW) || op == JAG_OP_sum || op == JAG_OP_mean))
         return on_data(op, args, nargs, first->scale, outs);
