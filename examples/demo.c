@@ -192,6 +192,20 @@ static void seed_walkthrough(void) {
     jag_tensor *out = NULL;
     TRY(jag_op_call(fw, args, 1, &out));
     print_tensor("  step 4a, custom_ns::custom_op_fw on a nested tensor reaches its nested decomposition:\n  ", out);
+    /* 4b: gradients through a nested tensor and its packed values */
+    jag_tensor *leaf = NULL, *h = NULL, *a2 = NULL, *buf = NULL, *total = NULL, *grad = NULL;
+    TRY(jag_nested_from_jagged(values, offsets, NULL, &leaf));
+    TRY(jag_set_requires_grad(leaf, true));
+    TRY(jag_mm(leaf, w, &h));
+    TRY(jag_silu(h, &a2));
+    TRY(jag_nested_values(a2, &buf)); /* nested -> packed values, differentiable */
+    TRY(jag_sum(buf, NULL, 0, false, &total));
+    TRY(jag_backward(total, NULL, false));
+    TRY(jag_get_grad(leaf, &grad));
+    jag_tensor *go = NULL;
+    TRY(jag_nested_offsets(grad, &go));
+    print_tensor("  step 4b, d sum(values(silu(nt @ w))) / d nt — a nested gradient:\n  ", grad);
+    printf("  (its offsets are the input's offsets object: %s)\n", go == offsets ? "yes" : "no");
     jag_tensor *bad = NULL;
     if (jag_add(nt, jt, 1.0, &bad) != JAG_OK) printf("  and a clear error for mixing layouts:\n    %s\n", jag_last_error());
     jag_scope_end();
