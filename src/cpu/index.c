@@ -126,16 +126,25 @@ static int64_t row_base(const jag_tensor *t, const int64_t *sizes, int ndim, int
 
 /* ---- index_select ------------------------------------------------------- */
 
+/* The (x, dim, index) arguments of index_select and gather, checked. */
+static jag_status x_dim_index_args(const char *op, const jag_value *args, int nargs, const jag_tensor **x, int *d,
+                                   const jag_tensor **index) {
+    int64_t dim64;
+    jag_status st;
+    if ((st = jag__arg_tensor(op, args, nargs, 0, "x", x)) || (st = jag__arg_int(op, args, nargs, 1, "dim", &dim64)) ||
+        (st = jag__arg_tensor(op, args, nargs, 2, "index", index)) || (st = jag__wrap_dim(op, "dim", dim64, (*x)->ndim, d)) ||
+        (st = check_index_dtype(op, "index", *index)))
+        return st;
+    return JAG_OK;
+}
+
+
 // x is (..., S, ...) with S at dim, index is (L) or 0-d -> out (..., L, ...)
 jag_status jag__meta_index_select(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
     const jag_tensor *x, *index;
-    int64_t dim64;
     int d;
     jag_status st;
-    if ((st = jag__arg_tensor(op, args, nargs, 0, "x", &x)) || (st = jag__arg_int(op, args, nargs, 1, "dim", &dim64)) ||
-        (st = jag__arg_tensor(op, args, nargs, 2, "index", &index)) ||
-        (st = jag__wrap_dim(op, "dim", (int)dim64, x->ndim, &d)) || (st = check_index_dtype(op, "index", index)))
-        return st;
+    if ((st = x_dim_index_args(op, args, nargs, &x, &d, &index))) return st;
     if (index->ndim > 1) {
         char b[JAG_SHAPE_BUF];
         return jag__error(JAG_ESHAPE, "%s: argument 'index' has shape %s, expected a 1-d tensor of indices", op,
@@ -228,13 +237,9 @@ jag_status jag__cpu_index_select(const char *op, const jag_value *args, int narg
 // x is (s0, ..., sn), index has x's ndim with index.size(e) <= x.size(e) for e != dim -> out index's shape
 jag_status jag__meta_gather(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
     const jag_tensor *x, *index;
-    int64_t dim64;
     int d;
     jag_status st;
-    if ((st = jag__arg_tensor(op, args, nargs, 0, "x", &x)) || (st = jag__arg_int(op, args, nargs, 1, "dim", &dim64)) ||
-        (st = jag__arg_tensor(op, args, nargs, 2, "index", &index)) ||
-        (st = jag__wrap_dim(op, "dim", (int)dim64, x->ndim, &d)) || (st = check_index_dtype(op, "index", index)))
-        return st;
+    if ((st = x_dim_index_args(op, args, nargs, &x, &d, &index))) return st;
     char b1[JAG_SHAPE_BUF], b2[JAG_SHAPE_BUF];
     if (index->ndim != x->ndim)
         return jag__error(JAG_ESHAPE, "%s: argument 'index' has shape %s (%d-d), expected %d dims like 'x' of shape %s", op,
