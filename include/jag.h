@@ -694,7 +694,8 @@ bool jag_requires_grad(const jag_tensor *t);
 /* True when t was not made by a recorded op (user-made, or detached). */
 bool jag_is_leaf(const jag_tensor *t);
 /* The accumulated gradient of a leaf as a new reference (*out = NULL when
- * there is none yet). Errors: JAG_EINVAL for NULL arguments. */
+ * there is none yet, and always for a non-leaf: only leaves accumulate, as
+ * in torch). Errors: JAG_EINVAL for NULL arguments. */
 jag_status jag_get_grad(const jag_tensor *t, jag_tensor **out);
 /* Forget t's accumulated gradient. */
 void jag_zero_grad(jag_tensor *t);

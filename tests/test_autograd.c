@@ -55,6 +55,9 @@ static void test_backward_hand_values(void) {
     CHECK(g != NULL);
     for (int i = 0; g && i < 4; i++) CHECK_CLOSE(t_get(g, i), 2 * v[i] + exp(v[i]), 1e-12);
     jag_release(g), g = NULL;
+    /* a non-leaf gets no .grad (as torch): only leaves accumulate */
+    CHECK_OK(jag_get_grad(s, &g));
+    CHECK(g == NULL && !jag_is_leaf(s));
     /* a second backward through a freed graph */
     CHECK_ERR(jag_backward(t, NULL, false), JAG_ESTATE, "freed by an earlier backward");
     /* accumulation across calls, and retain_graph */
