@@ -45,6 +45,10 @@ extern const jag_derivative_fn jag__derivatives[JAG_OP_BUILTIN_COUNT];
 /* Rules of the nested values bridge (derivatives_nested.c). */
 jag_status jag__d_values(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);
 jag_status jag__d_nested_from_jagged(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);
+/* Rules for jagged ops along the ragged dim; *handled says whether this was
+ * one (derivatives_nested.c). */
+jag_status jag__d_jagged_ragged(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in,
+                                bool *handled);
 jag_status jag__d_to_padded(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);
 jag_status jag__d_from_padded(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);
 

@@ -1077,8 +1077,12 @@ static const jag_tensor *first_nested(const jag_grad_ctx *c, int *arg) {
  * argument), so the dense rule runs on the values and each nested input's
  * gradient is re-wrapped around its offsets. */
 static jag_status on_values(const jag_grad_ctx *c, jag_tensor *const *go, jag_tensor **gi, rule_fn rule) {
+    bool handled = false;
+    jag_status hs = jag__d_jagged_ragged(c, go, gi, &handled); /* along the ragged dim */
+    if (handled) return hs;
     switch (c->op) {
     case JAG_OP_transpose: case JAG_OP_narrow: case JAG_OP_sum: case JAG_OP_mean: case JAG_OP_mm: case JAG_OP_linear: case JAG_OP_matmul:
+    case JAG_OP_amax: case JAG_OP_amin: case JAG_OP_softmax: case JAG_OP_log_softmax: case JAG_OP_layer_norm: case JAG_OP_rms_norm:
         break;
     default:
         return jag__error(JAG_ENOTIMPL, "%s: no derivative for jagged nested inputs (the forward does not run on them)", c->name);

@@ -73,3 +73,86 @@ jag_status jag__d_from_padded(const jag_grad_ctx *c, jag_tensor *const *grad_out
     const jag_tensor *padded = c->args[0].u.t;
     return jag__nested_to_padded(grad_out[0], 0.0, padded->sizes, padded->ndim, &grad_in[0]);
 }
+
+/* ---- along the ragged dim of a jagged tensor ----------------------------- */
+
+static jag_status rewrap_grad(nested_state *s, jag_status st, jag_tensor *gv, jag_tensor **grad_in) {
+    if (!st) st = jag__nested_rewrap_jagged(s, gv, &grad_in[0]);
+    jag_release(gv);
+    return st;
+}
+
+/* Rules for ops that ran along the ragged dim (see nested_reduce.c), or
+ * JAG_ENOTIMPL-free "not handled" (*handled = false) for anything else. */
+jag_status jag__d_jagged_ragged(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in,
+                                bool *handled) {
+    *handled = false;
+    const jag_tensor *x = c->args[0].kind == JAG_VAL_TENSOR ? c->args[0].u.t : NULL;
+    nested_state *s = jag__nested(x);
+    if (!s || s->layout != JAG_JAGGED || !c->needs[0]) return JAG_OK;
+    int on = x->ndim;
+    jag_status st = JAG_OK;
+    jag_tensor *gv = NULL;
+    switch (c->op) {
+    case JAG_OP_sum:
+    case JAG_OP_mean:
+    case JAG_OP_amax:
+    case JAG_OP_amin:
+        if (!jag__is_ragged_dim_list(&c->args[1], on)) return JAG_OK;
+        *handled = true;
+        if (c->op == JAG_OP_amax || c->op == JAG_OP_amin)
+            st = jag__segment_extreme_grad(c->name, s, c->outputs[0], grad_out[0], &gv);
+        else
+            st = jag__segment_broadcast(c->name, s, grad_out[0], c->op == JAG_OP_mean, &gv);
+        return rewrap_grad(s, st, gv, grad_in);
+    case JAG_OP_softmax:
+    case JAG_OP_log_softmax: {
+        if (!jag__is_ragged_dim(&c->args[1], on)) return JAG_OK;
+        *handled = true;
+        /* softmax: dx = y * (g - sum_j g y); log_softmax: dx = g - exp(y) sum_j g */
+        nested_state *ys = jag__nested(c->outputs[0]), *gs = jag__nested(grad_out[0]);
+        if (!ys || !gs) return jag__error(JAG_EINTERNAL, "%s: backward without nested output or gradient", c->name);
+        bool log = c->op == JAG_OP_log_softmax;
+        jag_tensor *prod = NULL, *sums = NULL, *bcast = NULL, *diff = NULL, *e = NULL;
+        jag_tensor *gvals = gs->values, *yvals = ys->values;
+        if (log) {
+            st = jag__segment_reduce(c->name, gs, JAG_SEG_SUM, false, &sums);
+        } else {
+            jag_value m[] = {jag__v_tensor(grad_out[0]), jag__v_tensor(c->outputs[0])};
+            st = jag__dispatch(JAG_OP_mul, m, 2, &prod);
+            if (!st) st = jag__segment_reduce(c->name, jag__nested(prod), JAG_SEG_SUM, false, &sums);
+        }
+        if (!st) st = jag__segment_broadcast(c->name, s, sums, false, &bcast);
+        if (!st && log) {
+            jag_value a1[] = {jag__v_tensor(yvals)};
+            st = jag__dispatch(JAG_OP_exp, a1, 1, &e);
+            jag_tensor *eb = NULL;
+            jag_value a2[] = {jag__v_tensor(e), jag__v_tensor(bcast)};
+            if (!st) st = jag__dispatch(JAG_OP_mul, a2, 2, &eb);
+            jag_value a3[] = {jag__v_tensor(gvals), jag__v_tensor(eb), jag__v_double(-1.0)};
+            if (!st) st = jag__dispatch(JAG_OP_add, a3, 3, &gv);
+            jag_release(eb);
+            if (!st && s->lengths) { /* rows in holes took no part: no gradient */
+                jag_tensor *ones = NULL, *mask = NULL, *masked = NULL;
+                int64_t bc[2] = {s->batch, jag_numel(sums) / (s->batch ? s->batch : 1)};
+                ones = jag__tensor_new(c->name, bc, 2, gv->dtype, false, false);
+                if (!ones) st = jag_last_status();
+                else jag__fill(ones, 1.0);
+                if (!st) st = jag__segment_broadcast(c->name, s, ones, false, &mask);
+                jag_value a4[] = {jag__v_tensor(gv), jag__v_tensor(mask)};
+                if (!st) st = jag__dispatch(JAG_OP_mul, a4, 2, &masked);
+                if (!st) jag_release(gv), gv = masked;
+                jag_release(ones), jag_release(mask);
+            }
+        } else if (!st) {
+            jag_value a1[] = {jag__v_tensor(gvals), jag__v_tensor(bcast), jag__v_double(-1.0)};
+            st = jag__dispatch(JAG_OP_add, a1, 3, &diff);
+            jag_value a2[] = {jag__v_tensor(yvals), jag__v_tensor(diff)};
+            if (!st) st = jag__dispatch(JAG_OP_mul, a2, 2, &gv);
+        }
+        jag_release(prod), jag_release(sums), jag_release(bcast), jag_release(diff), jag_release(e);
+        return rewrap_grad(s, st, gv, grad_in);
+    }
+    default: return JAG_OK;
+    }
+}

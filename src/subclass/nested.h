@@ -59,6 +59,20 @@ jag_status jag__nested_from_components(const char *op, jag_tensor *const *items,
 jag_status jag__nested_to_padded(const jag_tensor *nt, double padding, const int64_t *output_sizes, int ndim,
                                  jag_tensor **out);
 jag_status jag__nested_from_padded(const jag_tensor *padded, const jag_tensor *lengths, jag_tensor **out);
+/* Ops along the ragged dim (nested_reduce.c); see that file for shapes. */
+typedef enum { JAG_SEG_SUM, JAG_SEG_MEAN, JAG_SEG_AMAX, JAG_SEG_AMIN } jag_segment_kind;
+jag_status jag__segment_reduce(const char *op, const nested_state *s, jag_segment_kind kind, bool keepdim,
+                               jag_tensor **out);
+jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor **out);
+jag_status jag__segment_broadcast(const char *op, const nested_state *s, const jag_tensor *g, bool mean,
+                                  jag_tensor **out);
+jag_status jag__segment_extreme_grad(const char *op, const nested_state *s, const jag_tensor *y, const jag_tensor *g,
+                                     jag_tensor **out);
+/* Whether a reduction's dim list (or a single dim) names exactly the ragged
+ * dim (1) of a jagged tensor with outer_ndim dims. */
+bool jag__is_ragged_dim_list(const jag_value *dims, int outer_ndim);
+bool jag__is_ragged_dim(const jag_value *dim, int outer_ndim);
+
 /* The op handler (nested_ops.c). */
 jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs,
                                 jag_tensor **outs, void *ctx);

@@ -453,6 +453,51 @@ static jag_status per_component(jag_op_id op, const jag_value *args, int nargs, 
     return st;
 }
 
+/* ---- along the ragged dim ------------------------------------------------ */
+
+bool jag__is_ragged_dim(const jag_value *dim, int outer_ndim) {
+    return dim->kind == JAG_VAL_INT && (dim->u.i == 1 || dim->u.i == 1 - outer_ndim);
+}
+
+bool jag__is_ragged_dim_list(const jag_value *dims, int outer_ndim) {
+    return dims->kind == JAG_VAL_INTS && dims->u.ints.n == 1 &&
+           (dims->u.ints.v[0] == 1 || dims->u.ints.v[0] == 1 - outer_ndim);
+}
+
+/* sum / mean / amax / amin over the ragged dim: (B, j, D...) -> (B, D...) */
+static jag_status reduce_ragged(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, jag_tensor **outs) {
+    const jag_op_info *info = &jag__ops[op];
+    bool keep;
+    jag_status st = jag__arg_bool(info->api_name, args, nargs, 2, "keepdim", &keep);
+    if (st) return st;
+    jag_segment_kind k = op == JAG_OP_sum ? JAG_SEG_SUM : op == JAG_OP_mean ? JAG_SEG_MEAN
+                         : op == JAG_OP_amax ? JAG_SEG_AMAX : JAG_SEG_AMIN;
+    return jag__segment_reduce(info->api_name, lead, k, keep, outs);
+}
+
+/* layer_norm / rms_norm over trailing dims that do not reach the ragged dim:
+ * the same op on values */
+static jag_status norm_on_values(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                                 jag_tensor **outs) {
+    const jag_op_info *info = &jag__ops[op];
+    int64_t nn;
+    jag_status st = jag__arg_int(info->api_name, args, nargs, 1, "normalized_ndim", &nn);
+    if (st) return st;
+    if (nn < 1 || nn > outer_ndim - 2)
+        return not_supported(info, JAG_JAGGED, "normalize over trailing dims after the ragged one (1..ndim-2 of them)");
+    for (int i = 2; i < nargs; i++)
+        if (args[i].kind == JAG_VAL_TENSOR && jag__nested(args[i].u.t))
+            return not_supported(info, JAG_JAGGED, "weight and bias must be dense");
+    jag_value a[MAX_ARGS];
+    for (int i = 0; i < nargs; i++) a[i] = args[i];
+    a[0] = jag__v_tensor(lead->values);
+    jag_tensor *res = NULL;
+    if ((st = jag__dispatch(op, a, nargs, &res))) return st;
+    st = jag__nested_rewrap_jagged(lead, res, outs);
+    jag_release(res);
+    return st;
+}
+
 /* ---- the handler -------------------------------------------------------- */
 
 jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs,
@@ -487,12 +532,35 @@ jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag
         case JAG_OP_mm:
         case JAG_OP_matmul:
         case JAG_OP_linear: return gemm_on_values(op, args, nargs, lead, outer_ndim, outs);
-        case JAG_OP_transpose:
-        case JAG_OP_narrow:
         case JAG_OP_sum:
         case JAG_OP_mean:
+        case JAG_OP_amax:
+        case JAG_OP_amin:
+            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead && nargs == 3 &&
+                jag__is_ragged_dim_list(&args[1], outer_ndim))
+                return reduce_ragged(op, args, nargs, lead, outs);
+            __attribute__((fallthrough)); /* other dims run on values */
+        case JAG_OP_transpose:
+        case JAG_OP_narrow:
             if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead)
                 return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
+            break;
+        case JAG_OP_softmax:
+        case JAG_OP_log_softmax:
+            if (args[0].kind != JAG_VAL_TENSOR || jag__nested(args[0].u.t) != lead) break;
+            if (jag__is_ragged_dim(&args[1], outer_ndim)) { /* down each component */
+                jag_tensor *v = NULL;
+                jag_status st2 = jag__segment_softmax(info->api_name, lead, op == JAG_OP_log_softmax, &v);
+                if (st2) return st2;
+                st2 = jag__nested_rewrap_jagged(lead, v, outs);
+                jag_release(v);
+                return st2;
+            }
+            return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
+        case JAG_OP_layer_norm:
+        case JAG_OP_rms_norm:
+            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead)
+                return norm_on_values(op, args, nargs, lead, outer_ndim, outs);
             break;
         default: break;
         }

@@ -1,0 +1,202 @@
+/* nested_reduce.c — ops along the ragged dim of a jagged tensor, on packed
+ * values with no padding: segment reductions (sum, mean, amax, amin) to a
+ * dense (B, D...) result, segment softmax / log_softmax, and the segment
+ * broadcast their gradients need.
+ *
+ * Shapes: values (R, D...) with component b's rows at [offsets[b],
+ * offsets[b] + len_b) (len_b from lengths, or offsets[b+1] - offsets[b]);
+ * C = the product of D... ("columns"). Kernels read values as (R, C). */
+#include "nested.h"
+
+#include <math.h>
+
+static const int64_t *i64p(const jag_tensor *t) { return (const int64_t *)jag__ptr(t); }
+
+static int64_t seg_len(const nested_state *s, int64_t b) {
+    const int64_t *o = i64p(s->offsets);
+    return s->lengths ? i64p(s->lengths)[b] : o[b + 1] - o[b];
+}
+
+/* A contiguous new reference to the values. */
+static jag_status contiguous_values(const nested_state *s, jag_tensor **out) {
+    if (jag_is_contiguous(s->values)) {
+        *out = jag_retain(s->values);
+        return JAG_OK;
+    }
+    jag_value a[] = {jag__v_tensor(s->values)};
+    return jag__dispatch(JAG_OP_clone, a, 1, out);
+}
+
+static jag_status need_float_data(const char *op, const nested_state *s) {
+    if (!s->values->storage) return jag__error(JAG_ENOTIMPL, "%s: reducing over the ragged dim needs data (it cannot be traced yet)", op);
+    if (!jag_dtype_is_floating(s->values->dtype))
+        return jag__error(JAG_EDTYPE, "%s: reducing over the ragged dim needs float values, got %s", op,
+                          jag_dtype_name(s->values->dtype));
+    return JAG_OK;
+}
+
+static int64_t columns(const nested_state *s) { return jag__numel(s->values->sizes + 1, s->values->ndim - 1); }
+
+#define LOAD(p, f64, i) ((f64) ? ((const double *)(p))[i] : (double)((const float *)(p))[i])
+#define STORE(p, f64, i, v) ((f64) ? (void)(((double *)(p))[i] = (v)) : (void)(((float *)(p))[i] = (float)(v)))
+
+// values (R, C), segments of rows -> out (B, C): sum/mean/amax/amin per segment and column
+jag_status jag__segment_reduce(const char *op, const nested_state *s, jag_segment_kind kind, bool keepdim,
+                               jag_tensor **out) {
+    jag_status st = need_float_data(op, s);
+    if (st) return st;
+    int64_t B = s->batch, C = columns(s);
+    if (kind == JAG_SEG_AMAX || kind == JAG_SEG_AMIN)
+        for (int64_t b = 0; b < B; b++)
+            if (seg_len(s, b) == 0)
+                return jag__error(JAG_EINVAL, "%s: component %lld is empty: its %s over the ragged dim is undefined", op,
+                                  (long long)b, kind == JAG_SEG_AMAX ? "max" : "min");
+    int64_t shape[JAG_MAX_DIMS];
+    int nd = 0;
+    shape[nd++] = B;
+    if (keepdim) shape[nd++] = 1;
+    for (int d = 1; d < s->values->ndim; d++) shape[nd++] = s->values->sizes[d];
+    jag_tensor *v = NULL;
+    if ((st = contiguous_values(s, &v))) return st;
+    jag_tensor *y = jag__tensor_new(op, shape, nd, v->dtype, false, false);
+    if (!y) {
+        jag_release(v);
+        return jag_last_status();
+    }
+    bool f64 = v->dtype == JAG_FLOAT64;
+    const char *in = jag__ptr(v);
+    char *o = jag__ptr(y);
+    const int64_t *off = i64p(s->offsets);
+#pragma omp parallel for schedule(dynamic, 4) if (B * C > JAG_PARALLEL_GRAIN)
+    for (int64_t b = 0; b < B; b++) {
+        int64_t r0 = off[b], n = seg_len(s, b);
+        for (int64_t c = 0; c < C; c++) {
+            double acc = kind == JAG_SEG_AMAX ? -INFINITY : kind == JAG_SEG_AMIN ? INFINITY : 0.0;
+            bool nan = false;
+            for (int64_t r = r0; r < r0 + n; r++) {
+                double x = LOAD(in, f64, r * C + c);
+                if (kind == JAG_SEG_SUM || kind == JAG_SEG_MEAN) acc += x;
+                else if (isnan(x)) nan = true;
+                else if (kind == JAG_SEG_AMAX ? x > acc : x < acc) acc = x;
+            }
+            if (nan) acc = NAN;
+            if (kind == JAG_SEG_MEAN) acc = n ? acc / (double)n : NAN;
+            STORE(o, f64, b * C + c, acc);
+        }
+    }
+    jag_release(v);
+    *out = y;
+    return JAG_OK;
+}
+
+// values (R, C) -> new values (R, C): softmax (or log_softmax) down each segment's rows, per column;
+// rows in holes are 0
+jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor **out) {
+    jag_status st = need_float_data(op, s);
+    if (st) return st;
+    jag_tensor *v = NULL;
+    if ((st = contiguous_values(s, &v))) return st;
+    jag_tensor *y = jag__tensor_new(op, v->sizes, v->ndim, v->dtype, true, false);
+    if (!y) {
+        jag_release(v);
+        return jag_last_status();
+    }
+    int64_t B = s->batch, C = columns(s);
+    bool f64 = v->dtype == JAG_FLOAT64;
+    const char *in = jag__ptr(v);
+    char *o = jag__ptr(y);
+    const int64_t *off = i64p(s->offsets);
+#pragma omp parallel for schedule(dynamic, 4) if (jag_numel(v) > JAG_PARALLEL_GRAIN)
+    for (int64_t b = 0; b < B; b++) {
+        int64_t r0 = off[b], n = seg_len(s, b);
+        for (int64_t c = 0; c < C; c++) {
+            double m = -INFINITY, sum = 0;
+            for (int64_t r = r0; r < r0 + n; r++) m = fmax(m, LOAD(in, f64, r * C + c));
+            if (!isfinite(m)) m = isnan(m) ? m : 0; /* all -inf: exp gives 0, sum 0 -> NaN as torch */
+            for (int64_t r = r0; r < r0 + n; r++) sum += exp(LOAD(in, f64, r * C + c) - m);
+            double lse = log(sum);
+            for (int64_t r = r0; r < r0 + n; r++) {
+                double z = LOAD(in, f64, r * C + c) - m;
+                STORE(o, f64, r * C + c, log_softmax ? z - lse : exp(z) / sum);
+            }
+        }
+    }
+    jag_release(v);
+    *out = y;
+    return JAG_OK;
+}
+
+// g (B, C) [scaled per segment by 1/len when `mean`] -> values-shaped (R, C): row r of segment b gets g[b];
+// rows in holes get 0
+jag_status jag__segment_broadcast(const char *op, const nested_state *s, const jag_tensor *g, bool mean,
+                                  jag_tensor **out) {
+    jag_tensor *gc = NULL;
+    jag_status st;
+    if (jag_is_contiguous(g)) gc = jag_retain((jag_tensor *)g);
+    else {
+        jag_value a[] = {jag__v_tensor(g)};
+        if ((st = jag__dispatch(JAG_OP_clone, a, 1, &gc))) return st;
+    }
+    jag_tensor *y = jag__tensor_new(op, s->values->sizes, s->values->ndim, s->values->dtype, true, false);
+    if (!y) {
+        jag_release(gc);
+        return jag_last_status();
+    }
+    int64_t B = s->batch, C = columns(s);
+    bool f64 = y->dtype == JAG_FLOAT64, gf64 = gc->dtype == JAG_FLOAT64;
+    const char *gp = jag__ptr(gc);
+    char *o = jag__ptr(y);
+    const int64_t *off = i64p(s->offsets);
+#pragma omp parallel for schedule(dynamic, 4) if (jag_numel(y) > JAG_PARALLEL_GRAIN)
+    for (int64_t b = 0; b < B; b++) {
+        int64_t r0 = off[b], n = seg_len(s, b);
+        double scale = mean && n ? 1.0 / (double)n : 1.0;
+        for (int64_t r = r0; r < r0 + n; r++)
+            for (int64_t c = 0; c < C; c++) STORE(o, f64, r * C + c, LOAD(gp, gf64, b * C + c) * scale);
+    }
+    jag_release(gc);
+    *out = y;
+    return JAG_OK;
+}
+
+// x values (R, C), y = amax/amin per segment (B, C), g (B, C) -> values-shaped gradient: g split evenly
+// among the rows that reach the extreme (as torch's amax)
+jag_status jag__segment_extreme_grad(const char *op, const nested_state *s, const jag_tensor *y, const jag_tensor *g,
+                                     jag_tensor **out) {
+    jag_tensor *v = NULL, *yc = NULL, *gc = NULL;
+    jag_status st = contiguous_values(s, &v);
+    jag_value a1[] = {jag__v_tensor(y)}, a2[] = {jag__v_tensor(g)};
+    if (!st) st = jag__dispatch(JAG_OP_clone, a1, 1, &yc);
+    if (!st) st = jag__dispatch(JAG_OP_clone, a2, 1, &gc);
+    jag_tensor *z = st ? NULL : jag__tensor_new(op, v->sizes, v->ndim, v->dtype, true, false);
+    if (!st && !z) st = jag_last_status();
+    if (!st) {
+        int64_t B = s->batch, C = columns(s);
+        bool f64 = v->dtype == JAG_FLOAT64;
+        const char *in = jag__ptr(v), *yp = jag__ptr(yc), *gp = jag__ptr(gc);
+        char *o = jag__ptr(z);
+        const int64_t *off = i64p(s->offsets);
+        for (int64_t b = 0; b < B; b++) {
+            int64_t r0 = off[b], n = seg_len(s, b);
+            for (int64_t c = 0; c < C; c++) {
+                double m = LOAD(yp, f64, b * C + c);
+                int64_t ties = 0;
+                for (int64_t r = r0; r < r0 + n; r++) {
+                    double x = LOAD(in, f64, r * C + c);
+                    ties += x == m || (isnan(x) && isnan(m));
+                }
+                for (int64_t r = r0; r < r0 + n && ties; r++) {
+                    double x = LOAD(in, f64, r * C + c);
+                    if (x == m || (isnan(x) && isnan(m))) STORE(o, f64, r * C + c, LOAD(gp, f64, b * C + c) / (double)ties);
+                }
+            }
+        }
+    }
+    jag_release(v), jag_release(yc), jag_release(gc);
+    if (st) {
+        jag_release(z);
+        return st;
+    }
+    *out = z;
+    return JAG_OK;
+}
