@@ -604,7 +604,8 @@ bool jag_is_nested(const jag_tensor *t);
  * differ), JAG_ESHAPE (ndim differs; for jagged, trailing sizes differ). */
 jag_status jag_nested_from_list(jag_tensor *const *items, int n, jag_layout layout, jag_tensor **out);
 /* A jagged nested tensor viewing `values` (no copy) with int64 `offsets`
- * (1-D, B+1 entries, offsets[0] == 0, non-decreasing, offsets[B] ==
+ * (1-D, B+1 entries, non-decreasing, offsets[0] == 0 and offsets[B] ==
+ * values.size(0); with lengths, 0 <= offsets[0] and offsets[B] <=
  * values.size(0)) and optional int64 `lengths` (1-D, B entries, 0 <=
  * lengths[i] <= offsets[i+1] - offsets[i]). The nested tensor holds
  * references to all three. Errors: JAG_EINVAL / JAG_EDTYPE / JAG_ESHAPE
@@ -643,6 +644,13 @@ jag_status jag_nested_storage_offsets(const jag_tensor *nt, jag_tensor **out);
 /* Smallest / largest component length along the ragged dim (cached). */
 int64_t jag_nested_min_seqlen(const jag_tensor *nt);
 int64_t jag_nested_max_seqlen(const jag_tensor *nt);
+/* Derived on demand and cached: int64 (sum L) with the component of each
+ * value row (PyTorch's value_rowids; rows in holes belong to the component
+ * whose span holds them), and int64 (B) component lengths (the lengths
+ * tensor when there are holes, else offsets[i+1] - offsets[i]). New
+ * references. Errors: JAG_EINVAL for a non-jagged tensor. */
+jag_status jag_nested_row_ids(const jag_tensor *nt, jag_tensor **out);
+jag_status jag_nested_seq_lengths(const jag_tensor *nt, jag_tensor **out);
 /* The id of the ragged dim's symbol: nested tensors with matching raggedness
  * share it; it prints as "j<id>". */
 int64_t jag_nested_ragged_id(const jag_tensor *nt);
@@ -757,6 +765,19 @@ jag_status jag_function_apply(const jag_function_def *def, jag_tensor *const *in
 typedef jag_status (*jag_gradcheck_fn)(jag_tensor *const *inputs, int n_inputs, jag_tensor **out, void *ctx);
 jag_status jag_gradcheck(jag_gradcheck_fn fn, void *ctx, jag_tensor *const *inputs, int n_inputs, double eps,
                          double atol, double rtol);
+
+/* ------------------------------------------------------------------------ */
+/* Composite ops (dense and nested alike, differentiable)                    */
+/* ------------------------------------------------------------------------ */
+
+/* min(max(x, lo), hi) elementwise (lo <= hi). */
+jag_status jag_clamp(const jag_tensor *x, double lo, double hi, jag_tensor **out);
+/* Inverted dropout: each element is zeroed with probability p and the rest
+ * scaled by 1 / (1 - p), with numbers from `g` (NULL: the thread's default
+ * generator), so a seeded generator reproduces the mask. With train false,
+ * or p == 0, a new reference to x. Errors: JAG_EINVAL for p outside [0, 1),
+ * JAG_EDTYPE for a non-float x. */
+jag_status jag_dropout(const jag_tensor *x, double p, bool train, jag_generator *g, jag_tensor **out);
 
 /* ------------------------------------------------------------------------ */
 /* Library-wide settings                                                     */

@@ -175,4 +175,132 @@ static void test_gradients(void) {
         }
 }
 
-TEST_MAIN(test_reductions_over_ragged, test_softmax_and_norms, test_gradients)
+/* ---- structure: select, narrow along the ragged dim, embedding ----------- */
+
+static jag_status run_select(jag_tensor *const *in, int n, jag_tensor **out, void *ctx) {
+    (void)n, (void)ctx;
+    return jag_select(in[0], 0, 2, out);
+}
+
+/* through to_padded: the narrowed tensor's holes are not part of its value
+ * (gradcheck would otherwise perturb rows the view does not contain) */
+static jag_status run_narrow(jag_tensor *const *in, int n, jag_tensor **out, void *ctx) {
+    (void)n, (void)ctx;
+    jag_tensor *y = NULL;
+    jag_status st = jag_narrow(in[0], 1, 1, 2, &y);
+    if (!st) st = jag_nested_to_padded(y, 0.0, NULL, 0, out);
+    jag_release(y);
+    return st;
+}
+
+static jag_status run_embedding(jag_tensor *const *in, int n, jag_tensor **out, void *ctx) {
+    (void)n;
+    return jag_embedding(in[0], ctx, out);
+}
+
+static void test_structure_ops(void) {
+    TEST_BEGIN();
+    for (int holes = 0; holes < 2; holes++) {
+        jag_tensor *nt = make_jagged(holes, 70), *c[16], *sel = NULL, *nar = NULL, *nc[16];
+        int n = unbind_all(nt, c);
+        CHECK_OK(jag_select(nt, 0, 2, &sel)); /* one component, no unbinding */
+        CHECK(!jag_is_nested(sel) && t_allclose(sel, c[2], 0, 0));
+        CHECK_OK(jag_narrow(nt, 1, 1, 2, &nar)); /* rows 1..2 of each component: holes */
+        CHECK(jag_is_nested(nar) && jag_nested_ragged_id(nar) != jag_nested_ragged_id(nt));
+        int m = unbind_all(nar, nc);
+        CHECK(m == n);
+        for (int b = 0; b < n; b++) {
+            int64_t lb = jag_size(c[b], 0), from = lb < 1 ? lb : 1, len = lb - from < 2 ? lb - from : 2;
+            jag_tensor *want = NULL;
+            CHECK_OK(jag_narrow(c[b], 0, from, len, &want));
+            CHECK_MSG(t_allclose(nc[b], want, 0, 0), "narrow comp %d", b);
+            jag_release(want), jag_release(nc[b]);
+        }
+        jag_tensor *o = NULL;
+        CHECK_ERR(jag_select(nt, 0, 4, &o), JAG_ERANGE, "argument 'index' is 4");
+        CHECK_ERR(jag_narrow(nt, 1, -1, 2, &o), JAG_ERANGE, "must be >= 0");
+        CHECK(o == NULL);
+        /* gradients */
+        CHECK_OK(jag_set_requires_grad(nt, true));
+        CHECK_OK(jag_gradcheck(run_select, NULL, &nt, 1, 1e-6, 1e-8, 1e-6));
+        CHECK_OK(jag_gradcheck(run_narrow, NULL, &nt, 1, 1e-6, 1e-8, 1e-6));
+        for (int i = 0; i < n; i++) jag_release(c[i]);
+        jag_release(sel), jag_release(nar), jag_release(nt);
+    }
+    /* embedding: nested indices -> nested embeddings, and the weight's gradient */
+    int64_t ids[6] = {3, 1, 3, 0, 4, 1}, six = 6, o[4] = {0, 2, 2, 6}, four = 4, ws[2] = {5, 3};
+    jag_tensor *iv = NULL, *off = NULL, *ix = NULL, *w = t_rand(ws, 2, JAG_FLOAT64, -1, 1, 71), *e = NULL, *ec[4];
+    CHECK_OK(jag_from_data(ids, &six, 1, JAG_INT64, &iv));
+    CHECK_OK(jag_from_data(o, &four, 1, JAG_INT64, &off));
+    CHECK_OK(jag_nested_from_jagged(iv, off, NULL, &ix));
+    CHECK_OK(jag_embedding(w, ix, &e));
+    CHECK(jag_is_nested(e) && jag_ndim(e) == 3 && jag_size(e, 2) == 3);
+    int m = unbind_all(e, ec);
+    CHECK(m == 3 && jag_size(ec[1], 0) == 0 && jag_size(ec[2], 0) == 4);
+    for (int k = 0; k < 3; k++) CHECK(t_get(ec[2], 0 * 3 + k) == t_get(w, 3 * 3 + k)); /* ids[2] = 3 */
+    for (int i = 0; i < m; i++) jag_release(ec[i]);
+    CHECK_OK(jag_set_requires_grad(w, true));
+    CHECK_OK(jag_gradcheck(run_embedding, ix, &w, 1, 1e-6, 1e-8, 1e-6));
+    jag_release(iv), jag_release(off), jag_release(ix), jag_release(w), jag_release(e);
+}
+
+/* ---- clamp, dropout, row ids and lengths --------------------------------- */
+
+static jag_status run_clamp(jag_tensor *const *in, int n, jag_tensor **out, void *ctx) {
+    (void)n, (void)ctx;
+    return jag_clamp(in[0], -0.5, 0.7, out);
+}
+
+static void test_clamp_dropout_rowids(void) {
+    TEST_BEGIN();
+    jag_tensor *nt = make_jagged(true, 80), *y = NULL, *c[16], *yc[16];
+    int n = unbind_all(nt, c);
+    CHECK_OK(jag_clamp(nt, -0.5, 0.7, &y));
+    unbind_all(y, yc);
+    for (int b = 0; b < n; b++) {
+        for (int64_t i = 0; i < jag_numel(c[b]); i++) CHECK(t_get(yc[b], i) == fmin(fmax(t_get(c[b], i), -0.5), 0.7));
+        jag_release(yc[b]);
+    }
+    jag_release(y);
+    jag_tensor *o = NULL;
+    CHECK_ERR(jag_clamp(nt, 1, 0, &o), JAG_EINVAL, "expected lo <= hi");
+    CHECK_OK(jag_set_requires_grad(nt, true));
+    CHECK_OK(jag_gradcheck(run_clamp, NULL, &nt, 1, 1e-6, 1e-8, 1e-6));
+    /* dropout: reproducible with a seeded generator, zero or scaled */
+    jag_generator *g1 = NULL, *g2 = NULL;
+    CHECK_OK(jag_generator_new(9, &g1));
+    CHECK_OK(jag_generator_new(9, &g2));
+    jag_tensor *d1 = NULL, *d2 = NULL, *v = NULL, *v1 = NULL, *v2 = NULL, *same = NULL;
+    int64_t big = 20000;
+    CHECK_OK(jag_ones(&big, 1, JAG_FLOAT32, &v));
+    CHECK_OK(jag_dropout(v, 0.25, true, g1, &d1));
+    CHECK_OK(jag_dropout(v, 0.25, true, g2, &d2));
+    CHECK(t_allclose(d1, d2, 0, 0));
+    int64_t zeros = 0;
+    for (int64_t i = 0; i < big; i++) {
+        double x = t_get(d1, i);
+        CHECK(x == 0 || fabs(x - 1 / 0.75) < 1e-6);
+        zeros += x == 0;
+    }
+    CHECK_CLOSE((double)zeros / (double)big, 0.25, 0.02);
+    CHECK_OK(jag_dropout(v, 0.25, false, g1, &same));
+    CHECK(same == v);
+    CHECK_ERR(jag_dropout(v, 1.0, true, g1, &o), JAG_EINVAL, "expected 0 <= p < 1");
+    CHECK(o == NULL);
+    jag_tensor *dn = NULL;
+    CHECK_OK(jag_dropout(nt, 0.5, true, g1, &dn)); /* nested too */
+    CHECK(jag_is_nested(dn) && jag_nested_ragged_id(dn) == jag_nested_ragged_id(nt));
+    /* row ids and lengths */
+    CHECK_OK(jag_nested_row_ids(nt, &v1));
+    CHECK_OK(jag_nested_seq_lengths(nt, &v2));
+    int64_t want_ids[9] = {0, 0, 2, 2, 2, 2, 3, 3, 3}, want_len[4] = {2, 0, 3, 1};
+    for (int i = 0; i < 9; i++) CHECK(t_get(v1, i) == want_ids[i]);
+    for (int i = 0; i < 4; i++) CHECK(t_get(v2, i) == want_len[i]);
+    for (int i = 0; i < n; i++) jag_release(c[i]);
+    jag_release(nt), jag_release(v), jag_release(d1), jag_release(d2), jag_release(same), jag_release(dn);
+    jag_release(v1), jag_release(v2);
+    jag_generator_free(g1), jag_generator_free(g2);
+}
+
+TEST_MAIN(test_reductions_over_ragged, test_softmax_and_norms, test_gradients, test_structure_ops,
+          test_clamp_dropout_rowids)

@@ -84,9 +84,80 @@ static jag_status rewrap_grad(nested_state *s, jag_status st, jag_tensor *gv, ja
 
 /* Rules for ops that ran along the ragged dim (see nested_reduce.c), or
  * JAG_ENOTIMPL-free "not handled" (*handled = false) for anything else. */
+/* rows [r0, r0 + n) of src's values copied into the same rows of dst's */
+static void copy_rows(const jag_tensor *dst_values, const jag_tensor *src_values, int64_t r0, int64_t n) {
+    if (n <= 0) return;
+    const jag_tensor *d = dst_values, *s = src_values;
+    int64_t sz[JAG_MAX_DIMS];
+    memcpy(sz, d->sizes, (size_t)d->ndim * sizeof *sz);
+    sz[0] = n;
+    jag_tensor *dv = jag__tensor_view(d, sz, d->strides, d->ndim, d->offset + r0 * d->strides[0]);
+    jag_tensor *sv = jag__tensor_view(s, sz, s->strides, s->ndim, s->offset + r0 * s->strides[0]);
+    if (dv && sv) jag__copy_into(dv, sv);
+    jag_release(dv), jag_release(sv);
+}
+
+/* embedding with nested indices, select of a component, narrow along the
+ * ragged dim (see nested_ops.c) */
+static jag_status jagged_structural(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in,
+                                    bool *handled) {
+    if (c->op == JAG_OP_embedding) {
+        nested_state *ix = c->args[1].kind == JAG_VAL_TENSOR ? jag__nested(c->args[1].u.t) : NULL;
+        nested_state *g = jag__nested(grad_out[0]);
+        if (!ix || !g) return JAG_OK;
+        *handled = true;
+        if (!c->needs[0]) return JAG_OK;
+        jag_value a[2] = {c->args[0], jag__v_tensor(ix->values)};
+        bool needs[2] = {true, false};
+        jag_grad_ctx cc = *c;
+        cc.args = a, cc.needs = needs;
+        jag_tensor *go[1] = {g->values}, *gi[2] = {0};
+        jag_status st = jag__derivatives[JAG_OP_embedding](&cc, go, gi);
+        jag_release(gi[1]);
+        if (!st) grad_in[0] = gi[0];
+        return st;
+    }
+    const jag_tensor *x = c->args[0].kind == JAG_VAL_TENSOR ? c->args[0].u.t : NULL;
+    nested_state *s = jag__nested(x);
+    if (!s || s->layout != JAG_JAGGED) return JAG_OK;
+    bool sel = c->op == JAG_OP_select && c->args[1].kind == JAG_VAL_INT && (c->args[1].u.i == 0 || c->args[1].u.i == -x->ndim);
+    bool nar = c->op == JAG_OP_narrow && jag__is_ragged_dim(&c->args[1], x->ndim);
+    if (!sel && !nar) return JAG_OK;
+    *handled = true;
+    if (!c->needs[0]) return JAG_OK;
+    jag_tensor *z = NULL;
+    jag_status st = jag_zeros_like(x, &z);
+    if (st) return st;
+    nested_state *zs = jag__nested(z);
+    const int64_t *o = (const int64_t *)jag__ptr(s->offsets);
+    if (sel) { /* g is the component: its rows go back to where it was read */
+        int64_t i = c->args[2].u.i < 0 ? c->args[2].u.i + s->batch : c->args[2].u.i;
+        const jag_tensor *g = grad_out[0];
+        int64_t n = g->ndim ? g->sizes[0] : 0;
+        jag_tensor *gv = jag__tensor_view(zs->values, g->sizes, zs->values->strides, g->ndim,
+                                          zs->values->offset + (n ? o[i] * zs->values->strides[0] : 0));
+        if (!gv) st = jag_last_status();
+        else jag__copy_into(gv, g), jag_release(gv);
+    } else { /* the output viewed the same values rows: those rows get g */
+        nested_state *os = jag__nested(c->outputs[0]), *gs = jag__nested(grad_out[0]);
+        if (!os || !gs) st = jag__error(JAG_EINTERNAL, "%s: backward without a nested output or gradient", c->name);
+        const int64_t *no = st ? NULL : (const int64_t *)jag__ptr(os->offsets);
+        const int64_t *nl = st ? NULL : (const int64_t *)jag__ptr(os->lengths);
+        for (int64_t b = 0; !st && b < s->batch; b++) copy_rows(zs->values, gs->values, no[b], nl[b]);
+    }
+    if (st) {
+        jag_release(z);
+        return st;
+    }
+    grad_in[0] = z;
+    return JAG_OK;
+}
+
 jag_status jag__d_jagged_ragged(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in,
                                 bool *handled) {
     *handled = false;
+    jag_status sst = jagged_structural(c, grad_out, grad_in, handled);
+    if (*handled || sst) return sst;
     const jag_tensor *x = c->args[0].kind == JAG_VAL_TENSOR ? c->args[0].u.t : NULL;
     nested_state *s = jag__nested(x);
     if (!s || s->layout != JAG_JAGGED || !c->needs[0]) return JAG_OK;

@@ -361,3 +361,51 @@ jag_status jag_chunk(const jag_tensor *x, int chunks, int dim, jag_tensor **outs
     if (piece == 0) piece = 1;
     return split_sizes("jag_chunk", x, piece, dim, outs, cap, n_out);
 }
+
+/* ---- clamp, dropout ------------------------------------------------------ */
+
+jag_status jag_clamp(const jag_tensor *x, double lo, double hi, jag_tensor **out) {
+    if (!out) return no_out("jag_clamp");
+    if (need_tensor("jag_clamp", "x", x)) return JAG_EINVAL;
+    if (!(lo <= hi)) return jag__error(JAG_EINVAL, "jag_clamp: arguments lo = %g and hi = %g, expected lo <= hi", lo, hi);
+    jag__enter();
+    jag_tensor *m = NULL;
+    jag_value a[] = {jag__v_tensor(x), jag__v_double(lo)};
+    jag_status st = jag__dispatch(JAG_OP_maximum, a, 2, &m);
+    if (!st) {
+        jag_value b[] = {jag__v_tensor(m), jag__v_double(hi)};
+        st = jag__dispatch(JAG_OP_minimum, b, 2, out);
+    }
+    jag_release(m);
+    return jag__leave(st, out, 1);
+}
+
+jag_status jag_dropout(const jag_tensor *x, double p, bool train, jag_generator *g, jag_tensor **out) {
+    const char *op = "jag_dropout";
+    if (!out) return no_out(op);
+    if (need_tensor(op, "x", x)) return JAG_EINVAL;
+    if (!(p >= 0 && p < 1)) return jag__error(JAG_EINVAL, "%s: argument 'p' is %g, expected 0 <= p < 1", op, p);
+    if (!jag_dtype_is_floating(x->dtype))
+        return jag__error(JAG_EDTYPE, "%s: argument 'x' has dtype %s, expected a float dtype", op, jag_dtype_name(x->dtype));
+    jag__enter();
+    jag_status st;
+    if (!train || p == 0) {
+        *out = jag_retain((jag_tensor *)x);
+        return jag__leave(JAG_OK, out, 1);
+    }
+    /* mask = (u >= p) / (1 - p) with u uniform: a constant for autograd */
+    jag_tensor *u = NULL, *keep = NULL, *mask = NULL, *scaled = NULL;
+    bool prev = jag_set_grad_enabled(false);
+    st = jag_rand_like(x, g, &u);
+    jag_value a[] = {jag__v_tensor(u), jag__v_double(p)};
+    if (!st) st = jag__dispatch(JAG_OP_ge, a, 2, &keep);
+    jag_value b[] = {jag__v_tensor(keep), jag__v_int(x->dtype)};
+    if (!st) st = jag__dispatch(JAG_OP_to_dtype, b, 2, &mask);
+    jag_value c[] = {jag__v_tensor(mask), jag__v_double(1.0 / (1.0 - p))};
+    if (!st) st = jag__dispatch(JAG_OP_mul, c, 2, &scaled);
+    jag_set_grad_enabled(prev);
+    jag_value d[] = {jag__v_tensor(x), jag__v_tensor(scaled)};
+    if (!st) st = jag__dispatch(JAG_OP_mul, d, 2, out);
+    jag_release(u), jag_release(keep), jag_release(mask), jag_release(scaled);
+    return jag__leave(st, out, 1);
+}

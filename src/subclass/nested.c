@@ -12,6 +12,8 @@ static jag_status nested_from_jagged_checked(const char *op, const jag_tensor *v
 static const int64_t *i64(const jag_tensor *t);
 static bool readable(const jag_tensor *t);
 
+int64_t jag__new_ragged_id(void) { return atomic_fetch_add(&next_ragged_id, 1); }
+
 /* The ragged symbol of nested tensors whose offsets (jagged) or size table
  * (strided) is `t`: the one already attached to t, or a new one. */
 static int64_t ragged_id_of(const jag_tensor *t) {
@@ -315,8 +317,12 @@ static jag_status nested_from_jagged_checked(const char *op, const jag_tensor *v
     if ((st = contiguous_ref(offsets, &off)) || (lengths && (st = contiguous_ref(lengths, &len)))) goto fail;
     const int64_t *o = i64(off);
     int64_t total = values->sizes[0], mn = INT64_MAX, mx = 0;
-    if (o[0] != 0) {
-        st = jag__error(JAG_EINVAL, "%s: argument 'offsets' starts at %lld, expected 0", op, (long long)o[0]);
+    /* Without lengths the offsets tile values exactly: start at 0, end at
+     * values.size(0). With lengths (holes) they may start later and end
+     * earlier (narrowing the ragged dim gives such views), within values. */
+    if (len ? o[0] < 0 : o[0] != 0) {
+        st = jag__error(JAG_EINVAL, "%s: argument 'offsets' starts at %lld, expected %s", op, (long long)o[0],
+                        len ? ">= 0" : "0");
         goto fail;
     }
     for (int64_t b = 0; b < batch; b++) {
@@ -337,9 +343,9 @@ static jag_status nested_from_jagged_checked(const char *op, const jag_tensor *v
         }
         mn = l < mn ? l : mn, mx = l > mx ? l : mx;
     }
-    if (o[batch] != total) {
-        st = jag__error(JAG_EINVAL, "%s: argument 'offsets' ends at %lld, expected values.size(0) = %lld", op,
-                        (long long)o[batch], (long long)total);
+    if (len ? o[batch] > total : o[batch] != total) {
+        st = jag__error(JAG_EINVAL, "%s: argument 'offsets' ends at %lld, expected %svalues.size(0) = %lld", op,
+                        (long long)o[batch], len ? "at most " : "", (long long)total);
         goto fail;
     }
     if (batch == 0) mn = mx = 0;
@@ -481,6 +487,33 @@ ACCESSOR(jag_nested_sizes_table, JAG_STRIDED, sizes)
 ACCESSOR(jag_nested_strides_table, JAG_STRIDED, strides)
 ACCESSOR(jag_nested_storage_offsets, JAG_STRIDED, storage_offsets)
 #undef ACCESSOR
+
+jag_status jag_nested_row_ids(const jag_tensor *nt, jag_tensor **out) {
+    nested_state *s;
+    if (!out) return jag__error(JAG_EINVAL, "jag_nested_row_ids: argument 'out' is NULL");
+    jag_status st = need_nested("jag_nested_row_ids", nt, JAG_JAGGED, &s);
+    if (st) return st;
+    if (!readable(s->offsets)) return jag__error(JAG_EINVAL, "jag_nested_row_ids: argument 'nt' has no data");
+    const jag_tensor *ids = jag__nested_row_ids(s);
+    if (!ids) return jag_last_status();
+    return give((jag_tensor *)ids, out);
+}
+
+jag_status jag_nested_seq_lengths(const jag_tensor *nt, jag_tensor **out) {
+    nested_state *s;
+    if (!out) return jag__error(JAG_EINVAL, "jag_nested_seq_lengths: argument 'out' is NULL");
+    jag_status st = need_nested("jag_nested_seq_lengths", nt, JAG_JAGGED, &s);
+    if (st) return st;
+    if (s->lengths) return give(s->lengths, out);
+    if (!readable(s->offsets)) return jag__error(JAG_EINVAL, "jag_nested_seq_lengths: argument 'nt' has no data");
+    jag__enter();
+    jag_tensor *l = jag__tensor_new("jag_nested_seq_lengths", &s->batch, 1, JAG_INT64, false, false);
+    if (!l) return jag__leave(jag_last_status(), NULL, 0);
+    const int64_t *o = i64(s->offsets);
+    for (int64_t b = 0; b < s->batch; b++) ((int64_t *)jag__ptr(l))[b] = o[b + 1] - o[b];
+    *out = l;
+    return jag__leave(JAG_OK, out, 1);
+}
 
 /* values is an op (a differentiable view), not a plain accessor. */
 jag_status jag_nested_values(const jag_tensor *nt, jag_tensor **out) {

@@ -31,6 +31,9 @@ const jag_subclass *jag__nested_class(void);
 /* t's state, or NULL when t is not nested. */
 nested_state *jag__nested(const jag_tensor *t);
 
+/* A ragged symbol no nested tensor has yet. */
+int64_t jag__new_ragged_id(void);
+
 /* Unchecked constructors for results whose structure is already known good
  * (validation is for user input only): they take new references on the
  * tensors given. */

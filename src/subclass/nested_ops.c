@@ -498,6 +498,79 @@ static jag_status norm_on_values(jag_op_id op, const jag_value *args, int nargs,
     return st;
 }
 
+/* embedding(weight, nested indices): the rows of weight for the packed
+ * indices, wrapped with the indices' structure: (B, j) -> (B, j, D) */
+static jag_status embedding_nested(const jag_value *args, int nargs, nested_state *lead, jag_tensor **outs) {
+    const jag_op_info *info = &jag__ops[JAG_OP_embedding];
+    if (args[0].kind != JAG_VAL_TENSOR || jag__nested(args[0].u.t) || jag__nested(args[1].u.t) != lead)
+        return not_supported(info, JAG_JAGGED, "the weight must be dense and the indices nested");
+    jag_value a[] = {args[0], jag__v_tensor(lead->values)};
+    jag_tensor *res = NULL;
+    jag_status st = jag__dispatch(JAG_OP_embedding, a, nargs, &res);
+    if (st) return st;
+    st = jag__nested_rewrap_jagged(lead, res, outs);
+    jag_release(res);
+    return st;
+}
+
+/* select(nt, 0, i): component i, a view of its rows of values */
+static jag_status select_component(const jag_value *args, int nargs, nested_state *lead, jag_tensor **outs) {
+    const jag_op_info *info = &jag__ops[JAG_OP_select];
+    int64_t i;
+    jag_status st = jag__arg_int(info->api_name, args, nargs, 2, "index", &i);
+    if (st) return st;
+    if (i < -lead->batch || i >= lead->batch)
+        return jag__error(JAG_ERANGE, "%s: argument 'index' is %lld, expected in [%lld, %lld) for the batch dim", info->api_name,
+                          (long long)i, (long long)-lead->batch, (long long)lead->batch);
+    if (i < 0) i += lead->batch;
+    if (!lead->offsets->storage) return not_supported(info, JAG_JAGGED, "selecting a component needs data");
+    const int64_t *o = (const int64_t *)jag__ptr(lead->offsets);
+    int64_t len = lead->lengths ? ((const int64_t *)jag__ptr(lead->lengths))[i] : o[i + 1] - o[i];
+    const jag_tensor *v = lead->values;
+    int64_t sz[JAG_MAX_DIMS];
+    memcpy(sz, v->sizes, (size_t)v->ndim * sizeof *sz);
+    sz[0] = len;
+    outs[0] = jag__tensor_view(v, sz, v->strides, v->ndim, v->offset + (len ? o[i] * v->strides[0] : 0));
+    return outs[0] ? JAG_OK : jag_last_status();
+}
+
+/* narrow(nt, 1, start, length): each component's rows [start, start+length)
+ * (clipped to the component), a view of the same values with holes */
+static jag_status narrow_ragged(const jag_value *args, int nargs, nested_state *lead, jag_tensor **outs) {
+    const jag_op_info *info = &jag__ops[JAG_OP_narrow];
+    int64_t start, length;
+    jag_status st;
+    if ((st = jag__arg_int(info->api_name, args, nargs, 2, "start", &start)) ||
+        (st = jag__arg_int(info->api_name, args, nargs, 3, "length", &length)))
+        return st;
+    if (start < 0 || length < 0)
+        return jag__error(JAG_ERANGE, "%s: start %lld and length %lld along the ragged dim must be >= 0", info->api_name,
+                          (long long)start, (long long)length);
+    if (!lead->offsets->storage) return not_supported(info, JAG_JAGGED, "narrowing the ragged dim needs data");
+    int64_t B = lead->batch, nb1 = B + 1;
+    jag_tensor *off = jag__tensor_new(info->api_name, &nb1, 1, JAG_INT64, false, false);
+    jag_tensor *len = off ? jag__tensor_new(info->api_name, &B, 1, JAG_INT64, false, false) : NULL;
+    if (!off || !len) {
+        jag_release(off);
+        return jag_last_status();
+    }
+    const int64_t *o = (const int64_t *)jag__ptr(lead->offsets);
+    const int64_t *l = lead->lengths ? (const int64_t *)jag__ptr(lead->lengths) : NULL;
+    int64_t *no = (int64_t *)jag__ptr(off), *nl = (int64_t *)jag__ptr(len), mn = INT64_MAX, mx = 0;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t lb = l ? l[b] : o[b + 1] - o[b], skip = start < lb ? start : lb;
+        no[b] = o[b] + skip;
+        nl[b] = lb - skip < length ? lb - skip : length;
+        mn = nl[b] < mn ? nl[b] : mn, mx = nl[b] > mx ? nl[b] : mx;
+    }
+    no[B] = o[B];
+    if (B == 0) mn = 0;
+    /* a new structure: a fresh ragged symbol */
+    st = jag__nested_wrap_jagged(lead->values, off, len, jag__new_ragged_id(), mn, mx, outs);
+    jag_release(off), jag_release(len);
+    return st;
+}
+
 /* ---- the handler -------------------------------------------------------- */
 
 jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs,
@@ -540,11 +613,23 @@ jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag
                 jag__is_ragged_dim_list(&args[1], outer_ndim))
                 return reduce_ragged(op, args, nargs, lead, outs);
             __attribute__((fallthrough)); /* other dims run on values */
-        case JAG_OP_transpose:
         case JAG_OP_narrow:
+            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead && nargs == 4 &&
+                jag__is_ragged_dim(&args[1], outer_ndim))
+                return narrow_ragged(args, nargs, lead, outs);
+            __attribute__((fallthrough));
+        case JAG_OP_transpose:
             if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead)
                 return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
             break;
+        case JAG_OP_select:
+            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead && nargs == 3 &&
+                args[1].kind == JAG_VAL_INT && (args[1].u.i == 0 || args[1].u.i == -outer_ndim))
+                return select_component(args, nargs, lead, outs);
+            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead)
+                return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
+            break;
+        case JAG_OP_embedding: return embedding_nested(args, nargs, lead, outs);
         case JAG_OP_softmax:
         case JAG_OP_log_softmax:
             if (args[0].kind != JAG_VAL_TENSOR || jag__nested(args[0].u.t) != lead) break;
