@@ -779,6 +779,17 @@ jag_status jag_clamp(const jag_tensor *x, double lo, double hi, jag_tensor **out
  * JAG_EDTYPE for a non-float x. */
 jag_status jag_dropout(const jag_tensor *x, double p, bool train, jag_generator *g, jag_tensor **out);
 
+/* Losses, averaged over the real elements (padding and holes excluded).
+ * cross_entropy: logits (N, C) with int64/int32 targets (N) in [0, C), or a
+ * jagged nested (B, j, C) with a jagged (B, j) target of the same
+ * raggedness: -mean over tokens of log_softmax(logits)[target]. mse_loss:
+ * mean of (pred - target)^2 over every real element; pred and target of the
+ * same shape (both dense, or both nested with the same raggedness).
+ * Errors: JAG_ESHAPE / JAG_EDTYPE naming the argument; JAG_ERANGE for a
+ * target outside [0, C). */
+jag_status jag_cross_entropy(const jag_tensor *logits, const jag_tensor *target, jag_tensor **out);
+jag_status jag_mse_loss(const jag_tensor *pred, const jag_tensor *target, jag_tensor **out);
+
 /* ------------------------------------------------------------------------ */
 /* Library-wide settings                                                     */
 /* ------------------------------------------------------------------------ */

@@ -302,5 +302,86 @@ static void test_clamp_dropout_rowids(void) {
     jag_generator_free(g1), jag_generator_free(g2);
 }
 
-TEST_MAIN(test_reductions_over_ragged, test_softmax_and_norms, test_gradients, test_structure_ops,
+/* ---- losses -------------------------------------------------------------- */
+
+static jag_status run_ce(jag_tensor *const *in, int n, jag_tensor **out, void *ctx) {
+    (void)n;
+    return jag_cross_entropy(in[0], ctx, out);
+}
+
+static jag_status run_mse(jag_tensor *const *in, int n, jag_tensor **out, void *ctx) {
+    (void)n, (void)ctx;
+    return jag_mse_loss(in[0], in[1], out);
+}
+
+static void test_losses(void) {
+    TEST_BEGIN();
+    /* dense cross entropy against a hand computation */
+    double lv[6] = {1, 2, 3, 0, 0, 1};
+    int64_t ls[2] = {2, 3}, two = 2, tv[2] = {2, 0};
+    jag_tensor *logits = t_from(lv, ls, 2, JAG_FLOAT64), *target = NULL, *ce = NULL;
+    CHECK_OK(jag_from_data(tv, &two, 1, JAG_INT64, &target));
+    CHECK_OK(jag_cross_entropy(logits, target, &ce));
+    double l0 = log(exp(1) + exp(2) + exp(3)) - 3, l1 = log(2 + exp(1)) - 0;
+    CHECK_CLOSE(t_get(ce, 0), (l0 + l1) / 2, 1e-12);
+    jag_tensor *o = NULL, *bad = NULL;
+    int64_t bv[2] = {3, 0};
+    CHECK_OK(jag_from_data(bv, &two, 1, JAG_INT64, &bad));
+    CHECK_ERR(jag_cross_entropy(logits, bad, &o), JAG_ERANGE, "jag_cross_entropy: argument 'target' holds a class outside [0, 3)");
+    CHECK_ERR(jag_cross_entropy(logits, logits, &o), JAG_ESHAPE, "expected (N, C) and (N)");
+    CHECK(o == NULL);
+    jag_release(logits), jag_release(target), jag_release(ce), jag_release(bad);
+    /* nested (with holes): the mean over real tokens of the per-token loss */
+    for (int holes = 0; holes < 2; holes++) {
+        jag_tensor *nt = make_jagged(holes, 90), *vals = NULL, *offs = NULL, *lens = NULL, *tgt_v = NULL, *tgt = NULL;
+        CHECK_OK(jag_nested_values(nt, &vals));
+        CHECK_OK(jag_nested_offsets(nt, &offs));
+        CHECK_OK(jag_nested_lengths(nt, &lens));
+        int64_t t9[9] = {0, 2, 1, 1, 0, 2, 2, 1, 0}, nine = 9;
+        CHECK_OK(jag_from_data(t9, &nine, 1, JAG_INT64, &tgt_v));
+        CHECK_OK(jag_nested_from_jagged(tgt_v, offs, lens, &tgt));
+        jag_tensor *loss = NULL;
+        CHECK_OK(jag_cross_entropy(nt, tgt, &loss));
+        /* reference: every real row, by hand */
+        jag_tensor *c[16], *tc[16];
+        int n = unbind_all(nt, c);
+        unbind_all(tgt, tc);
+        double sum = 0;
+        int64_t count = 0;
+        for (int b = 0; b < n; b++) {
+            for (int64_t r = 0; r < jag_size(c[b], 0); r++) {
+                double z = 0, m = -1e300;
+                for (int k = 0; k < 3; k++) m = fmax(m, t_get(c[b], r * 3 + k));
+                for (int k = 0; k < 3; k++) z += exp(t_get(c[b], r * 3 + k) - m);
+                sum += log(z) + m - t_get(c[b], r * 3 + (int)t_get(tc[b], r));
+                count++;
+            }
+            jag_release(c[b]), jag_release(tc[b]);
+        }
+        CHECK_CLOSE(t_get(loss, 0), sum / (double)count, 1e-12);
+        CHECK_OK(jag_set_requires_grad(nt, true));
+        CHECK_OK(jag_gradcheck(run_ce, tgt, &nt, 1, 1e-6, 1e-8, 1e-6));
+        /* mse between two nested tensors of the same raggedness */
+        jag_tensor *other = NULL, *ov = NULL;
+        CHECK_OK(jag_rand_normal(jag_sizes(vals), 2, 0, 1, JAG_FLOAT64, NULL, &ov));
+        CHECK_OK(jag_nested_from_jagged(ov, offs, lens, &other));
+        CHECK_OK(jag_set_requires_grad(other, true));
+        jag_tensor *in2[2] = {nt, other}, *mse = NULL;
+        CHECK_OK(jag_mse_loss(nt, other, &mse));
+        double want = 0;
+        int64_t cnt = 0;
+        n = unbind_all(nt, c);
+        unbind_all(other, tc);
+        for (int b = 0; b < n; b++) {
+            for (int64_t i = 0; i < jag_numel(c[b]); i++, cnt++) want += pow(t_get(c[b], i) - t_get(tc[b], i), 2);
+            jag_release(c[b]), jag_release(tc[b]);
+        }
+        CHECK_CLOSE(t_get(mse, 0), want / (double)cnt, 1e-12);
+        CHECK_OK(jag_gradcheck(run_mse, NULL, in2, 2, 1e-6, 1e-8, 1e-6));
+        jag_release(nt), jag_release(vals), jag_release(offs), jag_release(lens), jag_release(tgt_v), jag_release(tgt);
+        jag_release(loss), jag_release(other), jag_release(ov), jag_release(mse);
+    }
+}
+
+TEST_MAIN(test_losses, test_reductions_over_ragged, test_softmax_and_norms, test_gradients, test_structure_ops,
           test_clamp_dropout_rowids)
