@@ -14,6 +14,7 @@
 #include "dispatch/dispatch.h"
 
 #include <math.h>
+#include <omp.h>
 
 /* ---- dispatch overhead -------------------------------------------------- */
 
@@ -73,18 +74,29 @@ static void bench_dispatch_overhead(void) {
 
 /* ---- nested vs padded --------------------------------------------------- */
 
-typedef enum { OP_RELU, OP_GELU, OP_LINEAR, OP_COUNT } nested_op;
-static const char *op_names[OP_COUNT] = {"relu", "gelu", "linear"};
+typedef enum { OP_RELU, OP_GELU, OP_LINEAR, OP_SUM_RAGGED, OP_SOFTMAX_RAGGED, OP_COUNT } nested_op;
+static const char *op_names[OP_COUNT] = {"relu", "gelu", "linear", "sum_ragged", "softmax_ragged"};
 
 typedef struct {
     nested_op op;
     jag_tensor *x, *w, *b;
 } op_ctx;
 
+/* The padded side of the ragged ops reduces over the padded length too: the
+ * cost a padded batch pays (a correct padded softmax would also need a
+ * mask, which costs more). */
 static void run_op(void *p) {
     op_ctx *c = p;
     jag_tensor *o = NULL;
-    jag_status st = c->op == OP_RELU ? jag_relu(c->x, &o) : c->op == OP_GELU ? jag_gelu(c->x, &o) : jag_linear(c->x, c->w, c->b, &o);
+    int d1[1] = {1};
+    jag_status st;
+    switch (c->op) {
+    case OP_RELU: st = jag_relu(c->x, &o); break;
+    case OP_GELU: st = jag_gelu(c->x, &o); break;
+    case OP_LINEAR: st = jag_linear(c->x, c->w, c->b, &o); break;
+    case OP_SUM_RAGGED: st = jag_sum(c->x, d1, 1, false, &o); break;
+    default: st = jag_softmax(c->x, 1, &o); break;
+    }
     bench_check(st, op_names[c->op]);
     jag_release(o);
 }
@@ -157,10 +169,64 @@ static void bench_vs_padded(const corpus *c, const char *dist, int64_t batch, in
     free(offs), free(lens);
 }
 
+/* ---- ops along the ragged dim vs the copy bandwidth --------------------- */
+
+typedef struct {
+    const void *src;
+    void *dst;
+    size_t bytes;
+} copy_ctx;
+
+static void run_copy(void *p) {
+    copy_ctx *c = p;
+#pragma omp parallel
+    {
+        int t = omp_get_thread_num(), nt = omp_get_num_threads();
+        size_t b = c->bytes / 64 * (size_t)t / (size_t)nt * 64, e = t == nt - 1 ? c->bytes : c->bytes / 64 * (size_t)(t + 1) / (size_t)nt * 64;
+        memcpy((char *)c->dst + b, (const char *)c->src + b, e - b);
+    }
+    __asm__ volatile("" : : "r"(c->dst) : "memory");
+}
+
+static void bench_ragged_bandwidth(void) {
+    int64_t batch = 64, dim = 256, lens[64], offs[65], nb1 = 65;
+    make_lengths("uniform", NULL, batch, 64 * 131, lens);
+    offs[0] = 0;
+    for (int64_t i = 0; i < batch; i++) offs[i + 1] = offs[i] + lens[i];
+    int64_t vs[2] = {offs[batch], dim};
+    jag_tensor *values = NULL, *offsets = NULL, *nt = NULL;
+    bench_check(jag_rand_normal(vs, 2, 0, 1, JAG_FLOAT32, NULL, &values), "rand");
+    bench_check(jag_from_data(offs, &nb1, 1, JAG_INT64, &offsets), "offsets");
+    bench_check(jag_nested_from_jagged(values, offsets, NULL, &nt), "nested");
+    size_t vbytes = (size_t)jag_numel(values) * 4;
+    for (int k = 0; k < 2; k++) {
+        nested_op op = k ? OP_SOFTMAX_RAGGED : OP_SUM_RAGGED;
+        op_ctx c = {op, nt, NULL, NULL};
+        /* bytes the op moves: values read, plus the output written */
+        size_t moved = vbytes + (k ? vbytes : (size_t)(batch * dim * 4));
+        copy_ctx cc = {jag_data(values), aligned_alloc(64, (moved / 2 + 63) / 64 * 64), moved / 2};
+        bench_stats so, sc;
+        bench_pair(run_op, &c, run_copy, &cc, 10, bench_quick ? 0.2 : 0.5, &so, &sc);
+        double op_gbs = (double)moved / so.median / 1e9, copy_gbs = 2.0 * (double)cc.bytes / sc.median / 1e9;
+        char params[160], vals[320];
+        snprintf(params, sizeof params, "\"op\": \"%s\", \"B\": %lld, \"D\": %lld, \"rows\": %lld", op_names[op],
+                 (long long)batch, (long long)dim, (long long)offs[batch]);
+        snprintf(vals, sizeof vals,
+                 "\"op_s\": %.6g, \"op_s_min\": %.6g, \"op_s_max\": %.6g, \"memcpy_s\": %.6g, \"op_gbs\": %.3f, "
+                 "\"memcpy_gbs\": %.3f, \"ratio_vs_memcpy\": %.3f, \"meets_target\": %s",
+                 so.median, so.min, so.max, sc.median, op_gbs, copy_gbs, op_gbs / copy_gbs,
+                 op_gbs / copy_gbs >= 0.7 ? "true" : "false");
+        bench_emit("nested", "ragged_vs_memcpy", params, vals);
+        free(cc.dst);
+    }
+    jag_release(values), jag_release(offsets), jag_release(nt);
+}
+
 int main(int argc, char **argv) {
     bench_parse_args(argc, argv);
     jag_manual_seed(7);
     bench_dispatch_overhead();
+    bench_ragged_bandwidth();
     corpus c;
     char err[256] = "";
     int have_corpus = corpus_load_fortunes(&c, err, sizeof err) == 0;

@@ -40,6 +40,14 @@ static int64_t columns(const nested_state *s) { return jag__numel(s->values->siz
 #define LOAD(p, f64, i) ((f64) ? ((const double *)(p))[i] : (double)((const float *)(p))[i])
 #define STORE(p, f64, i, v) ((f64) ? (void)(((double *)(p))[i] = (v)) : (void)(((float *)(p))[i] = (float)(v)))
 
+/* Each kernel below walks a segment's rows in order and its columns in the
+ * inner loop (contiguous, vectorisable), with per-column accumulators in
+ * double; segments are split across threads. The naive references are the
+ * per-component dense ops (tests/test_ragged_ops.c compares with them). */
+
+/* Columns are processed in blocks so that accumulators stay in L1. */
+#define COL_BLOCK 512
+
 // values (R, C), segments of rows -> out (B, C): sum/mean/amax/amin per segment and column
 jag_status jag__segment_reduce(const char *op, const nested_state *s, jag_segment_kind kind, bool keepdim,
                                jag_tensor **out) {
@@ -67,21 +75,37 @@ jag_status jag__segment_reduce(const char *op, const nested_state *s, jag_segmen
     const char *in = jag__ptr(v);
     char *o = jag__ptr(y);
     const int64_t *off = i64p(s->offsets);
-#pragma omp parallel for schedule(dynamic, 4) if (B * C > JAG_PARALLEL_GRAIN)
-    for (int64_t b = 0; b < B; b++) {
+    int64_t blocks = (C + COL_BLOCK - 1) / COL_BLOCK;
+#pragma omp parallel for schedule(dynamic, 1) if (jag_numel(v) > JAG_PARALLEL_GRAIN)
+    for (int64_t task = 0; task < B * blocks; task++) {
+        int64_t b = task / blocks, c0 = task % blocks * COL_BLOCK, nc = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
         int64_t r0 = off[b], n = seg_len(s, b);
-        for (int64_t c = 0; c < C; c++) {
-            double acc = kind == JAG_SEG_AMAX ? -INFINITY : kind == JAG_SEG_AMIN ? INFINITY : 0.0;
-            bool nan = false;
-            for (int64_t r = r0; r < r0 + n; r++) {
-                double x = LOAD(in, f64, r * C + c);
-                if (kind == JAG_SEG_SUM || kind == JAG_SEG_MEAN) acc += x;
-                else if (isnan(x)) nan = true;
-                else if (kind == JAG_SEG_AMAX ? x > acc : x < acc) acc = x;
+        double acc[COL_BLOCK];
+        bool nan[COL_BLOCK];
+        double init = kind == JAG_SEG_AMAX ? -INFINITY : kind == JAG_SEG_AMIN ? INFINITY : 0.0;
+        for (int64_t c = 0; c < nc; c++) acc[c] = init, nan[c] = false;
+        for (int64_t r = r0; r < r0 + n; r++) {
+            int64_t base = r * C + c0;
+            if (kind == JAG_SEG_SUM || kind == JAG_SEG_MEAN) {
+                if (f64) {
+                    const double *x = (const double *)in + base;
+                    for (int64_t c = 0; c < nc; c++) acc[c] += x[c];
+                } else {
+                    const float *x = (const float *)in + base;
+                    for (int64_t c = 0; c < nc; c++) acc[c] += (double)x[c];
+                }
+            } else {
+                for (int64_t c = 0; c < nc; c++) {
+                    double x = LOAD(in, f64, base + c);
+                    nan[c] |= isnan(x);
+                    acc[c] = kind == JAG_SEG_AMAX ? (x > acc[c] ? x : acc[c]) : (x < acc[c] ? x : acc[c]);
+                }
             }
-            if (nan) acc = NAN;
-            if (kind == JAG_SEG_MEAN) acc = n ? acc / (double)n : NAN;
-            STORE(o, f64, b * C + c, acc);
+        }
+        for (int64_t c = 0; c < nc; c++) {
+            double r = nan[c] ? NAN : acc[c];
+            if (kind == JAG_SEG_MEAN) r = n ? r / (double)n : NAN;
+            STORE(o, f64, b * C + c0 + c, r);
         }
     }
     jag_release(v);
@@ -106,20 +130,30 @@ jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_
     const char *in = jag__ptr(v);
     char *o = jag__ptr(y);
     const int64_t *off = i64p(s->offsets);
-#pragma omp parallel for schedule(dynamic, 4) if (jag_numel(v) > JAG_PARALLEL_GRAIN)
-    for (int64_t b = 0; b < B; b++) {
+    int64_t blocks = (C + COL_BLOCK - 1) / COL_BLOCK;
+#pragma omp parallel for schedule(dynamic, 1) if (jag_numel(v) > JAG_PARALLEL_GRAIN)
+    for (int64_t task = 0; task < B * blocks; task++) {
+        int64_t b = task / blocks, c0 = task % blocks * COL_BLOCK, nc = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
         int64_t r0 = off[b], n = seg_len(s, b);
-        for (int64_t c = 0; c < C; c++) {
-            double m = -INFINITY, sum = 0;
-            for (int64_t r = r0; r < r0 + n; r++) m = fmax(m, LOAD(in, f64, r * C + c));
-            if (!isfinite(m)) m = isnan(m) ? m : 0; /* all -inf: exp gives 0, sum 0 -> NaN as torch */
-            for (int64_t r = r0; r < r0 + n; r++) sum += exp(LOAD(in, f64, r * C + c) - m);
-            double lse = log(sum);
-            for (int64_t r = r0; r < r0 + n; r++) {
-                double z = LOAD(in, f64, r * C + c) - m;
-                STORE(o, f64, r * C + c, log_softmax ? z - lse : exp(z) / sum);
+        double m[COL_BLOCK], sum[COL_BLOCK];
+        for (int64_t c = 0; c < nc; c++) m[c] = -INFINITY, sum[c] = 0;
+        for (int64_t r = r0; r < r0 + n; r++)
+            for (int64_t c = 0; c < nc; c++) m[c] = fmax(m[c], LOAD(in, f64, r * C + c0 + c));
+        for (int64_t c = 0; c < nc; c++)
+            if (!isfinite(m[c])) m[c] = isnan(m[c]) ? m[c] : 0; /* all -inf: sum 0 -> NaN, as torch */
+        /* one exp per element: e = exp(x - m) goes to the output, then scales */
+        for (int64_t r = r0; r < r0 + n; r++)
+            for (int64_t c = 0; c < nc; c++) {
+                double z = LOAD(in, f64, r * C + c0 + c) - m[c], e = exp(z);
+                sum[c] += e;
+                STORE(o, f64, r * C + c0 + c, log_softmax ? z : e);
             }
-        }
+        for (int64_t c = 0; c < nc; c++) sum[c] = log_softmax ? log(sum[c]) : 1.0 / sum[c];
+        for (int64_t r = r0; r < r0 + n; r++)
+            for (int64_t c = 0; c < nc; c++) {
+                double t = LOAD(o, f64, r * C + c0 + c);
+                STORE(o, f64, r * C + c0 + c, log_softmax ? t - sum[c] : t * sum[c]);
+            }
     }
     jag_release(v);
     *out = y;
