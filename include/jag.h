@@ -779,6 +779,20 @@ jag_status jag_clamp(const jag_tensor *x, double lo, double hi, jag_tensor **out
  * JAG_EDTYPE for a non-float x. */
 jag_status jag_dropout(const jag_tensor *x, double p, bool train, jag_generator *g, jag_tensor **out);
 
+/* Scaled dot-product attention, softmax(q k^T * scale [causal]) v, for
+ *   dense q (B, Hq, Lq, Dh), k and v (B, Hk, Lk, Dh), or
+ *   jagged nested q (B, jq, Hq, Dh), k and v (B, jk, Hk, Dh), where every
+ *   item may have its own query and key lengths (k and v share raggedness).
+ * Hq must be a multiple of Hk (grouped-query / multi-query attention).
+ * scale <= 0 or NaN means 1/sqrt(Dh). causal: query i sees keys j <= i
+ * (top-left aligned, as torch). The (L, L) score matrix is never built: an
+ * online softmax over key blocks, parallel over items and heads. A query
+ * that sees no key gets zeros. Differentiable. Errors: JAG_ESHAPE (shapes,
+ * head counts, raggedness), JAG_EDTYPE, JAG_EINVAL (mixing nested and
+ * dense), JAG_ENOTIMPL (strided nested). */
+jag_status jag_scaled_dot_product_attention(const jag_tensor *q, const jag_tensor *k, const jag_tensor *v, bool causal,
+                                            double scale, jag_tensor **out);
+
 /* Losses, averaged over the real elements (padding and holes excluded).
  * cross_entropy: logits (N, C) with int64/int32 targets (N) in [0, C), or a
  * jagged nested (B, j, C) with a jagged (B, j) target of the same

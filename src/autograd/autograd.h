@@ -49,6 +49,8 @@ jag_status jag__d_nested_from_jagged(const jag_grad_ctx *c, jag_tensor *const *g
  * one (derivatives_nested.c). */
 jag_status jag__d_jagged_ragged(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in,
                                 bool *handled);
+/* The rule of sdpa (src/dispatch/attention_op.c). */
+jag_status jag__d_sdpa(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);
 jag_status jag__d_to_padded(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);
 jag_status jag__d_from_padded(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);
 

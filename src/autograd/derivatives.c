@@ -1324,5 +1324,6 @@ const jag_derivative_fn jag__derivatives[JAG_OP_BUILTIN_COUNT] = {
     [JAG_OP_values] = jag__d_values,                         /* derivatives_nested.c */
     [JAG_OP_nested_from_jagged] = jag__d_nested_from_jagged,
     [JAG_OP_to_padded] = jag__d_to_padded,
+    [JAG_OP_scaled_dot_product_attention] = jag__d_sdpa,
     [JAG_OP_from_padded] = jag__d_from_padded,
 };

@@ -590,6 +590,7 @@ jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag
         outs[0] = jag__tensor_view(v, v->sizes, v->strides, v->ndim, v->offset);
         return outs[0] ? JAG_OK : jag_last_status();
     }
+    if (op == JAG_OP_scaled_dot_product_attention) return jag__composite_sdpa(info->api_name, args, nargs, outs);
     if (op == JAG_OP_nested_from_jagged || op == JAG_OP_from_padded)
         return jag__error(JAG_EINVAL, "%s: arguments must be plain tensors, got a nested tensor", info->api_name);
     if (op == JAG_OP_to_padded) {

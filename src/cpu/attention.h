@@ -1,0 +1,36 @@
+/*
+ * attention.h — the variable-length attention kernels (attention.c) and what
+ * the op glue (src/dispatch/attention_op.c) passes them.
+ */
+#ifndef JAG_ATTENTION_H
+#define JAG_ATTENTION_H
+
+#include "../core/internal.h"
+
+/* rows x heads x dims, element strides; base is the typed address of
+ * element (0, 0, 0) */
+typedef struct attn_view {
+    const char *base;
+    int64_t sr, sh, sd;
+} attn_view;
+
+typedef struct attn_args {
+    bool f64; /* float64, else float32 (every tensor has the same dtype) */
+    int64_t batch, hq, hk, dh;
+    const int64_t *qo, *ql, *ko, *kl; /* per sequence: first row and row count */
+    attn_view q, k, v;
+    bool causal;
+    double scale;
+} attn_args;
+
+/* out (Rq, Hq, Dh) and lse (Rq, Hq) contiguous, a->f64's dtype. Returns
+ * JAG_ENOMEM (with the error set) when scratch memory runs out. */
+jag_status jag__attention_forward(const attn_args *a, char *out, char *lse);
+/* o / go: the forward's output and its gradient (views like q); dq (Rq, Hq,
+ * Dh), dk and dv (Rk, Hk, Dh) contiguous, zeroed by the caller. */
+jag_status jag__attention_backward(const attn_args *a, const attn_view *o, const attn_view *go, const char *lse,
+                                   char *dq, char *dk, char *dv);
+/* The naive reference: full score matrices. lse in double. */
+void jag__ref_attention(const attn_args *a, char *out, double *lse);
+
+#endif /* JAG_ATTENTION_H */

@@ -1,0 +1,245 @@
+/* attention_op.c — the sdpa op: arguments, dense and jagged layouts, the
+ * derivative rule. The kernels are in src/cpu/attention.c.
+ *
+ *   dense:  q (B, Hq, Lq, Dh), k and v (B, Hk, Lk, Dh)      (torch's layout)
+ *   jagged: q (B, jq, Hq, Dh), k and v (B, jk, Hk, Dh) nested tensors; k and
+ *           v of the same raggedness, q's lengths may differ from k's.
+ * Outputs: out shaped like q, and the log-sum-exp of each query's scores
+ * ((B, Hq, Lq) dense, (B, jq, Hq) jagged), kept for backward. */
+#include "../autograd/autograd.h"
+#include "../cpu/attention.h"
+#include "../subclass/nested.h"
+
+#include <math.h>
+
+/* Everything a kernel call needs, with the memory it owns. */
+typedef struct {
+    attn_args a;
+    int64_t *seg;          /* qo, ql, ko, kl (4 * B) */
+    jag_tensor *hold[4];   /* contiguous copies the views point into */
+    bool nested;
+    int64_t lq, lk;        /* dense: sequence lengths */
+} attn_setup;
+
+static void setup_free(attn_setup *s) {
+    free(s->seg);
+    for (int i = 0; i < 4; i++) jag_release(s->hold[i]);
+}
+
+static attn_view view_of(const jag_tensor *t) { /* a (R, H, Dh) plain tensor */
+    attn_view v = {jag__ptr(t), t->strides[0], t->strides[1], t->strides[2]};
+    return v;
+}
+
+/* Dense (B, H, L, Dh) as packed rows: a contiguous (B * L, H, Dh) copy. */
+static jag_status rows_of_dense(const jag_tensor *x, jag_tensor **out) {
+    jag_tensor *t = NULL, *c = NULL;
+    jag_value a[] = {jag__v_tensor(x), jag__v_int(1), jag__v_int(2)};
+    jag_status st = jag__dispatch(JAG_OP_transpose, a, 3, &t);
+    jag_value b[] = {jag__v_tensor(t)};
+    if (!st) st = jag__dispatch(JAG_OP_clone, b, 1, &c);
+    jag_release(t);
+    if (st) return st;
+    int64_t sz[3] = {x->sizes[0] * x->sizes[2], x->sizes[1], x->sizes[3]};
+    jag_value v[] = {jag__v_tensor(c), jag__v_ints(sz, 3)};
+    st = jag__dispatch(JAG_OP_view, v, 2, out);
+    jag_release(c);
+    return st;
+}
+
+static void fill_segments(const nested_state *s, int64_t *o, int64_t *l) {
+    const int64_t *off = (const int64_t *)jag__ptr(s->offsets);
+    for (int64_t b = 0; b < s->batch; b++) {
+        o[b] = off[b];
+        l[b] = s->lengths ? ((const int64_t *)jag__ptr(s->lengths))[b] : off[b + 1] - off[b];
+    }
+}
+
+static jag_status setup(const char *op, const jag_tensor *q, const jag_tensor *k, const jag_tensor *v, bool causal,
+                        double scale, attn_setup *su) {
+    memset(su, 0, sizeof *su);
+    nested_state *qs = jag__nested(q), *ks = jag__nested(k), *vs = jag__nested(v);
+    if ((qs || ks || vs) && !(qs && ks && vs))
+        return jag__error(JAG_EINVAL, "%s: q, k and v must all be nested or all dense", op);
+    if (q->dtype != k->dtype || q->dtype != v->dtype || !jag_dtype_is_floating(q->dtype))
+        return jag__error(JAG_EDTYPE, "%s: q, k and v have dtypes %s, %s, %s; expected one float dtype", op,
+                          jag_dtype_name(q->dtype), jag_dtype_name(k->dtype), jag_dtype_name(v->dtype));
+    if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
+        return jag__error(JAG_ESHAPE, "%s: q, k and v must be 4-d (%s), got %d-d, %d-d, %d-d", op,
+                          qs ? "(B, j, H, Dh)" : "(B, H, L, Dh)", q->ndim, k->ndim, v->ndim);
+    /* which dims hold heads and the sequence */
+    int hd = qs ? 2 : 1;
+    int64_t B = q->sizes[0], hq = q->sizes[hd], hk = k->sizes[hd], dh = q->sizes[3];
+    if (k->sizes[0] != B || v->sizes[0] != B)
+        return jag__error(JAG_ESHAPE, "%s: batch sizes differ: q %lld, k %lld, v %lld", op, (long long)B,
+                          (long long)k->sizes[0], (long long)v->sizes[0]);
+    if (v->sizes[hd] != hk || k->sizes[3] != dh || v->sizes[3] != dh)
+        return jag__error(JAG_ESHAPE, "%s: k and v need the same heads as each other and q's head size %lld", op, (long long)dh);
+    if (hk == 0 || hq % hk != 0)
+        return jag__error(JAG_ESHAPE, "%s: q has %lld heads, expected a multiple of k's %lld (grouped-query attention)", op,
+                          (long long)hq, (long long)hk);
+    if (qs) {
+        if (qs->layout != JAG_JAGGED || ks->layout != JAG_JAGGED || vs->layout != JAG_JAGGED)
+            return jag__error(JAG_ENOTIMPL, "%s: not supported for nested tensors with the strided layout", op);
+        if (!jag__nested_same_raggedness(ks, vs, true))
+            return jag__error(JAG_ESHAPE, "%s: k and v have different raggedness", op);
+        if (!qs->values->storage || !ks->values->storage || !vs->values->storage)
+            return jag__error(JAG_ENOTIMPL, "%s: nested attention needs data (it cannot be traced yet)", op);
+    } else if (k->sizes[2] != v->sizes[2]) {
+        return jag__error(JAG_ESHAPE, "%s: k and v have %lld and %lld keys", op, (long long)k->sizes[2], (long long)v->sizes[2]);
+    }
+    su->seg = malloc((size_t)(4 * B + 1) * sizeof *su->seg);
+    if (!su->seg) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    int64_t *qo = su->seg, *ql = qo + B, *ko = ql + B, *kl = ko + B;
+    jag_status st = JAG_OK;
+    su->nested = qs != NULL;
+    if (qs) {
+        fill_segments(qs, qo, ql);
+        fill_segments(ks, ko, kl);
+        su->a.q = view_of(qs->values), su->a.k = view_of(ks->values), su->a.v = view_of(vs->values);
+    } else {
+        su->lq = q->sizes[2], su->lk = k->sizes[2];
+        for (int64_t b = 0; b < B; b++) qo[b] = b * su->lq, ql[b] = su->lq, ko[b] = b * su->lk, kl[b] = su->lk;
+        if (!q->storage) return jag__error(JAG_ENOTIMPL, "%s: no meta shapes yet", op);
+        if ((st = rows_of_dense(q, &su->hold[0])) || (st = rows_of_dense(k, &su->hold[1])) ||
+            (st = rows_of_dense(v, &su->hold[2])))
+            return st;
+        su->a.q = view_of(su->hold[0]), su->a.k = view_of(su->hold[1]), su->a.v = view_of(su->hold[2]);
+    }
+    su->a.f64 = q->dtype == JAG_FLOAT64;
+    su->a.batch = B, su->a.hq = hq, su->a.hk = hk, su->a.dh = dh;
+    su->a.qo = qo, su->a.ql = ql, su->a.ko = ko, su->a.kl = kl;
+    su->a.causal = causal;
+    su->a.scale = isfinite(scale) && scale > 0 ? scale : 1.0 / sqrt((double)(dh ? dh : 1));
+    return JAG_OK;
+}
+
+/* rows (R, H, X...) back to the input's form: nested around `like`'s
+ * structure, or dense (B, H, L, X...) from (B * L, H, X...). */
+static jag_status to_input_form(const attn_setup *su, const jag_tensor *like, const jag_tensor *rows, int64_t len,
+                                jag_tensor **out) {
+    if (su->nested) return jag__nested_rewrap_jagged(jag__nested(like), rows, out);
+    int64_t sz[JAG_MAX_DIMS];
+    int n = 0;
+    sz[n++] = su->a.batch, sz[n++] = len;
+    for (int d = 1; d < rows->ndim; d++) sz[n++] = rows->sizes[d];
+    jag_tensor *v = NULL;
+    jag_value a[] = {jag__v_tensor(rows), jag__v_ints(sz, n)};
+    jag_status st = jag__dispatch(JAG_OP_view, a, 2, &v);
+    jag_value b[] = {jag__v_tensor(v), jag__v_int(1), jag__v_int(2)};
+    if (!st) st = jag__dispatch(JAG_OP_transpose, b, 3, out);
+    jag_release(v);
+    return st;
+}
+
+static jag_status new_rows(const char *op, int64_t r, int64_t h, int64_t dh, bool f64, bool zero, jag_tensor **out) {
+    int64_t sz[3] = {r, h, dh};
+    *out = jag__tensor_new(op, sz, dh < 0 ? 2 : 3, f64 ? JAG_FLOAT64 : JAG_FLOAT32, zero, false);
+    return *out ? JAG_OK : jag_last_status();
+}
+
+static int64_t rows_of(const attn_setup *su, bool keys) {
+    int64_t r = 0, B = su->a.batch;
+    const int64_t *o = keys ? su->a.ko : su->a.qo, *l = keys ? su->a.kl : su->a.ql;
+    for (int64_t b = 0; b < B; b++) r = o[b] + l[b] > r ? o[b] + l[b] : r;
+    return r;
+}
+
+/* Rows covered by the nested values (holes included), or B * L. */
+static int64_t all_rows(const attn_setup *su, const jag_tensor *t, bool keys) {
+    if (su->nested) return jag__nested(t)->values->sizes[0];
+    (void)keys;
+    return su->a.batch * (keys ? su->lk : su->lq);
+}
+
+jag_status jag__composite_sdpa(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    const jag_tensor *q, *k, *v;
+    bool causal;
+    double scale;
+    jag_status st;
+    if ((st = jag__arg_tensor(op, args, nargs, 0, "q", &q)) || (st = jag__arg_tensor(op, args, nargs, 1, "k", &k)) ||
+        (st = jag__arg_tensor(op, args, nargs, 2, "v", &v)) || (st = jag__arg_bool(op, args, nargs, 3, "causal", &causal)) ||
+        (st = jag__arg_double(op, args, nargs, 4, "scale", &scale)))
+        return st;
+    attn_setup su;
+    if ((st = setup(op, q, k, v, causal, scale, &su))) {
+        setup_free(&su);
+        return st;
+    }
+    jag_tensor *o = NULL, *lse = NULL;
+    int64_t rq = all_rows(&su, q, false);
+    (void)rows_of;
+    if (!(st = new_rows(op, rq, su.a.hq, su.a.dh, su.a.f64, true, &o)) &&
+        !(st = new_rows(op, rq, su.a.hq, -1, su.a.f64, false, &lse))) {
+        jag__fill(lse, -INFINITY); /* rows in holes */
+        st = jag__attention_forward(&su.a, jag__ptr(o), jag__ptr(lse));
+    }
+    if (!st) st = to_input_form(&su, q, o, su.lq, &outs[0]);
+    if (!st) st = to_input_form(&su, q, lse, su.lq, &outs[1]);
+    if (st) jag_release(outs[0]), outs[0] = NULL;
+    jag_release(o), jag_release(lse);
+    setup_free(&su);
+    return st;
+}
+
+/* A (R, H, X) view of a tensor in input form: nested values, or the dense
+ * (B, H, L, X) transposed back to rows (a contiguous copy). */
+static jag_status rows_for(const attn_setup *su, const jag_tensor *t, jag_tensor **out) {
+    if (su->nested) {
+        const jag_tensor *v = jag__nested(t)->values;
+        *out = jag__tensor_view(v, v->sizes, v->strides, v->ndim, v->offset);
+        return *out ? JAG_OK : jag_last_status();
+    }
+    if (t->ndim == 4) return rows_of_dense(t, out);
+    /* lse (B, H, L): transpose to (B, L, H), copy, view (B * L, H) */
+    jag_tensor *tt = NULL, *c = NULL;
+    jag_value a[] = {jag__v_tensor(t), jag__v_int(1), jag__v_int(2)};
+    jag_status st = jag__dispatch(JAG_OP_transpose, a, 3, &tt);
+    jag_value b[] = {jag__v_tensor(tt)};
+    if (!st) st = jag__dispatch(JAG_OP_clone, b, 1, &c);
+    int64_t sz[2] = {t->sizes[0] * t->sizes[2], t->sizes[1]};
+    jag_value vv[] = {jag__v_tensor(c), jag__v_ints(sz, 2)};
+    if (!st) st = jag__dispatch(JAG_OP_view, vv, 2, out);
+    jag_release(tt), jag_release(c);
+    return st;
+}
+
+jag_status jag__d_sdpa(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in) {
+    const jag_tensor *q = c->args[0].u.t, *k = c->args[1].u.t, *v = c->args[2].u.t;
+    attn_setup su;
+    jag_status st = setup(c->name, q, k, v, c->args[3].u.b, c->args[4].u.d, &su);
+    jag_tensor *o = NULL, *go = NULL, *lse = NULL, *lc = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
+    if (!st) st = rows_for(&su, c->outputs[0], &o);
+    if (!st) st = rows_for(&su, grad_out[0], &go);
+    if (!st) st = rows_for(&su, c->outputs[1], &lse);
+    jag_value a[] = {jag__v_tensor(lse)};
+    if (!st) st = jag__dispatch(JAG_OP_clone, a, 1, &lc); /* contiguous (R, H) */
+    int64_t rq = st ? 0 : all_rows(&su, q, false), rk = st ? 0 : all_rows(&su, k, true);
+    if (!st) st = new_rows(c->name, rq, su.a.hq, su.a.dh, su.a.f64, true, &dq);
+    if (!st) st = new_rows(c->name, rk, su.a.hk, su.a.dh, su.a.f64, true, &dk);
+    if (!st) st = new_rows(c->name, rk, su.a.hk, su.a.dh, su.a.f64, true, &dv);
+    if (!st) {
+        attn_view ov = view_of(o), gv = view_of(go);
+        st = jag__attention_backward(&su.a, &ov, &gv, jag__ptr(lc), jag__ptr(dq), jag__ptr(dk), jag__ptr(dv));
+    }
+    if (!st && c->needs[0]) st = to_input_form(&su, q, dq, su.lq, &grad_in[0]);
+    if (!st && c->needs[1]) st = to_input_form(&su, k, dk, su.lk, &grad_in[1]);
+    if (!st && c->needs[2]) st = to_input_form(&su, v, dv, su.lk, &grad_in[2]);
+    if (st)
+        for (int i = 0; i < 3; i++) jag_release(grad_in[i]), grad_in[i] = NULL;
+    jag_release(o), jag_release(go), jag_release(lse), jag_release(lc), jag_release(dq), jag_release(dk), jag_release(dv);
+    setup_free(&su);
+    return st;
+}
+
+jag_status jag_scaled_dot_product_attention(const jag_tensor *q, const jag_tensor *k, const jag_tensor *v, bool causal,
+                                            double scale, jag_tensor **out) {
+    if (!out) return jag__error(JAG_EINVAL, "jag_scaled_dot_product_attention: argument 'out' is NULL");
+    jag_tensor *outs[2] = {0};
+    jag_value a[] = {jag__v_tensor(q), jag__v_tensor(k), jag__v_tensor(v), jag__v_bool(causal), jag__v_double(scale)};
+    jag__enter();
+    jag_status st = jag__dispatch(JAG_OP_scaled_dot_product_attention, a, 5, outs);
+    jag_release(outs[1]); /* the log-sum-exp lives on in the autograd node */
+    if (!st) *out = outs[0];
+    return jag__leave(st, out, st == JAG_OK);
+}
