@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 MAKEFLAGS += --no-print-directory
 CMAKE_FLAGS ?=
 
-.PHONY: all build setup test test-c sanitize memcheck demo bench install clean
+.PHONY: all build setup test test-c test-python sanitize memcheck demo bench install clean
 
 all: build
 
@@ -17,9 +17,20 @@ build: setup
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS) >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# The test suite: every C test under ctest.
+# The test suite: every C test under ctest, then the Python tests.
 test: build
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@$(MAKE) test-python
+
+# --- Python package (python/, tests/python/) -------------------------------
+# Makes .venv (scripts/python_env.sh: numpy, pytest), builds the extension
+# jag._C in place (python/jag/) against $(BUILD)/libjag.so with an rpath to
+# it (python/setup.py), then runs pytest on tests/python.
+test-python: build
+	@scripts/python_env.sh >/dev/null
+	@cd python && JAG_BUILD_DIR=$(abspath $(BUILD)) ../.venv/bin/python setup.py -q build_ext --inplace --force >/dev/null
+	@.venv/bin/python -m pytest tests/python -q
+# --- end Python package ----------------------------------------------------
 
 # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 sanitize: setup
@@ -35,6 +46,9 @@ memcheck: setup
 
 demo: build
 	@$(BUILD)/examples/demo
+	@echo
+	@echo "5. training a small transformer on the same ragged text, nested end to end"
+	@$(BUILD)/examples/train_ragged --steps 100
 
 # Benchmarks on the Release build: bench/results/<date>-<host>.json, then
 # bench/report.md and its plots (matplotlib in .venv, see scripts/bench_setup.sh).
