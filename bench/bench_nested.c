@@ -222,6 +222,79 @@ static void bench_ragged_bandwidth(void) {
     jag_release(values), jag_release(offsets), jag_release(nt);
 }
 
+/* ---- attention: jagged vs padded, and vs the GEMM rate ------------------ */
+
+typedef struct {
+    jag_tensor *q, *k, *v;
+} attn_ctx;
+
+static void run_attention(void *p) {
+    attn_ctx *c = p;
+    jag_tensor *o = NULL;
+    bench_check(jag_scaled_dot_product_attention(c->q, c->k, c->v, false, 0.0, &o), "attention");
+    jag_release(o);
+}
+
+typedef struct {
+    jag_tensor *a, *b;
+} gemm_ctx;
+
+static void run_gemm(void *p) {
+    gemm_ctx *c = p;
+    jag_tensor *o = NULL;
+    bench_check(jag_mm(c->a, c->b, &o), "mm");
+    jag_release(o);
+}
+
+static void bench_attention(const char *dist, const corpus *cp, int64_t batch) {
+    const int64_t heads = 4, dh = 32;
+    int64_t lens[64], offs[65], nb1 = batch + 1, maxlen = 0;
+    make_lengths(dist, cp, batch, (uint64_t)batch * 977, lens);
+    offs[0] = 0;
+    for (int64_t i = 0; i < batch; i++) {
+        if (lens[i] > 256) lens[i] = 256;
+        offs[i + 1] = offs[i] + lens[i], maxlen = lens[i] > maxlen ? lens[i] : maxlen;
+    }
+    int64_t vs[3] = {offs[batch], heads, dh};
+    jag_tensor *qv = NULL, *kv = NULL, *vv = NULL, *off = NULL, *q = NULL, *k = NULL, *v = NULL;
+    bench_check(jag_rand_normal(vs, 3, 0, 1, JAG_FLOAT32, NULL, &qv), "q");
+    bench_check(jag_rand_normal(vs, 3, 0, 1, JAG_FLOAT32, NULL, &kv), "k");
+    bench_check(jag_rand_normal(vs, 3, 0, 1, JAG_FLOAT32, NULL, &vv), "v");
+    bench_check(jag_from_data(offs, &nb1, 1, JAG_INT64, &off), "offsets");
+    bench_check(jag_nested_from_jagged(qv, off, NULL, &q), "q");
+    bench_check(jag_nested_from_jagged(kv, off, NULL, &k), "k");
+    bench_check(jag_nested_from_jagged(vv, off, NULL, &v), "v");
+    /* padded (B, H, L, Dh): pads and transposes, no mask (the cheapest padded attention) */
+    jag_tensor *pq = NULL, *pk = NULL, *pv = NULL, *t = NULL;
+    bench_check(jag_nested_to_padded(q, 0, NULL, 0, &t), "pad"), bench_check(jag_transpose(t, 1, 2, &pq), "t"), jag_release(t);
+    bench_check(jag_nested_to_padded(k, 0, NULL, 0, &t), "pad"), bench_check(jag_transpose(t, 1, 2, &pk), "t"), jag_release(t);
+    bench_check(jag_nested_to_padded(v, 0, NULL, 0, &t), "pad"), bench_check(jag_transpose(t, 1, 2, &pv), "t"), jag_release(t);
+    attn_ctx cn = {q, k, v}, cpd = {pq, pk, pv};
+    bench_stats sn, sp, sg, sg2;
+    bench_pair(run_attention, &cn, run_attention, &cpd, 6, bench_quick ? 0.2 : 0.5, &sn, &sp);
+    /* the machine's GEMM rate at a similar size */
+    gemm_ctx gc = {0};
+    int64_t gs[2] = {512, 512};
+    bench_check(jag_rand_normal(gs, 2, 0, 1, JAG_FLOAT32, NULL, &gc.a), "a");
+    bench_check(jag_rand_normal(gs, 2, 0, 1, JAG_FLOAT32, NULL, &gc.b), "b");
+    bench_pair(run_gemm, &gc, run_gemm, &gc, 6, 0.2, &sg, &sg2);
+    double flops = 0;
+    for (int64_t i = 0; i < batch; i++) flops += 4.0 * (double)lens[i] * (double)lens[i] * heads * dh;
+    double gflops = flops / sn.median / 1e9, gemm_gflops = 2.0 * 512 * 512 * 512 / sg.median / 1e9;
+    double padded_real = (double)(offs[batch] * offs[batch]) / (double)(batch * maxlen * batch * maxlen);
+    (void)padded_real;
+    char params[160], vals[400];
+    snprintf(params, sizeof params, "\"lengths\": \"%s\", \"B\": %lld, \"H\": %lld, \"Dh\": %lld, \"max_len\": %lld",
+             dist, (long long)batch, (long long)heads, (long long)dh, (long long)maxlen);
+    snprintf(vals, sizeof vals,
+             "\"nested_s\": %.6g, \"nested_s_min\": %.6g, \"nested_s_max\": %.6g, \"padded_s\": %.6g, "
+             "\"speedup\": %.3f, \"real_gflops\": %.3f, \"gemm_gflops\": %.3f, \"ratio_vs_gemm\": %.3f",
+             sn.median, sn.min, sn.max, sp.median, sp.median / sn.median, gflops, gemm_gflops, gflops / gemm_gflops);
+    bench_emit("nested", "attention", params, vals);
+    jag_release(qv), jag_release(kv), jag_release(vv), jag_release(off), jag_release(q), jag_release(k), jag_release(v);
+    jag_release(pq), jag_release(pk), jag_release(pv), jag_release(gc.a), jag_release(gc.b);
+}
+
 int main(int argc, char **argv) {
     bench_parse_args(argc, argv);
     jag_manual_seed(7);
@@ -242,6 +315,8 @@ int main(int argc, char **argv) {
                 bench_vs_padded(&c, dists[di], batches[bi], dims[ki]);
             }
     }
+    bench_attention("uniform", &c, 8);
+    if (have_corpus) bench_attention("corpus", &c, 64);
     if (have_corpus) corpus_free(&c);
     return 0;
 }

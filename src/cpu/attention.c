@@ -64,9 +64,69 @@ void jag__ref_attention(const attn_args *a, char *out, double *lse) {
         }
 }
 
+/* The float32 fast path: head dims contiguous (sd == 1), dot products and
+ * updates as simd loops (omp simd lets the float reduction vectorise). */
+static void forward_f32_rows(const attn_args *a, int64_t b, int64_t h, float *out, float *lse_out, float *acc) {
+    int64_t kh = h / (a->hq / a->hk), lq = a->ql[b], lk = a->kl[b], dh = a->dh;
+    const float *qb = (const float *)a->q.base, *kb = (const float *)a->k.base, *vb = (const float *)a->v.base;
+    float s[KEY_BLOCK];
+    for (int64_t i = 0; i < lq; i++) {
+        int64_t ri = a->qo[b] + i, nk = a->causal ? (i + 1 < lk ? i + 1 : lk) : lk;
+        const float *qr = qb + ri * a->q.sr + h * a->q.sh;
+        float m = -INFINITY, l = 0, scale = (float)a->scale;
+        for (int64_t d = 0; d < dh; d++) acc[d] = 0;
+        for (int64_t j0 = 0; j0 < nk; j0 += KEY_BLOCK) {
+            int64_t nb = nk - j0 < KEY_BLOCK ? nk - j0 : KEY_BLOCK;
+            float bm = -INFINITY;
+            for (int64_t j = 0; j < nb; j++) {
+                const float *kr = kb + (a->ko[b] + j0 + j) * a->k.sr + kh * a->k.sh;
+                float dotv = 0;
+#pragma omp simd reduction(+ : dotv)
+                for (int64_t d = 0; d < dh; d++) dotv += qr[d] * kr[d];
+                s[j] = dotv * scale;
+                bm = s[j] > bm ? s[j] : bm;
+            }
+            if (bm > m) {
+                float r = expf(m - bm);
+                l *= r;
+#pragma omp simd
+                for (int64_t d = 0; d < dh; d++) acc[d] *= r;
+                m = bm;
+            }
+            for (int64_t j = 0; j < nb; j++) {
+                float p = expf(s[j] - m);
+                l += p;
+                const float *vr = vb + (a->ko[b] + j0 + j) * a->v.sr + kh * a->v.sh;
+#pragma omp simd
+                for (int64_t d = 0; d < dh; d++) acc[d] += p * vr[d];
+            }
+        }
+        float inv = nk && l > 0 ? 1.0f / l : 0.0f;
+        float *orow = out + (ri * a->hq + h) * dh;
+#pragma omp simd
+        for (int64_t d = 0; d < dh; d++) orow[d] = acc[d] * inv;
+        lse_out[ri * a->hq + h] = nk && l > 0 ? m + logf(l) : -INFINITY;
+    }
+}
+
 // q (Rq, Hq, Dh), k/v (Rk, Hk, Dh) -> out (Rq, Hq, Dh), lse (Rq, Hq)
 jag_status jag__attention_forward(const attn_args *a, char *out, char *lse_out) {
     bool f64 = a->f64, failed = false;
+    if (!f64 && a->q.sd == 1 && a->k.sd == 1 && a->v.sd == 1) {
+        int64_t tasks = a->batch * a->hq;
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int64_t t = 0; t < tasks; t++) {
+            float *acc = malloc((size_t)(a->dh ? a->dh : 1) * sizeof *acc);
+            if (!acc) {
+#pragma omp atomic write
+                failed = true;
+                continue;
+            }
+            forward_f32_rows(a, t / a->hq, t % a->hq, (float *)out, (float *)lse_out, acc);
+            free(acc);
+        }
+        return failed ? jag__error(JAG_ENOMEM, "jag_scaled_dot_product_attention: out of memory") : JAG_OK;
+    }
     int64_t group = a->hq / a->hk, tasks = a->batch * a->hq, dh = a->dh;
 #pragma omp parallel for schedule(dynamic, 1)
     for (int64_t t = 0; t < tasks; t++) {

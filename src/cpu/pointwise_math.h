@@ -7,6 +7,7 @@
 #define JAG_POINTWISE_MATH_H
 
 #include "../dispatch/dispatch.h"
+#include "vecmath.h"
 
 #include <math.h>
 
@@ -28,43 +29,29 @@ static inline double jag__pw_select_f64(bool c, double a, double b) {
     memcpy(&out, &r, sizeof out);
     return out;
 }
-static inline float jag__pw_select_f32(bool c, float a, float b) {
-    uint32_t ua, ub, m = (uint32_t)0 - (uint32_t)c;
-    memcpy(&ua, &a, sizeof ua);
-    memcpy(&ub, &b, sizeof ub);
-    uint32_t r = (ua & m) | (ub & ~m);
-    float out;
-    memcpy(&out, &r, sizeof out);
-    return out;
-}
+
+/* The activations, one element at a time. float32 runs the branch-free
+ * approximations of vecmath.h (vectorised, data-independent time, errors
+ * listed there); float64 runs libm in the stable forms below. */
 
 /* sigmoid(x) = 1 / (1 + exp(-x)), written so that nothing overflows and the
  * result keeps its relative accuracy for large |x|: with e = exp(-|x|) in
  * (0, 1], sigmoid(x) = 1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0 (down
- * to denormals, where 1 / (1 + exp(-x)) would give 0). NaN gives NaN. The
- * argument -|x| is exact, so float arithmetic stays within a few ulp. */
-static inline float jag__sigmoid_f32(float x) {
-    float e = expf(-fabsf(x));
-    return jag__pw_select_f32(x >= 0.0f, 1.0f, e) / (1.0f + e);
-}
+ * to denormals, where 1 / (1 + exp(-x)) would give 0). NaN gives NaN. */
 static inline double jag__sigmoid_f64(double x) {
     double e = exp(-fabs(x));
     return jag__pw_select_f64(x >= 0.0, 1.0, e) / (1.0 + e);
 }
+static inline float jag__sigmoid_f32(float x) { return jag__vm_sigmoid_f32(x); }
 
 /* silu(x) = x * sigmoid(x). silu(-inf) is NaN (-inf * 0), as in torch. */
-static inline float jag__silu_f32(float x) { return x * jag__sigmoid_f32(x); }
 static inline double jag__silu_f64(double x) { return x * jag__sigmoid_f64(x); }
-
-/* gelu and gelu_tanh compute in double for both float dtypes: a float32
- * input goes in exactly and the result is rounded once. In float arithmetic
- * the rounding of the inner argument (x / sqrt 2, u below) is amplified in
- * the negative tail by the steep erfc / exp (by ~x^2: 20 ulp at x = -6). */
+static inline float jag__silu_f32(float x) { return jag__vm_silu_f32(x); }
 
 /* gelu(x) = 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2): the erfc
  * form keeps relative accuracy for negative x, where 1 + erf(.) cancels. */
 static inline double jag__gelu_f64(double x) { return 0.5 * x * erfc(-x * JAG_SQRT1_2); }
-static inline float jag__gelu_f32(float x) { return (float)jag__gelu_f64(x); }
+static inline float jag__gelu_f32(float x) { return jag__vm_gelu_f32(x); }
 
 /* gelu_tanh(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
  * Since 0.5 (1 + tanh(u)) = sigmoid(2u), it is x * sigmoid(2u), which does not
@@ -73,7 +60,7 @@ static inline double jag__gelu_tanh_f64(double x) {
     double u = JAG_SQRT_2_PI * (x + JAG_GELU_KAPPA * x * x * x);
     return x * jag__sigmoid_f64(2.0 * u);
 }
-static inline float jag__gelu_tanh_f32(float x) { return (float)jag__gelu_tanh_f64(x); }
+static inline float jag__gelu_tanh_f32(float x) { return jag__vm_gelu_tanh_f32(x); }
 
 /* ---- operands ------------------------------------------------------------ */
 

@@ -58,68 +58,52 @@ static inline float jag__vm_float(uint32_t u) {
 
 /* ---- exp ----------------------------------------------------------------- */
 
-/* exp(x) as the product p * s1 * s2: p = exp(r) in [0.707, 1.415] and two
- * powers of two with s1 * s2 = 2^k, where x = k ln2 + r, |r| <= ln2/2.
- * Splitting 2^k keeps both factors normal floats for k in [-174, 130], so
- * (p * s1) * s2 is exact up to its last multiply and rounds once, also into
- * the denormals and to inf. Callers that multiply p by something first (silu:
- * x * p) keep full accuracy where exp(x) alone would be denormal. */
+/* exp(x) = (p * s1) * s2, x = k ln2 + r with |r| <= ln2/2 (a hair more
+ * after rounding): p = exp(r) in [0.707, 1.415] and two powers of two with
+ * s1 * s2 = 2^k. Splitting 2^k keeps both factors normal floats for k in
+ * [-174, 130], so (p * s1) * s2 is exact up to its last multiply and rounds
+ * once, also into the denormals and to inf. pm1 = p - 1 before its rounding
+ * into p (callers that multiply by p use it: x + x pm1 rounds once). */
 typedef struct jag__vm_exp_parts {
-    float p, s1, s2;
+    float p, pm1, s1, s2;
 } jag__vm_exp_parts;
 
-/* The part shared by both argument types: r in [-0.3467, 0.3467] and k an
- * integer-valued float in [-174, 130]. */
-static inline jag__vm_exp_parts jag__vm_exp_finish(float r, float k) {
-    /* exp(r) = 1 + r + r^2 Q(r), Q of degree 4: relative error 3.7e-9. */
+/* x is clamped to [-120, 90] first: exp there is already 0 or inf in float,
+ * and k stays in range (a NaN passes both clamps and makes p NaN, and with it
+ * every result built from p). k = round(x log2 e) by adding and subtracting
+ * 1.5 * 2^23; r = x - k ln2 in two steps with ln2 = 0x1.63p-1 + lo:
+ * k * 0x1.63p-1 has at most 17 bits and x - k * 0x1.63p-1 is exact, so r
+ * carries only the rounding of its last step. exp(r) = 1 + r + r^2 Q(r), Q
+ * of degree 4 (relative error 3.7e-9). */
+static inline jag__vm_exp_parts jag__vm_exp_parts_f32(float x) {
+    x = x < -120.0f ? -120.0f : x;
+    x = x > 90.0f ? 90.0f : x;
+    float k = (x * 1.44269502f + 12582912.0f) - 12582912.0f;
+    float r = JAG__VM_FMA(k, -0.693359375f, x);
+    r = JAG__VM_FMA(k, 2.12194440e-4f, r);
     float q = 1.381456153e-03f;
     q = JAG__VM_FMA(q, r, 8.368735202e-03f);
     q = JAG__VM_FMA(q, r, 4.166838899e-02f);
     q = JAG__VM_FMA(q, r, 1.666652113e-01f);
     q = JAG__VM_FMA(q, r, 4.999999404e-01f);
     jag__vm_exp_parts e;
-    e.p = 1.0f + JAG__VM_FMA(r * r, q, r);
+    e.pm1 = JAG__VM_FMA(r * r, q, r);
+    e.p = 1.0f + e.pm1;
     /* k in two's complement: the low bits of k + 1.5 * 2^23. */
     uint32_t ku = jag__vm_bits(k + 12582912.0f) - 0x4b400000u;
-    uint32_t h = (ku + 256u) >> 1; /* floor(k / 2) + 128 */
-    e.s1 = jag__vm_float((h - 1u) << 23);         /* 2^floor(k/2) */
-    e.s2 = jag__vm_float((ku + 255u - h) << 23);  /* 2^(k - floor(k/2)) */
+    uint32_t h = (ku + 256u) >> 1;               /* floor(k / 2) + 128 */
+    e.s1 = jag__vm_float((h - 1u) << 23);        /* 2^floor(k/2) */
+    e.s2 = jag__vm_float((ku + 255u - h) << 23); /* 2^(k - floor(k/2)) */
     return e;
 }
 
-/* Parts of exp(x) for float x. x is clamped to [-120, 90] first (exp there
- * is already 0 or inf in float; a NaN passes the clamps and makes p NaN).
- * k = round(x log2 e) by adding and subtracting 1.5 * 2^23; r = x - k ln2 in
- * two steps, ln2 = 0x1.63p-1 + lo: k * 0x1.63p-1 has at most 17 bits and
- * x - k * 0x1.63p-1 is exact, so r carries only the rounding of its last
- * step. */
-static inline jag__vm_exp_parts jag__vm_exp_parts_f32(float x) {
-    x = x < -120.0f ? -120.0f : x;
-    x = x > 90.0f ? 90.0f : x;
-    float k = (x * 1.44269502f + 12582912.0f) - 12582912.0f;
-    float r = JAG__VM_FMA(k, -0.693359375f, x);
-    r = JAG__VM_FMA(k, 2.12194442e-4f, r);
-    return jag__vm_exp_finish(r, k);
-}
-
-/* Parts of exp(x) for an argument computed in double (gelu's -x^2/2,
- * gelu_tanh's polynomial): the reduction runs in double, so the argument's
- * extra precision reaches r. */
-static inline jag__vm_exp_parts jag__vm_exp_parts_f64(double x) {
-    x = x < -120.0 ? -120.0 : x;
-    x = x > 90.0 ? 90.0 : x;
-    double k = (x * 1.4426950408889634 + 6755399441055744.0) - 6755399441055744.0;
-    float r = (float)(x - k * 0.69314718055994531);
-    return jag__vm_exp_finish(r, (float)k);
-}
-
-/* expf(x), max error 1.01 ulp (1.00 without FMA). */
+/* expf(x). Max error 1.01 ulp. */
 static inline float jag__vm_exp_f32(float x) {
     jag__vm_exp_parts e = jag__vm_exp_parts_f32(x);
     return (e.p * e.s1) * e.s2;
 }
 
-/* ---- sigmoid, silu, gelu_tanh ---------------------------------------------- */
+/* ---- sigmoid, silu --------------------------------------------------------- */
 
 /* sigmoid(x) = 1 / (1 + exp(-x)): with e = exp(-|x|) in (0, 1], 1 / (1 + e)
  * for x >= 0 and e / (1 + e) for x < 0, so nothing overflows and the negative
@@ -129,36 +113,22 @@ static inline float jag__vm_sigmoid_f32(float x) {
     return (x >= 0.0f ? 1.0f : e) / (1.0f + e);
 }
 
-/* x * sigmoid(v) where e holds the parts of exp(-|v|) and v has x's sign:
- * x / (1 + e) for x >= 0, and for x < 0 (x p / (1 + e)) s1 s2, scaled last,
- * so that the result keeps its accuracy where exp(-|v|) alone would be
- * denormal (silu(-100) = -3.7e-42 has 12 significant bits; -100 * sigmoid(-100)
- * would have 5). */
-static inline float jag__vm_x_sigmoid(float x, jag__vm_exp_parts e) {
-    float d = 1.0f + (e.p * e.s1) * e.s2;
-    bool pos = x >= 0.0f;
-    float y = (x * (pos ? 1.0f : e.p)) / d;
-    return pos ? y : (y * e.s1) * e.s2;
-}
-
-/* silu(x) = x * sigmoid(x). Below -120 the parts are clamped: the result is
- * x * 0 there (-0, and NaN for -inf, as x * sigmoid(x) = -inf * 0 in the
+/* silu(x) = x sigmoid(x) = x / (1 + e) for x >= 0 and x e / (1 + e) for
+ * x < 0, e = exp(-|x|) = p 2^k. For x < 0 it is ((x + x pm1) / (1 + e)) 2^k,
+ * scaled last: the result keeps its accuracy where e alone would be denormal
+ * (silu(-100) = -3.7e-42 has 12 significant bits, sigmoid(-100) only 5), and
+ * x + x pm1 rounds once where x * p would round p first. 1 + e is computed as
+ * 1 + 2^k + 2^k pm1 for the same reason. Below -120 the parts are clamped, the
+ * result is x * 0 (-0, and NaN for -inf, as -inf * sigmoid(-inf) in the
  * reference). Max error 2.14 ulp. */
 static inline float jag__vm_silu_f32(float x) {
-    float y = jag__vm_x_sigmoid(x, jag__vm_exp_parts_f32(-fabsf(x)));
+    jag__vm_exp_parts e = jag__vm_exp_parts_f32(-fabsf(x));
+    float s = e.s1 * e.s2; /* 2^k, or 0 below 2^-149 (then 1 + e is 1) */
+    float d = JAG__VM_FMA(s, e.pm1, 1.0f + s);
+    bool pos = x >= 0.0f;
+    float y = (pos ? x : JAG__VM_FMA(x, e.pm1, x)) / d;
+    y = pos ? y : (y * e.s1) * e.s2;
     return x < -120.0f ? x * 0.0f : y;
-}
-
-/* gelu_tanh(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), is
- * x * sigmoid(2u), which does not cancel for negative x. 2u is computed in
- * double: the exp's argument reaches -104 before the result underflows, and
- * its float rounding (amplified by |2u|) alone would cost 10 ulp there. Below
- * -20 the result is x * 0 (-0, NaN for -inf). Max error 2.50 ulp. */
-static inline float jag__vm_gelu_tanh_f32(float x) {
-    double xd = x;
-    double v = xd * (1.5957691216057308 + 0.071354816276220356 * (xd * xd)); /* 2u */
-    float y = jag__vm_x_sigmoid(x, jag__vm_exp_parts_f64(-fabs(v)));
-    return x < -20.0f ? x * 0.0f : y;
 }
 
 /* ---- tanh ------------------------------------------------------------------ */
@@ -182,49 +152,91 @@ static inline float jag__vm_tanh_f32(float x) {
     return copysignf(a < 0.625f ? small : big, x);
 }
 
-/* ---- gelu (erf form) ------------------------------------------------------- */
+/* ---- gelu, gelu_tanh: computed in double ------------------------------------ */
 
-/* gelu(x) = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 the normal CDF.
- *   |x| < 0.7: Phi(x) = 1/2 + x P(x^2), P of degree 5 (relative error of
- *              Phi 1.0e-9, including the cancellation for x < 0);
- *   |x| >= 0.7, t = |x|: Phi(-t) = exp(-t^2/2) M(t), M(t) = w S(w) with
- *              w = 1 / (1 + t/4) in (0, 0.86] and S of degree 9 (relative
- *              error 3.9e-9 on t in [0.7, 15]); Phi(x) = Phi(-t) for x < 0,
- *              1 - Phi(-t) for x > 0 (no cancellation: Phi(-t) <= 0.25).
- * t^2/2 is exact in double, so the steep exp(-t^2/2) sees an exact argument
- * (a float x / sqrt 2 would cost ~x^2/2 ulp: 50 at x = -10). In the negative
- * tail the scaling by 2^k comes last (see jag__vm_x_sigmoid). For x below
- * -15.5 the clamped exp gives 0 (and -inf * 0 = NaN at -inf, as the reference
- * 0.5 x (1 + erf(x / sqrt 2))). Max error 2.84 ulp. */
-static inline float jag__vm_gelu_f32(float x) {
-    float s = x * x;
-    float pa = -8.423653526e-06f;
-    pa = JAG__VM_FMA(pa, s, 1.148042647e-04f);
-    pa = JAG__VM_FMA(pa, s, -1.187138027e-03f);
-    pa = JAG__VM_FMA(pa, s, 9.973528795e-03f);
-    pa = JAG__VM_FMA(pa, s, -6.649038196e-02f);
-    pa = JAG__VM_FMA(pa, s, -9.909485676e-09f) + 3.989422917e-01f;
-    float near0 = x * JAG__VM_FMA(x, pa, 0.5f);
+/* These two put a steep exp behind a polynomial argument (-x^2/2, -2u), where
+ * float rounding of the argument is amplified by its size (x^2/2 ulp: 50 at
+ * x = -10), and they cost a division and two polynomials anyway: they run in
+ * double (as wide vectors of half the lanes) and round once at the end. */
 
-    float t = fabsf(x);
-    float w = 4.0f / (4.0f + t);
-    float sw = 2.435300872e-02f;
-    sw = JAG__VM_FMA(sw, w, -1.011479422e-01f);
-    sw = JAG__VM_FMA(sw, w, 1.338170469e-01f);
-    sw = JAG__VM_FMA(sw, w, -7.169640809e-02f);
-    sw = JAG__VM_FMA(sw, w, 8.909776062e-02f);
-    sw = JAG__VM_FMA(sw, w, 4.888565466e-02f);
-    sw = JAG__VM_FMA(sw, w, 8.409039676e-02f);
-    sw = JAG__VM_FMA(sw, w, 9.310201555e-02f);
-    sw = JAG__VM_FMA(sw, w, 9.976504743e-02f);
-    sw = JAG__VM_FMA(sw, w, 3.179741137e-09f) + 9.973464906e-02f;
+#ifdef FP_FAST_FMA
+#define JAG__VM_FMAD(a, b, c) fma(a, b, c)
+#else
+#define JAG__VM_FMAD(a, b, c) ((a) * (b) + (c))
+#endif
+
+/* exp(x) for x in [-120, 90] (clamped; NaN passes), relative error 5.2e-11:
+ * plenty for a float result, not a double exp. x = k ln2 + r as above, exp(r)
+ * = 1 + r + r^2 Q(r) with Q of degree 5, 2^k written into the exponent bits
+ * (k in [-174, 130]: a normal double). */
+static inline double jag__vm_exp_for_f32(double x) {
+    x = x < -120.0 ? -120.0 : x;
+    x = x > 90.0 ? 90.0 : x;
+    double t = x * 1.4426950408889634 + 6755399441055744.0; /* k + 1.5 * 2^52 */
+    double k = t - 6755399441055744.0;
+    double r = x - k * 0.69314718055994531;
+    double q = 0.00019790312641556314;
+    q = JAG__VM_FMAD(q, r, 0.001394468871008197);
+    q = JAG__VM_FMAD(q, r, 0.008333497251067806);
+    q = JAG__VM_FMAD(q, r, 0.04166629456172078);
+    q = JAG__VM_FMAD(q, r, 0.1666666586766068);
+    q = JAG__VM_FMAD(q, r, 0.500000006778636);
+    double p = 1.0 + JAG__VM_FMAD(r * r, q, r);
+    uint64_t tb;
+    memcpy(&tb, &t, sizeof tb);
+    uint64_t sb = (tb - 0x4338000000000000u + 1023u) << 52; /* 2^k */
+    double scale;
+    memcpy(&scale, &sb, sizeof scale);
+    return p * scale;
+}
+
+/* gelu_tanh(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), is
+ * x sigmoid(2u) = x / (1 + e) for x >= 0 and x e / (1 + e) for x < 0 with
+ * e = exp(-|2u|): no cancellation for negative x. Below -20 the result is
+ * x * 0 (-0, and NaN for -inf as in the reference). Max error 0.56 ulp. */
+static inline float jag__vm_gelu_tanh_f32(float x) {
     double xd = x;
-    jag__vm_exp_parts e = jag__vm_exp_parts_f64(-0.5 * (xd * xd));
-    float q = (w * sw) * e.p; /* Phi(-t) = q s1 s2 */
-    float neg = ((x * q) * e.s1) * e.s2;
-    float pos = x * (1.0f - (q * e.s1) * e.s2);
-    float tail = x < 0.0f ? neg : pos;
-    return t < 0.7f ? near0 : tail;
+    double v = xd * (1.5957691216057308 + 0.071354816276220356 * (xd * xd)); /* 2u */
+    double e = jag__vm_exp_for_f32(-fabs(v));
+    float y = (float)(xd * (x >= 0.0f ? 1.0 : e) / (1.0 + e));
+    return x < -20.0f ? x * 0.0f : y;
+}
+
+/* gelu(x) = x Phi(x), Phi(x) = (1 + erf(x / sqrt 2)) / 2 the normal CDF:
+ *   |x| < 1: Phi(x) = 1/2 + x P(x^2), P of degree 6 (relative error of Phi
+ *            7.8e-12, including its cancellation for x < 0);
+ *   |x| >= 1, t = |x|: Phi(-t) = exp(-t^2/2) M(t), M(t) = w S(w) with
+ *            w = 1 / (1 + t/4) in (0, 0.8] and S of degree 9 (relative error
+ *            1.5e-10 for t in [1, 16]); Phi(x) = Phi(-t) for x < 0 and
+ *            1 - Phi(-t) for x > 0 (no cancellation: Phi(-t) <= 0.16).
+ * t^2/2 is exact in double. Below -16 the clamped exp makes x Phi(x) round
+ * to -0 (and -inf * 0 = NaN at -inf, as the reference 0.5 x (1 + erf(.))).
+ * Max error 0.50 ulp. */
+static inline float jag__vm_gelu_f32(float x) {
+    double xd = x, s = xd * xd;
+    double pa = 5.250373346999749e-07;
+    pa = JAG__VM_FMAD(pa, s, -9.234254326730857e-06);
+    pa = JAG__VM_FMAD(pa, s, 0.0001152699083929164);
+    pa = JAG__VM_FMAD(pa, s, -0.0011872577209439885);
+    pa = JAG__VM_FMAD(pa, s, 0.009973541208500289);
+    pa = JAG__VM_FMAD(pa, s, -0.06649037846104688);
+    pa = JAG__VM_FMAD(pa, s, 0.39894228035187557);
+    double near0 = xd * JAG__VM_FMAD(xd, pa, 0.5);
+
+    double t = fabs(xd), w = 4.0 / (4.0 + t);
+    double sw = 0.0254799466105503;
+    sw = JAG__VM_FMAD(sw, w, -0.10623870325533182);
+    sw = JAG__VM_FMAD(sw, w, 0.1438123448680765);
+    sw = JAG__VM_FMAD(sw, w, -0.08287669595905076);
+    sw = JAG__VM_FMAD(sw, w, 0.09693886224616254);
+    sw = JAG__VM_FMAD(sw, w, 0.04531441187858676);
+    sw = JAG__VM_FMAD(sw, w, 0.08514550159386647);
+    sw = JAG__VM_FMAD(sw, w, 0.09290720624123061);
+    sw = JAG__VM_FMAD(sw, w, 0.09978543199299382);
+    sw = JAG__VM_FMAD(sw, w, 0.09973373099494115);
+    double q = w * sw * jag__vm_exp_for_f32(-0.5 * s); /* Phi(-t) */
+    double tail = xd * (x < 0.0f ? q : 1.0 - q);
+    return (float)(t < 1.0 ? near0 : tail);
 }
 
 #endif /* JAG_VECMATH_H */
