@@ -199,3 +199,22 @@ def test_refcount_of_tensor_objects():
         _ = t.numpy()
     del _
     assert sys.getrefcount(t) == base
+
+
+def test_like_factories_dense_and_nested():
+    x = jag.ones(2, 3, dtype=jag.float64)
+    assert jag.zeros_like(x).tolist() == [[0, 0, 0]] * 2 and jag.zeros_like(x).dtype is jag.float64
+    assert jag.full_like(x, 4).tolist() == [[4, 4, 4]] * 2
+    assert jag.ones_like(x, dtype=jag.int32).dtype is jag.int32
+    assert jag.empty_like(x).shape == (2, 3)
+    r = jag.rand_like(x).numpy()
+    assert ((r >= 0) & (r < 1)).all()
+    assert jag.randn_like(x, requires_grad=True).requires_grad
+    nt = jag.nested.nested_tensor([jag.ones(2, 3), jag.ones(1, 3)], layout=jag.jagged)
+    z = jag.zeros_like(nt)
+    assert z.is_nested and z.shape == nt.shape
+    assert [c.tolist() for c in jag.full_like(nt, 2.0).unbind()] == [[[2, 2, 2]] * 2, [[2, 2, 2]]]
+    with pytest.raises(TypeError):
+        jag.zeros_like([1, 2])
+    with pytest.raises(ValueError):
+        jag._C._like("bogus", x)

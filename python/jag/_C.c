@@ -1,0 +1,1116 @@
+/*
+ * _C.c — the CPython extension under the `jag` package: a TensorBase type
+ * wrapping a jag_tensor* and thin functions over the public C API (jag.h).
+ * Everything torch-like (names, operators, defaults) is in __init__.py; this
+ * file only converts arguments, calls jag and maps jag_status to exceptions.
+ *
+ * Ownership: TensorBase owns exactly one reference on its jag_tensor (taken
+ * from the `out` of a jag call, or with jag_retain) and gives it back in
+ * tp_dealloc. No jag scope is ever opened here.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include <jag.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+    PyObject_HEAD
+    jag_tensor *t;
+} TensorObject;
+
+static PyTypeObject TensorBase_Type;
+/* The Python class that wrap() instantiates (jag.Tensor, a subclass of
+ * TensorBase set by __init__.py); TensorBase itself until then. */
+static PyTypeObject *tensor_class = &TensorBase_Type;
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+static PyObject *exception_for(jag_status st) {
+    switch (st) {
+    case JAG_EINVAL:
+    case JAG_ESHAPE:
+    case JAG_EOVERFLOW:
+    case JAG_ERANGE: return PyExc_ValueError;
+    case JAG_EDTYPE: return PyExc_TypeError;
+    case JAG_ENOTIMPL: return PyExc_NotImplementedError;
+    case JAG_ENOMEM: return PyExc_MemoryError;
+    case JAG_ESTATE:
+    case JAG_EINTERNAL:
+    default: return PyExc_RuntimeError;
+    }
+}
+
+/* Set a Python exception for a failed jag call; returns NULL. */
+static PyObject *raise_status(jag_status st) {
+    const char *msg = jag_last_error();
+    if (!msg || !*msg) msg = jag_status_str(st);
+    PyErr_SetString(exception_for(st), msg);
+    return NULL;
+}
+
+/* As raise_status, but JAG_ERANGE becomes IndexError (indexing). */
+static PyObject *raise_index_status(jag_status st) {
+    if (st == JAG_ERANGE) {
+        const char *msg = jag_last_error();
+        PyErr_SetString(PyExc_IndexError, (msg && *msg) ? msg : jag_status_str(st));
+        return NULL;
+    }
+    return raise_status(st);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Wrapping                                                                  */
+/* ------------------------------------------------------------------------ */
+
+/* A new Python tensor owning `t` (the reference is stolen, also on failure). */
+static PyObject *wrap(jag_tensor *t) {
+    if (!t) {
+        PyErr_SetString(PyExc_RuntimeError, "jag returned no tensor");
+        return NULL;
+    }
+    TensorObject *o = (TensorObject *)tensor_class->tp_alloc(tensor_class, 0);
+    if (!o) {
+        jag_release(t);
+        return NULL;
+    }
+    o->t = t;
+    return (PyObject *)o;
+}
+
+static int is_tensor(PyObject *o) { return PyObject_TypeCheck(o, &TensorBase_Type); }
+
+/* The jag tensor of `o`, or NULL with a TypeError. */
+static jag_tensor *get_tensor(PyObject *o, const char *what) {
+    if (!is_tensor(o)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a jag.Tensor, not %.100s", what, Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    jag_tensor *t = ((TensorObject *)o)->t;
+    if (!t) {
+        PyErr_Format(PyExc_RuntimeError, "%s is an uninitialised jag.Tensor", what);
+        return NULL;
+    }
+    return t;
+}
+
+static int get_dtype(PyObject *o, jag_dtype *out) {
+    long v = PyLong_AsLong(o);
+    if (v == -1 && PyErr_Occurred()) return -1;
+    if (v < 0 || v >= JAG_DTYPE_COUNT) {
+        PyErr_Format(PyExc_ValueError, "invalid dtype code %ld", v);
+        return -1;
+    }
+    *out = (jag_dtype)v;
+    return 0;
+}
+
+/* A sequence of ints into sizes[0..*n). */
+static int get_sizes(PyObject *seq, int64_t *sizes, int *n, const char *what) {
+    PyObject *fast = PySequence_Fast(seq, "expected a sequence of ints");
+    if (!fast) return -1;
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(fast);
+    if (len > JAG_MAX_DIMS) {
+        Py_DECREF(fast);
+        PyErr_Format(PyExc_ValueError, "%s: at most %d dims, got %zd", what, JAG_MAX_DIMS, len);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < len; i++) {
+        PyObject *item = PySequence_Fast_GET_ITEM(fast, i);
+        if (!PyLong_Check(item) && !PyIndex_Check(item)) {
+            Py_DECREF(fast);
+            PyErr_Format(PyExc_TypeError, "%s: entry %zd must be an int, not %.100s", what, i,
+                         Py_TYPE(item)->tp_name);
+            return -1;
+        }
+        long long v = PyLong_AsLongLong(item);
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return -1;
+        }
+        sizes[i] = (int64_t)v;
+    }
+    *n = (int)len;
+    Py_DECREF(fast);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------ */
+/* TensorBase                                                                */
+/* ------------------------------------------------------------------------ */
+
+static void Tensor_dealloc(TensorObject *self) {
+    jag_tensor *t = self->t;
+    self->t = NULL;
+    jag_release(t);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Tensor_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    (void)type; (void)args; (void)kw;
+    PyErr_SetString(PyExc_TypeError, "jag.Tensor cannot be made directly; use jag.tensor(), jag.zeros(), ...");
+    return NULL;
+}
+
+static PyObject *Tensor_repr(TensorObject *self) {
+    if (!self->t) return PyUnicode_FromString("<uninitialised jag.Tensor>");
+    char small[1024];
+    size_t need = jag_format(self->t, small, sizeof small);
+    if (need < sizeof small) return PyUnicode_FromString(small);
+    char *buf = malloc(need + 1);
+    if (!buf) return PyErr_NoMemory();
+    jag_format(self->t, buf, need + 1);
+    PyObject *r = PyUnicode_FromString(buf);
+    free(buf);
+    return r;
+}
+
+#define SELF_T(self)                                                          \
+    jag_tensor *t = get_tensor((PyObject *)(self), "self");                   \
+    if (!t) return NULL
+
+static PyObject *Tensor_get_sizes(TensorObject *self, void *c) {
+    (void)c;
+    SELF_T(self);
+    int nd = jag_ndim(t);
+    const int64_t *s = jag_sizes(t);
+    PyObject *tup = PyTuple_New(nd);
+    if (!tup) return NULL;
+    for (int i = 0; i < nd; i++) {
+        PyObject *v = PyLong_FromLongLong((long long)s[i]);
+        if (!v) {
+            Py_DECREF(tup);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(tup, i, v);
+    }
+    return tup;
+}
+
+static PyObject *Tensor_get_strides(TensorObject *self, void *c) {
+    (void)c;
+    SELF_T(self);
+    if (jag_tensor_subclass(t)) Py_RETURN_NONE;
+    int nd = jag_ndim(t);
+    const int64_t *s = jag_strides(t);
+    PyObject *tup = PyTuple_New(nd);
+    if (!tup) return NULL;
+    for (int i = 0; i < nd; i++) {
+        PyObject *v = PyLong_FromLongLong((long long)s[i]);
+        if (!v) {
+            Py_DECREF(tup);
+            return NULL;
+        }
+        PyTuple_SET_ITEM(tup, i, v);
+    }
+    return tup;
+}
+
+static PyObject *Tensor_get_dtype_code(TensorObject *self, void *c) {
+    (void)c;
+    SELF_T(self);
+    return PyLong_FromLong((long)jag_tensor_dtype(t));
+}
+
+static PyObject *Tensor_get_ndim(TensorObject *self, void *c) {
+    (void)c;
+    SELF_T(self);
+    return PyLong_FromLong(jag_ndim(t));
+}
+
+static PyObject *Tensor_get_layout_code(TensorObject *self, void *c) {
+    (void)c;
+    SELF_T(self);
+    return PyLong_FromLong((long)jag_tensor_layout(t));
+}
+
+static PyObject *Tensor_get_is_nested(TensorObject *self, void *c) {
+    (void)c;
+    SELF_T(self);
+    return PyBool_FromLong(jag_is_nested(t));
+}
+
+static PyObject *Tensor_get_requires_grad(TensorObject *self, void *c) {
+    (void)c;
+    SELF_T(self);
+    return PyBool_FromLong(jag_requires_grad(t));
+}
+
+static int Tensor_set_requires_grad(TensorObject *self, PyObject *v, void *c) {
+    (void)c;
+    if (!v) {
+        PyErr_SetString(PyExc_AttributeError, "cannot delete requires_grad");
+        return -1;
+    }
+    jag_tensor *t = get_tensor((PyObject *)self, "self");
+    if (!t) return -1;
+    int b = PyObject_IsTrue(v);
+    if (b < 0) return -1;
+    jag_status st = jag_set_requires_grad(t, b != 0);
+    if (st) {
+        raise_status(st);
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *Tensor_get_is_leaf(TensorObject *self, void *c) {
+    (void)c;
+    SELF_T(self);
+    return PyBool_FromLong(jag_is_leaf(t));
+}
+
+static PyObject *Tensor_get_grad(TensorObject *self, void *c) {
+    (void)c;
+    SELF_T(self);
+    jag_tensor *g = NULL;
+    jag_status st = jag_get_grad(t, &g);
+    if (st) return raise_status(st);
+    if (!g) Py_RETURN_NONE;
+    return wrap(g);
+}
+
+static int Tensor_set_grad(TensorObject *self, PyObject *v, void *c) {
+    (void)c;
+    jag_tensor *t = get_tensor((PyObject *)self, "self");
+    if (!t) return -1;
+    if (v == NULL || v == Py_None) {
+        jag_zero_grad(t);
+        return 0;
+    }
+    PyErr_SetString(PyExc_NotImplementedError, "assigning a tensor to .grad is not supported; only None");
+    return -1;
+}
+
+static PyObject *Tensor_get_is_contiguous(TensorObject *self, void *c) {
+    (void)c;
+    SELF_T(self);
+    return PyBool_FromLong(jag_is_contiguous(t));
+}
+
+/* __array_interface__ of a plain tensor: a zero-copy description of its
+ * memory. numpy keeps a reference to the tensor object for as long as the
+ * ndarray lives, so the data stays valid. */
+static PyObject *Tensor_get_array_interface(TensorObject *self, void *c) {
+    (void)c;
+    SELF_T(self);
+    if (jag_tensor_subclass(t)) {
+        PyErr_SetString(PyExc_TypeError,
+                        "a nested (or other subclass) tensor has no single array; use .unbind(), .values() "
+                        "or jag.nested.to_padded_tensor()");
+        return NULL;
+    }
+    void *data = jag_data(t);
+    if (!data) {
+        if (jag_numel(t) != 0 || jag_is_meta(t)) {
+            PyErr_SetString(PyExc_TypeError, "a meta tensor has no data to convert");
+            return NULL;
+        }
+    }
+    const char *typestr = "";
+    switch (jag_tensor_dtype(t)) {
+    case JAG_FLOAT32: typestr = "<f4"; break;
+    case JAG_FLOAT64: typestr = "<f8"; break;
+    case JAG_INT32: typestr = "<i4"; break;
+    case JAG_INT64: typestr = "<i8"; break;
+    case JAG_BOOL: typestr = "|b1"; break;
+    default: PyErr_SetString(PyExc_TypeError, "unknown dtype"); return NULL;
+    }
+    size_t es = jag_dtype_size(jag_tensor_dtype(t));
+    int nd = jag_ndim(t);
+    const int64_t *sz = jag_sizes(t), *sd = jag_strides(t);
+    PyObject *shape = PyTuple_New(nd), *strides = PyTuple_New(nd);
+    if (!shape || !strides) goto fail;
+    for (int i = 0; i < nd; i++) {
+        PyObject *a = PyLong_FromLongLong((long long)sz[i]);
+        PyObject *b = PyLong_FromLongLong((long long)(sd[i] * (int64_t)es));
+        if (!a || !b) {
+            Py_XDECREF(a);
+            Py_XDECREF(b);
+            goto fail;
+        }
+        PyTuple_SET_ITEM(shape, i, a);
+        PyTuple_SET_ITEM(strides, i, b);
+    }
+    /* numpy rejects a NULL pointer for an empty array; any aligned address
+     * works there since nothing is read. */
+    static double dummy;
+    PyObject *r = Py_BuildValue("{s:(N,O),s:N,s:s,s:N,s:i}", "data",
+                                PyLong_FromVoidPtr(data ? data : (void *)&dummy), Py_False, "shape", shape,
+                                "typestr", typestr, "strides", strides, "version", 3);
+    return r;
+fail:
+    Py_XDECREF(shape);
+    Py_XDECREF(strides);
+    return NULL;
+}
+
+static PyObject *Tensor_item(TensorObject *self, PyObject *unused) {
+    (void)unused;
+    SELF_T(self);
+    double v = 0;
+    jag_status st = jag_item(t, &v);
+    if (st) return raise_status(st);
+    switch (jag_tensor_dtype(t)) {
+    case JAG_INT32:
+    case JAG_INT64: return PyLong_FromDouble(v);
+    case JAG_BOOL: return PyBool_FromLong(v != 0);
+    default: return PyFloat_FromDouble(v);
+    }
+}
+
+static PyObject *Tensor_select(TensorObject *self, PyObject *args) {
+    SELF_T(self);
+    int dim;
+    long long index;
+    if (!PyArg_ParseTuple(args, "iL", &dim, &index)) return NULL;
+    jag_tensor *out = NULL;
+    jag_status st = jag_select(t, dim, (int64_t)index, &out);
+    if (st) return raise_index_status(st);
+    return wrap(out);
+}
+
+static PyObject *Tensor_narrow(TensorObject *self, PyObject *args) {
+    SELF_T(self);
+    int dim;
+    long long start, length;
+    if (!PyArg_ParseTuple(args, "iLL", &dim, &start, &length)) return NULL;
+    jag_tensor *out = NULL;
+    jag_status st = jag_narrow(t, dim, (int64_t)start, (int64_t)length, &out);
+    if (st) return raise_index_status(st);
+    return wrap(out);
+}
+
+static PyObject *Tensor_reshape(TensorObject *self, PyObject *arg) {
+    SELF_T(self);
+    int64_t sizes[JAG_MAX_DIMS];
+    int n = 0;
+    if (get_sizes(arg, sizes, &n, "reshape")) return NULL;
+    jag_tensor *out = NULL;
+    jag_status st = jag_reshape(t, sizes, n, &out);
+    if (st) return raise_status(st);
+    return wrap(out);
+}
+
+static PyObject *Tensor_flatten(TensorObject *self, PyObject *unused) {
+    (void)unused;
+    SELF_T(self);
+    jag_tensor *out = NULL;
+    jag_status st = jag_flatten(t, &out);
+    if (st) return raise_status(st);
+    return wrap(out);
+}
+
+static PyObject *Tensor_contiguous(TensorObject *self, PyObject *unused) {
+    (void)unused;
+    SELF_T(self);
+    jag_tensor *out = NULL;
+    jag_status st = jag_contiguous(t, &out);
+    if (st) return raise_status(st);
+    return wrap(out);
+}
+
+static PyObject *Tensor_detach(TensorObject *self, PyObject *unused) {
+    (void)unused;
+    SELF_T(self);
+    jag_tensor *out = NULL;
+    jag_status st = jag_detach(t, &out);
+    if (st) return raise_status(st);
+    return wrap(out);
+}
+
+static PyObject *Tensor_backward(TensorObject *self, PyObject *args) {
+    SELF_T(self);
+    PyObject *grad = Py_None;
+    int retain = 0;
+    if (!PyArg_ParseTuple(args, "|Op", &grad, &retain)) return NULL;
+    jag_tensor *g = NULL;
+    if (grad != Py_None && !(g = get_tensor(grad, "gradient"))) return NULL;
+    jag_status st = jag_backward(t, g, retain != 0);
+    if (st) return raise_status(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Tensor_fill_(TensorObject *self, PyObject *arg) {
+    SELF_T(self);
+    double v = PyFloat_AsDouble(arg);
+    if (v == -1.0 && PyErr_Occurred()) return NULL;
+    jag_status st = jag_fill_(t, v);
+    if (st) return raise_status(st);
+    Py_INCREF(self);
+    return (PyObject *)self;
+}
+
+static PyObject *Tensor_copy_(TensorObject *self, PyObject *arg) {
+    SELF_T(self);
+    jag_tensor *src = get_tensor(arg, "src");
+    if (!src) return NULL;
+    jag_status st = jag_copy_(t, src);
+    if (st) return raise_status(st);
+    Py_INCREF(self);
+    return (PyObject *)self;
+}
+
+static PyObject *Tensor_shares_storage(TensorObject *self, PyObject *arg) {
+    SELF_T(self);
+    jag_tensor *o = get_tensor(arg, "other");
+    if (!o) return NULL;
+    return PyBool_FromLong(jag_shares_storage(t, o));
+}
+
+/* --- nested-specific accessors ------------------------------------------ */
+
+typedef jag_status (*inner_fn)(const jag_tensor *, jag_tensor **);
+
+static PyObject *inner_call(TensorObject *self, inner_fn fn, int allow_null) {
+    SELF_T(self);
+    jag_tensor *out = NULL;
+    jag_status st = fn(t, &out);
+    if (st) return raise_status(st);
+    if (!out) {
+        if (allow_null) Py_RETURN_NONE;
+        PyErr_SetString(PyExc_RuntimeError, "jag returned no tensor");
+        return NULL;
+    }
+    return wrap(out);
+}
+
+static PyObject *Tensor_values(TensorObject *self, PyObject *u) { (void)u; return inner_call(self, jag_nested_values, 0); }
+static PyObject *Tensor_offsets(TensorObject *self, PyObject *u) { (void)u; return inner_call(self, jag_nested_offsets, 0); }
+static PyObject *Tensor_lengths(TensorObject *self, PyObject *u) { (void)u; return inner_call(self, jag_nested_lengths, 1); }
+
+static PyObject *Tensor_unbind_nested(TensorObject *self, PyObject *u) {
+    (void)u;
+    SELF_T(self);
+    if (!jag_is_nested(t)) {
+        PyErr_SetString(PyExc_TypeError, "_unbind_nested needs a nested tensor");
+        return NULL;
+    }
+    int64_t b = jag_nested_batch_size(t);
+    if (b < 0 || b > INT32_MAX) {
+        PyErr_SetString(PyExc_RuntimeError, "bad nested batch size");
+        return NULL;
+    }
+    jag_tensor **outs = calloc((size_t)(b ? b : 1), sizeof *outs);
+    if (!outs) return PyErr_NoMemory();
+    int n = 0;
+    jag_status st = jag_nested_unbind(t, outs, (int)b, &n);
+    if (st) {
+        free(outs);
+        return raise_status(st);
+    }
+    PyObject *list = PyList_New(0);
+    for (int i = 0; i < n; i++) {
+        PyObject *w = list ? wrap(outs[i]) : (jag_release(outs[i]), NULL);
+        if (list && (!w || PyList_Append(list, w))) {
+            Py_XDECREF(w);
+            Py_CLEAR(list);
+            continue;
+        }
+        Py_XDECREF(w);
+    }
+    free(outs);
+    return list;
+}
+
+static PyObject *Tensor_ragged_id(TensorObject *self, PyObject *u) {
+    (void)u;
+    SELF_T(self);
+    if (!jag_is_nested(t)) Py_RETURN_NONE;
+    return PyLong_FromLongLong((long long)jag_nested_ragged_id(t));
+}
+
+static PyObject *Tensor_to_layout(TensorObject *self, PyObject *arg) {
+    SELF_T(self);
+    long l = PyLong_AsLong(arg);
+    if (l == -1 && PyErr_Occurred()) return NULL;
+    if (l != JAG_JAGGED && l != JAG_STRIDED) {
+        PyErr_SetString(PyExc_ValueError, "layout must be jag.jagged or jag.strided");
+        return NULL;
+    }
+    jag_tensor *out = NULL;
+    jag_status st = jag_nested_to_layout(t, (jag_layout)l, &out);
+    if (st) return raise_status(st);
+    return wrap(out);
+}
+
+static PyGetSetDef Tensor_getset[] = {
+    {"_sizes", (getter)Tensor_get_sizes, NULL, "sizes (-1 for a ragged dim)", NULL},
+    {"_strides", (getter)Tensor_get_strides, NULL, "strides in elements (None for a subclass)", NULL},
+    {"_dtype_code", (getter)Tensor_get_dtype_code, NULL, NULL, NULL},
+    {"_layout_code", (getter)Tensor_get_layout_code, NULL, NULL, NULL},
+    {"ndim", (getter)Tensor_get_ndim, NULL, "number of dims", NULL},
+    {"is_nested", (getter)Tensor_get_is_nested, NULL, "True for a nested tensor", NULL},
+    {"requires_grad", (getter)Tensor_get_requires_grad, (setter)Tensor_set_requires_grad, NULL, NULL},
+    {"is_leaf", (getter)Tensor_get_is_leaf, NULL, NULL, NULL},
+    {"grad", (getter)Tensor_get_grad, (setter)Tensor_set_grad, "accumulated gradient or None", NULL},
+    {"_is_contiguous", (getter)Tensor_get_is_contiguous, NULL, NULL, NULL},
+    {"__array_interface__", (getter)Tensor_get_array_interface, NULL, "zero-copy numpy view", NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PyMethodDef Tensor_methods[] = {
+    {"item", (PyCFunction)Tensor_item, METH_NOARGS, "the value of a one-element tensor"},
+    {"_select", (PyCFunction)Tensor_select, METH_VARARGS, NULL},
+    {"_narrow", (PyCFunction)Tensor_narrow, METH_VARARGS, NULL},
+    {"_reshape", (PyCFunction)Tensor_reshape, METH_O, NULL},
+    {"_flatten", (PyCFunction)Tensor_flatten, METH_NOARGS, NULL},
+    {"contiguous", (PyCFunction)Tensor_contiguous, METH_NOARGS, "contiguous tensor (self when already)"},
+    {"detach", (PyCFunction)Tensor_detach, METH_NOARGS, "a leaf sharing data, not requiring grad"},
+    {"_backward", (PyCFunction)Tensor_backward, METH_VARARGS, NULL},
+    {"fill_", (PyCFunction)Tensor_fill_, METH_O, "fill in place"},
+    {"copy_", (PyCFunction)Tensor_copy_, METH_O, "copy src into self in place"},
+    {"_shares_storage", (PyCFunction)Tensor_shares_storage, METH_O, NULL},
+    {"_values", (PyCFunction)Tensor_values, METH_NOARGS, NULL},
+    {"_offsets", (PyCFunction)Tensor_offsets, METH_NOARGS, NULL},
+    {"_lengths", (PyCFunction)Tensor_lengths, METH_NOARGS, NULL},
+    {"_unbind_nested", (PyCFunction)Tensor_unbind_nested, METH_NOARGS, NULL},
+    {"_ragged_id", (PyCFunction)Tensor_ragged_id, METH_NOARGS, NULL},
+    {"_to_layout", (PyCFunction)Tensor_to_layout, METH_O, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject TensorBase_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "jag._C.TensorBase",
+    .tp_basicsize = sizeof(TensorObject),
+    .tp_dealloc = (destructor)Tensor_dealloc,
+    .tp_repr = (reprfunc)Tensor_repr,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+    .tp_doc = "A jag tensor (dense or nested); see jag.Tensor.",
+    .tp_methods = Tensor_methods,
+    .tp_getset = Tensor_getset,
+    .tp_new = Tensor_new,
+};
+
+/* ------------------------------------------------------------------------ */
+/* Module functions                                                          */
+/* ------------------------------------------------------------------------ */
+
+static PyObject *m_set_tensor_class(PyObject *mod, PyObject *cls) {
+    (void)mod;
+    if (!PyType_Check(cls) || !PyType_IsSubtype((PyTypeObject *)cls, &TensorBase_Type)) {
+        PyErr_SetString(PyExc_TypeError, "expected a subclass of TensorBase");
+        return NULL;
+    }
+    Py_INCREF(cls);
+    if (tensor_class != &TensorBase_Type) Py_DECREF((PyObject *)tensor_class);
+    tensor_class = (PyTypeObject *)cls;
+    Py_RETURN_NONE;
+}
+
+/* _factory(kind, sizes, dtype[, a, b]): kind in empty/zeros/ones/full/rand/randn */
+static PyObject *m_factory(PyObject *mod, PyObject *args) {
+    (void)mod;
+    const char *kind;
+    PyObject *shape, *dt;
+    double a = 0, b = 1;
+    if (!PyArg_ParseTuple(args, "sOO|dd", &kind, &shape, &dt, &a, &b)) return NULL;
+    int64_t sizes[JAG_MAX_DIMS];
+    int n = 0;
+    jag_dtype dtype;
+    if (get_sizes(shape, sizes, &n, kind) || get_dtype(dt, &dtype)) return NULL;
+    jag_tensor *out = NULL;
+    jag_status st;
+    if (!strcmp(kind, "empty")) st = jag_empty(sizes, n, dtype, &out);
+    else if (!strcmp(kind, "zeros")) st = jag_zeros(sizes, n, dtype, &out);
+    else if (!strcmp(kind, "ones")) st = jag_ones(sizes, n, dtype, &out);
+    else if (!strcmp(kind, "full")) st = jag_full(sizes, n, a, dtype, &out);
+    else if (!strcmp(kind, "rand")) st = jag_rand_uniform(sizes, n, a, b, dtype, NULL, &out);
+    else if (!strcmp(kind, "randn")) st = jag_rand_normal(sizes, n, a, b, dtype, NULL, &out);
+    else {
+        PyErr_Format(PyExc_ValueError, "unknown factory %s", kind);
+        return NULL;
+    }
+    if (st) return raise_status(st);
+    return wrap(out);
+}
+
+/* _like(kind, x[, value]): jag_<kind>_like (dense or nested; nested results
+ * share x's offsets). */
+static PyObject *m_like(PyObject *mod, PyObject *args) {
+    (void)mod;
+    const char *kind;
+    PyObject *x;
+    double value = 0;
+    if (!PyArg_ParseTuple(args, "sO|d", &kind, &x, &value)) return NULL;
+    jag_tensor *t = get_tensor(x, "input");
+    if (!t) return NULL;
+    jag_tensor *out = NULL;
+    jag_status st;
+    if (!strcmp(kind, "empty")) st = jag_empty_like(t, &out);
+    else if (!strcmp(kind, "zeros")) st = jag_zeros_like(t, &out);
+    else if (!strcmp(kind, "ones")) st = jag_ones_like(t, &out);
+    else if (!strcmp(kind, "full")) st = jag_full_like(t, value, &out);
+    else if (!strcmp(kind, "rand")) st = jag_rand_like(t, NULL, &out);
+    else if (!strcmp(kind, "randn")) st = jag_randn_like(t, NULL, &out);
+    else {
+        PyErr_Format(PyExc_ValueError, "unknown factory %s_like", kind);
+        return NULL;
+    }
+    if (st) return raise_status(st);
+    return wrap(out);
+}
+
+static PyObject *m_arange(PyObject *mod, PyObject *args) {
+    (void)mod;
+    double start, end, step;
+    PyObject *dt;
+    if (!PyArg_ParseTuple(args, "dddO", &start, &end, &step, &dt)) return NULL;
+    jag_dtype dtype;
+    if (get_dtype(dt, &dtype)) return NULL;
+    jag_tensor *out = NULL;
+    jag_status st = jag_arange(start, end, step, dtype, &out);
+    if (st) return raise_status(st);
+    return wrap(out);
+}
+
+/* _from_buffer(bytes_like, shape, dtype): a copy of C-contiguous data. */
+static PyObject *m_from_buffer(PyObject *mod, PyObject *args) {
+    (void)mod;
+    Py_buffer view;
+    PyObject *shape, *dt;
+    if (!PyArg_ParseTuple(args, "y*OO", &view, &shape, &dt)) return NULL;
+    int64_t sizes[JAG_MAX_DIMS];
+    int n = 0;
+    jag_dtype dtype;
+    PyObject *r = NULL;
+    if (get_sizes(shape, sizes, &n, "tensor") || get_dtype(dt, &dtype)) goto done;
+    int64_t numel = 1;
+    for (int i = 0; i < n; i++) {
+        if (sizes[i] < 0) {
+            PyErr_SetString(PyExc_ValueError, "negative size");
+            goto done;
+        }
+        numel *= sizes[i];
+    }
+    if ((Py_ssize_t)(numel * (int64_t)jag_dtype_size(dtype)) != view.len) {
+        PyErr_SetString(PyExc_ValueError, "buffer size does not match shape and dtype");
+        goto done;
+    }
+    jag_tensor *out = NULL;
+    jag_status st = jag_from_data(view.buf, sizes, n, dtype, &out);
+    if (st) raise_status(st);
+    else r = wrap(out);
+done:
+    PyBuffer_Release(&view);
+    return r;
+}
+
+/* Boxed argument conversion for _op. Arrays live in `pool` (freed by the
+ * caller). Returns 0 or -1 with an exception. */
+typedef struct {
+    int64_t *ints[16];
+    jag_tensor **tens[16];
+    int n_ints, n_tens;
+} arg_pool;
+
+static int box(PyObject *o, jag_value *v, arg_pool *pool, Py_ssize_t pos, const char *op) {
+    if (o == Py_None) {
+        v->kind = JAG_VAL_NONE;
+        return 0;
+    }
+    if (is_tensor(o)) {
+        jag_tensor *t = get_tensor(o, "argument");
+        if (!t) return -1;
+        v->kind = JAG_VAL_TENSOR;
+        v->u.t = t;
+        return 0;
+    }
+    if (PyBool_Check(o)) {
+        v->kind = JAG_VAL_BOOL;
+        v->u.b = (o == Py_True);
+        return 0;
+    }
+    if (PyLong_Check(o)) {
+        long long x = PyLong_AsLongLong(o);
+        if (x == -1 && PyErr_Occurred()) return -1;
+        v->kind = JAG_VAL_INT;
+        v->u.i = (int64_t)x;
+        return 0;
+    }
+    if (PyFloat_Check(o)) {
+        v->kind = JAG_VAL_DOUBLE;
+        v->u.d = PyFloat_AS_DOUBLE(o);
+        return 0;
+    }
+    if (PyList_Check(o) || PyTuple_Check(o)) {
+        PyObject *fast = PySequence_Fast(o, "sequence");
+        if (!fast) return -1;
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+        if (n > INT32_MAX / 2) {
+            Py_DECREF(fast);
+            PyErr_SetString(PyExc_ValueError, "sequence too long");
+            return -1;
+        }
+        int all_tensors = n > 0, all_ints = 1;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *it = PySequence_Fast_GET_ITEM(fast, i);
+            if (!is_tensor(it)) all_tensors = 0;
+            if (!PyLong_Check(it) || PyBool_Check(it)) all_ints = 0;
+        }
+        if (all_tensors) {
+            if (pool->n_tens >= 16) goto too_many;
+            jag_tensor **arr = malloc((size_t)n * sizeof *arr);
+            if (!arr) {
+                Py_DECREF(fast);
+                PyErr_NoMemory();
+                return -1;
+            }
+            pool->tens[pool->n_tens++] = arr;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                arr[i] = get_tensor(PySequence_Fast_GET_ITEM(fast, i), "list entry");
+                if (!arr[i]) {
+                    Py_DECREF(fast);
+                    return -1;
+                }
+            }
+            v->kind = JAG_VAL_TENSORS;
+            v->u.tensors.v = arr;
+            v->u.tensors.n = (int)n;
+        } else if (all_ints) {
+            if (pool->n_ints >= 16) goto too_many;
+            int64_t *arr = malloc((size_t)(n ? n : 1) * sizeof *arr);
+            if (!arr) {
+                Py_DECREF(fast);
+                PyErr_NoMemory();
+                return -1;
+            }
+            pool->ints[pool->n_ints++] = arr;
+            for (Py_ssize_t i = 0; i < n; i++) {
+                long long x = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i));
+                if (x == -1 && PyErr_Occurred()) {
+                    Py_DECREF(fast);
+                    return -1;
+                }
+                arr[i] = (int64_t)x;
+            }
+            v->kind = JAG_VAL_INTS;
+            v->u.ints.v = arr;
+            v->u.ints.n = (int)n;
+        } else {
+            Py_DECREF(fast);
+            PyErr_Format(PyExc_TypeError, "%s: argument %zd must be a list of ints or a list of tensors", op, pos);
+            return -1;
+        }
+        Py_DECREF(fast);
+        return 0;
+    too_many:
+        Py_DECREF(fast);
+        PyErr_SetString(PyExc_ValueError, "too many list arguments");
+        return -1;
+    }
+    PyErr_Format(PyExc_TypeError,
+                 "%s: argument %zd has type %.100s; expected a jag.Tensor, int, float, bool, None or a list",
+                 op, pos, Py_TYPE(o)->tp_name);
+    return -1;
+}
+
+/* _op(name, *args): call any op through jag_op_find / jag_op_call. Returns a
+ * tensor, or a tuple of tensors for ops with several outputs. */
+static PyObject *m_op(PyObject *mod, PyObject *args) {
+    (void)mod;
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    if (nargs < 1 || !PyUnicode_Check(PyTuple_GET_ITEM(args, 0))) {
+        PyErr_SetString(PyExc_TypeError, "_op(name: str, *args)");
+        return NULL;
+    }
+    const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(args, 0));
+    if (!name) return NULL;
+    jag_op_id op;
+    jag_status st = jag_op_find(name, &op);
+    if (st) return raise_status(st);
+    if (nargs - 1 > 32) {
+        PyErr_SetString(PyExc_ValueError, "too many arguments");
+        return NULL;
+    }
+    jag_value vals[32];
+    memset(vals, 0, sizeof vals);
+    arg_pool pool = {0};
+    PyObject *result = NULL;
+    for (Py_ssize_t i = 1; i < nargs; i++)
+        if (box(PyTuple_GET_ITEM(args, i), &vals[i - 1], &pool, i - 1, name)) goto done;
+    int n_out = jag_op_num_outputs(op);
+    if (n_out < 1 || n_out > 8) {
+        PyErr_SetString(PyExc_RuntimeError, "op has an unexpected number of outputs");
+        goto done;
+    }
+    jag_tensor *outs[8] = {0};
+    st = jag_op_call(op, vals, (int)(nargs - 1), outs);
+    if (st) {
+        raise_status(st);
+        goto done;
+    }
+    if (n_out == 1) {
+        result = wrap(outs[0]);
+    } else {
+        result = PyTuple_New(n_out);
+        for (int i = 0; i < n_out; i++) {
+            PyObject *w = wrap(outs[i]);
+            if (!result || !w) {
+                Py_XDECREF(w);
+                continue; /* wrap stole outs[i] */
+            }
+            PyTuple_SET_ITEM(result, i, w);
+        }
+        if (result && PyErr_Occurred()) Py_CLEAR(result);
+    }
+done:
+    for (int i = 0; i < pool.n_ints; i++) free(pool.ints[i]);
+    for (int i = 0; i < pool.n_tens; i++) free(pool.tens[i]);
+    return result;
+}
+
+static PyObject *m_op_exists(PyObject *mod, PyObject *arg) {
+    (void)mod;
+    const char *name = PyUnicode_AsUTF8(arg);
+    if (!name) return NULL;
+    jag_op_id op;
+    jag_status st = jag_op_find(name, &op);
+    jag_clear_error();
+    return PyBool_FromLong(st == JAG_OK);
+}
+
+static PyObject *m_nested_from_list(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *seq;
+    int layout;
+    if (!PyArg_ParseTuple(args, "Oi", &seq, &layout)) return NULL;
+    PyObject *fast = PySequence_Fast(seq, "nested_tensor needs a list of tensors");
+    if (!fast) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    if (n > INT32_MAX) {
+        Py_DECREF(fast);
+        PyErr_SetString(PyExc_ValueError, "too many components");
+        return NULL;
+    }
+    jag_tensor **items = malloc((size_t)(n ? n : 1) * sizeof *items);
+    if (!items) {
+        Py_DECREF(fast);
+        return PyErr_NoMemory();
+    }
+    PyObject *r = NULL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!(items[i] = get_tensor(PySequence_Fast_GET_ITEM(fast, i), "nested_tensor component"))) goto done;
+    if (layout != JAG_JAGGED && layout != JAG_STRIDED) {
+        PyErr_SetString(PyExc_ValueError, "layout must be jag.jagged or jag.strided");
+        goto done;
+    }
+    jag_tensor *out = NULL;
+    jag_status st = jag_nested_from_list(items, (int)n, (jag_layout)layout, &out);
+    if (st) raise_status(st);
+    else r = wrap(out);
+done:
+    free(items);
+    Py_DECREF(fast);
+    return r;
+}
+
+static PyObject *m_nested_to_padded(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *nt, *size = Py_None;
+    double padding;
+    if (!PyArg_ParseTuple(args, "Od|O", &nt, &padding, &size)) return NULL;
+    jag_tensor *t = get_tensor(nt, "nt");
+    if (!t) return NULL;
+    int64_t sizes[JAG_MAX_DIMS];
+    int n = 0;
+    if (size != Py_None && get_sizes(size, sizes, &n, "output_size")) return NULL;
+    jag_tensor *out = NULL;
+    jag_status st = jag_nested_to_padded(t, padding, size == Py_None ? NULL : sizes, n, &out);
+    if (st) return raise_status(st);
+    return wrap(out);
+}
+
+static PyObject *m_set_grad_enabled(PyObject *mod, PyObject *arg) {
+    (void)mod;
+    int b = PyObject_IsTrue(arg);
+    if (b < 0) return NULL;
+    return PyBool_FromLong(jag_set_grad_enabled(b != 0));
+}
+
+static PyObject *m_is_grad_enabled(PyObject *mod, PyObject *u) {
+    (void)mod; (void)u;
+    return PyBool_FromLong(jag_is_grad_enabled());
+}
+
+static PyObject *m_manual_seed(PyObject *mod, PyObject *arg) {
+    (void)mod;
+    unsigned long long s = PyLong_AsUnsignedLongLongMask(arg);
+    if (PyErr_Occurred()) return NULL;
+    jag_manual_seed((uint64_t)s);
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_promote_types(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *a, *b;
+    if (!PyArg_ParseTuple(args, "OO", &a, &b)) return NULL;
+    jag_dtype x, y;
+    if (get_dtype(a, &x) || get_dtype(b, &y)) return NULL;
+    return PyLong_FromLong((long)jag_promote_types(x, y));
+}
+
+/* gradcheck: call a Python function from jag_gradcheck. */
+typedef struct {
+    PyObject *fn;
+    int py_error; /* a Python exception is pending */
+} gc_ctx;
+
+static jag_status gc_trampoline(jag_tensor *const *inputs, int n_inputs, jag_tensor **out, void *vctx) {
+    gc_ctx *c = vctx;
+    if (c->py_error) return JAG_EINVAL;
+    PyObject *tup = PyTuple_New(n_inputs);
+    if (!tup) goto pyerr;
+    for (int i = 0; i < n_inputs; i++) {
+        PyObject *w = wrap(jag_retain(inputs[i]));
+        if (!w) {
+            Py_DECREF(tup);
+            goto pyerr;
+        }
+        PyTuple_SET_ITEM(tup, i, w);
+    }
+    PyObject *r = PyObject_Call(c->fn, tup, NULL);
+    Py_DECREF(tup);
+    if (!r) goto pyerr;
+    if (!is_tensor(r) || !((TensorObject *)r)->t) {
+        Py_DECREF(r);
+        PyErr_SetString(PyExc_TypeError, "gradcheck: the function must return a jag.Tensor");
+        goto pyerr;
+    }
+    *out = jag_retain(((TensorObject *)r)->t);
+    Py_DECREF(r);
+    return JAG_OK;
+pyerr:
+    c->py_error = 1;
+    return JAG_EINVAL;
+}
+
+static PyObject *m_gradcheck(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *fn, *inputs;
+    double eps, atol, rtol;
+    if (!PyArg_ParseTuple(args, "OOddd", &fn, &inputs, &eps, &atol, &rtol)) return NULL;
+    if (!PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "gradcheck: fn must be callable");
+        return NULL;
+    }
+    PyObject *fast = PySequence_Fast(inputs, "gradcheck: inputs must be a sequence of tensors");
+    if (!fast) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    if (n < 1 || n > 64) {
+        Py_DECREF(fast);
+        PyErr_SetString(PyExc_ValueError, "gradcheck: 1 to 64 inputs");
+        return NULL;
+    }
+    jag_tensor *ts[64];
+    for (Py_ssize_t i = 0; i < n; i++)
+        if (!(ts[i] = get_tensor(PySequence_Fast_GET_ITEM(fast, i), "gradcheck input"))) {
+            Py_DECREF(fast);
+            return NULL;
+        }
+    gc_ctx c = {fn, 0};
+    jag_status st = jag_gradcheck(gc_trampoline, &c, ts, (int)n, eps, atol, rtol);
+    Py_DECREF(fast);
+    if (c.py_error) return NULL; /* the Python exception is set */
+    if (st) return raise_status(st);
+    Py_RETURN_TRUE;
+}
+
+/* Test probes: a float64 tensor over malloc'd memory whose release callback
+ * counts, so tests can see exactly when jag frees a storage (libjag exports
+ * no live-tensor counter). */
+static long blobs_made, blobs_released;
+
+static void blob_release(void *ctx, void *data) {
+    (void)ctx;
+    free(data);
+    blobs_released++;
+}
+
+static PyObject *m_test_blob(PyObject *mod, PyObject *arg) {
+    (void)mod;
+    long long n = PyLong_AsLongLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n < 1 || n > (1 << 20)) {
+        PyErr_SetString(PyExc_ValueError, "_test_blob: 1 <= n <= 2**20");
+        return NULL;
+    }
+    double *data = malloc((size_t)n * sizeof *data);
+    if (!data) return PyErr_NoMemory();
+    for (long long i = 0; i < n; i++) data[i] = (double)i;
+    int64_t size = n;
+    jag_tensor *out = NULL;
+    jag_status st = jag_from_blob(data, &size, NULL, 1, JAG_FLOAT64, blob_release, NULL, &out);
+    if (st) {
+        free(data);
+        return raise_status(st);
+    }
+    blobs_made++;
+    return wrap(out);
+}
+
+static PyObject *m_test_blob_counts(PyObject *mod, PyObject *u) {
+    (void)mod; (void)u;
+    return Py_BuildValue("(ll)", blobs_made, blobs_released);
+}
+
+static PyMethodDef module_methods[] = {
+    {"_set_tensor_class", m_set_tensor_class, METH_O, NULL},
+    {"_factory", m_factory, METH_VARARGS, NULL},
+    {"_arange", m_arange, METH_VARARGS, NULL},
+    {"_like", m_like, METH_VARARGS, NULL},
+    {"_from_buffer", m_from_buffer, METH_VARARGS, NULL},
+    {"_op", m_op, METH_VARARGS, "call a jag op by name with boxed arguments"},
+    {"_op_exists", m_op_exists, METH_O, NULL},
+    {"_nested_from_list", m_nested_from_list, METH_VARARGS, NULL},
+    {"_nested_to_padded", m_nested_to_padded, METH_VARARGS, NULL},
+    {"_set_grad_enabled", m_set_grad_enabled, METH_O, NULL},
+    {"_is_grad_enabled", m_is_grad_enabled, METH_NOARGS, NULL},
+    {"_manual_seed", m_manual_seed, METH_O, NULL},
+    {"_promote_types", m_promote_types, METH_VARARGS, NULL},
+    {"_gradcheck", m_gradcheck, METH_VARARGS, NULL},
+    {"_test_blob", m_test_blob, METH_O, NULL},
+    {"_test_blob_counts", m_test_blob_counts, METH_NOARGS, NULL},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "jag._C", "CPython bindings of libjag (see jag/__init__.py)", -1, module_methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__C(void) {
+    if (PyType_Ready(&TensorBase_Type) < 0) return NULL;
+    PyObject *m = PyModule_Create(&moduledef);
+    if (!m) return NULL;
+    Py_INCREF(&TensorBase_Type);
+    if (PyModule_AddObject(m, "TensorBase", (PyObject *)&TensorBase_Type) < 0) {
+        Py_DECREF(&TensorBase_Type);
+        Py_DECREF(m);
+        return NULL;
+    }
+#define ADD_INT(name, v)                                                      \
+    if (PyModule_AddIntConstant(m, name, v) < 0) {                            \
+        Py_DECREF(m);                                                         \
+        return NULL;                                                          \
+    }
+    ADD_INT("FLOAT32", JAG_FLOAT32);
+    ADD_INT("FLOAT64", JAG_FLOAT64);
+    ADD_INT("INT32", JAG_INT32);
+    ADD_INT("INT64", JAG_INT64);
+    ADD_INT("BOOL", JAG_BOOL);
+    ADD_INT("DENSE", JAG_DENSE);
+    ADD_INT("JAGGED", JAG_JAGGED);
+    ADD_INT("STRIDED", JAG_STRIDED);
+    if (PyModule_AddStringConstant(m, "VERSION", JAG_VERSION_STRING) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,1072 @@
+"""jag: dense and nested (ragged) tensors, autograd, with torch-like names.
+
+A thin layer over the C library libjag. Every op goes through one generic
+entry point, ``jag._C._op(name, *args)``, which boxes Python arguments into
+``jag_value``s and calls ``jag_op_call``; the functions below only choose
+argument order and defaults as torch does.
+"""
+import builtins as _builtins
+import numbers as _numbers
+
+from . import _C
+
+__version__ = _C.VERSION
+
+# ---------------------------------------------------------------------------
+# dtypes and layouts
+# ---------------------------------------------------------------------------
+
+
+class dtype:
+    """A jag dtype (jag.float32, ...). Compares by identity."""
+
+    __slots__ = ("code", "name", "_np", "is_floating_point")
+
+    def __init__(self, code, name, np_name, is_float):
+        self.code = code
+        self.name = name
+        self._np = np_name
+        self.is_floating_point = is_float
+
+    def __repr__(self):
+        return "jag." + self.name
+
+    def __reduce__(self):
+        return self.name
+
+
+float32 = dtype(_C.FLOAT32, "float32", "float32", True)
+float64 = dtype(_C.FLOAT64, "float64", "float64", True)
+int32 = dtype(_C.INT32, "int32", "int32", False)
+int64 = dtype(_C.INT64, "int64", "int64", False)
+bool = dtype(_C.BOOL, "bool", "bool", False)  # noqa: A001 (torch's name)
+float = float32  # noqa: A001
+double = float64
+int = int32  # noqa: A001
+long = int64
+
+_DTYPES = {d.code: d for d in (float32, float64, int32, int64, bool)}
+_NP_TO_DTYPE = {"float32": float32, "float64": float64, "int32": int32, "int64": int64, "bool": bool}
+
+
+class layout:
+    __slots__ = ("code", "name")
+
+    def __init__(self, code, name):
+        self.code = code
+        self.name = name
+
+    def __repr__(self):
+        return "jag." + self.name
+
+
+strided = layout(_C.STRIDED, "strided")
+jagged = layout(_C.JAGGED, "jagged")
+_dense = layout(_C.DENSE, "dense")
+_LAYOUTS = {_C.STRIDED: strided, _C.JAGGED: jagged, _C.DENSE: _dense}
+
+
+class RaggedDim:
+    """A ragged dim in a nested tensor's shape; prints as ``j<id>`` (torch's
+    nested int). Two shapes compare equal when their ragged ids match."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, id):
+        self.id = id
+
+    def __repr__(self):
+        return "j%d" % self.id
+
+    __str__ = __repr__
+
+    def __eq__(self, other):
+        return isinstance(other, RaggedDim) and other.id == self.id
+
+    def __hash__(self):
+        return hash(("j", self.id))
+
+
+def _to_dtype(d):
+    if d is None or isinstance(d, dtype):
+        return d
+    if d is _builtins.float:
+        return float32
+    if d is _builtins.int:
+        return int64
+    if d is _builtins.bool:
+        return bool
+    import numpy as np
+
+    try:
+        name = np.dtype(d).name
+    except TypeError:
+        raise TypeError("not a dtype: %r" % (d,)) from None
+    if name not in _NP_TO_DTYPE:
+        raise TypeError("jag has no dtype %s" % name)
+    return _NP_TO_DTYPE[name]
+
+
+def _shape_arg(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        return tuple(size[0])
+    return tuple(size)
+
+
+def get_default_dtype():
+    return float32
+
+
+def promote_types(a, b):
+    return _DTYPES[_C._promote_types(_to_dtype(a).code, _to_dtype(b).code)]
+
+
+def manual_seed(seed):
+    _C._manual_seed(seed)
+
+
+# ---------------------------------------------------------------------------
+# Tensor
+# ---------------------------------------------------------------------------
+
+_op = _C._op
+
+
+def _scalar_ok(x):
+    return isinstance(x, (_numbers.Number,)) and not isinstance(x, complex)
+
+
+def _binary(name, a, b):
+    """A binary op: tensor-tensor, or tensor-scalar (scalar as a double).
+    "add_" is add with alpha 1 (jag's add op takes a third argument)."""
+    if name == "add_":
+        if isinstance(a, Tensor) and isinstance(b, Tensor):
+            return _op("add", a, b, 1.0)
+        if isinstance(a, Tensor) and _scalar_ok(b):
+            return _op("add", a, _builtins.float(b), 1.0)
+        if isinstance(b, Tensor) and _scalar_ok(a):
+            return _op("add", b, _builtins.float(a), 1.0)
+        if isinstance(a, Tensor) and _is_array_like(b):
+            return _op("add", a, tensor(b), 1.0)
+        if isinstance(b, Tensor) and _is_array_like(a):
+            return _op("add", tensor(a), b, 1.0)
+        _type_error("add", a, b)
+    if isinstance(a, Tensor) and isinstance(b, Tensor):
+        return _op(name, a, b)
+    if isinstance(a, Tensor) and _scalar_ok(b):
+        return _op(name, a, _builtins.float(b))
+    if isinstance(b, Tensor) and _scalar_ok(a):
+        # scalar op tensor: make the scalar a 0-d tensor of b's dtype family
+        return _op(name, _scalar_like(a, b), b)
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        other = b if isinstance(a, Tensor) else a
+        return _binary(name, a if isinstance(a, Tensor) else tensor(a), b if isinstance(b, Tensor) else tensor(b)) \
+            if _is_array_like(other) else _type_error(name, a, b)
+    raise TypeError("%s: expected at least one jag.Tensor, got %s and %s" % (name, type(a).__name__, type(b).__name__))
+
+
+def _type_error(name, a, b):
+    raise TypeError("%s: unsupported operand types %s and %s" % (name, type(a).__name__, type(b).__name__))
+
+
+def _is_array_like(x):
+    return isinstance(x, (list, tuple)) or hasattr(x, "__array_interface__") or hasattr(x, "__array__")
+
+
+def _scalar_like(s, t):
+    """A 0-d tensor holding scalar s with the dtype torch would give it next
+    to tensor t (t's dtype when t is floating or s is integral)."""
+    d = t.dtype
+    if isinstance(s, _builtins.bool):
+        sd = bool if d is bool else d
+    elif isinstance(s, _numbers.Integral):
+        sd = d if d is not bool else int64
+    else:
+        sd = d if d.is_floating_point else float32
+    return full((), s, dtype=sd)
+
+
+class Tensor(_C.TensorBase):
+    """A jag tensor: dense, or nested (``is_nested``) with a ragged dim."""
+
+    __slots__ = ()
+    __array_priority__ = 1000  # numpy defers to our operators
+
+    # --- metadata ---------------------------------------------------------
+    @property
+    def shape(self):
+        sizes = self._sizes
+        if -1 in sizes:
+            rid = self._ragged_id()
+            return tuple(RaggedDim(rid) if s == -1 else s for s in sizes)
+        return tuple(sizes)
+
+    def size(self, dim=None):
+        s = self.shape
+        if dim is None:
+            return s
+        n = len(s)
+        if not -n <= dim < n:
+            raise IndexError("size: dim %d out of range for a %d-d tensor" % (dim, n))
+        return s[dim]
+
+    def stride(self, dim=None):
+        st = self._strides
+        if st is None:
+            raise ValueError("stride: a nested tensor has no strides")
+        return st if dim is None else st[dim]
+
+    @property
+    def dtype(self):
+        return _DTYPES[self._dtype_code]
+
+    @property
+    def layout(self):
+        return _LAYOUTS[self._layout_code] if self.is_nested else strided
+
+    def dim(self):
+        return self.ndim
+
+    def numel(self):
+        n = 1
+        for s in self._sizes:
+            if s < 0:
+                raise ValueError("numel: a nested tensor with a ragged dim; use .values().numel()")
+            n *= s
+        return n
+
+    def is_contiguous(self):
+        return self._is_contiguous
+
+    def __len__(self):
+        if self.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._sizes[0]
+
+    # --- conversion -------------------------------------------------------
+    def numpy(self):
+        """A numpy view of the same memory (no copy; the array keeps this
+        tensor alive). Dense tensors only; raises for a tensor requiring grad,
+        as torch does."""
+        import numpy as np
+
+        if self.requires_grad:
+            raise RuntimeError("numpy() on a tensor that requires grad; use .detach().numpy()")
+        return np.asarray(self)
+
+    def __array__(self, dtype=None, copy=None):
+        import numpy as np
+
+        if self.is_nested:
+            raise TypeError("a nested tensor has no single array; use .unbind(), .values() or "
+                            "jag.nested.to_padded_tensor()")
+        arr = np.asarray(_ArrayView(self))
+        if dtype is not None:
+            arr = arr.astype(dtype, copy=_builtins.bool(copy))
+        elif copy:
+            arr = arr.copy()
+        return arr
+
+    def tolist(self):
+        if self.is_nested:
+            return [c.tolist() for c in self.unbind()]
+        return self.numpy().tolist() if not self.requires_grad else self.detach().numpy().tolist()
+
+    def __repr__(self):
+        return _C.TensorBase.__repr__(self)
+
+    def __bool__(self):
+        return _builtins.bool(self.item())
+
+    def __float__(self):
+        return _builtins.float(self.item())
+
+    def __int__(self):
+        return _builtins.int(self.item())
+
+    def __index__(self):
+        if self.dtype.is_floating_point or self.dtype is bool:
+            raise TypeError("only integer tensors can be used as an index")
+        return _builtins.int(self.item())
+
+    def to(self, dtype):
+        return _op("to_dtype", self, _to_dtype(dtype).code)
+
+    def float(self):
+        return self.to(float32)
+
+    def double(self):
+        return self.to(float64)
+
+    def long(self):
+        return self.to(int64)
+
+    def int(self):
+        return self.to(int32)
+
+    def bool(self):
+        return self.to(bool)
+
+    def clone(self):
+        return _op("clone", self)
+
+    # --- indexing ---------------------------------------------------------
+    def __getitem__(self, idx):
+        if not isinstance(idx, tuple):
+            idx = (idx,)
+        if _builtins.sum(1 for i in idx if i is Ellipsis) > 1:
+            raise IndexError("an index can only have a single ellipsis")
+        n_real = _builtins.sum(1 for i in idx if i is not None and i is not Ellipsis)
+        if n_real > self.ndim:
+            raise IndexError("too many indices: %d for a %d-d tensor" % (n_real, self.ndim))
+        if Ellipsis in idx:
+            k = idx.index(Ellipsis)
+            idx = idx[:k] + (slice(None),) * (self.ndim - n_real) + idx[k + 1:]
+        out = self
+        dim = 0
+        for i in idx:
+            if i is None:
+                out = _op("unsqueeze", out, dim)
+                dim += 1
+            elif isinstance(i, slice):
+                start, stop, step = i.start, i.stop, i.step
+                if step is not None and _operator_index(step) != 1:
+                    raise ValueError("jag: slicing with a step other than 1 is not supported (got step %r)" % (step,))
+                size = out._sizes[dim]
+                if size < 0:
+                    if i == slice(None):
+                        dim += 1
+                        continue
+                    raise NotImplementedError("jag: slicing a ragged dim is not supported")
+                b, e, _ = slice(start, stop).indices(size)
+                if not (b == 0 and e == size):  # a full slice is a no-op (also on a nested batch dim)
+                    out = out._narrow(dim, b, _builtins.max(e - b, 0))
+                dim += 1
+            elif isinstance(i, (_builtins.bool,)):
+                raise IndexError("jag: boolean indices are not supported")
+            elif isinstance(i, _numbers.Integral) or (isinstance(i, Tensor) and i.ndim == 0 and not i.dtype.is_floating_point and i.dtype is not bool):
+                k = _builtins.int(i)
+                size = out._sizes[dim]
+                if size >= 0 and not -size <= k < size:
+                    raise IndexError("index %d is out of bounds for dim %d with size %d" % (k, dim, size))
+                out = out._select(dim, k)
+            else:
+                raise IndexError("jag: only ints, slices (step 1), None and ... are valid indices, got %s"
+                                 % type(i).__name__)
+        return out
+
+    def __setitem__(self, idx, value):
+        target = self[idx]
+        if isinstance(value, Tensor):
+            target.copy_(value)
+        elif _scalar_ok(value):
+            target.fill_(value)
+        else:
+            target.copy_(tensor(value, dtype=self.dtype))
+
+    # --- views ------------------------------------------------------------
+    def reshape(self, *shape):
+        return self._reshape(_shape_arg(shape))
+
+    def view(self, *shape):
+        return _op("view", self, list(_shape_arg(shape)))
+
+    def transpose(self, dim0, dim1):
+        return _op("transpose", self, dim0, dim1)
+
+    def permute(self, *dims):
+        return _op("permute", self, list(_shape_arg(dims)))
+
+    @property
+    def T(self):
+        if self.ndim < 2:
+            return self
+        return self.permute(*range(self.ndim - 1, -1, -1))
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    def t(self):
+        return self.transpose(0, 1) if self.ndim == 2 else self
+
+    def narrow(self, dim, start, length):
+        return self._narrow(dim, start, length)
+
+    def select(self, dim, index):
+        return self._select(dim, index)
+
+    def unsqueeze(self, dim):
+        return _op("unsqueeze", self, dim)
+
+    def squeeze(self, dim=None):
+        if dim is None:
+            out = self
+            for d in reversed(range(self.ndim)):
+                if out._sizes[d] == 1:
+                    out = _op("squeeze", out, d)
+            return out
+        return _op("squeeze", self, dim)
+
+    def expand(self, *sizes):
+        return _op("expand", self, list(_shape_arg(sizes)))
+
+    def flatten(self):
+        return self._flatten()
+
+    # --- autograd ---------------------------------------------------------
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = requires_grad
+        return self
+
+    def backward(self, gradient=None, retain_graph=False):
+        if gradient is not None and not isinstance(gradient, Tensor):
+            gradient = tensor(gradient, dtype=self.dtype)
+        self._backward(gradient, _builtins.bool(retain_graph))
+
+    def zero_(self):
+        return self.fill_(0)
+
+    # --- nested -----------------------------------------------------------
+    def values(self):
+        if not self.is_nested:
+            raise ValueError("values(): not a nested tensor")
+        if self.layout is jagged:
+            return _op("values", self)  # differentiable
+        return self._values()
+
+    def offsets(self):
+        return self._offsets()
+
+    def lengths(self):
+        return self._lengths()
+
+    def unbind(self, dim=0):
+        if dim != 0:
+            raise NotImplementedError("unbind: only dim=0 is supported")
+        if self.is_nested:
+            return tuple(self._unbind_nested())
+        return tuple(self._select(0, i) for i in range(len(self)))
+
+    def to_layout(self, layout):
+        return self._to_layout(layout.code)
+
+    # --- math methods -----------------------------------------------------
+    def sum(self, dim=None, keepdim=False, dtype=None):
+        r = sum(self, dim, keepdim)
+        return r if dtype is None else r.to(dtype)
+
+    def mean(self, dim=None, keepdim=False):
+        return mean(self, dim, keepdim)
+
+    def prod(self, dim=None, keepdim=False):
+        return prod(self, dim, keepdim)
+
+    def amax(self, dim=None, keepdim=False):
+        return amax(self, dim, keepdim)
+
+    def amin(self, dim=None, keepdim=False):
+        return amin(self, dim, keepdim)
+
+    def max(self, dim=None, keepdim=False):
+        return max(self, dim, keepdim)
+
+    def min(self, dim=None, keepdim=False):
+        return min(self, dim, keepdim)
+
+    def argmax(self, dim=None, keepdim=False):
+        return argmax(self, dim, keepdim)
+
+    def argmin(self, dim=None, keepdim=False):
+        return argmin(self, dim, keepdim)
+
+    def var(self, dim=None, correction=1, keepdim=False):
+        return var(self, dim, correction=correction, keepdim=keepdim)
+
+    def std(self, dim=None, correction=1, keepdim=False):
+        return std(self, dim, correction=correction, keepdim=keepdim)
+
+    def softmax(self, dim):
+        return softmax(self, dim)
+
+    def log_softmax(self, dim):
+        return log_softmax(self, dim)
+
+    def matmul(self, other):
+        return matmul(self, other)
+
+    def mm(self, other):
+        return mm(self, other)
+
+    def bmm(self, other):
+        return bmm(self, other)
+
+    def add(self, other, alpha=1):
+        return add(self, other, alpha=alpha)
+
+    def sub(self, other, alpha=1):
+        return sub(self, other, alpha=alpha)
+
+    def mul(self, other):
+        return mul(self, other)
+
+    def div(self, other):
+        return div(self, other)
+
+    def pow(self, other):
+        return pow(self, other)
+
+    def maximum(self, other):
+        return maximum(self, other)
+
+    def minimum(self, other):
+        return minimum(self, other)
+
+    def eq(self, other):
+        return eq(self, other)
+
+    def ne(self, other):
+        return ne(self, other)
+
+    def lt(self, other):
+        return lt(self, other)
+
+    def le(self, other):
+        return le(self, other)
+
+    def gt(self, other):
+        return gt(self, other)
+
+    def ge(self, other):
+        return ge(self, other)
+
+    def where(self, cond, other):
+        return where(cond, self, other)
+
+    # --- operators --------------------------------------------------------
+    def __add__(self, o):
+        return _binary("add_", self, o)
+
+    def __radd__(self, o):
+        return _binary("add_", o, self)
+
+    def __sub__(self, o):
+        return _binary("sub", self, o)
+
+    def __rsub__(self, o):
+        return _binary("sub", o, self)
+
+    def __mul__(self, o):
+        return _binary("mul", self, o)
+
+    def __rmul__(self, o):
+        return _binary("mul", o, self)
+
+    def __truediv__(self, o):
+        return _binary("div", self, o)
+
+    def __rtruediv__(self, o):
+        return _binary("div", o, self)
+
+    def __pow__(self, o):
+        return _binary("pow", self, o)
+
+    def __rpow__(self, o):
+        return _binary("pow", o, self)
+
+    def __matmul__(self, o):
+        return matmul(self, o)
+
+    def __rmatmul__(self, o):
+        return matmul(tensor(o), self)
+
+    def __neg__(self):
+        return _op("neg", self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _op("abs", self)
+
+    def __eq__(self, o):
+        return _binary("eq", self, o)
+
+    def __ne__(self, o):
+        return _binary("ne", self, o)
+
+    def __lt__(self, o):
+        return _binary("lt", self, o)
+
+    def __le__(self, o):
+        return _binary("le", self, o)
+
+    def __gt__(self, o):
+        return _binary("gt", self, o)
+
+    def __ge__(self, o):
+        return _binary("ge", self, o)
+
+    __hash__ = object.__hash__
+
+    def __iter__(self):
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind())
+
+
+_C._set_tensor_class(Tensor)
+
+
+class _ArrayView:
+    """Carries a tensor's __array_interface__ so that numpy keeps a reference
+    to the tensor (through this object) for as long as the array lives."""
+
+    __slots__ = ("tensor", "__array_interface__")
+
+    def __init__(self, t):
+        self.tensor = t
+        self.__array_interface__ = _C.TensorBase.__array_interface__.__get__(t)
+
+
+def _operator_index(x):
+    import operator
+
+    return operator.index(x)
+
+
+# ---------------------------------------------------------------------------
+# Creation
+# ---------------------------------------------------------------------------
+
+
+def _finish(t, requires_grad):
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def tensor(data, dtype=None, requires_grad=False):
+    """A new tensor holding a copy of ``data`` (nested lists, scalars, numpy
+    arrays, jag tensors). dtype defaults as torch: float32 for floats, int64
+    for ints, bool for bools; a numpy array keeps its dtype (float64 too)."""
+    import numpy as np
+
+    dt = _to_dtype(dtype)
+    if isinstance(data, Tensor):
+        if data.is_nested:
+            raise TypeError("jag.tensor: use .clone() to copy a nested tensor")
+        t = data.detach().clone()
+        if dt is not None:
+            t = t.to(dt)
+        return _finish(t, requires_grad)
+    is_np = isinstance(data, np.ndarray) or isinstance(data, np.generic)
+    arr = np.asarray(data)
+    if arr.dtype == object:
+        raise TypeError("jag.tensor: cannot make a tensor from %s" % type(data).__name__)
+    if dt is None:
+        kind = arr.dtype.kind
+        if is_np and arr.dtype.name in _NP_TO_DTYPE:
+            dt = _NP_TO_DTYPE[arr.dtype.name]  # a numpy array keeps its dtype
+        elif kind == "b":
+            dt = bool
+        elif kind in "iu":
+            dt = int64
+        elif kind == "f":
+            dt = float32
+        else:
+            raise TypeError("jag.tensor: unsupported data dtype %s" % arr.dtype)
+    arr = np.asarray(arr, dtype=dt._np, order="C")
+    if arr.ndim > 8:
+        raise ValueError("jag.tensor: at most 8 dims, got %d" % arr.ndim)
+    t = _C._from_buffer(arr.reshape(-1).view(np.uint8) if arr.size else b"", arr.shape, dt.code)
+    return _finish(t, requires_grad)
+
+
+as_tensor = tensor
+
+
+def from_numpy(arr):
+    return tensor(arr)
+
+
+def _factory(kind, size, dtype, requires_grad, a=0.0, b=1.0):
+    dt = _to_dtype(dtype) or float32
+    return _finish(_C._factory(kind, _shape_arg(size), dt.code, _builtins.float(a), _builtins.float(b)),
+                   requires_grad)
+
+
+def zeros(*size, dtype=None, requires_grad=False):
+    return _factory("zeros", size, dtype, requires_grad)
+
+
+def ones(*size, dtype=None, requires_grad=False):
+    return _factory("ones", size, dtype, requires_grad)
+
+
+def empty(*size, dtype=None, requires_grad=False):
+    return _factory("empty", size, dtype, requires_grad)
+
+
+def full(size, fill_value, dtype=None, requires_grad=False):
+    if dtype is None:
+        if isinstance(fill_value, _builtins.bool):
+            dtype = bool
+        elif isinstance(fill_value, _numbers.Integral):
+            dtype = int64
+        else:
+            dtype = float32
+    if isinstance(size, _numbers.Integral):
+        size = (size,)
+    return _factory("full", (tuple(size),), dtype, requires_grad, fill_value)
+
+
+def rand(*size, dtype=None, requires_grad=False):
+    return _factory("rand", size, dtype, requires_grad, 0.0, 1.0)
+
+
+def randn(*size, dtype=None, requires_grad=False):
+    return _factory("randn", size, dtype, requires_grad, 0.0, 1.0)
+
+
+def arange(start, end=None, step=1, dtype=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        ints = _builtins.all(isinstance(v, _numbers.Integral) for v in (start, end, step))
+        dtype = int64 if ints else float32
+    dt = _to_dtype(dtype)
+    return _finish(_C._arange(_builtins.float(start), _builtins.float(end), _builtins.float(step), dt.code),
+                   requires_grad)
+
+
+def _like(kind, x, dtype=None, requires_grad=False, value=0.0):
+    if not isinstance(x, Tensor):
+        raise TypeError("%s_like: expected a jag.Tensor, got %s" % (kind, type(x).__name__))
+    t = _C._like(kind, x, _builtins.float(value))
+    dt = _to_dtype(dtype)
+    if dt is not None and dt is not t.dtype:
+        t = t.to(dt)
+    return _finish(t, requires_grad)
+
+
+def empty_like(x, dtype=None, requires_grad=False):
+    return _like("empty", x, dtype, requires_grad)
+
+
+def zeros_like(x, dtype=None, requires_grad=False):
+    return _like("zeros", x, dtype, requires_grad)
+
+
+def ones_like(x, dtype=None, requires_grad=False):
+    return _like("ones", x, dtype, requires_grad)
+
+
+def full_like(x, fill_value, dtype=None, requires_grad=False):
+    return _like("full", x, dtype, requires_grad, fill_value)
+
+
+def rand_like(x, dtype=None, requires_grad=False):
+    return _like("rand", x, dtype, requires_grad)
+
+
+def randn_like(x, dtype=None, requires_grad=False):
+    return _like("randn", x, dtype, requires_grad)
+
+
+def is_tensor(x):
+    return isinstance(x, Tensor)
+
+
+# ---------------------------------------------------------------------------
+# Ops
+# ---------------------------------------------------------------------------
+
+
+def _make_unary(name):
+    def f(input):
+        if not isinstance(input, Tensor):
+            raise TypeError("jag.%s: expected a jag.Tensor, got %s" % (name, type(input).__name__))
+        return _op(name, input)
+
+    f.__name__ = name
+    f.__doc__ = "Elementwise %s (jag op %r)." % (name, name)
+    return f
+
+
+_UNARY = ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "silu",
+          "gelu", "gelu_tanh", "reciprocal", "square", "sign"]
+for _n in _UNARY:
+    globals()[_n] = _make_unary(_n)
+negative = globals()["neg"]
+
+
+def _make_binary(name):
+    def f(input, other):
+        return _binary(name, input, other)
+
+    f.__name__ = name
+    f.__doc__ = "Elementwise %s with broadcasting (jag op %r)." % (name, name)
+    return f
+
+
+for _n in ["mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge"]:
+    globals()[_n] = _make_binary(_n)
+multiply = mul
+divide = true_divide = div
+greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
+
+
+def add(input, other, alpha=1):
+    """input + alpha * other."""
+    if alpha == 1:
+        return _binary("add_", input, other)
+    if isinstance(input, Tensor) and isinstance(other, Tensor):
+        return _op("add", input, other, _builtins.float(alpha))
+    return _binary("add_", input, other * alpha)
+
+
+def sub(input, other, alpha=1):
+    if alpha == 1:
+        return _binary("sub", input, other)
+    if isinstance(input, Tensor) and isinstance(other, Tensor):
+        return _op("add", input, other, -_builtins.float(alpha))
+    return _binary("sub", input, other * alpha)
+
+
+subtract = sub
+
+
+def where(condition, input, other):
+    """condition ? input : other (condition is a bool tensor; scalars allowed)."""
+    if not isinstance(condition, Tensor):
+        raise TypeError("where: condition must be a jag.Tensor")
+    ref = input if isinstance(input, Tensor) else other if isinstance(other, Tensor) else None
+    if ref is None:
+        input = tensor(input)
+        other = tensor(other, dtype=input.dtype) if not isinstance(other, Tensor) else other
+    else:
+        if not isinstance(input, Tensor):
+            input = _scalar_like(input, ref)
+        if not isinstance(other, Tensor):
+            other = _scalar_like(other, ref)
+    return _op("where", condition, input, other)
+
+
+def _dims(dim):
+    if dim is None:
+        return []
+    if isinstance(dim, (list, tuple)):
+        return [_builtins.int(d) for d in dim]
+    return [_operator_index(dim)]
+
+
+def _make_reduction(name):
+    def f(input, dim=None, keepdim=False):
+        if not isinstance(input, Tensor):
+            raise TypeError("jag.%s: expected a jag.Tensor, got %s" % (name, type(input).__name__))
+        return _op(name, input, _dims(dim), _builtins.bool(keepdim))
+
+    f.__name__ = name
+    f.__doc__ = "%s over dim (an int, a list, or None for every dim), keepdim as torch." % name
+    return f
+
+
+sum = _make_reduction("sum")  # noqa: A001
+mean = _make_reduction("mean")
+prod = _make_reduction("prod")
+amax = _make_reduction("amax")
+amin = _make_reduction("amin")
+
+
+def var(input, dim=None, correction=1, keepdim=False, unbiased=None):
+    if unbiased is not None:
+        correction = 1 if unbiased else 0
+    return _op("var", input, _dims(dim), _builtins.int(correction), _builtins.bool(keepdim))
+
+
+def std(input, dim=None, correction=1, keepdim=False, unbiased=None):
+    if unbiased is not None:
+        correction = 1 if unbiased else 0
+    return _op("std", input, _dims(dim), _builtins.int(correction), _builtins.bool(keepdim))
+
+
+class _MinMax(tuple):
+    """(values, indices), as torch.return_types.max."""
+
+    @property
+    def values(self):
+        return self[0]
+
+    @property
+    def indices(self):
+        return self[1]
+
+
+def max(input, dim=None, keepdim=False):  # noqa: A001
+    """max(x): the largest element (0-d); max(x, dim): (values, indices); max(a, b): maximum."""
+    if isinstance(dim, Tensor):
+        return maximum(input, dim)
+    if dim is None:
+        return _op("max", input, [], False)
+    return _MinMax(_op("max_dim", input, _builtins.int(dim), _builtins.bool(keepdim)))
+
+
+def min(input, dim=None, keepdim=False):  # noqa: A001
+    if isinstance(dim, Tensor):
+        return minimum(input, dim)
+    if dim is None:
+        return _op("min", input, [], False)
+    return _MinMax(_op("min_dim", input, _builtins.int(dim), _builtins.bool(keepdim)))
+
+
+_DIM_ALL = -1000
+
+
+def argmax(input, dim=None, keepdim=False):
+    return _op("argmax", input, _DIM_ALL if dim is None else _builtins.int(dim), _builtins.bool(keepdim))
+
+
+def argmin(input, dim=None, keepdim=False):
+    return _op("argmin", input, _DIM_ALL if dim is None else _builtins.int(dim), _builtins.bool(keepdim))
+
+
+def matmul(input, other):
+    return _op("matmul", input, other)
+
+
+def mm(input, mat2):
+    return _op("mm", input, mat2)
+
+
+def bmm(input, mat2):
+    return _op("bmm", input, mat2)
+
+
+def softmax(input, dim, dtype=None):
+    x = input if dtype is None else input.to(dtype)
+    return _op("softmax", x, _builtins.int(dim))
+
+
+def log_softmax(input, dim, dtype=None):
+    x = input if dtype is None else input.to(dtype)
+    return _op("log_softmax", x, _builtins.int(dim))
+
+
+def transpose(input, dim0, dim1):
+    return input.transpose(dim0, dim1)
+
+
+def reshape(input, shape):
+    return input.reshape(shape)
+
+
+def permute(input, dims):
+    return input.permute(dims)
+
+
+def unsqueeze(input, dim):
+    return input.unsqueeze(dim)
+
+
+def squeeze(input, dim=None):
+    return input.squeeze(dim)
+
+
+def clone(input):
+    return input.clone()
+
+
+def cat(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("cat: expected a non-empty list of tensors")
+    return _op("cat", tensors, _builtins.int(dim))
+
+
+concat = concatenate = cat
+
+
+def stack(tensors, dim=0):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError("stack: expected a non-empty list of tensors")
+    nd = tensors[0].ndim + 1
+    d = dim + nd if dim < 0 else dim
+    return cat([t.unsqueeze(d) for t in tensors], d)
+
+
+def index_select(input, dim, index):
+    return _op("index_select", input, _builtins.int(dim), index)
+
+
+def gather(input, dim, index):
+    return _op("gather", input, _builtins.int(dim), index)
+
+
+def unbind(input, dim=0):
+    return input.unbind(dim)
+
+
+def numel(input):
+    return input.numel()
+
+
+def allclose(a, b, rtol=1e-5, atol=1e-8):
+    import numpy as np
+
+    return _builtins.bool(np.allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol))
+
+
+# ---------------------------------------------------------------------------
+# Grad mode
+# ---------------------------------------------------------------------------
+
+
+class no_grad:
+    """Context manager (and decorator) turning grad mode off on this thread."""
+
+    def __enter__(self):
+        self._prev = _C._set_grad_enabled(False)
+        return self
+
+    def __exit__(self, *exc):
+        _C._set_grad_enabled(self._prev)
+        return False
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapper(*a, **k):
+            with no_grad():
+                return fn(*a, **k)
+
+        return wrapper
+
+
+class enable_grad(no_grad):
+    def __enter__(self):
+        self._prev = _C._set_grad_enabled(True)
+        return self
+
+
+class set_grad_enabled:
+    def __init__(self, mode):
+        self._prev = _C._set_grad_enabled(_builtins.bool(mode))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        _C._set_grad_enabled(self._prev)
+        return False
+
+
+def is_grad_enabled():
+    return _C._is_grad_enabled()
+
+
+from . import autograd, nested, nn  # noqa: E402,F401
+
+del _n

@@ -1,0 +1,102 @@
+"""jag.nested: nested (ragged) tensors with torch.nested's names.
+
+A nested tensor is a batch of B components that may differ in size. Layouts:
+jag.jagged (shape (B, j0, D...), stored as packed values + offsets) and
+jag.strided (components may differ in every dim). The default layout is
+jag.strided, as in torch.nested.nested_tensor.
+"""
+import builtins as _builtins
+
+from . import _C
+
+__all__ = ["nested_tensor", "as_nested_tensor", "nested_tensor_from_jagged", "to_padded_tensor",
+           "nested_tensor_from_padded", "narrow"]
+
+
+def _jag():
+    import jag
+
+    return jag
+
+
+def _component(x, dtype):
+    jag = _jag()
+    if isinstance(x, jag.Tensor):
+        if x.is_nested:
+            raise TypeError("nested_tensor: components must be plain tensors, got a nested tensor")
+        return x if dtype is None or x.dtype is dtype else x.to(dtype)
+    return jag.tensor(x, dtype=dtype)
+
+
+def nested_tensor(tensor_list, dtype=None, layout=None, requires_grad=False):
+    """A nested tensor holding copies of the components (tensors, arrays or
+    lists). layout: jag.strided (default, as torch) or jag.jagged (every
+    component the same size after dim 0)."""
+    jag = _jag()
+    layout = jag.strided if layout is None else layout
+    if layout is not jag.jagged and layout is not jag.strided:
+        raise ValueError("nested_tensor: layout must be jag.jagged or jag.strided, got %r" % (layout,))
+    if isinstance(tensor_list, jag.Tensor) or not isinstance(tensor_list, (list, tuple)):
+        raise TypeError("nested_tensor: expected a list of tensors, got %s" % type(tensor_list).__name__)
+    dt = jag._to_dtype(dtype)
+    items = [_component(x, dt) for x in tensor_list]
+    if not items:
+        raise ValueError("nested_tensor: expected at least one component")
+    with jag.no_grad():
+        nt = _C._nested_from_list([i.detach() for i in items], layout.code)
+    if requires_grad:
+        nt.requires_grad = True
+    return nt
+
+
+def as_nested_tensor(tensor_list, dtype=None, layout=None):
+    return nested_tensor(tensor_list, dtype=dtype, layout=layout)
+
+
+def _int64(x, name):
+    jag = _jag()
+    if isinstance(x, jag.Tensor):
+        return x
+    t = jag.tensor(x)
+    if t.dtype.is_floating_point or t.dtype is jag.bool:
+        raise TypeError("%s must hold integers, got %s" % (name, t.dtype.name))
+    return t.to(jag.int64)
+
+
+def nested_tensor_from_jagged(values, offsets=None, lengths=None, jagged_dim=None):
+    """A jagged nested tensor viewing ``values`` (no copy): component i is
+    values[offsets[i]:offsets[i+1]] (or offsets[i] + lengths[i] with
+    lengths). Differentiable with respect to values."""
+    jag = _jag()
+    if offsets is None:
+        raise ValueError("nested_tensor_from_jagged: offsets are required")
+    if jagged_dim not in (None, 1):
+        raise NotImplementedError("nested_tensor_from_jagged: only jagged_dim=1 is supported")
+    if not isinstance(values, jag.Tensor):
+        raise TypeError("nested_tensor_from_jagged: values must be a jag.Tensor")
+    offsets = _int64(offsets, "offsets")
+    lengths = None if lengths is None else _int64(lengths, "lengths")
+    return jag._op("nested_from_jagged", values, offsets, lengths)
+
+
+def to_padded_tensor(input, padding, output_size=None):
+    """A dense (B, max sizes...) tensor: every component copied in, the rest
+    filled with ``padding``. Differentiable."""
+    jag = _jag()
+    if not isinstance(input, jag.Tensor) or not input.is_nested:
+        raise TypeError("to_padded_tensor: expected a nested jag.Tensor")
+    size = [] if output_size is None else [_builtins.int(s) for s in output_size]
+    return jag._op("to_padded", input, _builtins.float(padding), size)
+
+
+def nested_tensor_from_padded(padded, lengths):
+    """A jagged nested tensor keeping the first lengths[i] rows of padded[i]
+    (a copy). Differentiable with respect to padded."""
+    jag = _jag()
+    if not isinstance(padded, jag.Tensor):
+        raise TypeError("nested_tensor_from_padded: padded must be a jag.Tensor")
+    return jag._op("from_padded", padded, _int64(lengths, "lengths"))
+
+
+def narrow(tensor, dim, start, length, layout=None):
+    raise NotImplementedError("jag.nested.narrow is not bound yet")
