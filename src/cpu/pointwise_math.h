@@ -17,50 +17,34 @@
 #define JAG_SQRT_2_PI 0.79788456080286535588 /* sqrt(2 / pi) */
 #define JAG_GELU_KAPPA 0.044715
 
-/* c ? a : b without a branch. gcc compiles a ternary next to a libm call into
- * a jump, and on inputs of random sign that jump mispredicts half the time
- * (measured: sigmoid 10x slower). */
-static inline double jag__pw_select_f64(bool c, double a, double b) {
-    uint64_t ua, ub, m = (uint64_t)0 - (uint64_t)c;
-    memcpy(&ua, &a, sizeof ua);
-    memcpy(&ub, &b, sizeof ub);
-    uint64_t r = (ua & m) | (ub & ~m);
-    double out;
-    memcpy(&out, &r, sizeof out);
-    return out;
-}
+/* The activations, one element at a time: the branch-free approximations of
+ * vecmath.h (vectorised, time independent of the values; errors listed
+ * there), except gelu in float64, which is libm's erfc. */
 
-/* The activations, one element at a time. float32 runs the branch-free
- * approximations of vecmath.h (vectorised, data-independent time, errors
- * listed there); float64 runs libm in the stable forms below. */
-
-/* sigmoid(x) = 1 / (1 + exp(-x)), written so that nothing overflows and the
- * result keeps its relative accuracy for large |x|: with e = exp(-|x|) in
- * (0, 1], sigmoid(x) = 1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0 (down
+/* sigmoid(x) = 1 / (1 + exp(-x)), computed as 1 / (1 + e) for x >= 0 and
+ * e / (1 + e) for x < 0 with e = exp(-|x|) in (0, 1], so that nothing
+ * overflows and the result keeps its relative accuracy for large |x| (down
  * to denormals, where 1 / (1 + exp(-x)) would give 0). NaN gives NaN. */
-static inline double jag__sigmoid_f64(double x) {
-    double e = exp(-fabs(x));
-    return jag__pw_select_f64(x >= 0.0, 1.0, e) / (1.0 + e);
-}
 static inline float jag__sigmoid_f32(float x) { return jag__vm_sigmoid_f32(x); }
+static inline double jag__sigmoid_f64(double x) { return jag__vm_sigmoid_f64(x); }
 
 /* silu(x) = x * sigmoid(x). silu(-inf) is NaN (-inf * 0), as in torch. */
-static inline double jag__silu_f64(double x) { return x * jag__sigmoid_f64(x); }
 static inline float jag__silu_f32(float x) { return jag__vm_silu_f32(x); }
+static inline double jag__silu_f64(double x) { return jag__vm_silu_f64(x); }
 
 /* gelu(x) = 0.5 x (1 + erf(x / sqrt 2)) = 0.5 x erfc(-x / sqrt 2): the erfc
  * form keeps relative accuracy for negative x, where 1 + erf(.) cancels. */
-static inline double jag__gelu_f64(double x) { return 0.5 * x * erfc(-x * JAG_SQRT1_2); }
 static inline float jag__gelu_f32(float x) { return jag__vm_gelu_f32(x); }
+static inline double jag__gelu_f64(double x) { return 0.5 * x * erfc(-x * JAG_SQRT1_2); }
 
 /* gelu_tanh(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3).
  * Since 0.5 (1 + tanh(u)) = sigmoid(2u), it is x * sigmoid(2u), which does not
  * cancel for negative x (and costs an exp instead of a tanh). */
+static inline float jag__gelu_tanh_f32(float x) { return jag__vm_gelu_tanh_f32(x); }
 static inline double jag__gelu_tanh_f64(double x) {
     double u = JAG_SQRT_2_PI * (x + JAG_GELU_KAPPA * x * x * x);
     return x * jag__sigmoid_f64(2.0 * u);
 }
-static inline float jag__gelu_tanh_f32(float x) { return jag__vm_gelu_tanh_f32(x); }
 
 /* ---- operands ------------------------------------------------------------ */
 

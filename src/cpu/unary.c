@@ -52,18 +52,18 @@ jag_status jag__meta_unary_float(const char *op, const jag_value *args, int narg
 /* ---- element functions ---------------------------------------------------- */
 
 /* Named <op>_<dtype>; each loop below applies one of them. exp, tanh and
- * the activations run vecmath.h's branch-free float32 approximations (the
- * contiguous loop vectorises; libm's expf/tanhf would be a call per element)
- * and libm in float64. */
+ * the activations run vecmath.h's branch-free approximations (the contiguous
+ * loop vectorises; libm would be a call per element), except gelu in
+ * float64 (libm's erfc, see pointwise_math.h). */
 #define LIBM_OP(name, ffn, dfn)                                                \
     static inline float name##_f32(float x) { return ffn(x); }                \
     static inline double name##_f64(double x) { return dfn(x); }
-LIBM_OP(exp, jag__vm_exp_f32, exp)
+LIBM_OP(exp, jag__vm_exp_f32, jag__vm_exp_f64)
 LIBM_OP(log, logf, log)
 LIBM_OP(sqrt, sqrtf, sqrt)
 LIBM_OP(sin, sinf, sin)
 LIBM_OP(cos, cosf, cos)
-LIBM_OP(tanh, jag__vm_tanh_f32, tanh)
+LIBM_OP(tanh, jag__vm_tanh_f32, jag__vm_tanh_f64)
 LIBM_OP(sigmoid, jag__sigmoid_f32, jag__sigmoid_f64)
 LIBM_OP(silu, jag__silu_f32, jag__silu_f64)
 LIBM_OP(gelu, jag__gelu_f32, jag__gelu_f64)
