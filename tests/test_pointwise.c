@@ -1249,6 +1249,15 @@ static double ulp_error_f64(double y, long double ref) {
 static void test_float64_ulp_sample(void) {
     TEST_BEGIN();
     if (LDBL_MANT_DIG < 64) return;
+    /* The references are long double. Under valgrind long double arithmetic
+     * runs in double precision, so the references are no better than the
+     * kernels they check: say so and do not run the float64 sweep there (it
+     * runs in `make test` and under the sanitizers). */
+    volatile long double one = 1.0L, tiny = 0x1p-60L;
+    if (one + tiny == one) {
+        printf("test_float64_ulp_sample: long double has no extra precision in this run (valgrind); sweep not run\n");
+        return;
+    }
     static const struct {
         const char *name;
         unary_fn fn;
