@@ -7,6 +7,7 @@
  * offsets[b] + len_b) (len_b from lengths, or offsets[b+1] - offsets[b]);
  * C = the product of D... ("columns"). Kernels read values as (R, C). */
 #include "nested.h"
+#include "../cpu/vecmath.h"
 
 #include <math.h>
 
@@ -113,6 +114,40 @@ jag_status jag__segment_reduce(const char *op, const nested_state *s, jag_segmen
     return JAG_OK;
 }
 
+/* Softmax down one segment's rows for a block of columns, typed: rows in
+ * order, columns inner, the vectorised exp of vecmath.h. */
+#define DEF_SEG_SOFTMAX(NAME, T, EXP, LOG)                                     \
+    static void NAME(const T *in, T *out, int64_t C, int64_t r0, int64_t n, int64_t c0, int64_t nc, bool lg) { \
+        T m[COL_BLOCK], sum[COL_BLOCK];                                        \
+        for (int64_t c = 0; c < nc; c++) m[c] = -INFINITY, sum[c] = 0;         \
+        for (int64_t r = r0; r < r0 + n; r++) {                                \
+            const T *x = in + r * C + c0;                                      \
+            for (int64_t c = 0; c < nc; c++) m[c] = x[c] > m[c] ? x[c] : m[c]; \
+        }                                                                      \
+        for (int64_t c = 0; c < nc; c++) /* NaN stays; all -inf: sum 0 -> NaN, as torch */ \
+            if (isinf(m[c])) m[c] = 0;                                         \
+        for (int64_t r = r0; r < r0 + n; r++) {                                \
+            const T *x = in + r * C + c0;                                      \
+            T *y = out + r * C + c0;                                           \
+            for (int64_t c = 0; c < nc; c++) {                                 \
+                T z = x[c] - m[c], e = EXP(z);                                 \
+                sum[c] += e;                                                   \
+                y[c] = lg ? z : e;                                             \
+            }                                                                  \
+        }                                                                      \
+        for (int64_t c = 0; c < nc; c++) sum[c] = lg ? LOG(sum[c]) : (T)1 / sum[c]; \
+        for (int64_t r = r0; r < r0 + n; r++) {                                \
+            T *y = out + r * C + c0;                                           \
+            if (lg)                                                            \
+                for (int64_t c = 0; c < nc; c++) y[c] -= sum[c];               \
+            else                                                               \
+                for (int64_t c = 0; c < nc; c++) y[c] *= sum[c];               \
+        }                                                                      \
+    }
+DEF_SEG_SOFTMAX(seg_softmax_f32, float, jag__vm_exp_f32, logf)
+DEF_SEG_SOFTMAX(seg_softmax_f64, double, jag__vm_exp_f64, log)
+#undef DEF_SEG_SOFTMAX
+
 // values (R, C) -> new values (R, C): softmax (or log_softmax) down each segment's rows, per column;
 // rows in holes are 0
 jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor **out) {
@@ -120,7 +155,8 @@ jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_
     if (st) return st;
     jag_tensor *v = NULL;
     if ((st = contiguous_values(s, &v))) return st;
-    jag_tensor *y = jag__tensor_new(op, v->sizes, v->ndim, v->dtype, true, false);
+    /* zeroed only when there are holes (their rows are not written) */
+    jag_tensor *y = jag__tensor_new(op, v->sizes, v->ndim, v->dtype, s->lengths != NULL, false);
     if (!y) {
         jag_release(v);
         return jag_last_status();
@@ -134,26 +170,8 @@ jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_
 #pragma omp parallel for schedule(dynamic, 1) if (jag_numel(v) > JAG_PARALLEL_GRAIN)
     for (int64_t task = 0; task < B * blocks; task++) {
         int64_t b = task / blocks, c0 = task % blocks * COL_BLOCK, nc = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
-        int64_t r0 = off[b], n = seg_len(s, b);
-        double m[COL_BLOCK], sum[COL_BLOCK];
-        for (int64_t c = 0; c < nc; c++) m[c] = -INFINITY, sum[c] = 0;
-        for (int64_t r = r0; r < r0 + n; r++)
-            for (int64_t c = 0; c < nc; c++) m[c] = fmax(m[c], LOAD(in, f64, r * C + c0 + c));
-        for (int64_t c = 0; c < nc; c++)
-            if (!isfinite(m[c])) m[c] = isnan(m[c]) ? m[c] : 0; /* all -inf: sum 0 -> NaN, as torch */
-        /* one exp per element: e = exp(x - m) goes to the output, then scales */
-        for (int64_t r = r0; r < r0 + n; r++)
-            for (int64_t c = 0; c < nc; c++) {
-                double z = LOAD(in, f64, r * C + c0 + c) - m[c], e = exp(z);
-                sum[c] += e;
-                STORE(o, f64, r * C + c0 + c, log_softmax ? z : e);
-            }
-        for (int64_t c = 0; c < nc; c++) sum[c] = log_softmax ? log(sum[c]) : 1.0 / sum[c];
-        for (int64_t r = r0; r < r0 + n; r++)
-            for (int64_t c = 0; c < nc; c++) {
-                double t = LOAD(o, f64, r * C + c0 + c);
-                STORE(o, f64, r * C + c0 + c, log_softmax ? t - sum[c] : t * sum[c]);
-            }
+        if (f64) seg_softmax_f64((const double *)in, (double *)o, C, off[b], seg_len(s, b), c0, nc, log_softmax);
+        else seg_softmax_f32((const float *)in, (float *)o, C, off[b], seg_len(s, b), c0, nc, log_softmax);
     }
     jag_release(v);
     *out = y;
