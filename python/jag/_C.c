@@ -397,32 +397,20 @@ static PyObject *Tensor_reshape(TensorObject *self, PyObject *arg) {
     return wrap(out);
 }
 
-static PyObject *Tensor_flatten(TensorObject *self, PyObject *unused) {
-    (void)unused;
-    SELF_T(self);
-    jag_tensor *out = NULL;
-    jag_status st = jag_flatten(t, &out);
-    if (st) return raise_status(st);
-    return wrap(out);
-}
-
-static PyObject *Tensor_contiguous(TensorObject *self, PyObject *unused) {
-    (void)unused;
-    SELF_T(self);
-    jag_tensor *out = NULL;
-    jag_status st = jag_contiguous(t, &out);
-    if (st) return raise_status(st);
-    return wrap(out);
-}
-
-static PyObject *Tensor_detach(TensorObject *self, PyObject *unused) {
-    (void)unused;
-    SELF_T(self);
-    jag_tensor *out = NULL;
-    jag_status st = jag_detach(t, &out);
-    if (st) return raise_status(st);
-    return wrap(out);
-}
+/* Methods that map one tensor to one tensor through a jag function. */
+#define TENSOR_TO_TENSOR(name, fn)                                             \
+    static PyObject *Tensor_##name(TensorObject *self, PyObject *unused) {     \
+        (void)unused;                                                          \
+        SELF_T(self);                                                          \
+        jag_tensor *out = NULL;                                                \
+        jag_status st = fn(t, &out);                                           \
+        if (st) return raise_status(st);                                       \
+        return wrap(out);                                                      \
+    }
+TENSOR_TO_TENSOR(flatten, jag_flatten)
+TENSOR_TO_TENSOR(contiguous, jag_contiguous)
+TENSOR_TO_TENSOR(detach, jag_detach)
+#undef TENSOR_TO_TENSOR
 
 static PyObject *Tensor_backward(TensorObject *self, PyObject *args) {
     SELF_T(self);
