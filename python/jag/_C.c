@@ -174,41 +174,32 @@ static PyObject *Tensor_repr(TensorObject *self) {
     jag_tensor *t = get_tensor((PyObject *)(self), "self");                   \
     if (!t) return NULL
 
-static PyObject *Tensor_get_sizes(TensorObject *self, void *c) {
-    (void)c;
-    SELF_T(self);
-    int nd = jag_ndim(t);
-    const int64_t *s = jag_sizes(t);
-    PyObject *tup = PyTuple_New(nd);
+/* A tuple of Python ints from n int64 values. */
+static PyObject *int64_tuple(const int64_t *v, int n) {
+    PyObject *tup = PyTuple_New(n);
     if (!tup) return NULL;
-    for (int i = 0; i < nd; i++) {
-        PyObject *v = PyLong_FromLongLong((long long)s[i]);
-        if (!v) {
+    for (int i = 0; i < n; i++) {
+        PyObject *x = PyLong_FromLongLong((long long)v[i]);
+        if (!x) {
             Py_DECREF(tup);
             return NULL;
         }
-        PyTuple_SET_ITEM(tup, i, v);
+        PyTuple_SET_ITEM(tup, i, x);
     }
     return tup;
+}
+
+static PyObject *Tensor_get_sizes(TensorObject *self, void *c) {
+    (void)c;
+    SELF_T(self);
+    return int64_tuple(jag_sizes(t), jag_ndim(t));
 }
 
 static PyObject *Tensor_get_strides(TensorObject *self, void *c) {
     (void)c;
     SELF_T(self);
     if (jag_tensor_subclass(t)) Py_RETURN_NONE;
-    int nd = jag_ndim(t);
-    const int64_t *s = jag_strides(t);
-    PyObject *tup = PyTuple_New(nd);
-    if (!tup) return NULL;
-    for (int i = 0; i < nd; i++) {
-        PyObject *v = PyLong_FromLongLong((long long)s[i]);
-        if (!v) {
-            Py_DECREF(tup);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(tup, i, v);
-    }
-    return tup;
+    return int64_tuple(jag_strides(t), jag_ndim(t));
 }
 
 static PyObject *Tensor_get_dtype_code(TensorObject *self, void *c) {
