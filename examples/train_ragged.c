@@ -8,13 +8,23 @@
  * -> [layer_norm -> linear -> gelu -> linear -> +x] -> mean over the ragged
  * dim -> linear -> cross entropy. Optimiser: Adam, written with jag ops.
  *
- * Flags: --steps N (default 60), --batch B (default 32), --data PATH...
+ * Then (--compare N) the same model runs N steps on padded dense tensors
+ * and N steps nested, from the same initial parameters on the same batches,
+ * each in a child process of its own so that its peak memory is its own;
+ * their losses must agree, and their speed and peak memory are printed.
+ *
+ * Flags: --steps N (default 60), --batch B (default 32), --compare N
+ * (default 0), --data PATH... (--mode nested|padded runs one child.)
  */
 #include "corpus.h"
 #include "jag.h"
 
 #include <math.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #define TRY(call)                                                              \
     do {                                                                       \
@@ -100,6 +110,50 @@ static jag_tensor *forward(const model *m, const jag_tensor *ids, const jag_tens
     return loss;
 }
 
+/* The same model on padded dense tensors, as a framework without nested
+ * tensors runs it: ids (B, T) padded with token 0, an additive key mask
+ * (B, 1, 1, T) of 0 / -inf in attention, and a (B, T, 1) mask of 1 / 0 in
+ * the mean pooling. Its loss equals the nested model's on the same batch
+ * (padded rows get no gradient), at the cost of computing on T * B rows. */
+static jag_tensor *forward_padded(const model *m, const jag_tensor *ids, const jag_tensor *key_mask,
+                                  const jag_tensor *row_mask, const jag_tensor *lengths,
+                                  const jag_tensor *labels) {
+    const int64_t B = jag_size(ids, 0), T = jag_size(ids, 1);
+    jag_tensor *x, *h, *qkv, *parts[3], *hd[3], *scores, *scaled, *masked, *p, *ctx, *ctx_t, *a2, *o, *x2, *h2,
+        *f1, *f2, *f3, *x3, *kept, *summed, *pool, *logits, *loss, *kt;
+    int np;
+    TRY(jag_embedding(m->p[EMB], ids, &x));                           /* (B, T, D) */
+    TRY(jag_layer_norm(x, 1, m->p[LN1_W], m->p[LN1_B], 1e-5, &h));
+    TRY(jag_linear(h, m->p[WQKV], NULL, &qkv));                        /* (B, T, 3D) */
+    TRY(jag_split(qkv, D, 2, parts, 3, &np));
+    for (int i = 0; i < 3; i++) {
+        jag_tensor *r;
+        TRY(jag_reshape(parts[i], (int64_t[]){B, T, H, DH}, 4, &r));
+        TRY(jag_transpose(r, 1, 2, &hd[i]));                           /* (B, H, T, DH) */
+    }
+    TRY(jag_transpose(hd[1], 2, 3, &kt));                              /* (B, H, DH, T) */
+    TRY(jag_matmul(hd[0], kt, &scores));                               /* (B, H, T, T) */
+    TRY(jag_mul_scalar(scores, 1.0 / sqrt((double)DH), &scaled));
+    TRY(jag_add(scaled, key_mask, 1.0, &masked));                      /* padded keys -> -inf */
+    TRY(jag_softmax(masked, 3, &p));
+    TRY(jag_matmul(p, hd[2], &ctx));                                   /* (B, H, T, DH) */
+    TRY(jag_transpose(ctx, 1, 2, &ctx_t));
+    TRY(jag_reshape(ctx_t, (int64_t[]){B, T, D}, 3, &a2));
+    TRY(jag_linear(a2, m->p[WO], NULL, &o));
+    TRY(jag_add(x, o, 1.0, &x2));
+    TRY(jag_layer_norm(x2, 1, m->p[LN2_W], m->p[LN2_B], 1e-5, &h2));
+    TRY(jag_linear(h2, m->p[W1], m->p[B1], &f1));
+    TRY(jag_gelu(f1, &f2));
+    TRY(jag_linear(f2, m->p[W2], m->p[B2], &f3));
+    TRY(jag_add(x2, f3, 1.0, &x3));
+    TRY(jag_mul(x3, row_mask, &kept));                                 /* padded rows -> 0 */
+    TRY(jag_sum(kept, (int[]){1}, 1, false, &summed));                 /* (B, D) */
+    TRY(jag_div(summed, lengths, &pool));                              /* lengths (B, 1) */
+    TRY(jag_linear(pool, m->p[WC], m->p[BC], &logits));
+    TRY(jag_cross_entropy(logits, labels, &loss));
+    return loss;
+}
+
 /* Adam with jag ops, grad mode off; parameters are replaced by new leaves */
 static void adam_step(model *m, double lr) {
     const double b1 = 0.9, b2 = 0.999, eps = 1e-8;
@@ -140,40 +194,89 @@ static double now(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-int main(int argc, char **argv) {
-    const char *paths[8];
-    int n_paths = 0;
-    long steps = 60, batch = 32;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) steps = atol(argv[++i]);
-        else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) batch = atol(argv[++i]);
-        else if (strcmp(argv[i], "--data") == 0 && i + 1 < argc && n_paths < 8) paths[n_paths++] = argv[++i];
-        else {
-            fprintf(stderr, "usage: %s [--steps N] [--batch B] [--data FILE]...\n", argv[0]);
-            return 2;
+/* One batch of documents: token ids packed, their offsets and labels. */
+typedef struct {
+    int64_t nb, total, max_len;
+    int64_t *ids, *offs, *labels;
+} batch_data;
+
+static void batch_next(batch_data *bd, const corpus *c, const int64_t *order, int64_t *cursor, long batch) {
+    int64_t nb = batch < c->n_docs ? batch : c->n_docs;
+    bd->ids = malloc((size_t)c->n_tokens * sizeof *bd->ids);
+    bd->offs = malloc((size_t)(nb + 1) * sizeof *bd->offs);
+    bd->labels = malloc((size_t)nb * sizeof *bd->labels);
+    if (!bd->ids || !bd->offs || !bd->labels) {
+        fprintf(stderr, "train: out of memory\n");
+        exit(1);
+    }
+    bd->nb = nb, bd->total = 0, bd->max_len = 0, bd->offs[0] = 0;
+    for (int64_t b = 0; b < nb; b++) {
+        int64_t d = order[(*cursor)++ % c->n_docs], len = c->offsets[d + 1] - c->offsets[d];
+        if (len > 128) len = 128; /* a bound on the longest document */
+        memcpy(bd->ids + bd->total, c->tokens + c->offsets[d], (size_t)len * sizeof *bd->ids);
+        bd->total += len, bd->offs[b + 1] = bd->total, bd->labels[b] = c->labels[d];
+        if (len > bd->max_len) bd->max_len = len;
+    }
+}
+
+static void batch_free(batch_data *bd) { free(bd->ids), free(bd->offs), free(bd->labels); }
+
+/* The batch as a nested (B, j) tensor of ids -> the model's loss. */
+static jag_tensor *loss_nested(const model *m, const batch_data *bd) {
+    jag_tensor *idv, *off, *lab, *nt;
+    int64_t nb1 = bd->nb + 1, total = bd->total, nb = bd->nb;
+    TRY(jag_from_data(bd->ids, &total, 1, JAG_INT64, &idv));
+    TRY(jag_from_data(bd->offs, &nb1, 1, JAG_INT64, &off));
+    TRY(jag_from_data(bd->labels, &nb, 1, JAG_INT64, &lab));
+    TRY(jag_nested_from_jagged(idv, off, NULL, &nt)); /* (B, j) token ids, packed */
+    return forward(m, nt, off, lab);
+}
+
+/* The batch padded to (B, T) with its masks -> the padded model's loss. */
+static jag_tensor *loss_padded(const model *m, const batch_data *bd) {
+    const int64_t B = bd->nb, T = bd->max_len > 0 ? bd->max_len : 1;
+    int64_t *ids = calloc((size_t)(B * T), sizeof *ids);
+    float *key_mask = malloc((size_t)(B * T) * sizeof *key_mask), *row_mask = malloc((size_t)(B * T) * sizeof *row_mask);
+    float *lengths = malloc((size_t)B * sizeof *lengths);
+    if (!ids || !key_mask || !row_mask || !lengths) {
+        fprintf(stderr, "train: out of memory\n");
+        exit(1);
+    }
+    for (int64_t b = 0; b < B; b++) {
+        int64_t len = bd->offs[b + 1] - bd->offs[b];
+        memcpy(ids + b * T, bd->ids + bd->offs[b], (size_t)len * sizeof *ids);
+        for (int64_t t = 0; t < T; t++) {
+            key_mask[b * T + t] = t < len ? 0.0f : -INFINITY;
+            row_mask[b * T + t] = t < len ? 1.0f : 0.0f;
         }
+        lengths[b] = (float)len;
     }
-    if (steps < 1 || batch < 1) {
-        fprintf(stderr, "train: --steps and --batch must be positive\n");
-        return 2;
-    }
-    corpus c;
-    char err[512] = "";
-    if (n_paths ? corpus_load(&c, paths, n_paths, 1, err, sizeof err) : corpus_load_fortunes(&c, err, sizeof err)) {
-        fprintf(stderr, "train: %s\n", err);
-        return 1;
-    }
-    int64_t classes = c.n_files > 1 ? c.n_files : 2;
-    printf("training on %lld documents (%lld tokens, %lld words), %lld classes (the source file)\n",
-           (long long)c.n_docs, (long long)c.n_tokens, (long long)c.vocab_size, (long long)classes);
+    jag_tensor *idt, *km, *rm, *lt, *lab;
+    int64_t nb = B;
+    TRY(jag_from_data(ids, (int64_t[]){B, T}, 2, JAG_INT64, &idt));
+    TRY(jag_from_data(key_mask, (int64_t[]){B, 1, 1, T}, 4, JAG_FLOAT32, &km));
+    TRY(jag_from_data(row_mask, (int64_t[]){B, T, 1}, 3, JAG_FLOAT32, &rm));
+    TRY(jag_from_data(lengths, (int64_t[]){B, 1}, 2, JAG_FLOAT32, &lt));
+    TRY(jag_from_data(bd->labels, &nb, 1, JAG_INT64, &lab));
+    free(ids), free(key_mask), free(row_mask), free(lengths);
+    return forward_padded(m, idt, km, rm, lt, lab);
+}
+
+typedef enum { RUN_TRAIN, RUN_CHILD_NESTED, RUN_CHILD_PADDED } run_mode;
+
+/* Train for `steps` steps. RUN_TRAIN prints progress for people; a child
+ * prints one "loss STEP VALUE" line a step and "tokens_per_s VALUE" at the
+ * end for its parent to read. */
+static void train(const corpus *c, run_mode mode, long steps, long batch) {
+    int64_t classes = c->n_files > 1 ? c->n_files : 2;
     jag_manual_seed(42);
     model m;
-    model_init(&m, c.vocab_size, classes);
+    model_init(&m, c->vocab_size, classes);
     /* a fixed shuffle of the documents */
-    int64_t *order = malloc((size_t)c.n_docs * sizeof *order);
+    int64_t *order = malloc((size_t)c->n_docs * sizeof *order);
     uint64_t s = 12345;
-    for (int64_t i = 0; i < c.n_docs; i++) order[i] = i;
-    for (int64_t i = c.n_docs - 1; i > 0; i--) {
+    for (int64_t i = 0; i < c->n_docs; i++) order[i] = i;
+    for (int64_t i = c->n_docs - 1; i > 0; i--) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         int64_t j = (int64_t)((s >> 33) % (uint64_t)(i + 1)), t = order[i];
         order[i] = order[j], order[j] = t;
@@ -182,40 +285,155 @@ int main(int argc, char **argv) {
     int64_t cursor = 0;
     for (long step = 1; step <= steps; step++) {
         TRY(jag_scope_begin());
-        int64_t nb = batch < c.n_docs ? batch : c.n_docs, total = 0;
-        int64_t *ids = malloc((size_t)c.n_tokens * sizeof *ids), *offs = malloc((size_t)(nb + 1) * sizeof *offs);
-        int64_t *labels = malloc((size_t)nb * sizeof *labels);
-        offs[0] = 0;
-        for (int64_t b = 0; b < nb; b++) {
-            int64_t d = order[cursor++ % c.n_docs], len = c.offsets[d + 1] - c.offsets[d];
-            if (len > 128) len = 128; /* a bound on the longest document */
-            memcpy(ids + total, c.tokens + c.offsets[d], (size_t)len * sizeof *ids);
-            total += len, offs[b + 1] = total, labels[b] = c.labels[d];
-        }
-        jag_tensor *idv, *off, *lab, *nt, *loss;
-        int64_t nb1 = nb + 1;
-        TRY(jag_from_data(ids, &total, 1, JAG_INT64, &idv));
-        TRY(jag_from_data(offs, &nb1, 1, JAG_INT64, &off));
-        TRY(jag_from_data(labels, &nb, 1, JAG_INT64, &lab));
-        TRY(jag_nested_from_jagged(idv, off, NULL, &nt)); /* (B, j) token ids, packed */
-        loss = forward(&m, nt, off, lab);
+        batch_data bd;
+        batch_next(&bd, c, order, &cursor, batch);
+        jag_tensor *loss = mode == RUN_CHILD_PADDED ? loss_padded(&m, &bd) : loss_nested(&m, &bd);
         double l;
         TRY(jag_item(loss, &l));
         TRY(jag_backward(loss, NULL, false));
         TRY(jag_scope_end());
         adam_step(&m, 3e-3);
-        tokens += (double)total;
+        tokens += (double)bd.total;
+        batch_free(&bd);
         avg = step == 1 ? l : 0.9 * avg + 0.1 * l;
         if (step == 1) first = l;
         last = avg;
-        if (step == 1 || step % 10 == 0 || step == steps)
+        if (mode != RUN_TRAIN) printf("loss %ld %.9g\n", step, l);
+        else if (step == 1 || step % 10 == 0 || step == steps)
             printf("  step %4ld  loss %.4f (smoothed %.4f)  %8.0f tokens/s\n", step, l, avg, tokens / (now() - t0));
-        free(ids), free(offs), free(labels);
     }
-    printf("loss %.4f -> %.4f (smoothed) over %ld steps: %s\n", first, last, steps,
-           last < first ? "it learns" : "it did not fall");
+    if (mode == RUN_TRAIN)
+        printf("loss %.4f -> %.4f (smoothed) over %ld steps: %s\n", first, last, steps,
+               last < first ? "it learns" : "it did not fall");
+    else
+        printf("tokens_per_s %.9g\n", tokens / (now() - t0));
     model_free(&m);
     free(order);
+}
+
+/* What one child run reported. */
+typedef struct {
+    double loss[64];
+    long n_loss;
+    double tokens_per_s, peak_rss_mib;
+} child_report;
+
+/* Run this program again as `--mode NAME` with the same data and batch and
+ * read its report; its peak RSS comes from wait4. Returns 0 on success. */
+static int run_child(const char *self, const char *mode, long steps, long batch, char **paths, int n_paths,
+                     child_report *r) {
+    char steps_s[32], batch_s[32];
+    snprintf(steps_s, sizeof steps_s, "%ld", steps);
+    snprintf(batch_s, sizeof batch_s, "%ld", batch);
+    char *argv[8 + 2 * 8];
+    int a = 0;
+    argv[a++] = (char *)self, argv[a++] = "--mode", argv[a++] = (char *)mode;
+    argv[a++] = "--steps", argv[a++] = steps_s, argv[a++] = "--batch", argv[a++] = batch_s;
+    for (int i = 0; i < n_paths; i++) argv[a++] = "--data", argv[a++] = paths[i];
+    argv[a] = NULL;
+    int fd[2];
+    if (pipe(fd) != 0) return perror("train: pipe"), -1;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fd[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&fa, fd[0]);
+    pid_t pid;
+    extern char **environ;
+    int err = posix_spawn(&pid, self, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fd[1]);
+    if (err != 0) {
+        close(fd[0]);
+        fprintf(stderr, "train: cannot run %s: %s\n", self, strerror(err));
+        return -1;
+    }
+    memset(r, 0, sizeof *r);
+    FILE *in = fdopen(fd[0], "r");
+    char line[256];
+    while (in && fgets(line, sizeof line, in)) {
+        long step;
+        double v;
+        if (sscanf(line, "loss %ld %lf", &step, &v) == 2 && step == r->n_loss + 1 && r->n_loss < 64)
+            r->loss[r->n_loss++] = v;
+        else if (sscanf(line, "tokens_per_s %lf", &v) == 1)
+            r->tokens_per_s = v;
+    }
+    if (in) fclose(in);
+    int status;
+    struct rusage ru;
+    if (wait4(pid, &status, 0, &ru) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        fprintf(stderr, "train: the %s run failed\n", mode);
+        return -1;
+    }
+    r->peak_rss_mib = (double)ru.ru_maxrss / 1024.0; /* KiB on Linux */
+    return r->n_loss == steps ? 0 : -1;
+}
+
+/* The padded model against the nested one on the same batches. */
+static int compare_padded(const char *self, long steps, long batch, char **paths, int n_paths) {
+    child_report nested, padded;
+    printf("the same model on padded dense tensors, %ld steps from the same start on the same batches:\n", steps);
+    if (run_child(self, "padded", steps, batch, paths, n_paths, &padded) ||
+        run_child(self, "nested", steps, batch, paths, n_paths, &nested))
+        return 1;
+    double worst = 0;
+    for (long i = 0; i < steps; i++) {
+        double d = fabs(nested.loss[i] - padded.loss[i]) / fmax(1.0, fabs(padded.loss[i]));
+        if (!(d <= worst)) worst = d; /* NaN counts as the worst */
+        if (i < 3 || i == steps - 1)
+            printf("  step %4ld  loss nested %.6f  padded %.6f\n", i + 1, nested.loss[i], padded.loss[i]);
+    }
+    printf("  %-7s %10.0f tokens/s  peak RSS %6.1f MiB\n", "nested", nested.tokens_per_s, nested.peak_rss_mib);
+    printf("  %-7s %10.0f tokens/s  peak RSS %6.1f MiB\n", "padded", padded.tokens_per_s, padded.peak_rss_mib);
+    printf("  nested is %.2fx faster than padded; losses agree within %.1e (relative)\n",
+           nested.tokens_per_s / padded.tokens_per_s, worst);
+    if (!(worst <= 1e-3)) {
+        fprintf(stderr, "train: the padded and nested losses disagree (%.3g)\n", worst);
+        return 1;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    char *paths[8];
+    int n_paths = 0;
+    long steps = 60, batch = 32, compare = 0;
+    run_mode mode = RUN_TRAIN;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) steps = atol(argv[++i]);
+        else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) batch = atol(argv[++i]);
+        else if (strcmp(argv[i], "--compare") == 0 && i + 1 < argc) compare = atol(argv[++i]);
+        else if (strcmp(argv[i], "--data") == 0 && i + 1 < argc && n_paths < 8) paths[n_paths++] = argv[++i];
+        else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc && strcmp(argv[i + 1], "nested") == 0)
+            mode = RUN_CHILD_NESTED, i++;
+        else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc && strcmp(argv[i + 1], "padded") == 0)
+            mode = RUN_CHILD_PADDED, i++;
+        else {
+            fprintf(stderr, "usage: %s [--steps N] [--batch B] [--compare N] [--data FILE]...\n", argv[0]);
+            return 2;
+        }
+    }
+    if (steps < 1 || batch < 1 || compare < 0 || compare > 64) {
+        fprintf(stderr, "train: --steps and --batch must be positive, --compare in 0..64\n");
+        return 2;
+    }
+    corpus c;
+    char err[512] = "";
+    if (n_paths ? corpus_load(&c, (const char *const *)paths, n_paths, 1, err, sizeof err)
+                : corpus_load_fortunes(&c, err, sizeof err)) {
+        fprintf(stderr, "train: %s\n", err);
+        return 1;
+    }
+    if (mode == RUN_TRAIN) {
+        int64_t classes = c.n_files > 1 ? c.n_files : 2;
+        printf("training on %lld documents (%lld tokens, %lld words), %lld classes (the source file)\n",
+               (long long)c.n_docs, (long long)c.n_tokens, (long long)c.vocab_size, (long long)classes);
+    }
+    train(&c, mode, steps, batch);
     corpus_free(&c);
+    if (mode == RUN_TRAIN && compare > 0) {
+        fflush(stdout);
+        return compare_padded("/proc/self/exe", compare, batch, paths, n_paths);
+    }
     return 0;
 }
