@@ -2,8 +2,9 @@
  * train_ragged.c — trains a small transformer classifier on real ragged
  * text, nested end to end: no padding anywhere.
  *
- * Data: the fortune files of Debian's fortunes-min (or --data FILE..., one
- * document per line); the label of a document is the file it came from.
+ * Data: the fortune files of Debian's fortunes-min, or --data PATH... (a
+ * file: one document per line; a directory: one document per file); the
+ * label of a document is the path it came from.
  * Model: embedding -> [layer_norm -> attention over the ragged dim -> +x]
  * -> [layer_norm -> linear -> gelu -> linear -> +x] -> mean over the ragged
  * dim -> linear -> cross entropy. Optimiser: Adam, written with jag ops.
@@ -385,7 +386,7 @@ static int compare_padded(const char *self, long steps, long batch, char **paths
     }
     printf("  %-7s %10.0f tokens/s  peak RSS %6.1f MiB\n", "nested", nested.tokens_per_s, nested.peak_rss_mib);
     printf("  %-7s %10.0f tokens/s  peak RSS %6.1f MiB\n", "padded", padded.tokens_per_s, padded.peak_rss_mib);
-    printf("  nested is %.2fx faster than padded; losses agree within %.1e (relative)\n",
+    printf("  nested runs %.2fx the speed of padded; losses agree within %.1e (relative)\n",
            nested.tokens_per_s / padded.tokens_per_s, worst);
     if (!(worst <= 1e-3)) {
         fprintf(stderr, "train: the padded and nested losses disagree (%.3g)\n", worst);
@@ -409,7 +410,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc && strcmp(argv[i + 1], "padded") == 0)
             mode = RUN_CHILD_PADDED, i++;
         else {
-            fprintf(stderr, "usage: %s [--steps N] [--batch B] [--compare N] [--data FILE]...\n", argv[0]);
+            fprintf(stderr, "usage: %s [--steps N] [--batch B] [--compare N] [--data FILE|DIR]...\n", argv[0]);
             return 2;
         }
     }
@@ -426,7 +427,7 @@ int main(int argc, char **argv) {
     }
     if (mode == RUN_TRAIN) {
         int64_t classes = c.n_files > 1 ? c.n_files : 2;
-        printf("training on %lld documents (%lld tokens, %lld words), %lld classes (the source file)\n",
+        printf("training on %lld documents (%lld tokens, %lld words), %lld classes (the path each came from)\n",
                (long long)c.n_docs, (long long)c.n_tokens, (long long)c.vocab_size, (long long)classes);
     }
     train(&c, mode, steps, batch);
