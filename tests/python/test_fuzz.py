@@ -47,7 +47,8 @@ def _fuzz():
         f = random.choice(funcs)
         try:
             f(random.choice(pool), random.choice(pool)); n += 1
-        except (TypeError, ValueError, IndexError, NotImplementedError, RuntimeError, OverflowError, MemoryError, AttributeError, KeyError):
+        except (TypeError, ValueError, IndexError, NotImplementedError, RuntimeError, OverflowError, MemoryError, AttributeError, KeyError,
+                BufferError):
             pass
     return n
 

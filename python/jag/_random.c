@@ -1,0 +1,103 @@
+/*
+ * _random.c — jag.Generator: a Python object owning a jag_generator, and
+ * rand/randn drawing from it.
+ */
+#include "_jagpy.h"
+
+#include <string.h>
+
+typedef struct {
+    PyObject_HEAD
+    jag_generator *g;
+} GeneratorObject;
+
+static void Generator_dealloc(GeneratorObject *self) {
+    jag_generator_free(self->g);
+    self->g = NULL;
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Generator_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
+    (void)kw;
+    unsigned long long seed = 0;
+    if (!PyArg_ParseTuple(args, "|K", &seed)) return NULL;
+    jag_generator *g = NULL;
+    jag_status st = jag_generator_new((uint64_t)seed, &g);
+    if (st) return jagpy_raise_status(st);
+    GeneratorObject *o = (GeneratorObject *)type->tp_alloc(type, 0);
+    if (!o) {
+        jag_generator_free(g);
+        return NULL;
+    }
+    o->g = g;
+    return (PyObject *)o;
+}
+
+static PyTypeObject Generator_Type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "jag._C._Generator",
+    .tp_basicsize = sizeof(GeneratorObject),
+    .tp_dealloc = (destructor)Generator_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "_Generator(seed): a jag_generator (see jag.Generator)",
+    .tp_new = Generator_new,
+};
+
+/* _random(kind, sizes, dtype, a, b, generator): kind "rand" (uniform [a, b))
+ * or "randn" (normal, mean a, std b). */
+static PyObject *m_random(PyObject *mod, PyObject *args) {
+    (void)mod;
+    const char *kind;
+    PyObject *shape, *gen;
+    int dtype;
+    double a, b;
+    if (!PyArg_ParseTuple(args, "sOiddO!", &kind, &shape, &dtype, &a, &b, &Generator_Type, &gen)) return NULL;
+    if (dtype < 0 || dtype >= JAG_DTYPE_COUNT) {
+        PyErr_Format(PyExc_ValueError, "invalid dtype code %d", dtype);
+        return NULL;
+    }
+    PyObject *fast = PySequence_Fast(shape, "sizes must be a sequence of ints");
+    if (!fast) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    if (n > JAG_MAX_DIMS) {
+        Py_DECREF(fast);
+        PyErr_Format(PyExc_ValueError, "%s: at most %d dims, got %zd", kind, JAG_MAX_DIMS, n);
+        return NULL;
+    }
+    int64_t sizes[JAG_MAX_DIMS];
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i));
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return NULL;
+        }
+        sizes[i] = (int64_t)v;
+    }
+    Py_DECREF(fast);
+    jag_generator *g = ((GeneratorObject *)gen)->g;
+    jag_tensor *out = NULL;
+    jag_status st;
+    if (!strcmp(kind, "rand")) st = jag_rand_uniform(sizes, (int)n, a, b, (jag_dtype)dtype, g, &out);
+    else if (!strcmp(kind, "randn")) st = jag_rand_normal(sizes, (int)n, a, b, (jag_dtype)dtype, g, &out);
+    else {
+        PyErr_Format(PyExc_ValueError, "unknown random factory %s", kind);
+        return NULL;
+    }
+    if (st) return jagpy_raise_status(st);
+    return jagpy_wrap(out);
+}
+
+static PyMethodDef random_methods[] = {
+    {"_random", m_random, METH_VARARGS, "_random(kind, sizes, dtype, a, b, generator)"},
+    {NULL, NULL, 0, NULL},
+};
+
+int jagpy_random_init(PyObject *m) {
+    if (PyType_Ready(&Generator_Type) < 0) return -1;
+    Py_INCREF(&Generator_Type);
+    if (PyModule_AddObject(m, "_Generator", (PyObject *)&Generator_Type) < 0) {
+        Py_DECREF(&Generator_Type);
+        return -1;
+    }
+    return PyModule_AddFunctions(m, random_methods);
+}
