@@ -221,6 +221,14 @@ class Tensor(_C.TensorBase):
         return _DTYPES[self._dtype_code]
 
     @property
+    def is_meta(self):
+        return _C._is_meta(self)
+
+    @property
+    def device(self):
+        return "meta" if _C._is_meta(self) else "cpu"
+
+    @property
     def layout(self):
         return _LAYOUTS[self._layout_code] if self.is_nested else strided
 
@@ -722,7 +730,13 @@ def ones(*size, dtype=None, requires_grad=False):
     return _factory("ones", size, dtype, requires_grad)
 
 
-def empty(*size, dtype=None, requires_grad=False):
+def empty(*size, dtype=None, requires_grad=False, device=None):
+    """Uninitialised memory; device="meta" gives a meta tensor (shape and
+    dtype, no data: ops on it only infer shapes and dtypes)."""
+    if device is not None and device != "cpu":
+        if device != "meta":
+            raise ValueError("empty: device must be 'cpu' or 'meta', got %r" % (device,))
+        return _C._meta(_shape_arg(size), (_to_dtype(dtype) or float32).code)
     return _factory("empty", size, dtype, requires_grad)
 
 

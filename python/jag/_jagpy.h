@@ -53,7 +53,7 @@ int jagpy_results_to_outs(PyObject *r, int n, jag_tensor **outs, const char *who
 int jagpy_interop_init(PyObject *m);  /* _interop.c: DLPack */
 int jagpy_library_init(PyObject *m);  /* _library.c: custom ops, decompositions */
 int jagpy_function_init(PyObject *m); /* _function.c: autograd.Function */
-int jagpy_random_init(PyObject *m);   /* _random.c: jag.Generator */
+int jagpy_factory_init(PyObject *m);  /* _factory.c: jag.Generator, meta tensors */
 /* The buffer protocol of TensorBase (set before PyType_Ready). */
 extern PyBufferProcs jagpy_buffer_procs;
 

@@ -1,6 +1,7 @@
 /*
- * _random.c — jag.Generator: a Python object owning a jag_generator, and
- * rand/randn drawing from it.
+ * _factory.c — factories beyond _C.c's: jag.Generator (a Python object
+ * owning a jag_generator) with rand/randn drawing from it, and meta tensors
+ * (shape and dtype, no data: jag.empty(..., device="meta")).
  */
 #include "_jagpy.h"
 
@@ -87,12 +88,55 @@ static PyObject *m_random(PyObject *mod, PyObject *args) {
     return jagpy_wrap(out);
 }
 
+/* _meta(sizes, dtype): a meta tensor */
+static PyObject *m_meta(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *shape;
+    int dtype;
+    if (!PyArg_ParseTuple(args, "Oi", &shape, &dtype)) return NULL;
+    PyObject *fast = PySequence_Fast(shape, "sizes must be a sequence of ints");
+    if (!fast) return NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+    int64_t sizes[JAG_MAX_DIMS];
+    if (n > JAG_MAX_DIMS) {
+        Py_DECREF(fast);
+        PyErr_Format(PyExc_ValueError, "empty: at most %d dims, got %zd", JAG_MAX_DIMS, n);
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        long long v = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(fast, i));
+        if (v == -1 && PyErr_Occurred()) {
+            Py_DECREF(fast);
+            return NULL;
+        }
+        sizes[i] = (int64_t)v;
+    }
+    Py_DECREF(fast);
+    if (dtype < 0 || dtype >= JAG_DTYPE_COUNT) {
+        PyErr_Format(PyExc_ValueError, "invalid dtype code %d", dtype);
+        return NULL;
+    }
+    jag_tensor *out = NULL;
+    jag_status st = jag_meta_tensor(sizes, (int)n, (jag_dtype)dtype, &out);
+    if (st) return jagpy_raise_status(st);
+    return jagpy_wrap(out);
+}
+
+static PyObject *m_is_meta(PyObject *mod, PyObject *arg) {
+    (void)mod;
+    jag_tensor *t = jagpy_get_tensor(arg, "is_meta: argument");
+    if (!t) return NULL;
+    return PyBool_FromLong(jag_is_meta(t));
+}
+
 static PyMethodDef random_methods[] = {
     {"_random", m_random, METH_VARARGS, "_random(kind, sizes, dtype, a, b, generator)"},
+    {"_meta", m_meta, METH_VARARGS, "_meta(sizes, dtype): a meta tensor"},
+    {"_is_meta", m_is_meta, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };
 
-int jagpy_random_init(PyObject *m) {
+int jagpy_factory_init(PyObject *m) {
     if (PyType_Ready(&Generator_Type) < 0) return -1;
     Py_INCREF(&Generator_Type);
     if (PyModule_AddObject(m, "_Generator", (PyObject *)&Generator_Type) < 0) {
