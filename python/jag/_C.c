@@ -463,6 +463,7 @@ static PyObject *inner_call(TensorObject *self, inner_fn fn, int allow_null) {
 static PyObject *Tensor_values(TensorObject *self, PyObject *u) { (void)u; return inner_call(self, jag_nested_values, 0); }
 static PyObject *Tensor_offsets(TensorObject *self, PyObject *u) { (void)u; return inner_call(self, jag_nested_offsets, 0); }
 static PyObject *Tensor_lengths(TensorObject *self, PyObject *u) { (void)u; return inner_call(self, jag_nested_lengths, 1); }
+static PyObject *Tensor_buffer(TensorObject *self, PyObject *u) { (void)u; return inner_call(self, jag_nested_buffer, 0); }
 
 static PyObject *Tensor_unbind_nested(TensorObject *self, PyObject *u) {
     (void)u;
@@ -549,6 +550,7 @@ static PyMethodDef Tensor_methods[] = {
     {"_values", (PyCFunction)Tensor_values, METH_NOARGS, NULL},
     {"_offsets", (PyCFunction)Tensor_offsets, METH_NOARGS, NULL},
     {"_lengths", (PyCFunction)Tensor_lengths, METH_NOARGS, NULL},
+    {"_buffer", (PyCFunction)Tensor_buffer, METH_NOARGS, NULL},
     {"_unbind_nested", (PyCFunction)Tensor_unbind_nested, METH_NOARGS, NULL},
     {"_ragged_id", (PyCFunction)Tensor_ragged_id, METH_NOARGS, NULL},
     {"_to_layout", (PyCFunction)Tensor_to_layout, METH_O, NULL},

@@ -459,7 +459,7 @@ class Tensor(_C.TensorBase):
             raise ValueError("values(): not a nested tensor")
         if self.layout is jagged:
             return _op("values", self)  # differentiable
-        return self._values()
+        return self._buffer()  # strided: the 1-D buffer, as torch
 
     def offsets(self):
         return self._offsets()
@@ -902,6 +902,20 @@ _UNARY = ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "si
 for _n in _UNARY:
     globals()[_n] = _make_unary(_n)
 negative = globals()["neg"]
+
+
+def _make_unary_method(name):
+    def m(self):
+        return _op(name, self)
+
+    m.__name__ = name
+    m.__doc__ = "Elementwise %s (jag op %r), as jag.%s(self)." % (name, name, name)
+    return m
+
+
+for _n in _UNARY:  # x.sin(), x.exp(), ... as torch
+    if not hasattr(Tensor, _n):
+        setattr(Tensor, _n, _make_unary_method(_n))
 
 
 def _make_binary(name):
