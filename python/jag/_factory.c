@@ -1,11 +1,13 @@
 /*
  * _factory.c — factories beyond _C.c's: jag.Generator (a Python object
  * owning a jag_generator) with rand/randn drawing from it, and meta tensors
- * (shape and dtype, no data: jag.empty(..., device="meta")).
+ * (shape and dtype, no data: jag.empty(..., device="meta")); and a timing
+ * loop for bench/bench_python.py.
  */
 #include "_jagpy.h"
 
 #include <string.h>
+#include <time.h>
 
 typedef struct {
     PyObject_HEAD
@@ -129,7 +131,55 @@ static PyObject *m_is_meta(PyObject *mod, PyObject *arg) {
     return PyBool_FromLong(jag_is_meta(t));
 }
 
+/* _bench_op_loop(name, n, *args): call the op n times from C with the
+ * given arguments (tensors and floats) (each output released at once) and return the
+ * seconds it took: the C cost of one call, for bench/bench_python.py to
+ * set Python's per-call overhead against. */
+static PyObject *m_bench_op_loop(PyObject *mod, PyObject *args) {
+    (void)mod;
+    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+    if (nargs < 2 || nargs > 10 || !PyUnicode_Check(PyTuple_GET_ITEM(args, 0))) {
+        PyErr_SetString(PyExc_TypeError, "_bench_op_loop(name, n, *args) with up to 8 tensors or floats");
+        return NULL;
+    }
+    jag_op_id op;
+    jag_status st = jag_op_find(PyUnicode_AsUTF8(PyTuple_GET_ITEM(args, 0)), &op);
+    if (st) return jagpy_raise_status(st);
+    long long n = PyLong_AsLongLong(PyTuple_GET_ITEM(args, 1));
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    jag_value vals[8];
+    int nv = (int)nargs - 2;
+    for (int i = 0; i < nv; i++) {
+        PyObject *a = PyTuple_GET_ITEM(args, 2 + i);
+        if (PyFloat_Check(a)) {
+            vals[i].kind = JAG_VAL_DOUBLE;
+            vals[i].u.d = PyFloat_AS_DOUBLE(a);
+            continue;
+        }
+        jag_tensor *t = jagpy_get_tensor(a, "argument");
+        if (!t) return NULL;
+        vals[i].kind = JAG_VAL_TENSOR;
+        vals[i].u.t = t;
+    }
+    int n_out = jag_op_num_outputs(op);
+    if (n_out < 1 || n_out > 8) {
+        PyErr_SetString(PyExc_ValueError, "_bench_op_loop: unexpected number of outputs");
+        return NULL;
+    }
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    for (long long k = 0; k < n; k++) {
+        jag_tensor *outs[8] = {0};
+        st = jag_op_call(op, vals, nv, outs);
+        if (st) return jagpy_raise_status(st);
+        for (int i = 0; i < n_out; i++) jag_release(outs[i]);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    return PyFloat_FromDouble((double)(b.tv_sec - a.tv_sec) + (double)(b.tv_nsec - a.tv_nsec) * 1e-9);
+}
+
 static PyMethodDef random_methods[] = {
+    {"_bench_op_loop", m_bench_op_loop, METH_VARARGS, "_bench_op_loop(name, n, *args) -> seconds"},
     {"_random", m_random, METH_VARARGS, "_random(kind, sizes, dtype, a, b, generator)"},
     {"_meta", m_meta, METH_VARARGS, "_meta(sizes, dtype): a meta tensor"},
     {"_is_meta", m_is_meta, METH_O, NULL},
