@@ -789,11 +789,13 @@ def from_dlpack(x, *, device=None, copy=None):
     ``__dlpack__`` (numpy arrays, torch tensors, jag tensors) or a DLPack
     capsule. No copy, except when copy=True or when the producer marks the
     data read-only (jag tensors are writable), has negative strides or
-    misaligned data. CPU memory only."""
+    misaligned data (copy=False makes those a BufferError). CPU memory
+    only."""
     if device is not None and device not in ("cpu", (1, 0)):
         raise BufferError("from_dlpack: jag tensors live on the CPU, got device=%r" % (device,))
+    allow_copy = copy is None or _builtins.bool(copy)
     if type(x).__name__ == "PyCapsule":
-        t = _C._from_dlpack(x)
+        t = _C._from_dlpack(x, allow_copy)
         return t.clone() if copy else t
     if not hasattr(x, "__dlpack__"):
         raise TypeError("from_dlpack: %s has no __dlpack__ method" % type(x).__name__)
@@ -808,9 +810,9 @@ def from_dlpack(x, *, device=None, copy=None):
         cap = x.__dlpack__(**kwargs)
     except TypeError:  # a producer of the older protocol: no keywords
         cap = x.__dlpack__()
-        t = _C._from_dlpack(cap)
+        t = _C._from_dlpack(cap, allow_copy)
         return t.clone() if copy else t
-    return _C._from_dlpack(cap)
+    return _C._from_dlpack(cap, allow_copy)
 
 
 class Generator:

@@ -220,11 +220,15 @@ static void copy_strided(char *dst, const char *src, int nd, const int64_t *shap
     }
 }
 
-/* _from_dlpack(capsule): a jag tensor over the capsule's memory (a copy when
- * the producer marked it read-only, or its strides are negative, or the data
- * is misaligned for its dtype). */
-static PyObject *m_from_dlpack(PyObject *mod, PyObject *cap) {
+/* _from_dlpack(capsule, allow_copy=True): a jag tensor over the capsule's
+ * memory (a copy when the producer marked it read-only, or its strides are
+ * negative, or the data is misaligned for its dtype; with allow_copy false
+ * that is a BufferError and the capsule stays unconsumed). */
+static PyObject *m_from_dlpack(PyObject *mod, PyObject *args) {
     (void)mod;
+    PyObject *cap;
+    int allow_copy = 1;
+    if (!PyArg_ParseTuple(args, "O|p", &cap, &allow_copy)) return NULL;
     if (!PyCapsule_CheckExact(cap)) {
         PyErr_Format(PyExc_TypeError, "from_dlpack: expected a DLPack capsule or an object with __dlpack__, got %.100s",
                      Py_TYPE(cap)->tp_name);
@@ -296,6 +300,13 @@ static PyObject *m_from_dlpack(PyObject *mod, PyObject *cap) {
     jag_tensor *out = NULL;
     jag_status st;
     if ((flags & JAG_DLPACK_FLAG_READ_ONLY) || negative || misaligned) {
+        if (!allow_copy) {
+            PyErr_Format(PyExc_BufferError, "from_dlpack: copy=False, but the data is %s: jag needs a copy",
+                         (flags & JAG_DLPACK_FLAG_READ_ONLY) ? "read-only"
+                         : negative                          ? "negatively strided"
+                                                             : "misaligned for its dtype");
+            return NULL;
+        }
         /* jag tensors are always writable and need aligned, non-negative
          * strides: copy, then hand the producer's memory back at once */
         st = jag_empty(sizes, nd, dtype, &out);
@@ -421,7 +432,8 @@ PyBufferProcs jagpy_buffer_procs = {getbuffer, releasebuffer};
 
 static PyMethodDef interop_methods[] = {
     {"_to_dlpack", m_to_dlpack, METH_VARARGS, "_to_dlpack(t, versioned, copy) -> DLPack capsule"},
-    {"_from_dlpack", m_from_dlpack, METH_O, "_from_dlpack(capsule) -> jag tensor sharing its memory"},
+    {"_from_dlpack", m_from_dlpack, METH_VARARGS,
+     "_from_dlpack(capsule, allow_copy=True) -> jag tensor sharing its memory"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -162,6 +162,17 @@ def test_copies_when_zero_copy_is_impossible():
     c = jag.from_dlpack(base, copy=True)
     c[0] = 42
     assert base[0] == 0.0
+    for a, why in ((ro, "read-only"), (rev, "negatively strided")):
+        before = sys.getrefcount(a)
+        with pytest.raises(BufferError, match=why):
+            jag.from_dlpack(a, copy=False)
+        gc.collect()
+        assert sys.getrefcount(a) == before  # the capsule was not consumed: numpy freed it
+    cap = mis.__dlpack__(max_version=(1, 0))
+    with pytest.raises(BufferError, match="misaligned"):
+        jag.from_dlpack(cap, copy=False)
+    assert capsule_name(cap) == "dltensor_versioned"  # still the producer's
+    assert jag.from_dlpack(cap).tolist() == [1.5, 2.5, 3.5]
 
 
 def test_unsupported_dtype_and_objects():

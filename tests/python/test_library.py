@@ -269,3 +269,19 @@ def test_kernels_from_several_threads(lib):
     for t in threads:
         t.join()
     assert errors == []
+
+
+def test_recursion_in_kernels_is_a_recursion_error(lib):
+    name = fresh("recurse")
+    lib.define(name + "(Tensor x) -> Tensor")
+    op = getattr(jag.ops.pytest_ns, name)
+    lib.impl(name, lambda x: op(x), "CPU")
+
+    @jag.library.register_nested_decomp(op)
+    def again(x):
+        return op(x)
+
+    for x in (jag.ones(2), jag.nested.nested_tensor([jag.ones(2, 2)], layout=jag.jagged)):
+        with pytest.raises(RecursionError):
+            op(x)
+    assert op is getattr(jag.ops.pytest_ns, name)  # still usable afterwards
