@@ -43,8 +43,9 @@ int jagpy_restore_exception(void);
 /* Drop a stashed exception (a new top-level call begins). */
 void jagpy_clear_stashed(void);
 /* Boxed C arguments as a new tuple of Python values (tensors are wrapped
- * with new references). NULL with an exception on failure. */
-PyObject *jagpy_unbox_args(const jag_value *args, int nargs);
+ * with new references; detach: as new tensors sharing the data without the
+ * autograd state). NULL with an exception on failure. */
+PyObject *jagpy_unbox_args(const jag_value *args, int nargs, int detach);
 /* Python results (a tensor, or a tuple/list of n tensors) into n new
  * references; -1 with an exception (nothing written) on failure. */
 int jagpy_results_to_outs(PyObject *r, int n, jag_tensor **outs, const char *who);

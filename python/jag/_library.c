@@ -51,10 +51,20 @@ int jagpy_restore_exception(void) {
 /* Boxed values <-> Python                                                   */
 /* ------------------------------------------------------------------------ */
 
-static PyObject *unbox(const jag_value *v) {
+/* A Python tensor for t: t itself, or (detach) a new tensor sharing its
+ * data without its autograd state. */
+static PyObject *wrap_arg(const jag_tensor *t, int detach) {
+    if (!detach) return jagpy_wrap(jag_retain((jag_tensor *)t));
+    jag_tensor *d = NULL;
+    jag_status st = jag_detach(t, &d);
+    if (st) return jagpy_raise_status(st);
+    return jagpy_wrap(d);
+}
+
+static PyObject *unbox(const jag_value *v, int detach) {
     switch (v->kind) {
     case JAG_VAL_NONE: Py_RETURN_NONE;
-    case JAG_VAL_TENSOR: return jagpy_wrap(jag_retain((jag_tensor *)v->u.t));
+    case JAG_VAL_TENSOR: return wrap_arg(v->u.t, detach);
     case JAG_VAL_INT: return PyLong_FromLongLong((long long)v->u.i);
     case JAG_VAL_DOUBLE: return PyFloat_FromDouble(v->u.d);
     case JAG_VAL_BOOL: return PyBool_FromLong(v->u.b);
@@ -70,7 +80,7 @@ static PyObject *unbox(const jag_value *v) {
     case JAG_VAL_TENSORS: {
         PyObject *l = PyList_New(v->u.tensors.n);
         for (int i = 0; l && i < v->u.tensors.n; i++) {
-            PyObject *x = jagpy_wrap(jag_retain(v->u.tensors.v[i]));
+            PyObject *x = wrap_arg(v->u.tensors.v[i], detach);
             if (!x) Py_CLEAR(l);
             else PyList_SET_ITEM(l, i, x);
         }
@@ -81,11 +91,11 @@ static PyObject *unbox(const jag_value *v) {
     return NULL;
 }
 
-PyObject *jagpy_unbox_args(const jag_value *args, int nargs) {
+PyObject *jagpy_unbox_args(const jag_value *args, int nargs, int detach) {
     PyObject *tup = PyTuple_New(nargs);
     if (!tup) return NULL;
     for (int i = 0; i < nargs; i++) {
-        PyObject *x = unbox(&args[i]);
+        PyObject *x = unbox(&args[i], detach);
         if (!x) {
             Py_DECREF(tup);
             return NULL;
@@ -134,11 +144,11 @@ int jagpy_results_to_outs(PyObject *r, int n, jag_tensor **outs, const char *who
 /* Call fn(*args) and put its results into outs; on a Python error stash it
  * and return a failure status. Needs the GIL. */
 static jag_status call_python(PyObject *fn, jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs,
-                              const char *what) {
+                              const char *what, int detach) {
     char who[200];
     const char *name = jag_op_name(op);
     snprintf(who, sizeof who, "the Python %s of %s", what, name ? name : "?");
-    PyObject *tup = jagpy_unbox_args(args, nargs);
+    PyObject *tup = jagpy_unbox_args(args, nargs, detach);
     if (!tup) goto fail;
     Py_INCREF(fn); /* it may be replaced while it runs */
     PyObject *r = PyObject_Call(fn, tup, NULL);
@@ -154,9 +164,20 @@ fail:
     return JAG_EINVAL;
 }
 
+/* CPU and Meta kernels run below autograd: they get their tensors detached
+ * (the same data, no autograd state), so that .numpy() works on them. The
+ * Autograd kernel gets them as they are. */
 static jag_status kernel_trampoline(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs, void *ctx) {
     PyGILState_STATE g = PyGILState_Ensure();
-    jag_status st = call_python(ctx, op, args, nargs, outs, "kernel");
+    jag_status st = call_python(ctx, op, args, nargs, outs, "kernel", 1);
+    PyGILState_Release(g);
+    return st;
+}
+
+static jag_status autograd_trampoline(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs,
+                                      void *ctx) {
+    PyGILState_STATE g = PyGILState_Ensure();
+    jag_status st = call_python(ctx, op, args, nargs, outs, "Autograd kernel", 0);
     PyGILState_Release(g);
     return st;
 }
@@ -165,7 +186,7 @@ static jag_status decomp_trampoline(const jag_subclass *cls, jag_op_id op, const
                                     jag_tensor **outs, void *ctx) {
     (void)cls;
     PyGILState_STATE g = PyGILState_Ensure();
-    jag_status st = call_python(ctx, op, args, nargs, outs, "nested decomposition");
+    jag_status st = call_python(ctx, op, args, nargs, outs, "nested decomposition", 1); /* below autograd too */
     PyGILState_Release(g);
     return st;
 }
@@ -208,7 +229,7 @@ static PyObject *m_op_impl(PyObject *mod, PyObject *args) {
     }
     jag_op_id op;
     if (find_op(name, &op)) return NULL;
-    jag_status st = jag_op_impl(op, key, kernel_trampoline, fn);
+    jag_status st = jag_op_impl(op, key, strcmp(key, "Autograd") ? kernel_trampoline : autograd_trampoline, fn);
     if (st) return jagpy_raise_status(st);
     Py_INCREF(fn); /* kept by the op table for good */
     Py_RETURN_NONE;

@@ -285,3 +285,25 @@ def test_recursion_in_kernels_is_a_recursion_error(lib):
         with pytest.raises(RecursionError):
             op(x)
     assert op is getattr(jag.ops.pytest_ns, name)  # still usable afterwards
+
+
+def test_kernels_below_autograd_get_plain_tensors(lib):
+    """A CPU kernel runs below autograd: its inputs do not require grad, so
+    numpy kernels work on them even when the caller's tensors do."""
+    name = fresh("cube")
+    lib.define(name + "(Tensor x) -> Tensor")
+    seen = []
+
+    def kernel(x):
+        seen.append(x.requires_grad)
+        return jag.tensor(x.numpy() ** 3)
+
+    lib.impl(name, kernel, "CPU")
+    op = getattr(jag.ops.pytest_ns, name)
+    x = jag.tensor([1.0, 2.0], dtype=jag.float64, requires_grad=True)
+    y = op(x)
+    assert y.detach().tolist() == [1.0, 8.0] and seen == [False]
+    assert x.requires_grad  # the caller's tensor is untouched
+    assert y.requires_grad  # recorded, but with no Autograd kernel jag has no derivative for it
+    with pytest.raises(NotImplementedError, match="no derivative"):
+        y.sum().backward()
