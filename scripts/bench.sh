@@ -5,6 +5,8 @@
 # PNG plots (bench/*.png) from that file.
 #
 # Usage: scripts/bench.sh BUILD_DIR [--quick] [--threads N]
+#   (bench/bench_python.py runs too: JAG_BENCH_PYTHON=/path/to/python picks
+#   the interpreter, e.g. one with torch for the torch.nested comparison)
 #   --quick      fewer repeats, smaller sizes: under two minutes
 #   --threads N  OpenMP threads for jag and OpenBLAS (default: every core)
 # Through make: make bench [BENCH_ARGS="--quick --threads 1"]
@@ -78,22 +80,38 @@ head -n 1 /proc/stat >"$raw/idle.stat1" 2>/dev/null || true
 limit=$([ "$quick" = 1 ] && echo 150 || echo 600)
 failed=0
 TIMEFORMAT='%R %U %S'
-for prog in "${progs[@]}"; do
-  name=$(basename "$prog")
+# run_prog NAME COMMAND...: one benchmark program, its output and times in $raw
+run_prog() {
+  local name=$1
+  shift
   echo "bench: running $name ${prog_args[*]:-}${threads:+ (OMP_NUM_THREADS=$threads)}" >&2
   head -n 1 /proc/stat >"$raw/$name.stat0" 2>/dev/null || true
   rc=0
-  { time timeout "$limit" "$prog" ${prog_args[@]+"${prog_args[@]}"} >"$raw/$name.out" 2>"$raw/$name.err"; } 2>"$raw/$name.time" || rc=$?
+  { time timeout "$limit" "$@" ${prog_args[@]+"${prog_args[@]}"} >"$raw/$name.out" 2>"$raw/$name.err"; } 2>"$raw/$name.time" || rc=$?
   head -n 1 /proc/stat >"$raw/$name.stat1" 2>/dev/null || true
   echo "$rc" >"$raw/$name.rc"
-  echo "$prog" >"$raw/$name.path"
+  echo "$*" >"$raw/$name.path"
   if [ "$rc" != 0 ]; then
     failed=1
     echo "bench: $name failed (exit $rc$([ "$rc" = 124 ] && echo ", over ${limit}s"))" >&2
     sed 's/^/  /' "$raw/$name.err" | tail -n 5 >&2
   fi
   echo "bench:   $(grep -c '^{' "$raw/$name.out" || true) figures in $(cut -d' ' -f1 "$raw/$name.time")s" >&2
+}
+for prog in "${progs[@]}"; do
+  run_prog "$(basename "$prog")" "$prog"
 done
+
+# The Python bindings' overhead per op (bench/bench_python.py), with the
+# extension built in place against this build. JAG_BENCH_PYTHON names
+# another interpreter of the same Python version to run it with (one that
+# has torch, for the torch.nested column).
+if venv_py=$("$root/scripts/python_env.sh" 2>/dev/null) &&
+   (cd "$root/python" && JAG_BUILD_DIR="$build" "$venv_py" setup.py -q build_ext --inplace --force >/dev/null 2>&1); then
+  run_prog bench_python "${JAG_BENCH_PYTHON:-$venv_py}" "$root/bench/bench_python.py"
+else
+  echo "bench: the Python extension did not build; bench_python skipped" >&2
+fi
 
 "$py" "$root/scripts/bench_report.py" collect --raw "$raw" --build "$build" --out "$result" \
   --mode "$([ "$quick" = 1 ] && echo quick || echo full)"

@@ -14,13 +14,12 @@
 
 #include <jag.h>
 #include <math.h>
+
+#include "_jagpy.h"
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    PyObject_HEAD
-    jag_tensor *t;
-} TensorObject;
+typedef jagpy_tensor_object TensorObject;
 
 static PyTypeObject TensorBase_Type;
 /* The Python class that wrap() instantiates (jag.Tensor, a subclass of
@@ -48,6 +47,7 @@ static PyObject *exception_for(jag_status st) {
 
 /* Set a Python exception for a failed jag call; returns NULL. */
 static PyObject *raise_status(jag_status st) {
+    if (jagpy_restore_exception()) return NULL; /* a Python callback raised: keep its exception */
     const char *msg = jag_last_error();
     if (!msg || !*msg) msg = jag_status_str(st);
     PyErr_SetString(exception_for(st), msg);
@@ -410,6 +410,7 @@ static PyObject *Tensor_backward(TensorObject *self, PyObject *args) {
     if (!PyArg_ParseTuple(args, "|Op", &grad, &retain)) return NULL;
     jag_tensor *g = NULL;
     if (grad != Py_None && !(g = get_tensor(grad, "gradient"))) return NULL;
+    jagpy_clear_stashed();
     jag_status st = jag_backward(t, g, retain != 0);
     if (st) return raise_status(st);
     Py_RETURN_NONE;
@@ -462,6 +463,7 @@ static PyObject *inner_call(TensorObject *self, inner_fn fn, int allow_null) {
 static PyObject *Tensor_values(TensorObject *self, PyObject *u) { (void)u; return inner_call(self, jag_nested_values, 0); }
 static PyObject *Tensor_offsets(TensorObject *self, PyObject *u) { (void)u; return inner_call(self, jag_nested_offsets, 0); }
 static PyObject *Tensor_lengths(TensorObject *self, PyObject *u) { (void)u; return inner_call(self, jag_nested_lengths, 1); }
+static PyObject *Tensor_buffer(TensorObject *self, PyObject *u) { (void)u; return inner_call(self, jag_nested_buffer, 0); }
 
 static PyObject *Tensor_unbind_nested(TensorObject *self, PyObject *u) {
     (void)u;
@@ -548,6 +550,7 @@ static PyMethodDef Tensor_methods[] = {
     {"_values", (PyCFunction)Tensor_values, METH_NOARGS, NULL},
     {"_offsets", (PyCFunction)Tensor_offsets, METH_NOARGS, NULL},
     {"_lengths", (PyCFunction)Tensor_lengths, METH_NOARGS, NULL},
+    {"_buffer", (PyCFunction)Tensor_buffer, METH_NOARGS, NULL},
     {"_unbind_nested", (PyCFunction)Tensor_unbind_nested, METH_NOARGS, NULL},
     {"_ragged_id", (PyCFunction)Tensor_ragged_id, METH_NOARGS, NULL},
     {"_to_layout", (PyCFunction)Tensor_to_layout, METH_O, NULL},
@@ -804,6 +807,7 @@ static PyObject *m_op(PyObject *mod, PyObject *args) {
     jag_op_id op;
     jag_status st = jag_op_find(name, &op);
     if (st) return raise_status(st);
+    jagpy_clear_stashed();
     if (nargs - 1 > 32) {
         PyErr_SetString(PyExc_ValueError, "too many arguments");
         return NULL;
@@ -1039,6 +1043,16 @@ static PyObject *m_test_blob_counts(PyObject *mod, PyObject *u) {
     return Py_BuildValue("(ll)", blobs_made, blobs_released);
 }
 
+/* ------------------------------------------------------------------------ */
+/* Shared with the other C files of the extension (_jagpy.h)                 */
+/* ------------------------------------------------------------------------ */
+
+PyObject *jagpy_wrap(jag_tensor *t) { return wrap(t); }
+int jagpy_is_tensor(PyObject *o) { return is_tensor(o); }
+jag_tensor *jagpy_get_tensor(PyObject *o, const char *what) { return get_tensor(o, what); }
+PyObject *jagpy_raise_status(jag_status st) { return raise_status(st); }
+PyTypeObject *jagpy_tensor_base_type(void) { return &TensorBase_Type; }
+
 static PyMethodDef module_methods[] = {
     {"_set_tensor_class", m_set_tensor_class, METH_O, NULL},
     {"_factory", m_factory, METH_VARARGS, NULL},
@@ -1065,6 +1079,7 @@ static struct PyModuleDef moduledef = {
 };
 
 PyMODINIT_FUNC PyInit__C(void) {
+    TensorBase_Type.tp_as_buffer = &jagpy_buffer_procs;
     if (PyType_Ready(&TensorBase_Type) < 0) return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m) return NULL;
@@ -1088,6 +1103,12 @@ PyMODINIT_FUNC PyInit__C(void) {
     ADD_INT("JAGGED", JAG_JAGGED);
     ADD_INT("STRIDED", JAG_STRIDED);
     if (PyModule_AddStringConstant(m, "VERSION", JAG_VERSION_STRING) < 0) {
+        Py_DECREF(m);
+        return NULL;
+    }
+    /* the bindings that live in their own files */
+    if (jagpy_interop_init(m) < 0 || jagpy_library_init(m) < 0 || jagpy_function_init(m) < 0 ||
+        jagpy_factory_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -221,6 +221,14 @@ class Tensor(_C.TensorBase):
         return _DTYPES[self._dtype_code]
 
     @property
+    def is_meta(self):
+        return _C._is_meta(self)
+
+    @property
+    def device(self):
+        return "meta" if _C._is_meta(self) else "cpu"
+
+    @property
     def layout(self):
         return _LAYOUTS[self._layout_code] if self.is_nested else strided
 
@@ -266,6 +274,24 @@ class Tensor(_C.TensorBase):
         elif copy:
             arr = arr.copy()
         return arr
+
+    # --- DLPack (the array API's __dlpack__ protocol) ---------------------
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule over this tensor's memory (no copy unless
+        copy=True). max_version >= (1, 0) gives a versioned
+        "dltensor_versioned" capsule, else a legacy "dltensor" one. CPU only:
+        stream must be None and dl_device (1, 0) or None."""
+        if stream is not None:
+            raise ValueError("__dlpack__: jag tensors live on the CPU; stream must be None, got %r" % (stream,))
+        if dl_device is not None and tuple(dl_device) != (1, 0):
+            raise BufferError("__dlpack__: jag can only export to the CPU (device (1, 0)), got %r" % (dl_device,))
+        if self.requires_grad:
+            raise RuntimeError("__dlpack__: cannot export a tensor that requires grad; use .detach() first")
+        versioned = max_version is not None and _builtins.int(max_version[0]) >= 1
+        return _C._to_dlpack(self, versioned, _builtins.bool(copy))
+
+    def __dlpack_device__(self):
+        return (1, 0)  # (kDLCPU, device 0)
 
     def tolist(self):
         if self.is_nested:
@@ -433,7 +459,7 @@ class Tensor(_C.TensorBase):
             raise ValueError("values(): not a nested tensor")
         if self.layout is jagged:
             return _op("values", self)  # differentiable
-        return self._values()
+        return self._buffer()  # strided: the 1-D buffer, as torch
 
     def offsets(self):
         return self._offsets()
@@ -704,7 +730,13 @@ def ones(*size, dtype=None, requires_grad=False):
     return _factory("ones", size, dtype, requires_grad)
 
 
-def empty(*size, dtype=None, requires_grad=False):
+def empty(*size, dtype=None, requires_grad=False, device=None):
+    """Uninitialised memory; device="meta" gives a meta tensor (shape and
+    dtype, no data: ops on it only infer shapes and dtypes)."""
+    if device is not None and device != "cpu":
+        if device != "meta":
+            raise ValueError("empty: device must be 'cpu' or 'meta', got %r" % (device,))
+        return _C._meta(_shape_arg(size), (_to_dtype(dtype) or float32).code)
     return _factory("empty", size, dtype, requires_grad)
 
 
@@ -721,12 +753,24 @@ def full(size, fill_value, dtype=None, requires_grad=False):
     return _factory("full", (tuple(size),), dtype, requires_grad, fill_value)
 
 
-def rand(*size, dtype=None, requires_grad=False):
-    return _factory("rand", size, dtype, requires_grad, 0.0, 1.0)
+def rand(*size, dtype=None, requires_grad=False, generator=None, seed=None):
+    """Uniform [0, 1) numbers from ``generator`` (a jag.Generator), from a
+    fresh generator seeded with ``seed``, or from the thread's default one
+    (jag.manual_seed)."""
+    g = _generator_arg(generator, seed)
+    if g is None:
+        return _factory("rand", size, dtype, requires_grad, 0.0, 1.0)
+    dt = _to_dtype(dtype) or float32
+    return _finish(_C._random("rand", _shape_arg(size), dt.code, 0.0, 1.0, g), requires_grad)
 
 
-def randn(*size, dtype=None, requires_grad=False):
-    return _factory("randn", size, dtype, requires_grad, 0.0, 1.0)
+def randn(*size, dtype=None, requires_grad=False, generator=None, seed=None):
+    """Standard normal numbers; generator and seed as for rand."""
+    g = _generator_arg(generator, seed)
+    if g is None:
+        return _factory("randn", size, dtype, requires_grad, 0.0, 1.0)
+    dt = _to_dtype(dtype) or float32
+    return _finish(_C._random("randn", _shape_arg(size), dt.code, 0.0, 1.0, g), requires_grad)
 
 
 def arange(start, end=None, step=1, dtype=None, requires_grad=False):
@@ -738,6 +782,67 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False):
     dt = _to_dtype(dtype)
     return _finish(_C._arange(_builtins.float(start), _builtins.float(end), _builtins.float(step), dt.code),
                    requires_grad)
+
+
+def from_dlpack(x, *, device=None, copy=None):
+    """A jag tensor sharing the memory of ``x``: any object with
+    ``__dlpack__`` (numpy arrays, torch tensors, jag tensors) or a DLPack
+    capsule. No copy, except when copy=True or when the producer marks the
+    data read-only (jag tensors are writable), has negative strides or
+    misaligned data (copy=False makes those a BufferError). CPU memory
+    only."""
+    if device is not None and device not in ("cpu", (1, 0)):
+        raise BufferError("from_dlpack: jag tensors live on the CPU, got device=%r" % (device,))
+    allow_copy = copy is None or _builtins.bool(copy)
+    if type(x).__name__ == "PyCapsule":
+        t = _C._from_dlpack(x, allow_copy)
+        return t.clone() if copy else t
+    if not hasattr(x, "__dlpack__"):
+        raise TypeError("from_dlpack: %s has no __dlpack__ method" % type(x).__name__)
+    if hasattr(x, "__dlpack_device__"):
+        dev = tuple(x.__dlpack_device__())
+        if dev[0] not in (1, 3):  # kDLCPU, kDLCUDAHost
+            raise BufferError("from_dlpack: jag reads CPU memory only; the object is on DLPack device %r" % (dev,))
+    kwargs = {"max_version": (_C.DLPACK_MAJOR, _C.DLPACK_MINOR)}
+    if copy is not None:
+        kwargs["copy"] = _builtins.bool(copy)
+    try:
+        cap = x.__dlpack__(**kwargs)
+    except TypeError:  # a producer of the older protocol: no keywords
+        cap = x.__dlpack__()
+        t = _C._from_dlpack(cap, allow_copy)
+        return t.clone() if copy else t
+    return _C._from_dlpack(cap, allow_copy)
+
+
+class Generator:
+    """A reproducible random generator (jag_generator): the same seed gives
+    the same numbers on every run and machine. Pass it as ``generator=`` to
+    rand/randn."""
+
+    def __init__(self, seed=0):
+        self._g = _C._Generator(_builtins.int(seed))
+        self._seed = _builtins.int(seed)
+
+    def manual_seed(self, seed):
+        self._g = _C._Generator(_builtins.int(seed))
+        self._seed = _builtins.int(seed)
+        return self
+
+    def initial_seed(self):
+        return self._seed
+
+
+def _generator_arg(generator, seed):
+    if generator is not None and seed is not None:
+        raise ValueError("pass generator= or seed=, not both")
+    if seed is not None:
+        return _C._Generator(_builtins.int(seed))
+    if generator is None:
+        return None
+    if not isinstance(generator, Generator):
+        raise TypeError("generator must be a jag.Generator, got %s" % type(generator).__name__)
+    return generator._g
 
 
 def _like(kind, x, dtype=None, requires_grad=False, value=0.0):
@@ -799,6 +904,20 @@ _UNARY = ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "si
 for _n in _UNARY:
     globals()[_n] = _make_unary(_n)
 negative = globals()["neg"]
+
+
+def _make_unary_method(name):
+    def m(self):
+        return _op(name, self)
+
+    m.__name__ = name
+    m.__doc__ = "Elementwise %s (jag op %r), as jag.%s(self)." % (name, name, name)
+    return m
+
+
+for _n in _UNARY:  # x.sin(), x.exp(), ... as torch
+    if not hasattr(Tensor, _n):
+        setattr(Tensor, _n, _make_unary_method(_n))
 
 
 def _make_binary(name):
@@ -1067,6 +1186,6 @@ def is_grad_enabled():
     return _C._is_grad_enabled()
 
 
-from . import autograd, nested, nn  # noqa: E402,F401
+from . import autograd, nested, nn, library, ops  # noqa: E402,F401
 
 del _n

@@ -1,4 +1,5 @@
-"""jag.autograd: gradcheck over jag_gradcheck, and grad-mode helpers."""
+"""jag.autograd: custom differentiable functions (Function over
+jag_function_apply), gradcheck over jag_gradcheck, and grad-mode helpers."""
 from . import _C
 
 
@@ -36,6 +37,94 @@ def backward(tensors, grad_tensors=None, retain_graph=False):
         grad_tensors = [None] * len(tensors)
     for t, g in zip(tensors, grad_tensors):
         t.backward(g, retain_graph=retain_graph)
+
+
+class FunctionCtx:
+    """The ``ctx`` given to a Function's forward and backward: keep tensors
+    with save_for_backward (read them back as saved_tensors) and anything
+    else as attributes. needs_input_grad has one bool per argument of
+    apply."""
+
+    def __init__(self):
+        self._saved = ()
+        self.needs_input_grad = ()
+
+    def save_for_backward(self, *tensors):
+        import jag
+
+        for t in tensors:
+            if t is not None and not isinstance(t, jag.Tensor):
+                raise TypeError("save_for_backward: expected jag tensors or None, got %s" % type(t).__name__)
+        self._saved = tuple(tensors)
+
+    @property
+    def saved_tensors(self):
+        return self._saved
+
+    def mark_non_differentiable(self, *tensors):
+        raise NotImplementedError("mark_non_differentiable is not supported; return detached tensors instead")
+
+
+class Function:
+    """A differentiable function with a hand-written backward, as
+    torch.autograd.Function:
+
+        class Exp(jag.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                y = jag.exp(x)
+                ctx.save_for_backward(y)
+                return y
+
+            @staticmethod
+            def backward(ctx, gy):
+                y, = ctx.saved_tensors
+                return gy * y
+
+        y = Exp.apply(x)
+
+    forward runs with grad mode off and returns a tensor or a tuple of 1 to
+    4 tensors; when an argument requires grad, the outputs get one autograd
+    node (jag_function_apply) whose backward calls ``backward(ctx,
+    *grad_outputs)``, which returns one gradient (or None) per argument of
+    apply (None for non-tensor arguments). A grad_output is None when that
+    output received no gradient. Dense and nested tensors alike; exceptions
+    raised in backward reach the caller of .backward()."""
+
+    @staticmethod
+    def forward(ctx, *args):
+        raise NotImplementedError("Function.forward must be overridden")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("Function.backward must be overridden")
+
+    @classmethod
+    def apply(cls, *args):
+        import jag
+
+        ctx = FunctionCtx()
+        grad_on = _C._is_grad_enabled()
+        positions = tuple(i for i, a in enumerate(args) if isinstance(a, jag.Tensor))
+        ctx.needs_input_grad = tuple(bool(grad_on and isinstance(a, jag.Tensor) and a.requires_grad) for a in args)
+        with jag.no_grad():
+            out = cls.forward(ctx, *args)
+        if not any(ctx.needs_input_grad):
+            return out
+        single = isinstance(out, jag.Tensor)
+        if single:
+            outs = (out,)
+        elif isinstance(out, (tuple, list)):
+            outs = tuple(out)
+        else:
+            raise TypeError("%s.forward returned %s; expected a jag.Tensor or a tuple of them"
+                            % (cls.__name__, type(out).__name__))
+        ctx._cls = cls
+        ctx._n_args = len(args)
+        ctx._tensor_positions = positions
+        ctx._n_outputs = len(outs)
+        res = _C._function_record(ctx, tuple(args[i] for i in positions), outs)
+        return res[0] if single else res
 
 
 from . import no_grad, enable_grad, set_grad_enabled  # noqa: E402,F401

@@ -198,12 +198,13 @@ def test_copy_and_pickle_do_not_crash():
         object.__new__(jag.Tensor)
 
 
-def test_strided_nested_values_is_an_error():
-    nt = jag.nested.nested_tensor([jag.ones(2, 3), jag.ones(1, 4)])
-    with pytest.raises(ValueError):
-        nt.values()
+def test_strided_nested_values_is_the_buffer_and_offsets_an_error():
+    nt = jag.nested.nested_tensor([jag.ones(2, 3), jag.zeros(1, 4)])
+    assert nt.values().tolist() == [1.0] * 6 + [0.0] * 4  # the packed buffer, as torch's strided values()
     with pytest.raises(ValueError):
         nt.offsets()
+    with pytest.raises(ValueError, match="not a nested"):
+        jag.ones(2).values()
 
 
 def test_setitem_errors():

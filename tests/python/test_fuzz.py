@@ -42,12 +42,21 @@ def _fuzz():
              lambda a, b: setattr(a, "requires_grad", b), lambda a, b: a.grad, lambda a, b: a.detach(), lambda a, b: a @ b,
              lambda a, b: a + b, lambda a, b: a == b, lambda a, b: jag.nested.nested_tensor_from_jagged(a, b),
              lambda a, b: jag.nested.to_padded_tensor(a, 0.0, b), lambda a, b: jag.nested.nested_tensor_from_padded(a, b),
-             lambda a, b: jag.tensor(a, dtype=b), lambda a, b: jag.zeros(a, dtype=b), lambda a, b: a.shape, lambda a, b: a.size(b)]
+             lambda a, b: jag.tensor(a, dtype=b), lambda a, b: jag.zeros(a, dtype=b), lambda a, b: a.shape, lambda a, b: a.size(b),
+             # interop, custom ops, Functions, factories
+             lambda a, b: _C._to_dlpack(a, b, b), lambda a, b: _C._from_dlpack(a), lambda a, b: jag.from_dlpack(a),
+             lambda a, b: jag.from_dlpack(a.__dlpack__(max_version=b)), lambda a, b: a.__dlpack__(stream=b),
+             lambda a, b: memoryview(a).tolist(), lambda a, b: np.from_dlpack(a), lambda a, b: _C._op_impl(a, "CPU", b),
+             lambda a, b: _C._register_decomp("nested", a, b), lambda a, b: _C._register_decomp(a, "sin", b),
+             lambda a, b: _C._function_record(a, b, b), lambda a, b: _C._op_info(a), lambda a, b: _C._meta(a, b),
+             lambda a, b: _C._random("randn", a, b, 0.0, 1.0, _C._Generator(0)), lambda a, b: jag.rand(3, generator=a, seed=b),
+             lambda a, b: jag.empty(a, device=b), lambda a, b: jag.ops.aten.sin(a, b)]
     for it in range(ITERS):
         f = random.choice(funcs)
         try:
             f(random.choice(pool), random.choice(pool)); n += 1
-        except (TypeError, ValueError, IndexError, NotImplementedError, RuntimeError, OverflowError, MemoryError, AttributeError, KeyError):
+        except (TypeError, ValueError, IndexError, NotImplementedError, RuntimeError, OverflowError, MemoryError, AttributeError, KeyError,
+                BufferError):
             pass
     return n
 

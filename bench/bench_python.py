@@ -1,0 +1,130 @@
+"""Python-level overhead per op on a tiny nested tensor.
+
+For each op, one call from Python (jag.relu(nt), nt + nt, ...) against the
+same op called in a C loop through jag_op_call with the same arguments
+(jag._C._bench_op_loop): the difference is what the Python layer adds
+(argument boxing, the Python wrapper, allocating the result object).
+Target (issue 7): under 2 us per op. When torch is importable, the same op
+on a torch.nested jagged tensor of the same shape is timed in the same run.
+
+Both sides are timed interleaved in 5 rounds (each: warm-up, then repeats of
+one side, then of the other); a time is the median of the round medians, as
+bench/bench.h does. Output: one JSON line per figure, as the C benchmarks
+(scripts/bench.sh runs this and scripts/bench_report.py reads it):
+
+    {"bench": "python", "name": "python_overhead", "params": {...}, "values": {...}}
+    {"bench": "torch", "name": "python_overhead", "params": {...}, "values": {...}}
+
+Usage: python bench/bench_python.py [--quick]
+"""
+import json
+import os
+import statistics
+import sys
+import time
+
+try:
+    import jag
+except ImportError:  # from the source tree: the in-place built package
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import jag
+from jag import _C
+
+QUICK = "--quick" in sys.argv[1:]
+ROUNDS = 5
+TARGET_NS = 2000
+
+
+def per_call(fn, n):
+    """Seconds per call of fn() over n calls (the Python loop included: it
+    is part of what a Python caller pays)."""
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t0) / n
+
+
+def calibrate(fn, budget):
+    n = 16
+    while True:
+        t = per_call(fn, n)
+        if t * n >= budget / 4 or n >= 1 << 22:
+            return max(16, int(n * budget / max(t * n, 1e-9)))
+        n *= 4
+
+
+def pair(fn_a, fn_b, budget):
+    """Median seconds per call of two sides timed interleaved."""
+    na, nb = calibrate(fn_a, budget), calibrate(fn_b, budget)
+    ra, rb = [], []
+    for _ in range(ROUNDS):
+        fn_a(), fn_a()
+        ra.append(statistics.median(per_call(fn_a, max(1, na // 5)) for _ in range(5)))
+        fn_b(), fn_b()
+        rb.append(statistics.median(per_call(fn_b, max(1, nb // 5)) for _ in range(5)))
+    return statistics.median(ra), statistics.median(rb)
+
+
+def pair_c(py_fn, op, args, budget):
+    """Python call vs the same op in a C loop, interleaved."""
+    n_py = calibrate(py_fn, budget)
+    n_c = 16
+    while _C._bench_op_loop(op, n_c, *args) < budget / 4 and n_c < 1 << 24:
+        n_c *= 4
+    n_c = max(16, int(n_c * budget / max(_C._bench_op_loop(op, n_c, *args), 1e-9)))
+    rp, rc = [], []
+    for _ in range(ROUNDS):
+        py_fn(), py_fn()
+        rp.append(statistics.median(per_call(py_fn, max(1, n_py // 5)) for _ in range(5)))
+        _C._bench_op_loop(op, 2, *args)
+        rc.append(statistics.median(_C._bench_op_loop(op, max(1, n_c // 5), *args) / max(1, n_c // 5)
+                                    for _ in range(5)))
+    return statistics.median(rp), statistics.median(rc)
+
+
+def emit(bench, params, values):
+    print(json.dumps({"bench": bench, "name": "python_overhead", "params": params, "values": values}), flush=True)
+
+
+def main():
+    budget = 0.02 if QUICK else 0.1  # seconds per sample
+    jag.manual_seed(0)
+    values = jag.randn(3, 2)
+    nt = jag.nested.nested_tensor_from_jagged(values, [0, 1, 3])  # (2, j, 2), as bench_nested's C figure
+    w = jag.randn(2, 2)
+    cases = [
+        ("relu", "nested", lambda: jag.relu(nt), "relu", (nt,)),
+        ("add", "nested", lambda: nt + nt, "add", (nt, nt, 1.0)),  # jag's add is a + alpha * b
+        ("mm", "nested", lambda: jag.mm(nt, w), "mm", (nt, w)),
+        ("relu", "dense", lambda: jag.relu(values), "relu", (values,)),
+    ]
+    try:
+        import torch
+
+        torch_version = torch.__version__
+        tvals = torch.randn(3, 2)
+        tnt = torch.nested.nested_tensor_from_jagged(tvals, torch.tensor([0, 1, 3]))
+        tw = torch.randn(2, 2)
+        torch_cases = {("relu", "nested"): lambda: torch.relu(tnt), ("add", "nested"): lambda: tnt + tnt,
+                       ("mm", "nested"): lambda: torch.matmul(tnt, tw), ("relu", "dense"): lambda: torch.relu(tvals)}
+    except Exception as e:  # noqa: BLE001 - torch missing or broken: say so
+        torch_version, torch_cases = None, {}
+        reason = "not installed" if isinstance(e, ImportError) else "torch failed: %s" % e
+    for op, layout, fn, c_op, c_args in cases:
+        params = {"op": op, "layout": layout, "shape": "(2, j, 2)" if layout == "nested" else "(3, 2)"}
+        py_s, c_s = pair_c(fn, c_op, c_args, budget)
+        vals = {"py_ns": py_s * 1e9, "c_ns": c_s * 1e9, "overhead_ns": (py_s - c_s) * 1e9,
+                "ratio_vs_c": py_s / c_s, "target_ns": TARGET_NS}
+        tfn = torch_cases.get((op, layout))
+        if tfn is not None:
+            t_s, j_s = pair(tfn, fn, budget)
+            emit("torch", params, {"py_ns": t_s * 1e9, "jag_py_ns": j_s * 1e9, "ratio_torch_over_jag": t_s / j_s,
+                                   "version": torch_version})
+            vals["torch_ns"] = t_s * 1e9
+        else:
+            vals["torch"] = reason if torch_version is None else "not measured"
+        emit("python", params, vals)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""jag.library: custom ops from Python, with torch.library's names.
+
+    lib = jag.library.Library("custom_ns", "FRAGMENT")
+    lib.define("custom_op_fw(Tensor x) -> Tensor")
+    lib.impl("custom_op_fw", kernel, "CPU")        # or "Meta", "Autograd"
+
+    @jag.library.register_nested_decomp(jag.ops.custom_ns.custom_op_fw)
+    def custom_op_fw_nested(x): ...                # x is a nested jag.Tensor
+
+    jag.ops.custom_ns.custom_op_fw(nt)
+
+Ops live in libjag's op table (jag_op_define / jag_op_impl): a call goes
+through the same dispatcher as built-in ops. A nested argument goes first to
+a decomposition registered for the op (jag_subclass_register_decomp on the
+"nested" class); the "Autograd" kernel runs instead of the others when an
+input requires grad and grad mode is on (it usually calls a
+jag.autograd.Function whose forward calls the op again, then below
+autograd). Kernels receive jag tensors (``.numpy()`` views them without a
+copy) and return a jag tensor, or a tuple for ops with several outputs. An
+exception raised in a kernel reaches the caller of the op unchanged.
+
+The op table is process-wide and append-only: an op, once defined, and its
+kernels stay until the process ends (registering a key twice is an error;
+a decomposition may be replaced).
+"""
+import re as _re
+
+from . import _C
+from .ops import OpOverload
+
+__all__ = ["Library", "register_nested_decomp", "define", "impl"]
+
+_KEYS = {"CPU": "CPU", "Meta": "Meta", "Autograd": "Autograd", "AutogradCPU": "Autograd",
+         "CompositeExplicitAutograd": "CPU"}
+
+
+def _qualify(ns, name):
+    if isinstance(name, OpOverload):
+        return name.name
+    if not isinstance(name, str):
+        raise TypeError("expected an op name or a jag.ops handle, got %s" % type(name).__name__)
+    if "::" in name:
+        return name
+    if ns is None:
+        raise ValueError("op name %r needs a namespace (ns::name)" % name)
+    return "%s::%s" % (ns, name)
+
+
+class Library:
+    """A namespace of custom ops. kind: "DEF", "FRAGMENT" or "IMPL" (accepted
+    for torch compatibility; every kind may define and implement)."""
+
+    def __init__(self, ns, kind="FRAGMENT"):
+        if not isinstance(ns, str) or not _re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", ns):
+            raise ValueError("Library: the namespace must be an identifier, got %r" % (ns,))
+        if kind not in ("DEF", "FRAGMENT", "IMPL"):
+            raise ValueError("Library: kind must be 'DEF', 'FRAGMENT' or 'IMPL', got %r" % (kind,))
+        self.ns = ns
+        self.kind = kind
+
+    def define(self, schema):
+        """Define an op from a schema, e.g. "my_op(Tensor x, float alpha) ->
+        Tensor" (argument types: Tensor, Tensor?, Tensor[], int, int[],
+        float, bool; returns Tensor or (Tensor, ...)). Returns its name."""
+        if not isinstance(schema, str):
+            raise TypeError("define: the schema must be a str")
+        head = schema.split("(", 1)[0]
+        qual = schema.strip() if "::" in head else "%s::%s" % (self.ns, schema.strip())
+        _C._op_define(qual)
+        return qual.split("(", 1)[0].split("::", 1)[1].strip()
+
+    def impl(self, op_name, fn, dispatch_key="CPU"):
+        """Give the op a Python kernel for dispatch_key: "CPU", "Meta" or
+        "Autograd"."""
+        if dispatch_key not in _KEYS:
+            raise ValueError("impl: dispatch_key must be 'CPU', 'Meta' or 'Autograd', got %r" % (dispatch_key,))
+        if not callable(fn):
+            raise TypeError("impl: the kernel must be callable, got %s" % type(fn).__name__)
+        _C._op_impl(_qualify(self.ns, op_name), _KEYS[dispatch_key], fn)
+
+    def register_nested_decomp(self, op_name):
+        """Decorator: fn is the nested tensors' implementation of the op."""
+        return register_nested_decomp(_qualify(self.ns, op_name))
+
+    def __repr__(self):
+        return "Library(%r, %r)" % (self.ns, self.kind)
+
+
+def register_nested_decomp(op):
+    """Decorator registering ``fn`` as the implementation of ``op`` (a
+    jag.ops handle or an "ns::name" string) when a nested tensor is among its
+    arguments: fn receives the op's arguments (nested tensors as they are)
+    and returns the outputs, usually nested tensors rebuilt around the input's
+    offsets. Registering again replaces the previous decomposition."""
+    qual = _qualify(None, op)
+
+    def decorator(fn):
+        if not callable(fn):
+            raise TypeError("register_nested_decomp: expected a function")
+        _C._register_decomp("nested", qual, fn)
+        return fn
+
+    return decorator
+
+
+def define(qualname_schema):
+    """jag.library.define("ns::op(Tensor x) -> Tensor")."""
+    ns, _, rest = qualname_schema.partition("::")
+    return Library(ns.strip()).define(rest)
+
+
+def impl(qualname, fn, dispatch_key="CPU"):
+    Library(qualname.split("::", 1)[0]).impl(qualname, fn, dispatch_key)

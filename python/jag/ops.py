@@ -1,0 +1,74 @@
+"""jag.ops: every op by name, as torch.ops.
+
+``jag.ops.custom_ns.custom_op_fw`` is the op ``custom_ns::custom_op_fw``
+defined with jag.library (calling it dispatches through jag_op_call, so
+autograd, nested decompositions and kernels all apply); ``jag.ops.aten.sin``
+(or ``jag.ops.jag.sin``) is the built-in op ``sin``. ``.default`` is the op
+itself (torch's overload name), so seed code reads the same.
+"""
+from . import _C
+
+__all__ = ["OpOverload"]
+
+
+class OpOverload:
+    """A callable handle on one op: ``op(*args)`` calls it with boxed
+    arguments (tensors, ints, floats, bools, None, lists)."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __call__(self, *args):
+        return _C._op(self.name, *args)
+
+    @property
+    def default(self):
+        return self
+
+    @property
+    def schema(self):
+        return _C._op_info(self.name)[1]
+
+    def __repr__(self):
+        return "jag.ops.%s" % self.name.replace("::", ".")
+
+    def __eq__(self, other):
+        return isinstance(other, OpOverload) and other.name == self.name
+
+    def __hash__(self):
+        return hash(("jag.op", self.name))
+
+
+_BUILTIN_NAMESPACES = ("aten", "jag")
+
+
+class _Namespace:
+    def __init__(self, ns):
+        self._ns = ns
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        qual = name if self._ns in _BUILTIN_NAMESPACES else "%s::%s" % (self._ns, name)
+        if not _C._op_exists(qual):
+            raise AttributeError("jag.ops.%s has no op %r (define it with jag.library.Library(%r).define(...))"
+                                 % (self._ns, name, self._ns))
+        op = OpOverload(qual)
+        setattr(self, name, op)
+        return op
+
+    def __repr__(self):
+        return "jag.ops.%s" % self._ns
+
+
+_namespaces = {}
+
+
+def __getattr__(ns):
+    if ns.startswith("__"):
+        raise AttributeError(ns)
+    if ns not in _namespaces:
+        _namespaces[ns] = _Namespace(ns)
+    return _namespaces[ns]
