@@ -125,4 +125,157 @@ static void test_seed_compiled(void) {
     jag_release(x), jag_release(x2), jag_release(w);
 }
 
-TEST_MAIN(test_seed_trace_text, test_seed_compiled)
+
+/* ---- the seed's steps 4a and 4b: a custom op with nested decompositions and
+ * an Autograd kernel (a custom autograd function), then a custom function
+ * from nested to its buffer, summed and differentiated ------------------- */
+
+static jag_op_id op_fw = -1, op_bw = -1;
+
+static jag_status unreached_cpu(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs, void *ctx) {
+    (void)op, (void)args, (void)nargs, (void)outs, (void)ctx;
+    return JAG_EINTERNAL;
+}
+
+/* fw(x) = sin(x) on the values, rewrapped around x's offsets */
+static jag_status fw_decomp(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs,
+                            void *ctx) {
+    (void)cls, (void)op, (void)nargs, (void)ctx;
+    jag_tensor *v = NULL, *o = NULL, *s = NULL;
+    jag_status st = jag_nested_values(args[0].u.t, &v);
+    if (!st) st = jag_nested_offsets(args[0].u.t, &o);
+    if (!st) st = jag_sin(v, &s);
+    if (!st) st = jag_nested_from_jagged(s, o, NULL, outs);
+    jag_release(v), jag_release(o), jag_release(s);
+    return st;
+}
+
+/* bw(g, x) = g * cos(x) on the values */
+static jag_status bw_decomp(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs,
+                            void *ctx) {
+    (void)cls, (void)op, (void)nargs, (void)ctx;
+    jag_tensor *gv = NULL, *xv = NULL, *o = NULL, *c = NULL, *m = NULL;
+    jag_status st = jag_nested_values(args[0].u.t, &gv);
+    if (!st) st = jag_nested_values(args[1].u.t, &xv);
+    if (!st) st = jag_nested_offsets(args[1].u.t, &o);
+    if (!st) st = jag_cos(xv, &c);
+    if (!st) st = jag_mul(gv, c, &m);
+    if (!st) st = jag_nested_from_jagged(m, o, NULL, outs);
+    jag_release(gv), jag_release(xv), jag_release(o), jag_release(c), jag_release(m);
+    return st;
+}
+
+static jag_status custom_forward(jag_autograd_ctx *ctx, jag_tensor *const *in, int n, jag_tensor **outs) {
+    (void)n;
+    jag_status st = jag_autograd_save(ctx, in, 1);
+    jag_value a[1] = {{.kind = JAG_VAL_TENSOR, .u.t = in[0]}};
+    return st ? st : jag_op_call(op_fw, a, 1, outs);
+}
+
+static jag_status custom_backward(jag_autograd_ctx *ctx, jag_tensor *const *g, jag_tensor **gi) {
+    int n;
+    jag_tensor *const *saved = jag_autograd_saved(ctx, &n);
+    jag_value a[2] = {{.kind = JAG_VAL_TENSOR, .u.t = g[0]}, {.kind = JAG_VAL_TENSOR, .u.t = saved[0]}};
+    return jag_op_call(op_bw, a, 2, gi);
+}
+
+static const jag_function_def custom_fn = {"CustomOp", 1, custom_forward, custom_backward, NULL};
+
+static jag_status fw_autograd(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs, void *ctx) {
+    (void)op, (void)nargs, (void)ctx;
+    jag_tensor *x = (jag_tensor *)args[0].u.t;
+    return jag_function_apply(&custom_fn, &x, 1, outs);
+}
+
+/* ViewBufferFromJagged: jagged -> values; backward: values -> jagged */
+static jag_status view_forward(jag_autograd_ctx *ctx, jag_tensor *const *in, int n, jag_tensor **outs) {
+    (void)n;
+    jag_tensor *o = NULL;
+    jag_status st = jag_nested_offsets(in[0], &o);
+    if (!st) st = jag_autograd_save(ctx, &o, 1);
+    jag_release(o);
+    return st ? st : jag_nested_values(in[0], outs);
+}
+
+static jag_status view_backward(jag_autograd_ctx *ctx, jag_tensor *const *g, jag_tensor **gi) {
+    int n;
+    jag_tensor *const *saved = jag_autograd_saved(ctx, &n);
+    return jag_nested_from_jagged(g[0], saved[0], NULL, gi);
+}
+
+static const jag_function_def view_fn = {"ViewBufferFromJagged", 1, view_forward, view_backward, NULL};
+
+static void define_seed_ops(void) {
+    if (op_fw >= 0) return;
+    const jag_subclass *nested = jag_subclass_find("nested");
+    if (jag_op_define("trace_ns::custom_op_fw(Tensor x) -> Tensor", &op_fw) ||
+        jag_op_define("trace_ns::custom_op_bw(Tensor grad_out, Tensor saved_x) -> Tensor", &op_bw) ||
+        jag_op_impl(op_fw, "CPU", unreached_cpu, NULL) || jag_op_impl(op_bw, "CPU", unreached_cpu, NULL) ||
+        jag_op_impl(op_fw, "Autograd", fw_autograd, NULL) ||
+        jag_subclass_register_decomp(nested, op_fw, fw_decomp, NULL) ||
+        jag_subclass_register_decomp(nested, op_bw, bw_decomp, NULL)) {
+        fprintf(stderr, "define_seed_ops: %s\n", jag_last_error());
+        exit(2);
+    }
+}
+
+/* loss = sum(ViewBufferFromJagged(custom_op_fw(x))) */
+static jag_status seed4_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *y = NULL, *buf = NULL;
+    jag_value a[1] = {{.kind = JAG_VAL_TENSOR, .u.t = in[0]}};
+    jag_status st = jag_op_call(op_fw, a, 1, &y);
+    if (!st) st = jag_function_apply(&view_fn, &y, 1, &buf);
+    if (!st) st = jag_sum(buf, NULL, 0, false, out);
+    jag_release(y), jag_release(buf);
+    return st;
+}
+
+static void test_seed_custom_autograd(void) {
+    TEST_BEGIN();
+    define_seed_ops();
+    int64_t lens[3] = {2, 4, 3}, lens2[2] = {6, 1};
+    for (int round = 0; round < 2; round++) {
+        jag_tensor *x = round ? make_jagged(lens2, 2, 2, JAG_FLOAT32, 5) : make_jagged(lens, 3, 2, JAG_FLOAT32, 4);
+        CHECK_OK(jag_set_requires_grad(x, true));
+        /* eager */
+        jag_tensor *loss = NULL, *ge = NULL;
+        CHECK_OK(seed4_fn(NULL, &x, 1, &loss, 1));
+        CHECK_OK(jag_backward(loss, NULL, false));
+        CHECK_OK(jag_get_grad(x, &ge));
+        jag_zero_grad(x);
+        /* traced: the recorded trace, its grad, compiled */
+        jag_trace *t = NULL, *g = NULL;
+        CHECK_OK(jag_trace_function(seed4_fn, NULL, &x, 1, NULL, 1, &t));
+        CHECK(strstr(fmt(t), "trace_ns::custom_op_fw(x0)") && strstr(text, "autograd_function[CustomOp](x0)") &&
+              strstr(text, "autograd_function[ViewBufferFromJagged]"));
+        CHECK_OK(jag_trace_grad(t, &g));
+        CHECK(g && strstr(fmt(g), "trace_ns::custom_op_bw(") && strstr(text, "subclass_ctor[nested]("));
+        jag_program *p = NULL;
+        CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+        CHECK(p && !strstr(fmt(jag_program_backward_trace(p)), "custom_op") && strstr(text, "cos("));
+        if (getenv("TRACE_DEBUG")) {
+            jag_trace_print(t), jag_trace_print(g), jag_trace_print(jag_program_trace(p));
+            jag_trace_print(jag_program_backward_trace(p));
+        }
+        jag_tensor *lc = NULL, *gc = NULL;
+        CHECK_OK(jag_program_run(p, &x, 1, &lc, 1));
+        CHECK(lc && t_allclose(lc, loss, 1e-5, 1e-5));
+        CHECK_OK(jag_backward(lc, NULL, false));
+        CHECK_OK(jag_get_grad(x, &gc));
+        CHECK(gc && ge && nested_close(gc, ge, 1e-6, 1e-6));
+        /* and the seed's own check: the gradient is cos of the values */
+        jag_tensor *xv = NULL, *cv = NULL, *gv = NULL;
+        CHECK_OK(jag_nested_values(x, &xv));
+        CHECK_OK(jag_cos(xv, &cv));
+        if (gc) CHECK_OK(jag_nested_values(gc, &gv));
+        CHECK(gv && t_allclose(gv, cv, 1e-6, 1e-6));
+        jag_release(xv), jag_release(cv), jag_release(gv);
+        jag_release(lc), jag_release(gc), jag_release(loss), jag_release(ge);
+        jag_program_free(p);
+        jag_trace_free(t), jag_trace_free(g);
+        jag_release(x);
+    }
+}
+
+TEST_MAIN(test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd)

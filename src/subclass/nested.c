@@ -291,6 +291,12 @@ jag_status jag__view_nested_from_jagged(const char *op, const jag_value *args, i
         (st = jag__arg_tensor(op, args, nargs, 1, "offsets", &offsets)) ||
         (st = jag__arg_opt_tensor(op, args, nargs, 2, "lengths", &lengths)))
         return st;
+    if (jag__is_meta(offsets) && !offsets->subclass && !values->subclass && offsets->dtype == JAG_INT64 &&
+        offsets->ndim == 1 && values->ndim >= 1) { /* shape inference: nothing to validate */
+        jag_tensor *inner[3] = {(jag_tensor *)values, (jag_tensor *)offsets, (jag_tensor *)lengths};
+        jag_subclass_meta meta = {.n_ints = 5, .ints = {JAG_JAGGED, -1, lengths != NULL, -1, -1}};
+        return jag__nested_proxy(inner, lengths ? 3 : 2, &meta, outs);
+    }
     return nested_from_jagged_checked(op, values, offsets, lengths, outs);
 }
 
