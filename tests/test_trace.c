@@ -253,7 +253,7 @@ static void test_seed_custom_autograd(void) {
         CHECK(g && strstr(fmt(g), "trace_ns::custom_op_bw(") && strstr(text, "subclass_ctor[nested]("));
         jag_program *p = NULL;
         CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
-        CHECK(p && !strstr(fmt(jag_program_backward_trace(p)), "custom_op") && strstr(text, "cos("));
+        CHECK(p && !strstr(fmt(jag_program_backward_trace(p)), "custom_op") && strstr(text, "cos"));
         if (getenv("TRACE_DEBUG")) {
             jag_trace_print(t), jag_trace_print(g), jag_trace_print(jag_program_trace(p));
             jag_trace_print(jag_program_backward_trace(p));
@@ -278,4 +278,75 @@ static void test_seed_custom_autograd(void) {
     }
 }
 
-TEST_MAIN(test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd)
+/* ---- fuse: a chain and a tree of pointwise ops on jagged values ----------- */
+
+/* y = exp(-(sin(x) * 0.5 + cos(x))^2) + tanh(x) * b, on nested x, dense 0-d b */
+static jag_status chain_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *a = NULL, *b = NULL, *c = NULL, *d = NULL, *e = NULL, *f = NULL, *g = NULL, *h = NULL, *k = NULL;
+    jag_status st = jag_sin(in[0], &a);
+    if (!st) st = jag_mul_scalar(a, 0.5, &b);
+    if (!st) st = jag_cos(in[0], &c);
+    if (!st) st = jag_add(b, c, 1.0, &d);
+    if (!st) st = jag_square(d, &e);
+    if (!st) st = jag_neg(e, &f);
+    if (!st) st = jag_exp(f, &g);
+    if (!st) st = jag_tanh(in[0], &h);
+    if (!st) st = jag_mul(h, in[1], &k);
+    if (!st) st = jag_add(g, k, 1.0, &out[0]);
+    jag_release(a), jag_release(b), jag_release(c), jag_release(d), jag_release(e);
+    jag_release(f), jag_release(g), jag_release(h), jag_release(k);
+    return st;
+}
+
+static void test_fuse(void) {
+    TEST_BEGIN();
+    int64_t lens[3] = {2, 4, 3}, lens2[3] = {3000, 1, 2500};
+    jag_tensor *x = make_jagged(lens, 3, 2, JAG_FLOAT32, 7), *x2 = make_jagged(lens2, 3, 2, JAG_FLOAT32, 8);
+    jag_tensor *b = t_rand(NULL, 0, JAG_FLOAT32, -1, 1, 9);
+    jag_tensor *in[2] = {x, b}, *in2[2] = {x2, b};
+    const char *names[2] = {"x", "b"};
+    jag_trace *t = NULL, *d = NULL, *f = NULL;
+    CHECK_OK(jag_trace_function(chain_fn, NULL, in, 2, names, 1, &t));
+    CHECK_OK(jag_trace_desugar(t, &d));
+    CHECK_OK(jag_trace_fuse(d, &f));
+    CHECK_TEXT(f, "def computation(x, b):\n"
+                  "  # x: nested(jagged) f32[3, j0, 2]  (values f32[9, 2], offsets i64[4])\n"
+                  "  # b: f32[]\n"
+                  "  x_values, x_offsets = flatten(x)\n"
+                  "  t19 = fused[sin, mul, cos, add, square, neg, exp, tanh, mul, add](x_values, b) # f32[9, 2]\n"
+                  "  t9 = unflatten[nested](t19, x_offsets) # nested(jagged) f32[3, j0, 2]\n"
+                  "  return t9\n");
+    for (int big = 0; big < 2; big++) {
+        jag_program *p = NULL;
+        CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+        CHECK(p && strstr(fmt(jag_program_trace(p)), "fused[sin, mul, cos"));
+        for (int run = 0; run < 3; run++) {
+            jag_tensor **args = big ? in2 : in, *got = NULL, *want = NULL;
+            CHECK_OK(jag_program_run(p, args, 2, &got, 1));
+            CHECK_OK(chain_fn(NULL, args, 2, &want, 1));
+            CHECK(got && want && nested_close(got, want, 1e-6, 1e-6));
+            jag_release(got), jag_release(want);
+        }
+        jag_program_free(p);
+    }
+    /* a non-contiguous input runs step by step, with the same result */
+    int64_t ds[2] = {9, 2};
+    jag_tensor *dense = t_rand(ds, 2, JAG_FLOAT32, -1, 1, 10), *nc = t_noncontig(dense);
+    jag_tensor *din[2] = {dense, b}, *ncin[2] = {nc, b};
+    jag_trace *td = NULL;
+    jag_program *p = NULL;
+    CHECK_OK(jag_trace_function(chain_fn, NULL, din, 2, NULL, 1, &td));
+    CHECK_OK(jag_trace_compile(td, JAG_PASSES_ALL, &p));
+    jag_tensor *got = NULL, *want = NULL;
+    CHECK_OK(jag_program_run(p, ncin, 2, &got, 1));
+    CHECK_OK(chain_fn(NULL, ncin, 2, &want, 1));
+    CHECK(got && want && t_allclose(got, want, 1e-6, 1e-6));
+    jag_release(got), jag_release(want), jag_release(dense), jag_release(nc);
+    jag_program_free(p);
+    jag_trace_free(td);
+    jag_trace_free(t), jag_trace_free(d), jag_trace_free(f);
+    jag_release(x), jag_release(x2), jag_release(b);
+}
+
+TEST_MAIN(test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse)
