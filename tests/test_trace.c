@@ -4,6 +4,7 @@
  * steps 1-4b, a transformer-style block forward and backward, nested and
  * scaled in and out), compiled autograd, input checks, and the cache. */
 #include "test.h"
+#include "trace/trace.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -349,4 +350,135 @@ static void test_fuse(void) {
     jag_release(x), jag_release(x2), jag_release(b);
 }
 
-TEST_MAIN(test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse)
+/* ---- dce alone: flatten(unflatten(x)), and a ctor whose result is only
+ * flattened ---------------------------------------------------------------- */
+
+static void test_dce_flatten_unflatten(void) {
+    TEST_BEGIN();
+    int64_t lens[3] = {2, 4, 3}, ws[2] = {2, 2};
+    jag_tensor *x = make_jagged(lens, 3, 2, JAG_FLOAT32, 1), *w = t_rand(ws, 2, JAG_FLOAT32, -1, 1, 2);
+    jag_tensor *in[2] = {x, w};
+    const char *names[2] = {"x", "w"};
+    jag_trace *t = NULL, *d = NULL, *e = NULL;
+    CHECK_OK(jag_trace_function(seed_fn, NULL, in, 2, names, 1, &t));
+    CHECK_OK(jag_trace_desugar(t, &d));
+    /* by hand: y = cos(flatten(t2)[0]) after the unflatten, returning y */
+    jag_tensor *y0 = t_rand(NULL, 0, JAG_FLOAT32, 0, 1, 1);
+    jag_trace *h = NULL;
+    CHECK_OK(jag__trace_clone(d, &h));
+    const jag_tensor *t2 = h->vars[h->outputs[0]].proxy;
+    jag_tensor *inner[2] = {0};
+    int n = 0;
+    jag_subclass_meta meta;
+    CHECK_OK(jag__flatten_quiet(t2, inner, &n, &meta));
+    jag_tensor *a = jag__meta_like(inner[0]), *b = jag__meta_like(inner[1]), *c = jag__meta_like(inner[0]);
+    int va = jag__trace_add_var(h, a, "a", -1), vb = jag__trace_add_var(h, b, "b", -1);
+    jag_value fa[1] = {{.kind = JAG_VAL_TENSOR, .u.t = t2}};
+    int fo[2] = {va, vb};
+    int fs = jag__trace_add_sym(h, JAG_SYM_FLATTEN, -1, fa, 1, fo, 2);
+    h->syms[fs].cls = jag_tensor_subclass(t2), h->syms[fs].meta = meta;
+    h->vars[va].def = h->vars[vb].def = fs;
+    int vc = jag__trace_add_var(h, c, "y", -1);
+    jag_value ca[1] = {{.kind = JAG_VAL_TENSOR, .u.t = a}};
+    jag_op_id cos_op;
+    CHECK_OK(jag_op_find("cos", &cos_op));
+    int cs = jag__trace_add_sym(h, JAG_SYM_OP, cos_op, ca, 1, &vc, 1);
+    h->vars[vc].def = cs;
+    h->outputs[0] = vc;
+    CHECK_TEXT(h, "def computation(x, w):\n"
+                  "  # x: nested(jagged) f32[3, j0, 2]  (values f32[9, 2], offsets i64[4])\n"
+                  "  # w: f32[2, 2]\n"
+                  "  x_values, x_offsets = flatten(x)\n"
+                  "  t3 = sin(x_values)                    # f32[9, 2]\n"
+                  "  t4 = mm(t3, w)                        # f32[9, 2]\n"
+                  "  t5 = silu(t4)                         # f32[9, 2]\n"
+                  "  t2 = unflatten[nested](t5, x_offsets) # nested(jagged) f32[3, j0, 2]\n"
+                  "  a, b = flatten(t2)\n"
+                  "  y = cos(a)                            # f32[9, 2]\n"
+                  "  return y\n");
+    CHECK_OK(jag_trace_dce(h, &e));
+    CHECK_TEXT(e, "def computation(x, w):\n"
+                  "  # x: nested(jagged) f32[3, j0, 2]  (values f32[9, 2], offsets i64[4])\n"
+                  "  # w: f32[2, 2]\n"
+                  "  x_values, x_offsets = flatten(x)\n"
+                  "  t3 = sin(x_values)                    # f32[9, 2]\n"
+                  "  t4 = mm(t3, w)                        # f32[9, 2]\n"
+                  "  t5 = silu(t4)                         # f32[9, 2]\n"
+                  "  y = cos(t5)                           # f32[9, 2]\n"
+                  "  return y\n");
+    /* and it runs */
+    jag_program *p = NULL;
+    jag_tensor *got = NULL, *want = NULL, *sv = NULL, *want_nt = NULL;
+    CHECK_OK(jag_trace_compile(e, 0, &p));
+    CHECK_OK(jag_program_run(p, in, 2, &got, 1));
+    CHECK_OK(seed_eager(x, w, &want_nt));
+    CHECK_OK(jag_nested_values(want_nt, &sv));
+    CHECK_OK(jag_cos(sv, &want));
+    CHECK(got && want && t_allclose(got, want, 1e-6, 1e-6));
+    jag_release(got), jag_release(want), jag_release(sv), jag_release(want_nt);
+    jag_program_free(p);
+    jag_release(inner[0]), jag_release(inner[1]), jag_release(a), jag_release(b), jag_release(c), jag_release(y0);
+    jag_trace_free(h), jag_trace_free(t), jag_trace_free(d), jag_trace_free(e);
+    jag_release(x), jag_release(w);
+}
+
+/* nested made inside the function from values and offsets, only unwrapped
+ * again: after desugar and dce the ctor is gone */
+static jag_status ctor_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *nt = NULL, *y = NULL;
+    jag_status st = jag_nested_from_jagged(in[0], in[1], NULL, &nt);
+    if (!st) st = jag_exp(nt, &y);
+    if (!st) st = jag_nested_values(y, &out[0]);
+    if (!st) st = jag_nested_from_jagged(in[0], in[1], NULL, &out[1]); /* returned: the ctor stays */
+    jag_release(nt), jag_release(y);
+    return st;
+}
+
+static void test_ctor_dce(void) {
+    TEST_BEGIN();
+    int64_t vs[2] = {9, 2}, four = 4, o[4] = {0, 2, 6, 9};
+    jag_tensor *v = t_rand(vs, 2, JAG_FLOAT32, -1, 1, 3), *off = NULL;
+    CHECK_OK(jag_from_data(o, &four, 1, JAG_INT64, &off));
+    jag_tensor *in[2] = {v, off};
+    const char *names[2] = {"v", "o"};
+    jag_trace *t = NULL, *d = NULL, *e = NULL;
+    CHECK_OK(jag_trace_function(ctor_fn, NULL, in, 2, names, 2, &t));
+    CHECK_TEXT(t, "def computation(v, o):\n"
+                  "  # v: f32[9, 2]\n"
+                  "  # o: i64[4]\n"
+                  "  t0 = subclass_ctor[nested](v, o)      # nested(jagged) f32[3, j0, 2]\n"
+                  "  t1 = exp(t0)                          # nested(jagged) f32[3, j0, 2]\n"
+                  "  t2 = values(t1)                       # f32[9, 2]\n"
+                  "  t3 = subclass_ctor[nested](v, o)      # nested(jagged) f32[3, j0, 2]\n"
+                  "  return t2, t3\n");
+    CHECK_OK(jag_trace_desugar(t, &d));
+    CHECK_OK(jag_trace_dce(d, &e));
+    CHECK_TEXT(e, "def computation(v, o):\n"
+                  "  # v: f32[9, 2]\n"
+                  "  # o: i64[4]\n"
+                  "  t4 = exp(v)                           # f32[9, 2]\n"
+                  "  t3 = subclass_ctor[nested](v, o)      # nested(jagged) f32[3, j0, 2]\n"
+                  "  return t4, t3\n");
+    jag_program *p = NULL;
+    jag_tensor *got[2] = {0}, *want[2] = {0};
+    CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+    CHECK_OK(jag_program_run(p, in, 2, got, 2));
+    CHECK_OK(ctor_fn(NULL, in, 2, want, 2));
+    CHECK(got[0] && t_allclose(got[0], want[0], 1e-6, 1e-6) && got[1] && nested_close(got[1], want[1], 0, 0));
+    /* the ctor validates at run time: bad offsets are refused */
+    int64_t bad[4] = {0, 5, 3, 9};
+    jag_tensor *boff = NULL, *bin[2] = {v, NULL}, *none[2] = {NULL, NULL};
+    CHECK_OK(jag_from_data(bad, &four, 1, JAG_INT64, &boff));
+    bin[1] = boff;
+    CHECK_ERR(jag_program_run(p, bin, 2, none, 2), JAG_EINVAL, "decreases");
+    CHECK(!none[0] && !none[1]);
+    jag_release(boff);
+    for (int i = 0; i < 2; i++) jag_release(got[i]), jag_release(want[i]);
+    jag_program_free(p);
+    jag_trace_free(t), jag_trace_free(d), jag_trace_free(e);
+    jag_release(v), jag_release(off);
+}
+
+TEST_MAIN(test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse, test_dce_flatten_unflatten,
+          test_ctor_dce)
