@@ -480,5 +480,288 @@ static void test_ctor_dce(void) {
     jag_release(v), jag_release(off);
 }
 
+/* ---- scaled: taken, made inside, returned ---------------------------------- */
+
+/* out0 = materialised (2 * xs) + scaled(y, k) (plain), out1 = 2 * xs (scaled) */
+static jag_status scaled_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *z = NULL, *s = NULL;
+    jag_status st = jag_mul_scalar(in[0], 2.0, &z);
+    if (!st) st = jag_scaled_new(in[1], in[2], &s);
+    if (!st) st = jag_add(z, s, 1.0, &out[0]);
+    if (!st) out[1] = jag_retain(z);
+    jag_release(z), jag_release(s);
+    return st;
+}
+
+static void test_scaled_program(void) {
+    TEST_BEGIN();
+    int64_t sz[2] = {3, 4}, sz2[2] = {5, 4};
+    for (int round = 0; round < 2; round++) {
+        const int64_t *q = round ? sz2 : sz;
+        jag_tensor *d = t_rand(q, 2, JAG_FLOAT32, -1, 1, 11), *sc = t_rand(NULL, 0, JAG_FLOAT32, 1, 2, 12);
+        jag_tensor *y = t_rand(q, 2, JAG_FLOAT32, -1, 1, 13), *k = t_rand(NULL, 0, JAG_FLOAT32, 1, 2, 14), *xs = NULL;
+        CHECK_OK(jag_scaled_new(d, sc, &xs));
+        jag_tensor *in[3] = {xs, y, k};
+        static jag_program *p; /* traced in round 0, reused with other sizes */
+        if (round == 0) {
+            jag_trace *t = NULL, *ds = NULL;
+            const char *names[3] = {"xs", "y", "k"};
+            CHECK_OK(jag_trace_function(scaled_fn, NULL, in, 3, names, 2, &t));
+            CHECK(strstr(fmt(t), "# xs: scaled f32[3, 4]  (0 f32[3, 4], 1 f32[])") &&
+                  strstr(text, "= subclass_ctor[scaled](y, k)"));
+            CHECK_OK(jag_trace_desugar(t, &ds));
+            CHECK(ds && strstr(fmt(ds), "t0 = unflatten[scaled](xs_0, t3)") && strstr(text, "t5 = mul(y, k)"));
+            jag_trace *dd = NULL;
+            CHECK_OK(jag_trace_dce(ds, &dd));
+            CHECK(dd && !strstr(fmt(dd), "subclass_ctor")); /* the ctor was only unwrapped */
+            jag_trace_free(dd);
+            CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+            jag_trace_free(t), jag_trace_free(ds);
+        }
+        jag_tensor *got[2] = {0}, *want[2] = {0};
+        CHECK_OK(jag_program_run(p, in, 3, got, 2));
+        CHECK_OK(scaled_fn(NULL, in, 3, want, 2));
+        CHECK(got[0] && t_allclose(got[0], want[0], 1e-6, 1e-6));
+        CHECK(got[1] && jag_is_scaled(got[1]));
+        jag_tensor *mg = NULL, *mw = NULL;
+        if (got[1]) CHECK_OK(jag_scaled_materialize(got[1], &mg));
+        CHECK_OK(jag_scaled_materialize(want[1], &mw));
+        CHECK(mg && t_allclose(mg, mw, 1e-6, 1e-6));
+        jag_release(mg), jag_release(mw);
+        for (int i = 0; i < 2; i++) jag_release(got[i]), jag_release(want[i]);
+        jag_release(d), jag_release(sc), jag_release(y), jag_release(k), jag_release(xs);
+        if (round == 1) jag_program_free(p), p = NULL;
+    }
+}
+
+/* ---- a user-defined class: "boxed" wraps one plain tensor ------------------- */
+
+static const jag_subclass *boxed;
+
+static void boxed_free(void *state) { jag_release(state); }
+static jag_status boxed_flatten(const jag_tensor *t, jag_tensor **inner, int *n, jag_subclass_meta *meta) {
+    inner[0] = jag_retain(jag_subclass_state(t));
+    *n = 1;
+    meta->n_ints = 0;
+    return JAG_OK;
+}
+static jag_status boxed_wrap(jag_tensor *inner, jag_tensor **out) {
+    return jag_subclass_wrap(boxed, jag_retain(inner), jag_tensor_dtype(inner), jag_sizes(inner), jag_ndim(inner), out);
+}
+static jag_status boxed_unflatten(const jag_subclass *cls, jag_tensor *const *inner, int n, const jag_subclass_meta *meta,
+                                  jag_tensor **out) {
+    (void)cls, (void)meta;
+    return n == 1 ? boxed_wrap(inner[0], out) : JAG_EINVAL;
+}
+static jag_status boxed_dispatch(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs,
+                                 void *ctx) {
+    (void)ctx;
+    jag_value a[16];
+    for (int i = 0; i < nargs; i++) {
+        a[i] = args[i];
+        if (args[i].kind == JAG_VAL_TENSOR && jag_tensor_subclass(args[i].u.t) == cls) a[i].u.t = jag_subclass_state(args[i].u.t);
+    }
+    jag_tensor *plain[4] = {0};
+    jag_status st = jag_op_call(op, a, nargs, plain);
+    int n = jag_op_num_outputs(op);
+    for (int k = 0; k < n && !st; k++) st = boxed_wrap(plain[k], &outs[k]);
+    for (int k = 0; k < n; k++) jag_release(plain[k]);
+    return st;
+}
+
+/* out = relu(b) + boxed(y) */
+static jag_status boxed_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *r = NULL, *by = NULL;
+    jag_status st = jag_relu(in[0], &r);
+    if (!st) st = boxed_wrap(in[1], &by);
+    if (!st) st = jag_add(r, by, 1.0, &out[0]);
+    jag_release(r), jag_release(by);
+    return st;
+}
+
+static void test_user_class_program(void) {
+    TEST_BEGIN();
+    if (!boxed) {
+        jag_subclass_def def = {.name = "boxed", .flatten = boxed_flatten, .unflatten = boxed_unflatten,
+                                .dispatch = boxed_dispatch, .destroy_state = boxed_free};
+        CHECK_OK(jag_subclass_register(&def, &boxed));
+    }
+    int64_t sz[1] = {6};
+    jag_tensor *x = t_rand(sz, 1, JAG_FLOAT64, -1, 1, 15), *y = t_rand(sz, 1, JAG_FLOAT64, -1, 1, 16), *bx = NULL;
+    CHECK_OK(boxed_wrap(x, &bx));
+    jag_tensor *in[2] = {bx, y};
+    const char *names[2] = {"b", "y"};
+    jag_trace *t = NULL, *d = NULL, *e = NULL;
+    CHECK_OK(jag_trace_function(boxed_fn, NULL, in, 2, names, 1, &t));
+    CHECK_TEXT(t, "def computation(b, y):\n"
+                  "  # b: boxed f64[6]  (0 f64[6])\n"
+                  "  # y: f64[6]\n"
+                  "  b_0 = flatten(b)\n"
+                  "  t0 = relu(b)                          # boxed f64[6]\n"
+                  "  t1 = subclass_ctor[boxed](y)          # boxed f64[6]\n"
+                  "  t2 = add(t0, t1, 1)                   # boxed f64[6]\n"
+                  "  return t2\n");
+    CHECK_OK(jag_trace_desugar(t, &d));
+    CHECK_OK(jag_trace_dce(d, &e));
+    CHECK_TEXT(e, "def computation(b, y):\n"
+                  "  # b: boxed f64[6]  (0 f64[6])\n"
+                  "  # y: f64[6]\n"
+                  "  b_0 = flatten(b)\n"
+                  "  t3 = relu(b_0)                        # f64[6]\n"
+                  "  t4 = add(t3, y, 1)                    # f64[6]\n"
+                  "  t2 = unflatten[boxed](t4)             # boxed f64[6]\n"
+                  "  return t2\n");
+    jag_program *p = NULL;
+    jag_tensor *got = NULL, *want = NULL;
+    CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+    CHECK_OK(jag_program_run(p, in, 2, &got, 1));
+    CHECK_OK(boxed_fn(NULL, in, 2, &want, 1));
+    CHECK(got && jag_tensor_subclass(got) == boxed &&
+          t_allclose(jag_subclass_state(got), jag_subclass_state(want), 1e-12, 1e-12));
+    jag_release(got), jag_release(want);
+    jag_program_free(p);
+    jag_trace_free(t), jag_trace_free(d), jag_trace_free(e);
+    jag_release(x), jag_release(y), jag_release(bx);
+}
+
+/* ---- strided nested: pointwise on the buffer ----------------------------------- */
+
+static jag_status strided_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *a = NULL;
+    jag_status st = jag_tanh(in[0], &a);
+    if (!st) st = jag_mul_scalar(a, 3.0, &out[0]);
+    jag_release(a);
+    return st;
+}
+
+static void test_strided_program(void) {
+    TEST_BEGIN();
+    int64_t lens[3] = {2, 4, 3}, lens2[2] = {5, 1};
+    jag_program *p = NULL;
+    for (int round = 0; round < 2; round++) {
+        jag_tensor *j = round ? make_jagged(lens2, 2, 3, JAG_FLOAT32, 18) : make_jagged(lens, 3, 3, JAG_FLOAT32, 17), *x = NULL;
+        CHECK_OK(jag_nested_to_layout(j, JAG_STRIDED, &x));
+        if (round == 0) {
+            jag_trace *t = NULL;
+            CHECK_OK(jag_trace_function(strided_fn, NULL, &x, 1, NULL, 1, &t));
+            CHECK(strstr(fmt(t), "# x0: nested(strided)") && strstr(text, "x0_buffer, x0_sizes, x0_strides, x0_offsets = flatten(x0)"));
+            CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+            CHECK(strstr(fmt(jag_program_trace(p)), "fused[tanh, mul](x0_buffer)"));
+            jag_trace_free(t);
+        }
+        jag_tensor *got = NULL, *want = NULL, *pg = NULL, *pw = NULL;
+        CHECK_OK(jag_program_run(p, &x, 1, &got, 1));
+        CHECK_OK(strided_fn(NULL, &x, 1, &want, 1));
+        CHECK(got && jag_tensor_layout(got) == JAG_STRIDED);
+        if (got) CHECK_OK(jag_nested_to_padded(got, 0, NULL, 0, &pg));
+        CHECK_OK(jag_nested_to_padded(want, 0, NULL, 0, &pw));
+        CHECK(pg && pw && t_allclose(pg, pw, 1e-6, 1e-6));
+        jag_release(got), jag_release(want), jag_release(pg), jag_release(pw), jag_release(x), jag_release(j);
+    }
+    jag_program_free(p);
+}
+
+/* ---- bad inputs: a clear error, nothing run, nothing leaked ------------------ */
+
+static int counted_runs;
+static jag_status count_cpu(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs, void *ctx) {
+    (void)op, (void)nargs, (void)ctx;
+    counted_runs++;
+    return jag_clone(args[0].u.t, outs);
+}
+static jag_status count_meta(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs, void *ctx) {
+    (void)op, (void)nargs, (void)ctx;
+    return jag_clone(args[0].u.t, outs); /* runs as shape inference on meta tensors */
+}
+
+static jag_op_id op_count = -1;
+
+/* y = counted(x) then the seed function */
+static jag_status counted_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *c = NULL;
+    jag_value a[1] = {{.kind = JAG_VAL_TENSOR, .u.t = in[1]}};
+    jag_status st = jag_op_call(op_count, a, 1, &c);
+    jag_tensor *args[2] = {in[0], c};
+    if (!st) st = seed_fn(NULL, args, 2, out, 1);
+    jag_release(c);
+    return st;
+}
+
+static void test_bad_inputs(void) {
+    TEST_BEGIN();
+    if (op_count < 0) {
+        CHECK_OK(jag_op_define("trace_ns::counted(Tensor x) -> Tensor", &op_count));
+        CHECK_OK(jag_op_impl(op_count, "CPU", count_cpu, NULL));
+        CHECK_OK(jag_op_impl(op_count, "Meta", count_meta, NULL));
+    }
+    int64_t lens[3] = {2, 4, 3}, ws[2] = {2, 2}, w1[1] = {2};
+    jag_tensor *x = make_jagged(lens, 3, 2, JAG_FLOAT32, 1), *w = t_rand(ws, 2, JAG_FLOAT32, -1, 1, 2);
+    jag_tensor *x64 = make_jagged(lens, 3, 2, JAG_FLOAT64, 1), *xs = NULL, *xv = NULL, *wv = t_rand(w1, 1, JAG_FLOAT32, -1, 1, 2);
+    CHECK_OK(jag_nested_to_layout(x, JAG_STRIDED, &xs));
+    CHECK_OK(jag_nested_values(x, &xv));
+    jag_tensor *in[2] = {x, w};
+    const char *names[2] = {"x", "w"};
+    jag_trace *t = NULL;
+    jag_program *p = NULL;
+    CHECK_OK(jag_trace_function(counted_fn, NULL, in, 2, names, 1, &t));
+    CHECK(strstr(fmt(t), "= trace_ns::counted(w)"));
+    CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+    jag_tensor *out = NULL;
+    counted_runs = 0;
+    CHECK_OK(jag_program_run(p, in, 2, &out, 1));
+    CHECK(counted_runs == 1 && out);
+    jag_release(out), out = NULL;
+    jag_tensor *bad_dtype[2] = {x64, w}, *bad_layout[2] = {xs, w}, *bad_plain[2] = {xv, w}, *bad_rank[2] = {x, wv};
+    CHECK_ERR(jag_program_run(p, bad_dtype, 2, &out, 1), JAG_EDTYPE, "input 0 ('x') has dtype float64, expected float32");
+    CHECK_ERR(jag_program_run(p, bad_layout, 2, &out, 1), JAG_EINVAL, "input 0 ('x') has the strided layout, expected jagged");
+    CHECK_ERR(jag_program_run(p, bad_plain, 2, &out, 1), JAG_EINVAL, "input 0 ('x') is a plain tensor, expected a nested tensor");
+    CHECK_ERR(jag_program_run(p, bad_rank, 2, &out, 1), JAG_ESHAPE, "input 1 ('w') has 1 dims ([2]), expected 2");
+    CHECK_ERR(jag_program_run(p, in, 1, &out, 1), JAG_EINVAL, "1 inputs, expected 2");
+    CHECK_ERR(jag_program_run(p, in, 2, &out, 2), JAG_EINVAL, "2 outputs asked, the program has 1");
+    CHECK(counted_runs == 1 && out == NULL);
+    /* an op failing while running: the error of the op, no output */
+    int64_t w3[2] = {3, 2};
+    jag_tensor *wbig = t_rand(w3, 2, JAG_FLOAT32, -1, 1, 2), *bad_shape[2] = {x, wbig};
+    CHECK_ERR(jag_program_run(p, bad_shape, 2, &out, 1), JAG_ESHAPE, "jag_mm");
+    CHECK(out == NULL);
+    jag_release(wbig);
+    jag_program_free(p);
+    jag_trace_free(t);
+    /* the tracer refuses what it cannot record, with a message */
+    jag_trace *t2 = NULL;
+    CHECK_ERR(jag_trace_function(counted_fn, NULL, in, 2, names, 0, &t2), JAG_EINVAL, "outputs");
+    CHECK(t2 == NULL);
+    jag_release(x), jag_release(w), jag_release(x64), jag_release(xs), jag_release(xv), jag_release(wv);
+}
+
+/* ---- jag_compile: one program per kind of inputs -------------------------------- */
+
+static void test_compile_cache(void) {
+    TEST_BEGIN();
+    int64_t lens[3] = {2, 4, 3}, lens2[4] = {1, 1, 8, 0}, ws[2] = {2, 2};
+    jag_tensor *x = make_jagged(lens, 3, 2, JAG_FLOAT32, 1), *x2 = make_jagged(lens2, 4, 2, JAG_FLOAT32, 2);
+    jag_tensor *x64 = make_jagged(lens, 3, 2, JAG_FLOAT64, 3), *w = t_rand(ws, 2, JAG_FLOAT32, -1, 1, 4);
+    jag_tensor *w64 = t_rand(ws, 2, JAG_FLOAT64, -1, 1, 5);
+    jag_compiled *c = NULL;
+    CHECK_OK(jag_compile(seed_fn, NULL, 1, JAG_PASSES_ALL, &c));
+    jag_tensor *calls[4][2] = {{x, w}, {x2, w}, {x64, w64}, {x, w}};
+    int programs[4] = {1, 1, 2, 2};
+    for (int i = 0; i < 4; i++) {
+        jag_tensor *got = NULL, *want = NULL;
+        CHECK_OK(jag_compiled_call(c, calls[i], 2, &got, 1));
+        CHECK_OK(seed_eager(calls[i][0], calls[i][1], &want));
+        CHECK(got && want && nested_close(got, want, 1e-6, 1e-6));
+        CHECK_MSG(jag_compiled_num_programs(c) == programs[i], "call %d: %d programs", i, jag_compiled_num_programs(c));
+        jag_release(got), jag_release(want);
+    }
+    jag_compiled_free(c);
+    jag_release(x), jag_release(x2), jag_release(x64), jag_release(w), jag_release(w64);
+}
+
 TEST_MAIN(test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse, test_dce_flatten_unflatten,
-          test_ctor_dce)
+          test_ctor_dce, test_scaled_program, test_user_class_program, test_strided_program, test_bad_inputs,
+          test_compile_cache)
