@@ -762,6 +762,74 @@ static void test_compile_cache(void) {
     jag_release(x), jag_release(x2), jag_release(x64), jag_release(w), jag_release(w64);
 }
 
-TEST_MAIN(test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse, test_dce_flatten_unflatten,
+/* ---- a transformer-style block over a jagged batch, forward and backward ------ */
+
+/* in: x (B, j, D) nested, ln_w, ln_b (D), w1 (F, D), b1 (F), w2 (D, F), b2 (D)
+ * loss = sum of the values of
+ *        softmax(x + linear(gelu(linear(layer_norm(x), w1, b1)), w2, b2), -1)^2 */
+static jag_status block_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *h = NULL, *a = NULL, *g = NULL, *o = NULL, *r = NULL, *sm = NULL, *sq = NULL, *red = NULL;
+    jag_status st = jag_layer_norm(in[0], 1, in[1], in[2], 1e-5, &h);
+    if (!st) st = jag_linear(h, in[3], in[4], &a);
+    if (!st) st = jag_gelu(a, &g);
+    if (!st) st = jag_linear(g, in[5], in[6], &o);
+    if (!st) st = jag_add(in[0], o, 1.0, &r);
+    if (!st) st = jag_softmax(r, -1, &sm);
+    if (!st) st = jag_square(sm, &sq);
+    if (!st) st = jag_nested_values(sq, &red); /* (reductions over the ragged dim need data: not traced yet) */
+    if (!st) st = jag_sum(red, NULL, 0, false, &out[0]);
+    jag_release(h), jag_release(a), jag_release(g), jag_release(o), jag_release(r), jag_release(sm), jag_release(sq);
+    jag_release(red);
+    return st;
+}
+
+static void test_transformer_block(void) {
+    TEST_BEGIN();
+    const int64_t D = 8, F = 16;
+    int64_t lens[3] = {3, 5, 2}, lens2[4] = {7, 1, 4, 2}, d1[1] = {D}, f1[1] = {F}, fd[2] = {F, D}, df[2] = {D, F};
+    jag_tensor *params[6] = {t_rand(d1, 1, JAG_FLOAT64, 0.5, 1.5, 21), t_rand(d1, 1, JAG_FLOAT64, -0.1, 0.1, 22),
+                             t_rand(fd, 2, JAG_FLOAT64, -0.3, 0.3, 23), t_rand(f1, 1, JAG_FLOAT64, -0.1, 0.1, 24),
+                             t_rand(df, 2, JAG_FLOAT64, -0.3, 0.3, 25), t_rand(d1, 1, JAG_FLOAT64, -0.1, 0.1, 26)};
+    for (int i = 0; i < 6; i++) CHECK_OK(jag_set_requires_grad(params[i], true));
+    jag_compiled *c = NULL;
+    CHECK_OK(jag_compile(block_fn, NULL, 1, JAG_PASSES_ALL, &c));
+    for (int round = 0; round < 3; round++) {
+        jag_tensor *x = round == 1 ? make_jagged(lens2, 4, D, JAG_FLOAT64, 28) : make_jagged(lens, 3, D, JAG_FLOAT64, 27);
+        CHECK_OK(jag_set_requires_grad(x, true));
+        jag_tensor *in[7] = {x, params[0], params[1], params[2], params[3], params[4], params[5]};
+        /* eager */
+        jag_tensor *le = NULL, *ge[7] = {0}, *gc[7] = {0}, *lc = NULL;
+        CHECK_OK(block_fn(NULL, in, 7, &le, 1));
+        CHECK_OK(jag_backward(le, NULL, false));
+        for (int i = 0; i < 7; i++) {
+            CHECK_OK(jag_get_grad(in[i], &ge[i]));
+            jag_zero_grad(in[i]);
+        }
+        /* compiled */
+        CHECK_OK(jag_compiled_call(c, in, 7, &lc, 1));
+        CHECK(lc && t_allclose(lc, le, 1e-12, 1e-12));
+        CHECK_OK(jag_backward(lc, NULL, false));
+        for (int i = 0; i < 7; i++) {
+            CHECK_OK(jag_get_grad(in[i], &gc[i]));
+            CHECK_MSG(gc[i] && ge[i] && nested_close(gc[i], ge[i], 1e-10, 1e-12), "round %d: gradient of input %d", round, i);
+            jag_zero_grad(in[i]);
+        }
+        /* without grad mode: the forward-only program */
+        bool prev = jag_set_grad_enabled(false);
+        jag_tensor *ln = NULL;
+        CHECK_OK(jag_compiled_call(c, in, 7, &ln, 1));
+        CHECK(ln && t_allclose(ln, le, 1e-12, 1e-12) && !jag_requires_grad(ln));
+        jag_set_grad_enabled(prev);
+        jag_release(ln);
+        for (int i = 0; i < 7; i++) jag_release(ge[i]), jag_release(gc[i]);
+        jag_release(le), jag_release(lc), jag_release(x);
+    }
+    CHECK(jag_compiled_num_programs(c) >= 2);
+    jag_compiled_free(c);
+    for (int i = 0; i < 6; i++) jag_release(params[i]);
+}
+
+TEST_MAIN(test_transformer_block, test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse, test_dce_flatten_unflatten,
           test_ctor_dce, test_scaled_program, test_user_class_program, test_strided_program, test_bad_inputs,
           test_compile_cache)

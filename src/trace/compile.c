@@ -49,6 +49,7 @@ jag_status jag_compile(jag_traced_fn fn, void *ctx, int n_outputs, unsigned pass
 
 struct jag_program;
 const jag_exec *jag__program_plain(const jag_program *p);
+bool jag__program_grad_fixed(const jag_program *p);
 
 /* Whether program p takes these inputs (kind, and requires_grad as it
  * matters now). */
@@ -58,7 +59,9 @@ static bool fits(const entry *e, jag_tensor *const *inputs, int n) {
     bool grad = jag_is_grad_enabled();
     for (int i = 0; i < n; i++)
         if (inputs[i] && (grad && inputs[i]->requires_grad) != x->sig[i].requires_grad) return false;
-    jag_status st = jag__exec_check(x, inputs, n);
+    bool any_rg = false;
+    for (int i = 0; i < n; i++) any_rg |= grad && inputs[i]->requires_grad;
+    jag_status st = jag__exec_check(x, inputs, n, any_rg && jag__program_grad_fixed(e->program));
     if (st) jag_clear_error();
     return st == JAG_OK;
 }

@@ -188,13 +188,13 @@ static jag_status check_input(const jag_input_sig *sg, int i, const jag_tensor *
     return st;
 }
 
-jag_status jag__exec_check(const jag_exec *e, jag_tensor *const *inputs, int n_inputs) {
+jag_status jag__exec_check(const jag_exec *e, jag_tensor *const *inputs, int n_inputs, bool fixed) {
     const jag_trace *t = e->trace;
     if (n_inputs != t->n_inputs)
         return jag__error(JAG_EINVAL, "jag_program_run: %d inputs, expected %d", n_inputs, t->n_inputs);
     if (n_inputs > 0 && !inputs) return jag__error(JAG_EINVAL, "jag_program_run: argument 'inputs' is NULL");
     for (int i = 0; i < n_inputs; i++) {
-        jag_status st = check_input(&e->sig[i], i, inputs[i], e->fixed_sizes);
+        jag_status st = check_input(&e->sig[i], i, inputs[i], e->fixed_sizes || fixed);
         if (st) return st;
     }
     return JAG_OK;
@@ -340,7 +340,7 @@ jag_status jag__exec_run(jag_exec *e, jag_tensor *const *inputs, int n_inputs, j
     if (n_outputs != t->n_outputs)
         return jag__error(JAG_EINVAL, "jag_program_run: %d outputs asked, the program has %d", n_outputs, t->n_outputs);
     if (!outputs) return jag__error(JAG_EINVAL, "jag_program_run: argument 'outputs' is NULL");
-    jag_status st = jag__exec_check(e, inputs, n_inputs);
+    jag_status st = jag__exec_check(e, inputs, n_inputs, false);
     if (st) return st;
     bool prev = jag_set_grad_enabled(false);
     jag__enter();
@@ -388,6 +388,7 @@ struct jag_program {
     int n_cot;           /* cotangents: forward outputs that require grad */
     int cot_of[64];      /* forward output of each cotangent */
     int n_grads;         /* gradient outputs: inputs that required grad */
+    bool grad_fixed;     /* the forward or backward program fixes sizes */
     int grad_of[64];     /* input of each gradient output */
 };
 
@@ -417,6 +418,7 @@ jag_status jag_trace_compile(const jag_trace *t, unsigned passes, jag_program **
         if (!st) st = jag__apply_passes(b, passes & ~JAG_PASS_DESUGAR, &bp);
         if (!st) st = jag__exec_new(fp, &p->fwd);
         if (!st) st = jag__exec_new(bp, &p->bwd);
+        if (!st) p->grad_fixed = p->fwd->fixed_sizes || p->bwd->fixed_sizes;
         if (!st) {
             for (int i = 0; i < t->n_outputs; i++)
                 if (t->vars[t->outputs[i]].requires_grad) p->cot_of[p->n_cot++] = i;
@@ -499,6 +501,10 @@ jag_status jag_program_run(jag_program *p, jag_tensor *const *inputs, int n_inpu
     if (n_outputs != p->n_outputs)
         return jag__error(JAG_EINVAL, "jag_program_run: %d outputs asked, the program has %d", n_outputs, p->n_outputs);
     if (!outputs) return jag__error(JAG_EINVAL, "jag_program_run: argument 'outputs' is NULL");
+    /* the backward's sizes are fixed by its trace: check them now, before
+     * anything runs */
+    jag_status cst = jag__exec_check(p->plain, inputs, n_inputs, p->grad_fixed);
+    if (cst) return cst;
     int n_all = p->n_outputs + p->n_saved;
     jag_tensor **all = calloc((size_t)n_all, sizeof *all);
     run_state *r = calloc(1, sizeof *r);
@@ -538,3 +544,4 @@ jag_status jag_program_run(jag_program *p, jag_tensor *const *inputs, int n_inpu
 }
 
 const jag_exec *jag__program_plain(const jag_program *p) { return p->plain; }
+bool jag__program_grad_fixed(const jag_program *p) { return p->bwd && p->grad_fixed; }

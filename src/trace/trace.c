@@ -301,6 +301,42 @@ static bool var_rg(const jag_trace *t, const jag_tensor *p) {
 
 static bool is_float(const jag_tensor *t) { return jag_dtype_is_floating(t->dtype); }
 
+static jag_status flatten_on_demand(jag_trace *t, const jag_tensor *a, jag_tensor **out) {
+    for (int v = t->n_vars - 1; v >= 0; v--) {
+        jag_tensor *p = t->vars[v].proxy;
+        if (!p->subclass) continue;
+        jag_tensor *inner[JAG_SUBCLASS_MAX_INNER] = {0};
+        int n = 0, hit = -1;
+        jag_subclass_meta meta = {0};
+        if (jag__flatten_quiet(p, inner, &n, &meta)) {
+            jag_clear_error();
+            continue;
+        }
+        for (int k = 0; k < n; k++)
+            if (inner[k] == a) hit = k;
+        jag_status st = JAG_OK;
+        if (hit >= 0) {
+            jag_value args[] = {jag__v_tensor(p)};
+            int ov[JAG_SUBCLASS_MAX_INNER] = {0};
+            current->suppress++;
+            int s = jag__trace_add_sym(t, JAG_SYM_FLATTEN, -1, args, 1, ov, n);
+            current->suppress--;
+            if (s < 0) st = jag_last_status();
+            else t->syms[s].cls = p->subclass, t->syms[s].meta = meta;
+            for (int k = 0; !st && k < n; k++) {
+                int iv = jag__trace_var(t, inner[k]);
+                if (iv < 0) iv = jag__trace_add_var(t, inner[k], NULL, s);
+                if (iv < 0) st = jag_last_status();
+                else t->syms[s].outs[k] = iv;
+            }
+            if (!st) *out = inner[hit];
+        }
+        for (int k = 0; k < n; k++) jag_release(inner[k]);
+        if (hit >= 0) return st;
+    }
+    return JAG_ENOTIMPL;
+}
+
 /* The proxy standing for argument tensor a: a's own variable; for a plain
  * tensor with data, a constant (captured once). */
 static jag_status proxy_of(jag_trace *t, const jag_tensor *a, const char *op, jag_tensor **out) {
@@ -321,6 +357,12 @@ static jag_status proxy_of(jag_trace *t, const jag_tensor *a, const char *op, ja
     if (a->subclass)
         return jag__error(JAG_ENOTIMPL, "%s: a %s tensor that is not an input of the traced function; pass it as an input",
                           op, jag_subclass_name(a->subclass));
+    if (jag__is_meta(a) && current && current->mode == JAG_REC_RECORD) {
+        /* an inner tensor of a subclass value, reached into directly (a
+         * derivative rule, a handler): flatten that value here */
+        jag_status st = flatten_on_demand(t, a, out);
+        if (st != JAG_ENOTIMPL) return st;
+    }
     if (jag__is_meta(a))
         return jag__error(JAG_ENOTIMPL, "%s: a tensor without data that no traced op made (made outside the ops the tracer sees)", op);
     jag_tensor *p = jag__meta_like(a);
