@@ -830,6 +830,38 @@ static void test_transformer_block(void) {
     for (int i = 0; i < 6; i++) jag_release(params[i]);
 }
 
-TEST_MAIN(test_transformer_block, test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse, test_dce_flatten_unflatten,
+/* ---- buffers are kept between runs ------------------------------------------------ */
+
+static void test_buffers_reused(void) {
+    TEST_BEGIN();
+    int64_t lens[3] = {300, 200, 100}, shorter[2] = {50, 40}, longer[2] = {900, 900};
+    jag_tensor *x = make_jagged(lens, 3, 4, JAG_FLOAT32, 1), *xs = make_jagged(shorter, 2, 4, JAG_FLOAT32, 2);
+    jag_tensor *xl = make_jagged(longer, 2, 4, JAG_FLOAT32, 3), *b = t_rand(NULL, 0, JAG_FLOAT32, -1, 1, 4);
+    jag_tensor *in[2] = {x, b}, *ins[2] = {xs, b}, *inl[2] = {xl, b};
+    jag_trace *t = NULL;
+    jag_program *p = NULL;
+    CHECK_OK(jag_trace_function(chain_fn, NULL, in, 2, NULL, 1, &t));
+    unsigned pass_sets[2] = {JAG_PASS_DESUGAR | JAG_PASS_DCE, JAG_PASSES_ALL}; /* plain kernels, and fused */
+    for (int ps = 0; ps < 2; ps++) {
+        unsigned passes = pass_sets[ps];
+        CHECK_OK(jag_trace_compile(t, passes, &p));
+        void *ptr[4] = {0};
+        jag_tensor **runs[4] = {in, in, ins, inl};
+        for (int r = 0; r < 4; r++) {
+            jag_tensor *out = NULL, *v = NULL;
+            CHECK_OK(jag_program_run(p, runs[r], 2, &out, 1));
+            if (out) CHECK_OK(jag_nested_values(out, &v));
+            ptr[r] = v ? jag_data(v) : NULL;
+            jag_release(v), jag_release(out);
+        }
+        /* the same storage again, also for smaller inputs; a larger run needs more */
+        CHECK_MSG(ptr[0] && ptr[1] == ptr[0] && ptr[2] == ptr[0] && ptr[3] != ptr[0], "passes %u", passes);
+        jag_program_free(p);
+    }
+    jag_trace_free(t);
+    jag_release(x), jag_release(xs), jag_release(xl), jag_release(b);
+}
+
+TEST_MAIN(test_transformer_block, test_buffers_reused, test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse, test_dce_flatten_unflatten,
           test_ctor_dce, test_scaled_program, test_user_class_program, test_strided_program, test_bad_inputs,
           test_compile_cache)

@@ -26,8 +26,9 @@ void jag__exec_release(jag_exec *e) {
     for (int i = 0; i < e->n_code; i++) {
         jag_instr *in = &e->code[i];
         free(in->arg_slot), free(in->release);
-        for (int k = 0; k < 4; k++) jag_release(in->keep[k]);
     }
+    for (int g = 0; g < e->n_groups; g++) jag_release(e->keep[g]);
+    free(e->keep);
     free(e->code);
     if (e->slots)
         for (int s = 0; s < e->n_slots; s++) jag_release(e->slots[s]);
@@ -122,6 +123,25 @@ jag_status jag__exec_new(const jag_trace *src, jag_exec **out) {
         }
         e->n_code++;
     }
+    /* buffer groups by liveness: an output takes a group whose value's last
+     * use came before this instruction */
+    int *busy = malloc(((size_t)e->n_code * JAG_SUBCLASS_MAX_INNER + 1) * sizeof *busy);
+    e->keep = calloc((size_t)e->n_code * JAG_SUBCLASS_MAX_INNER + 1, sizeof *e->keep);
+    if (!st && (!busy || !e->keep)) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    for (int i = 0; !st && i < e->n_code; i++) {
+        jag_instr *in = &e->code[i];
+        int at = (int)(in->sym - t->syms);
+        for (int k = 0; k < JAG_SUBCLASS_MAX_INNER; k++) in->group[k] = -1;
+        if (!in->direct && in->sym->kind != JAG_SYM_FUSED) continue;
+        for (int k = 0; k < in->sym->n_out; k++) {
+            int g = 0;
+            while (g < e->n_groups && busy[g] >= at) g++;
+            if (g == e->n_groups) e->n_groups++;
+            busy[g] = last[in->sym->outs[k]];
+            in->group[k] = g;
+        }
+    }
+    free(busy);
     free(last);
     if (st) {
         jag__exec_release(e);
@@ -295,7 +315,7 @@ static jag_status run_instr(jag_exec *e, jag_instr *in) {
         jag_spec specs[JAG_SUBCLASS_MAX_INNER];
         st = jag__fused_specs(s->fused, a, s->nargs, specs);
         for (int i = 0; !st && i < s->n_out; i++)
-            if (!(outs[i] = take_buffer(&in->keep[i], &specs[i], "fused"))) st = jag_last_status();
+            if (!(outs[i] = take_buffer(&e->keep[in->group[i]], &specs[i], "fused"))) st = jag_last_status();
         if (!st) st = jag__fused_run(s->fused, a, s->nargs, outs);
         break;
     }
@@ -309,7 +329,7 @@ static jag_status run_instr(jag_exec *e, jag_instr *in) {
             jag_spec specs[4];
             st = info->meta(info->api_name, a, s->nargs, specs);
             for (int i = 0; !st && i < info->n_out; i++)
-                if (!(outs[i] = take_buffer(&in->keep[i], &specs[i], info->api_name))) st = jag_last_status();
+                if (!(outs[i] = take_buffer(&e->keep[in->group[i]], &specs[i], info->api_name))) st = jag_last_status();
             if (!st) st = info->cpu(info->api_name, a, s->nargs, outs);
         } else {
             st = jag__dispatch_untraced(s->op, a, s->nargs, outs);

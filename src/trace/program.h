@@ -29,7 +29,7 @@ typedef struct jag_instr {
     bool direct;        /* META + kept buffers + kernel, without the dispatcher */
     int *arg_slot, n_args;
     int *release, n_release;
-    jag_tensor *keep[JAG_SUBCLASS_MAX_INNER];
+    int group[JAG_SUBCLASS_MAX_INNER]; /* buffer group of each output (direct and fused), or -1 */
 } jag_instr;
 
 /* A trace ready to run (slots are variable ids). Refcounted: the autograd
@@ -42,6 +42,10 @@ typedef struct jag_exec {
     jag_tensor **slots;
     int n_slots;
     jag_input_sig *sig;
+    /* buffer groups: values whose lifetimes do not overlap share one group;
+     * a group keeps its last buffer between instructions and runs */
+    jag_tensor **keep;
+    int n_groups;
     bool fixed_sizes; /* some symbol fixes sizes: inputs must match them */
 } jag_exec;
 
