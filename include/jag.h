@@ -817,6 +817,125 @@ void jag_empty_cache(void);
 void jag_set_num_threads(int n);
 int jag_get_num_threads(void);
 
+/* ------------------------------------------------------------------------ */
+/* Tracing and compiling                                                     */
+/* ------------------------------------------------------------------------ */
+
+/* A trace is a function recorded as a program: it runs the function once on
+ * proxies (tensors with shape, dtype and layout but no data) and records one
+ * bound symbol per op (op, input proxies, output proxies, non-tensor
+ * arguments). Proxies have stable names: inputs as given (or x0, x1, ...),
+ * temporaries t0, t1, ..., captured constants c0, ...; ragged sizes print as
+ * j0, j1, ..., tied to their offsets proxy. A subclass input is `flatten`ed
+ * into its inner proxies at the top; a subclass made inside the function is
+ * a `subclass_ctor` symbol; a custom autograd function is a symbol around the
+ * symbols of its forward. Passes map a trace to a new trace; a trace compiles
+ * to a program that runs on new inputs of the same kind (same dtypes, ranks,
+ * subclasses and layouts; lengths and batch sizes may differ, unless the
+ * trace fixed sizes with a view, expand or narrow: then sizes must match too).
+ *
+ * Traces, programs and compiled functions are not thread-safe objects: use
+ * one from one thread at a time. Tracing is per thread. */
+typedef struct jag_trace jag_trace;
+typedef struct jag_program jag_program;
+typedef struct jag_compiled jag_compiled;
+
+/* The function to trace: read inputs[0..n_inputs) (borrowed) and write
+ * n_outputs new references into outputs; return JAG_OK or an error. While
+ * tracing, inputs are proxies: call jag ops on them (and jag_function_apply,
+ * custom ops, subclass constructors); reading data (jag_data, jag_item) is
+ * not possible. Tensors with data that the function uses without getting
+ * them as inputs are captured as constants. */
+typedef jag_status (*jag_traced_fn)(void *ctx, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs,
+                                    int n_outputs);
+
+/* Trace fn on proxies of inputs[0..n_inputs) (example inputs, borrowed;
+ * only their kind and sizes are read, and requires_grad, which the grad pass
+ * and compiled autograd follow). names (may be NULL, or NULL entries) names
+ * the inputs in the printed trace. *out receives a new trace (free with
+ * jag_trace_free). Errors: JAG_EINVAL (NULL arguments, counts outside 0..64
+ * inputs / 1..64 outputs), JAG_ESTATE (already tracing on this thread),
+ * JAG_ENOTIMPL (the function does something the tracer cannot record: the
+ * message says what), or whatever fn returns. */
+jag_status jag_trace_function(jag_traced_fn fn, void *ctx, jag_tensor *const *inputs, int n_inputs,
+                              const char *const *names, int n_outputs, jag_trace **out);
+/* Free a trace (NULL is ignored). */
+void jag_trace_free(jag_trace *t);
+int jag_trace_num_inputs(const jag_trace *t);
+int jag_trace_num_outputs(const jag_trace *t);
+int jag_trace_num_symbols(const jag_trace *t);
+/* The trace as readable source, one symbol a line with the output's type in
+ * a comment, into buf of cap bytes (always NUL-terminated). Returns the
+ * length the full text needs (as snprintf). jag_trace_print writes it to
+ * stdout. */
+size_t jag_trace_format(const jag_trace *t, char *buf, size_t cap);
+void jag_trace_print(const jag_trace *t);
+
+/* Passes: each reads t and writes a new trace to *out (t is unchanged).
+ * desugar: every symbol on a subclass proxy is replaced by what the class's
+ *   handler (or registered decomposition) does on the inner proxies, found by
+ *   running it under the tracer; subclass outputs become `unflatten` at the
+ *   bottom. Errors: JAG_ENOTIMPL when a handler makes tensors no op made.
+ * dce: drops symbols no output needs, `flatten` of a value built by
+ *   unflatten / subclass_ctor (uses its inner tensors instead), and ctors
+ *   whose result is only flattened.
+ * fuse: merges chains and trees of pointwise ops over one element space into
+ *   `fused` symbols that run in one pass over memory, tile by tile.
+ * grad: appends the backward program: inputs get one cotangent per output
+ *   (named g_<output>, shaped like it), outputs get the gradient of every
+ *   input that requires grad, in input order. Errors: JAG_EINVAL when no
+ *   input requires grad; JAG_ENOTIMPL for an op with no derivative.
+ * All: JAG_ENOMEM. */
+jag_status jag_trace_desugar(const jag_trace *t, jag_trace **out);
+jag_status jag_trace_dce(const jag_trace *t, jag_trace **out);
+jag_status jag_trace_fuse(const jag_trace *t, jag_trace **out);
+jag_status jag_trace_grad(const jag_trace *t, jag_trace **out);
+
+/* Passes jag_trace_compile and jag_compile apply, in this order. */
+#define JAG_PASS_DESUGAR (1u << 0)
+#define JAG_PASS_DCE (1u << 1)
+#define JAG_PASS_FUSE (1u << 2)
+#define JAG_PASSES_ALL (JAG_PASS_DESUGAR | JAG_PASS_DCE | JAG_PASS_FUSE)
+
+/* Compile t (borrowed; the program keeps what it needs) with `passes` into a
+ * program (free with jag_program_free). When an input of t requires grad
+ * the program also holds a backward program (t's grad, split), used when it
+ * runs with grad mode on and inputs that require grad. Errors: as the passes. */
+jag_status jag_trace_compile(const jag_trace *t, unsigned passes, jag_program **out);
+/* Run p on inputs[0..n_inputs) (borrowed) and write its n_outputs outputs
+ * (new references) to outputs. Inputs are checked first: JAG_EINVAL with a
+ * message naming the input, what was expected and what came when the count,
+ * a subclass or layout, or an inner tensor does not fit; JAG_EDTYPE for a
+ * dtype; JAG_ESHAPE for a rank (or a size, for a program with fixed sizes);
+ * nothing runs then. Errors of the ops while running are reported as eager
+ * ones would be; outputs are then not written. When grad mode is on and an
+ * input requires grad, the outputs get one autograd node whose backward runs
+ * the compiled backward program (jag_backward then fills the inputs' grads as
+ * eager would). Buffers are planned at compile time and kept between runs: a
+ * run whose sizes fit the previous ones allocates no tensor data. */
+jag_status jag_program_run(jag_program *p, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs,
+                           int n_outputs);
+/* The program's final forward trace (after the passes), borrowed from p. */
+const jag_trace *jag_program_trace(const jag_program *p);
+/* The backward program's trace, or NULL when there is none. */
+const jag_trace *jag_program_backward_trace(const jag_program *p);
+void jag_program_free(jag_program *p);
+
+/* A compiled function: fn (with ctx, both kept by pointer) traced and
+ * compiled with `passes` on the first call with each new kind of inputs
+ * (dtypes, ranks, subclasses and layouts, requires_grad; and sizes for
+ * programs with fixed sizes), then the program for that kind runs. Free with
+ * jag_compiled_free. Errors: JAG_EINVAL for NULL arguments or n_outputs
+ * outside 1..64. */
+jag_status jag_compile(jag_traced_fn fn, void *ctx, int n_outputs, unsigned passes, jag_compiled **out);
+/* Call it: as jag_program_run, with tracing and compiling when needed
+ * (their errors are returned; nothing is cached then). */
+jag_status jag_compiled_call(jag_compiled *c, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs,
+                             int n_outputs);
+/* Programs compiled so far (one per kind of inputs). */
+int jag_compiled_num_programs(const jag_compiled *c);
+void jag_compiled_free(jag_compiled *c);
+
 #ifdef __cplusplus
 }
 #endif

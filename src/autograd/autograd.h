@@ -72,4 +72,18 @@ bool jag__autograd_wanted(const jag_value *args, int nargs);
 /* Run op below the AUTOGRAD key and record a node for its outputs. */
 jag_status jag__autograd_dispatch(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);
 
+/* ---- compiled programs and the tracer (engine.c) ----------------------------- */
+
+/* Backward of a node attached by jag__autograd_attach: grad_outputs[0..n_out)
+ * (zeros where none came) to grad_inputs[0..n_in) (new references or NULL). */
+typedef jag_status (*jag__extern_backward_fn)(void *state, jag_tensor *const *grad_outputs, int n_out,
+                                              jag_tensor **grad_inputs, int n_in);
+/* Give outs[0..n_out) one node over inputs whose backward is `bw(state)`;
+ * free_state(state) runs when the node's saved data goes (also on failure). */
+jag_status jag__autograd_attach(const char *name, jag_tensor *const *inputs, int n_inputs, jag_tensor **outs,
+                                int n_out, jag__extern_backward_fn bw, void *state, void (*free_state)(void *));
+/* jag_function_apply while tracing (src/trace/trace.c). */
+jag_status jag__trace_function_apply(const jag_function_def *def, jag_tensor *const *inputs, int n_inputs,
+                                     jag_tensor **outs);
+
 #endif /* JAG_AUTOGRAD_H */

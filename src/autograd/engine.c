@@ -33,7 +33,37 @@ struct jag_autograd_ctx {
     const bool *needs;
     int n_inputs;
     void *user;
+    bool traced;         /* under the tracer: save the proxies themselves */
+    bool own_needs[JAG_GRAD_MAX_INPUTS];
+    /* a node attached by jag__autograd_attach (compiled programs) */
+    jag__extern_backward_fn ext_bw;
+    void (*ext_free)(void *);
+    void *ext_state;
+    int ext_n_out;
 };
+
+jag_autograd_ctx *jag__autograd_ctx_new(void *user, bool traced);
+void jag__autograd_ctx_free(jag_autograd_ctx *ctx);
+void jag__autograd_ctx_set_needs(jag_autograd_ctx *ctx, const bool *needs, int n);
+
+jag_autograd_ctx *jag__autograd_ctx_new(void *user, bool traced) {
+    jag_autograd_ctx *c = calloc(1, sizeof *c);
+    if (c) c->user = user, c->traced = traced;
+    return c;
+}
+
+void jag__autograd_ctx_free(jag_autograd_ctx *ctx) {
+    if (!ctx) return;
+    for (int i = 0; i < ctx->n_saved; i++) jag_release(ctx->saved[i]);
+    if (ctx->ext_free) ctx->ext_free(ctx->ext_state);
+    free(ctx);
+}
+
+void jag__autograd_ctx_set_needs(jag_autograd_ctx *ctx, const bool *needs, int n) {
+    ctx->n_inputs = n;
+    for (int i = 0; i < n && i < JAG_GRAD_MAX_INPUTS; i++) ctx->own_needs[i] = needs ? needs[i] : true;
+    ctx->needs = ctx->own_needs;
+}
 
 typedef struct jag_node {
     atomic_long refcount;
@@ -83,8 +113,7 @@ static void node_free_saved(jag_node *n) {
     n->nargs = 0;
     for (int i = 0; i < n->n_out; i++) jag_release(n->outputs[i]), n->outputs[i] = NULL;
     if (n->ctx) {
-        for (int i = 0; i < n->ctx->n_saved; i++) jag_release(n->ctx->saved[i]);
-        free(n->ctx);
+        jag__autograd_ctx_free(n->ctx);
         n->ctx = NULL;
     }
     n->freed = true;
@@ -341,7 +370,9 @@ jag_status jag_autograd_save(jag_autograd_ctx *ctx, jag_tensor *const *tensors, 
     for (int i = 0; i < n; i++) {
         /* an alias without history: saving an output must not make a cycle */
         jag_tensor *a = NULL;
-        jag_status st = tensors[i] ? shallow_alias(tensors[i], &a) : JAG_OK;
+        jag_status st = JAG_OK;
+        if (ctx->traced) a = jag_retain(tensors[i]); /* proxies: the trace's variables */
+        else if (tensors[i]) st = shallow_alias(tensors[i], &a);
         if (st) return st;
         ctx->saved[ctx->n_saved++] = a;
     }
@@ -371,6 +402,11 @@ jag_status jag_function_apply(const jag_function_def *def, jag_tensor *const *in
         return jag__error(JAG_EINVAL, "%s: %d inputs, expected 0..%d", op, n_inputs, JAG_GRAD_MAX_INPUTS);
     for (int i = 0; i < n_inputs; i++)
         if (!inputs[i]) return jag__error(JAG_EINVAL, "%s: input %d is NULL", op, i);
+    if (jag__trace_current && jag__tracing()) { /* a FUNCTION symbol around its forward's symbols */
+        jag__enter();
+        jag_status st = jag__trace_function_apply(def, inputs, n_inputs, outs);
+        return jag__leave(st, outs, st == JAG_OK ? def->n_outputs : 0);
+    }
     bool record = !grad_disabled;
     bool any = false;
     for (int i = 0; i < n_inputs; i++) any = any || wants_grad(inputs[i]);
@@ -625,4 +661,44 @@ jag_status jag_backward(const jag_tensor *root, const jag_tensor *grad, bool ret
     jag_release(seed);
     jag_set_grad_enabled(prev);
     return jag__leave(st, NULL, 0);
+}
+
+/* ---- nodes for compiled programs ------------------------------------------ */
+
+static jag_status ext_backward(jag_autograd_ctx *ctx, jag_tensor *const *grad_outputs, jag_tensor **grad_inputs) {
+    return ctx->ext_bw(ctx->ext_state, grad_outputs, ctx->ext_n_out, grad_inputs, ctx->n_inputs);
+}
+
+static jag_status ext_forward_unused(jag_autograd_ctx *ctx, jag_tensor *const *in, int n, jag_tensor **outs) {
+    (void)ctx, (void)in, (void)n, (void)outs;
+    return jag__error(JAG_EINTERNAL, "compiled program: forward of an attached node is never called");
+}
+
+jag_status jag__autograd_attach(const char *name, jag_tensor *const *inputs, int n_inputs, jag_tensor **outs,
+                                int n_out, jag__extern_backward_fn bw, void *state, void (*free_state)(void *)) {
+    if (n_inputs > JAG_GRAD_MAX_INPUTS || n_out > 4 || n_out < 1) {
+        if (free_state) free_state(state);
+        return jag__error(JAG_ENOTIMPL, "%s: autograd through a compiled program with %d inputs and %d outputs (at most %d and 4)",
+                          name, n_inputs, n_out, JAG_GRAD_MAX_INPUTS);
+    }
+    jag_node *n = node_new(NODE_FUNCTION, name, n_inputs);
+    jag_autograd_ctx *ctx = jag__autograd_ctx_new(NULL, false);
+    if (!n || !ctx) {
+        if (n) node_release(n);
+        free(ctx);
+        if (free_state) free_state(state);
+        return jag__error(JAG_ENOMEM, "%s: out of memory", name);
+    }
+    n->def = (jag_function_def){.name = name, .n_outputs = n_out, .forward = ext_forward_unused, .backward = ext_backward};
+    ctx->ext_bw = bw, ctx->ext_free = free_state, ctx->ext_state = state, ctx->ext_n_out = n_out;
+    ctx->needs = n->needs;
+    ctx->n_inputs = n_inputs;
+    n->ctx = ctx;
+    jag_status st = JAG_OK;
+    for (int k = 0; !st && k < n_inputs; k++) st = make_edge(n, k, inputs[k]);
+    jag_value args[JAG_GRAD_MAX_INPUTS];
+    for (int k = 0; k < n_inputs; k++) args[k] = jag__v_tensor(inputs[k]);
+    if (!st) st = attach_outputs(n, args, n_inputs, outs, n_out);
+    node_release(n);
+    return st;
 }

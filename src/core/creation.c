@@ -1,5 +1,6 @@
 /* creation.c — new tensors: empty, zeros, ones, full, arange, from memory. */
 #include "internal.h"
+#include "../dispatch/dispatch.h"
 
 #include <math.h>
 
@@ -16,6 +17,10 @@ static jag_status check_out(const char *op, jag_tensor **out) {
 
 jag_status jag_empty(const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor **out) {
     if (check_out("jag_empty", out)) return JAG_EINVAL;
+    if (jag__trace_current) {
+        jag__enter();
+        return jag__leave(jag__trace_full(sizes, ndim, 0.0, dtype, out), out, 1);
+    }
     jag__enter();
     return finish(jag__tensor_new("jag_empty", sizes, ndim, dtype, false, false), out);
 }
@@ -30,6 +35,10 @@ bool jag_is_meta(const jag_tensor *t) { return t && jag__is_meta(t); }
 
 jag_status jag_zeros(const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor **out) {
     if (check_out("jag_zeros", out)) return JAG_EINVAL;
+    if (jag__trace_current) {
+        jag__enter();
+        return jag__leave(jag__trace_full(sizes, ndim, 0.0, dtype, out), out, 1);
+    }
     jag__enter();
     return finish(jag__tensor_new("jag_zeros", sizes, ndim, dtype, true, false), out);
 }
@@ -37,6 +46,10 @@ jag_status jag_zeros(const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor
 static jag_status full_named(const char *op, const int64_t *sizes, int ndim, double value, jag_dtype dtype,
                              jag_tensor **out) {
     if (check_out(op, out)) return JAG_EINVAL;
+    if (jag__trace_current) {
+        jag__enter();
+        return jag__leave(jag__trace_full(sizes, ndim, value, dtype, out), out, 1);
+    }
     jag__enter();
     jag_tensor *t = jag__tensor_new(op, sizes, ndim, dtype, false, false);
     if (t) jag__fill(t, value);

@@ -53,15 +53,35 @@ static jag_status compute_key(const jag_op_info *info, const jag_value *args, in
     return JAG_OK;
 }
 
-jag_status jag__dispatch(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs) {
+static jag_status check_call(jag_op_id op, const jag_value *args, int nargs) {
     if (!jag__op_valid(op)) return jag__error(JAG_EINVAL, "jag_op_call: op id %d is not a defined op", op);
     const jag_op_info *info = &jag__ops[op];
     if (nargs != info->n_in)
         return jag__error(JAG_EINVAL, "%s: takes %d arguments, got %d", info->api_name, info->n_in, nargs);
     if (nargs > 0 && !args) return jag__error(JAG_EINVAL, "%s: argument list is NULL", info->api_name);
+    if (info->custom) return jag__custom_check_args(info, args, nargs);
+    return JAG_OK;
+}
+
+static jag_status dispatch_below_trace(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);
+
+jag_status jag__dispatch(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs) {
+    jag_status st = check_call(op, args, nargs);
+    if (st) return st;
+    /* TRACE: above every other key, while this thread records a trace */
+    if (jag__trace_current && jag__tracing()) return jag__trace_dispatch(op, args, nargs, outs);
+    return dispatch_below_trace(op, args, nargs, outs);
+}
+
+jag_status jag__dispatch_untraced(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs) {
+    jag_status st = check_call(op, args, nargs);
+    return st ? st : dispatch_below_trace(op, args, nargs, outs);
+}
+
+static jag_status dispatch_below_trace(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs) {
+    const jag_op_info *info = &jag__ops[op];
     jag_status st;
-    if (info->custom && (st = jag__custom_check_args(info, args, nargs))) return st;
-    /* AUTOGRAD: above every other key */
+    /* AUTOGRAD: above the backend keys */
     if (jag__autograd_wanted(args, nargs)) {
         if (info->custom && jag__custom_has_autograd(info)) return jag__custom_run_autograd(info, args, nargs, outs);
         return jag__autograd_dispatch(op, args, nargs, outs);

@@ -107,6 +107,7 @@ jag_status jag__meta_index_select(const char *, const jag_value *, int, jag_spec
 jag_status jag__meta_gather(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_embedding(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_cat(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_full_like(const char *, const jag_value *, int, jag_spec *);
 
 /* Custom ops (custom_op.c): check args against the schema; run the kernel
  * for a key (`meta` selects the Meta kernel). */
@@ -126,6 +127,25 @@ jag_status jag__subclass_run(const jag_subclass *cls, jag_op_id op, const jag_va
  * Callers inside jag use this; public entry points wrap it with
  * jag__enter/jag__leave (jag__call does both). */
 jag_status jag__dispatch(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);
+/* The TRACE key (src/trace/trace.c): while a thread records a trace, every
+ * dispatched op goes to the recorder first. jag__trace_current is that
+ * thread's recorder (NULL when none: one load on the hot path). */
+extern _Thread_local void *jag__trace_current;
+bool jag__tracing(void);      /* recording, and not inside a symbol */
+bool jag__tracing_any(void);  /* a recorder is open on this thread */
+jag_status jag__trace_dispatch(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);
+/* jag__dispatch without the TRACE key (the recorder's own calls). */
+jag_status jag__dispatch_untraced(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);
+/* Factories under tracing: a recorded `full` / `full_like` (meta inside a
+ * symbol). */
+jag_status jag__trace_full(const int64_t *sizes, int ndim, double value, jag_dtype dtype, jag_tensor **out);
+jag_status jag__trace_full_like(const jag_tensor *x, double value, jag_tensor **out);
+jag_status jag__meta_full(const char *, const jag_value *, int, jag_spec *);
+/* Subclass construction under tracing (jag_subclass_wrap): whether to record
+ * it, and recording it (may replace *t; releases it on failure). */
+bool jag__trace_wants_ctor(void);
+jag_status jag__trace_on_wrap(jag_tensor **t);
+
 /* jag__dispatch bracketed as a public entry point (records outputs in the
  * open scope). */
 jag_status jag__call(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);

@@ -291,6 +291,12 @@ jag_status jag__view_nested_from_jagged(const char *op, const jag_value *args, i
         (st = jag__arg_tensor(op, args, nargs, 1, "offsets", &offsets)) ||
         (st = jag__arg_opt_tensor(op, args, nargs, 2, "lengths", &lengths)))
         return st;
+    if (jag__is_meta(offsets) && !offsets->subclass && !values->subclass && offsets->dtype == JAG_INT64 &&
+        offsets->ndim == 1 && values->ndim >= 1) { /* shape inference: nothing to validate */
+        jag_tensor *inner[3] = {(jag_tensor *)values, (jag_tensor *)offsets, (jag_tensor *)lengths};
+        jag_subclass_meta meta = {.n_ints = 5, .ints = {JAG_JAGGED, -1, lengths != NULL, -1, -1}};
+        return jag__nested_proxy(inner, lengths ? 3 : 2, &meta, outs);
+    }
     return nested_from_jagged_checked(op, values, offsets, lengths, outs);
 }
 
@@ -791,6 +797,12 @@ static jag_status make_like(const char *op, const jag_tensor *x, like_kind kind,
     if (!x || !out) return jag__error(JAG_EINVAL, "%s: arguments 'x' and 'out' must not be NULL", op);
     nested_state *s = jag__nested(x);
     if (x->subclass && !s) return jag__error(JAG_ENOTIMPL, "%s: not supported for %s tensors", op, jag_subclass_name(x->subclass));
+    if (jag__trace_current && (kind == LIKE_EMPTY || kind == LIKE_FULL)) { /* a recorded full_like */
+        jag__enter();
+        return jag__leave(jag__trace_full_like(x, value, out), out, 1);
+    }
+    if (jag__trace_current)
+        return jag__error(JAG_ENOTIMPL, "%s: random numbers inside a traced function; pass them as an input", op);
     jag__enter();
     jag_status st;
     if (!s) {
@@ -863,4 +875,19 @@ static size_t nested_format(const jag_tensor *t, char *buf, size_t cap) {
 #undef PUT
     free_components(items, s->batch);
     return len;
+}
+
+/* ---- proxies for the tracer ---------------------------------------------- */
+
+jag_status jag__nested_proxy(jag_tensor *const *inner, int n, const jag_subclass_meta *meta, jag_tensor **out) {
+    if (meta->n_ints < 1) return jag__error(JAG_EINVAL, "nested proxy: metadata has no layout");
+    if (meta->ints[0] == JAG_JAGGED) {
+        if (n < 2 || meta->n_ints < 3) return jag__error(JAG_EINVAL, "nested proxy: jagged needs values and offsets");
+        const jag_tensor *len = meta->ints[2] && n > 2 ? inner[2] : NULL;
+        int64_t mn = meta->n_ints >= 5 ? meta->ints[3] : -1, mx = meta->n_ints >= 5 ? meta->ints[4] : -1;
+        /* the symbol lives on the offsets proxy (on lengths with holes) */
+        return jag__nested_wrap_jagged(inner[0], inner[1], len, ragged_id_of(len ? len : inner[1]), mn, mx, out);
+    }
+    if (n != 4) return jag__error(JAG_EINVAL, "nested proxy: strided needs 4 inner tensors");
+    return jag__nested_wrap_strided(inner[0], inner[1], inner[2], inner[3], ragged_id_of(inner[1]), out);
 }

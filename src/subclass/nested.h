@@ -82,4 +82,8 @@ jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag
 /* contiguous for nested tensors: removes holes and gaps. */
 jag_status jag__nested_contiguous(const jag_tensor *nt, jag_tensor **out);
 
+/* A nested proxy (tracing) from inner proxies and flatten metadata: the
+ * unchecked constructors, the ragged symbol tied to the offsets proxy. */
+jag_status jag__nested_proxy(jag_tensor *const *inner, int n, const jag_subclass_meta *meta, jag_tensor **out);
+
 #endif /* JAG_NESTED_H */

@@ -121,6 +121,11 @@ jag_status jag_subclass_wrap(const jag_subclass *cls, void *state, jag_dtype dty
     /* Strides mean nothing for a wrapper; keep them row-major over known sizes. */
     t->subclass = cls;
     t->state = state;
+    /* made by the traced function itself: a subclass_ctor symbol */
+    if (jag__trace_current && jag__trace_wants_ctor()) {
+        jag_status st2 = jag__trace_on_wrap(&t);
+        if (st2) return jag__leave(st2, NULL, 0);
+    }
     *out = t;
     return jag__leave(JAG_OK, out, 1);
 }

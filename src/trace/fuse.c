@@ -1,0 +1,370 @@
+/* fuse.c — the fuse pass and fused regions.
+ *
+ * A region is a set of pointwise symbols over one element space (the same
+ * sizes and float dtype; 0-d tensors and scalars broadcast). It runs tile by
+ * tile: for each tile of TILE elements the region's steps run on headers
+ * over the tile of each input and output and over small scratch buffers for
+ * values used only inside the region, with the existing vectorised kernels.
+ * Values stay in L1/L2 between steps: one pass over memory for the inputs
+ * and the outputs. Tiles are shared among OpenMP threads. */
+#include "trace.h"
+
+#include <omp.h>
+#include <stdio.h>
+
+#define TILE 4096 /* elements: 16 KiB of float32, a few tiles live at once */
+#define MAX_STEPS 64
+#define MAX_VALS 96
+
+typedef struct fstep {
+    jag_op_id op;
+    int nargs;
+    jag_value args[3]; /* non-tensor arguments as recorded */
+    int src[3];        /* value of each tensor argument, or -1 */
+    int dst;           /* value it writes */
+} fstep;
+
+typedef struct jag_fused {
+    atomic_int refcount;
+    jag_dtype dtype;
+    int n_in;            /* values [0, n_in): the symbol's tensor arguments */
+    int n_val;
+    int n_steps;
+    fstep steps[MAX_STEPS];
+    int n_out;
+    int out_val[MAX_VALS]; /* the symbol's outputs */
+    bool internal[MAX_VALS];
+    /* scratch per thread, kept between runs */
+    char **scratch;
+    int n_scratch;
+} jag_fused;
+
+void jag__fused_free(jag_fused *f) {
+    if (!f || atomic_fetch_sub(&f->refcount, 1) != 1) return;
+    for (int i = 0; i < f->n_scratch; i++) free(f->scratch[i]);
+    free(f->scratch);
+    free(f);
+}
+
+jag_fused *jag__fused_retain(jag_fused *f) {
+    atomic_fetch_add(&f->refcount, 1);
+    return f;
+}
+
+void jag__fused_format(const jag_fused *f, const jag_trace *t, char *buf, size_t cap) {
+    (void)t;
+    size_t len = 0;
+    if (cap) buf[0] = 0;
+    for (int i = 0; i < f->n_steps; i++) {
+        int n = snprintf(len < cap ? buf + len : NULL, len < cap ? cap - len : 0, "%s%s", i ? ", " : "",
+                         jag__ops[f->steps[i].op].name);
+        if (n > 0) len += (size_t)n;
+    }
+}
+
+bool jag__fusable_op(jag_op_id op) {
+    switch (op) {
+    case JAG_OP_neg: case JAG_OP_abs: case JAG_OP_exp: case JAG_OP_log: case JAG_OP_sqrt: case JAG_OP_rsqrt:
+    case JAG_OP_sin: case JAG_OP_cos: case JAG_OP_tanh: case JAG_OP_sigmoid: case JAG_OP_relu: case JAG_OP_silu:
+    case JAG_OP_gelu: case JAG_OP_gelu_tanh: case JAG_OP_reciprocal: case JAG_OP_square:
+    case JAG_OP_add: case JAG_OP_sub: case JAG_OP_mul: case JAG_OP_div: case JAG_OP_maximum: case JAG_OP_minimum:
+        return true;
+    default: return false;
+    }
+}
+
+/* ---- the pass --------------------------------------------------------------------- */
+
+static bool same_sizes(const jag_tensor *a, const jag_tensor *b) {
+    return a->ndim == b->ndim && memcmp(a->sizes, b->sizes, (size_t)a->ndim * sizeof *a->sizes) == 0;
+}
+
+/* s can join a region over the element space of `like` */
+static bool fits(const jag_trace *t, const jag_sym *s, const jag_tensor *like) {
+    if (s->kind != JAG_SYM_OP || !jag__fusable_op(s->op) || s->n_out != 1 || s->nargs > 3) return false;
+    const jag_tensor *o = t->vars[s->outs[0]].proxy;
+    if (o->subclass || !jag_dtype_is_floating(o->dtype) || o->ndim == 0) return false;
+    if (like && (o->dtype != like->dtype || !same_sizes(o, like))) return false;
+    for (int i = 0; i < s->nargs; i++) {
+        const jag_value *a = &s->args[i];
+        if (a->kind == JAG_VAL_TENSORS || a->kind == JAG_VAL_NONE) return false;
+        if (a->kind != JAG_VAL_TENSOR) continue;
+        if (a->u.t->subclass || a->u.t->dtype != o->dtype) return false;
+        if (a->u.t->ndim != 0 && !same_sizes(a->u.t, o)) return false;
+    }
+    return true;
+}
+
+typedef struct {
+    int syms[MAX_STEPS];
+    int n;
+    const jag_tensor *like;
+} region;
+
+static bool in_region(const jag_trace *t, const region *r, const jag_tensor *p) {
+    int v = jag__trace_var(t, p);
+    for (int i = 0; i < r->n; i++)
+        if (t->syms[r->syms[i]].outs[0] == v) return true;
+    return false;
+}
+
+static bool uses_region(const jag_trace *t, const region *r, const jag_sym *s) {
+    for (int k = 0; k < jag__sym_n_inputs(s); k++)
+        if (in_region(t, r, jag__sym_input(s, k))) return true;
+    return false;
+}
+
+/* Emit region r into d as one fused symbol (or its one symbol). */
+static jag_status flush(jag_trace *d, const jag_trace *t, region *r, const bool *used_outside) {
+    jag_status st = JAG_OK;
+    if (r->n == 0) return JAG_OK;
+    if (r->n == 1) {
+        st = jag__trace_copy_sym(d, t, &t->syms[r->syms[0]], NULL, NULL) < 0 ? jag_last_status() : JAG_OK;
+        r->n = 0;
+        return st;
+    }
+    jag_fused *f = calloc(1, sizeof *f);
+    if (!f) return jag__error(JAG_ENOMEM, "jag_trace_fuse: out of memory");
+    atomic_init(&f->refcount, 1);
+    f->dtype = r->like->dtype;
+    const jag_tensor *val[MAX_VALS];
+    jag_value args[MAX_VALS];
+    int n_args = 0;
+    /* external inputs first */
+    for (int i = 0; i < r->n; i++) {
+        const jag_sym *s = &t->syms[r->syms[i]];
+        for (int k = 0; k < s->nargs; k++) {
+            if (s->args[k].kind != JAG_VAL_TENSOR || in_region(t, r, s->args[k].u.t)) continue;
+            bool have = false;
+            for (int j = 0; j < f->n_in; j++) have |= val[j] == s->args[k].u.t;
+            if (!have && f->n_in < MAX_VALS / 2) val[f->n_in++] = s->args[k].u.t, args[n_args++] = s->args[k];
+        }
+    }
+    f->n_val = f->n_in;
+    int outs[MAX_STEPS];
+    int n_outs = 0;
+    for (int i = 0; i < r->n; i++) {
+        const jag_sym *s = &t->syms[r->syms[i]];
+        fstep *p = &f->steps[f->n_steps++];
+        p->op = s->op;
+        p->nargs = s->nargs;
+        for (int k = 0; k < s->nargs; k++) {
+            p->args[k] = s->args[k];
+            p->src[k] = -1;
+            if (s->args[k].kind == JAG_VAL_TENSOR)
+                for (int j = 0; j < f->n_val; j++)
+                    if (val[j] == s->args[k].u.t) p->src[k] = j;
+        }
+        p->dst = f->n_val;
+        val[f->n_val++] = t->vars[s->outs[0]].proxy;
+        if (used_outside[s->outs[0]]) f->out_val[f->n_out++] = p->dst, outs[n_outs++] = s->outs[0];
+        else f->internal[p->dst] = true;
+    }
+    int s_new = jag__trace_add_sym(d, JAG_SYM_FUSED, -1, args, n_args, outs, 0);
+    if (s_new < 0) {
+        jag__fused_free(f);
+        r->n = 0;
+        return jag_last_status();
+    }
+    for (int j = 0; j < n_args; j++) {
+        int v = jag__trace_var(t, args[j].u.t);
+        if (jag__trace_var(d, args[j].u.t) < 0 && jag__trace_copy_var(d, t, v) < 0) st = jag_last_status();
+    }
+    int *o = malloc((size_t)(n_outs ? n_outs : 1) * sizeof *o);
+    if (!o) st = jag__error(JAG_ENOMEM, "jag_trace_fuse: out of memory");
+    for (int k = 0; !st && k < n_outs; k++) {
+        int v = jag__trace_copy_var(d, t, outs[k]);
+        if (v < 0) st = jag_last_status();
+        else o[k] = v, d->vars[v].def = s_new;
+    }
+    free(d->syms[s_new].outs);
+    d->syms[s_new].outs = o;
+    d->syms[s_new].n_out = n_outs;
+    d->syms[s_new].fused = f;
+    d->syms[s_new].backward = t->syms[r->syms[r->n - 1]].backward;
+    r->n = 0;
+    return st;
+}
+
+jag_status jag_trace_fuse(const jag_trace *t, jag_trace **out) {
+    if (!t || !out) return jag__error(JAG_EINVAL, "jag_trace_fuse: arguments must not be NULL");
+    jag_trace *d = jag__trace_new();
+    bool *used_outside = calloc((size_t)t->n_vars + 1, sizeof *used_outside);
+    jag_status st = JAG_OK;
+    if (!d || !used_outside || !(d->inputs = calloc((size_t)t->n_inputs + 1, sizeof(int))) ||
+        !(d->outputs = calloc((size_t)t->n_outputs + 1, sizeof(int))))
+        st = jag__error(JAG_ENOMEM, "jag_trace_fuse: out of memory");
+    /* pass 1: regions, to know which values leave their region */
+    region r = {.n = 0};
+    int *region_of = calloc((size_t)t->n_syms + 1, sizeof *region_of);
+    if (!st && !region_of) st = jag__error(JAG_ENOMEM, "jag_trace_fuse: out of memory");
+    int rid = 0, next_rid = 1;
+    for (int i = 0; !st && i < t->n_syms; i++) {
+        const jag_sym *s = &t->syms[i];
+        if (r.n && r.n < MAX_STEPS && fits(t, s, r.like)) {
+            r.syms[r.n++] = i;
+            region_of[i] = rid;
+            continue;
+        }
+        r.n = 0; /* a symbol outside closes the region (it may use it) */
+        if (fits(t, s, NULL)) {
+            rid = next_rid++;
+            r.like = t->vars[s->outs[0]].proxy;
+            r.syms[r.n++] = i;
+            region_of[i] = rid;
+        }
+    }
+    for (int i = 0; !st && i < t->n_syms; i++) {
+        const jag_sym *s = &t->syms[i];
+        for (int k = 0; k < jag__sym_n_inputs(s); k++) {
+            int v = jag__trace_var(t, jag__sym_input(s, k));
+            if (v < 0 || t->vars[v].def < 0) continue;
+            if (!region_of[t->vars[v].def] || region_of[t->vars[v].def] != region_of[i]) used_outside[v] = true;
+        }
+    }
+    for (int i = 0; i < t->n_outputs; i++) used_outside[t->outputs[i]] = true;
+    /* pass 2: emit */
+    if (!st) {
+        d->next_tmp = t->next_tmp, d->next_const = t->next_const;
+        for (int i = 0; !st && i < t->n_inputs; i++) {
+            int v = jag__trace_copy_var(d, t, t->inputs[i]);
+            if (v < 0) st = jag_last_status();
+            else d->inputs[d->n_inputs++] = v;
+        }
+    }
+    r.n = 0;
+    int cur = 0;
+    for (int i = 0; !st && i < t->n_syms; i++) {
+        const jag_sym *s = &t->syms[i];
+        if (region_of[i] && region_of[i] != cur) {
+            st = flush(d, t, &r, used_outside);
+            cur = region_of[i];
+            r.like = t->vars[s->outs[0]].proxy;
+        }
+        if (st) break;
+        if (region_of[i]) {
+            r.syms[r.n++] = i;
+            continue;
+        }
+        if (r.n && uses_region(t, &r, s)) st = flush(d, t, &r, used_outside), cur = 0;
+        if (!st && jag__trace_copy_sym(d, t, s, NULL, NULL) < 0) st = jag_last_status();
+    }
+    if (!st) st = flush(d, t, &r, used_outside);
+    for (int i = 0; !st && i < t->n_outputs; i++) {
+        int v = jag__trace_copy_var(d, t, t->outputs[i]);
+        if (v < 0) st = jag_last_status();
+        else d->outputs[d->n_outputs++] = v;
+    }
+    if (!st) d->n_fwd_outputs = t->n_fwd_outputs, d->n_fwd_inputs = t->n_fwd_inputs;
+    free(used_outside), free(region_of);
+    if (st) {
+        jag_trace_free(d);
+        return st;
+    }
+    *out = d;
+    return JAG_OK;
+}
+
+/* ---- running ------------------------------------------------------------------------ */
+
+/* The element space: the first tensor argument with dims. */
+static const jag_tensor *space(const jag_value *args, int nargs) {
+    for (int i = 0; i < nargs; i++)
+        if (args[i].kind == JAG_VAL_TENSOR && args[i].u.t->ndim > 0) return args[i].u.t;
+    return NULL;
+}
+
+jag_status jag__fused_specs(const jag_fused *f, const jag_value *args, int nargs, jag_spec *specs) {
+    const jag_tensor *x = space(args, nargs);
+    if (!x) return jag__error(JAG_EINTERNAL, "fused: no input with dims");
+    for (int i = 0; i < f->n_out; i++) jag__spec_set(&specs[i], f->dtype, x->sizes, x->ndim);
+    return JAG_OK;
+}
+
+/* One step at a time over whole tensors: inputs that are not contiguous or
+ * not all of one shape at run time. */
+static jag_status run_unfused(jag_fused *f, const jag_value *args, int nargs, jag_tensor **outs) {
+    (void)nargs;
+    jag_tensor *v[MAX_VALS] = {0};
+    jag_status st = JAG_OK;
+    for (int i = 0; i < f->n_in; i++) v[i] = (jag_tensor *)args[i].u.t;
+    for (int s = 0; !st && s < f->n_steps; s++) {
+        const fstep *p = &f->steps[s];
+        jag_value a[3];
+        for (int k = 0; k < p->nargs; k++) a[k] = p->src[k] >= 0 ? jag__v_tensor(v[p->src[k]]) : p->args[k];
+        st = jag__dispatch_untraced(p->op, a, p->nargs, &v[p->dst]);
+    }
+    for (int i = 0; !st && i < f->n_out; i++) jag__copy_into(outs[i], v[f->out_val[i]]);
+    for (int i = f->n_in; i < f->n_val; i++) jag_release(v[i]);
+    return st;
+}
+
+static void header(jag_tensor *h, jag_storage *store, jag_dtype dt, int64_t offset, int64_t len) {
+    memset(h, 0, sizeof *h);
+    atomic_init(&h->refcount, 1);
+    atomic_init(&h->ragged_id, -1);
+    h->dtype = dt;
+    h->ndim = 1;
+    h->sizes[0] = len;
+    h->strides[0] = 1;
+    h->offset = offset;
+    h->storage = store;
+}
+
+jag_status jag__fused_run(jag_fused *f, const jag_value *args, int nargs, jag_tensor **outs) {
+    const jag_tensor *x = space(args, nargs);
+    bool fast = x != NULL;
+    for (int i = 0; fast && i < f->n_in; i++) {
+        const jag_tensor *a = args[i].u.t;
+        fast = a->storage && a->dtype == f->dtype && jag_is_contiguous(a) && (a->ndim == 0 || same_sizes(a, x));
+    }
+    if (!fast) return run_unfused(f, args, nargs, outs);
+    int64_t n = jag_numel(x), n_tiles = (n + TILE - 1) / TILE;
+    size_t es = jag_dtype_size(f->dtype);
+    int nt = n >= JAG_PARALLEL_GRAIN ? omp_get_max_threads() : 1;
+    if (nt > n_tiles) nt = (int)(n_tiles ? n_tiles : 1);
+    if (f->n_scratch < nt) {
+        char **g = realloc(f->scratch, (size_t)nt * sizeof *g);
+        if (!g) return jag__error(JAG_ENOMEM, "fused: out of memory");
+        f->scratch = g;
+        for (int i = f->n_scratch; i < nt; i++) {
+            f->scratch[i] = aligned_alloc(64, (size_t)MAX_VALS * TILE * 8);
+            if (!f->scratch[i]) {
+                f->n_scratch = i;
+                return jag__error(JAG_ENOMEM, "fused: out of memory");
+            }
+        }
+        f->n_scratch = nt;
+    }
+    int failed = 0;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int tid = omp_get_thread_num();
+        jag_storage scratch_store = {.data = f->scratch[tid], .nbytes = (size_t)MAX_VALS * TILE * 8};
+        atomic_init(&scratch_store.refcount, 1);
+        jag_tensor h[MAX_VALS];
+        const jag_tensor *val[MAX_VALS];
+#pragma omp for schedule(static)
+        for (int64_t tile = 0; tile < n_tiles; tile++) {
+            int64_t start = tile * TILE, len = n - start < TILE ? n - start : TILE;
+            for (int i = 0; i < f->n_in; i++) {
+                const jag_tensor *a = args[i].u.t;
+                if (a->ndim == 0) val[i] = a;
+                else header(&h[i], a->storage, a->dtype, a->offset + start, len), val[i] = &h[i];
+            }
+            for (int v = f->n_in; v < f->n_val; v++) {
+                if (f->internal[v]) header(&h[v], &scratch_store, f->dtype, (int64_t)v * TILE * 8 / (int64_t)es, len);
+                val[v] = &h[v];
+            }
+            for (int o = 0; o < f->n_out; o++) header(&h[f->out_val[o]], outs[o]->storage, f->dtype, outs[o]->offset + start, len);
+            for (int s = 0; s < f->n_steps; s++) {
+                const fstep *p = &f->steps[s];
+                jag_value a[3];
+                for (int k = 0; k < p->nargs; k++) a[k] = p->src[k] >= 0 ? jag__v_tensor(val[p->src[k]]) : p->args[k];
+                jag_tensor *dst = &h[p->dst];
+                if (jag__ops[p->op].cpu(jag__ops[p->op].api_name, a, p->nargs, &dst)) failed = 1;
+            }
+        }
+    }
+    return failed ? jag__error(JAG_EINTERNAL, "fused: a kernel failed") : JAG_OK;
+}

@@ -1,0 +1,567 @@
+/* program.c — the executor: a trace lowered to instructions over slots,
+ * input checks on entry, output buffers kept between runs, and programs
+ * (forward, and forward + backward for autograd across compiled code). */
+#include "program.h"
+#include "../autograd/autograd.h"
+#include "../subclass/nested.h"
+
+#include <stdio.h>
+
+/* ---- lowering -------------------------------------------------------------- */
+
+static bool fixed_size_op(jag_op_id op) {
+    return op == JAG_OP_view || op == JAG_OP_expand || op == JAG_OP_narrow || op == JAG_OP_full;
+}
+
+/* Plain kernels the executor runs itself (META, kept output buffers,
+ * kernel): built-in, not views, not composite. */
+static bool direct_op(jag_op_id op) {
+    if (op >= JAG_OP_BUILTIN_COUNT) return false;
+    const jag_op_info *info = &jag__ops[op];
+    return info->meta && !(info->tags & (JAG_TAG_VIEW | JAG_TAG_COMPOSITE));
+}
+
+void jag__exec_release(jag_exec *e) {
+    if (!e || atomic_fetch_sub(&e->refcount, 1) != 1) return;
+    for (int i = 0; i < e->n_code; i++) {
+        jag_instr *in = &e->code[i];
+        free(in->arg_slot), free(in->release);
+    }
+    for (int g = 0; g < e->n_groups; g++) jag_release(e->keep[g]);
+    free(e->keep);
+    free(e->code);
+    if (e->slots)
+        for (int s = 0; s < e->n_slots; s++) jag_release(e->slots[s]);
+    free(e->slots);
+    free(e->sig);
+    jag_trace_free(e->trace);
+    free(e);
+}
+
+/* What an input must look like: from the trace's input proxy (and, for a
+ * subclass, its flatten symbol). */
+static void input_sig(const jag_trace *t, int i, jag_input_sig *sg) {
+    const jag_tvar *v = &t->vars[t->inputs[i]];
+    const jag_tensor *p = v->proxy;
+    memset(sg, 0, sizeof *sg);
+    snprintf(sg->name, sizeof sg->name, "%s", v->name);
+    sg->cls = p->subclass;
+    sg->dtype = p->dtype;
+    sg->ndim = p->ndim;
+    sg->requires_grad = v->requires_grad;
+    memcpy(sg->sizes, p->sizes, sizeof sg->sizes);
+    if (!p->subclass) return;
+    jag_tensor *inner[JAG_SUBCLASS_MAX_INNER] = {0};
+    int n = 0;
+    if (jag__flatten_quiet(p, inner, &n, &sg->meta)) {
+        jag_clear_error();
+        return;
+    }
+    sg->n_inner = n;
+    for (int k = 0; k < n; k++) {
+        sg->inner_dtype[k] = inner[k]->dtype;
+        sg->inner_ndim[k] = inner[k]->ndim;
+        memcpy(sg->inner_sizes[k], inner[k]->sizes, sizeof sg->inner_sizes[k]);
+        jag_release(inner[k]);
+    }
+}
+
+jag_status jag__exec_new(const jag_trace *src, jag_exec **out) {
+    const char *op = "jag_trace_compile";
+    jag_exec *e = calloc(1, sizeof *e);
+    if (!e) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    atomic_init(&e->refcount, 1);
+    jag_status st = jag__trace_clone(src, &e->trace);
+    if (st) {
+        free(e);
+        return st;
+    }
+    const jag_trace *t = e->trace;
+    e->n_slots = t->n_vars;
+    e->slots = calloc((size_t)e->n_slots + 1, sizeof *e->slots);
+    e->code = calloc((size_t)t->n_syms + 1, sizeof *e->code);
+    e->sig = calloc((size_t)t->n_inputs + 1, sizeof *e->sig);
+    int *last = malloc(((size_t)t->n_vars + 1) * sizeof *last);
+    if (!e->slots || !e->code || !e->sig || !last) {
+        free(last);
+        jag__exec_release(e);
+        return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    }
+    for (int i = 0; i < t->n_inputs; i++) input_sig(t, i, &e->sig[i]);
+    for (int v = 0; v < t->n_vars; v++) last[v] = -1;
+    for (int i = 0; i < t->n_syms; i++) {
+        const jag_sym *s = &t->syms[i];
+        if (s->kind == JAG_SYM_FUNCTION) continue;
+        for (int k = 0; k < jag__sym_n_inputs(s); k++) {
+            int v = jag__trace_var(t, jag__sym_input(s, k));
+            if (v >= 0) last[v] = i;
+        }
+        if (s->kind == JAG_SYM_OP && fixed_size_op(s->op)) e->fixed_sizes = true;
+    }
+    for (int i = 0; i < t->n_outputs; i++) last[t->outputs[i]] = t->n_syms; /* kept to the end */
+    for (int i = 0; i < t->n_syms && !st; i++) {
+        const jag_sym *s = &t->syms[i];
+        jag_instr *in = &e->code[e->n_code];
+        if (s->kind == JAG_SYM_FUNCTION) continue;
+        in->sym = s;
+        in->direct = s->kind == JAG_SYM_OP && direct_op(s->op);
+        int n = jag__sym_n_inputs(s);
+        in->n_args = n;
+        in->arg_slot = malloc((size_t)(n ? n : 1) * sizeof *in->arg_slot);
+        in->release = malloc((size_t)(n ? n : 1) * sizeof *in->release);
+        if (!in->arg_slot || !in->release) {
+            st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
+            break;
+        }
+        for (int k = 0; k < n; k++) {
+            int v = jag__trace_var(t, jag__sym_input(s, k));
+            JAG_ASSERT(v >= 0);
+            in->arg_slot[k] = v;
+            bool dup = false;
+            for (int j = 0; j < in->n_release; j++) dup |= in->release[j] == v;
+            if (last[v] == i && !dup) in->release[in->n_release++] = v;
+        }
+        e->n_code++;
+    }
+    /* buffer groups by liveness: an output takes a group whose value's last
+     * use came before this instruction */
+    int *busy = malloc(((size_t)e->n_code * JAG_SUBCLASS_MAX_INNER + 1) * sizeof *busy);
+    e->keep = calloc((size_t)e->n_code * JAG_SUBCLASS_MAX_INNER + 1, sizeof *e->keep);
+    if (!st && (!busy || !e->keep)) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    for (int i = 0; !st && i < e->n_code; i++) {
+        jag_instr *in = &e->code[i];
+        int at = (int)(in->sym - t->syms);
+        for (int k = 0; k < JAG_SUBCLASS_MAX_INNER; k++) in->group[k] = -1;
+        if (!in->direct && in->sym->kind != JAG_SYM_FUSED) continue;
+        for (int k = 0; k < in->sym->n_out; k++) {
+            int g = 0;
+            while (g < e->n_groups && busy[g] >= at) g++;
+            if (g == e->n_groups) e->n_groups++;
+            busy[g] = last[in->sym->outs[k]];
+            in->group[k] = g;
+        }
+    }
+    free(busy);
+    free(last);
+    if (st) {
+        jag__exec_release(e);
+        return st;
+    }
+    /* constants live in their slots */
+    for (int v = 0; v < t->n_vars; v++)
+        if (t->vars[v].constant) e->slots[v] = jag_retain(t->vars[v].constant);
+    *out = e;
+    return JAG_OK;
+}
+
+/* ---- input checks ------------------------------------------------------------- */
+
+static const char *cls_name(const jag_subclass *c) { return c ? jag_subclass_name(c) : "plain"; }
+
+static jag_status check_input(const jag_input_sig *sg, int i, const jag_tensor *x, bool fixed) {
+    const char *op = "jag_program_run";
+    char a[JAG_SHAPE_BUF], b[JAG_SHAPE_BUF];
+    if (!x) return jag__error(JAG_EINVAL, "%s: input %d ('%s') is NULL", op, i, sg->name);
+    if (x->subclass != sg->cls)
+        return jag__error(JAG_EINVAL, "%s: input %d ('%s') is a %s tensor, expected a %s tensor", op, i, sg->name,
+                          cls_name(x->subclass), cls_name(sg->cls));
+    if (!x->subclass && !x->storage)
+        return jag__error(JAG_EINVAL, "%s: input %d ('%s') has no data (a meta tensor)", op, i, sg->name);
+    if (x->dtype != sg->dtype)
+        return jag__error(JAG_EDTYPE, "%s: input %d ('%s') has dtype %s, expected %s", op, i, sg->name,
+                          jag_dtype_name(x->dtype), jag_dtype_name(sg->dtype));
+    if (x->ndim != sg->ndim)
+        return jag__error(JAG_ESHAPE, "%s: input %d ('%s') has %d dims (%s), expected %d", op, i, sg->name, x->ndim,
+                          jag__shape_str(x->sizes, x->ndim, a, sizeof a), sg->ndim);
+    if (!x->subclass) {
+        if (fixed && memcmp(x->sizes, sg->sizes, (size_t)x->ndim * sizeof *x->sizes) != 0)
+            return jag__error(JAG_ESHAPE, "%s: input %d ('%s') has shape %s, expected %s (the program fixes sizes: it views, expands or narrows)",
+                              op, i, sg->name, jag__shape_str(x->sizes, x->ndim, a, sizeof a),
+                              jag__shape_str(sg->sizes, sg->ndim, b, sizeof b));
+        return JAG_OK;
+    }
+    jag_tensor *inner[JAG_SUBCLASS_MAX_INNER] = {0};
+    int n = 0;
+    jag_subclass_meta meta = {0};
+    jag_status st = jag__flatten_quiet(x, inner, &n, &meta);
+    if (st) return st;
+    if (jag__nested(x) && (meta.ints[0] != sg->meta.ints[0] || (meta.ints[0] == JAG_JAGGED && meta.ints[2] != sg->meta.ints[2]))) {
+        const char *lay[] = {"dense", "jagged", "strided"};
+        st = jag__error(JAG_EINVAL, "%s: input %d ('%s') has the %s layout%s, expected %s%s", op, i, sg->name,
+                        lay[meta.ints[0] % 3], meta.ints[0] == JAG_JAGGED && meta.ints[2] ? " with holes" : "",
+                        lay[sg->meta.ints[0] % 3], sg->meta.ints[0] == JAG_JAGGED && sg->meta.ints[2] ? " with holes" : "");
+    } else if (n != sg->n_inner) {
+        st = jag__error(JAG_EINVAL, "%s: input %d ('%s') has %d inner tensors, expected %d", op, i, sg->name, n, sg->n_inner);
+    }
+    for (int k = 0; !st && k < n; k++) {
+        const jag_tensor *q = inner[k];
+        if (q->subclass || q->dtype != sg->inner_dtype[k] || q->ndim != sg->inner_ndim[k])
+            st = jag__error(JAG_EINVAL, "%s: input %d ('%s'): inner tensor %d is %s %s, expected %s with %d dims", op, i,
+                            sg->name, k, jag_dtype_name(q->dtype), jag__shape_str(q->sizes, q->ndim, a, sizeof a),
+                            jag_dtype_name(sg->inner_dtype[k]), sg->inner_ndim[k]);
+        else if (fixed && memcmp(q->sizes, sg->inner_sizes[k], (size_t)q->ndim * sizeof *q->sizes) != 0)
+            st = jag__error(JAG_ESHAPE, "%s: input %d ('%s'): inner tensor %d has shape %s, expected %s (the program fixes sizes)",
+                            op, i, sg->name, k, jag__shape_str(q->sizes, q->ndim, a, sizeof a),
+                            jag__shape_str(sg->inner_sizes[k], q->ndim, b, sizeof b));
+    }
+    for (int k = 0; k < n; k++) jag_release(inner[k]);
+    return st;
+}
+
+jag_status jag__exec_check(const jag_exec *e, jag_tensor *const *inputs, int n_inputs, bool fixed) {
+    const jag_trace *t = e->trace;
+    if (n_inputs != t->n_inputs)
+        return jag__error(JAG_EINVAL, "jag_program_run: %d inputs, expected %d", n_inputs, t->n_inputs);
+    if (n_inputs > 0 && !inputs) return jag__error(JAG_EINVAL, "jag_program_run: argument 'inputs' is NULL");
+    for (int i = 0; i < n_inputs; i++) {
+        jag_status st = check_input(&e->sig[i], i, inputs[i], e->fixed_sizes || fixed);
+        if (st) return st;
+    }
+    return JAG_OK;
+}
+
+/* ---- running ------------------------------------------------------------------- */
+
+/* An output buffer for spec: the kept one when nobody else holds it and its
+ * storage is large enough (reshaped in place), else a new tensor. */
+static jag_tensor *take_buffer(jag_tensor **keep, const jag_spec *spec, const char *op) {
+    jag_tensor *k = *keep;
+    if (k && atomic_load(&k->refcount) == 1 && k->storage && atomic_load(&k->storage->refcount) == 1 &&
+        !k->storage->borrowed && !k->storage->release && !k->grad_fn && !k->grad) {
+        int64_t numel = jag__numel(spec->sizes, spec->ndim);
+        size_t nbytes = (size_t)numel * jag_dtype_size(spec->dtype);
+        size_t cap = k->storage->capacity ? k->storage->capacity : k->storage->nbytes;
+        if (nbytes <= cap && numel >= 0) {
+            k->dtype = spec->dtype;
+            k->ndim = spec->ndim;
+            memcpy(k->sizes, spec->sizes, (size_t)spec->ndim * sizeof *k->sizes);
+            jag__contiguous_strides(k->sizes, k->ndim, k->strides);
+            k->offset = 0;
+            k->flags = 0;
+            k->requires_grad = false;
+            k->storage->nbytes = nbytes;
+            return jag_retain(k);
+        }
+    }
+    jag_tensor *t = jag__tensor_from_spec(op, spec, false);
+    if (!t) return NULL;
+    jag_release(*keep);
+    *keep = jag_retain(t);
+    return t;
+}
+
+static jag_status run_flatten(jag_exec *e, const jag_instr *in, jag_tensor *x) {
+    const jag_sym *s = in->sym;
+    jag_tensor *inner[JAG_SUBCLASS_MAX_INNER] = {0};
+    int n = 0;
+    jag_subclass_meta meta = {0};
+    jag_status st = jag__flatten_quiet(x, inner, &n, &meta);
+    if (!st && n != s->n_out)
+        st = jag__error(JAG_EINVAL, "jag_program_run: a %s tensor has %d inner tensors, expected %d", cls_name(x->subclass), n,
+                        s->n_out);
+    for (int k = 0; !st && k < n; k++) {
+        jag_tensor **slot = &e->slots[s->outs[k]];
+        if (!*slot) {
+            *slot = inner[k], inner[k] = NULL;
+            continue;
+        }
+        /* shared with an earlier input when traced: must be equal now */
+        const jag_tensor *a = *slot, *b = inner[k];
+        bool same = a == b;
+        if (!same && a->dtype == b->dtype && a->ndim == b->ndim && a->storage && b->storage &&
+            memcmp(a->sizes, b->sizes, (size_t)a->ndim * sizeof *a->sizes) == 0 && jag_is_contiguous(a) &&
+            jag_is_contiguous(b))
+            same = memcmp(jag__ptr(a), jag__ptr(b), (size_t)jag_numel(a) * jag_dtype_size(a->dtype)) == 0;
+        if (!same)
+            st = jag__error(JAG_EINVAL, "jag_program_run: '%s' must equal the '%s' it shared with an earlier input when traced",
+                            e->trace->vars[s->outs[k]].name, e->trace->vars[s->outs[k]].name);
+    }
+    for (int k = 0; k < JAG_SUBCLASS_MAX_INNER; k++) jag_release(inner[k]);
+    return st;
+}
+
+jag_status jag__fused_specs(const struct jag_fused *f, const jag_value *args, int nargs, jag_spec *specs);
+jag_status jag__fused_run(struct jag_fused *f, const jag_value *args, int nargs, jag_tensor **outs);
+
+static jag_status run_instr(jag_exec *e, jag_instr *in) {
+    const jag_sym *s = in->sym;
+    jag_value a[32];
+    jag_tensor *lists[4][64];
+    int nl = 0, k = 0;
+    if (s->nargs > 32) return jag__error(JAG_ENOTIMPL, "jag_program_run: too many arguments");
+    for (int i = 0; i < s->nargs; i++) {
+        a[i] = s->args[i];
+        if (a[i].kind == JAG_VAL_TENSOR) {
+            a[i].u.t = e->slots[in->arg_slot[k++]];
+        } else if (a[i].kind == JAG_VAL_TENSORS) {
+            if (nl == 4 || a[i].u.tensors.n > 64) return jag__error(JAG_ENOTIMPL, "jag_program_run: tensor list too long");
+            for (int j = 0; j < a[i].u.tensors.n; j++) lists[nl][j] = e->slots[in->arg_slot[k++]];
+            a[i].u.tensors.v = lists[nl++];
+        }
+    }
+    jag_tensor *outs[JAG_SUBCLASS_MAX_INNER] = {0};
+    jag_status st = JAG_OK;
+    switch (s->kind) {
+    case JAG_SYM_FLATTEN: return run_flatten(e, in, (jag_tensor *)a[0].u.t);
+    case JAG_SYM_UNFLATTEN:
+    case JAG_SYM_CTOR: {
+        jag_tensor *inner[JAG_SUBCLASS_MAX_INNER];
+        for (int i = 0; i < s->nargs; i++) inner[i] = (jag_tensor *)a[i].u.t;
+        jag__enter();
+        st = jag__leave(jag_subclass_unflatten(s->cls, inner, s->nargs, &s->meta, &outs[0]), NULL, 0);
+        break;
+    }
+    case JAG_SYM_FUSED: {
+        jag_spec specs[JAG_SUBCLASS_MAX_INNER];
+        st = jag__fused_specs(s->fused, a, s->nargs, specs);
+        for (int i = 0; !st && i < s->n_out; i++)
+            if (!(outs[i] = take_buffer(&e->keep[in->group[i]], &specs[i], "fused"))) st = jag_last_status();
+        if (!st) st = jag__fused_run(s->fused, a, s->nargs, outs);
+        break;
+    }
+    case JAG_SYM_OP: {
+        const jag_op_info *info = &jag__ops[s->op];
+        bool direct = in->direct;
+        for (int i = 0; direct && i < s->nargs; i++)
+            if (a[i].kind == JAG_VAL_TENSOR && a[i].u.t->subclass) direct = false;
+            else if (a[i].kind == JAG_VAL_TENSORS) direct = false;
+        if (direct) {
+            jag_spec specs[4];
+            st = info->meta(info->api_name, a, s->nargs, specs);
+            for (int i = 0; !st && i < info->n_out; i++)
+                if (!(outs[i] = take_buffer(&e->keep[in->group[i]], &specs[i], info->api_name))) st = jag_last_status();
+            if (!st) st = info->cpu(info->api_name, a, s->nargs, outs);
+        } else {
+            st = jag__dispatch_untraced(s->op, a, s->nargs, outs);
+        }
+        break;
+    }
+    case JAG_SYM_FUNCTION: break;
+    }
+    if (st) {
+        for (int i = 0; i < JAG_SUBCLASS_MAX_INNER; i++) jag_release(outs[i]);
+        return st;
+    }
+    for (int i = 0; i < s->n_out; i++) {
+        jag_release(e->slots[s->outs[i]]);
+        e->slots[s->outs[i]] = outs[i];
+    }
+    for (int i = 0; i < in->n_release; i++) {
+        int v = in->release[i];
+        if (e->trace->vars[v].constant) continue;
+        jag_release(e->slots[v]);
+        e->slots[v] = NULL;
+    }
+    return JAG_OK;
+}
+
+jag_status jag__exec_run(jag_exec *e, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs, int n_outputs) {
+    const jag_trace *t = e->trace;
+    if (n_outputs != t->n_outputs)
+        return jag__error(JAG_EINVAL, "jag_program_run: %d outputs asked, the program has %d", n_outputs, t->n_outputs);
+    if (!outputs) return jag__error(JAG_EINVAL, "jag_program_run: argument 'outputs' is NULL");
+    jag_status st = jag__exec_check(e, inputs, n_inputs, false);
+    if (st) return st;
+    bool prev = jag_set_grad_enabled(false);
+    jag__enter();
+    for (int i = 0; i < n_inputs; i++) {
+        jag_tensor **slot = &e->slots[t->inputs[i]];
+        jag_release(*slot);
+        *slot = jag_retain(inputs[i]);
+    }
+    for (int i = 0; !st && i < e->n_code; i++) st = run_instr(e, &e->code[i]);
+    for (int i = 0; !st && i < n_outputs; i++)
+        if (!e->slots[t->outputs[i]]) st = jag__error(JAG_EINTERNAL, "jag_program_run: output %d was not computed", i);
+    jag_tensor *res[64] = {0};
+    for (int i = 0; !st && i < n_outputs; i++) {
+        jag_tensor *o = e->slots[t->outputs[i]];
+        bool is_input = false;
+        for (int k = 0; k < n_inputs; k++) is_input |= o == inputs[k];
+        /* an output that is an input or a kept buffer is handed out as its
+         * own header (the caller may mark it, give it a grad_fn) */
+        if (is_input || o->subclass) {
+            res[i] = jag_retain(o);
+        } else {
+            res[i] = jag__tensor_view(o, o->sizes, o->strides, o->ndim, o->offset);
+            if (!res[i]) st = jag_last_status();
+        }
+    }
+    for (int s = 0; s < e->n_slots; s++)
+        if (!t->vars[s].constant) jag_release(e->slots[s]), e->slots[s] = NULL;
+    jag__leave(st, NULL, 0);
+    jag_set_grad_enabled(prev);
+    if (st) {
+        for (int i = 0; i < n_outputs; i++) jag_release(res[i]);
+        return st;
+    }
+    for (int i = 0; i < n_outputs; i++) outputs[i] = res[i];
+    return JAG_OK;
+}
+
+/* ---- programs ---------------------------------------------------------------------- */
+
+struct jag_program {
+    jag_exec *plain; /* forward only */
+    jag_exec *fwd;   /* forward, then the values backward needs */
+    jag_exec *bwd;   /* saved values and cotangents -> input gradients */
+    int n_inputs, n_outputs, n_saved;
+    int n_cot;           /* cotangents: forward outputs that require grad */
+    int cot_of[64];      /* forward output of each cotangent */
+    int n_grads;         /* gradient outputs: inputs that required grad */
+    bool grad_fixed;     /* the forward or backward program fixes sizes */
+    int grad_of[64];     /* input of each gradient output */
+};
+
+jag_status jag__apply_passes(const jag_trace *t, unsigned passes, jag_trace **out);
+
+jag_status jag_trace_compile(const jag_trace *t, unsigned passes, jag_program **out) {
+    const char *op = "jag_trace_compile";
+    if (!t || !out) return jag__error(JAG_EINVAL, "%s: arguments 't' and 'out' must not be NULL", op);
+    jag_program *p = calloc(1, sizeof *p);
+    if (!p) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    p->n_inputs = t->n_inputs;
+    p->n_outputs = t->n_outputs;
+    jag__enter();
+    jag_trace *ft = NULL;
+    jag_status st = jag__apply_passes(t, passes, &ft);
+    if (!st) st = jag__exec_new(ft, &p->plain);
+    jag_trace_free(ft);
+    bool any_rg = false;
+    for (int i = 0; i < t->n_inputs; i++) any_rg |= t->vars[t->inputs[i]].requires_grad;
+    if (!st && any_rg && t->n_outputs <= 4) {
+        jag_trace *g = NULL, *f = NULL, *b = NULL, *fp = NULL, *bp = NULL;
+        st = jag_trace_grad(t, &g);
+        if (!st) st = jag__apply_passes(g, passes & JAG_PASS_DESUGAR, &fp);
+        if (!st) st = jag__trace_split(fp, &f, &b, &p->n_saved);
+        jag_trace_free(fp), fp = NULL;
+        if (!st) st = jag__apply_passes(f, passes & ~JAG_PASS_DESUGAR, &fp);
+        if (!st) st = jag__apply_passes(b, passes & ~JAG_PASS_DESUGAR, &bp);
+        if (!st) st = jag__exec_new(fp, &p->fwd);
+        if (!st) st = jag__exec_new(bp, &p->bwd);
+        if (!st) p->grad_fixed = p->fwd->fixed_sizes || p->bwd->fixed_sizes;
+        if (!st) {
+            for (int i = 0; i < t->n_outputs; i++)
+                if (t->vars[t->outputs[i]].requires_grad) p->cot_of[p->n_cot++] = i;
+            for (int i = 0; i < t->n_inputs; i++)
+                if (t->vars[t->inputs[i]].requires_grad) p->grad_of[p->n_grads++] = i;
+        }
+        jag_trace_free(g), jag_trace_free(f), jag_trace_free(b), jag_trace_free(fp), jag_trace_free(bp);
+    }
+    jag__leave(st, NULL, 0);
+    if (st) {
+        jag_program_free(p);
+        return st;
+    }
+    *out = p;
+    return JAG_OK;
+}
+
+void jag_program_free(jag_program *p) {
+    if (!p) return;
+    jag__exec_release(p->plain), jag__exec_release(p->fwd), jag__exec_release(p->bwd);
+    free(p);
+}
+
+const jag_trace *jag_program_trace(const jag_program *p) { return p ? p->plain->trace : NULL; }
+const jag_trace *jag_program_backward_trace(const jag_program *p) { return p && p->bwd ? p->bwd->trace : NULL; }
+
+/* What the autograd node of one run keeps. */
+typedef struct {
+    jag_exec *bwd;
+    jag_tensor **saved;
+    int n_saved;
+    int n_cot, cot_of[64], n_grads, grad_of[64], n_inputs;
+} run_state;
+
+static void free_run_state(void *p) {
+    run_state *r = p;
+    for (int i = 0; i < r->n_saved; i++) jag_release(r->saved[i]);
+    free(r->saved);
+    jag__exec_release(r->bwd);
+    free(r);
+}
+
+static jag_status run_backward(void *state, jag_tensor *const *grad_outputs, int n_out, jag_tensor **grad_inputs,
+                               int n_in) {
+    (void)n_out;
+    run_state *r = state;
+    int n = r->n_saved + r->n_cot;
+    jag_tensor **in = malloc((size_t)(n ? n : 1) * sizeof *in), *g[64] = {0};
+    if (!in) return jag__error(JAG_ENOMEM, "compiled backward: out of memory");
+    for (int i = 0; i < r->n_saved; i++) in[i] = r->saved[i];
+    for (int i = 0; i < r->n_cot; i++) in[r->n_saved + i] = grad_outputs[r->cot_of[i]];
+    jag_status st = jag__exec_run(r->bwd, in, n, g, r->n_grads);
+    free(in);
+    if (st) return st;
+    for (int i = 0; i < r->n_grads; i++) {
+        int k = r->grad_of[i];
+        if (k < n_in) grad_inputs[k] = g[i];
+        else jag_release(g[i]);
+    }
+    return JAG_OK;
+}
+
+jag_status jag_program_run(jag_program *p, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs,
+                           int n_outputs) {
+    if (!p) return jag__error(JAG_EINVAL, "jag_program_run: argument 'p' is NULL");
+    bool want = false;
+    if (jag_is_grad_enabled() && inputs)
+        for (int i = 0; i < n_inputs && i < p->n_inputs; i++) want |= inputs[i] && inputs[i]->requires_grad;
+    if (want && !p->bwd) {
+        for (int i = 0; i < n_inputs; i++)
+            if (inputs[i] && inputs[i]->requires_grad)
+                return jag__error(JAG_EINVAL, "jag_program_run: input %d ('%s') requires grad, but the program was traced with no input requiring grad; trace it again, or turn grad mode off",
+                                  i, p->plain->sig[i].name);
+    }
+    if (!want) return jag__exec_run(p->plain, inputs, n_inputs, outputs, n_outputs);
+    for (int i = 0; i < n_inputs && i < p->n_inputs; i++)
+        if (inputs[i] && inputs[i]->requires_grad && !p->plain->sig[i].requires_grad)
+            return jag__error(JAG_EINVAL, "jag_program_run: input %d ('%s') requires grad, but it did not when traced", i,
+                              p->plain->sig[i].name);
+    if (n_outputs != p->n_outputs)
+        return jag__error(JAG_EINVAL, "jag_program_run: %d outputs asked, the program has %d", n_outputs, p->n_outputs);
+    if (!outputs) return jag__error(JAG_EINVAL, "jag_program_run: argument 'outputs' is NULL");
+    /* the backward's sizes are fixed by its trace: check them now, before
+     * anything runs */
+    jag_status cst = jag__exec_check(p->plain, inputs, n_inputs, p->grad_fixed);
+    if (cst) return cst;
+    int n_all = p->n_outputs + p->n_saved;
+    jag_tensor **all = calloc((size_t)n_all, sizeof *all);
+    run_state *r = calloc(1, sizeof *r);
+    if (!all || !r) {
+        free(all), free(r);
+        return jag__error(JAG_ENOMEM, "jag_program_run: out of memory");
+    }
+    jag_status st = jag__exec_run(p->fwd, inputs, n_inputs, all, n_all);
+    if (st) {
+        free(all), free(r);
+        return st;
+    }
+    r->bwd = p->bwd;
+    atomic_fetch_add(&p->bwd->refcount, 1);
+    r->n_saved = p->n_saved;
+    r->saved = malloc((size_t)(p->n_saved ? p->n_saved : 1) * sizeof *r->saved);
+    r->n_cot = p->n_cot, r->n_grads = p->n_grads, r->n_inputs = n_inputs;
+    memcpy(r->cot_of, p->cot_of, sizeof r->cot_of);
+    memcpy(r->grad_of, p->grad_of, sizeof r->grad_of);
+    if (!r->saved) {
+        for (int i = 0; i < n_all; i++) jag_release(all[i]);
+        free(all);
+        r->n_saved = 0;
+        free_run_state(r);
+        return jag__error(JAG_ENOMEM, "jag_program_run: out of memory");
+    }
+    for (int i = 0; i < p->n_saved; i++) r->saved[i] = all[p->n_outputs + i];
+    st = jag__autograd_attach("compiled program", inputs, n_inputs, all, p->n_outputs, run_backward, r, free_run_state);
+    if (st) {
+        for (int i = 0; i < p->n_outputs; i++) jag_release(all[i]);
+        free(all);
+        return st;
+    }
+    for (int i = 0; i < p->n_outputs; i++) outputs[i] = all[i];
+    free(all);
+    return JAG_OK;
+}
+
+const jag_exec *jag__program_plain(const jag_program *p) { return p->plain; }
+bool jag__program_grad_fixed(const jag_program *p) { return p->bwd && p->grad_fixed; }

@@ -1,0 +1,58 @@
+/*
+ * program.h — the executor's structures (program.c), shared with the
+ * compiled-function cache (compile.c).
+ */
+#ifndef JAG_PROGRAM_H
+#define JAG_PROGRAM_H
+
+#include "trace.h"
+
+/* What an input must be, from the trace's input proxy. */
+typedef struct jag_input_sig {
+    char name[24];
+    const jag_subclass *cls;
+    jag_dtype dtype;
+    int ndim;
+    int64_t sizes[JAG_MAX_DIMS];
+    bool requires_grad;
+    jag_subclass_meta meta;
+    int n_inner;
+    jag_dtype inner_dtype[JAG_SUBCLASS_MAX_INNER];
+    int inner_ndim[JAG_SUBCLASS_MAX_INNER];
+    int64_t inner_sizes[JAG_SUBCLASS_MAX_INNER][JAG_MAX_DIMS];
+} jag_input_sig;
+
+/* One symbol lowered: its argument slots, the slots whose last use it is,
+ * and output buffers kept between runs. */
+typedef struct jag_instr {
+    const jag_sym *sym; /* in the exec's own trace */
+    bool direct;        /* META + kept buffers + kernel, without the dispatcher */
+    int *arg_slot, n_args;
+    int *release, n_release;
+    int group[JAG_SUBCLASS_MAX_INNER]; /* buffer group of each output (direct and fused), or -1 */
+} jag_instr;
+
+/* A trace ready to run (slots are variable ids). Refcounted: the autograd
+ * node of a run keeps its backward alive. */
+typedef struct jag_exec {
+    atomic_int refcount;
+    jag_trace *trace;
+    jag_instr *code;
+    int n_code;
+    jag_tensor **slots;
+    int n_slots;
+    jag_input_sig *sig;
+    /* buffer groups: values whose lifetimes do not overlap share one group;
+     * a group keeps its last buffer between instructions and runs */
+    jag_tensor **keep;
+    int n_groups;
+    bool fixed_sizes; /* some symbol fixes sizes: inputs must match them */
+} jag_exec;
+
+jag_status jag__exec_new(const jag_trace *t, jag_exec **out);
+void jag__exec_release(jag_exec *e);
+/* fixed: check sizes too (as for an exec with fixed sizes) */
+jag_status jag__exec_check(const jag_exec *e, jag_tensor *const *inputs, int n_inputs, bool fixed);
+jag_status jag__exec_run(jag_exec *e, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs, int n_outputs);
+
+#endif /* JAG_PROGRAM_H */

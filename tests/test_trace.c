@@ -1,0 +1,867 @@
+/* test_trace.c — the tracer and compiler: recording (with subclasses,
+ * constants, custom ops and custom autograd functions), the printer, each
+ * pass alone (before/after text), programs against eager results (the seed's
+ * steps 1-4b, a transformer-style block forward and backward, nested and
+ * scaled in and out), compiled autograd, input checks, and the cache. */
+#include "test.h"
+#include "trace/trace.h"
+
+/* ---- helpers ------------------------------------------------------------- */
+
+/* A jagged (B, j, D) float tensor with component lengths lens[0..B). */
+static jag_tensor *make_jagged(const int64_t *lens, int b, int64_t d, jag_dtype dt, uint64_t seed) {
+    int64_t total = 0, *off = malloc((size_t)(b + 1) * sizeof *off);
+    off[0] = 0;
+    for (int i = 0; i < b; i++) total += lens[i], off[i + 1] = total;
+    int64_t vs[2] = {total, d}, ob = b + 1;
+    jag_tensor *v = t_rand(vs, 2, dt, -1, 1, seed), *o = NULL, *nt = NULL;
+    if (jag_from_data(off, &ob, 1, JAG_INT64, &o) || jag_nested_from_jagged(v, o, NULL, &nt)) {
+        fprintf(stderr, "make_jagged: %s\n", jag_last_error());
+        exit(2);
+    }
+    jag_release(v), jag_release(o);
+    free(off);
+    return nt;
+}
+
+/* Same structure (offsets values) and close values. */
+static bool nested_close(const jag_tensor *a, const jag_tensor *b, double rtol, double atol) {
+    if (!jag_is_nested(a) || !jag_is_nested(b)) return t_allclose(a, b, rtol, atol);
+    jag_tensor *va = NULL, *vb = NULL, *oa = NULL, *ob = NULL;
+    bool ok = !jag_nested_values(a, &va) && !jag_nested_values(b, &vb) && !jag_nested_offsets(a, &oa) &&
+              !jag_nested_offsets(b, &ob) && t_allclose(oa, ob, 0, 0) && t_allclose(va, vb, rtol, atol);
+    jag_release(va), jag_release(vb), jag_release(oa), jag_release(ob);
+    return ok;
+}
+
+static char text[16384], text2[16384];
+static const char *fmt(const jag_trace *t) {
+    jag_trace_format(t, text, sizeof text);
+    return text;
+}
+static const char *fmt2(const jag_trace *t) {
+    jag_trace_format(t, text2, sizeof text2);
+    return text2;
+}
+
+#define CHECK_TEXT(t, expected)                                                 \
+    do {                                                                        \
+        const char *got_ = fmt(t);                                              \
+        CHECK_MSG(strcmp(got_, (expected)) == 0, "got:\n%s\nexpected:\n%s", got_, (expected)); \
+    } while (0)
+
+/* ---- the seed's steps 1 and 3: sin, mm with a dense weight, silu --------- */
+
+static jag_status seed_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *a = NULL, *b = NULL;
+    jag_status st = jag_sin(in[0], &a);
+    if (!st) st = jag_mm(a, in[1], &b);
+    if (!st) st = jag_silu(b, &out[0]);
+    jag_release(a), jag_release(b);
+    return st;
+}
+
+static jag_status seed_eager(jag_tensor *x, jag_tensor *w, jag_tensor **out) {
+    jag_tensor *in[2] = {x, w};
+    return seed_fn(NULL, in, 2, out, 1);
+}
+
+static void test_seed_trace_text(void) {
+    TEST_BEGIN();
+    int64_t lens[3] = {2, 4, 3}, ws[2] = {2, 2};
+    jag_tensor *x = make_jagged(lens, 3, 2, JAG_FLOAT32, 1), *w = t_rand(ws, 2, JAG_FLOAT32, -1, 1, 2);
+    jag_tensor *in[2] = {x, w};
+    const char *names[2] = {"x", "w"};
+    jag_trace *t = NULL, *d = NULL, *e = NULL;
+    CHECK_OK(jag_trace_function(seed_fn, NULL, in, 2, names, 1, &t));
+    CHECK_TEXT(t, "def computation(x, w):\n"
+                  "  # x: nested(jagged) f32[3, j0, 2]  (values f32[9, 2], offsets i64[4])\n"
+                  "  # w: f32[2, 2]\n"
+                  "  x_values, x_offsets = flatten(x)\n"
+                  "  t0 = sin(x)                           # nested(jagged) f32[3, j0, 2]\n"
+                  "  t1 = mm(t0, w)                        # nested(jagged) f32[3, j0, 2]\n"
+                  "  t2 = silu(t1)                         # nested(jagged) f32[3, j0, 2]\n"
+                  "  return t2\n");
+    CHECK_OK(jag_trace_desugar(t, &d));
+    CHECK_TEXT(d, "def computation(x, w):\n"
+                  "  # x: nested(jagged) f32[3, j0, 2]  (values f32[9, 2], offsets i64[4])\n"
+                  "  # w: f32[2, 2]\n"
+                  "  x_values, x_offsets = flatten(x)\n"
+                  "  t3 = sin(x_values)                    # f32[9, 2]\n"
+                  "  t4 = mm(t3, w)                        # f32[9, 2]\n"
+                  "  t5 = silu(t4)                         # f32[9, 2]\n"
+                  "  t2 = unflatten[nested](t5, x_offsets) # nested(jagged) f32[3, j0, 2]\n"
+                  "  return t2\n");
+    CHECK_OK(jag_trace_dce(d, &e));
+    CHECK_TEXT(e, fmt2(d));
+    jag_trace_free(t), jag_trace_free(d), jag_trace_free(e);
+    jag_release(x), jag_release(w);
+}
+
+/* compiled vs eager, on the traced lengths and on other lengths and batch */
+static void test_seed_compiled(void) {
+    TEST_BEGIN();
+    int64_t lens[3] = {2, 4, 3}, lens2[4] = {5, 1, 0, 7}, ws[2] = {2, 2};
+    jag_tensor *x = make_jagged(lens, 3, 2, JAG_FLOAT32, 1), *w = t_rand(ws, 2, JAG_FLOAT32, -1, 1, 2);
+    jag_tensor *x2 = make_jagged(lens2, 4, 2, JAG_FLOAT32, 3);
+    jag_tensor *in[2] = {x, w}, *in2[2] = {x2, w};
+    jag_trace *t = NULL;
+    jag_program *p = NULL;
+    CHECK_OK(jag_trace_function(seed_fn, NULL, in, 2, NULL, 1, &t));
+    for (unsigned passes = 0; passes <= JAG_PASSES_ALL; passes++) {
+        CHECK_OK(jag_trace_compile(t, passes, &p));
+        for (int run = 0; run < 3; run++) {
+            jag_tensor **args = run == 1 ? in2 : in;
+            jag_tensor *got = NULL, *want = NULL;
+            CHECK_OK(jag_program_run(p, args, 2, &got, 1));
+            CHECK_OK(seed_eager(args[0], args[1], &want));
+            CHECK_MSG(got && want && nested_close(got, want, 1e-6, 1e-6), "passes %u run %d", passes, run);
+            jag_release(got), jag_release(want);
+        }
+        jag_program_free(p);
+        p = NULL;
+    }
+    jag_trace_free(t);
+    jag_release(x), jag_release(x2), jag_release(w);
+}
+
+
+/* ---- the seed's steps 4a and 4b: a custom op with nested decompositions and
+ * an Autograd kernel (a custom autograd function), then a custom function
+ * from nested to its buffer, summed and differentiated ------------------- */
+
+static jag_op_id op_fw = -1, op_bw = -1;
+
+static jag_status unreached_cpu(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs, void *ctx) {
+    (void)op, (void)args, (void)nargs, (void)outs, (void)ctx;
+    return JAG_EINTERNAL;
+}
+
+/* fw(x) = sin(x) on the values, rewrapped around x's offsets */
+static jag_status fw_decomp(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs,
+                            void *ctx) {
+    (void)cls, (void)op, (void)nargs, (void)ctx;
+    jag_tensor *v = NULL, *o = NULL, *s = NULL;
+    jag_status st = jag_nested_values(args[0].u.t, &v);
+    if (!st) st = jag_nested_offsets(args[0].u.t, &o);
+    if (!st) st = jag_sin(v, &s);
+    if (!st) st = jag_nested_from_jagged(s, o, NULL, outs);
+    jag_release(v), jag_release(o), jag_release(s);
+    return st;
+}
+
+/* bw(g, x) = g * cos(x) on the values */
+static jag_status bw_decomp(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs,
+                            void *ctx) {
+    (void)cls, (void)op, (void)nargs, (void)ctx;
+    jag_tensor *gv = NULL, *xv = NULL, *o = NULL, *c = NULL, *m = NULL;
+    jag_status st = jag_nested_values(args[0].u.t, &gv);
+    if (!st) st = jag_nested_values(args[1].u.t, &xv);
+    if (!st) st = jag_nested_offsets(args[1].u.t, &o);
+    if (!st) st = jag_cos(xv, &c);
+    if (!st) st = jag_mul(gv, c, &m);
+    if (!st) st = jag_nested_from_jagged(m, o, NULL, outs);
+    jag_release(gv), jag_release(xv), jag_release(o), jag_release(c), jag_release(m);
+    return st;
+}
+
+static jag_status custom_forward(jag_autograd_ctx *ctx, jag_tensor *const *in, int n, jag_tensor **outs) {
+    (void)n;
+    jag_status st = jag_autograd_save(ctx, in, 1);
+    jag_value a[1] = {{.kind = JAG_VAL_TENSOR, .u.t = in[0]}};
+    return st ? st : jag_op_call(op_fw, a, 1, outs);
+}
+
+static jag_status custom_backward(jag_autograd_ctx *ctx, jag_tensor *const *g, jag_tensor **gi) {
+    int n;
+    jag_tensor *const *saved = jag_autograd_saved(ctx, &n);
+    jag_value a[2] = {{.kind = JAG_VAL_TENSOR, .u.t = g[0]}, {.kind = JAG_VAL_TENSOR, .u.t = saved[0]}};
+    return jag_op_call(op_bw, a, 2, gi);
+}
+
+static const jag_function_def custom_fn = {"CustomOp", 1, custom_forward, custom_backward, NULL};
+
+static jag_status fw_autograd(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs, void *ctx) {
+    (void)op, (void)nargs, (void)ctx;
+    jag_tensor *x = (jag_tensor *)args[0].u.t;
+    return jag_function_apply(&custom_fn, &x, 1, outs);
+}
+
+/* ViewBufferFromJagged: jagged -> values; backward: values -> jagged */
+static jag_status view_forward(jag_autograd_ctx *ctx, jag_tensor *const *in, int n, jag_tensor **outs) {
+    (void)n;
+    jag_tensor *o = NULL;
+    jag_status st = jag_nested_offsets(in[0], &o);
+    if (!st) st = jag_autograd_save(ctx, &o, 1);
+    jag_release(o);
+    return st ? st : jag_nested_values(in[0], outs);
+}
+
+static jag_status view_backward(jag_autograd_ctx *ctx, jag_tensor *const *g, jag_tensor **gi) {
+    int n;
+    jag_tensor *const *saved = jag_autograd_saved(ctx, &n);
+    return jag_nested_from_jagged(g[0], saved[0], NULL, gi);
+}
+
+static const jag_function_def view_fn = {"ViewBufferFromJagged", 1, view_forward, view_backward, NULL};
+
+static void define_seed_ops(void) {
+    if (op_fw >= 0) return;
+    const jag_subclass *nested = jag_subclass_find("nested");
+    if (jag_op_define("trace_ns::custom_op_fw(Tensor x) -> Tensor", &op_fw) ||
+        jag_op_define("trace_ns::custom_op_bw(Tensor grad_out, Tensor saved_x) -> Tensor", &op_bw) ||
+        jag_op_impl(op_fw, "CPU", unreached_cpu, NULL) || jag_op_impl(op_bw, "CPU", unreached_cpu, NULL) ||
+        jag_op_impl(op_fw, "Autograd", fw_autograd, NULL) ||
+        jag_subclass_register_decomp(nested, op_fw, fw_decomp, NULL) ||
+        jag_subclass_register_decomp(nested, op_bw, bw_decomp, NULL)) {
+        fprintf(stderr, "define_seed_ops: %s\n", jag_last_error());
+        exit(2);
+    }
+}
+
+/* loss = sum(ViewBufferFromJagged(custom_op_fw(x))) */
+static jag_status seed4_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *y = NULL, *buf = NULL;
+    jag_value a[1] = {{.kind = JAG_VAL_TENSOR, .u.t = in[0]}};
+    jag_status st = jag_op_call(op_fw, a, 1, &y);
+    if (!st) st = jag_function_apply(&view_fn, &y, 1, &buf);
+    if (!st) st = jag_sum(buf, NULL, 0, false, out);
+    jag_release(y), jag_release(buf);
+    return st;
+}
+
+static void test_seed_custom_autograd(void) {
+    TEST_BEGIN();
+    define_seed_ops();
+    int64_t lens[3] = {2, 4, 3}, lens2[2] = {6, 1};
+    for (int round = 0; round < 2; round++) {
+        jag_tensor *x = round ? make_jagged(lens2, 2, 2, JAG_FLOAT32, 5) : make_jagged(lens, 3, 2, JAG_FLOAT32, 4);
+        CHECK_OK(jag_set_requires_grad(x, true));
+        /* eager */
+        jag_tensor *loss = NULL, *ge = NULL;
+        CHECK_OK(seed4_fn(NULL, &x, 1, &loss, 1));
+        CHECK_OK(jag_backward(loss, NULL, false));
+        CHECK_OK(jag_get_grad(x, &ge));
+        jag_zero_grad(x);
+        /* traced: the recorded trace, its grad, compiled */
+        jag_trace *t = NULL, *g = NULL;
+        CHECK_OK(jag_trace_function(seed4_fn, NULL, &x, 1, NULL, 1, &t));
+        CHECK(strstr(fmt(t), "trace_ns::custom_op_fw(x0)") && strstr(text, "autograd_function[CustomOp](x0)") &&
+              strstr(text, "autograd_function[ViewBufferFromJagged]"));
+        CHECK_OK(jag_trace_grad(t, &g));
+        CHECK(g && strstr(fmt(g), "trace_ns::custom_op_bw(") && strstr(text, "subclass_ctor[nested]("));
+        jag_program *p = NULL;
+        CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+        CHECK(p && !strstr(fmt(jag_program_backward_trace(p)), "custom_op") && strstr(text, "cos"));
+        if (getenv("TRACE_DEBUG")) {
+            jag_trace_print(t), jag_trace_print(g), jag_trace_print(jag_program_trace(p));
+            jag_trace_print(jag_program_backward_trace(p));
+        }
+        jag_tensor *lc = NULL, *gc = NULL;
+        CHECK_OK(jag_program_run(p, &x, 1, &lc, 1));
+        CHECK(lc && t_allclose(lc, loss, 1e-5, 1e-5));
+        CHECK_OK(jag_backward(lc, NULL, false));
+        CHECK_OK(jag_get_grad(x, &gc));
+        CHECK(gc && ge && nested_close(gc, ge, 1e-6, 1e-6));
+        /* and the seed's own check: the gradient is cos of the values */
+        jag_tensor *xv = NULL, *cv = NULL, *gv = NULL;
+        CHECK_OK(jag_nested_values(x, &xv));
+        CHECK_OK(jag_cos(xv, &cv));
+        if (gc) CHECK_OK(jag_nested_values(gc, &gv));
+        CHECK(gv && t_allclose(gv, cv, 1e-6, 1e-6));
+        jag_release(xv), jag_release(cv), jag_release(gv);
+        jag_release(lc), jag_release(gc), jag_release(loss), jag_release(ge);
+        jag_program_free(p);
+        jag_trace_free(t), jag_trace_free(g);
+        jag_release(x);
+    }
+}
+
+/* ---- fuse: a chain and a tree of pointwise ops on jagged values ----------- */
+
+/* y = exp(-(sin(x) * 0.5 + cos(x))^2) + tanh(x) * b, on nested x, dense 0-d b */
+static jag_status chain_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *a = NULL, *b = NULL, *c = NULL, *d = NULL, *e = NULL, *f = NULL, *g = NULL, *h = NULL, *k = NULL;
+    jag_status st = jag_sin(in[0], &a);
+    if (!st) st = jag_mul_scalar(a, 0.5, &b);
+    if (!st) st = jag_cos(in[0], &c);
+    if (!st) st = jag_add(b, c, 1.0, &d);
+    if (!st) st = jag_square(d, &e);
+    if (!st) st = jag_neg(e, &f);
+    if (!st) st = jag_exp(f, &g);
+    if (!st) st = jag_tanh(in[0], &h);
+    if (!st) st = jag_mul(h, in[1], &k);
+    if (!st) st = jag_add(g, k, 1.0, &out[0]);
+    jag_release(a), jag_release(b), jag_release(c), jag_release(d), jag_release(e);
+    jag_release(f), jag_release(g), jag_release(h), jag_release(k);
+    return st;
+}
+
+static void test_fuse(void) {
+    TEST_BEGIN();
+    int64_t lens[3] = {2, 4, 3}, lens2[3] = {3000, 1, 2500};
+    jag_tensor *x = make_jagged(lens, 3, 2, JAG_FLOAT32, 7), *x2 = make_jagged(lens2, 3, 2, JAG_FLOAT32, 8);
+    jag_tensor *b = t_rand(NULL, 0, JAG_FLOAT32, -1, 1, 9);
+    jag_tensor *in[2] = {x, b}, *in2[2] = {x2, b};
+    const char *names[2] = {"x", "b"};
+    jag_trace *t = NULL, *d = NULL, *f = NULL;
+    CHECK_OK(jag_trace_function(chain_fn, NULL, in, 2, names, 1, &t));
+    CHECK_OK(jag_trace_desugar(t, &d));
+    CHECK_OK(jag_trace_fuse(d, &f));
+    CHECK_TEXT(f, "def computation(x, b):\n"
+                  "  # x: nested(jagged) f32[3, j0, 2]  (values f32[9, 2], offsets i64[4])\n"
+                  "  # b: f32[]\n"
+                  "  x_values, x_offsets = flatten(x)\n"
+                  "  t19 = fused[sin, mul, cos, add, square, neg, exp, tanh, mul, add](x_values, b) # f32[9, 2]\n"
+                  "  t9 = unflatten[nested](t19, x_offsets) # nested(jagged) f32[3, j0, 2]\n"
+                  "  return t9\n");
+    for (int big = 0; big < 2; big++) {
+        jag_program *p = NULL;
+        CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+        CHECK(p && strstr(fmt(jag_program_trace(p)), "fused[sin, mul, cos"));
+        for (int run = 0; run < 3; run++) {
+            jag_tensor **args = big ? in2 : in, *got = NULL, *want = NULL;
+            CHECK_OK(jag_program_run(p, args, 2, &got, 1));
+            CHECK_OK(chain_fn(NULL, args, 2, &want, 1));
+            CHECK(got && want && nested_close(got, want, 1e-6, 1e-6));
+            jag_release(got), jag_release(want);
+        }
+        jag_program_free(p);
+    }
+    /* a non-contiguous input runs step by step, with the same result */
+    int64_t ds[2] = {9, 2};
+    jag_tensor *dense = t_rand(ds, 2, JAG_FLOAT32, -1, 1, 10), *nc = t_noncontig(dense);
+    jag_tensor *din[2] = {dense, b}, *ncin[2] = {nc, b};
+    jag_trace *td = NULL;
+    jag_program *p = NULL;
+    CHECK_OK(jag_trace_function(chain_fn, NULL, din, 2, NULL, 1, &td));
+    CHECK_OK(jag_trace_compile(td, JAG_PASSES_ALL, &p));
+    jag_tensor *got = NULL, *want = NULL;
+    CHECK_OK(jag_program_run(p, ncin, 2, &got, 1));
+    CHECK_OK(chain_fn(NULL, ncin, 2, &want, 1));
+    CHECK(got && want && t_allclose(got, want, 1e-6, 1e-6));
+    jag_release(got), jag_release(want), jag_release(dense), jag_release(nc);
+    jag_program_free(p);
+    jag_trace_free(td);
+    jag_trace_free(t), jag_trace_free(d), jag_trace_free(f);
+    jag_release(x), jag_release(x2), jag_release(b);
+}
+
+/* ---- dce alone: flatten(unflatten(x)), and a ctor whose result is only
+ * flattened ---------------------------------------------------------------- */
+
+static void test_dce_flatten_unflatten(void) {
+    TEST_BEGIN();
+    int64_t lens[3] = {2, 4, 3}, ws[2] = {2, 2};
+    jag_tensor *x = make_jagged(lens, 3, 2, JAG_FLOAT32, 1), *w = t_rand(ws, 2, JAG_FLOAT32, -1, 1, 2);
+    jag_tensor *in[2] = {x, w};
+    const char *names[2] = {"x", "w"};
+    jag_trace *t = NULL, *d = NULL, *e = NULL;
+    CHECK_OK(jag_trace_function(seed_fn, NULL, in, 2, names, 1, &t));
+    CHECK_OK(jag_trace_desugar(t, &d));
+    /* by hand: y = cos(flatten(t2)[0]) after the unflatten, returning y */
+    jag_tensor *y0 = t_rand(NULL, 0, JAG_FLOAT32, 0, 1, 1);
+    jag_trace *h = NULL;
+    CHECK_OK(jag__trace_clone(d, &h));
+    const jag_tensor *t2 = h->vars[h->outputs[0]].proxy;
+    jag_tensor *inner[2] = {0};
+    int n = 0;
+    jag_subclass_meta meta;
+    CHECK_OK(jag__flatten_quiet(t2, inner, &n, &meta));
+    jag_tensor *a = jag__meta_like(inner[0]), *b = jag__meta_like(inner[1]), *c = jag__meta_like(inner[0]);
+    int va = jag__trace_add_var(h, a, "a", -1), vb = jag__trace_add_var(h, b, "b", -1);
+    jag_value fa[1] = {{.kind = JAG_VAL_TENSOR, .u.t = t2}};
+    int fo[2] = {va, vb};
+    int fs = jag__trace_add_sym(h, JAG_SYM_FLATTEN, -1, fa, 1, fo, 2);
+    h->syms[fs].cls = jag_tensor_subclass(t2), h->syms[fs].meta = meta;
+    h->vars[va].def = h->vars[vb].def = fs;
+    int vc = jag__trace_add_var(h, c, "y", -1);
+    jag_value ca[1] = {{.kind = JAG_VAL_TENSOR, .u.t = a}};
+    jag_op_id cos_op;
+    CHECK_OK(jag_op_find("cos", &cos_op));
+    int cs = jag__trace_add_sym(h, JAG_SYM_OP, cos_op, ca, 1, &vc, 1);
+    h->vars[vc].def = cs;
+    h->outputs[0] = vc;
+    CHECK_TEXT(h, "def computation(x, w):\n"
+                  "  # x: nested(jagged) f32[3, j0, 2]  (values f32[9, 2], offsets i64[4])\n"
+                  "  # w: f32[2, 2]\n"
+                  "  x_values, x_offsets = flatten(x)\n"
+                  "  t3 = sin(x_values)                    # f32[9, 2]\n"
+                  "  t4 = mm(t3, w)                        # f32[9, 2]\n"
+                  "  t5 = silu(t4)                         # f32[9, 2]\n"
+                  "  t2 = unflatten[nested](t5, x_offsets) # nested(jagged) f32[3, j0, 2]\n"
+                  "  a, b = flatten(t2)\n"
+                  "  y = cos(a)                            # f32[9, 2]\n"
+                  "  return y\n");
+    CHECK_OK(jag_trace_dce(h, &e));
+    CHECK_TEXT(e, "def computation(x, w):\n"
+                  "  # x: nested(jagged) f32[3, j0, 2]  (values f32[9, 2], offsets i64[4])\n"
+                  "  # w: f32[2, 2]\n"
+                  "  x_values, x_offsets = flatten(x)\n"
+                  "  t3 = sin(x_values)                    # f32[9, 2]\n"
+                  "  t4 = mm(t3, w)                        # f32[9, 2]\n"
+                  "  t5 = silu(t4)                         # f32[9, 2]\n"
+                  "  y = cos(t5)                           # f32[9, 2]\n"
+                  "  return y\n");
+    /* and it runs */
+    jag_program *p = NULL;
+    jag_tensor *got = NULL, *want = NULL, *sv = NULL, *want_nt = NULL;
+    CHECK_OK(jag_trace_compile(e, 0, &p));
+    CHECK_OK(jag_program_run(p, in, 2, &got, 1));
+    CHECK_OK(seed_eager(x, w, &want_nt));
+    CHECK_OK(jag_nested_values(want_nt, &sv));
+    CHECK_OK(jag_cos(sv, &want));
+    CHECK(got && want && t_allclose(got, want, 1e-6, 1e-6));
+    jag_release(got), jag_release(want), jag_release(sv), jag_release(want_nt);
+    jag_program_free(p);
+    jag_release(inner[0]), jag_release(inner[1]), jag_release(a), jag_release(b), jag_release(c), jag_release(y0);
+    jag_trace_free(h), jag_trace_free(t), jag_trace_free(d), jag_trace_free(e);
+    jag_release(x), jag_release(w);
+}
+
+/* nested made inside the function from values and offsets, only unwrapped
+ * again: after desugar and dce the ctor is gone */
+static jag_status ctor_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *nt = NULL, *y = NULL;
+    jag_status st = jag_nested_from_jagged(in[0], in[1], NULL, &nt);
+    if (!st) st = jag_exp(nt, &y);
+    if (!st) st = jag_nested_values(y, &out[0]);
+    if (!st) st = jag_nested_from_jagged(in[0], in[1], NULL, &out[1]); /* returned: the ctor stays */
+    jag_release(nt), jag_release(y);
+    return st;
+}
+
+static void test_ctor_dce(void) {
+    TEST_BEGIN();
+    int64_t vs[2] = {9, 2}, four = 4, o[4] = {0, 2, 6, 9};
+    jag_tensor *v = t_rand(vs, 2, JAG_FLOAT32, -1, 1, 3), *off = NULL;
+    CHECK_OK(jag_from_data(o, &four, 1, JAG_INT64, &off));
+    jag_tensor *in[2] = {v, off};
+    const char *names[2] = {"v", "o"};
+    jag_trace *t = NULL, *d = NULL, *e = NULL;
+    CHECK_OK(jag_trace_function(ctor_fn, NULL, in, 2, names, 2, &t));
+    CHECK_TEXT(t, "def computation(v, o):\n"
+                  "  # v: f32[9, 2]\n"
+                  "  # o: i64[4]\n"
+                  "  t0 = subclass_ctor[nested](v, o)      # nested(jagged) f32[3, j0, 2]\n"
+                  "  t1 = exp(t0)                          # nested(jagged) f32[3, j0, 2]\n"
+                  "  t2 = values(t1)                       # f32[9, 2]\n"
+                  "  t3 = subclass_ctor[nested](v, o)      # nested(jagged) f32[3, j0, 2]\n"
+                  "  return t2, t3\n");
+    CHECK_OK(jag_trace_desugar(t, &d));
+    CHECK_OK(jag_trace_dce(d, &e));
+    CHECK_TEXT(e, "def computation(v, o):\n"
+                  "  # v: f32[9, 2]\n"
+                  "  # o: i64[4]\n"
+                  "  t4 = exp(v)                           # f32[9, 2]\n"
+                  "  t3 = subclass_ctor[nested](v, o)      # nested(jagged) f32[3, j0, 2]\n"
+                  "  return t4, t3\n");
+    jag_program *p = NULL;
+    jag_tensor *got[2] = {0}, *want[2] = {0};
+    CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+    CHECK_OK(jag_program_run(p, in, 2, got, 2));
+    CHECK_OK(ctor_fn(NULL, in, 2, want, 2));
+    CHECK(got[0] && t_allclose(got[0], want[0], 1e-6, 1e-6) && got[1] && nested_close(got[1], want[1], 0, 0));
+    /* the ctor validates at run time: bad offsets are refused */
+    int64_t bad[4] = {0, 5, 3, 9};
+    jag_tensor *boff = NULL, *bin[2] = {v, NULL}, *none[2] = {NULL, NULL};
+    CHECK_OK(jag_from_data(bad, &four, 1, JAG_INT64, &boff));
+    bin[1] = boff;
+    CHECK_ERR(jag_program_run(p, bin, 2, none, 2), JAG_EINVAL, "decreases");
+    CHECK(!none[0] && !none[1]);
+    jag_release(boff);
+    for (int i = 0; i < 2; i++) jag_release(got[i]), jag_release(want[i]);
+    jag_program_free(p);
+    jag_trace_free(t), jag_trace_free(d), jag_trace_free(e);
+    jag_release(v), jag_release(off);
+}
+
+/* ---- scaled: taken, made inside, returned ---------------------------------- */
+
+/* out0 = materialised (2 * xs) + scaled(y, k) (plain), out1 = 2 * xs (scaled) */
+static jag_status scaled_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *z = NULL, *s = NULL;
+    jag_status st = jag_mul_scalar(in[0], 2.0, &z);
+    if (!st) st = jag_scaled_new(in[1], in[2], &s);
+    if (!st) st = jag_add(z, s, 1.0, &out[0]);
+    if (!st) out[1] = jag_retain(z);
+    jag_release(z), jag_release(s);
+    return st;
+}
+
+static void test_scaled_program(void) {
+    TEST_BEGIN();
+    int64_t sz[2] = {3, 4}, sz2[2] = {5, 4};
+    for (int round = 0; round < 2; round++) {
+        const int64_t *q = round ? sz2 : sz;
+        jag_tensor *d = t_rand(q, 2, JAG_FLOAT32, -1, 1, 11), *sc = t_rand(NULL, 0, JAG_FLOAT32, 1, 2, 12);
+        jag_tensor *y = t_rand(q, 2, JAG_FLOAT32, -1, 1, 13), *k = t_rand(NULL, 0, JAG_FLOAT32, 1, 2, 14), *xs = NULL;
+        CHECK_OK(jag_scaled_new(d, sc, &xs));
+        jag_tensor *in[3] = {xs, y, k};
+        static jag_program *p; /* traced in round 0, reused with other sizes */
+        if (round == 0) {
+            jag_trace *t = NULL, *ds = NULL;
+            const char *names[3] = {"xs", "y", "k"};
+            CHECK_OK(jag_trace_function(scaled_fn, NULL, in, 3, names, 2, &t));
+            CHECK(strstr(fmt(t), "# xs: scaled f32[3, 4]  (0 f32[3, 4], 1 f32[])") &&
+                  strstr(text, "= subclass_ctor[scaled](y, k)"));
+            CHECK_OK(jag_trace_desugar(t, &ds));
+            CHECK(ds && strstr(fmt(ds), "t0 = unflatten[scaled](xs_0, t3)") && strstr(text, "t5 = mul(y, k)"));
+            jag_trace *dd = NULL;
+            CHECK_OK(jag_trace_dce(ds, &dd));
+            CHECK(dd && !strstr(fmt(dd), "subclass_ctor")); /* the ctor was only unwrapped */
+            jag_trace_free(dd);
+            CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+            jag_trace_free(t), jag_trace_free(ds);
+        }
+        jag_tensor *got[2] = {0}, *want[2] = {0};
+        CHECK_OK(jag_program_run(p, in, 3, got, 2));
+        CHECK_OK(scaled_fn(NULL, in, 3, want, 2));
+        CHECK(got[0] && t_allclose(got[0], want[0], 1e-6, 1e-6));
+        CHECK(got[1] && jag_is_scaled(got[1]));
+        jag_tensor *mg = NULL, *mw = NULL;
+        if (got[1]) CHECK_OK(jag_scaled_materialize(got[1], &mg));
+        CHECK_OK(jag_scaled_materialize(want[1], &mw));
+        CHECK(mg && t_allclose(mg, mw, 1e-6, 1e-6));
+        jag_release(mg), jag_release(mw);
+        for (int i = 0; i < 2; i++) jag_release(got[i]), jag_release(want[i]);
+        jag_release(d), jag_release(sc), jag_release(y), jag_release(k), jag_release(xs);
+        if (round == 1) jag_program_free(p), p = NULL;
+    }
+}
+
+/* ---- a user-defined class: "boxed" wraps one plain tensor ------------------- */
+
+static const jag_subclass *boxed;
+
+static void boxed_free(void *state) { jag_release(state); }
+static jag_status boxed_flatten(const jag_tensor *t, jag_tensor **inner, int *n, jag_subclass_meta *meta) {
+    inner[0] = jag_retain(jag_subclass_state(t));
+    *n = 1;
+    meta->n_ints = 0;
+    return JAG_OK;
+}
+static jag_status boxed_wrap(jag_tensor *inner, jag_tensor **out) {
+    return jag_subclass_wrap(boxed, jag_retain(inner), jag_tensor_dtype(inner), jag_sizes(inner), jag_ndim(inner), out);
+}
+static jag_status boxed_unflatten(const jag_subclass *cls, jag_tensor *const *inner, int n, const jag_subclass_meta *meta,
+                                  jag_tensor **out) {
+    (void)cls, (void)meta;
+    return n == 1 ? boxed_wrap(inner[0], out) : JAG_EINVAL;
+}
+static jag_status boxed_dispatch(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs,
+                                 void *ctx) {
+    (void)ctx;
+    jag_value a[16];
+    for (int i = 0; i < nargs; i++) {
+        a[i] = args[i];
+        if (args[i].kind == JAG_VAL_TENSOR && jag_tensor_subclass(args[i].u.t) == cls) a[i].u.t = jag_subclass_state(args[i].u.t);
+    }
+    jag_tensor *plain[4] = {0};
+    jag_status st = jag_op_call(op, a, nargs, plain);
+    int n = jag_op_num_outputs(op);
+    for (int k = 0; k < n && !st; k++) st = boxed_wrap(plain[k], &outs[k]);
+    for (int k = 0; k < n; k++) jag_release(plain[k]);
+    return st;
+}
+
+/* out = relu(b) + boxed(y) */
+static jag_status boxed_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *r = NULL, *by = NULL;
+    jag_status st = jag_relu(in[0], &r);
+    if (!st) st = boxed_wrap(in[1], &by);
+    if (!st) st = jag_add(r, by, 1.0, &out[0]);
+    jag_release(r), jag_release(by);
+    return st;
+}
+
+static void test_user_class_program(void) {
+    TEST_BEGIN();
+    if (!boxed) {
+        jag_subclass_def def = {.name = "boxed", .flatten = boxed_flatten, .unflatten = boxed_unflatten,
+                                .dispatch = boxed_dispatch, .destroy_state = boxed_free};
+        CHECK_OK(jag_subclass_register(&def, &boxed));
+    }
+    int64_t sz[1] = {6};
+    jag_tensor *x = t_rand(sz, 1, JAG_FLOAT64, -1, 1, 15), *y = t_rand(sz, 1, JAG_FLOAT64, -1, 1, 16), *bx = NULL;
+    CHECK_OK(boxed_wrap(x, &bx));
+    jag_tensor *in[2] = {bx, y};
+    const char *names[2] = {"b", "y"};
+    jag_trace *t = NULL, *d = NULL, *e = NULL;
+    CHECK_OK(jag_trace_function(boxed_fn, NULL, in, 2, names, 1, &t));
+    CHECK_TEXT(t, "def computation(b, y):\n"
+                  "  # b: boxed f64[6]  (0 f64[6])\n"
+                  "  # y: f64[6]\n"
+                  "  b_0 = flatten(b)\n"
+                  "  t0 = relu(b)                          # boxed f64[6]\n"
+                  "  t1 = subclass_ctor[boxed](y)          # boxed f64[6]\n"
+                  "  t2 = add(t0, t1, 1)                   # boxed f64[6]\n"
+                  "  return t2\n");
+    CHECK_OK(jag_trace_desugar(t, &d));
+    CHECK_OK(jag_trace_dce(d, &e));
+    CHECK_TEXT(e, "def computation(b, y):\n"
+                  "  # b: boxed f64[6]  (0 f64[6])\n"
+                  "  # y: f64[6]\n"
+                  "  b_0 = flatten(b)\n"
+                  "  t3 = relu(b_0)                        # f64[6]\n"
+                  "  t4 = add(t3, y, 1)                    # f64[6]\n"
+                  "  t2 = unflatten[boxed](t4)             # boxed f64[6]\n"
+                  "  return t2\n");
+    jag_program *p = NULL;
+    jag_tensor *got = NULL, *want = NULL;
+    CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+    CHECK_OK(jag_program_run(p, in, 2, &got, 1));
+    CHECK_OK(boxed_fn(NULL, in, 2, &want, 1));
+    CHECK(got && jag_tensor_subclass(got) == boxed &&
+          t_allclose(jag_subclass_state(got), jag_subclass_state(want), 1e-12, 1e-12));
+    jag_release(got), jag_release(want);
+    jag_program_free(p);
+    jag_trace_free(t), jag_trace_free(d), jag_trace_free(e);
+    jag_release(x), jag_release(y), jag_release(bx);
+}
+
+/* ---- strided nested: pointwise on the buffer ----------------------------------- */
+
+static jag_status strided_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *a = NULL;
+    jag_status st = jag_tanh(in[0], &a);
+    if (!st) st = jag_mul_scalar(a, 3.0, &out[0]);
+    jag_release(a);
+    return st;
+}
+
+static void test_strided_program(void) {
+    TEST_BEGIN();
+    int64_t lens[3] = {2, 4, 3}, lens2[2] = {5, 1};
+    jag_program *p = NULL;
+    for (int round = 0; round < 2; round++) {
+        jag_tensor *j = round ? make_jagged(lens2, 2, 3, JAG_FLOAT32, 18) : make_jagged(lens, 3, 3, JAG_FLOAT32, 17), *x = NULL;
+        CHECK_OK(jag_nested_to_layout(j, JAG_STRIDED, &x));
+        if (round == 0) {
+            jag_trace *t = NULL;
+            CHECK_OK(jag_trace_function(strided_fn, NULL, &x, 1, NULL, 1, &t));
+            CHECK(strstr(fmt(t), "# x0: nested(strided)") && strstr(text, "x0_buffer, x0_sizes, x0_strides, x0_offsets = flatten(x0)"));
+            CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+            CHECK(strstr(fmt(jag_program_trace(p)), "fused[tanh, mul](x0_buffer)"));
+            jag_trace_free(t);
+        }
+        jag_tensor *got = NULL, *want = NULL, *pg = NULL, *pw = NULL;
+        CHECK_OK(jag_program_run(p, &x, 1, &got, 1));
+        CHECK_OK(strided_fn(NULL, &x, 1, &want, 1));
+        CHECK(got && jag_tensor_layout(got) == JAG_STRIDED);
+        if (got) CHECK_OK(jag_nested_to_padded(got, 0, NULL, 0, &pg));
+        CHECK_OK(jag_nested_to_padded(want, 0, NULL, 0, &pw));
+        CHECK(pg && pw && t_allclose(pg, pw, 1e-6, 1e-6));
+        jag_release(got), jag_release(want), jag_release(pg), jag_release(pw), jag_release(x), jag_release(j);
+    }
+    jag_program_free(p);
+}
+
+/* ---- bad inputs: a clear error, nothing run, nothing leaked ------------------ */
+
+static int counted_runs;
+static jag_status count_cpu(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs, void *ctx) {
+    (void)op, (void)nargs, (void)ctx;
+    counted_runs++;
+    return jag_clone(args[0].u.t, outs);
+}
+static jag_status count_meta(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs, void *ctx) {
+    (void)op, (void)nargs, (void)ctx;
+    return jag_clone(args[0].u.t, outs); /* runs as shape inference on meta tensors */
+}
+
+static jag_op_id op_count = -1;
+
+/* y = counted(x) then the seed function */
+static jag_status counted_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *c = NULL;
+    jag_value a[1] = {{.kind = JAG_VAL_TENSOR, .u.t = in[1]}};
+    jag_status st = jag_op_call(op_count, a, 1, &c);
+    jag_tensor *args[2] = {in[0], c};
+    if (!st) st = seed_fn(NULL, args, 2, out, 1);
+    jag_release(c);
+    return st;
+}
+
+static void test_bad_inputs(void) {
+    TEST_BEGIN();
+    if (op_count < 0) {
+        CHECK_OK(jag_op_define("trace_ns::counted(Tensor x) -> Tensor", &op_count));
+        CHECK_OK(jag_op_impl(op_count, "CPU", count_cpu, NULL));
+        CHECK_OK(jag_op_impl(op_count, "Meta", count_meta, NULL));
+    }
+    int64_t lens[3] = {2, 4, 3}, ws[2] = {2, 2}, w1[1] = {2};
+    jag_tensor *x = make_jagged(lens, 3, 2, JAG_FLOAT32, 1), *w = t_rand(ws, 2, JAG_FLOAT32, -1, 1, 2);
+    jag_tensor *x64 = make_jagged(lens, 3, 2, JAG_FLOAT64, 1), *xs = NULL, *xv = NULL, *wv = t_rand(w1, 1, JAG_FLOAT32, -1, 1, 2);
+    CHECK_OK(jag_nested_to_layout(x, JAG_STRIDED, &xs));
+    CHECK_OK(jag_nested_values(x, &xv));
+    jag_tensor *in[2] = {x, w};
+    const char *names[2] = {"x", "w"};
+    jag_trace *t = NULL;
+    jag_program *p = NULL;
+    CHECK_OK(jag_trace_function(counted_fn, NULL, in, 2, names, 1, &t));
+    CHECK(strstr(fmt(t), "= trace_ns::counted(w)"));
+    CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+    jag_tensor *out = NULL;
+    counted_runs = 0;
+    CHECK_OK(jag_program_run(p, in, 2, &out, 1));
+    CHECK(counted_runs == 1 && out);
+    jag_release(out), out = NULL;
+    jag_tensor *bad_dtype[2] = {x64, w}, *bad_layout[2] = {xs, w}, *bad_plain[2] = {xv, w}, *bad_rank[2] = {x, wv};
+    CHECK_ERR(jag_program_run(p, bad_dtype, 2, &out, 1), JAG_EDTYPE, "input 0 ('x') has dtype float64, expected float32");
+    CHECK_ERR(jag_program_run(p, bad_layout, 2, &out, 1), JAG_EINVAL, "input 0 ('x') has the strided layout, expected jagged");
+    CHECK_ERR(jag_program_run(p, bad_plain, 2, &out, 1), JAG_EINVAL, "input 0 ('x') is a plain tensor, expected a nested tensor");
+    CHECK_ERR(jag_program_run(p, bad_rank, 2, &out, 1), JAG_ESHAPE, "input 1 ('w') has 1 dims ([2]), expected 2");
+    CHECK_ERR(jag_program_run(p, in, 1, &out, 1), JAG_EINVAL, "1 inputs, expected 2");
+    CHECK_ERR(jag_program_run(p, in, 2, &out, 2), JAG_EINVAL, "2 outputs asked, the program has 1");
+    CHECK(counted_runs == 1 && out == NULL);
+    /* an op failing while running: the error of the op, no output */
+    int64_t w3[2] = {3, 2};
+    jag_tensor *wbig = t_rand(w3, 2, JAG_FLOAT32, -1, 1, 2), *bad_shape[2] = {x, wbig};
+    CHECK_ERR(jag_program_run(p, bad_shape, 2, &out, 1), JAG_ESHAPE, "jag_mm");
+    CHECK(out == NULL);
+    jag_release(wbig);
+    jag_program_free(p);
+    jag_trace_free(t);
+    /* the tracer refuses what it cannot record, with a message */
+    jag_trace *t2 = NULL;
+    CHECK_ERR(jag_trace_function(counted_fn, NULL, in, 2, names, 0, &t2), JAG_EINVAL, "outputs");
+    CHECK(t2 == NULL);
+    jag_release(x), jag_release(w), jag_release(x64), jag_release(xs), jag_release(xv), jag_release(wv);
+}
+
+/* ---- jag_compile: one program per kind of inputs -------------------------------- */
+
+static void test_compile_cache(void) {
+    TEST_BEGIN();
+    int64_t lens[3] = {2, 4, 3}, lens2[4] = {1, 1, 8, 0}, ws[2] = {2, 2};
+    jag_tensor *x = make_jagged(lens, 3, 2, JAG_FLOAT32, 1), *x2 = make_jagged(lens2, 4, 2, JAG_FLOAT32, 2);
+    jag_tensor *x64 = make_jagged(lens, 3, 2, JAG_FLOAT64, 3), *w = t_rand(ws, 2, JAG_FLOAT32, -1, 1, 4);
+    jag_tensor *w64 = t_rand(ws, 2, JAG_FLOAT64, -1, 1, 5);
+    jag_compiled *c = NULL;
+    CHECK_OK(jag_compile(seed_fn, NULL, 1, JAG_PASSES_ALL, &c));
+    jag_tensor *calls[4][2] = {{x, w}, {x2, w}, {x64, w64}, {x, w}};
+    int programs[4] = {1, 1, 2, 2};
+    for (int i = 0; i < 4; i++) {
+        jag_tensor *got = NULL, *want = NULL;
+        CHECK_OK(jag_compiled_call(c, calls[i], 2, &got, 1));
+        CHECK_OK(seed_eager(calls[i][0], calls[i][1], &want));
+        CHECK(got && want && nested_close(got, want, 1e-6, 1e-6));
+        CHECK_MSG(jag_compiled_num_programs(c) == programs[i], "call %d: %d programs", i, jag_compiled_num_programs(c));
+        jag_release(got), jag_release(want);
+    }
+    jag_compiled_free(c);
+    jag_release(x), jag_release(x2), jag_release(x64), jag_release(w), jag_release(w64);
+}
+
+/* ---- a transformer-style block over a jagged batch, forward and backward ------ */
+
+/* in: x (B, j, D) nested, ln_w, ln_b (D), w1 (F, D), b1 (F), w2 (D, F), b2 (D)
+ * loss = sum of the values of
+ *        softmax(x + linear(gelu(linear(layer_norm(x), w1, b1)), w2, b2), -1)^2 */
+static jag_status block_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *h = NULL, *a = NULL, *g = NULL, *o = NULL, *r = NULL, *sm = NULL, *sq = NULL, *red = NULL;
+    jag_status st = jag_layer_norm(in[0], 1, in[1], in[2], 1e-5, &h);
+    if (!st) st = jag_linear(h, in[3], in[4], &a);
+    if (!st) st = jag_gelu(a, &g);
+    if (!st) st = jag_linear(g, in[5], in[6], &o);
+    if (!st) st = jag_add(in[0], o, 1.0, &r);
+    if (!st) st = jag_softmax(r, -1, &sm);
+    if (!st) st = jag_square(sm, &sq);
+    if (!st) st = jag_nested_values(sq, &red); /* (reductions over the ragged dim need data: not traced yet) */
+    if (!st) st = jag_sum(red, NULL, 0, false, &out[0]);
+    jag_release(h), jag_release(a), jag_release(g), jag_release(o), jag_release(r), jag_release(sm), jag_release(sq);
+    jag_release(red);
+    return st;
+}
+
+static void test_transformer_block(void) {
+    TEST_BEGIN();
+    const int64_t D = 8, F = 16;
+    int64_t lens[3] = {3, 5, 2}, lens2[4] = {7, 1, 4, 2}, d1[1] = {D}, f1[1] = {F}, fd[2] = {F, D}, df[2] = {D, F};
+    jag_tensor *params[6] = {t_rand(d1, 1, JAG_FLOAT64, 0.5, 1.5, 21), t_rand(d1, 1, JAG_FLOAT64, -0.1, 0.1, 22),
+                             t_rand(fd, 2, JAG_FLOAT64, -0.3, 0.3, 23), t_rand(f1, 1, JAG_FLOAT64, -0.1, 0.1, 24),
+                             t_rand(df, 2, JAG_FLOAT64, -0.3, 0.3, 25), t_rand(d1, 1, JAG_FLOAT64, -0.1, 0.1, 26)};
+    for (int i = 0; i < 6; i++) CHECK_OK(jag_set_requires_grad(params[i], true));
+    jag_compiled *c = NULL;
+    CHECK_OK(jag_compile(block_fn, NULL, 1, JAG_PASSES_ALL, &c));
+    for (int round = 0; round < 3; round++) {
+        jag_tensor *x = round == 1 ? make_jagged(lens2, 4, D, JAG_FLOAT64, 28) : make_jagged(lens, 3, D, JAG_FLOAT64, 27);
+        CHECK_OK(jag_set_requires_grad(x, true));
+        jag_tensor *in[7] = {x, params[0], params[1], params[2], params[3], params[4], params[5]};
+        /* eager */
+        jag_tensor *le = NULL, *ge[7] = {0}, *gc[7] = {0}, *lc = NULL;
+        CHECK_OK(block_fn(NULL, in, 7, &le, 1));
+        CHECK_OK(jag_backward(le, NULL, false));
+        for (int i = 0; i < 7; i++) {
+            CHECK_OK(jag_get_grad(in[i], &ge[i]));
+            jag_zero_grad(in[i]);
+        }
+        /* compiled */
+        CHECK_OK(jag_compiled_call(c, in, 7, &lc, 1));
+        CHECK(lc && t_allclose(lc, le, 1e-12, 1e-12));
+        CHECK_OK(jag_backward(lc, NULL, false));
+        for (int i = 0; i < 7; i++) {
+            CHECK_OK(jag_get_grad(in[i], &gc[i]));
+            CHECK_MSG(gc[i] && ge[i] && nested_close(gc[i], ge[i], 1e-10, 1e-12), "round %d: gradient of input %d", round, i);
+            jag_zero_grad(in[i]);
+        }
+        /* without grad mode: the forward-only program */
+        bool prev = jag_set_grad_enabled(false);
+        jag_tensor *ln = NULL;
+        CHECK_OK(jag_compiled_call(c, in, 7, &ln, 1));
+        CHECK(ln && t_allclose(ln, le, 1e-12, 1e-12) && !jag_requires_grad(ln));
+        jag_set_grad_enabled(prev);
+        jag_release(ln);
+        for (int i = 0; i < 7; i++) jag_release(ge[i]), jag_release(gc[i]);
+        jag_release(le), jag_release(lc), jag_release(x);
+    }
+    CHECK(jag_compiled_num_programs(c) >= 2);
+    jag_compiled_free(c);
+    for (int i = 0; i < 6; i++) jag_release(params[i]);
+}
+
+/* ---- buffers are kept between runs ------------------------------------------------ */
+
+static void test_buffers_reused(void) {
+    TEST_BEGIN();
+    int64_t lens[3] = {300, 200, 100}, shorter[2] = {50, 40}, longer[2] = {900, 900};
+    jag_tensor *x = make_jagged(lens, 3, 4, JAG_FLOAT32, 1), *xs = make_jagged(shorter, 2, 4, JAG_FLOAT32, 2);
+    jag_tensor *xl = make_jagged(longer, 2, 4, JAG_FLOAT32, 3), *b = t_rand(NULL, 0, JAG_FLOAT32, -1, 1, 4);
+    jag_tensor *in[2] = {x, b}, *ins[2] = {xs, b}, *inl[2] = {xl, b};
+    jag_trace *t = NULL;
+    jag_program *p = NULL;
+    CHECK_OK(jag_trace_function(chain_fn, NULL, in, 2, NULL, 1, &t));
+    unsigned pass_sets[2] = {JAG_PASS_DESUGAR | JAG_PASS_DCE, JAG_PASSES_ALL}; /* plain kernels, and fused */
+    for (int ps = 0; ps < 2; ps++) {
+        unsigned passes = pass_sets[ps];
+        CHECK_OK(jag_trace_compile(t, passes, &p));
+        void *ptr[4] = {0};
+        jag_tensor **runs[4] = {in, in, ins, inl};
+        for (int r = 0; r < 4; r++) {
+            jag_tensor *out = NULL, *v = NULL;
+            CHECK_OK(jag_program_run(p, runs[r], 2, &out, 1));
+            if (out) CHECK_OK(jag_nested_values(out, &v));
+            ptr[r] = v ? jag_data(v) : NULL;
+            jag_release(v), jag_release(out);
+        }
+        /* the same storage again, also for smaller inputs; a larger run needs more */
+        CHECK_MSG(ptr[0] && ptr[1] == ptr[0] && ptr[2] == ptr[0] && ptr[3] != ptr[0], "passes %u", passes);
+        jag_program_free(p);
+    }
+    jag_trace_free(t);
+    jag_release(x), jag_release(xs), jag_release(xl), jag_release(b);
+}
+
+TEST_MAIN(test_transformer_block, test_buffers_reused, test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse, test_dce_flatten_unflatten,
+          test_ctor_dce, test_scaled_program, test_user_class_program, test_strided_program, test_bad_inputs,
+          test_compile_cache)
