@@ -1187,5 +1187,6 @@ def is_grad_enabled():
 
 
 from . import autograd, nested, nn, library, ops  # noqa: E402,F401
+from .compiler import compile, trace  # noqa: E402,F401
 
 del _n
