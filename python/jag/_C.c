@@ -802,11 +802,27 @@ static PyObject *m_op(PyObject *mod, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "_op(name: str, *args)");
         return NULL;
     }
-    const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(args, 0));
+    PyObject *name_obj = PyTuple_GET_ITEM(args, 0);
+    const char *name = PyUnicode_AsUTF8(name_obj);
     if (!name) return NULL;
     jag_op_id op;
-    jag_status st = jag_op_find(name, &op);
-    if (st) return raise_status(st);
+    jag_status st;
+    /* name -> op id, remembered (ids never change: the op table only grows);
+     * jag_op_find compares names one by one */
+    static PyObject *op_ids;
+    PyObject *cached = op_ids ? PyDict_GetItemWithError(op_ids, name_obj) : NULL;
+    if (cached) {
+        op = (jag_op_id)PyLong_AsLong(cached);
+    } else {
+        if (PyErr_Occurred()) return NULL;
+        if ((st = jag_op_find(name, &op))) return raise_status(st);
+        PyObject *id = PyLong_FromLong(op);
+        if (!id || (!op_ids && !(op_ids = PyDict_New())) || PyDict_SetItem(op_ids, name_obj, id) < 0) {
+            Py_XDECREF(id);
+            return NULL;
+        }
+        Py_DECREF(id);
+    }
     jagpy_clear_stashed();
     if (nargs - 1 > 32) {
         PyErr_SetString(PyExc_ValueError, "too many arguments");
