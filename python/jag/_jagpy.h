@@ -55,6 +55,7 @@ int jagpy_interop_init(PyObject *m);  /* _interop.c: DLPack */
 int jagpy_library_init(PyObject *m);  /* _library.c: custom ops, decompositions */
 int jagpy_function_init(PyObject *m); /* _function.c: autograd.Function */
 int jagpy_factory_init(PyObject *m);  /* _factory.c: jag.Generator, meta tensors */
+int jagpy_nn_init(PyObject *m);       /* _nn.c: dropout, clamp, losses */
 /* The buffer protocol of TensorBase (set before PyType_Ready). */
 extern PyBufferProcs jagpy_buffer_procs;
 

@@ -76,3 +76,46 @@ def linear(input, weight, bias=None):
 
 def embedding(input, weight):
     return _op("embedding", weight, input)
+
+
+def dropout(input, p=0.5, training=True, inplace=False, generator=None):
+    """Inverted dropout: each element zeroed with probability p, the rest
+    scaled by 1 / (1 - p); identity when not training. generator: a
+    jag.Generator (the same seed gives the same mask). Dense and nested."""
+    if inplace:
+        raise NotImplementedError("dropout: inplace=True is not supported")
+    g = None if generator is None else _jag._generator_arg(generator, None)
+    return _jag._C._dropout(input, _builtins.float(p), _builtins.bool(training), g)
+
+
+def _mean_only(name, reduction):
+    if reduction != "mean":
+        raise NotImplementedError("%s: only reduction='mean' is supported, got %r" % (name, reduction))
+
+
+def cross_entropy(input, target, reduction="mean"):
+    """-mean over tokens of log_softmax(input)[target]: input (N, C) with an
+    integer target (N), or a jagged (B, j, C) with a jagged (B, j) target of
+    the same raggedness (padding and holes excluded)."""
+    _mean_only("cross_entropy", reduction)
+    return _jag._C._cross_entropy(input, target)
+
+
+def mse_loss(input, target, reduction="mean"):
+    """Mean of (input - target)^2 over every real element (dense, or nested
+    with the same raggedness)."""
+    _mean_only("mse_loss", reduction)
+    return _jag._C._mse_loss(input, target)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+    """softmax(q k^T * scale [causal]) v for dense (B, H, L, D) or jagged
+    (B, j, H, D) inputs (per-item lengths; grouped-query heads allowed).
+    scale None: 1/sqrt(D)."""
+    if attn_mask is not None:
+        raise NotImplementedError("scaled_dot_product_attention: attn_mask is not supported; use is_causal")
+    if dropout_p:
+        raise NotImplementedError("scaled_dot_product_attention: dropout_p must be 0")
+    out, _ = _op("scaled_dot_product_attention", query, key, value, _builtins.bool(is_causal),
+                 0.0 if scale is None else _builtins.float(scale))
+    return out
