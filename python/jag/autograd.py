@@ -122,7 +122,6 @@ class Function:
         ctx._cls = cls
         ctx._n_args = len(args)
         ctx._tensor_positions = positions
-        ctx._n_outputs = len(outs)
         res = _C._function_record(ctx, tuple(args[i] for i in positions), outs)
         return res[0] if single else res
 

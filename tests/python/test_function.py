@@ -160,6 +160,21 @@ def test_errors_in_backward():
         Raises.apply(x).sum().backward()
     with pytest.raises(TypeError, match="int"):
         NotATensor.apply(x).sum().backward()
+
+    class Tampers(WrongCount):
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    y = Tampers.apply(x)
+    ctx = None
+    for obj in __import__("gc").get_referrers(Tampers):
+        if isinstance(obj, jag.autograd.FunctionCtx):
+            ctx = obj
+    assert ctx is not None
+    ctx._tensor_positions = (0, 0, 0, 0, 0)  # must not make backward write past the node's inputs
+    with pytest.raises(RuntimeError, match="changed"):
+        y.sum().backward()
     assert x.grad is None  # no gradient was written
 
     class BadForward(jag.autograd.Function):
