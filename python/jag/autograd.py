@@ -17,6 +17,11 @@ def gradcheck(func, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True
 
     if isinstance(inputs, jag.Tensor):
         inputs = (inputs,)
+    for i, t in enumerate(inputs):
+        if isinstance(t, jag.Tensor) and t.requires_grad and not t.is_leaf:
+            # only leaves accumulate .grad: the analytic side would read 0
+            raise ValueError("gradcheck: input %d is not a leaf (an op made it); pass a leaf, e.g. "
+                             "x.detach().requires_grad_()" % i)
     try:
         return _C._gradcheck(func, list(inputs), float(eps), float(atol), float(rtol))
     except ValueError as e:
