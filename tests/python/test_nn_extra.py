@@ -181,3 +181,50 @@ def test_sdpa_jagged_against_per_item_numpy():
     x = jag.nested.nested_tensor_from_jagged(f64(q), offsets).requires_grad_()  # a nested leaf
     assert jag.autograd.gradcheck(lambda t: jag.nested.to_padded_tensor(
         F.scaled_dot_product_attention(t, nk, nv), 0.0), [x])
+
+
+# ---- embedding_bag ----------------------------------------------------------------
+
+
+def np_bags(weight, idx, offs, mode):
+    out = []
+    for a, b in zip(offs[:-1], offs[1:]):
+        rows = weight[idx[a:b]]
+        if len(rows) == 0:
+            out.append(np.zeros(weight.shape[1]))
+        else:
+            out.append({"sum": rows.sum(0), "mean": rows.mean(0), "max": rows.max(0)}[mode])
+    return np.array(out)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_against_numpy(mode):
+    w = rng(8).normal(size=(10, 3))
+    idx = np.array([1, 4, 4, 9, 0, 2, 7])
+    starts = [0, 2, 2, 6]  # bag 1 is empty
+    out = F.embedding_bag(jag.tensor(idx), f64(w), jag.tensor(starts), mode=mode)
+    np.testing.assert_allclose(out.numpy(), np_bags(w, idx, starts + [7], mode), rtol=1e-12)
+    same = F.embedding_bag(jag.tensor(idx), f64(w), starts + [7], mode=mode, include_last_offset=True)
+    np.testing.assert_array_equal(same.numpy(), out.numpy())
+    fixed = rng(9).integers(0, 10, (4, 3))
+    np.testing.assert_allclose(F.embedding_bag(jag.tensor(fixed), f64(w), mode=mode).numpy(),
+                               np_bags(w, fixed.reshape(-1), [0, 3, 6, 9, 12], mode), rtol=1e-12)
+    nonempty = [0, 2, 3, 6]
+    assert jag.autograd.gradcheck(lambda t: F.embedding_bag(jag.tensor(idx), t, nonempty, mode=mode),
+                                  [f64(w, True)])
+
+
+def test_embedding_bag_weights_and_errors():
+    w = rng(10).normal(size=(5, 2))
+    idx, psw = np.array([0, 3, 3, 1]), np.array([0.5, 2.0, 1.0, -1.0])
+    out = F.embedding_bag(jag.tensor(idx), f64(w), [0, 3], mode="sum", per_sample_weights=f64(psw))
+    ref = np.array([(w[idx[:3]] * psw[:3, None]).sum(0), w[1] * -1.0])
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-12)
+    with pytest.raises(ValueError, match="offsets"):
+        F.embedding_bag(jag.tensor(idx), f64(w))
+    with pytest.raises(ValueError, match="mode"):
+        F.embedding_bag(jag.tensor(idx), f64(w), [0], mode="median")
+    with pytest.raises(NotImplementedError):
+        F.embedding_bag(jag.tensor(idx), f64(w), [0], mode="mean", per_sample_weights=f64(psw))
+    with pytest.raises(ValueError):
+        F.embedding_bag(jag.tensor([0, 9]), f64(w), [0])  # index out of range
