@@ -818,6 +818,20 @@ def from_dlpack(x, *, device=None, copy=None):
     return _C._from_dlpack(cap, allow_copy)
 
 
+def frombuffer(buffer, dtype, count=-1, offset=0, requires_grad=False):
+    """A 1-D tensor over the memory of a buffer-protocol object (bytearray,
+    memoryview, mmap, array.array, ...), as torch.frombuffer: no copy for a
+    writable buffer (the tensor keeps the buffer alive); a read-only one
+    (bytes) is copied, since jag tensors are writable."""
+    import numpy as np
+
+    dt = _to_dtype(dtype)
+    if dt is None:
+        raise TypeError("frombuffer: dtype is required")
+    arr = np.frombuffer(buffer, dtype=dt._np, count=count, offset=offset)
+    return _finish(from_dlpack(arr), requires_grad)
+
+
 class Generator:
     """A reproducible random generator (jag_generator): the same seed gives
     the same numbers on every run and machine. Pass it as ``generator=`` to
