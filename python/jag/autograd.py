@@ -69,6 +69,13 @@ class FunctionCtx:
     def mark_non_differentiable(self, *tensors):
         raise NotImplementedError("mark_non_differentiable is not supported; return detached tensors instead")
 
+    def set_materialize_grads(self, value):
+        """jag's engine always gives zeros to an output that received no
+        gradient (torch's default); None instead is not supported."""
+        if not value:
+            raise NotImplementedError("set_materialize_grads(False): jag always passes zeros for outputs that "
+                                      "received no gradient")
+
 
 class Function:
     """A differentiable function with a hand-written backward, as
@@ -92,8 +99,9 @@ class Function:
     4 tensors; when an argument requires grad, the outputs get one autograd
     node (jag_function_apply) whose backward calls ``backward(ctx,
     *grad_outputs)``, which returns one gradient (or None) per argument of
-    apply (None for non-tensor arguments). A grad_output is None when that
-    output received no gradient. Dense and nested tensors alike; exceptions
+    apply (None for non-tensor arguments). An output that received no
+    gradient gets zeros shaped like it (as torch materialises them). Dense
+    and nested tensors alike; exceptions
     raised in backward reach the caller of .backward()."""
 
     @staticmethod

@@ -96,7 +96,7 @@ def test_two_outputs_and_unused_output():
     a.grad = None
     b.grad = None
     p, _ = MulAdd.apply(a, b)
-    p.sum().backward()  # the sum output gets no gradient: backward sees None
+    p.sum().backward()  # the sum output gets no gradient: zeros in backward
     np.testing.assert_allclose(a.grad.numpy(), b.detach().numpy(), rtol=1e-12)
     assert jag.autograd.gradcheck(lambda u, v: MulAdd.apply(u, v)[0] + MulAdd.apply(u, v)[1] * u,
                                   [x64(4, seed=4).requires_grad_(), x64(4, seed=5).requires_grad_()])
@@ -248,3 +248,34 @@ def test_nested_through_a_function_and_the_values_bridge():
     assert nt.grad.offsets().tolist() == [0, 2, 6, 9]
     x = jag.nested.nested_tensor_from_jagged(x64(7, 3, seed=8), [0, 3, 3, 7]).requires_grad_()
     assert jag.autograd.gradcheck(lambda t: jag.nested.to_padded_tensor(NestedSin.apply(t), 0.0), [x])
+
+
+def test_outputs_without_gradient_get_zeros():
+    seen = []
+
+    class Two(jag.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(True)
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, g2, g3):
+            seen.append((g2, g3))
+            return g2 * 2 + g3 * 3
+
+    x = x64(3).requires_grad_()
+    a, _ = Two.apply(x)
+    a.sum().backward()
+    g2, g3 = seen[-1]
+    assert g2.tolist() == [1.0] * 3 and g3.tolist() == [0.0] * 3 and g3.dtype is jag.float64
+    assert x.grad.tolist() == [2.0] * 3
+    # a nested output gets nested zeros around its offsets
+    nt = jag.nested.nested_tensor_from_jagged(x64(5, 2), [0, 2, 5]).requires_grad_()
+    a, b = Two.apply(nt)
+    jag.nested.to_padded_tensor(b, 0.0).sum().backward()
+    z = seen[-1][0]
+    assert z.is_nested and z.offsets().tolist() == [0, 2, 5] and z.values().tolist() == [[0.0, 0.0]] * 5
+    np.testing.assert_array_equal(nt.grad.values().numpy(), np.full((5, 2), 3.0))
+    with pytest.raises(NotImplementedError, match="zeros"):
+        jag.autograd.FunctionCtx().set_materialize_grads(False)
