@@ -7,6 +7,12 @@
  * Ownership: TensorBase owns exactly one reference on its jag_tensor (taken
  * from the `out` of a jag call, or with jag_retain) and gives it back in
  * tp_dealloc. No jag scope is ever opened here.
+ *
+ * The other bindings live in files of their own (DLPack and the buffer
+ * protocol in _interop.c, custom ops in _library.c, autograd.Function in
+ * _function.c, generators and meta tensors in _factory.c, dropout and the
+ * losses in _nn.c), share _jagpy.h, and are added to the module at the end
+ * of PyInit__C.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -14,10 +20,10 @@
 
 #include <jag.h>
 #include <math.h>
-
-#include "_jagpy.h"
 #include <stdlib.h>
 #include <string.h>
+
+#include "_jagpy.h"
 
 typedef jagpy_tensor_object TensorObject;
 

@@ -1,6 +1,7 @@
 /*
  * _jagpy.h — internal header shared by the C files of the jag._C extension
- * (_C.c, _interop.c, _library.c, _function.c). Not installed, not public.
+ * (_C.c, _interop.c, _library.c, _function.c, _factory.c, _nn.c). Not
+ * installed, not public.
  */
 #ifndef JAGPY_H
 #define JAGPY_H
