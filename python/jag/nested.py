@@ -99,4 +99,37 @@ def nested_tensor_from_padded(padded, lengths):
 
 
 def narrow(tensor, dim, start, length, layout=None):
-    raise NotImplementedError("jag.nested.narrow is not bound yet")
+    """A jagged view of a dense (B, L, D...) tensor keeping, in item i, the
+    rows start[i] : start[i] + length[i] of dim 1 (torch.nested.narrow with
+    layout=jag.jagged): no copy, the kept rows are the values and the rest
+    are holes (offsets plus lengths). start and length: ints or B-entry
+    integer tensors/lists."""
+    jag = _jag()
+    layout = jag.jagged if layout is None else layout
+    if layout is not jag.jagged:
+        raise NotImplementedError("jag.nested.narrow: only layout=jag.jagged is supported")
+    if not isinstance(tensor, jag.Tensor) or tensor.is_nested:
+        raise TypeError("jag.nested.narrow: expected a dense jag.Tensor")
+    if tensor.ndim < 2:
+        raise ValueError("jag.nested.narrow: expected at least 2 dims (B, L, ...), got %d" % tensor.ndim)
+    if dim not in (1, 1 - tensor.ndim):
+        raise NotImplementedError("jag.nested.narrow: only dim=1 (the dim that becomes ragged) is supported")
+    B, L = tensor.shape[0], tensor.shape[1]
+
+    def per_item(x, name):
+        if isinstance(x, jag.Tensor):
+            x = x.tolist()
+        if isinstance(x, int):
+            return [x] * B
+        x = [int(v) for v in x]
+        if len(x) != B:
+            raise ValueError("jag.nested.narrow: %s has %d entries for a batch of %d" % (name, len(x), B))
+        return x
+
+    starts, lengths = per_item(start, "start"), per_item(length, "length")
+    for i, (a, n) in enumerate(zip(starts, lengths)):
+        if a < 0 or n < 0 or a + n > L:
+            raise ValueError("jag.nested.narrow: item %d: start %d and length %d do not fit in %d rows" % (i, a, n, L))
+    values = tensor.contiguous().reshape((B * L,) + tuple(tensor.shape[2:]))
+    offsets = [i * L + a for i, a in enumerate(starts)] + [B * L]
+    return nested_tensor_from_jagged(values, offsets, lengths)
