@@ -49,8 +49,24 @@ def nested_tensor(tensor_list, dtype=None, layout=None, requires_grad=False):
     return nt
 
 
-def as_nested_tensor(tensor_list, dtype=None, layout=None):
-    return nested_tensor(tensor_list, dtype=dtype, layout=layout)
+def as_nested_tensor(ts, dtype=None, layout=None):
+    """As torch.nested.as_nested_tensor: a dense (B, L, D...) tensor becomes a
+    jagged nested tensor viewing it (no copy; differentiable, every item of
+    length L) with layout=jag.jagged, or a strided copy; a list of tensors is
+    copied as nested_tensor does."""
+    jag = _jag()
+    if isinstance(ts, jag.Tensor) and not ts.is_nested:
+        if ts.ndim < 2:
+            raise ValueError("as_nested_tensor: a tensor needs at least 2 dims (B, L, ...), got %d" % ts.ndim)
+        layout = jag.strided if layout is None else layout
+        dt = jag._to_dtype(dtype)
+        x = ts if dt is None or dt is ts.dtype else ts.to(dt)
+        if layout is jag.jagged:
+            B, L = x.shape[0], x.shape[1]
+            values = x.reshape((B * L,) + tuple(x.shape[2:]))
+            return nested_tensor_from_jagged(values, [i * L for i in range(B + 1)])
+        return nested_tensor(list(x.unbind()), layout=layout)
+    return nested_tensor(ts, dtype=dtype, layout=layout)
 
 
 def _int64(x, name):

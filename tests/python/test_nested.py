@@ -222,3 +222,18 @@ def test_narrow_is_a_jagged_view_with_holes():
         jag.nested.narrow(t, 2, 0, 1)
     with pytest.raises(NotImplementedError):
         jag.nested.narrow(t, 1, 0, 1, layout=jag.strided)
+
+
+def test_as_nested_tensor_views_a_dense_batch():
+    t = jag.arange(12, dtype=jag.float64).reshape(2, 3, 2).requires_grad_()
+    nt = jag.nested.as_nested_tensor(t, layout=jag.jagged)
+    assert nt.is_nested and nt.offsets().tolist() == [0, 3, 6]
+    assert [c.tolist() for c in nt.unbind()] == t.detach().numpy().tolist()
+    jag.nested.to_padded_tensor(jag.sin(nt), 0.0).sum().backward()  # differentiable with respect to t
+    np.testing.assert_allclose(t.grad.numpy(), np.cos(t.detach().numpy()), rtol=1e-12)
+    st = jag.nested.as_nested_tensor(t.detach())
+    assert st.layout is jag.strided and st.unbind()[1].tolist() == t.detach().numpy()[1].tolist()
+    lst = jag.nested.as_nested_tensor([jag.ones(1, 2), jag.ones(3, 2)], layout=jag.jagged)
+    assert lst.offsets().tolist() == [0, 1, 4]
+    with pytest.raises(ValueError):
+        jag.nested.as_nested_tensor(jag.ones(3))
