@@ -9,8 +9,9 @@
  * values), and keeps the Python ctx alive for backward through a saved
  * zero-size tensor whose release callback drops the ctx reference. The
  * ctx's address is also kept in the node's free-form values. backward calls
- * ctx._cls.backward(ctx, *grad_outputs) with the GIL and maps the returned
- * gradients back to the tensor arguments.
+ * ctx._run_backward(*grad_outputs) (autograd.py: ctx._cls.backward(ctx, ...)
+ * with None for outputs marked non-differentiable) with the GIL and maps
+ * the returned gradients back to the tensor arguments.
  *
  * What the ctx holds (saved tensors, attributes) is ordinary Python state;
  * the node owns the ctx, and the graph is freed after backward (unless
@@ -113,16 +114,16 @@ static jag_status record_backward(jag_autograd_ctx *actx, jag_tensor *const *gra
         PyErr_SetString(PyExc_RuntimeError, "autograd.Function: ctx._tensor_positions was changed");
         goto fail;
     }
-    bw = PyObject_GetAttrString(cls, "backward");
+    /* ctx._run_backward(*grads) calls cls.backward(ctx, ...) with a gradient
+     * (None for outputs marked non-differentiable) per forward output */
+    bw = PyObject_GetAttrString(pyctx, "_run_backward");
     if (!bw) goto fail;
-    args = PyTuple_New(1 + n_out);
+    args = PyTuple_New(n_out);
     if (!args) goto fail;
-    Py_INCREF(pyctx);
-    PyTuple_SET_ITEM(args, 0, pyctx);
     for (long i = 0; i < n_out; i++) {
         PyObject *x = grad_outputs[i] ? jagpy_wrap(jag_retain(grad_outputs[i])) : Py_NewRef(Py_None);
         if (!x) goto fail;
-        PyTuple_SET_ITEM(args, 1 + i, x);
+        PyTuple_SET_ITEM(args, i, x);
     }
     r = PyObject_Call(bw, args, NULL);
     if (!r) goto fail;

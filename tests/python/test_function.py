@@ -279,3 +279,45 @@ def test_outputs_without_gradient_get_zeros():
     np.testing.assert_array_equal(nt.grad.values().numpy(), np.full((5, 2), 3.0))
     with pytest.raises(NotImplementedError, match="zeros"):
         jag.autograd.FunctionCtx().set_materialize_grads(False)
+
+
+def test_mark_non_differentiable():
+    seen = []
+
+    class WithMask(jag.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            mask = (x > 0).to(x.dtype)
+            ctx.mark_non_differentiable(mask)
+            ctx.save_for_backward(mask)
+            return mask, x * mask  # the marked output first: positions are kept
+
+        @staticmethod
+        def backward(ctx, g_mask, g_y):
+            seen.append(g_mask)
+            mask, = ctx.saved_tensors
+            return g_y * mask
+
+    a = np.array([-1.0, 2.0, -3.0, 4.0])
+    x = jag.tensor(a, requires_grad=True)
+    mask, y = WithMask.apply(x)
+    assert not mask.requires_grad and y.requires_grad
+    assert mask.tolist() == [0.0, 1.0, 0.0, 1.0]
+    (y * y).sum().backward()
+    assert seen == [None]
+    np.testing.assert_allclose(x.grad.numpy(), 2 * a * (a > 0))
+
+    class AllMarked(jag.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            r = x * 0
+            ctx.mark_non_differentiable(r)
+            return r
+
+        @staticmethod
+        def backward(ctx, g):
+            raise AssertionError("never called")
+
+    assert not AllMarked.apply(x).requires_grad
+    with pytest.raises(TypeError):
+        jag.autograd.FunctionCtx().mark_non_differentiable(3)
