@@ -7,6 +7,12 @@
  * Ownership: TensorBase owns exactly one reference on its jag_tensor (taken
  * from the `out` of a jag call, or with jag_retain) and gives it back in
  * tp_dealloc. No jag scope is ever opened here.
+ *
+ * The other bindings live in files of their own (DLPack and the buffer
+ * protocol in _interop.c, custom ops in _library.c, autograd.Function in
+ * _function.c, generators and meta tensors in _factory.c, dropout and the
+ * losses in _nn.c), share _jagpy.h, and are added to the module at the end
+ * of PyInit__C.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -14,10 +20,10 @@
 
 #include <jag.h>
 #include <math.h>
-
-#include "_jagpy.h"
 #include <stdlib.h>
 #include <string.h>
+
+#include "_jagpy.h"
 
 typedef jagpy_tensor_object TensorObject;
 
@@ -802,11 +808,27 @@ static PyObject *m_op(PyObject *mod, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "_op(name: str, *args)");
         return NULL;
     }
-    const char *name = PyUnicode_AsUTF8(PyTuple_GET_ITEM(args, 0));
+    PyObject *name_obj = PyTuple_GET_ITEM(args, 0);
+    const char *name = PyUnicode_AsUTF8(name_obj);
     if (!name) return NULL;
     jag_op_id op;
-    jag_status st = jag_op_find(name, &op);
-    if (st) return raise_status(st);
+    jag_status st;
+    /* name -> op id, remembered (ids never change: the op table only grows);
+     * jag_op_find compares names one by one */
+    static PyObject *op_ids;
+    PyObject *cached = op_ids ? PyDict_GetItemWithError(op_ids, name_obj) : NULL;
+    if (cached) {
+        op = (jag_op_id)PyLong_AsLong(cached);
+    } else {
+        if (PyErr_Occurred()) return NULL;
+        if ((st = jag_op_find(name, &op))) return raise_status(st);
+        PyObject *id = PyLong_FromLong(op);
+        if (!id || (!op_ids && !(op_ids = PyDict_New())) || PyDict_SetItem(op_ids, name_obj, id) < 0) {
+            Py_XDECREF(id);
+            return NULL;
+        }
+        Py_DECREF(id);
+    }
     jagpy_clear_stashed();
     if (nargs - 1 > 32) {
         PyErr_SetString(PyExc_ValueError, "too many arguments");
@@ -1108,7 +1130,7 @@ PyMODINIT_FUNC PyInit__C(void) {
     }
     /* the bindings that live in their own files */
     if (jagpy_interop_init(m) < 0 || jagpy_library_init(m) < 0 || jagpy_function_init(m) < 0 ||
-        jagpy_factory_init(m) < 0 || jagpy_trace_init(m) < 0) {
+        jagpy_factory_init(m) < 0 || jagpy_nn_init(m) < 0 || jagpy_trace_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

@@ -569,6 +569,9 @@ class Tensor(_C.TensorBase):
     def where(self, cond, other):
         return where(cond, self, other)
 
+    def clamp(self, min=None, max=None):  # noqa: A002
+        return clamp(self, min, max)
+
     # --- operators --------------------------------------------------------
     def __add__(self, o):
         return _binary("add_", self, o)
@@ -815,10 +818,24 @@ def from_dlpack(x, *, device=None, copy=None):
     return _C._from_dlpack(cap, allow_copy)
 
 
+def frombuffer(buffer, dtype, count=-1, offset=0, requires_grad=False):
+    """A 1-D tensor over the memory of a buffer-protocol object (bytearray,
+    memoryview, mmap, array.array, ...), as torch.frombuffer: no copy for a
+    writable buffer (the tensor keeps the buffer alive); a read-only one
+    (bytes) is copied, since jag tensors are writable."""
+    import numpy as np
+
+    dt = _to_dtype(dtype)
+    if dt is None:
+        raise TypeError("frombuffer: dtype is required")
+    arr = np.frombuffer(buffer, dtype=dt._np, count=count, offset=offset)
+    return _finish(from_dlpack(arr), requires_grad)
+
+
 class Generator:
     """A reproducible random generator (jag_generator): the same seed gives
     the same numbers on every run and machine. Pass it as ``generator=`` to
-    rand/randn."""
+    rand/randn/rand_like/randn_like and jag.nn.functional.dropout."""
 
     def __init__(self, seed=0):
         self._g = _C._Generator(_builtins.int(seed))
@@ -871,12 +888,39 @@ def full_like(x, fill_value, dtype=None, requires_grad=False):
     return _like("full", x, dtype, requires_grad, fill_value)
 
 
-def rand_like(x, dtype=None, requires_grad=False):
-    return _like("rand", x, dtype, requires_grad)
+def _random_like(kind, x, dtype, requires_grad, generator, seed):
+    g = _generator_arg(generator, seed)
+    if g is None:
+        return _like(kind, x, dtype, requires_grad)
+    if not isinstance(x, Tensor):
+        raise TypeError("%s_like: expected a jag.Tensor, got %s" % (kind, type(x).__name__))
+    t = _C._random_like(kind, x, g)
+    dt = _to_dtype(dtype)
+    if dt is not None and dt is not t.dtype:
+        t = t.to(dt)
+    return _finish(t, requires_grad)
 
 
-def randn_like(x, dtype=None, requires_grad=False):
-    return _like("randn", x, dtype, requires_grad)
+def rand_like(x, dtype=None, requires_grad=False, generator=None, seed=None):
+    """Uniform [0, 1) numbers shaped like x (nested results share x's
+    offsets); generator and seed as for rand."""
+    return _random_like("rand", x, dtype, requires_grad, generator, seed)
+
+
+def randn_like(x, dtype=None, requires_grad=False, generator=None, seed=None):
+    return _random_like("randn", x, dtype, requires_grad, generator, seed)
+
+
+def clamp(input, min=None, max=None):  # noqa: A002 (torch's names)
+    """min(max(input, min), max) elementwise; dense and nested, differentiable."""
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    lo = -_builtins.float("inf") if min is None else _builtins.float(min)
+    hi = _builtins.float("inf") if max is None else _builtins.float(max)
+    return _C._clamp(input, lo, hi)
+
+
+clip = clamp
 
 
 def is_tensor(x):

@@ -46,6 +46,35 @@ static PyTypeObject Generator_Type = {
     .tp_new = Generator_new,
 };
 
+jag_generator *jagpy_generator(PyObject *o) {
+    if (o == Py_None) return NULL;
+    if (!PyObject_TypeCheck(o, &Generator_Type)) {
+        PyErr_Format(PyExc_TypeError, "generator must be a jag.Generator, not %.100s", Py_TYPE(o)->tp_name);
+        return NULL;
+    }
+    return ((GeneratorObject *)o)->g;
+}
+
+/* _random_like(kind, x, generator): rand_like / randn_like drawing from it */
+static PyObject *m_random_like(PyObject *mod, PyObject *args) {
+    (void)mod;
+    const char *kind;
+    PyObject *x, *gen;
+    if (!PyArg_ParseTuple(args, "sOO!", &kind, &x, &Generator_Type, &gen)) return NULL;
+    jag_tensor *t = jagpy_get_tensor(x, "input");
+    if (!t) return NULL;
+    jag_tensor *out = NULL;
+    jag_status st;
+    if (!strcmp(kind, "rand")) st = jag_rand_like(t, ((GeneratorObject *)gen)->g, &out);
+    else if (!strcmp(kind, "randn")) st = jag_randn_like(t, ((GeneratorObject *)gen)->g, &out);
+    else {
+        PyErr_Format(PyExc_ValueError, "unknown random factory %s_like", kind);
+        return NULL;
+    }
+    if (st) return jagpy_raise_status(st);
+    return jagpy_wrap(out);
+}
+
 /* _random(kind, sizes, dtype, a, b, generator): kind "rand" (uniform [a, b))
  * or "randn" (normal, mean a, std b). */
 static PyObject *m_random(PyObject *mod, PyObject *args) {
@@ -181,6 +210,7 @@ static PyObject *m_bench_op_loop(PyObject *mod, PyObject *args) {
 static PyMethodDef random_methods[] = {
     {"_bench_op_loop", m_bench_op_loop, METH_VARARGS, "_bench_op_loop(name, n, *args) -> seconds"},
     {"_random", m_random, METH_VARARGS, "_random(kind, sizes, dtype, a, b, generator)"},
+    {"_random_like", m_random_like, METH_VARARGS, "_random_like(kind, x, generator)"},
     {"_meta", m_meta, METH_VARARGS, "_meta(sizes, dtype): a meta tensor"},
     {"_is_meta", m_is_meta, METH_O, NULL},
     {NULL, NULL, 0, NULL},

@@ -9,8 +9,9 @@
  * values), and keeps the Python ctx alive for backward through a saved
  * zero-size tensor whose release callback drops the ctx reference. The
  * ctx's address is also kept in the node's free-form values. backward calls
- * ctx._cls.backward(ctx, *grad_outputs) with the GIL and maps the returned
- * gradients back to the tensor arguments.
+ * ctx._run_backward(*grad_outputs) (autograd.py: ctx._cls.backward(ctx, ...)
+ * with None for outputs marked non-differentiable) with the GIL and maps
+ * the returned gradients back to the tensor arguments.
  *
  * What the ctx holds (saved tensors, attributes) is ordinary Python state;
  * the node owns the ctx, and the graph is freed after backward (unless
@@ -51,8 +52,12 @@ static const char *node_name(PyObject *pyctx) {
 typedef struct {
     PyObject *pyctx;
     jag_tensor *outs[4];
-    int n_out;
+    int n_out, n_in;
 } record_state;
+
+/* The node's free-form values: [0] the ctx's address, [1] the number of
+ * tensor inputs, [2] the number of outputs (kept in C: backward must not
+ * trust attributes Python code can change). */
 
 static void release_ctx(void *ctx, void *data) {
     (void)data;
@@ -82,7 +87,10 @@ static jag_status record_forward(jag_autograd_ctx *actx, jag_tensor *const *inpu
         for (int i = 0; i < 4; i++) jag_release(made[i]);
         return st;
     }
-    memcpy(jag_autograd_values(actx), &s->pyctx, sizeof s->pyctx);
+    double *vals = jag_autograd_values(actx);
+    memcpy(&vals[0], &s->pyctx, sizeof s->pyctx);
+    vals[1] = s->n_in;
+    vals[2] = s->n_out;
     for (int i = 0; i < s->n_out; i++) outs[i] = made[i];
     return JAG_OK;
 }
@@ -92,26 +100,30 @@ static jag_status record_forward(jag_autograd_ctx *actx, jag_tensor *const *inpu
 static jag_status record_backward(jag_autograd_ctx *actx, jag_tensor *const *grad_outputs, jag_tensor **grad_inputs) {
     PyGILState_STATE g = PyGILState_Ensure();
     PyObject *pyctx;
-    memcpy(&pyctx, jag_autograd_values(actx), sizeof pyctx);
-    PyObject *n_out_o = NULL, *positions = NULL, *cls = NULL, *bw = NULL, *args = NULL, *r = NULL, *fast = NULL;
+    const double *vals = jag_autograd_values(actx);
+    memcpy(&pyctx, &vals[0], sizeof pyctx);
+    int n_in = (int)vals[1];
+    long n_out = (long)vals[2];
+    PyObject *positions = NULL, *cls = NULL, *bw = NULL, *args = NULL, *r = NULL, *fast = NULL;
     jag_tensor *got[64] = {0};
     int n_tensors = 0;
-    n_out_o = PyObject_GetAttrString(pyctx, "_n_outputs");
     positions = PyObject_GetAttrString(pyctx, "_tensor_positions");
     cls = PyObject_GetAttrString(pyctx, "_cls");
-    if (!n_out_o || !positions || !cls || !PyTuple_Check(positions)) goto fail;
-    long n_out = PyLong_AsLong(n_out_o);
-    if (n_out < 1 || n_out > 4) goto fail;
-    bw = PyObject_GetAttrString(cls, "backward");
+    if (!positions || !cls) goto fail;
+    if (!PyTuple_Check(positions) || PyTuple_GET_SIZE(positions) != n_in) {
+        PyErr_SetString(PyExc_RuntimeError, "autograd.Function: ctx._tensor_positions was changed");
+        goto fail;
+    }
+    /* ctx._run_backward(*grads) calls cls.backward(ctx, ...) with a gradient
+     * (None for outputs marked non-differentiable) per forward output */
+    bw = PyObject_GetAttrString(pyctx, "_run_backward");
     if (!bw) goto fail;
-    args = PyTuple_New(1 + n_out);
+    args = PyTuple_New(n_out);
     if (!args) goto fail;
-    Py_INCREF(pyctx);
-    PyTuple_SET_ITEM(args, 0, pyctx);
     for (long i = 0; i < n_out; i++) {
         PyObject *x = grad_outputs[i] ? jagpy_wrap(jag_retain(grad_outputs[i])) : Py_NewRef(Py_None);
         if (!x) goto fail;
-        PyTuple_SET_ITEM(args, 1 + i, x);
+        PyTuple_SET_ITEM(args, i, x);
     }
     r = PyObject_Call(bw, args, NULL);
     if (!r) goto fail;
@@ -157,14 +169,14 @@ static jag_status record_backward(jag_autograd_ctx *actx, jag_tensor *const *gra
         if (!(got[k] = jagpy_get_tensor(gk, "gradient"))) goto fail;
     }
     for (int k = 0; k < n_tensors; k++) grad_inputs[k] = got[k] ? jag_retain(got[k]) : NULL;
-    Py_DECREF(n_out_o), Py_DECREF(positions), Py_DECREF(cls), Py_DECREF(bw), Py_DECREF(args), Py_DECREF(r);
+    Py_DECREF(positions), Py_DECREF(cls), Py_DECREF(bw), Py_DECREF(args), Py_DECREF(r);
     Py_DECREF(fast);
     PyGILState_Release(g);
     return JAG_OK;
 fail:
     if (!PyErr_Occurred()) PyErr_SetString(PyExc_RuntimeError, "autograd.Function: malformed ctx in backward");
     jagpy_stash_exception();
-    Py_XDECREF(n_out_o), Py_XDECREF(positions), Py_XDECREF(cls), Py_XDECREF(bw), Py_XDECREF(args), Py_XDECREF(r);
+    Py_XDECREF(positions), Py_XDECREF(cls), Py_XDECREF(bw), Py_XDECREF(args), Py_XDECREF(r);
     Py_XDECREF(fast);
     PyGILState_Release(g);
     return JAG_EINVAL;
@@ -172,8 +184,8 @@ fail:
 
 /* _function_record(ctx, inputs, outputs) -> tuple of outputs attached to a
  * new node. inputs: the tensor arguments (in order); outputs: 1..4 tensors
- * computed by forward. ctx carries _cls, _n_args, _tensor_positions and
- * _n_outputs (set by autograd.py). */
+ * computed by forward. ctx carries _cls, _n_args and _tensor_positions (set
+ * by autograd.py). */
 static PyObject *m_function_record(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *pyctx, *inputs, *outputs;
@@ -190,7 +202,7 @@ static PyObject *m_function_record(PyObject *mod, PyObject *args) {
     jag_tensor *in[64];
     for (Py_ssize_t i = 0; i < n_in; i++)
         if (!(in[i] = jagpy_get_tensor(PyTuple_GET_ITEM(inputs, i), "autograd.Function input"))) return NULL;
-    record_state s = {pyctx, {0}, (int)n_out};
+    record_state s = {pyctx, {0}, (int)n_out, (int)n_in};
     for (Py_ssize_t i = 0; i < n_out; i++) {
         PyObject *o = PyTuple_GET_ITEM(outputs, i);
         if (!jagpy_is_tensor(o)) {

@@ -1,6 +1,7 @@
 /*
  * _jagpy.h — internal header shared by the C files of the jag._C extension
- * (_C.c, _interop.c, _library.c, _function.c). Not installed, not public.
+ * (_C.c, _interop.c, _library.c, _function.c, _factory.c, _nn.c). Not
+ * installed, not public.
  */
 #ifndef JAGPY_H
 #define JAGPY_H
@@ -55,6 +56,7 @@ int jagpy_interop_init(PyObject *m);  /* _interop.c: DLPack */
 int jagpy_library_init(PyObject *m);  /* _library.c: custom ops, decompositions */
 int jagpy_function_init(PyObject *m); /* _function.c: autograd.Function */
 int jagpy_factory_init(PyObject *m);  /* _factory.c: jag.Generator, meta tensors */
+int jagpy_nn_init(PyObject *m);       /* _nn.c: dropout, clamp, losses */
 int jagpy_trace_init(PyObject *m);    /* _trace.c: jag.trace, jag.compile */
 /* The buffer protocol of TensorBase (set before PyType_Ready). */
 extern PyBufferProcs jagpy_buffer_procs;

@@ -17,6 +17,7 @@
  */
 #include "_jagpy.h"
 
+#include <pthread.h>
 #include <string.h>
 
 /* ------------------------------------------------------------------------ */
@@ -294,7 +295,64 @@ static PyObject *m_op_info(PyObject *mod, PyObject *name) {
     return Py_BuildValue("(iziiI)", op, schema, jag_op_num_inputs(op), jag_op_num_outputs(op), jag_op_tags(op));
 }
 
+/* Test probe: call a one-tensor op from C with the GIL released, on this
+ * thread or on a new C thread that Python has never seen, as a C program
+ * embedding jag would. Python kernels must take the GIL themselves. */
+typedef struct {
+    jag_op_id op;
+    jag_value arg;
+    jag_tensor *out;
+    jag_status st;
+    PyObject *et, *ev, *tb; /* a Python kernel's exception, moved out of the worker */
+} c_call;
+
+static void *run_c_call(void *p) {
+    c_call *c = p;
+    c->st = jag_op_call(c->op, &c->arg, 1, &c->out);
+    /* a failed kernel stashed its exception in this thread's slot */
+    PyGILState_STATE g = PyGILState_Ensure();
+    if (jagpy_restore_exception()) PyErr_Fetch(&c->et, &c->ev, &c->tb);
+    PyGILState_Release(g);
+    return NULL;
+}
+
+static PyObject *m_test_call_from_c(PyObject *mod, PyObject *args) {
+    (void)mod;
+    PyObject *name, *x;
+    int new_thread;
+    if (!PyArg_ParseTuple(args, "UOp", &name, &x, &new_thread)) return NULL;
+    c_call c = {0};
+    if (find_op(name, &c.op)) return NULL;
+    jag_tensor *t = jagpy_get_tensor(x, "argument");
+    if (!t) return NULL;
+    c.arg.kind = JAG_VAL_TENSOR;
+    c.arg.u.t = t;
+    int failed_thread = 0;
+    Py_BEGIN_ALLOW_THREADS
+    if (new_thread) {
+        pthread_t th;
+        if (pthread_create(&th, NULL, run_c_call, &c) == 0) pthread_join(th, NULL);
+        else failed_thread = 1;
+    } else {
+        run_c_call(&c);
+    }
+    Py_END_ALLOW_THREADS
+    if (failed_thread) {
+        PyErr_SetString(PyExc_RuntimeError, "_test_call_from_c: pthread_create failed");
+        return NULL;
+    }
+    if (c.et) {
+        jag_release(c.out);
+        PyErr_Restore(c.et, c.ev, c.tb);
+        return NULL;
+    }
+    if (c.st) return jagpy_raise_status(c.st);
+    return jagpy_wrap(c.out);
+}
+
 static PyMethodDef library_methods[] = {
+    {"_test_call_from_c", m_test_call_from_c, METH_VARARGS,
+     "_test_call_from_c(name, x, new_thread): call an op from C without the GIL (test probe)"},
     {"_op_define", m_op_define, METH_O, "_op_define(schema) -> op id"},
     {"_op_impl", m_op_impl, METH_VARARGS, "_op_impl(name, key, fn): a Python kernel for a custom op"},
     {"_register_decomp", m_register_decomp, METH_VARARGS,

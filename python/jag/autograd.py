@@ -17,6 +17,11 @@ def gradcheck(func, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True
 
     if isinstance(inputs, jag.Tensor):
         inputs = (inputs,)
+    for i, t in enumerate(inputs):
+        if isinstance(t, jag.Tensor) and t.requires_grad and not t.is_leaf:
+            # only leaves accumulate .grad: the analytic side would read 0
+            raise ValueError("gradcheck: input %d is not a leaf (an op made it); pass a leaf, e.g. "
+                             "x.detach().requires_grad_()" % i)
     try:
         return _C._gradcheck(func, list(inputs), float(eps), float(atol), float(rtol))
     except ValueError as e:
@@ -48,6 +53,9 @@ class FunctionCtx:
     def __init__(self):
         self._saved = ()
         self.needs_input_grad = ()
+        self._non_differentiable = ()
+        self._diff_positions = None  # outputs given to the node, when some are not
+        self._n_forward_outputs = 0
 
     def save_for_backward(self, *tensors):
         import jag
@@ -62,7 +70,29 @@ class FunctionCtx:
         return self._saved
 
     def mark_non_differentiable(self, *tensors):
-        raise NotImplementedError("mark_non_differentiable is not supported; return detached tensors instead")
+        """Outputs (returned by forward) that get no gradient: apply returns
+        them not requiring grad, and backward receives None for them."""
+        import jag
+
+        for t in tensors:
+            if not isinstance(t, jag.Tensor):
+                raise TypeError("mark_non_differentiable: expected jag tensors, got %s" % type(t).__name__)
+        self._non_differentiable = tuple(tensors)
+
+    def _run_backward(self, *grads):
+        if self._diff_positions is not None:  # spread the node's grads over every forward output
+            full = [None] * self._n_forward_outputs
+            for pos, g in zip(self._diff_positions, grads):
+                full[pos] = g
+            grads = full
+        return self._cls.backward(self, *grads)
+
+    def set_materialize_grads(self, value):
+        """jag's engine always gives zeros to an output that received no
+        gradient (torch's default); None instead is not supported."""
+        if not value:
+            raise NotImplementedError("set_materialize_grads(False): jag always passes zeros for outputs that "
+                                      "received no gradient")
 
 
 class Function:
@@ -87,8 +117,9 @@ class Function:
     4 tensors; when an argument requires grad, the outputs get one autograd
     node (jag_function_apply) whose backward calls ``backward(ctx,
     *grad_outputs)``, which returns one gradient (or None) per argument of
-    apply (None for non-tensor arguments). A grad_output is None when that
-    output received no gradient. Dense and nested tensors alike; exceptions
+    apply (None for non-tensor arguments). An output that received no
+    gradient gets zeros shaped like it (as torch materialises them). Dense
+    and nested tensors alike; exceptions
     raised in backward reach the caller of .backward()."""
 
     @staticmethod
@@ -122,7 +153,17 @@ class Function:
         ctx._cls = cls
         ctx._n_args = len(args)
         ctx._tensor_positions = positions
-        ctx._n_outputs = len(outs)
+        if ctx._non_differentiable:
+            marked = [any(o is m for m in ctx._non_differentiable) for o in outs]
+            diff = tuple(i for i, m in enumerate(marked) if not m)
+            if not diff:  # nothing to differentiate: no node
+                return out
+            ctx._diff_positions, ctx._n_forward_outputs = diff, len(outs)
+            recorded = _C._function_record(ctx, tuple(args[i] for i in positions), tuple(outs[i] for i in diff))
+            res = list(outs)
+            for pos, r in zip(diff, recorded):
+                res[pos] = r
+            return res[0] if single else tuple(res)
         res = _C._function_record(ctx, tuple(args[i] for i in positions), outs)
         return res[0] if single else res
 

@@ -49,8 +49,24 @@ def nested_tensor(tensor_list, dtype=None, layout=None, requires_grad=False):
     return nt
 
 
-def as_nested_tensor(tensor_list, dtype=None, layout=None):
-    return nested_tensor(tensor_list, dtype=dtype, layout=layout)
+def as_nested_tensor(ts, dtype=None, layout=None):
+    """As torch.nested.as_nested_tensor: a dense (B, L, D...) tensor becomes a
+    jagged nested tensor viewing it (no copy; differentiable, every item of
+    length L) with layout=jag.jagged, or a strided copy; a list of tensors is
+    copied as nested_tensor does."""
+    jag = _jag()
+    if isinstance(ts, jag.Tensor) and not ts.is_nested:
+        if ts.ndim < 2:
+            raise ValueError("as_nested_tensor: a tensor needs at least 2 dims (B, L, ...), got %d" % ts.ndim)
+        layout = jag.strided if layout is None else layout
+        dt = jag._to_dtype(dtype)
+        x = ts if dt is None or dt is ts.dtype else ts.to(dt)
+        if layout is jag.jagged:
+            B, L = x.shape[0], x.shape[1]
+            values = x.reshape((B * L,) + tuple(x.shape[2:]))
+            return nested_tensor_from_jagged(values, [i * L for i in range(B + 1)])
+        return nested_tensor(list(x.unbind()), layout=layout)
+    return nested_tensor(ts, dtype=dtype, layout=layout)
 
 
 def _int64(x, name):
@@ -99,4 +115,37 @@ def nested_tensor_from_padded(padded, lengths):
 
 
 def narrow(tensor, dim, start, length, layout=None):
-    raise NotImplementedError("jag.nested.narrow is not bound yet")
+    """A jagged view of a dense (B, L, D...) tensor keeping, in item i, the
+    rows start[i] : start[i] + length[i] of dim 1 (torch.nested.narrow with
+    layout=jag.jagged): no copy, the kept rows are the values and the rest
+    are holes (offsets plus lengths). start and length: ints or B-entry
+    integer tensors/lists."""
+    jag = _jag()
+    layout = jag.jagged if layout is None else layout
+    if layout is not jag.jagged:
+        raise NotImplementedError("jag.nested.narrow: only layout=jag.jagged is supported")
+    if not isinstance(tensor, jag.Tensor) or tensor.is_nested:
+        raise TypeError("jag.nested.narrow: expected a dense jag.Tensor")
+    if tensor.ndim < 2:
+        raise ValueError("jag.nested.narrow: expected at least 2 dims (B, L, ...), got %d" % tensor.ndim)
+    if dim not in (1, 1 - tensor.ndim):
+        raise NotImplementedError("jag.nested.narrow: only dim=1 (the dim that becomes ragged) is supported")
+    B, L = tensor.shape[0], tensor.shape[1]
+
+    def per_item(x, name):
+        if isinstance(x, jag.Tensor):
+            x = x.tolist()
+        if isinstance(x, int):
+            return [x] * B
+        x = [int(v) for v in x]
+        if len(x) != B:
+            raise ValueError("jag.nested.narrow: %s has %d entries for a batch of %d" % (name, len(x), B))
+        return x
+
+    starts, lengths = per_item(start, "start"), per_item(length, "length")
+    for i, (a, n) in enumerate(zip(starts, lengths)):
+        if a < 0 or n < 0 or a + n > L:
+            raise ValueError("jag.nested.narrow: item %d: start %d and length %d do not fit in %d rows" % (i, a, n, L))
+    values = tensor.contiguous().reshape((B * L,) + tuple(tensor.shape[2:]))
+    offsets = [i * L + a for i, a in enumerate(starts)] + [B * L]
+    return nested_tensor_from_jagged(values, offsets, lengths)

@@ -233,3 +233,12 @@ _CASES = _gradcheck_cases()
 def test_gradcheck_ops(name):
     f, ins = _CASES[name]
     assert jag.autograd.gradcheck(f, ins)
+
+
+def test_gradcheck_refuses_non_leaf_inputs():
+    v = jag.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=jag.float64, requires_grad=True)
+    nt = jag.nested.nested_tensor_from_jagged(v, [0, 1, 2])  # a view made by an op: not a leaf
+    with pytest.raises(ValueError, match="not a leaf"):
+        jag.autograd.gradcheck(lambda t: jag.sin(t).values(), [nt])
+    leaf = jag.nested.nested_tensor_from_jagged(v.detach(), [0, 1, 2]).requires_grad_()
+    assert jag.autograd.gradcheck(lambda t: jag.sin(t).values(), [leaf])

@@ -96,7 +96,7 @@ def test_two_outputs_and_unused_output():
     a.grad = None
     b.grad = None
     p, _ = MulAdd.apply(a, b)
-    p.sum().backward()  # the sum output gets no gradient: backward sees None
+    p.sum().backward()  # the sum output gets no gradient: zeros in backward
     np.testing.assert_allclose(a.grad.numpy(), b.detach().numpy(), rtol=1e-12)
     assert jag.autograd.gradcheck(lambda u, v: MulAdd.apply(u, v)[0] + MulAdd.apply(u, v)[1] * u,
                                   [x64(4, seed=4).requires_grad_(), x64(4, seed=5).requires_grad_()])
@@ -160,6 +160,21 @@ def test_errors_in_backward():
         Raises.apply(x).sum().backward()
     with pytest.raises(TypeError, match="int"):
         NotATensor.apply(x).sum().backward()
+
+    class Tampers(WrongCount):
+        @staticmethod
+        def backward(ctx, g):
+            return g
+
+    y = Tampers.apply(x)
+    ctx = None
+    for obj in __import__("gc").get_referrers(Tampers):
+        if isinstance(obj, jag.autograd.FunctionCtx):
+            ctx = obj
+    assert ctx is not None
+    ctx._tensor_positions = (0, 0, 0, 0, 0)  # must not make backward write past the node's inputs
+    with pytest.raises(RuntimeError, match="changed"):
+        y.sum().backward()
     assert x.grad is None  # no gradient was written
 
     class BadForward(jag.autograd.Function):
@@ -233,3 +248,76 @@ def test_nested_through_a_function_and_the_values_bridge():
     assert nt.grad.offsets().tolist() == [0, 2, 6, 9]
     x = jag.nested.nested_tensor_from_jagged(x64(7, 3, seed=8), [0, 3, 3, 7]).requires_grad_()
     assert jag.autograd.gradcheck(lambda t: jag.nested.to_padded_tensor(NestedSin.apply(t), 0.0), [x])
+
+
+def test_outputs_without_gradient_get_zeros():
+    seen = []
+
+    class Two(jag.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(True)
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, g2, g3):
+            seen.append((g2, g3))
+            return g2 * 2 + g3 * 3
+
+    x = x64(3).requires_grad_()
+    a, _ = Two.apply(x)
+    a.sum().backward()
+    g2, g3 = seen[-1]
+    assert g2.tolist() == [1.0] * 3 and g3.tolist() == [0.0] * 3 and g3.dtype is jag.float64
+    assert x.grad.tolist() == [2.0] * 3
+    # a nested output gets nested zeros around its offsets
+    nt = jag.nested.nested_tensor_from_jagged(x64(5, 2), [0, 2, 5]).requires_grad_()
+    a, b = Two.apply(nt)
+    jag.nested.to_padded_tensor(b, 0.0).sum().backward()
+    z = seen[-1][0]
+    assert z.is_nested and z.offsets().tolist() == [0, 2, 5] and z.values().tolist() == [[0.0, 0.0]] * 5
+    np.testing.assert_array_equal(nt.grad.values().numpy(), np.full((5, 2), 3.0))
+    with pytest.raises(NotImplementedError, match="zeros"):
+        jag.autograd.FunctionCtx().set_materialize_grads(False)
+
+
+def test_mark_non_differentiable():
+    seen = []
+
+    class WithMask(jag.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            mask = (x > 0).to(x.dtype)
+            ctx.mark_non_differentiable(mask)
+            ctx.save_for_backward(mask)
+            return mask, x * mask  # the marked output first: positions are kept
+
+        @staticmethod
+        def backward(ctx, g_mask, g_y):
+            seen.append(g_mask)
+            mask, = ctx.saved_tensors
+            return g_y * mask
+
+    a = np.array([-1.0, 2.0, -3.0, 4.0])
+    x = jag.tensor(a, requires_grad=True)
+    mask, y = WithMask.apply(x)
+    assert not mask.requires_grad and y.requires_grad
+    assert mask.tolist() == [0.0, 1.0, 0.0, 1.0]
+    (y * y).sum().backward()
+    assert seen == [None]
+    np.testing.assert_allclose(x.grad.numpy(), 2 * a * (a > 0))
+
+    class AllMarked(jag.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            r = x * 0
+            ctx.mark_non_differentiable(r)
+            return r
+
+        @staticmethod
+        def backward(ctx, g):
+            raise AssertionError("never called")
+
+    assert not AllMarked.apply(x).requires_grad
+    with pytest.raises(TypeError):
+        jag.autograd.FunctionCtx().mark_non_differentiable(3)

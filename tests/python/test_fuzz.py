@@ -50,7 +50,10 @@ def _fuzz():
              lambda a, b: _C._register_decomp("nested", a, b), lambda a, b: _C._register_decomp(a, "sin", b),
              lambda a, b: _C._function_record(a, b, b), lambda a, b: _C._op_info(a), lambda a, b: _C._meta(a, b),
              lambda a, b: _C._random("randn", a, b, 0.0, 1.0, _C._Generator(0)), lambda a, b: jag.rand(3, generator=a, seed=b),
-             lambda a, b: jag.empty(a, device=b), lambda a, b: jag.ops.aten.sin(a, b)]
+             lambda a, b: jag.empty(a, device=b), lambda a, b: jag.ops.aten.sin(a, b),
+             lambda a, b: _C._dropout(a, 0.5, True, b), lambda a, b: _C._clamp(a, b, b), lambda a, b: _C._cross_entropy(a, b),
+             lambda a, b: _C._mse_loss(a, b), lambda a, b: _C._random_like("rand", a, b),
+             lambda a, b: jag.nn.functional.scaled_dot_product_attention(a, b, b)]
     for it in range(ITERS):
         f = random.choice(funcs)
         try:

@@ -350,3 +350,18 @@ def test_memoryview_keeps_storage_alive():
     m.release()
     del m
     assert counts() == (made + 1, rel + 1)
+
+
+def test_frombuffer_shares_writable_buffers():
+    buf = bytearray(np.arange(6, dtype=np.float32).tobytes())
+    t = jag.frombuffer(buf, dtype=jag.float32)
+    assert t.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    t[0] = 7.0
+    assert np.frombuffer(buf, np.float32)[0] == 7.0  # the same memory
+    part = jag.frombuffer(buf, dtype=jag.float32, count=2, offset=8)
+    assert part.tolist() == [2.0, 3.0]
+    ro = jag.frombuffer(bytes(8), dtype=jag.int64)  # read-only: a copy
+    ro[0] = 5
+    assert ro.tolist() == [5]
+    with pytest.raises(TypeError):
+        jag.frombuffer(buf, dtype=None)

@@ -307,3 +307,31 @@ def test_kernels_below_autograd_get_plain_tensors(lib):
     assert y.requires_grad  # recorded, but with no Autograd kernel jag has no derivative for it
     with pytest.raises(NotImplementedError, match="no derivative"):
         y.sum().backward()
+
+
+def test_kernels_take_the_gil_when_called_from_c(lib):
+    """A C caller (here: a probe that releases the GIL, on this thread or on
+    a new C thread Python never saw) reaches Python kernels and
+    decompositions safely: the trampolines take the GIL themselves."""
+    name, bad = fresh("from_c"), fresh("from_c_raises")
+    lib.define(name + "(Tensor x) -> Tensor")
+    lib.define(bad + "(Tensor x) -> Tensor")
+    lib.impl(name, lambda x: jag.tensor(np.sqrt(x.numpy())), "CPU")
+
+    def raises(x):
+        raise LookupError("raised in a kernel called from a C thread")
+
+    lib.impl(bad, raises, "CPU")
+
+    @jag.library.register_nested_decomp("pytest_ns::" + name)
+    def nested(x):
+        return jag.nested.nested_tensor_from_jagged(x.values() * 10, x.offsets())
+
+    x = jag.tensor([4.0, 9.0])
+    nt = jag.nested.nested_tensor([jag.ones(1, 2), jag.ones(2, 2)], layout=jag.jagged)
+    for new_thread in (False, True):
+        for _ in range(20):
+            assert jag._C._test_call_from_c("pytest_ns::" + name, x, new_thread).tolist() == [2.0, 3.0]
+            assert jag._C._test_call_from_c("pytest_ns::" + name, nt, new_thread).values().tolist() == [[10.0, 10.0]] * 3
+        with pytest.raises(LookupError, match="C thread"):
+            jag._C._test_call_from_c("pytest_ns::" + bad, x, new_thread)

@@ -196,3 +196,44 @@ def test_nested_errors():
     other = nt_of(comps(lens=[1, 1, 1]))
     with pytest.raises(ValueError):
         nt + other
+
+
+def test_narrow_is_a_jagged_view_with_holes():
+    t = jag.arange(2 * 5 * 3, dtype=jag.float64).reshape(2, 5, 3)
+    nt = jag.nested.narrow(t, 1, jag.tensor([1, 0]), [3, 5], layout=jag.jagged)
+    assert nt.is_nested and nt.layout is jag.jagged and nt.shape[0] == 2 and nt.shape[2] == 3
+    a = t.numpy()
+    comps = nt.unbind()
+    np.testing.assert_array_equal(comps[0].numpy(), a[0, 1:4])
+    np.testing.assert_array_equal(comps[1].numpy(), a[1, 0:5])
+    assert nt.lengths().tolist() == [3, 5]
+    t[0, 2, 1] = -1.0  # a view: writes through t show
+    assert nt.unbind()[0][1, 1].item() == -1.0
+    s = jag.sin(nt)  # ops skip the holes
+    for c, ref in zip(s.unbind(), (a[0, 1:4], a[1, 0:5])):
+        np.testing.assert_allclose(c.numpy(), np.sin(ref), rtol=1e-12)
+    padded = jag.nested.to_padded_tensor(nt, 0.0)
+    assert padded.shape == (2, 5, 3) and padded[0, 3].tolist() == [0.0, 0.0, 0.0]
+    same = jag.nested.narrow(t, 1, 1, 2)
+    assert same.lengths().tolist() == [2, 2] and same.unbind()[1].tolist() == a[1, 1:3].tolist()
+    with pytest.raises(ValueError, match="do not fit"):
+        jag.nested.narrow(t, 1, 4, 2)
+    with pytest.raises(NotImplementedError):
+        jag.nested.narrow(t, 2, 0, 1)
+    with pytest.raises(NotImplementedError):
+        jag.nested.narrow(t, 1, 0, 1, layout=jag.strided)
+
+
+def test_as_nested_tensor_views_a_dense_batch():
+    t = jag.arange(12, dtype=jag.float64).reshape(2, 3, 2).requires_grad_()
+    nt = jag.nested.as_nested_tensor(t, layout=jag.jagged)
+    assert nt.is_nested and nt.offsets().tolist() == [0, 3, 6]
+    assert [c.tolist() for c in nt.unbind()] == t.detach().numpy().tolist()
+    jag.nested.to_padded_tensor(jag.sin(nt), 0.0).sum().backward()  # differentiable with respect to t
+    np.testing.assert_allclose(t.grad.numpy(), np.cos(t.detach().numpy()), rtol=1e-12)
+    st = jag.nested.as_nested_tensor(t.detach())
+    assert st.layout is jag.strided and st.unbind()[1].tolist() == t.detach().numpy()[1].tolist()
+    lst = jag.nested.as_nested_tensor([jag.ones(1, 2), jag.ones(3, 2)], layout=jag.jagged)
+    assert lst.offsets().tolist() == [0, 1, 4]
+    with pytest.raises(ValueError):
+        jag.nested.as_nested_tensor(jag.ones(3))

@@ -76,3 +76,94 @@ def linear(input, weight, bias=None):
 
 def embedding(input, weight):
     return _op("embedding", weight, input)
+
+
+def dropout(input, p=0.5, training=True, inplace=False, generator=None):
+    """Inverted dropout: each element zeroed with probability p, the rest
+    scaled by 1 / (1 - p); identity when not training. generator: a
+    jag.Generator (the same seed gives the same mask). Dense and nested."""
+    if inplace:
+        raise NotImplementedError("dropout: inplace=True is not supported")
+    g = None if generator is None else _jag._generator_arg(generator, None)
+    return _jag._C._dropout(input, _builtins.float(p), _builtins.bool(training), g)
+
+
+def _mean_only(name, reduction):
+    if reduction != "mean":
+        raise NotImplementedError("%s: only reduction='mean' is supported, got %r" % (name, reduction))
+
+
+def cross_entropy(input, target, reduction="mean"):
+    """-mean over tokens of log_softmax(input)[target]: input (N, C) with an
+    integer target (N), or a jagged (B, j, C) with a jagged (B, j) target of
+    the same raggedness (padding and holes excluded)."""
+    _mean_only("cross_entropy", reduction)
+    return _jag._C._cross_entropy(input, target)
+
+
+def mse_loss(input, target, reduction="mean"):
+    """Mean of (input - target)^2 over every real element (dense, or nested
+    with the same raggedness)."""
+    _mean_only("mse_loss", reduction)
+    return _jag._C._mse_loss(input, target)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+    """softmax(q k^T * scale [causal]) v for dense (B, H, L, D) or jagged
+    (B, j, H, D) inputs (per-item lengths; grouped-query heads allowed).
+    scale None: 1/sqrt(D)."""
+    if attn_mask is not None:
+        raise NotImplementedError("scaled_dot_product_attention: attn_mask is not supported; use is_causal")
+    if dropout_p:
+        raise NotImplementedError("scaled_dot_product_attention: dropout_p must be 0")
+    out, _ = _op("scaled_dot_product_attention", query, key, value, _builtins.bool(is_causal),
+                 0.0 if scale is None else _builtins.float(scale))
+    return out
+
+
+def embedding_bag(input, weight, offsets=None, mode="mean", per_sample_weights=None, include_last_offset=False,
+                  padding_idx=None, max_norm=None):
+    """Sums, means or maxima of bags of embedding rows, as torch: input (B, L)
+    of fixed-size bags, or 1-D indices with ``offsets`` (the start of each
+    bag; include_last_offset: offsets has B + 1 entries). Built from
+    embedding and a reduction over a jagged nested tensor's ragged dim, so
+    it is differentiable; an empty bag gives zeros. per_sample_weights
+    (mode "sum" only) scales each row first."""
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError("embedding_bag: mode must be 'sum', 'mean' or 'max', got %r" % (mode,))
+    if padding_idx is not None or max_norm is not None:
+        raise NotImplementedError("embedding_bag: padding_idx and max_norm are not supported")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError("embedding_bag: per_sample_weights needs mode='sum', as torch")
+    if not isinstance(input, _jag.Tensor):
+        input = _jag.tensor(input)
+    rows = embedding(input, weight)
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights.unsqueeze(-1)
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError("embedding_bag: offsets must be None for a 2-D input")
+        if mode == "sum":
+            return _jag.sum(rows, 1)
+        if mode == "mean":
+            return _jag.mean(rows, 1)
+        return _jag.amax(rows, 1)
+    if input.ndim != 1:
+        raise ValueError("embedding_bag: input must be 1-D (with offsets) or 2-D, got %d dims" % input.ndim)
+    if offsets is None:
+        raise ValueError("embedding_bag: a 1-D input needs offsets")
+    offs = [int(o) for o in (offsets.tolist() if isinstance(offsets, _jag.Tensor) else offsets)]
+    if not include_last_offset:
+        offs = offs + [input.shape[0]]
+    nt = _jag.nested.nested_tensor_from_jagged(rows, offs)
+    lengths = [b - a for a, b in zip(offs[:-1], offs[1:])]
+    if mode == "sum":
+        return _jag.sum(nt, 1)
+    if mode == "mean":
+        counts = _jag.tensor([[float(max(n, 1))] for n in lengths], dtype=weight.dtype)
+        return _jag.sum(nt, 1) / counts
+    if all(lengths):
+        return _jag.amax(nt, 1)
+    padded = _jag.nested.to_padded_tensor(nt, float("-inf"))  # (B, max L, D); empty bags stay -inf
+    best = _jag.amax(padded, 1)
+    return _jag.where(best == float("-inf"), 0.0, best)
