@@ -444,7 +444,9 @@ jag_status jag_trace_compile(const jag_trace *t, unsigned passes, jag_program **
     jag_trace_free(ft);
     bool any_rg = false;
     for (int i = 0; i < t->n_inputs; i++) any_rg |= t->vars[t->inputs[i]].requires_grad;
-    if (!st && any_rg && t->n_outputs <= 4) {
+    /* a backward program for compiled autograd (not for a trace that already
+     * is a forward + backward) */
+    if (!st && any_rg && t->n_outputs <= 4 && t->n_fwd_outputs == t->n_outputs) {
         jag_trace *g = NULL, *f = NULL, *b = NULL, *fp = NULL, *bp = NULL;
         st = jag_trace_grad(t, &g);
         if (!st) st = jag__apply_passes(g, passes & JAG_PASS_DESUGAR, &fp);
