@@ -691,6 +691,11 @@ static jag_status counted_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor
     return st;
 }
 
+static jag_status rand_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    return jag_rand_like(in[1], NULL, out);
+}
+
 static void test_bad_inputs(void) {
     TEST_BEGIN();
     if (op_count < 0) {
@@ -734,6 +739,15 @@ static void test_bad_inputs(void) {
     /* the tracer refuses what it cannot record, with a message */
     jag_trace *t2 = NULL;
     CHECK_ERR(jag_trace_function(counted_fn, NULL, in, 2, names, 0, &t2), JAG_EINVAL, "outputs");
+    CHECK(t2 == NULL);
+    /* an op that fails on the proxies fails the trace, with the op's message */
+    int64_t w32[2] = {3, 2};
+    jag_tensor *wbad = t_rand(w32, 2, JAG_FLOAT32, -1, 1, 2), *badin[2] = {x, wbad};
+    CHECK_ERR(jag_trace_function(seed_fn, NULL, badin, 2, names, 1, &t2), JAG_ESHAPE, "jag_mm");
+    CHECK(t2 == NULL);
+    jag_release(wbad);
+    /* random numbers inside the function are refused */
+    CHECK_ERR(jag_trace_function(rand_fn, NULL, in, 2, names, 1, &t2), JAG_ENOTIMPL, "random numbers");
     CHECK(t2 == NULL);
     jag_release(x), jag_release(w), jag_release(x64), jag_release(xs), jag_release(xv), jag_release(wv);
 }
