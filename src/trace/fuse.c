@@ -410,6 +410,21 @@ static int run_tiles(const jag_fused *f, const jag_value *args, jag_tensor **out
             val[v] = &h[v];
         }
         for (int o = 0; o < f->n_out; o++) header(&h[f->out_val[o]], outs[o]->storage, f->dtype, outs[o]->offset + start, len);
+        /* start loading the next tile while this one computes: memory and
+         * the steps overlap as in a loop fused by hand */
+        if (tile + 1 < t1) {
+            int64_t nlen = n - start - TILE < TILE ? n - start - TILE : TILE;
+            for (int i = 0; i < f->n_in; i++) {
+                const jag_tensor *a = args[i].u.t;
+                if (a->ndim == 0) continue;
+                const char *q = jag__ptr(a) + (start + TILE) * (int64_t)es;
+                for (int64_t b = 0; b < nlen * (int64_t)es; b += 64) __builtin_prefetch(q + b, 0, 3);
+            }
+            for (int o = 0; o < f->n_out; o++) {
+                const char *q = jag__ptr(outs[o]) + (start + TILE) * (int64_t)es;
+                for (int64_t b = 0; b < nlen * (int64_t)es; b += 64) __builtin_prefetch(q + b, 1, 3);
+            }
+        }
         for (int s = 0; s < f->n_steps; s++) {
             const fstep *p = &f->steps[s];
             jag_tensor *dst = &h[p->dst];
