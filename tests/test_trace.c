@@ -691,6 +691,11 @@ static jag_status counted_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor
     return st;
 }
 
+static jag_status rand_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    return jag_rand_like(in[1], NULL, out);
+}
+
 static void test_bad_inputs(void) {
     TEST_BEGIN();
     if (op_count < 0) {
@@ -734,6 +739,15 @@ static void test_bad_inputs(void) {
     /* the tracer refuses what it cannot record, with a message */
     jag_trace *t2 = NULL;
     CHECK_ERR(jag_trace_function(counted_fn, NULL, in, 2, names, 0, &t2), JAG_EINVAL, "outputs");
+    CHECK(t2 == NULL);
+    /* an op that fails on the proxies fails the trace, with the op's message */
+    int64_t w32[2] = {3, 2};
+    jag_tensor *wbad = t_rand(w32, 2, JAG_FLOAT32, -1, 1, 2), *badin[2] = {x, wbad};
+    CHECK_ERR(jag_trace_function(seed_fn, NULL, badin, 2, names, 1, &t2), JAG_ESHAPE, "jag_mm");
+    CHECK(t2 == NULL);
+    jag_release(wbad);
+    /* random numbers inside the function are refused */
+    CHECK_ERR(jag_trace_function(rand_fn, NULL, in, 2, names, 1, &t2), JAG_ENOTIMPL, "random numbers");
     CHECK(t2 == NULL);
     jag_release(x), jag_release(w), jag_release(x64), jag_release(xs), jag_release(xv), jag_release(wv);
 }
@@ -862,6 +876,69 @@ static void test_buffers_reused(void) {
     jag_release(x), jag_release(xs), jag_release(xl), jag_release(b);
 }
 
-TEST_MAIN(test_transformer_block, test_buffers_reused, test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse, test_dce_flatten_unflatten,
+/* ---- grad alone: the backward appended, as text, then compiled ---------------- */
+
+static jag_status small_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *a = NULL, *b = NULL;
+    jag_status st = jag_sin(in[0], &a);
+    if (!st) st = jag_mul(a, in[1], &b);
+    if (!st) st = jag_sum(b, NULL, 0, false, &out[0]);
+    jag_release(a), jag_release(b);
+    return st;
+}
+
+static void test_grad_pass(void) {
+    TEST_BEGIN();
+    int64_t sz[2] = {2, 3};
+    jag_tensor *x = t_rand(sz, 2, JAG_FLOAT64, -1, 1, 31), *w = t_rand(sz, 2, JAG_FLOAT64, -1, 1, 32);
+    CHECK_OK(jag_set_requires_grad(x, true));
+    jag_tensor *in[2] = {x, w};
+    const char *names[2] = {"x", "w"};
+    jag_trace *t = NULL, *g = NULL;
+    CHECK_OK(jag_trace_function(small_fn, NULL, in, 2, names, 1, &t));
+    CHECK_OK(jag_trace_grad(t, &g));
+    CHECK_TEXT(g, "def computation(x, w, g_t2):\n"
+                  "  # x: f64[2, 3]  requires_grad\n"
+                  "  # w: f64[2, 3]\n"
+                  "  # g_t2: f64[]\n"
+                  "  t0 = sin(x)                           # f64[2, 3]\n"
+                  "  t1 = mul(t0, w)                       # f64[2, 3]\n"
+                  "  t2 = sum(t1, [], False)               # f64[]\n"
+                  "  t3 = expand(g_t2, [1, 1])             # f64[1, 1]\n"
+                  "  t4 = expand(t3, [2, 3])               # f64[2, 3]\n"
+                  "  t5 = clone(t4)                        # f64[2, 3]\n"
+                  "  t6 = mul(t5, w)                       # f64[2, 3]\n"
+                  "  t7 = cos(x)                           # f64[2, 3]\n"
+                  "  grad_x = mul(t6, t7)                  # f64[2, 3]\n"
+                  "  return t2, grad_x\n");
+    jag_trace *again = NULL;
+    CHECK_ERR(jag_trace_grad(g, &again), JAG_EINVAL, "already has a backward");
+    CHECK(again == NULL);
+    /* the joint trace runs: loss and the gradient of x, against eager */
+    jag_program *p = NULL;
+    CHECK_OK(jag_trace_compile(g, JAG_PASSES_ALL, &p));
+    jag_tensor *one = NULL, *jin[3] = {x, w, NULL}, *outs[2] = {0}, *le = NULL, *ge = NULL;
+    CHECK_OK(jag_full(NULL, 0, 1.0, JAG_FLOAT64, &one));
+    jin[2] = one;
+    bool prev = jag_set_grad_enabled(false);
+    CHECK_OK(jag_program_run(p, jin, 3, outs, 2));
+    jag_set_grad_enabled(prev);
+    CHECK_OK(small_fn(NULL, in, 2, &le, 1));
+    CHECK_OK(jag_backward(le, NULL, false));
+    CHECK_OK(jag_get_grad(x, &ge));
+    CHECK(outs[0] && outs[1] && t_allclose(outs[0], le, 1e-12, 1e-12) && t_allclose(outs[1], ge, 1e-12, 1e-12));
+    /* no input requiring grad: refused */
+    jag_trace *t2 = NULL, *g2 = NULL;
+    CHECK_OK(jag_set_requires_grad(x, false));
+    CHECK_OK(jag_trace_function(small_fn, NULL, in, 2, names, 1, &t2));
+    CHECK_ERR(jag_trace_grad(t2, &g2), JAG_EINVAL, "no input of the trace requires grad");
+    jag_release(one), jag_release(outs[0]), jag_release(outs[1]), jag_release(le), jag_release(ge);
+    jag_program_free(p);
+    jag_trace_free(t), jag_trace_free(g), jag_trace_free(t2);
+    jag_release(x), jag_release(w);
+}
+
+TEST_MAIN(test_grad_pass, test_transformer_block, test_buffers_reused, test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse, test_dce_flatten_unflatten,
           test_ctor_dce, test_scaled_program, test_user_class_program, test_strided_program, test_bad_inputs,
           test_compile_cache)

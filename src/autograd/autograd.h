@@ -53,6 +53,9 @@ jag_status jag__d_jagged_ragged(const jag_grad_ctx *c, jag_tensor *const *grad_o
 jag_status jag__d_sdpa(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);
 jag_status jag__d_to_padded(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);
 jag_status jag__d_from_padded(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);
+/* full / full_like: the result does not depend on the input's values: no
+ * gradient (src/trace/factory.c). */
+jag_status jag__d_factory(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);
 
 /* The k-th tensor input of a call (tensor lists expanded), or NULL. */
 const jag_tensor *jag__grad_input(const jag_value *args, int nargs, int k);

@@ -1326,4 +1326,6 @@ const jag_derivative_fn jag__derivatives[JAG_OP_BUILTIN_COUNT] = {
     [JAG_OP_to_padded] = jag__d_to_padded,
     [JAG_OP_scaled_dot_product_attention] = jag__d_sdpa,
     [JAG_OP_from_padded] = jag__d_from_padded,
+    [JAG_OP_full] = jag__d_factory, /* src/trace/factory.c */
+    [JAG_OP_full_like] = jag__d_factory,
 };

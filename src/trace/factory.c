@@ -2,7 +2,7 @@
  * and full_like (x, value). Eager code makes these tensors directly
  * (creation.c); inside a traced function they are symbols, so a compiled
  * program makes them again on each run. */
-#include "../dispatch/dispatch.h"
+#include "../autograd/autograd.h"
 
 jag_status jag__meta_full(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
     const int64_t *sizes;
@@ -39,5 +39,10 @@ jag_status jag__meta_full_like(const char *op, const jag_value *args, int nargs,
 jag_status jag__cpu_full_like(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
     (void)op, (void)nargs;
     jag__fill(outs[0], args[1].kind == JAG_VAL_INT ? (double)args[1].u.i : args[1].u.d);
+    return JAG_OK;
+}
+
+jag_status jag__d_factory(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in) {
+    (void)c, (void)grad_out, (void)grad_in; /* no gradient flows to x */
     return JAG_OK;
 }

@@ -9,10 +9,11 @@
  * and the outputs. Tiles are shared among OpenMP threads. */
 #include "trace.h"
 
+#include <math.h>
 #include <omp.h>
 #include <stdio.h>
 
-#define TILE 4096 /* elements: 16 KiB of float32, a few tiles live at once */
+#define TILE 2048 /* elements: 16 KiB of float32; the few live tiles stay in L1/L2 */
 #define MAX_STEPS 64
 #define MAX_VALS 96
 
@@ -34,6 +35,8 @@ typedef struct jag_fused {
     int n_out;
     int out_val[MAX_VALS]; /* the symbol's outputs */
     bool internal[MAX_VALS];
+    int slot[MAX_VALS];    /* scratch slot of an internal value (reused once it is dead) */
+    int n_slots;
     /* scratch per thread, kept between runs */
     char **scratch;
     int n_scratch;
@@ -159,6 +162,21 @@ static jag_status flush(jag_trace *d, const jag_trace *t, region *r, const bool 
         val[f->n_val++] = t->vars[s->outs[0]].proxy;
         if (used_outside[s->outs[0]]) f->out_val[f->n_out++] = p->dst, outs[n_outs++] = s->outs[0];
         else f->internal[p->dst] = true;
+    }
+    /* scratch slots: an internal value's slot is free after its last use */
+    int last_use[MAX_VALS], slot_busy[MAX_VALS];
+    for (int v = 0; v < f->n_val; v++) last_use[v] = -1;
+    for (int i = 0; i < f->n_steps; i++)
+        for (int k = 0; k < f->steps[i].nargs; k++)
+            if (f->steps[i].src[k] >= 0) last_use[f->steps[i].src[k]] = i;
+    for (int i = 0; i < f->n_steps; i++) {
+        int v = f->steps[i].dst;
+        if (!f->internal[v]) continue;
+        int sl = 0;
+        while (sl < f->n_slots && slot_busy[sl] >= i) sl++; /* a value read by this step is still busy */
+        if (sl == f->n_slots) f->n_slots++;
+        slot_busy[sl] = last_use[v] > i ? last_use[v] : i;
+        f->slot[v] = sl;
     }
     int s_new = jag__trace_add_sym(d, JAG_SYM_FUSED, -1, args, n_args, outs, 0);
     if (s_new < 0) {
@@ -299,6 +317,65 @@ static jag_status run_unfused(jag_fused *f, const jag_value *args, int nargs, ja
     return st;
 }
 
+/* Simple arithmetic on float tiles as plain loops (the compiler vectorises
+ * them), with the kernels' own formulas: the per-call setup of a kernel is
+ * then not paid per tile. Other ops run their kernel on the tile. */
+#define FAST_STEP(SFX, T, FABS)                                                 \
+    static bool fast_##SFX(const fstep *p, const jag_tensor *const *val, int64_t n, T *restrict y) { \
+        const T *a = NULL, *b = NULL;                                           \
+        T bs = 0;                                                               \
+        if (p->src[0] < 0 || val[p->src[0]]->ndim == 0) return false;           \
+        a = (const T *)jag__ptr(val[p->src[0]]);                                \
+        if (p->nargs >= 2) {                                                    \
+            if (p->src[1] >= 0) {                                               \
+                const jag_tensor *bt = val[p->src[1]];                          \
+                if (bt->ndim == 0) bs = *(const T *)jag__ptr(bt);               \
+                else b = (const T *)jag__ptr(bt);                               \
+            } else if (p->args[1].kind == JAG_VAL_DOUBLE) {                     \
+                bs = (T)p->args[1].u.d;                                         \
+            } else if (p->args[1].kind == JAG_VAL_INT) {                        \
+                bs = (T)p->args[1].u.i;                                         \
+            } else {                                                            \
+                return false;                                                   \
+            }                                                                   \
+        }                                                                       \
+        switch (p->op) {                                                        \
+        case JAG_OP_neg: for (int64_t i = 0; i < n; i++) y[i] = -a[i]; return true; \
+        case JAG_OP_abs: for (int64_t i = 0; i < n; i++) y[i] = FABS(a[i]); return true; \
+        case JAG_OP_relu: for (int64_t i = 0; i < n; i++) y[i] = a[i] < 0 ? (T)0 : a[i]; return true; \
+        case JAG_OP_square: for (int64_t i = 0; i < n; i++) y[i] = a[i] * a[i]; return true; \
+        case JAG_OP_add: {                                                      \
+            if (p->nargs < 3 || (p->args[2].kind != JAG_VAL_DOUBLE && p->args[2].kind != JAG_VAL_INT)) return false; \
+            T al = p->args[2].kind == JAG_VAL_DOUBLE ? (T)p->args[2].u.d : (T)p->args[2].u.i; \
+            if (b) for (int64_t i = 0; i < n; i++) y[i] = a[i] + al * b[i];     \
+            else for (int64_t i = 0; i < n; i++) y[i] = a[i] + al * bs;         \
+            return true;                                                        \
+        }                                                                       \
+        case JAG_OP_sub:                                                        \
+            if (b) for (int64_t i = 0; i < n; i++) y[i] = a[i] - b[i];          \
+            else for (int64_t i = 0; i < n; i++) y[i] = a[i] - bs;              \
+            return true;                                                        \
+        case JAG_OP_mul:                                                        \
+            if (b) for (int64_t i = 0; i < n; i++) y[i] = a[i] * b[i];          \
+            else for (int64_t i = 0; i < n; i++) y[i] = a[i] * bs;              \
+            return true;                                                        \
+        case JAG_OP_div:                                                        \
+            if (b) for (int64_t i = 0; i < n; i++) y[i] = a[i] / b[i];          \
+            else for (int64_t i = 0; i < n; i++) y[i] = a[i] / bs;              \
+            return true;                                                        \
+        default: return false;                                                  \
+        }                                                                       \
+    }
+FAST_STEP(f32, float, fabsf)
+FAST_STEP(f64, double, fabs)
+#undef FAST_STEP
+
+static bool fast_step(const fstep *p, const jag_tensor *const *val, const jag_tensor *dst, int64_t n) {
+    if (dst->dtype == JAG_FLOAT32) return fast_f32(p, val, n, (float *)jag__ptr(dst));
+    if (dst->dtype == JAG_FLOAT64) return fast_f64(p, val, n, (double *)jag__ptr(dst));
+    return false;
+}
+
 static void header(jag_tensor *h, jag_storage *store, jag_dtype dt, int64_t offset, int64_t len) {
     memset(h, 0, sizeof *h);
     atomic_init(&h->refcount, 1);
@@ -311,6 +388,55 @@ static void header(jag_tensor *h, jag_storage *store, jag_dtype dt, int64_t offs
     h->storage = store;
 }
 
+/* Tiles [t0, t1) of n elements, with `scratch` for the internal values.
+ * Returns nonzero if a kernel failed. */
+static int run_tiles(const jag_fused *f, const jag_value *args, jag_tensor **outs, int64_t n, int64_t t0, int64_t t1,
+                     char *scratch) {
+    size_t es = jag_dtype_size(f->dtype);
+    jag_storage scratch_store = {.data = scratch, .nbytes = (size_t)MAX_VALS * TILE * 8};
+    atomic_init(&scratch_store.refcount, 1);
+    jag_tensor h[MAX_VALS];
+    const jag_tensor *val[MAX_VALS];
+    int failed = 0;
+    for (int64_t tile = t0; tile < t1; tile++) {
+        int64_t start = tile * TILE, len = n - start < TILE ? n - start : TILE;
+        for (int i = 0; i < f->n_in; i++) {
+            const jag_tensor *a = args[i].u.t;
+            if (a->ndim == 0) val[i] = a;
+            else header(&h[i], a->storage, a->dtype, a->offset + start, len), val[i] = &h[i];
+        }
+        for (int v = f->n_in; v < f->n_val; v++) {
+            if (f->internal[v]) header(&h[v], &scratch_store, f->dtype, (int64_t)f->slot[v] * TILE * 8 / (int64_t)es, len);
+            val[v] = &h[v];
+        }
+        for (int o = 0; o < f->n_out; o++) header(&h[f->out_val[o]], outs[o]->storage, f->dtype, outs[o]->offset + start, len);
+        /* start loading the next tile while this one computes: memory and
+         * the steps overlap as in a loop fused by hand */
+        if (tile + 1 < t1) {
+            int64_t nlen = n - start - TILE < TILE ? n - start - TILE : TILE;
+            for (int i = 0; i < f->n_in; i++) {
+                const jag_tensor *a = args[i].u.t;
+                if (a->ndim == 0) continue;
+                const char *q = jag__ptr(a) + (start + TILE) * (int64_t)es;
+                for (int64_t b = 0; b < nlen * (int64_t)es; b += 64) __builtin_prefetch(q + b, 0, 3);
+            }
+            for (int o = 0; o < f->n_out; o++) {
+                const char *q = jag__ptr(outs[o]) + (start + TILE) * (int64_t)es;
+                for (int64_t b = 0; b < nlen * (int64_t)es; b += 64) __builtin_prefetch(q + b, 1, 3);
+            }
+        }
+        for (int s = 0; s < f->n_steps; s++) {
+            const fstep *p = &f->steps[s];
+            jag_tensor *dst = &h[p->dst];
+            if (fast_step(p, val, dst, len)) continue;
+            jag_value a[3];
+            for (int k = 0; k < p->nargs; k++) a[k] = p->src[k] >= 0 ? jag__v_tensor(val[p->src[k]]) : p->args[k];
+            if (jag__ops[p->op].cpu(jag__ops[p->op].api_name, a, p->nargs, &dst)) failed = 1;
+        }
+    }
+    return failed;
+}
+
 jag_status jag__fused_run(jag_fused *f, const jag_value *args, int nargs, jag_tensor **outs) {
     const jag_tensor *x = space(args, nargs);
     bool fast = x != NULL;
@@ -320,7 +446,6 @@ jag_status jag__fused_run(jag_fused *f, const jag_value *args, int nargs, jag_te
     }
     if (!fast) return run_unfused(f, args, nargs, outs);
     int64_t n = jag_numel(x), n_tiles = (n + TILE - 1) / TILE;
-    size_t es = jag_dtype_size(f->dtype);
     int nt = n >= JAG_PARALLEL_GRAIN ? omp_get_max_threads() : 1;
     if (nt > n_tiles) nt = (int)(n_tiles ? n_tiles : 1);
     if (f->n_scratch < nt) {
@@ -337,32 +462,16 @@ jag_status jag__fused_run(jag_fused *f, const jag_value *args, int nargs, jag_te
         f->n_scratch = nt;
     }
     int failed = 0;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        int tid = omp_get_thread_num();
-        jag_storage scratch_store = {.data = f->scratch[tid], .nbytes = (size_t)MAX_VALS * TILE * 8};
-        atomic_init(&scratch_store.refcount, 1);
-        jag_tensor h[MAX_VALS];
-        const jag_tensor *val[MAX_VALS];
-#pragma omp for schedule(static)
-        for (int64_t tile = 0; tile < n_tiles; tile++) {
-            int64_t start = tile * TILE, len = n - start < TILE ? n - start : TILE;
-            for (int i = 0; i < f->n_in; i++) {
-                const jag_tensor *a = args[i].u.t;
-                if (a->ndim == 0) val[i] = a;
-                else header(&h[i], a->storage, a->dtype, a->offset + start, len), val[i] = &h[i];
-            }
-            for (int v = f->n_in; v < f->n_val; v++) {
-                if (f->internal[v]) header(&h[v], &scratch_store, f->dtype, (int64_t)v * TILE * 8 / (int64_t)es, len);
-                val[v] = &h[v];
-            }
-            for (int o = 0; o < f->n_out; o++) header(&h[f->out_val[o]], outs[o]->storage, f->dtype, outs[o]->offset + start, len);
-            for (int s = 0; s < f->n_steps; s++) {
-                const fstep *p = &f->steps[s];
-                jag_value a[3];
-                for (int k = 0; k < p->nargs; k++) a[k] = p->src[k] >= 0 ? jag__v_tensor(val[p->src[k]]) : p->args[k];
-                jag_tensor *dst = &h[p->dst];
-                if (jag__ops[p->op].cpu(jag__ops[p->op].api_name, a, p->nargs, &dst)) failed = 1;
+    if (nt == 1) {
+        failed = run_tiles(f, args, outs, n, 0, n_tiles, f->scratch[0]);
+    } else {
+#pragma omp parallel num_threads(nt)
+        {
+            int tid = omp_get_thread_num(), nth = omp_get_num_threads();
+            int64_t per = (n_tiles + nth - 1) / nth, t0 = tid * per, t1 = t0 + per < n_tiles ? t0 + per : n_tiles;
+            if (t0 < t1 && run_tiles(f, args, outs, n, t0, t1, f->scratch[tid])) {
+#pragma omp atomic write
+                failed = 1;
             }
         }
     }

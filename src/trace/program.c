@@ -326,10 +326,26 @@ static jag_status run_instr(jag_exec *e, jag_instr *in) {
             if (a[i].kind == JAG_VAL_TENSOR && a[i].u.t->subclass) direct = false;
             else if (a[i].kind == JAG_VAL_TENSORS) direct = false;
         if (direct) {
-            jag_spec specs[4];
-            st = info->meta(info->api_name, a, s->nargs, specs);
+            bool same = in->have_specs && in->n_args <= 4;
+            for (int j = 0; same && j < in->n_args; j++) {
+                const jag_tensor *x = e->slots[in->arg_slot[j]];
+                same = x->dtype == in->in_dtype[j] && x->ndim == in->in_ndim[j] &&
+                       memcmp(x->sizes, in->in_sizes[j], (size_t)x->ndim * sizeof *x->sizes) == 0;
+            }
+            if (!same) {
+                in->have_specs = false;
+                st = info->meta(info->api_name, a, s->nargs, in->specs);
+                if (!st && in->n_args <= 4) {
+                    for (int j = 0; j < in->n_args; j++) {
+                        const jag_tensor *x = e->slots[in->arg_slot[j]];
+                        in->in_dtype[j] = x->dtype, in->in_ndim[j] = x->ndim;
+                        memcpy(in->in_sizes[j], x->sizes, (size_t)x->ndim * sizeof *x->sizes);
+                    }
+                    in->have_specs = true;
+                }
+            }
             for (int i = 0; !st && i < info->n_out; i++)
-                if (!(outs[i] = take_buffer(&e->keep[in->group[i]], &specs[i], info->api_name))) st = jag_last_status();
+                if (!(outs[i] = take_buffer(&e->keep[in->group[i]], &in->specs[i], info->api_name))) st = jag_last_status();
             if (!st) st = info->cpu(info->api_name, a, s->nargs, outs);
         } else {
             st = jag__dispatch_untraced(s->op, a, s->nargs, outs);
@@ -428,7 +444,9 @@ jag_status jag_trace_compile(const jag_trace *t, unsigned passes, jag_program **
     jag_trace_free(ft);
     bool any_rg = false;
     for (int i = 0; i < t->n_inputs; i++) any_rg |= t->vars[t->inputs[i]].requires_grad;
-    if (!st && any_rg && t->n_outputs <= 4) {
+    /* a backward program for compiled autograd (not for a trace that already
+     * is a forward + backward) */
+    if (!st && any_rg && t->n_outputs <= 4 && t->n_fwd_outputs == t->n_outputs) {
         jag_trace *g = NULL, *f = NULL, *b = NULL, *fp = NULL, *bp = NULL;
         st = jag_trace_grad(t, &g);
         if (!st) st = jag__apply_passes(g, passes & JAG_PASS_DESUGAR, &fp);

@@ -30,6 +30,13 @@ typedef struct jag_instr {
     int *arg_slot, n_args;
     int *release, n_release;
     int group[JAG_SUBCLASS_MAX_INNER]; /* buffer group of each output (direct and fused), or -1 */
+    /* direct ops: the META result of the last run and the input shapes it
+     * was computed for (the same shapes again skip META) */
+    bool have_specs;
+    jag_dtype in_dtype[4];
+    int in_ndim[4];
+    int64_t in_sizes[4][JAG_MAX_DIMS];
+    jag_spec specs[4];
 } jag_instr;
 
 /* A trace ready to run (slots are variable ids). Refcounted: the autograd

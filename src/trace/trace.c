@@ -769,7 +769,7 @@ static jag_status input_proxy(jag_trace *t, const jag_tensor *x, const char *nam
             if (iv < 0 || fresh[i]) {
                 char nm[64];
                 const char *part = "inner";
-                char num[8];
+                char num[16];
                 if (x->subclass == jag__nested_class() && meta.ints[0] == JAG_JAGGED && i < 3) part = jagged_names[i];
                 else if (x->subclass == jag__nested_class() && i < 4) part = strided_names[i];
                 else snprintf(num, sizeof num, "%d", i), part = num;
