@@ -29,7 +29,7 @@ test: build
 test-python: build
 	@scripts/python_env.sh >/dev/null
 	@cd python && JAG_BUILD_DIR=$(abspath $(BUILD)) ../.venv/bin/python setup.py -q build_ext --inplace --force >/dev/null
-	@.venv/bin/python -m pytest tests/python -q
+	@JAG_BUILD_DIR=$(abspath $(BUILD)) .venv/bin/python -m pytest tests/python -q
 # --- end Python package ----------------------------------------------------
 
 # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer.
