@@ -331,6 +331,12 @@ jag_status jag_mean(const jag_tensor *x, const int *dims, int ndims, bool keepdi
 jag_status jag_prod(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);
 jag_status jag_amax(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);
 jag_status jag_amin(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);
+/* log(sum(exp(x))) over dims, computed stably (the max is taken out): a
+ * NaN gives NaN, a +inf gives +inf, only -inf (or nothing) gives -inf.
+ * Float dtypes (JAG_EDTYPE otherwise). On a jagged nested tensor, as the
+ * other reductions: over the ragged dim (1), alone or with the dims after
+ * it, gives a dense (B, ...); an empty component gives -inf. */
+jag_status jag_logsumexp(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);
 /* Variance / standard deviation with `correction` (1 = Bessel). */
 jag_status jag_var(const jag_tensor *x, const int *dims, int ndims, int64_t correction,
                    bool keepdim, jag_tensor **out);

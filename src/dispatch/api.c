@@ -136,6 +136,7 @@ JAG_X_REDUCE(mean)
 JAG_X_REDUCE(prod)
 JAG_X_REDUCE(amax)
 JAG_X_REDUCE(amin)
+JAG_X_REDUCE(logsumexp)
 #undef JAG_X_REDUCE
 
 jag_status jag_var(const jag_tensor *x, const int *dims, int ndims, int64_t correction, bool keepdim,
