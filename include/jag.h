@@ -326,6 +326,17 @@ jag_status jag_where(const jag_tensor *cond, const jag_tensor *a, const jag_tens
  * largest and the smallest value (it wins amax, amin and the arg ops); ties
  * give the first index. var/std divide by max(n - correction, 0): inf or NaN
  * when the correction reaches the count, as torch. */
+/* On a jagged nested x (B, j, D...): a dim list holding the ragged dim (1)
+ * reduces each component over its rows, together with any trailing dims
+ * listed (e.g. {1, 2}), into a dense (B, kept D...) tensor (keepdim: size 1
+ * at the reduced dims); holes are skipped. An empty component gives 0
+ * (sum), NaN (mean, var, std), -inf (logsumexp) and is an error for amax,
+ * amin and the ops below with indices (JAG_EINVAL, "component i is empty").
+ * max_dim, min_dim, argmax and argmin along dim 1 give the row inside each
+ * component. Float values only (JAG_EDTYPE). The batch dim (0) cannot be
+ * reduced (JAG_ENOTIMPL). Dims without the ragged one run on the values and
+ * give a nested result. All are differentiable (argmax/argmin give no
+ * gradient). */
 jag_status jag_sum(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);
 jag_status jag_mean(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);
 jag_status jag_prod(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);

@@ -169,13 +169,20 @@ jag_status jag__d_jagged_ragged(const jag_grad_ctx *c, jag_tensor *const *grad_o
     case JAG_OP_mean:
     case JAG_OP_amax:
     case JAG_OP_amin:
-        if (!jag__is_ragged_dim_list(&c->args[1], on)) return JAG_OK;
+    case JAG_OP_logsumexp:
+    case JAG_OP_var:
+    case JAG_OP_std:
+    case JAG_OP_max_dim:
+    case JAG_OP_min_dim: {
+        jag_segment_spec sp;
+        int r = jag__ragged_reduction(c->op, c->args, c->nargs, on, &sp);
+        if (r < 0) return jag_last_status();
+        if (r == 0) return JAG_OK;
         *handled = true;
-        if (c->op == JAG_OP_amax || c->op == JAG_OP_amin)
-            st = jag__segment_extreme_grad(c->name, s, c->outputs[0], grad_out[0], &gv);
-        else
-            st = jag__segment_broadcast(c->name, s, grad_out[0], c->op == JAG_OP_mean, &gv);
+        bool idx = sp.kind == JAG_SEG_MAX || sp.kind == JAG_SEG_MIN;
+        st = jag__segment_reduce_grad(c->name, s, &sp, c->outputs[0], idx ? c->outputs[1] : NULL, grad_out[0], &gv);
         return rewrap_grad(s, st, gv, grad_in);
+    }
     case JAG_OP_softmax:
     case JAG_OP_log_softmax: {
         if (!jag__is_ragged_dim(&c->args[1], on)) return JAG_OK;
