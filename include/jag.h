@@ -306,9 +306,15 @@ JAG_BINARY_OP_LIST(JAG_X_DECL)
 /* a + alpha * b. */
 jag_status jag_add(const jag_tensor *a, const jag_tensor *b, double alpha, jag_tensor **out);
 jag_status jag_add_scalar(const jag_tensor *a, double b, jag_tensor **out);
-/* cond ? a : b elementwise; cond is bool; the three broadcast together. */
+/* cond ? a : b elementwise; cond is bool; the three broadcast together.
+ * Nested operands follow the pointwise rule (same raggedness, or dense
+ * tensors that broadcast over the packed dims). */
 jag_status jag_where(const jag_tensor *cond, const jag_tensor *a, const jag_tensor *b,
                      jag_tensor **out);
+/* where(mask, value, x): value where the bool mask is set, else x (dense or
+ * nested; the mask as a where operand). Differentiable in x. Errors:
+ * JAG_EDTYPE for a non-bool mask; as jag_where for shapes. */
+jag_status jag_masked_fill(const jag_tensor *x, const jag_tensor *mask, double value, jag_tensor **out);
 
 /* A scalar operand of a `_scalar` op takes the tensor's dtype when the tensor
  * is floating; an integer tensor with a non-integral scalar gives float32. */
@@ -636,9 +642,14 @@ jag_status jag_nested_from_padded(const jag_tensor *padded, const jag_tensor *le
 /* A dense tensor (B, max sizes...) with every component copied in and the
  * rest filled with `padding`. output_sizes (may be NULL) fixes the padded
  * shape; each size must be at least the largest component's (no truncation
- * here; see the ragged-ops API for truncation). */
+ * here; jag_nested_to_padded_max truncates). */
 jag_status jag_nested_to_padded(const jag_tensor *nt, double padding, const int64_t *output_sizes, int ndim,
                                 jag_tensor **out);
+/* Jagged nt (B, j, D...) -> dense (B, max_length, D...): each component's
+ * first max_length rows (longer ones are truncated), the rest filled with
+ * `padding`. Differentiable (truncated rows get no gradient). Errors:
+ * JAG_EINVAL for a non-jagged nt or max_length < 0. */
+jag_status jag_nested_to_padded_max(const jag_tensor *nt, double padding, int64_t max_length, jag_tensor **out);
 /* The same components in the other layout (a copy). Jagged -> strided always
  * works; strided -> jagged needs components that differ only in dim 0.
  * Errors: JAG_ESHAPE when not representable. */

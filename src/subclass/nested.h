@@ -97,6 +97,10 @@ bool jag__is_ragged_dim(const jag_value *dim, int outer_ndim);
 /* Whether a reduction's arguments reduce over the ragged dim: 1 (and *sp
  * filled), 0, or -1 with an error set (nested_ops.c). */
 int jag__ragged_reduction(jag_op_id op, const jag_value *args, int nargs, int outer_ndim, jag_segment_spec *sp);
+/* Joining and picking components (nested_join.c). */
+jag_status jag__nested_cat(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
+jag_status jag__nested_index_select_batch(const char *op, nested_state *s, const jag_tensor *index, jag_tensor **outs);
+jag_status jag__nested_unsqueeze(const char *op, nested_state *s, int outer_ndim, int64_t dim, jag_tensor **outs);
 /* The op handler (nested_ops.c). */
 jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs,
                                 jag_tensor **outs, void *ctx);

@@ -701,6 +701,18 @@ jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag
                 return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
             break;
         case JAG_OP_embedding: return embedding_nested(args, nargs, lead, outs);
+        case JAG_OP_cat: return jag__nested_cat(info->api_name, args, nargs, outs);
+        case JAG_OP_index_select:
+            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead && nargs == 3 && args[1].kind == JAG_VAL_INT &&
+                (args[1].u.i == 0 || args[1].u.i == -outer_ndim) && args[2].kind == JAG_VAL_TENSOR)
+                return jag__nested_index_select_batch(info->api_name, lead, args[2].u.t, outs);
+            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead && !(args[2].kind == JAG_VAL_TENSOR && jag__nested(args[2].u.t)))
+                return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
+            break;
+        case JAG_OP_unsqueeze:
+            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead && nargs == 2 && args[1].kind == JAG_VAL_INT)
+                return jag__nested_unsqueeze(info->api_name, lead, outer_ndim, args[1].u.i, outs);
+            break;
         case JAG_OP_softmax:
         case JAG_OP_log_softmax:
             if (args[0].kind != JAG_VAL_TENSOR || jag__nested(args[0].u.t) != lead) break;
