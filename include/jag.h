@@ -412,6 +412,8 @@ jag_status jag_rms_norm(const jag_tensor *x, int normalized_ndim, const jag_tens
 /* Rows of x along dim picked by the 1-D int32/int64 `index`.
  * Errors: JAG_ERANGE for an index outside [0, size) (negative indices are
  * rejected, as torch does), naming its position and value. */
+/* On a jagged nested x, dim 0 picks components (repeats allowed): a nested
+ * result with new offsets; index values outside [0, B) are JAG_ERANGE. */
 jag_status jag_index_select(const jag_tensor *x, int dim, const jag_tensor *index, jag_tensor **out);
 /* out[i][j][k] = x[i][index[i][j][k]][k] (for dim 1); index has x's ndim and
  * sizes no larger than x's outside dim. Errors: JAG_ERANGE for an index
@@ -420,10 +422,33 @@ jag_status jag_gather(const jag_tensor *x, int dim, const jag_tensor *index, jag
 /* weight (V, D), indices of any shape -> (indices..., D). Errors: JAG_ERANGE
  * for an index outside [0, V). */
 jag_status jag_embedding(const jag_tensor *weight, const jag_tensor *indices, jag_tensor **out);
+/* Bags of rows of a table, reduced: weight (V, D) float; indices (N) int32
+ * or int64 in [0, V); offsets (B+1) int64 with offsets[0] == 0,
+ * non-decreasing, offsets[B] == N: bag b is indices[offsets[b] :
+ * offsets[b+1]]. mode JAG_BAG_SUM, JAG_BAG_MEAN or JAG_BAG_MAX (the first
+ * NaN wins, as amax). per_sample_weights (may be NULL; sum mode only): (N)
+ * of weight's dtype, scaling each row. Result (B, D); an empty bag gives
+ * zeros. With jagged nested indices (B, j) pass offsets NULL: one bag per
+ * component (per_sample_weights then nested like the indices, or dense
+ * (N) over their packed values). Differentiable in weight (only the rows
+ * used are accumulated; max: the first row holding the max) and
+ * per_sample_weights. Errors: JAG_EINVAL (mode, offsets, dtypes of the
+ * index tensors), JAG_ERANGE (an index outside [0, V)), JAG_ESHAPE,
+ * JAG_EDTYPE (non-float weight). */
+#define JAG_BAG_SUM 0
+#define JAG_BAG_MEAN 1
+#define JAG_BAG_MAX 2
+jag_status jag_embedding_bag(const jag_tensor *weight, const jag_tensor *indices, const jag_tensor *offsets, int mode,
+                             const jag_tensor *per_sample_weights, jag_tensor **out);
 /* Join n tensors along an existing dim (cat) or a new one (stack). Shapes
  * must match except along dim (cat); dtypes are promoted. As torch, cat
  * skips 1-d tensors of size 0 in the shape checks (lists built up from an
  * empty tensor work). */
+/* Jagged nested tensors join along the batch dim (0: components in order,
+ * offsets concatenated, holes dropped; the dims after the ragged one must
+ * agree) or along a dense dim >= 2 (every tensor of the same raggedness,
+ * JAG_ESHAPE otherwise); the ragged dim is JAG_ENOTIMPL. stack of nested
+ * tensors inserts a dense dim >= 2. Differentiable. */
 jag_status jag_cat(jag_tensor *const *xs, int n, int dim, jag_tensor **out);
 jag_status jag_stack(jag_tensor *const *xs, int n, int dim, jag_tensor **out);
 /* Views of consecutive pieces of `split_size` along dim (the last may be

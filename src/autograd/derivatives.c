@@ -1342,4 +1342,5 @@ const jag_derivative_fn jag__derivatives[JAG_OP_BUILTIN_COUNT] = {
     [JAG_OP_scaled_dot_product_attention] = jag__d_sdpa,
     [JAG_OP_from_padded] = jag__d_from_padded,
     [JAG_OP_logsumexp] = d_logsumexp,
+    [JAG_OP_embedding_bag] = jag__d_embedding_bag,
 };

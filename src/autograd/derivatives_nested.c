@@ -347,3 +347,43 @@ jag_status jag__d_jagged_ragged(const jag_grad_ctx *c, jag_tensor *const *grad_o
     default: return JAG_OK;
     }
 }
+
+/* ---- embedding_bag --------------------------------------------------------- */
+
+jag_status jag__embedding_bag_backward(const char *op, const jag_value *args, int nargs, const jag_tensor *y,
+                                       const jag_tensor *g, jag_tensor **grad_w, jag_tensor **grad_psw);
+
+/* (weight, indices, offsets, mode, per_sample_weights): the weight's rows
+ * used get the bags' gradients; each per-sample weight the dot product of
+ * its row with its bag's gradient. Nested indices run as the forward did. */
+jag_status jag__d_embedding_bag(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in) {
+    jag_value a[5];
+    jag_tensor *temps[3] = {0};
+    bool nested = c->args[1].kind == JAG_VAL_TENSOR && jag__nested(c->args[1].u.t);
+    jag_status st = JAG_OK;
+    if (nested) st = jag__nested_bag_args(c->name, c->args, c->nargs, a, temps);
+    else
+        for (int i = 0; i < 5; i++) a[i] = c->args[i];
+    int k_psw = 1 + (c->args[2].kind == JAG_VAL_TENSOR) + 1; /* tensor inputs: weight, indices, [offsets], psw */
+    bool want_psw = c->args[4].kind == JAG_VAL_TENSOR && k_psw < c->n_inputs && c->needs[k_psw];
+    jag_tensor *gw = NULL, *gp = NULL;
+    if (!st) st = jag__embedding_bag_backward(c->name, a, 5, c->outputs[0], grad_out[0], c->needs[0] ? &gw : NULL,
+                                              want_psw ? &gp : NULL);
+    if (!st && gp && jag__nested(c->args[4].u.t)) { /* back to the weights' structure */
+        nested_state *ps = jag__nested(c->args[4].u.t);
+        jag_tensor *r = NULL;
+        if (ps->lengths || jag__nested(temps[1]) != ps)
+            st = jag__error(JAG_ENOTIMPL, "%s: no gradient for nested per_sample_weights with holes or gaps", c->name);
+        else st = jag__nested_rewrap_jagged(ps, gp, &r);
+        jag_release(gp);
+        gp = r;
+    }
+    for (int i = 0; i < 3; i++) jag_release(temps[i]);
+    if (st) {
+        jag_release(gw), jag_release(gp);
+        return st;
+    }
+    grad_in[0] = gw;
+    if (want_psw) grad_in[k_psw] = gp;
+    return JAG_OK;
+}

@@ -186,6 +186,13 @@ jag_status jag_argmin(const jag_tensor *x, int dim, bool keepdim, jag_tensor **o
     CALL(argmin, jag__v_tensor(x), jag__v_int(dim), jag__v_bool(keepdim));
 }
 
+jag_status jag_embedding_bag(const jag_tensor *weight, const jag_tensor *indices, const jag_tensor *offsets, int mode,
+                             const jag_tensor *per_sample_weights, jag_tensor **out) {
+    CHECK_OUT(embedding_bag);
+    CALL(embedding_bag, jag__v_tensor(weight), jag__v_tensor(indices), jag__v_tensor(offsets),
+         jag__v_int(mode), jag__v_tensor(per_sample_weights));
+}
+
 jag_status jag_max(const jag_tensor *x, jag_tensor **out) {
     CHECK_OUT(max);
     CALL(max, jag__v_tensor(x), jag__v_ints(NULL, 0), jag__v_bool(false));

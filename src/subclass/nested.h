@@ -101,6 +101,7 @@ int jag__ragged_reduction(jag_op_id op, const jag_value *args, int nargs, int ou
 jag_status jag__nested_cat(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
 jag_status jag__nested_index_select_batch(const char *op, nested_state *s, const jag_tensor *index, jag_tensor **outs);
 jag_status jag__nested_unsqueeze(const char *op, nested_state *s, int outer_ndim, int64_t dim, jag_tensor **outs);
+jag_status jag__nested_bag_args(const char *op, const jag_value *args, int nargs, jag_value *a, jag_tensor **temps);
 /* The op handler (nested_ops.c). */
 jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs,
                                 jag_tensor **outs, void *ctx);

@@ -190,3 +190,38 @@ jag_status jag__nested_unsqueeze(const char *op, nested_state *s, int outer_ndim
     jag_release(res);
     return st;
 }
+
+/* embedding_bag with jagged nested indices (B, j): one bag per component.
+ * The arguments rewritten for the dense op: the indices' packed values
+ * (holes dropped) and their offsets; nested per-sample weights (same
+ * raggedness) by their packed values. temps[0..2] receive what was made
+ * (release them after the call). */
+jag_status jag__nested_bag_args(const char *op, const jag_value *args, int nargs, jag_value *a, jag_tensor **temps) {
+    temps[0] = temps[1] = temps[2] = NULL;
+    if (nargs != 5) return jag__error(JAG_EINVAL, "%s: expected 5 arguments", op);
+    for (int i = 0; i < nargs; i++) a[i] = args[i];
+    if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t))
+        return jag__error(JAG_ENOTIMPL, "%s: argument 'weight' must be a dense table, got a nested tensor", op);
+    nested_state *s = args[1].kind == JAG_VAL_TENSOR ? jag__nested(args[1].u.t) : NULL;
+    if (!s || s->layout != JAG_JAGGED)
+        return jag__error(JAG_ENOTIMPL, "%s: nested arguments are supported as jagged (B, j) indices (and per-sample weights)", op);
+    if (args[1].u.t->ndim != 2)
+        return jag__error(JAG_ESHAPE, "%s: argument 'indices' is nested with %d dims, expected (B, j)", op, args[1].u.t->ndim);
+    if (args[2].kind != JAG_VAL_NONE)
+        return jag__error(JAG_EINVAL, "%s: argument 'offsets' must be none with nested indices (their offsets are used)", op);
+    nested_state *ps = args[4].kind == JAG_VAL_TENSOR ? jag__nested(args[4].u.t) : NULL;
+    if (ps && !jag__nested_same_raggedness(s, ps, false))
+        return jag__error(JAG_ESHAPE, "%s: argument 'per_sample_weights' has different raggedness than 'indices'", op);
+    jag_status st = jag__nested_contiguous(args[1].u.t, &temps[0]);
+    if (!st && ps) st = jag__nested_contiguous(args[4].u.t, &temps[1]);
+    if (st) {
+        jag_release(temps[0]), jag_release(temps[1]);
+        temps[0] = temps[1] = NULL;
+        return st;
+    }
+    nested_state *c = jag__nested(temps[0]);
+    a[1] = jag__v_tensor(c->values);
+    a[2] = jag__v_tensor(c->offsets);
+    if (ps) a[4] = jag__v_tensor(jag__nested(temps[1])->values);
+    return JAG_OK;
+}

@@ -702,6 +702,14 @@ jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag
             break;
         case JAG_OP_embedding: return embedding_nested(args, nargs, lead, outs);
         case JAG_OP_cat: return jag__nested_cat(info->api_name, args, nargs, outs);
+        case JAG_OP_embedding_bag: {
+            jag_value a[MAX_ARGS];
+            jag_tensor *temps[3];
+            jag_status st2 = jag__nested_bag_args(info->api_name, args, nargs, a, temps);
+            if (!st2) st2 = jag__dispatch(op, a, nargs, outs);
+            for (int i = 0; i < 3; i++) jag_release(temps[i]);
+            return st2;
+        }
         case JAG_OP_index_select:
             if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead && nargs == 3 && args[1].kind == JAG_VAL_INT &&
                 (args[1].u.i == 0 || args[1].u.i == -outer_ndim) && args[2].kind == JAG_VAL_TENSOR)
