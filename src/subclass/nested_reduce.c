@@ -119,31 +119,46 @@ jag_status jag__segment_reduce(const char *op, const nested_state *s, jag_segmen
 /* Softmax down one segment's rows for a block of columns, typed: rows in
  * order, columns inner, the vectorised exp of vecmath.h. */
 #define DEF_SEG_SOFTMAX(NAME, T, EXP, LOG)                                     \
-    static void NAME(const T *in, T *out, int64_t C, int64_t r0, int64_t n, int64_t c0, int64_t nc, bool lg) { \
+    static void NAME(const T *restrict in, T *restrict out, int64_t C, int64_t r0, int64_t n, int64_t c0, int64_t nc, \
+                     bool lg) {                                                \
         T m[COL_BLOCK], sum[COL_BLOCK];                                        \
         for (int64_t c = 0; c < nc; c++) m[c] = -INFINITY, sum[c] = 0;         \
         for (int64_t r = r0; r < r0 + n; r++) {                                \
-            const T *x = in + r * C + c0;                                      \
-            for (int64_t c = 0; c < nc; c++) m[c] = x[c] > m[c] ? x[c] : m[c]; \
+            const T *restrict x = in + r * C + c0;                             \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) m[c] = x[c] > m[c] || x[c] != x[c] ? x[c] : m[c]; \
         }                                                                      \
         for (int64_t c = 0; c < nc; c++) /* NaN stays; all -inf: sum 0 -> NaN, as torch */ \
             if (isinf(m[c])) m[c] = 0;                                         \
         for (int64_t r = r0; r < r0 + n; r++) {                                \
-            const T *x = in + r * C + c0;                                      \
-            T *y = out + r * C + c0;                                           \
-            for (int64_t c = 0; c < nc; c++) {                                 \
-                T z = x[c] - m[c], e = EXP(z);                                 \
-                sum[c] += e;                                                   \
-                y[c] = lg ? z : e;                                             \
+            const T *restrict x = in + r * C + c0;                             \
+            T *restrict y = out + r * C + c0;                                  \
+            if (lg) {                                                          \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) {                             \
+                    T z = x[c] - m[c];                                         \
+                    sum[c] += EXP(z);                                          \
+                    y[c] = z;                                                  \
+                }                                                              \
+            } else {                                                           \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) {                             \
+                    T e = EXP(x[c] - m[c]);                                    \
+                    sum[c] += e;                                               \
+                    y[c] = e;                                                  \
+                }                                                              \
             }                                                                  \
         }                                                                      \
         for (int64_t c = 0; c < nc; c++) sum[c] = lg ? LOG(sum[c]) : (T)1 / sum[c]; \
         for (int64_t r = r0; r < r0 + n; r++) {                                \
-            T *y = out + r * C + c0;                                           \
-            if (lg)                                                            \
+            T *restrict y = out + r * C + c0;                                  \
+            if (lg) {                                                          \
+                _Pragma("omp simd")                                            \
                 for (int64_t c = 0; c < nc; c++) y[c] -= sum[c];               \
-            else                                                               \
+            } else {                                                           \
+                _Pragma("omp simd")                                            \
                 for (int64_t c = 0; c < nc; c++) y[c] *= sum[c];               \
+            }                                                                  \
         }                                                                      \
     }
 DEF_SEG_SOFTMAX(seg_softmax_f32, float, jag__vm_exp_f32, logf)
@@ -273,7 +288,7 @@ static double seg_var_finish(double m2, double n, int64_t correction) {
 /* One segment b, columns [k0, k0 + nk) of (rows, K, R) -> out (B, K) [and
  * idx (B, K) for max/min/arg: the row inside the component]. Typed: rows in
  * order, columns inner (contiguous when R == 1), q innermost. */
-#define DEF_SEG_GENERIC(NAME, T)                                               \
+#define DEF_SEG_GENERIC(NAME, T, EXP)                                               \
     static void NAME(const T *in, T *out, int64_t *idx, int64_t K, int64_t R, int64_t r0, int64_t n, int64_t b, \
                      int64_t k0, int64_t nk, jag_segment_kind kind, int64_t corr) { \
         double a[COL_BLOCK], m[COL_BLOCK];                                     \
@@ -314,6 +329,16 @@ static double seg_var_finish(double m2, double n, int64_t correction) {
             }                                                                  \
             return;                                                            \
         case JAG_SEG_AMAX: case JAG_SEG_AMIN: case JAG_SEG_LSE:                \
+            if (R == 1 && kind == JAG_SEG_LSE) { /* NaN wins the max: it then spreads */ \
+                T mt[COL_BLOCK];                                               \
+                for (int64_t k = 0; k < nk; k++) mt[k] = -INFINITY;            \
+                for (int64_t r = r0; r < r0 + n; r++) {                        \
+                    const T *restrict x = in + r * C + k0;                     \
+                    _Pragma("omp simd")                                        \
+                    for (int64_t k = 0; k < nk; k++) mt[k] = x[k] > mt[k] || x[k] != x[k] ? x[k] : mt[k]; \
+                }                                                              \
+                for (int64_t k = 0; k < nk; k++) m[k] = mt[k], nan[k] = mt[k] != mt[k]; \
+            } else                                                             \
             for (int64_t r = r0; r < r0 + n; r++)                              \
                 for (int64_t k = 0; k < nk; k++) {                             \
                     const T *x = in + r * C + (k0 + k) * R;                    \
@@ -327,14 +352,24 @@ static double seg_var_finish(double m2, double n, int64_t correction) {
                 for (int64_t k = 0; k < nk; k++) out[b * K + k0 + k] = (T)(nan[k] ? NAN : m[k]); \
                 return;                                                        \
             }                                                                  \
-            for (int64_t r = r0; r < r0 + n; r++)                              \
-                for (int64_t k = 0; k < nk; k++) {                             \
-                    if (nan[k] || isinf(m[k])) continue;                       \
-                    const T *x = in + r * C + (k0 + k) * R;                    \
-                    double acc = 0;                                            \
-                    for (int64_t q = 0; q < R; q++) acc += exp((double)x[q] - m[k]); \
-                    a[k] += acc;                                               \
+            if (R == 1) { /* columns contiguous: one vectorised exp per element */ \
+                T mt[COL_BLOCK], at[COL_BLOCK];                                \
+                for (int64_t k = 0; k < nk; k++) mt[k] = nan[k] || isinf(m[k]) ? (T)0 : (T)m[k], at[k] = 0; \
+                for (int64_t r = r0; r < r0 + n; r++) {                        \
+                    const T *restrict x = in + r * C + k0;                     \
+                    _Pragma("omp simd")                                        \
+                    for (int64_t k = 0; k < nk; k++) at[k] += EXP(x[k] - mt[k]); \
                 }                                                              \
+                for (int64_t k = 0; k < nk; k++) a[k] = at[k];                 \
+            } else                                                             \
+                for (int64_t r = r0; r < r0 + n; r++)                          \
+                    for (int64_t k = 0; k < nk; k++) {                         \
+                        if (nan[k] || isinf(m[k])) continue;                   \
+                        const T *x = in + r * C + (k0 + k) * R;                \
+                        double acc = 0;                                        \
+                        for (int64_t q = 0; q < R; q++) acc += exp((double)x[q] - m[k]); \
+                        a[k] += acc;                                           \
+                    }                                                          \
             for (int64_t k = 0; k < nk; k++)                                   \
                 out[b * K + k0 + k] = (T)(nan[k] ? NAN : isinf(m[k]) ? m[k] : m[k] + log(a[k])); \
             return;                                                            \
@@ -354,8 +389,8 @@ static double seg_var_finish(double m2, double n, int64_t correction) {
             return;                                                            \
         }                                                                      \
     }
-DEF_SEG_GENERIC(seg_generic_f32, float)
-DEF_SEG_GENERIC(seg_generic_f64, double)
+DEF_SEG_GENERIC(seg_generic_f32, float, jag__vm_exp_f32)
+DEF_SEG_GENERIC(seg_generic_f64, double, jag__vm_exp_f64)
 #undef DEF_SEG_GENERIC
 
 /* The output shape: (B, [1], kept trailing dims... [, 1 per reduced one]) */
