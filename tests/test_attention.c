@@ -4,6 +4,8 @@
  * item and head, gradchecks, and errors. */
 #include "test.h"
 
+#include "cpu/attention.h"
+
 /* Reference for one item: q (Lq, Hq, Dh), k/v (Lk, Hk, Dh) -> (Lq, Hq, Dh),
  * by hand in double. */
 static void ref_item(const jag_tensor *q, const jag_tensor *k, const jag_tensor *v, bool causal, double scale,
@@ -169,4 +171,40 @@ static void test_long_float32(void) {
     jag_release(y), jag_release(y32), jag_release(a), jag_release(b);
 }
 
-TEST_MAIN(test_jagged_forward, test_dense_forward_and_errors, test_gradients, test_long_float32)
+
+/* the tiled float32 kernel against the naive reference (full score
+ * matrices), directly on packed rows: several query and key tiles, queries
+ * longer and shorter than keys, empty items, causal or not, grouped heads,
+ * rows strided inside a wider buffer */
+static void test_tiled_vs_reference(void) {
+    TEST_BEGIN();
+    const int64_t ql[5] = {1, 130, 0, 64, 300}, kl[5] = {3, 70, 5, 0, 257};
+    for (int causal = 0; causal < 2; causal++)
+        for (int gq = 0; gq < 2; gq++)
+            for (int wide = 0; wide < 2; wide++) {
+                int64_t hq = 4, hk = gq ? 2 : 4, dh = 16, qo[5], ko[5], rq = 0, rk = 0;
+                for (int b = 0; b < 5; b++) qo[b] = rq, ko[b] = rk, rq += ql[b], rk += kl[b];
+                int64_t extra = wide ? 8 : 0; /* rows hold 8 more floats than the heads use */
+                int64_t qs[2] = {rq, hq * dh + extra}, ks[2] = {rk, hk * dh + extra};
+                jag_tensor *q = t_rand(qs, 2, JAG_FLOAT32, -2, 2, 70), *k = t_rand(ks, 2, JAG_FLOAT32, -2, 2, 71);
+                jag_tensor *v = t_rand(ks, 2, JAG_FLOAT32, -2, 2, 72);
+                attn_args a = {.f64 = false, .batch = 5, .hq = hq, .hk = hk, .dh = dh, .qo = qo, .ql = ql, .ko = ko, .kl = kl,
+                               .q = {jag_data(q), hq * dh + extra, dh, 1}, .k = {jag_data(k), hk * dh + extra, dh, 1},
+                               .v = {jag_data(v), hk * dh + extra, dh, 1}, .causal = causal, .scale = 0.3};
+                float *out = malloc((size_t)(rq * hq * dh) * sizeof *out), *lse = malloc((size_t)(rq * hq) * sizeof *lse);
+                float *ref = malloc((size_t)(rq * hq * dh) * sizeof *ref);
+                double *rlse = malloc((size_t)(rq * hq) * sizeof *rlse);
+                CHECK_OK(jag__attention_forward(&a, (char *)out, (char *)lse));
+                jag__ref_attention(&a, (char *)ref, rlse);
+                double worst = 0, worst_l = 0;
+                for (int64_t i = 0; i < rq * hq * dh; i++) worst = fmax(worst, fabs((double)out[i] - (double)ref[i]));
+                for (int64_t i = 0; i < rq * hq; i++)
+                    worst_l = isinf(rlse[i]) ? (lse[i] == rlse[i] ? worst_l : INFINITY) : fmax(worst_l, fabs(lse[i] - rlse[i]));
+                CHECK_MSG(worst < 2e-5 && worst_l < 2e-5, "causal %d gq %d wide %d: out off by %g, lse by %g", causal, gq, wide,
+                          worst, worst_l);
+                free(out), free(lse), free(ref), free(rlse);
+                jag_release(q), jag_release(k), jag_release(v);
+            }
+}
+
+TEST_MAIN(test_tiled_vs_reference, test_jagged_forward, test_dense_forward_and_errors, test_gradients, test_long_float32)
