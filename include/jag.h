@@ -846,6 +846,18 @@ jag_status jag_dropout(const jag_tensor *x, double p, bool train, jag_generator 
 jag_status jag_scaled_dot_product_attention(const jag_tensor *q, const jag_tensor *k, const jag_tensor *v, bool causal,
                                             double scale, jag_tensor **out);
 
+/* As jag_scaled_dot_product_attention, with an additive mask on the
+ * scores (may be NULL): softmax(q k^T * scale + mask [causal]) v. For dense
+ * q the mask is dense and broadcasts to (B, Hq, Lq, Lk); for jagged q it is
+ * a strided nested tensor (jag_nested_from_list with JAG_STRIDED) whose
+ * component b is (Lq_b, Lk_b) or (Hq or 1, Lq_b, Lk_b). -inf hides a key; a
+ * query that sees no key gets zeros. Differentiable in q, k, v and the
+ * mask. Errors: as jag_scaled_dot_product_attention, plus JAG_EDTYPE (the
+ * mask's dtype differs from q's), JAG_ESHAPE (a mask that does not fit),
+ * JAG_EINVAL (a nested mask for dense q, or a jagged one). */
+jag_status jag_scaled_dot_product_attention_masked(const jag_tensor *q, const jag_tensor *k, const jag_tensor *v,
+                                                   const jag_tensor *mask, bool causal, double scale, jag_tensor **out);
+
 /* Losses, averaged over the real elements (padding and holes excluded).
  * cross_entropy: logits (N, C) with int64/int32 targets (N) in [0, C), or a
  * jagged nested (B, j, C) with a jagged (B, j) target of the same

@@ -1343,4 +1343,5 @@ const jag_derivative_fn jag__derivatives[JAG_OP_BUILTIN_COUNT] = {
     [JAG_OP_from_padded] = jag__d_from_padded,
     [JAG_OP_logsumexp] = d_logsumexp,
     [JAG_OP_embedding_bag] = jag__d_embedding_bag,
+    [JAG_OP_scaled_dot_product_attention_masked] = jag__d_sdpa,
 };

@@ -29,6 +29,11 @@ static inline double ld(const char *base, bool f64, int64_t off) {
     return f64 ? ((const double *)base)[off] : (double)((const float *)base)[off];
 }
 
+/* the additive mask of (b, h, query i, key j), 0 without one */
+static inline double mask_at(const attn_args *a, int64_t b, int64_t h, int64_t i, int64_t j) {
+    return a->mbase ? ld(a->mbase, a->f64, a->mo[b] + h * a->mh[b] + i * a->mi[b] + j * a->mj[b]) : 0.0;
+}
+
 /* dot(q row, k row) over Dh with element strides */
 static inline double dot(const attn_view *a, int64_t ra, int64_t ha, const attn_view *b, int64_t rb, int64_t hb,
                          int64_t dh, bool f64) {
@@ -51,9 +56,10 @@ void jag__ref_attention(const attn_args *a, char *out, double *lse) {
                 int64_t ri = a->qo[b] + i, nk = a->causal ? (i + 1 < lk ? i + 1 : lk) : lk;
                 double m = -INFINITY, l = 0;
                 for (int64_t j = 0; j < nk; j++) {
-                    s[j] = a->scale * dot(&a->q, ri, h, &a->k, a->ko[b] + j, kh, a->dh, f64);
+                    s[j] = a->scale * dot(&a->q, ri, h, &a->k, a->ko[b] + j, kh, a->dh, f64) + mask_at(a, b, h, i, j);
                     m = fmax(m, s[j]);
                 }
+                if (m == -INFINITY) nk = 0; /* every key masked out */
                 for (int64_t j = 0; j < nk; j++) l += exp(s[j] - m);
                 for (int64_t d = 0; d < a->dh; d++) {
                     double acc = 0;
@@ -93,6 +99,13 @@ static void forward_f32_tile(const attn_args *a, int64_t b, int64_t h, int64_t i
         const float *K = kb + (a->ko[b] + j0) * a->k.sr + kh * a->k.sh, *V = vb + (a->ko[b] + j0) * a->v.sr + kh * a->v.sh;
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)nq, (blasint)nb, (blasint)dh, (float)a->scale, Q,
                     (blasint)a->q.sr, K, (blasint)a->k.sr, 0.0f, S, TK);
+        if (a->mbase) /* the additive mask */
+            for (int64_t i = 0; i < nq; i++) {
+                const float *mb = (const float *)a->mbase + a->mo[b] + h * a->mh[b] + (i0 + i) * a->mi[b] + j0 * a->mj[b];
+                float *srow = S + i * TK;
+                int64_t mj = a->mj[b];
+                for (int64_t j = 0; j < nb; j++) srow[j] += mb[j * mj];
+            }
         for (int64_t i = 0; i < nq; i++) {
             float *srow = S + i * TK;
             if (a->causal && j0 + nb - 1 > i0 + i) /* keys after query i0 + i are hidden */
@@ -190,9 +203,10 @@ jag_status jag__attention_forward(const attn_args *a, char *out, char *lse_out) 
                 int64_t nb = nk - j0 < KEY_BLOCK ? nk - j0 : KEY_BLOCK;
                 double bm = -INFINITY;
                 for (int64_t j = 0; j < nb; j++) {
-                    s[j] = a->scale * dot(&a->q, ri, h, &a->k, a->ko[b] + j0 + j, kh, dh, f64);
+                    s[j] = a->scale * dot(&a->q, ri, h, &a->k, a->ko[b] + j0 + j, kh, dh, f64) + mask_at(a, b, h, i, j0 + j);
                     bm = fmax(bm, s[j]);
                 }
+                if (bm == -INFINITY) continue; /* nothing visible in this block */
                 if (bm > m) { /* rescale what was accumulated under the old max */
                     double r = exp(m - bm);
                     l *= r;
@@ -228,7 +242,7 @@ jag_status jag__attention_forward(const attn_args *a, char *out, char *lse_out) 
  *   dq_i += scale sum_j dS_ij k_j,  dk_j += scale dS_ij q_i,  dv_j += P_ij dO_i
  * dq, dk, dv are contiguous (R, H, Dh), zeroed by the caller. */
 jag_status jag__attention_backward(const attn_args *a, const attn_view *o, const attn_view *go, const char *lse,
-                                   char *dq, char *dk, char *dv) {
+                                   char *dq, char *dk, char *dv, char *dmask, const int64_t *fo) {
     bool f64 = a->f64, failed = false;
     int64_t group = a->hq / a->hk, dh = a->dh, tasks = a->batch * a->hk;
 #pragma omp parallel for schedule(dynamic, 1)
@@ -251,8 +265,13 @@ jag_status jag__attention_backward(const attn_args *a, const attn_view *o, const
                 for (int64_t d = 0; d < dh; d++) dqr[d] = 0;
                 for (int64_t j = 0; j < nk; j++) {
                     int64_t rj = a->ko[b] + j;
-                    double s = a->scale * dot(&a->q, ri, h, &a->k, rj, kh, dh, f64), p = exp(s - li);
+                    double s = a->scale * dot(&a->q, ri, h, &a->k, rj, kh, dh, f64) + mask_at(a, b, h, i, j), p = exp(s - li);
                     double dp = dot(go, ri, h, &a->v, rj, kh, dh, f64), ds = p * (dp - di);
+                    if (dmask) { /* the score's gradient is the mask's */
+                        int64_t x = fo[b] + (h * lq + i) * lk + j;
+                        if (f64) ((double *)dmask)[x] = ds;
+                        else ((float *)dmask)[x] = (float)ds;
+                    }
                     int64_t ko = rj * a->k.sr + kh * a->k.sh, qo = ri * a->q.sr + h * a->q.sh, gof = ri * go->sr + h * go->sh;
                     for (int64_t d = 0; d < dh; d++) {
                         dqr[d] += a->scale * ds * ld(a->k.base, f64, ko + d * a->k.sd);

@@ -637,6 +637,8 @@ jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag
                                 jag_tensor **outs, void *ctx) {
     (void)cls, (void)ctx;
     const jag_op_info *info = &jag__ops[op];
+    /* a strided nested mask beside jagged q, k, v: the op sorts out its arguments */
+    if (op == JAG_OP_scaled_dot_product_attention_masked) return jag__composite_sdpa(info->api_name, args, nargs, outs);
     nested_state *lead;
     jag_status st = find_lead(info, args, nargs, &lead);
     if (st) return st;
