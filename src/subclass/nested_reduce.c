@@ -300,6 +300,31 @@ static double seg_var_finish(double m2, double n, int64_t correction) {
         for (int64_t k = 0; k < nk; k++) a[k] = 0, m[k] = is_max ? -INFINITY : INFINITY, nan[k] = false, ix[k] = 0; \
         switch (kind) {                                                        \
         case JAG_SEG_SUM: case JAG_SEG_MEAN: case JAG_SEG_VAR: case JAG_SEG_STD: \
+            if (R == 1 && (kind == JAG_SEG_VAR || kind == JAG_SEG_STD)) { /* one pass: Welford's update per column */ \
+                for (int64_t k = 0; k < nk; k++) m[k] = 0;                     \
+                for (int64_t r = r0; r < r0 + n; r++) {                        \
+                    const T *restrict x = in + r * C + k0;                     \
+                    double inv = 1.0 / (double)(r - r0 + 1);                   \
+                    _Pragma("omp simd")                                        \
+                    for (int64_t k = 0; k < nk; k++) {                         \
+                        double v = (double)x[k], d = v - m[k];                 \
+                        m[k] += d * inv;                                       \
+                        a[k] += d * (v - m[k]);                                \
+                    }                                                          \
+                }                                                              \
+                for (int64_t k = 0; k < nk; k++) {                             \
+                    double v = seg_var_finish(a[k], cnt, corr);                \
+                    out[b * K + k0 + k] = (T)(kind == JAG_SEG_STD ? sqrt(v) : v); \
+                }                                                              \
+                return;                                                        \
+            }                                                                  \
+            if (R == 1) { /* columns contiguous: vectorised over them */      \
+                for (int64_t r = r0; r < r0 + n; r++) {                        \
+                    const T *restrict x = in + r * C + k0;                     \
+                    _Pragma("omp simd")                                        \
+                    for (int64_t k = 0; k < nk; k++) a[k] += (double)x[k];     \
+                }                                                              \
+            } else                                                             \
             for (int64_t r = r0; r < r0 + n; r++)                              \
                 for (int64_t k = 0; k < nk; k++) {                             \
                     const T *x = in + r * C + (k0 + k) * R;                    \
@@ -313,6 +338,16 @@ static double seg_var_finish(double m2, double n, int64_t correction) {
                 return;                                                        \
             }                                                                  \
             for (int64_t k = 0; k < nk; k++) m[k] = cnt ? a[k] / cnt : 0, a[k] = 0; \
+            if (R == 1) {                                                      \
+                for (int64_t r = r0; r < r0 + n; r++) {                        \
+                    const T *restrict x = in + r * C + k0;                     \
+                    _Pragma("omp simd")                                        \
+                    for (int64_t k = 0; k < nk; k++) {                         \
+                        double d = (double)x[k] - m[k];                        \
+                        a[k] += d * d;                                         \
+                    }                                                          \
+                }                                                              \
+            } else                                                             \
             for (int64_t r = r0; r < r0 + n; r++)                              \
                 for (int64_t k = 0; k < nk; k++) {                             \
                     const T *x = in + r * C + (k0 + k) * R;                    \
@@ -373,20 +408,35 @@ static double seg_var_finish(double m2, double n, int64_t correction) {
             for (int64_t k = 0; k < nk; k++)                                   \
                 out[b * K + k0 + k] = (T)(nan[k] ? NAN : isinf(m[k]) ? m[k] : m[k] + log(a[k])); \
             return;                                                            \
-        default: /* max / min / argmax / argmin, R == 1: the first extreme, NaN first */ \
-            for (int64_t r = r0; r < r0 + n; r++) {                            \
-                const T *x = in + r * C + k0;                                  \
-                for (int64_t k = 0; k < nk; k++) {                             \
-                    double v = (double)x[k];                                   \
-                    bool better = r == r0 || (!nan[k] && (v != v || (is_max ? v > m[k] : v < m[k]))); \
-                    if (better) m[k] = v, ix[k] = r - r0, nan[k] = v != v;     \
+        default: { /* max / min / argmax / argmin, R == 1: the first extreme; a NaN wins and then stays */ \
+            T mt[COL_BLOCK];                                                   \
+            const T *restrict x0 = in + r0 * C + k0;                           \
+            for (int64_t k = 0; k < nk; k++) mt[k] = x0[k];                    \
+            for (int64_t r = r0 + 1; r < r0 + n; r++) {                        \
+                const T *restrict x = in + r * C + k0;                         \
+                int64_t row = r - r0;                                          \
+                if (is_max) {                                                  \
+                    _Pragma("omp simd")                                        \
+                    for (int64_t k = 0; k < nk; k++) {                         \
+                        bool better = x[k] > mt[k] || (x[k] != x[k] && mt[k] == mt[k]); \
+                        mt[k] = better ? x[k] : mt[k];                         \
+                        ix[k] = better ? row : ix[k];                          \
+                    }                                                          \
+                } else {                                                       \
+                    _Pragma("omp simd")                                        \
+                    for (int64_t k = 0; k < nk; k++) {                         \
+                        bool better = x[k] < mt[k] || (x[k] != x[k] && mt[k] == mt[k]); \
+                        mt[k] = better ? x[k] : mt[k];                         \
+                        ix[k] = better ? row : ix[k];                          \
+                    }                                                          \
                 }                                                              \
             }                                                                  \
             for (int64_t k = 0; k < nk; k++) {                                 \
-                if (kind == JAG_SEG_MAX || kind == JAG_SEG_MIN) out[b * K + k0 + k] = (T)m[k]; \
+                if (kind == JAG_SEG_MAX || kind == JAG_SEG_MIN) out[b * K + k0 + k] = mt[k]; \
                 idx[b * K + k0 + k] = ix[k];                                   \
             }                                                                  \
             return;                                                            \
+        }                                                                      \
         }                                                                      \
     }
 DEF_SEG_GENERIC(seg_generic_f32, float, jag__vm_exp_f32)
