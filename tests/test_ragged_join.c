@@ -85,7 +85,7 @@ static void test_cat_batch(void) {
         CHECK_OK(jag_zeros(ds, 3, JAG_FLOAT64, &d));
         jag_tensor *mix[2] = {a, d};
         CHECK_ERR(jag_cat(mix, 2, 0, &o), JAG_EINVAL, "jag_cat: tensor 1 of argument 'xs' is dense");
-        CHECK_ERR(jag_cat(xs, 2, 1, &o), JAG_ENOTIMPL, "joining along the ragged dim");
+        CHECK_ERR(jag_cat(xs, 2, 1, &o), JAG_ENOTIMPL, "jag_cat: joining nested tensors along the ragged dim (1)");
         CHECK(o == NULL);
         jag_release(a), jag_release(b), jag_release(c), jag_release(d);
     }

@@ -82,7 +82,7 @@ jag_status jag__nested_cat(const char *op, const jag_value *args, int nargs, jag
     int nd = xs[0]->ndim, d;
     if ((st = jag__wrap_dim(op, "dim", args[1].u.i, nd, &d))) return st;
     if (d == 1)
-        return jag__error(JAG_ENOTIMPL, "%s: joining along the ragged dim (1) is not supported; join along the batch dim (0) or a dense dim", op);
+        return jag__error(JAG_ENOTIMPL, "%s: joining nested tensors along the ragged dim (1) is not supported; join along the batch dim (0) or a dense dim", op);
     if (d >= 2) { /* same raggedness: values joined */
         for (int i = 1; i < n; i++)
             if (!jag__nested_same_raggedness(lead, jag__nested(xs[i]), false))
