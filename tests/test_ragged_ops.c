@@ -296,6 +296,16 @@ static void test_clamp_dropout_rowids(void) {
     int64_t want_ids[9] = {0, 0, 2, 2, 2, 2, 3, 3, 3}, want_len[4] = {2, 0, 3, 1};
     for (int i = 0; i < 9; i++) CHECK(t_get(v1, i) == want_ids[i]);
     for (int i = 0; i < 4; i++) CHECK(t_get(v2, i) == want_len[i]);
+    /* without holes: derived once and cached (the same tensors come back) */
+    jag_tensor *full = make_jagged(false, 81), *l1 = NULL, *l2 = NULL, *r1 = NULL, *r2 = NULL;
+    CHECK_OK(jag_nested_seq_lengths(full, &l1));
+    CHECK_OK(jag_nested_seq_lengths(full, &l2));
+    CHECK_OK(jag_nested_row_ids(full, &r1));
+    CHECK_OK(jag_nested_row_ids(full, &r2));
+    CHECK(l1 == l2 && r1 == r2);
+    int64_t want_full[4] = {2, 0, 4, 3};
+    for (int i = 0; i < 4; i++) CHECK(t_get(l1, i) == want_full[i]);
+    jag_release(l1), jag_release(l2), jag_release(r1), jag_release(r2), jag_release(full);
     for (int i = 0; i < n; i++) jag_release(c[i]);
     jag_release(nt), jag_release(v), jag_release(d1), jag_release(d2), jag_release(same), jag_release(dn);
     jag_release(v1), jag_release(v2);

@@ -24,6 +24,7 @@ typedef struct nested_state {
     atomic_llong ragged_id;
     int64_t min_seqlen, max_seqlen;
     _Atomic(jag_tensor *) row_ids; /* jagged: int64 (sum L) owner row of each value row, lazily */
+    _Atomic(jag_tensor *) seq_lengths; /* jagged without holes: int64 (B) component lengths, lazily */
 } nested_state;
 
 /* The nested class (registered on first use). */
