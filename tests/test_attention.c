@@ -343,6 +343,11 @@ static void test_masked_gradients_and_dense(void) {
     CHECK_OK(jag_softmax(sm, -1, &p));
     CHECK_OK(jag_matmul(p, v, &want));
     CHECK(y && t_allclose(y, want, 1e-12, 1e-12));
+    jag_tensor *y0 = NULL, *y1 = NULL; /* no mask: the plain op */
+    CHECK_OK(jag_scaled_dot_product_attention_masked(q, k, v, NULL, true, 0.5, &y0));
+    CHECK_OK(jag_scaled_dot_product_attention(q, k, v, true, 0.5, &y1));
+    CHECK(y0 && y1 && t_allclose(y0, y1, 0, 0));
+    jag_release(y0), jag_release(y1);
     jag_release(kt), jag_release(s), jag_release(ss), jag_release(sm), jag_release(p), jag_release(want), jag_release(y);
     jag_tensor *in[4] = {q, k, v, m};
     for (int i = 0; i < 4; i++) CHECK_OK(jag_set_requires_grad(in[i], true));
