@@ -331,8 +331,8 @@ jag_status jag_masked_fill(const jag_tensor *x, const jag_tensor *mask, double v
  * for amax/amin/max/min/argmax/argmin (JAG_EINVAL, "empty"). NaN is both the
  * largest and the smallest value (it wins amax, amin and the arg ops); ties
  * give the first index. var/std divide by max(n - correction, 0): inf or NaN
- * when the correction reaches the count, as torch. */
-/* On a jagged nested x (B, j, D...): a dim list holding the ragged dim (1)
+ * when the correction reaches the count, as torch.
+ * On a jagged nested x (B, j, D...): a dim list holding the ragged dim (1)
  * reduces each component over its rows, together with any trailing dims
  * listed (e.g. {1, 2}), into a dense (B, kept D...) tensor (keepdim: size 1
  * at the reduced dims); holes are skipped. An empty component gives 0
@@ -411,8 +411,8 @@ jag_status jag_rms_norm(const jag_tensor *x, int normalized_ndim, const jag_tens
 
 /* Rows of x along dim picked by the 1-D int32/int64 `index`.
  * Errors: JAG_ERANGE for an index outside [0, size) (negative indices are
- * rejected, as torch does), naming its position and value. */
-/* On a jagged nested x, dim 0 picks components (repeats allowed): a nested
+ * rejected, as torch does), naming its position and value.
+ * On a jagged nested x, dim 0 picks components (repeats allowed): a nested
  * result with new offsets; index values outside [0, B) are JAG_ERANGE. */
 jag_status jag_index_select(const jag_tensor *x, int dim, const jag_tensor *index, jag_tensor **out);
 /* out[i][j][k] = x[i][index[i][j][k]][k] (for dim 1); index has x's ndim and
@@ -443,8 +443,8 @@ jag_status jag_embedding_bag(const jag_tensor *weight, const jag_tensor *indices
 /* Join n tensors along an existing dim (cat) or a new one (stack). Shapes
  * must match except along dim (cat); dtypes are promoted. As torch, cat
  * skips 1-d tensors of size 0 in the shape checks (lists built up from an
- * empty tensor work). */
-/* Jagged nested tensors join along the batch dim (0: components in order,
+ * empty tensor work).
+ * Jagged nested tensors join along the batch dim (0: components in order,
  * offsets concatenated, holes dropped; the dims after the ragged one must
  * agree) or along a dense dim >= 2 (every tensor of the same raggedness,
  * JAG_ESHAPE otherwise); the ragged dim is JAG_ENOTIMPL. stack of nested
