@@ -21,22 +21,37 @@ static bool packed(const nested_state *s) {
 }
 
 /* The rows of components picks[0..n) of s, packed in that order: values
- * (sum of their lengths, D...) gathered with index_select; *lens gets each
- * one's length. */
+ * (sum of their lengths, D...), one block copy per component; *lens gets
+ * each one's length. */
 static jag_status gather_components(const char *op, const nested_state *s, const int64_t *picks, int64_t n, int64_t *lens,
                                     jag_tensor **out) {
+    const jag_tensor *v = s->values;
     int64_t rows = 0;
     for (int64_t k = 0; k < n; k++) lens[k] = comp_len(s, picks[k]), rows += lens[k];
-    jag_tensor *ix = jag__tensor_new(op, &rows, 1, JAG_INT64, false, false);
-    if (!ix) return jag_last_status();
-    int64_t *p = (int64_t *)jag__ptr(ix), r = 0;
+    int64_t sz[JAG_MAX_DIMS];
+    memcpy(sz, v->sizes, (size_t)v->ndim * sizeof *sz);
+    sz[0] = rows;
+    jag_tensor *y = jag__tensor_new(op, sz, v->ndim, v->dtype, false, false);
+    if (!y) return jag_last_status();
     const int64_t *o = i64c(s->offsets);
-    for (int64_t k = 0; k < n; k++)
-        for (int64_t i = 0; i < lens[k]; i++) p[r++] = o[picks[k]] + i;
-    jag_value a[] = {jag__v_tensor(s->values), jag__v_int(0), jag__v_tensor(ix)};
-    jag_status st = jag__dispatch(JAG_OP_index_select, a, 3, out);
-    jag_release(ix);
-    return st;
+    int64_t at = 0;
+    jag_status st = JAG_OK;
+    for (int64_t k = 0; k < n && !st; k++) {
+        if (!lens[k]) continue;
+        sz[0] = lens[k];
+        jag_tensor *src = jag__tensor_view(v, sz, v->strides, v->ndim, v->offset + o[picks[k]] * v->strides[0]);
+        jag_tensor *dst = src ? jag__tensor_view(y, sz, y->strides, y->ndim, y->offset + at * y->strides[0]) : NULL;
+        if (!src || !dst) st = jag_last_status();
+        else jag__copy_into(dst, src);
+        jag_release(src), jag_release(dst);
+        at += lens[k];
+    }
+    if (st) {
+        jag_release(y);
+        return st;
+    }
+    *out = y;
+    return JAG_OK;
 }
 
 /* Offsets (n+1) from lengths, and the smallest / largest length. */
