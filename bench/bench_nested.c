@@ -4,8 +4,9 @@
  *   dispatch overhead: ns per call of relu on a tiny jagged tensor, minus the
  *       same CPU kernel called directly on its values with a preallocated
  *       output (target: under 300 ns of overhead per op);
- *   nested vs padded: relu, gelu and linear on a jagged batch vs jag's own
- *       dense path on the padded equivalent, for B in {1, 8, 64, 512}, D in
+ *   nested vs padded: relu, gelu, linear, reductions and softmax along the
+ *       ragged dim, masked_fill, index_select and cat along the batch dim on
+ *       a jagged batch vs jag's own dense path on the padded equivalent, for B in {1, 8, 64, 512}, D in
  *       {64, 256, 1024}, lengths uniform in 1..512 or taken from a real text
  *       corpus (target: nested <= padded * real/padded * 1.1, never slower).
  */
@@ -74,12 +75,17 @@ static void bench_dispatch_overhead(void) {
 
 /* ---- nested vs padded --------------------------------------------------- */
 
-typedef enum { OP_RELU, OP_GELU, OP_LINEAR, OP_SUM_RAGGED, OP_SOFTMAX_RAGGED, OP_COUNT } nested_op;
-static const char *op_names[OP_COUNT] = {"relu", "gelu", "linear", "sum_ragged", "softmax_ragged"};
+typedef enum {
+    OP_RELU, OP_GELU, OP_LINEAR, OP_SUM_RAGGED, OP_SOFTMAX_RAGGED,
+    OP_LOGSUMEXP_RAGGED, OP_VAR_RAGGED, OP_MAX_RAGGED, OP_MASKED_FILL, OP_INDEX_SELECT_BATCH, OP_CAT_BATCH, OP_COUNT
+} nested_op;
+static const char *op_names[OP_COUNT] = {"relu", "gelu", "linear", "sum_ragged", "softmax_ragged", "logsumexp_ragged",
+                                         "var_ragged", "max_ragged", "masked_fill", "index_select_batch", "cat_batch"};
 
 typedef struct {
     nested_op op;
     jag_tensor *x, *w, *b;
+    jag_tensor *mask, *index; /* masked_fill's mask (x's structure), index_select's index */
 } op_ctx;
 
 /* The padded side of the ragged ops reduces over the padded length too: the
@@ -95,7 +101,22 @@ static void run_op(void *p) {
     case OP_GELU: st = jag_gelu(c->x, &o); break;
     case OP_LINEAR: st = jag_linear(c->x, c->w, c->b, &o); break;
     case OP_SUM_RAGGED: st = jag_sum(c->x, d1, 1, false, &o); break;
-    default: st = jag_softmax(c->x, 1, &o); break;
+    case OP_SOFTMAX_RAGGED: st = jag_softmax(c->x, 1, &o); break;
+    case OP_LOGSUMEXP_RAGGED: st = jag_logsumexp(c->x, d1, 1, false, &o); break;
+    case OP_VAR_RAGGED: st = jag_var(c->x, d1, 1, 1, false, &o); break;
+    case OP_MAX_RAGGED: {
+        jag_tensor *ix = NULL;
+        st = jag_max_dim(c->x, 1, false, &o, &ix);
+        jag_release(ix);
+        break;
+    }
+    case OP_MASKED_FILL: st = jag_masked_fill(c->x, c->mask, 0.0, &o); break;
+    case OP_INDEX_SELECT_BATCH: st = jag_index_select(c->x, 0, c->index, &o); break;
+    default: {
+        jag_tensor *xs[2] = {c->x, c->x};
+        st = jag_cat(xs, 2, 0, &o);
+        break;
+    }
     }
     bench_check(st, op_names[c->op]);
     jag_release(o);
@@ -150,8 +171,13 @@ static void bench_vs_padded(const corpus *c, const char *dist, int64_t batch, in
     bench_check(jag_rand_normal(ws, 2, 0, 0.05, JAG_FLOAT32, NULL, &w), "w");
     bench_check(jag_zeros(&dim, 1, JAG_FLOAT32, &b), "b");
     double ratio_real = (double)real / (double)(batch * maxlen);
+    /* masked_fill's masks, index_select's index (the batch reversed) */
+    jag_tensor *mask_n = NULL, *mask_p = NULL, *index = NULL;
+    bench_check(jag_gt_scalar(nt, 0.5, &mask_n), "mask");
+    bench_check(jag_gt_scalar(pad, 0.5, &mask_p), "mask");
+    bench_check(jag_arange((double)batch - 1, -1, -1, JAG_INT64, &index), "index");
     for (int op = 0; op < OP_COUNT; op++) {
-        op_ctx cn = {(nested_op)op, nt, w, b}, cp = {(nested_op)op, pad, w, b};
+        op_ctx cn = {(nested_op)op, nt, w, b, mask_n, index}, cp = {(nested_op)op, pad, w, b, mask_p, index};
         bench_stats sn, sp;
         bench_pair(run_op, &cn, run_op, &cp, 10, bench_quick ? 0.2 : 0.5, &sn, &sp);
         double target = sp.median * ratio_real * 1.1;
@@ -166,7 +192,65 @@ static void bench_vs_padded(const corpus *c, const char *dist, int64_t batch, in
         bench_emit("nested", "nested_vs_padded", p2, values_json);
     }
     jag_release(values), jag_release(offsets), jag_release(nt), jag_release(pad), jag_release(w), jag_release(b);
+    jag_release(mask_n), jag_release(mask_p), jag_release(index);
     free(offs), free(lens);
+}
+
+/* ---- embedding_bag: one bag per component vs the padded equivalent ------ */
+
+typedef struct {
+    jag_tensor *w, *ix, *pad_ix;
+    int mode;
+} bag_ctx;
+
+static void run_bag_nested(void *p) {
+    bag_ctx *c = p;
+    jag_tensor *o = NULL;
+    bench_check(jag_embedding_bag(c->w, c->ix, NULL, c->mode, NULL, &o), "embedding_bag");
+    jag_release(o);
+}
+
+/* padded: embedding of (B, L) indices, then the reduction over L (padding
+ * rows included, as a padded batch pays) */
+static void run_bag_padded(void *p) {
+    bag_ctx *c = p;
+    jag_tensor *e = NULL, *o = NULL;
+    int d1[1] = {1};
+    bench_check(jag_embedding(c->w, c->pad_ix, &e), "embedding");
+    bench_check(c->mode == 2 ? jag_amax(e, d1, 1, false, &o) : c->mode == 1 ? jag_mean(e, d1, 1, false, &o)
+                                                                           : jag_sum(e, d1, 1, false, &o), "reduce");
+    jag_release(e), jag_release(o);
+}
+
+static void bench_embedding_bag(const corpus *cp, const char *dist, int64_t batch, int64_t dim) {
+    int64_t lens[64], offs[65], nb1 = batch + 1, maxlen = 0, V = 50000;
+    make_lengths(dist, cp, batch, (uint64_t)batch * 313, lens);
+    offs[0] = 0;
+    for (int64_t i = 0; i < batch; i++) offs[i + 1] = offs[i] + lens[i], maxlen = lens[i] > maxlen ? lens[i] : maxlen;
+    int64_t ws[2] = {V, dim}, n = offs[batch];
+    jag_tensor *w = NULL, *u = NULL, *ixv = NULL, *off = NULL, *ix = NULL, *pad = NULL;
+    bench_check(jag_rand_normal(ws, 2, 0, 1, JAG_FLOAT32, NULL, &w), "w");
+    bench_check(jag_rand_uniform(&n, 1, 0, (double)V, JAG_FLOAT64, NULL, &u), "u");
+    double *up = jag_data(u);
+    for (int64_t i = 0; i < n; i++) up[i] = floor(up[i]);
+    bench_check(jag_to_dtype(u, JAG_INT64, &ixv), "ix");
+    bench_check(jag_from_data(offs, &nb1, 1, JAG_INT64, &off), "offsets");
+    bench_check(jag_nested_from_jagged(ixv, off, NULL, &ix), "nested");
+    bench_check(jag_nested_to_padded(ix, 0, NULL, 0, &pad), "pad");
+    for (int mode = 0; mode < 3; mode++) {
+        bag_ctx c = {w, ix, pad, mode};
+        bench_stats sn, sp;
+        bench_pair(run_bag_nested, &c, run_bag_padded, &c, 10, bench_quick ? 0.2 : 0.5, &sn, &sp);
+        char params[192], vals[320];
+        snprintf(params, sizeof params, "\"lengths\": \"%s\", \"B\": %lld, \"D\": %lld, \"V\": %lld, \"mode\": \"%s\"", dist,
+                 (long long)batch, (long long)dim, (long long)V, mode == 0 ? "sum" : mode == 1 ? "mean" : "max");
+        snprintf(vals, sizeof vals,
+                 "\"nested_s\": %.6g, \"padded_s\": %.6g, \"speedup\": %.3f, \"real_over_padded\": %.4f, \"never_slower\": %s",
+                 sn.median, sp.median, sp.median / sn.median, (double)n / (double)(batch * maxlen),
+                 sn.median <= sp.median ? "true" : "false");
+        bench_emit("nested", "embedding_bag_vs_padded", params, vals);
+    }
+    jag_release(w), jag_release(u), jag_release(ixv), jag_release(off), jag_release(ix), jag_release(pad);
 }
 
 /* ---- ops along the ragged dim vs the copy bandwidth --------------------- */
@@ -199,11 +283,12 @@ static void bench_ragged_bandwidth(void) {
     bench_check(jag_from_data(offs, &nb1, 1, JAG_INT64, &offsets), "offsets");
     bench_check(jag_nested_from_jagged(values, offsets, NULL, &nt), "nested");
     size_t vbytes = (size_t)jag_numel(values) * 4;
-    for (int k = 0; k < 2; k++) {
-        nested_op op = k ? OP_SOFTMAX_RAGGED : OP_SUM_RAGGED;
-        op_ctx c = {op, nt, NULL, NULL};
+    const nested_op bw_ops[4] = {OP_SUM_RAGGED, OP_SOFTMAX_RAGGED, OP_LOGSUMEXP_RAGGED, OP_VAR_RAGGED};
+    for (int k = 0; k < 4; k++) {
+        nested_op op = bw_ops[k];
+        op_ctx c = {op, nt, NULL, NULL, NULL, NULL};
         /* bytes the op moves: values read, plus the output written */
-        size_t moved = vbytes + (k ? vbytes : (size_t)(batch * dim * 4));
+        size_t moved = vbytes + (op == OP_SOFTMAX_RAGGED ? vbytes : (size_t)(batch * dim * 4));
         copy_ctx cc = {jag_data(values), aligned_alloc(64, (moved / 2 + 63) / 64 * 64), moved / 2};
         bench_stats so, sc;
         bench_pair(run_op, &c, run_copy, &cc, 10, bench_quick ? 0.2 : 0.5, &so, &sc);
@@ -315,6 +400,11 @@ int main(int argc, char **argv) {
                 bench_vs_padded(&c, dists[di], batches[bi], dims[ki]);
             }
     }
+    for (int di = 0; di < 2; di++)
+        for (int bi = 0; bi < 2; bi++) {
+            if (di == 1 && !have_corpus) break;
+            bench_embedding_bag(&c, di ? "corpus" : "uniform", bi ? 64 : 8, 64);
+        }
     bench_attention("uniform", &c, 8);
     if (have_corpus) bench_attention("corpus", &c, 64);
     if (have_corpus) corpus_free(&c);

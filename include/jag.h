@@ -306,9 +306,15 @@ JAG_BINARY_OP_LIST(JAG_X_DECL)
 /* a + alpha * b. */
 jag_status jag_add(const jag_tensor *a, const jag_tensor *b, double alpha, jag_tensor **out);
 jag_status jag_add_scalar(const jag_tensor *a, double b, jag_tensor **out);
-/* cond ? a : b elementwise; cond is bool; the three broadcast together. */
+/* cond ? a : b elementwise; cond is bool; the three broadcast together.
+ * Nested operands follow the pointwise rule (same raggedness, or dense
+ * tensors that broadcast over the packed dims). */
 jag_status jag_where(const jag_tensor *cond, const jag_tensor *a, const jag_tensor *b,
                      jag_tensor **out);
+/* where(mask, value, x): value where the bool mask is set, else x (dense or
+ * nested; the mask as a where operand). Differentiable in x. Errors:
+ * JAG_EDTYPE for a non-bool mask; as jag_where for shapes. */
+jag_status jag_masked_fill(const jag_tensor *x, const jag_tensor *mask, double value, jag_tensor **out);
 
 /* A scalar operand of a `_scalar` op takes the tensor's dtype when the tensor
  * is floating; an integer tensor with a non-integral scalar gives float32. */
@@ -325,12 +331,29 @@ jag_status jag_where(const jag_tensor *cond, const jag_tensor *a, const jag_tens
  * for amax/amin/max/min/argmax/argmin (JAG_EINVAL, "empty"). NaN is both the
  * largest and the smallest value (it wins amax, amin and the arg ops); ties
  * give the first index. var/std divide by max(n - correction, 0): inf or NaN
- * when the correction reaches the count, as torch. */
+ * when the correction reaches the count, as torch.
+ * On a jagged nested x (B, j, D...): a dim list holding the ragged dim (1)
+ * reduces each component over its rows, together with any trailing dims
+ * listed (e.g. {1, 2}), into a dense (B, kept D...) tensor (keepdim: size 1
+ * at the reduced dims); holes are skipped. An empty component gives 0
+ * (sum), NaN (mean, var, std), -inf (logsumexp) and is an error for amax,
+ * amin and the ops below with indices (JAG_EINVAL, "component i is empty").
+ * max_dim, min_dim, argmax and argmin along dim 1 give the row inside each
+ * component. Float values only (JAG_EDTYPE). The batch dim (0) cannot be
+ * reduced (JAG_ENOTIMPL). Dims without the ragged one run on the values and
+ * give a nested result. All are differentiable (argmax/argmin give no
+ * gradient). */
 jag_status jag_sum(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);
 jag_status jag_mean(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);
 jag_status jag_prod(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);
 jag_status jag_amax(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);
 jag_status jag_amin(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);
+/* log(sum(exp(x))) over dims, computed stably (the max is taken out): a
+ * NaN gives NaN, a +inf gives +inf, only -inf (or nothing) gives -inf.
+ * Float dtypes (JAG_EDTYPE otherwise). On a jagged nested tensor, as the
+ * other reductions: over the ragged dim (1), alone or with the dims after
+ * it, gives a dense (B, ...); an empty component gives -inf. */
+jag_status jag_logsumexp(const jag_tensor *x, const int *dims, int ndims, bool keepdim, jag_tensor **out);
 /* Variance / standard deviation with `correction` (1 = Bessel). */
 jag_status jag_var(const jag_tensor *x, const int *dims, int ndims, int64_t correction,
                    bool keepdim, jag_tensor **out);
@@ -388,7 +411,9 @@ jag_status jag_rms_norm(const jag_tensor *x, int normalized_ndim, const jag_tens
 
 /* Rows of x along dim picked by the 1-D int32/int64 `index`.
  * Errors: JAG_ERANGE for an index outside [0, size) (negative indices are
- * rejected, as torch does), naming its position and value. */
+ * rejected, as torch does), naming its position and value.
+ * On a jagged nested x, dim 0 picks components (repeats allowed): a nested
+ * result with new offsets; index values outside [0, B) are JAG_ERANGE. */
 jag_status jag_index_select(const jag_tensor *x, int dim, const jag_tensor *index, jag_tensor **out);
 /* out[i][j][k] = x[i][index[i][j][k]][k] (for dim 1); index has x's ndim and
  * sizes no larger than x's outside dim. Errors: JAG_ERANGE for an index
@@ -397,10 +422,33 @@ jag_status jag_gather(const jag_tensor *x, int dim, const jag_tensor *index, jag
 /* weight (V, D), indices of any shape -> (indices..., D). Errors: JAG_ERANGE
  * for an index outside [0, V). */
 jag_status jag_embedding(const jag_tensor *weight, const jag_tensor *indices, jag_tensor **out);
+/* Bags of rows of a table, reduced: weight (V, D) float; indices (N) int32
+ * or int64 in [0, V); offsets (B+1) int64 with offsets[0] == 0,
+ * non-decreasing, offsets[B] == N: bag b is indices[offsets[b] :
+ * offsets[b+1]]. mode JAG_BAG_SUM, JAG_BAG_MEAN or JAG_BAG_MAX (the first
+ * NaN wins, as amax). per_sample_weights (may be NULL; sum mode only): (N)
+ * of weight's dtype, scaling each row. Result (B, D); an empty bag gives
+ * zeros. With jagged nested indices (B, j) pass offsets NULL: one bag per
+ * component (per_sample_weights then nested like the indices, or dense
+ * (N) over their packed values). Differentiable in weight (only the rows
+ * used are accumulated; max: the first row holding the max) and
+ * per_sample_weights. Errors: JAG_EINVAL (mode, offsets, dtypes of the
+ * index tensors), JAG_ERANGE (an index outside [0, V)), JAG_ESHAPE,
+ * JAG_EDTYPE (non-float weight). */
+#define JAG_BAG_SUM 0
+#define JAG_BAG_MEAN 1
+#define JAG_BAG_MAX 2
+jag_status jag_embedding_bag(const jag_tensor *weight, const jag_tensor *indices, const jag_tensor *offsets, int mode,
+                             const jag_tensor *per_sample_weights, jag_tensor **out);
 /* Join n tensors along an existing dim (cat) or a new one (stack). Shapes
  * must match except along dim (cat); dtypes are promoted. As torch, cat
  * skips 1-d tensors of size 0 in the shape checks (lists built up from an
- * empty tensor work). */
+ * empty tensor work).
+ * Jagged nested tensors join along the batch dim (0: components in order,
+ * offsets concatenated, holes dropped; the dims after the ragged one must
+ * agree) or along a dense dim >= 2 (every tensor of the same raggedness,
+ * JAG_ESHAPE otherwise); the ragged dim is JAG_ENOTIMPL. stack of nested
+ * tensors inserts a dense dim >= 2. Differentiable. */
 jag_status jag_cat(jag_tensor *const *xs, int n, int dim, jag_tensor **out);
 jag_status jag_stack(jag_tensor *const *xs, int n, int dim, jag_tensor **out);
 /* Views of consecutive pieces of `split_size` along dim (the last may be
@@ -619,9 +667,14 @@ jag_status jag_nested_from_padded(const jag_tensor *padded, const jag_tensor *le
 /* A dense tensor (B, max sizes...) with every component copied in and the
  * rest filled with `padding`. output_sizes (may be NULL) fixes the padded
  * shape; each size must be at least the largest component's (no truncation
- * here; see the ragged-ops API for truncation). */
+ * here; jag_nested_to_padded_max truncates). */
 jag_status jag_nested_to_padded(const jag_tensor *nt, double padding, const int64_t *output_sizes, int ndim,
                                 jag_tensor **out);
+/* Jagged nt (B, j, D...) -> dense (B, max_length, D...): each component's
+ * first max_length rows (longer ones are truncated), the rest filled with
+ * `padding`. Differentiable (truncated rows get no gradient). Errors:
+ * JAG_EINVAL for a non-jagged nt or max_length < 0. */
+jag_status jag_nested_to_padded_max(const jag_tensor *nt, double padding, int64_t max_length, jag_tensor **out);
 /* The same components in the other layout (a copy). Jagged -> strided always
  * works; strided -> jagged needs components that differ only in dim 0.
  * Errors: JAG_ESHAPE when not representable. */
@@ -792,6 +845,18 @@ jag_status jag_dropout(const jag_tensor *x, double p, bool train, jag_generator 
  * dense), JAG_ENOTIMPL (strided nested). */
 jag_status jag_scaled_dot_product_attention(const jag_tensor *q, const jag_tensor *k, const jag_tensor *v, bool causal,
                                             double scale, jag_tensor **out);
+
+/* As jag_scaled_dot_product_attention, with an additive mask on the
+ * scores (may be NULL): softmax(q k^T * scale + mask [causal]) v. For dense
+ * q the mask is dense and broadcasts to (B, Hq, Lq, Lk); for jagged q it is
+ * a strided nested tensor (jag_nested_from_list with JAG_STRIDED) whose
+ * component b is (Lq_b, Lk_b) or (Hq or 1, Lq_b, Lk_b). -inf hides a key; a
+ * query that sees no key gets zeros. Differentiable in q, k, v and the
+ * mask. Errors: as jag_scaled_dot_product_attention, plus JAG_EDTYPE (the
+ * mask's dtype differs from q's), JAG_ESHAPE (a mask that does not fit),
+ * JAG_EINVAL (a nested mask for dense q, or a jagged one). */
+jag_status jag_scaled_dot_product_attention_masked(const jag_tensor *q, const jag_tensor *k, const jag_tensor *v,
+                                                   const jag_tensor *mask, bool causal, double scale, jag_tensor **out);
 
 /* Losses, averaged over the real elements (padding and holes excluded).
  * cross_entropy: logits (N, C) with int64/int32 targets (N) in [0, C), or a

@@ -78,7 +78,7 @@ typedef enum {
     K_UNARY, K_BINARY, K_SCALAR, K_ADD, K_ADD_SCALAR, K_WHERE, K_CLONE, K_TO_DTYPE,
     K_VIEW, K_RESHAPE, K_TRANSPOSE, K_PERMUTE, K_NARROW, K_SELECT, K_UNSQUEEZE, K_SQUEEZE, K_SQUEEZE_ALL,
     K_EXPAND, K_FLATTEN, K_SPLIT, K_CHUNK, K_STACK, K_CAT,
-    K_SUM, K_MEAN, K_PROD, K_AMAX, K_AMIN, K_MAX, K_MIN, K_VAR, K_STD, K_MAX_DIM, K_MIN_DIM,
+    K_SUM, K_MEAN, K_PROD, K_AMAX, K_AMIN, K_MAX, K_MIN, K_VAR, K_STD, K_LSE, K_MAX_DIM, K_MIN_DIM,
     K_MM, K_BMM, K_MATMUL, K_LINEAR, K_SOFTMAX, K_LOG_SOFTMAX, K_LAYER_NORM, K_RMS_NORM,
     K_INDEX_SELECT, K_GATHER, K_EMBEDDING, K_VALUES, K_FROM_JAGGED,
 } kind;
@@ -151,6 +151,7 @@ static jag_status run_call(jag_tensor *const *in, int n, jag_tensor **out, void 
     case K_MIN: return jag_min(in[0], out);
     case K_VAR: return jag_var(in[0], c->dims, c->nd, c->corr, c->keep, out);
     case K_STD: return jag_std(in[0], c->dims, c->nd, c->corr, c->keep, out);
+    case K_LSE: return jag_logsumexp(in[0], c->dims, c->nd, c->keep, out);
     case K_MAX_DIM:
     case K_MIN_DIM:
         st = (c->k == K_MAX_DIM ? jag_max_dim : jag_min_dim)(in[0], c->a, c->keep, out, &t);
@@ -414,20 +415,20 @@ static void test_views(void) {
 
 static void test_reductions(void) {
     TEST_BEGIN();
-    const kind ks[] = {K_SUM, K_MEAN, K_PROD, K_AMAX, K_AMIN, K_VAR, K_STD};
-    const char *names[] = {"sum", "mean", "prod", "amax", "amin", "var", "std"};
+    const kind ks[] = {K_SUM, K_MEAN, K_PROD, K_AMAX, K_AMIN, K_VAR, K_STD, K_LSE};
+    const char *names[] = {"sum", "mean", "prod", "amax", "amin", "var", "std", "logsumexp"};
     const struct {
         int dims[3], nd;
         bool keep;
     } rd[] = {{{0}, 0, false}, {{1}, 1, false}, {{0, 2}, 2, true}, {{-1}, 1, true}, {{2, 0}, 2, false}};
-    for (int k = 0; k < 7; k++)
+    for (int k = 0; k < 8; k++)
         for (size_t r = 0; r < sizeof rd / sizeof rd[0]; r++)
             for (int layout = 0; layout < 3; layout++) {
                 call c = {.k = ks[k], .nd = rd[r].nd, .keep = rd[r].keep, .corr = (int64_t)(r % 2)};
                 memcpy(c.dims, rd[r].dims, sizeof c.dims[0] * 3);
                 GC(names[k], c, leaf(S(2, 3, 4), k == 2 ? 0.5 : -2, 2, 500 + 10 * k + r, layout));
             }
-    for (int k = 0; k < 7; k++) { /* 0-d input; size-1 and empty dims */
+    for (int k = 0; k < 8; k++) { /* 0-d input; size-1 and empty dims */
         call c = {.k = ks[k]};
         if (ks[k] != K_VAR && ks[k] != K_STD) GC(names[k], c, leaf(NULL, 0, 0.5, 2, 600 + k, 0));
         c = (call){.k = ks[k], .dims = {1}, .nd = 1, .corr = 0};

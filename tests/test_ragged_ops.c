@@ -296,10 +296,232 @@ static void test_clamp_dropout_rowids(void) {
     int64_t want_ids[9] = {0, 0, 2, 2, 2, 2, 3, 3, 3}, want_len[4] = {2, 0, 3, 1};
     for (int i = 0; i < 9; i++) CHECK(t_get(v1, i) == want_ids[i]);
     for (int i = 0; i < 4; i++) CHECK(t_get(v2, i) == want_len[i]);
+    /* without holes: derived once and cached (the same tensors come back) */
+    jag_tensor *full = make_jagged(false, 81), *l1 = NULL, *l2 = NULL, *r1 = NULL, *r2 = NULL;
+    CHECK_OK(jag_nested_seq_lengths(full, &l1));
+    CHECK_OK(jag_nested_seq_lengths(full, &l2));
+    CHECK_OK(jag_nested_row_ids(full, &r1));
+    CHECK_OK(jag_nested_row_ids(full, &r2));
+    CHECK(l1 == l2 && r1 == r2);
+    int64_t want_full[4] = {2, 0, 4, 3};
+    for (int i = 0; i < 4; i++) CHECK(t_get(l1, i) == want_full[i]);
+    jag_release(l1), jag_release(l2), jag_release(r1), jag_release(r2), jag_release(full);
     for (int i = 0; i < n; i++) jag_release(c[i]);
     jag_release(nt), jag_release(v), jag_release(d1), jag_release(d2), jag_release(same), jag_release(dn);
     jag_release(v1), jag_release(v2);
     jag_generator_free(g1), jag_generator_free(g2);
+}
+
+
+/* ---- more reductions over the ragged dim, and over it with trailing dims -- */
+
+/* a jagged (4, j, trail...) tensor of dtype dt: components of 2, 0 (unless
+ * `full`), 3, 1 rows; with holes the offsets' spans are longer */
+static jag_tensor *make_nt(bool holes, bool full, jag_dtype dt, const int64_t *trail, int nt, uint64_t seed) {
+    int64_t vs[JAG_MAX_DIMS] = {11}, o[5] = {0, 2, full ? 4 : 2, 8, 11}, l[4] = {2, full ? 1 : 0, 3, 1}, five = 5, four = 4;
+    if (!holes) o[1] = 2, o[2] = full ? 3 : 2, o[3] = o[2] + 3, o[4] = o[3] + 1, vs[0] = o[4];
+    for (int i = 0; i < nt; i++) vs[1 + i] = trail[i];
+    jag_tensor *values = t_rand(vs, 1 + nt, dt, -2, 2, seed), *offsets = NULL, *lengths = NULL, *out = NULL;
+    if (jag_from_data(o, &five, 1, JAG_INT64, &offsets) || (holes && jag_from_data(l, &four, 1, JAG_INT64, &lengths)) ||
+        jag_nested_from_jagged(values, offsets, lengths, &out)) {
+        fprintf(stderr, "make_nt: %s\n", jag_last_error());
+        exit(2);
+    }
+    jag_release(values), jag_release(offsets), jag_release(lengths);
+    return out;
+}
+
+typedef enum { R_SUM, R_MEAN, R_AMAX, R_AMIN, R_LSE, R_VAR, R_STD, R_N } rkind;
+static const char *rk_name[] = {"sum", "mean", "amax", "amin", "logsumexp", "var", "std"};
+
+static jag_status rk_call(rkind k, const jag_tensor *x, const int *dims, int n, int64_t corr, bool keep, jag_tensor **out) {
+    switch (k) {
+    case R_SUM: return jag_sum(x, dims, n, keep, out);
+    case R_MEAN: return jag_mean(x, dims, n, keep, out);
+    case R_AMAX: return jag_amax(x, dims, n, keep, out);
+    case R_AMIN: return jag_amin(x, dims, n, keep, out);
+    case R_LSE: return jag_logsumexp(x, dims, n, keep, out);
+    case R_VAR: return jag_var(x, dims, n, corr, keep, out);
+    default: return jag_std(x, dims, n, corr, keep, out);
+    }
+}
+
+/* y (B, ...) dense against the op on each component with dims shifted by one */
+static void check_per_component(rkind k, const jag_tensor *nt, const jag_tensor *y, const int *dims, int n, int64_t corr,
+                                bool keep, double tol, const char *what) {
+    jag_tensor *c[16];
+    int nb = unbind_all(nt, c), cd[JAG_MAX_DIMS];
+    for (int i = 0; i < n; i++) cd[i] = (dims[i] < 0 ? dims[i] + jag_ndim(nt) : dims[i]) - 1;
+    CHECK_MSG(y && !jag_is_nested(y) && jag_size(y, 0) == nb, "%s %s: dense (B, ...)", rk_name[k], what);
+    for (int b = 0; y && b < nb; b++) {
+        jag_tensor *want = NULL, *row = NULL;
+        CHECK_OK(rk_call(k, c[b], cd, n, corr, keep, &want));
+        CHECK_OK(jag_select(y, 0, b, &row));
+        CHECK_MSG(want && row && t_allclose(row, want, tol, tol), "%s %s comp %d", rk_name[k], what, b);
+        jag_release(want), jag_release(row);
+    }
+    for (int i = 0; i < nb; i++) jag_release(c[i]);
+}
+
+static void test_more_reductions_over_ragged(void) {
+    TEST_BEGIN();
+    const int64_t t3[1] = {3}, t23[2] = {2, 3};
+    static const int sets[][3] = {{1}, {1, 2}, {1, 3}, {3, 1}, {1, 2, 3}, {-3, -1}};
+    static const int set_n[] = {1, 2, 2, 2, 3, 2};
+    for (int f = 0; f < 2; f++)
+        for (int holes = 0; holes < 2; holes++)
+            for (int full = 0; full < 2; full++) {
+                jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+                double tol = f ? 1e-12 : 2e-5;
+                jag_tensor *x3 = make_nt(holes, full, dt, t3, 1, 100 + (uint64_t)(holes * 2 + full));
+                jag_tensor *x4 = make_nt(holes, full, dt, t23, 2, 110 + (uint64_t)(holes * 2 + full));
+                for (int k = 0; k < R_N; k++)
+                    for (int keep = 0; keep < 2; keep++)
+                        for (int corr = 0; corr < (k >= R_VAR ? 2 : 1); corr++) {
+                            char what[96];
+                            bool needs_rows = k == R_AMAX || k == R_AMIN;
+                            /* (B, j, 3) over the ragged dim */
+                            jag_tensor *y = NULL;
+                            int d1[1] = {1};
+                            snprintf(what, sizeof what, "%s holes %d full %d keep %d corr %d", jag_dtype_name(dt), holes, full, keep, corr);
+                            if (needs_rows && !full) {
+                                CHECK_ERR(rk_call((rkind)k, x3, d1, 1, corr, keep, &y), JAG_EINVAL, "component 1 is empty");
+                                CHECK(y == NULL);
+                            } else {
+                                CHECK_OK(rk_call((rkind)k, x3, d1, 1, corr, keep, &y));
+                                check_per_component((rkind)k, x3, y, d1, 1, corr, keep, tol, what);
+                            }
+                            jag_release(y);
+                            /* (B, j, 2, 3) over the ragged dim with trailing dims */
+                            for (size_t si = 0; si < sizeof set_n / sizeof set_n[0]; si++) {
+                                y = NULL;
+                                snprintf(what, sizeof what, "%s dims set %d holes %d full %d keep %d corr %d", jag_dtype_name(dt),
+                                         (int)si, holes, full, keep, corr);
+                                if (needs_rows && !full) {
+                                    CHECK_ERR(rk_call((rkind)k, x4, sets[si], set_n[si], corr, keep, &y), JAG_EINVAL,
+                                              "component 1 is empty");
+                                } else {
+                                    CHECK_OK(rk_call((rkind)k, x4, sets[si], set_n[si], corr, keep, &y));
+                                    check_per_component((rkind)k, x4, y, sets[si], set_n[si], corr, keep, tol, what);
+                                }
+                                jag_release(y);
+                            }
+                        }
+                /* max_dim / min_dim / argmax / argmin along the ragged dim */
+                for (int mx = 0; mx < 2; mx++)
+                    for (int keep = 0; keep < 2; keep++) {
+                        jag_tensor *v = NULL, *ix = NULL, *am = NULL;
+                        jag_status st = (mx ? jag_max_dim : jag_min_dim)(x3, 1, keep, &v, &ix);
+                        jag_status st2 = (mx ? jag_argmax : jag_argmin)(x3, 1, keep, &am);
+                        if (!full) {
+                            CHECK(st == JAG_EINVAL && st2 == JAG_EINVAL && v == NULL && ix == NULL && am == NULL);
+                            CHECK(strstr(jag_last_error(), "component 1 is empty") != NULL);
+                            continue;
+                        }
+                        CHECK_OK(st);
+                        CHECK_OK(st2);
+                        CHECK(jag_tensor_dtype(ix) == JAG_INT64 && jag_tensor_dtype(am) == JAG_INT64);
+                        jag_tensor *c[16];
+                        int nb = unbind_all(x3, c);
+                        for (int b = 0; b < nb; b++) {
+                            jag_tensor *wv = NULL, *wi = NULL, *rv = NULL, *ri = NULL, *ra = NULL;
+                            CHECK_OK((mx ? jag_max_dim : jag_min_dim)(c[b], 0, keep, &wv, &wi));
+                            CHECK_OK(jag_select(v, 0, b, &rv));
+                            CHECK_OK(jag_select(ix, 0, b, &ri));
+                            CHECK_OK(jag_select(am, 0, b, &ra));
+                            CHECK_MSG(t_allclose(rv, wv, 0, 0) && t_allclose(ri, wi, 0, 0) && t_allclose(ra, wi, 0, 0),
+                                      "max %d keep %d comp %d", mx, keep, b);
+                            jag_release(wv), jag_release(wi), jag_release(rv), jag_release(ri), jag_release(ra), jag_release(c[b]);
+                        }
+                        jag_release(v), jag_release(ix), jag_release(am);
+                    }
+                jag_release(x3), jag_release(x4);
+            }
+    /* NaN wins max and argmax; ties give the first row */
+    double vals[6] = {1, 5, NAN, 5, 2, 5};
+    int64_t vs[2] = {3, 2}, o[3] = {0, 2, 3}, three = 3;
+    jag_tensor *v = t_from(vals, vs, 2, JAG_FLOAT64), *off = NULL, *nt = NULL, *y = NULL, *ix = NULL;
+    CHECK_OK(jag_from_data(o, &three, 1, JAG_INT64, &off));
+    CHECK_OK(jag_nested_from_jagged(v, off, NULL, &nt));
+    CHECK_OK(jag_max_dim(nt, 1, false, &y, &ix));
+    CHECK(isnan(t_get(y, 0)) && t_get(y, 1) == 5 && t_get(ix, 0) == 1 && t_get(ix, 1) == 0);
+    jag_release(y), jag_release(ix);
+    /* errors: the batch dim, a repeated dim, integer values; inputs untouched */
+    int bad0[2] = {0, 1}, bad1[2] = {1, -2}, bad2[2] = {1, 5};
+    jag_tensor *o2 = NULL;
+    CHECK_ERR(jag_sum(nt, bad0, 2, false, &o2), JAG_ENOTIMPL, "jag_sum: reducing over the batch dim (0)");
+    CHECK_ERR(jag_var(nt, bad1, 2, 1, false, &o2), JAG_EINVAL, "jag_var: dim -2 appears twice");
+    CHECK_ERR(jag_logsumexp(nt, bad2, 2, false, &o2), JAG_ERANGE, "jag_logsumexp: dim 5 is out of range");
+    CHECK(o2 == NULL);
+    CHECK(isnan(t_get(v, 2)) && t_get(v, 0) == 1);
+    int64_t iv[3] = {1, 2, 3};
+    jag_tensor *ivt = NULL, *ioff = NULL, *int_nt = NULL;
+    int64_t o1[3] = {0, 1, 3};
+    CHECK_OK(jag_from_data(iv, &three, 1, JAG_INT64, &ivt));
+    CHECK_OK(jag_from_data(o1, &three, 1, JAG_INT64, &ioff));
+    CHECK_OK(jag_nested_from_jagged(ivt, ioff, NULL, &int_nt));
+    CHECK_ERR(jag_argmax(int_nt, 1, false, &o2), JAG_EDTYPE, "needs float values");
+    CHECK(o2 == NULL);
+    jag_release(v), jag_release(off), jag_release(nt), jag_release(ivt), jag_release(ioff), jag_release(int_nt);
+}
+
+typedef struct {
+    int k; /* rkind, or R_N for max_dim, R_N + 1 for min_dim */
+    int dims[3], n;
+    int64_t corr;
+    bool keep;
+} rcase;
+
+static jag_status run_rcase(jag_tensor *const *in, int n, jag_tensor **out, void *ctx) {
+    (void)n;
+    rcase *r = ctx;
+    if (r->k >= R_N) {
+        jag_tensor *ix = NULL;
+        jag_status st = (r->k == R_N ? jag_max_dim : jag_min_dim)(in[0], r->dims[0], r->keep, out, &ix);
+        jag_release(ix);
+        return st;
+    }
+    return rk_call((rkind)r->k, in[0], r->dims, r->n, r->corr, r->keep, out);
+}
+
+static void test_more_reduction_gradients(void) {
+    TEST_BEGIN();
+    const int64_t t3[1] = {3}, t23[2] = {2, 3};
+    const rcase cases[] = {
+        {R_LSE, {1}, 1, 0, false},      {R_VAR, {1}, 1, 0, false},     {R_STD, {1}, 1, 0, true},
+        {R_N, {1}, 1, 0, false},        {R_N + 1, {-3}, 1, 0, true},   {R_SUM, {1, 2}, 2, 0, false},
+        {R_MEAN, {1, 3}, 2, 0, true},   {R_AMAX, {1, 2, 3}, 3, 0, false}, {R_VAR, {1, 2}, 2, 1, false},
+        {R_SUM, {1}, 1, 0, true},
+        /* over trailing dims only: on the values, nested results */
+        {R_VAR, {2}, 1, 1, false},      {R_LSE, {-1}, 1, 0, true},     {R_N, {2}, 1, 0, false},
+        {R_LSE, {1, 3}, 2, 0, false},   {R_STD, {3, 1, 2}, 3, 1, true}, {R_AMIN, {1, 3}, 2, 0, false},
+    };
+    for (int holes = 0; holes < 2; holes++)
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+            rcase r = cases[i];
+            bool four = r.n > 1 || r.dims[0] == -3 || r.dims[0] == 2;
+            /* an empty component has no max; its mean, var and logsumexp are NaN or -inf, whose finite differences
+             * are NaN: those run on components with rows (the sums keep one empty component) */
+            bool full = r.k != R_SUM;
+            jag_tensor *nt = make_nt(holes, full, JAG_FLOAT64, four ? t23 : t3, four ? 2 : 1, 200 + i);
+            CHECK_OK(jag_set_requires_grad(nt, true));
+            jag_status st = jag_gradcheck(run_rcase, &r, &nt, 1, 1e-6, 1e-7, 1e-6);
+            CHECK_MSG(st == JAG_OK, "case %d (%s) holes %d: %s", (int)i, r.k < R_N ? rk_name[r.k] : "max_dim/min_dim", holes,
+                      jag_last_error());
+            /* the gradient is nested around the input's offsets */
+            jag_tensor *y = NULL, *s = NULL, *g = NULL, *go = NULL, *io = NULL, *yv = NULL;
+            CHECK_OK(run_rcase(&nt, 1, &y, &r));
+            CHECK(jag_is_nested(y) == (r.dims[0] == 2 || r.dims[0] == -1));
+            if (jag_is_nested(y)) CHECK_OK(jag_nested_values(y, &yv));
+            CHECK_OK(jag_sum(yv ? yv : y, NULL, 0, false, &s));
+            jag_release(yv);
+            CHECK_OK(jag_backward(s, NULL, false));
+            CHECK_OK(jag_get_grad(nt, &g));
+            CHECK_OK(jag_nested_offsets(g, &go));
+            CHECK_OK(jag_nested_offsets(nt, &io));
+            CHECK(go == io);
+            jag_release(y), jag_release(s), jag_release(g), jag_release(go), jag_release(io), jag_release(nt);
+        }
 }
 
 /* ---- losses -------------------------------------------------------------- */
@@ -383,5 +605,5 @@ static void test_losses(void) {
     }
 }
 
-TEST_MAIN(test_losses, test_reductions_over_ragged, test_softmax_and_norms, test_gradients, test_structure_ops,
+TEST_MAIN(test_more_reductions_over_ragged, test_more_reduction_gradients, test_losses, test_reductions_over_ragged, test_softmax_and_norms, test_gradients, test_structure_ops,
           test_clamp_dropout_rowids)

@@ -8,7 +8,7 @@
 
 typedef jag_status (*kern_fn)(const char *, const jag_value *, int, jag_tensor **);
 #define DECL_REF(n) jag_status jag__ref_##n(const char *, const jag_value *, int, jag_tensor **);
-DECL_REF(sum) DECL_REF(mean) DECL_REF(prod) DECL_REF(amax) DECL_REF(amin) DECL_REF(var) DECL_REF(std)
+DECL_REF(sum) DECL_REF(mean) DECL_REF(prod) DECL_REF(amax) DECL_REF(amin) DECL_REF(var) DECL_REF(std) DECL_REF(logsumexp)
 DECL_REF(max_dim) DECL_REF(min_dim) DECL_REF(argmax) DECL_REF(argmin)
 
 static const jag_dtype all_dtypes[] = {JAG_FLOAT32, JAG_FLOAT64, JAG_INT32, JAG_INT64, JAG_BOOL};
@@ -66,14 +66,14 @@ static double rtol_for(jag_dtype dt) { return dt == JAG_FLOAT32 ? 1e-6 : dt == J
 
 /* ---- ops over a dim list, against the reference --------------------------- */
 
-typedef enum { OP_SUM, OP_MEAN, OP_PROD, OP_AMAX, OP_AMIN, OP_VAR, OP_STD, N_DIMS_OPS } dims_op;
-static const char *dims_op_name[] = {"sum", "mean", "prod", "amax", "amin", "var", "std"};
+typedef enum { OP_SUM, OP_MEAN, OP_PROD, OP_AMAX, OP_AMIN, OP_VAR, OP_STD, OP_LSE, N_DIMS_OPS } dims_op;
+static const char *dims_op_name[] = {"sum", "mean", "prod", "amax", "amin", "var", "std", "logsumexp"};
 static const jag_op_id dims_op_id[] = {JAG_OP_sum, JAG_OP_mean, JAG_OP_prod, JAG_OP_amax,
-                                       JAG_OP_amin, JAG_OP_var, JAG_OP_std};
+                                       JAG_OP_amin, JAG_OP_var, JAG_OP_std, JAG_OP_logsumexp};
 static const kern_fn dims_op_ref[] = {jag__ref_sum, jag__ref_mean, jag__ref_prod, jag__ref_amax,
-                                      jag__ref_amin, jag__ref_var, jag__ref_std};
+                                      jag__ref_amin, jag__ref_var, jag__ref_std, jag__ref_logsumexp};
 
-static bool float_only(dims_op op) { return op == OP_MEAN || op == OP_VAR || op == OP_STD; }
+static bool float_only(dims_op op) { return op == OP_MEAN || op == OP_VAR || op == OP_STD || op == OP_LSE; }
 
 static jag_status call_dims(dims_op op, const jag_tensor *x, const int *dims, int n, int64_t corr, bool keep,
                             jag_tensor **out) {
@@ -84,6 +84,7 @@ static jag_status call_dims(dims_op op, const jag_tensor *x, const int *dims, in
     case OP_AMAX: return jag_amax(x, dims, n, keep, out);
     case OP_AMIN: return jag_amin(x, dims, n, keep, out);
     case OP_VAR: return jag_var(x, dims, n, corr, keep, out);
+    case OP_LSE: return jag_logsumexp(x, dims, n, keep, out);
     default: return jag_std(x, dims, n, corr, keep, out);
     }
 }
@@ -779,6 +780,37 @@ static void test_errors(void) {
     jag_release(x), jag_release(xi), jag_release(xb);
 }
 
-TEST_MAIN(test_sum_hand, test_int_sums_exact, test_mean_var_std_hand, test_extrema_hand, test_empty,
+/* logsumexp: special values, large values, empty, and its error */
+static void test_logsumexp_hand(void) {
+    TEST_BEGIN();
+    double v[8] = {-INFINITY, -INFINITY, 1, INFINITY, NAN, 0, 1000, 1000};
+    const int64_t s[] = {4, 2}, s0[] = {0, 3};
+    const int d1[] = {1}, d0[] = {0};
+    for (int f = 0; f < 2; f++) {
+        jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+        jag_tensor *x = t_vals(v, s, 2, dt), *y = NULL, *yc = NULL, *xt = NULL;
+        CHECK_OK(jag_logsumexp(x, d1, 1, false, &y));
+        double want[4] = {-INFINITY, INFINITY, NAN, 1000 + log(2.0)};
+        CHECK(y && values_are(y, want, f ? 1e-12 : 1e-4));
+        /* the COL layout (reduced dim not innermost) agrees */
+        CHECK_OK(jag_transpose(x, 0, 1, &xt));
+        CHECK_OK(jag_logsumexp(xt, d0, 1, false, &yc));
+        CHECK(yc && values_are(yc, want, f ? 1e-12 : 1e-4));
+        jag_release(x), jag_release(y), jag_release(yc), jag_release(xt);
+        jag_tensor *e = NULL, *ye = NULL;
+        CHECK_OK(jag_zeros(s0, 2, dt, &e));
+        CHECK_OK(jag_logsumexp(e, d0, 1, false, &ye));
+        double ninf[3] = {-INFINITY, -INFINITY, -INFINITY};
+        CHECK(ye && jag_numel(ye) == 3 && values_are(ye, ninf, 0));
+        jag_release(e), jag_release(ye);
+    }
+    jag_tensor *xi = NULL, *o = NULL;
+    CHECK_OK(jag_zeros(s, 2, JAG_INT64, &xi));
+    CHECK_ERR(jag_logsumexp(xi, d1, 1, false, &o), JAG_EDTYPE, "jag_logsumexp: argument 'x' has dtype int64");
+    CHECK(o == NULL);
+    jag_release(xi);
+}
+
+TEST_MAIN(test_logsumexp_hand, test_sum_hand, test_int_sums_exact, test_mean_var_std_hand, test_extrema_hand, test_empty,
           test_size1_and_0d, test_dims_ops_vs_ref, test_index_ops_vs_ref, test_large, test_long_row_accuracy,
           test_thread_count_invariance, test_errors)

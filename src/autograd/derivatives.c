@@ -767,6 +767,18 @@ static jag_status var_rule(const jag_grad_ctx *c, jag_tensor *const *go, jag_ten
     END;
 }
 RULE(var) { return var_rule(c, go, gi, false); }
+
+/* logsumexp: g exp(x - y), y kept as 1 along the reduced dims (0 where y is
+ * -inf: nothing took part) */
+RULE(logsumexp) {
+    BEGIN;
+    const jag_tensor *x = IN(0);
+    reduce_info r = reduce_dims(x, &c->args[1]);
+    jag_tensor *gk = keepdim_view(p, go[0], x, &r), *yk = keepdim_view(p, c->outputs[0], x, &r);
+    jag_tensor *e = EXP(SUB(x, yk));
+    SET(0, WHERE(EQS(yk, -INFINITY), SCALAR(0.0, x->dtype), MUL(gk, e)));
+    END;
+}
 RULE(std) { return var_rule(c, go, gi, true); }
 
 /* max_dim / min_dim (x, dim, keepdim) -> values, indices: g goes to the
@@ -1023,7 +1035,7 @@ static void dim_args(jag_op_id op, unsigned *bits, int *list) {
     case JAG_OP_softmax: case JAG_OP_log_softmax: case JAG_OP_index_select: case JAG_OP_gather:
     case JAG_OP_cat: *bits = 0x2; break;
     case JAG_OP_sum: case JAG_OP_mean: case JAG_OP_prod: case JAG_OP_amax: case JAG_OP_amin:
-    case JAG_OP_max: case JAG_OP_min: case JAG_OP_var: case JAG_OP_std: *list = 1; break;
+    case JAG_OP_max: case JAG_OP_min: case JAG_OP_var: case JAG_OP_std: case JAG_OP_logsumexp: *list = 1; break;
     default: break;
     }
 }
@@ -1083,6 +1095,8 @@ static jag_status on_values(const jag_grad_ctx *c, jag_tensor *const *go, jag_te
     switch (c->op) {
     case JAG_OP_transpose: case JAG_OP_narrow: case JAG_OP_sum: case JAG_OP_mean: case JAG_OP_mm: case JAG_OP_linear: case JAG_OP_matmul:
     case JAG_OP_amax: case JAG_OP_amin: case JAG_OP_softmax: case JAG_OP_log_softmax: case JAG_OP_layer_norm: case JAG_OP_rms_norm:
+    case JAG_OP_var: case JAG_OP_std: case JAG_OP_logsumexp: case JAG_OP_max_dim: case JAG_OP_min_dim:
+    case JAG_OP_index_select:
         break;
     default:
         return jag__error(JAG_ENOTIMPL, "%s: no derivative for jagged nested inputs (the forward does not run on them)", c->name);
@@ -1241,6 +1255,7 @@ NESTED_BY_RUNNER(mean)
 NESTED_BY_RUNNER(prod)
 NESTED_BY_RUNNER(amax)
 NESTED_BY_RUNNER(var)
+NESTED_BY_RUNNER(logsumexp)
 NESTED_BY_RUNNER(std)
 NESTED_BY_RUNNER(max_dim)
 NESTED_BY_RUNNER(mm)
@@ -1328,4 +1343,7 @@ const jag_derivative_fn jag__derivatives[JAG_OP_BUILTIN_COUNT] = {
     [JAG_OP_from_padded] = jag__d_from_padded,
     [JAG_OP_full] = jag__d_factory, /* src/trace/factory.c */
     [JAG_OP_full_like] = jag__d_factory,
+    [JAG_OP_logsumexp] = d_logsumexp,
+    [JAG_OP_embedding_bag] = jag__d_embedding_bag,
+    [JAG_OP_scaled_dot_product_attention_masked] = jag__d_sdpa,
 };

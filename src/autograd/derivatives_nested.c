@@ -97,10 +97,123 @@ static void copy_rows(const jag_tensor *dst_values, const jag_tensor *src_values
     jag_release(dv), jag_release(sv);
 }
 
+/* components of a nested tensor as views; NULL on failure (status set) */
+static jag_tensor **comps_view(const jag_tensor *t) {
+    nested_state *s = jag__nested(t);
+    jag_tensor **v = calloc((size_t)(s->batch ? s->batch : 1), sizeof *v);
+    if (!v) {
+        jag__error(JAG_ENOMEM, "autograd: out of memory");
+        return NULL;
+    }
+    if (jag__nested_unbind(s, v)) {
+        free(v);
+        return NULL;
+    }
+    return v;
+}
+
+static void comps_free(jag_tensor **v, int64_t n) {
+    if (!v) return;
+    for (int64_t b = 0; b < n; b++) jag_release(v[b]);
+    free(v);
+}
+
+/* cat of jagged tensors (nested_join.c): along the batch dim each input
+ * gets its run of the gradient's components; along a dense dim its slice of
+ * the gradient's values */
+static jag_status cat_grad(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in) {
+    jag_tensor *const *xs = c->args[0].u.tensors.v;
+    int n = c->args[0].u.tensors.n;
+    nested_state *gs = jag__nested(grad_out[0]);
+    if (!gs || gs->layout != JAG_JAGGED) return jag__error(JAG_EINTERNAL, "%s: backward got a gradient that is not jagged", c->name);
+    int d = (int)(c->args[1].u.i < 0 ? c->args[1].u.i + xs[0]->ndim : c->args[1].u.i);
+    jag_status st = JAG_OK;
+    jag_tensor **gc = d == 0 ? comps_view(grad_out[0]) : NULL;
+    if (d == 0 && !gc) return jag_last_status();
+    int64_t at = 0, col = 0;
+    for (int i = 0; i < n && !st; i++) {
+        nested_state *s = jag__nested(xs[i]);
+        int64_t width = d == 0 ? 0 : xs[i]->sizes[d];
+        if (c->needs[i]) {
+            if (d == 0) { /* zeros shaped like x_i, its components copied in */
+                jag_tensor *z = NULL, **zc = NULL;
+                st = jag_zeros_like(xs[i], &z);
+                if (!st && !(zc = comps_view(z))) st = jag_last_status();
+                for (int64_t b = 0; !st && b < s->batch; b++) st = jag_copy_(zc[b], gc[at + b]);
+                comps_free(zc, s->batch);
+                if (st) jag_release(z);
+                else grad_in[i] = z;
+            } else {
+                jag_tensor *nv = NULL, *cv = NULL;
+                jag_value a[] = {jag__v_tensor(gs->values), jag__v_int(d - 1), jag__v_int(col), jag__v_int(width)};
+                st = jag__dispatch(JAG_OP_narrow, a, 4, &nv);
+                jag_value b[] = {jag__v_tensor(nv)};
+                if (!st) st = jag__dispatch(JAG_OP_clone, b, 1, &cv);
+                if (!st) st = jag__nested_rewrap_jagged(s, cv, &grad_in[i]);
+                jag_release(nv), jag_release(cv);
+            }
+        }
+        at += s->batch, col += width;
+    }
+    comps_free(gc, gs->batch);
+    return st;
+}
+
+/* index_select along the batch dim: component k of the gradient goes back
+ * to component index[k], accumulating repeats */
+static jag_status index_select_batch_grad(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in) {
+    const jag_tensor *x = c->args[0].u.t, *ix = c->args[2].u.t;
+    jag_tensor *z = NULL, **zc = NULL, **gc = NULL;
+    jag_status st = jag_zeros_like(x, &z);
+    if (!st && !(zc = comps_view(z))) st = jag_last_status();
+    if (!st && !(gc = comps_view(grad_out[0]))) st = jag_last_status();
+    int64_t n = ix->sizes[0];
+    for (int64_t k = 0; k < n && !st; k++) {
+        const char *p = (const char *)jag__ptr(ix) + k * ix->strides[0] * (int64_t)jag_dtype_size(ix->dtype);
+        int64_t b = ix->dtype == JAG_INT64 ? *(const int64_t *)p : *(const int32_t *)p;
+        jag_tensor *sum = NULL;
+        st = jag_add(zc[b], gc[k], 1.0, &sum);
+        if (!st) st = jag_copy_(zc[b], sum);
+        jag_release(sum);
+    }
+    comps_free(zc, jag__nested(x)->batch);
+    comps_free(gc, n);
+    if (st) {
+        jag_release(z);
+        return st;
+    }
+    grad_in[0] = z;
+    return JAG_OK;
+}
+
 /* embedding with nested indices, select of a component, narrow along the
- * ragged dim (see nested_ops.c) */
+ * ragged dim (see nested_ops.c); cat, index_select along the batch dim and
+ * unsqueeze (nested_join.c) */
 static jag_status jagged_structural(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in,
                                     bool *handled) {
+    if (c->op == JAG_OP_cat && c->args[0].kind == JAG_VAL_TENSORS && c->args[0].u.tensors.n > 0 &&
+        jag__nested(c->args[0].u.tensors.v[0])) {
+        *handled = true;
+        return cat_grad(c, grad_out, grad_in);
+    }
+    if ((c->op == JAG_OP_index_select || c->op == JAG_OP_unsqueeze) && c->args[0].kind == JAG_VAL_TENSOR &&
+        jag_tensor_layout(c->args[0].u.t) == JAG_JAGGED) {
+        const jag_tensor *x = c->args[0].u.t;
+        if (c->op == JAG_OP_index_select && (c->args[1].u.i == 0 || c->args[1].u.i == -x->ndim)) {
+            *handled = true;
+            return c->needs[0] ? index_select_batch_grad(c, grad_out, grad_in) : JAG_OK;
+        }
+        if (c->op == JAG_OP_unsqueeze) { /* the values' gradient viewed back */
+            *handled = true;
+            if (!c->needs[0]) return JAG_OK;
+            nested_state *s = jag__nested(x), *gs = jag__nested(grad_out[0]);
+            jag_tensor *r = NULL;
+            jag_status st = jag_reshape(gs->values, s->values->sizes, s->values->ndim, &r);
+            if (!st) st = jag__nested_rewrap_jagged(s, r, &grad_in[0]);
+            jag_release(r);
+            return st;
+        }
+    }
     if (c->op == JAG_OP_embedding) {
         nested_state *ix = c->args[1].kind == JAG_VAL_TENSOR ? jag__nested(c->args[1].u.t) : NULL;
         nested_state *g = jag__nested(grad_out[0]);
@@ -169,13 +282,20 @@ jag_status jag__d_jagged_ragged(const jag_grad_ctx *c, jag_tensor *const *grad_o
     case JAG_OP_mean:
     case JAG_OP_amax:
     case JAG_OP_amin:
-        if (!jag__is_ragged_dim_list(&c->args[1], on)) return JAG_OK;
+    case JAG_OP_logsumexp:
+    case JAG_OP_var:
+    case JAG_OP_std:
+    case JAG_OP_max_dim:
+    case JAG_OP_min_dim: {
+        jag_segment_spec sp;
+        int r = jag__ragged_reduction(c->op, c->args, c->nargs, on, &sp);
+        if (r < 0) return jag_last_status();
+        if (r == 0) return JAG_OK;
         *handled = true;
-        if (c->op == JAG_OP_amax || c->op == JAG_OP_amin)
-            st = jag__segment_extreme_grad(c->name, s, c->outputs[0], grad_out[0], &gv);
-        else
-            st = jag__segment_broadcast(c->name, s, grad_out[0], c->op == JAG_OP_mean, &gv);
+        bool idx = sp.kind == JAG_SEG_MAX || sp.kind == JAG_SEG_MIN;
+        st = jag__segment_reduce_grad(c->name, s, &sp, c->outputs[0], idx ? c->outputs[1] : NULL, grad_out[0], &gv);
         return rewrap_grad(s, st, gv, grad_in);
+    }
     case JAG_OP_softmax:
     case JAG_OP_log_softmax: {
         if (!jag__is_ragged_dim(&c->args[1], on)) return JAG_OK;
@@ -226,4 +346,44 @@ jag_status jag__d_jagged_ragged(const jag_grad_ctx *c, jag_tensor *const *grad_o
     }
     default: return JAG_OK;
     }
+}
+
+/* ---- embedding_bag --------------------------------------------------------- */
+
+jag_status jag__embedding_bag_backward(const char *op, const jag_value *args, int nargs, const jag_tensor *y,
+                                       const jag_tensor *g, jag_tensor **grad_w, jag_tensor **grad_psw);
+
+/* (weight, indices, offsets, mode, per_sample_weights): the weight's rows
+ * used get the bags' gradients; each per-sample weight the dot product of
+ * its row with its bag's gradient. Nested indices run as the forward did. */
+jag_status jag__d_embedding_bag(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in) {
+    jag_value a[5];
+    jag_tensor *temps[3] = {0};
+    bool nested = c->args[1].kind == JAG_VAL_TENSOR && jag__nested(c->args[1].u.t);
+    jag_status st = JAG_OK;
+    if (nested) st = jag__nested_bag_args(c->name, c->args, c->nargs, a, temps);
+    else
+        for (int i = 0; i < 5; i++) a[i] = c->args[i];
+    int k_psw = 1 + (c->args[2].kind == JAG_VAL_TENSOR) + 1; /* tensor inputs: weight, indices, [offsets], psw */
+    bool want_psw = c->args[4].kind == JAG_VAL_TENSOR && k_psw < c->n_inputs && c->needs[k_psw];
+    jag_tensor *gw = NULL, *gp = NULL;
+    if (!st) st = jag__embedding_bag_backward(c->name, a, 5, c->outputs[0], grad_out[0], c->needs[0] ? &gw : NULL,
+                                              want_psw ? &gp : NULL);
+    if (!st && gp && jag__nested(c->args[4].u.t)) { /* back to the weights' structure */
+        nested_state *ps = jag__nested(c->args[4].u.t);
+        jag_tensor *r = NULL;
+        if (ps->lengths || jag__nested(temps[1]) != ps)
+            st = jag__error(JAG_ENOTIMPL, "%s: no gradient for nested per_sample_weights with holes or gaps", c->name);
+        else st = jag__nested_rewrap_jagged(ps, gp, &r);
+        jag_release(gp);
+        gp = r;
+    }
+    for (int i = 0; i < 3; i++) jag_release(temps[i]);
+    if (st) {
+        jag_release(gw), jag_release(gp);
+        return st;
+    }
+    grad_in[0] = gw;
+    if (want_psw) grad_in[k_psw] = gp;
+    return JAG_OK;
 }

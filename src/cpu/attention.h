@@ -21,15 +21,22 @@ typedef struct attn_args {
     attn_view q, k, v;
     bool causal;
     double scale;
+    /* optional additive mask (mbase NULL: none), a's dtype: the score of
+     * (sequence b, head h, query i, key j) gets mbase[mo[b] + h mh[b] +
+     * i mi[b] + j mj[b]] added (strides 0 broadcast) */
+    const char *mbase;
+    const int64_t *mo, *mh, *mi, *mj;
 } attn_args;
 
 /* out (Rq, Hq, Dh) and lse (Rq, Hq) contiguous, a->f64's dtype. Returns
  * JAG_ENOMEM (with the error set) when scratch memory runs out. */
 jag_status jag__attention_forward(const attn_args *a, char *out, char *lse);
 /* o / go: the forward's output and its gradient (views like q); dq (Rq, Hq,
- * Dh), dk and dv (Rk, Hk, Dh) contiguous, zeroed by the caller. */
+ * Dh), dk and dv (Rk, Hk, Dh) contiguous, zeroed by the caller. dmask (may
+ * be NULL): the scores' gradient, item b's (Hq, Lq_b, Lk_b) block
+ * contiguous from element fo[b], zeroed by the caller. */
 jag_status jag__attention_backward(const attn_args *a, const attn_view *o, const attn_view *go, const char *lse,
-                                   char *dq, char *dk, char *dv);
+                                   char *dq, char *dk, char *dv, char *dmask, const int64_t *fo);
 /* The naive reference: full score matrices. lse in double. */
 void jag__ref_attention(const attn_args *a, char *out, double *lse);
 

@@ -1,6 +1,6 @@
 /*
  * reduce.c — reductions over any set of dims: sum, mean, prod, amax, amin,
- * var, std, and the index reductions max_dim, min_dim, argmax, argmin; their
+ * var, std, logsumexp, and the index reductions max_dim, min_dim, argmax, argmin; their
  * META functions; naive references (jag__ref_*) that the tests compare with.
  *
  * How a reduction runs. x's dims split into KEPT dims (they index the output,
@@ -434,6 +434,79 @@ static red_part var_comb(red_part a, red_part b) {
 DEF_VAR(f32, float)
 DEF_VAR(f64, double)
 
+/* logsumexp: a partial is (m, s) with the range's logsumexp m + log(s).
+ * A NaN spreads; a +inf gives +inf; a range of only -inf gives -inf. A leaf
+ * is two-pass (max, then sum of exp(x - max)); partials rescale to the
+ * larger max; COL mode pushes one row at a time (online). */
+static red_part lse_comb(red_part a, red_part b) {
+    if (a.f0 != a.f0 || b.f0 != b.f0) return (red_part){.f0 = NAN};
+    double m = a.f0 > b.f0 ? a.f0 : b.f0;
+    if (isinf(m)) return (red_part){.f0 = m, .f1 = 1};
+    double s = (a.f0 == -INFINITY ? 0 : a.f1 * exp(a.f0 - m)) + (b.f0 == -INFINITY ? 0 : b.f1 * exp(b.f0 - m));
+    return (red_part){.f0 = m, .f1 = s};
+}
+static inline void lse_push(double *m, double *s, double x) {
+    if (*m != *m) return;
+    if (x != x) {
+        *m = NAN;
+        return;
+    }
+    if (x <= *m) {
+        if (!isinf(*m)) *s += exp(x - *m);
+    } else if (x == INFINITY) {
+        *m = INFINITY;
+    } else {
+        *s = *m == -INFINITY ? 1.0 : *s * exp(*m - x) + 1.0;
+        *m = x;
+    }
+}
+static double lse_finish(double m, double s) { return m != m || isinf(m) ? m : m + log(s); }
+#define DEF_LSE(SUF, T)                                                        \
+    /* p is (n), reduced to (max, sum of exp(p - max)) */                      \
+    static red_part lse_leaf_##SUF(const char *pc, int64_t n, int64_t start) { \
+        (void)start;                                                           \
+        const T *restrict p = (const T *)pc;                                   \
+        double m = -INFINITY;                                                  \
+        bool nan = false;                                                      \
+        for (int64_t i = 0; i < n; i++) {                                      \
+            double x = (double)p[i];                                           \
+            nan |= x != x;                                                     \
+            m = x > m ? x : m;                                                 \
+        }                                                                      \
+        if (nan) return (red_part){.f0 = NAN};                                 \
+        if (isinf(m)) return (red_part){.f0 = m, .f1 = 1};                     \
+        double s[LANES] = {0};                                                 \
+        int64_t i = 0;                                                         \
+        for (; i + LANES <= n; i += LANES)                                     \
+            for (int j = 0; j < LANES; j++) s[j] += exp((double)p[i + j] - m); \
+        for (int j = 0; i < n; i++, j++) s[j] += exp((double)p[i] - m);        \
+        FOLD_LANES(s, OP_ADD);                                                 \
+        return (red_part){.f0 = m, .f1 = s[0]};                                \
+    }                                                                          \
+    /* p is (nrows, w), rows rs bytes apart; acc: max (w) then, at            \
+     * COL_SLOT2, the scaled sum (w) */                                        \
+    static void lse_col_##SUF(void *accv, const char *pc, int64_t rs, int64_t nrows, int64_t w, int64_t r0) { \
+        double *restrict m = accv, *restrict s = COL_SLOT2(accv);              \
+        if (r0 == 0)                                                           \
+            for (int64_t c = 0; c < w; c++) m[c] = -INFINITY, s[c] = 0;        \
+        for (int64_t i = 0; i < nrows; i++) {                                  \
+            const T *restrict p = (const T *)(pc + i * rs);                    \
+            for (int64_t c = 0; c < w; c++) lse_push(&m[c], &s[c], (double)p[c]); \
+        }                                                                      \
+    }                                                                          \
+    static void lse_store_##SUF(char *const *outs, int64_t o, red_part v, int64_t count, const red_ctx *ctx) { \
+        (void)count, (void)ctx;                                                \
+        ((T *)outs[0])[o] = (T)lse_finish(v.f0, v.f1);                         \
+    }                                                                          \
+    static void lse_cstore_##SUF(char *const *outs, int64_t o, const void *accv, int64_t w, int64_t count, \
+                                 const red_ctx *ctx) {                         \
+        (void)count, (void)ctx;                                                \
+        const double *m = accv, *s = COL_SLOT2(accv);                          \
+        for (int64_t c = 0; c < w; c++) ((T *)outs[0])[o + c] = (T)lse_finish(m[c], s[c]); \
+    }
+DEF_LSE(f32, float)
+DEF_LSE(f64, double)
+
 /* ---- the kinds, per dtype ------------------------------------------------ */
 
 #define K_SUM(S, ST, COMB) {sum_leaf_##S, COMB, sum_store_##ST, sum_col_##S, sum_cstore_##ST, {0}, false}
@@ -480,6 +553,10 @@ static const red_kind argmin_kinds[JAG_DTYPE_COUNT] = K_EXT_ALL(min, i, idx, idx
 static const red_kind var_kinds[JAG_DTYPE_COUNT] = {
     [JAG_FLOAT32] = {var_leaf_f32, var_comb, var_store_f32, var_col_f32, var_cstore_f32, {0}, false},
     [JAG_FLOAT64] = {var_leaf_f64, var_comb, var_store_f64, var_col_f64, var_cstore_f64, {0}, false},
+};
+static const red_kind logsumexp_kinds[JAG_DTYPE_COUNT] = {
+    [JAG_FLOAT32] = {lse_leaf_f32, lse_comb, lse_store_f32, lse_col_f32, lse_cstore_f32, {.f0 = -INFINITY}, false},
+    [JAG_FLOAT64] = {lse_leaf_f64, lse_comb, lse_store_f64, lse_col_f64, lse_cstore_f64, {.f0 = -INFINITY}, false},
 };
 static const red_kind std_kinds[JAG_DTYPE_COUNT] = {
     [JAG_FLOAT32] = {var_leaf_f32, var_comb, std_store_f32, var_col_f32, std_cstore_f32, {0}, false},
@@ -936,6 +1013,7 @@ DEF_CPU_DIMS(mean)
 DEF_CPU_DIMS(prod)
 DEF_CPU_DIMS(amax)
 DEF_CPU_DIMS(amin)
+DEF_CPU_DIMS(logsumexp)
 
 #define DEF_CPU_VAR(NAME)                                                      \
     jag_status jag__cpu_##NAME(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
@@ -966,7 +1044,7 @@ jag_status jag__cpu_argmin(const char *op, const jag_value *args, int nargs, jag
 /* ------------------------------------------------------------------------ */
 
 typedef enum {
-    REF_SUM, REF_MEAN, REF_PROD, REF_AMAX, REF_AMIN, REF_VAR, REF_STD,
+    REF_SUM, REF_MEAN, REF_PROD, REF_AMAX, REF_AMIN, REF_LSE, REF_VAR, REF_STD,
     REF_MAX_DIM, REF_MIN_DIM, REF_ARGMAX, REF_ARGMIN,
 } ref_op;
 
@@ -1017,7 +1095,9 @@ static jag_status ref_run(ref_op which, const char *op, const jag_value *args, i
     bool is_max = which == REF_AMAX || which == REF_MAX_DIM || which == REF_ARGMAX;
     size_t es = jag_dtype_size(x->dtype);
     for (int64_t o = 0; o < N; o++) fa[o] = which == REF_PROD ? 1.0 : 0.0, ia[o] = which == REF_PROD ? 1 : 0;
-    for (int pass = 0; pass < (which == REF_VAR || which == REF_STD ? 2 : 1); pass++) {
+    if (which == REF_LSE)
+        for (int64_t o = 0; o < N; o++) fa[o] = -INFINITY;
+    for (int pass = 0; pass < (which == REF_VAR || which == REF_STD || which == REF_LSE ? 2 : 1); pass++) {
         int64_t idx[JAG_MAX_DIMS] = {0};
         for (int64_t e = 0; e < numel; e++) {
             int64_t o = 0, r = 0, off = 0;
@@ -1034,6 +1114,10 @@ static jag_status ref_run(ref_op which, const char *op, const jag_value *args, i
             switch (which) {
             case REF_SUM: case REF_MEAN: fa[o] += v, ia[o] = (int64_t)((uint64_t)ia[o] + (uint64_t)iv); break;
             case REF_PROD: fa[o] *= v, ia[o] = (int64_t)((uint64_t)ia[o] * (uint64_t)iv); break;
+            case REF_LSE: /* the max (NaN wins), then the sum of exp(x - max) */
+                if (pass == 0) fa[o] = isnan(v) || isnan(fa[o]) ? NAN : fmax(fa[o], v);
+                else if (!isinf(fa[o])) fb[o] += exp(v - fa[o]);
+                break;
             case REF_VAR: case REF_STD:
                 if (pass == 0) fa[o] += v;
                 else fb[o] += (v - fa[o]) * (v - fa[o]);
@@ -1059,6 +1143,7 @@ static jag_status ref_run(ref_op which, const char *op, const jag_value *args, i
         switch (which) {
         case REF_SUM: case REF_PROD: ref_store(outs[0], o, fa[o], ia[o], !fp); break;
         case REF_MEAN: ref_store(outs[0], o, fa[o] / (double)cnt[o], 0, false); break;
+        case REF_LSE: ref_store(outs[0], o, isnan(fa[o]) || isinf(fa[o]) ? fa[o] : fa[o] + log(fb[o]), 0, false); break;
         case REF_VAR: case REF_STD: {
             double div = (double)cnt[o] - (double)correction, var = cnt[o] == 0 ? NAN : fb[o] / (div > 0 ? div : 0.0);
             ref_store(outs[0], o, which == REF_STD ? sqrt(var) : var, 0, false);
@@ -1087,6 +1172,7 @@ DEF_REF(mean, REF_MEAN)
 DEF_REF(prod, REF_PROD)
 DEF_REF(amax, REF_AMAX)
 DEF_REF(amin, REF_AMIN)
+DEF_REF(logsumexp, REF_LSE)
 DEF_REF(var, REF_VAR)
 DEF_REF(std, REF_STD)
 DEF_REF(max_dim, REF_MAX_DIM)

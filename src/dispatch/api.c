@@ -136,6 +136,7 @@ JAG_X_REDUCE(mean)
 JAG_X_REDUCE(prod)
 JAG_X_REDUCE(amax)
 JAG_X_REDUCE(amin)
+JAG_X_REDUCE(logsumexp)
 #undef JAG_X_REDUCE
 
 jag_status jag_var(const jag_tensor *x, const int *dims, int ndims, int64_t correction, bool keepdim,
@@ -183,6 +184,13 @@ jag_status jag_argmax(const jag_tensor *x, int dim, bool keepdim, jag_tensor **o
 jag_status jag_argmin(const jag_tensor *x, int dim, bool keepdim, jag_tensor **out) {
     CHECK_OUT(argmin);
     CALL(argmin, jag__v_tensor(x), jag__v_int(dim), jag__v_bool(keepdim));
+}
+
+jag_status jag_embedding_bag(const jag_tensor *weight, const jag_tensor *indices, const jag_tensor *offsets, int mode,
+                             const jag_tensor *per_sample_weights, jag_tensor **out) {
+    CHECK_OUT(embedding_bag);
+    CALL(embedding_bag, jag__v_tensor(weight), jag__v_tensor(indices), jag__v_tensor(offsets),
+         jag__v_int(mode), jag__v_tensor(per_sample_weights));
 }
 
 jag_status jag_max(const jag_tensor *x, jag_tensor **out) {

@@ -15,7 +15,7 @@
 /* Everything a kernel call needs, with the memory it owns. */
 typedef struct {
     attn_args a;
-    int64_t *seg;          /* qo, ql, ko, kl (4 * B) */
+    int64_t *seg;          /* qo, ql, ko, kl (4 * B), then mo, mh, mi, mj (4 * B) and fo (B + 1) */
     jag_tensor *hold[4];   /* contiguous copies the views point into */
     bool nested;
     int64_t lq, lk;        /* dense: sequence lengths */
@@ -88,7 +88,7 @@ static jag_status setup(const char *op, const jag_tensor *q, const jag_tensor *k
     } else if (k->sizes[2] != v->sizes[2]) {
         return jag__error(JAG_ESHAPE, "%s: k and v have %lld and %lld keys", op, (long long)k->sizes[2], (long long)v->sizes[2]);
     }
-    su->seg = malloc((size_t)(4 * B + 1) * sizeof *su->seg);
+    su->seg = malloc((size_t)(9 * B + 2) * sizeof *su->seg);
     if (!su->seg) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
     int64_t *qo = su->seg, *ql = qo + B, *ko = ql + B, *kl = ko + B;
     jag_status st = JAG_OK;
@@ -111,6 +111,58 @@ static jag_status setup(const char *op, const jag_tensor *q, const jag_tensor *k
     su->a.qo = qo, su->a.ql = ql, su->a.ko = ko, su->a.kl = kl;
     su->a.causal = causal;
     su->a.scale = isfinite(scale) && scale > 0 ? scale : 1.0 / sqrt((double)(dh ? dh : 1));
+    return JAG_OK;
+}
+
+/* The additive mask: dense, broadcast to (B, Hq, Lq, Lk), for dense q; a
+ * strided nested tensor whose component b is (Lq_b, Lk_b) or (Hq or 1,
+ * Lq_b, Lk_b), for jagged q. Fills the per-item offsets and strides, and
+ * fo: where item b's (Hq, Lq_b, Lk_b) block of the scores' gradient starts. */
+static jag_status setup_mask(const char *op, const jag_tensor *q, const jag_tensor *mask, attn_setup *su) {
+    int64_t B = su->a.batch, *mo = su->seg + 4 * B, *mh = mo + B, *mi = mh + B, *mj = mi + B, *fo = mj + B;
+    fo[0] = 0;
+    for (int64_t b = 0; b < B; b++) fo[b + 1] = fo[b] + su->a.hq * su->a.ql[b] * su->a.kl[b];
+    if (!mask) return JAG_OK;
+    su->a.mo = mo, su->a.mh = mh, su->a.mi = mi, su->a.mj = mj;
+    if (mask->dtype != q->dtype)
+        return jag__error(JAG_EDTYPE, "%s: argument 'mask' has dtype %s, expected %s like q", op, jag_dtype_name(mask->dtype),
+                          jag_dtype_name(q->dtype));
+    nested_state *ms = jag__nested(mask);
+    char b1[JAG_SHAPE_BUF];
+    if (!su->nested) {
+        if (ms) return jag__error(JAG_EINVAL, "%s: argument 'mask' is nested, expected a dense mask for dense q", op);
+        int64_t full[4] = {B, su->a.hq, su->lq, su->lk};
+        jag_tensor *e = NULL;
+        jag_value a[] = {jag__v_tensor(mask), jag__v_ints(full, 4)};
+        if (mask->ndim > 4 || jag__dispatch(JAG_OP_expand, a, 2, &e))
+            return jag__error(JAG_ESHAPE, "%s: argument 'mask' of shape %s does not broadcast to (B, Hq, Lq, Lk) = (%lld, %lld, %lld, %lld)",
+                              op, jag__shape_str(mask->sizes, mask->ndim, b1, sizeof b1), (long long)B, (long long)su->a.hq,
+                              (long long)su->lq, (long long)su->lk);
+        su->hold[3] = e;
+        su->a.mbase = jag__ptr(e);
+        for (int64_t b = 0; b < B; b++) mo[b] = b * e->strides[0], mh[b] = e->strides[1], mi[b] = e->strides[2], mj[b] = e->strides[3];
+        return JAG_OK;
+    }
+    if (!ms || ms->layout != JAG_STRIDED)
+        return jag__error(JAG_EINVAL, "%s: argument 'mask' must be a strided nested tensor with components (Lq_b, Lk_b) or (Hq, Lq_b, Lk_b) for jagged q", op);
+    if (ms->batch != B || (mask->ndim != 3 && mask->ndim != 4))
+        return jag__error(JAG_ESHAPE, "%s: argument 'mask' has %lld components of %d dims, expected %lld of 2 or 3 dims", op,
+                          (long long)ms->batch, mask->ndim - 1, (long long)B);
+    if (!ms->buffer->storage) return jag__error(JAG_ENOTIMPL, "%s: a nested mask needs data", op);
+    int n = (int)ms->sizes->sizes[1];
+    const int64_t *sz = (const int64_t *)jag__ptr(ms->sizes), *st = (const int64_t *)jag__ptr(ms->strides);
+    const int64_t *so = (const int64_t *)jag__ptr(ms->storage_offsets);
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t *cs = sz + b * n, *cst = st + b * n;
+        int64_t hm = n == 3 ? cs[0] : 1;
+        if ((hm != 1 && hm != su->a.hq) || cs[n - 2] != su->a.ql[b] || cs[n - 1] != su->a.kl[b])
+            return jag__error(JAG_ESHAPE, "%s: component %lld of argument 'mask' has shape %s, expected (%lld, %lld) or (%lld, %lld, %lld) (heads, queries, keys)",
+                              op, (long long)b, jag__shape_str(cs, n, b1, sizeof b1), (long long)su->a.ql[b], (long long)su->a.kl[b],
+                              (long long)su->a.hq, (long long)su->a.ql[b], (long long)su->a.kl[b]);
+        mo[b] = so[b];
+        mh[b] = n == 3 && hm != 1 ? cst[0] : 0, mi[b] = cst[n - 2], mj[b] = cst[n - 1];
+    }
+    su->a.mbase = jag__ptr(ms->buffer);
     return JAG_OK;
 }
 
@@ -152,17 +204,29 @@ static int64_t all_rows(const attn_setup *su, const jag_tensor *t, bool keys) {
     return su->a.batch * (keys ? su->lk : su->lq);
 }
 
+/* The arguments of either op: (q, k, v, causal, scale) or (q, k, v, mask
+ * or none, causal, scale). */
+static jag_status parse_args(const char *op, const jag_value *args, int nargs, const jag_tensor **q, const jag_tensor **k,
+                             const jag_tensor **v, const jag_tensor **mask, bool *causal, double *scale) {
+    jag_status st;
+    int c = nargs == 6 ? 4 : 3;
+    *mask = NULL;
+    if ((st = jag__arg_tensor(op, args, nargs, 0, "q", q)) || (st = jag__arg_tensor(op, args, nargs, 1, "k", k)) ||
+        (st = jag__arg_tensor(op, args, nargs, 2, "v", v)) ||
+        (nargs == 6 && (st = jag__arg_opt_tensor(op, args, nargs, 3, "mask", mask))) ||
+        (st = jag__arg_bool(op, args, nargs, c, "causal", causal)) || (st = jag__arg_double(op, args, nargs, c + 1, "scale", scale)))
+        return st;
+    return JAG_OK;
+}
+
 jag_status jag__composite_sdpa(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    const jag_tensor *q, *k, *v;
+    const jag_tensor *q, *k, *v, *mask;
     bool causal;
     double scale;
     jag_status st;
-    if ((st = jag__arg_tensor(op, args, nargs, 0, "q", &q)) || (st = jag__arg_tensor(op, args, nargs, 1, "k", &k)) ||
-        (st = jag__arg_tensor(op, args, nargs, 2, "v", &v)) || (st = jag__arg_bool(op, args, nargs, 3, "causal", &causal)) ||
-        (st = jag__arg_double(op, args, nargs, 4, "scale", &scale)))
-        return st;
+    if ((st = parse_args(op, args, nargs, &q, &k, &v, &mask, &causal, &scale))) return st;
     attn_setup su;
-    if ((st = setup(op, q, k, v, causal, scale, &su))) {
+    if ((st = setup(op, q, k, v, causal, scale, &su)) || (st = setup_mask(op, q, mask, &su))) {
         setup_free(&su);
         return st;
     }
@@ -204,11 +268,66 @@ static jag_status rows_for(const attn_setup *su, const jag_tensor *t, jag_tensor
     return st;
 }
 
+/* The mask's gradient from the scores' gradient dm (item b's (Hq, Lq_b,
+ * Lk_b) block at fo[b]): dense, summed to the mask's shape; nested, each
+ * component's block (summed over heads when the mask has none or one)
+ * copied into zeros shaped like the mask. */
+static jag_status mask_grad(const char *op, const attn_setup *su, const jag_tensor *mask, const jag_tensor *dm,
+                            jag_tensor **out) {
+    const int64_t *fo = su->seg + 8 * su->a.batch;
+    jag_status st;
+    if (!su->nested) {
+        int64_t full[4] = {su->a.batch, su->a.hq, su->lq, su->lk};
+        jag_tensor *v = NULL;
+        jag_value a[] = {jag__v_tensor(dm), jag__v_ints(full, 4)};
+        if ((st = jag__dispatch(JAG_OP_view, a, 2, &v))) return st;
+        st = jag__sum_to(v, mask, out);
+        jag_release(v);
+        return st;
+    }
+    jag_tensor *z = NULL;
+    if ((st = jag_zeros_like(mask, &z))) return st;
+    nested_state *zs = jag__nested(z);
+    jag_tensor **comps = calloc((size_t)(zs->batch ? zs->batch : 1), sizeof *comps);
+    if (!comps) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    if (!st) st = jag__nested_unbind(zs, comps);
+    for (int64_t b = 0; !st && b < zs->batch; b++) {
+        int64_t blk[3] = {su->a.hq, su->a.ql[b], su->a.kl[b]}, st3[3] = {blk[1] * blk[2], blk[2], 1};
+        jag_tensor *g = jag__tensor_view(dm, blk, st3, 3, dm->offset + fo[b]), *r = NULL;
+        if (!g) {
+            st = jag_last_status();
+            break;
+        }
+        if (comps[b]->ndim == 3 && comps[b]->sizes[0] == su->a.hq) r = jag_retain(g);
+        else {
+            int d0[1] = {0};
+            st = jag_sum(g, d0, 1, comps[b]->ndim == 3, &r);
+        }
+        if (!st) st = jag_copy_(comps[b], r);
+        jag_release(g), jag_release(r);
+    }
+    if (comps && !st)
+        for (int64_t b = 0; b < zs->batch; b++) jag_release(comps[b]);
+    free(comps);
+    if (st) {
+        jag_release(z);
+        return st;
+    }
+    *out = z;
+    return JAG_OK;
+}
+
 jag_status jag__d_sdpa(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in) {
-    const jag_tensor *q = c->args[0].u.t, *k = c->args[1].u.t, *v = c->args[2].u.t;
+    const jag_tensor *q, *k, *v, *mask;
+    bool causal;
+    double scale;
+    jag_status st = parse_args(c->name, c->args, c->nargs, &q, &k, &v, &mask, &causal, &scale);
+    if (st) return st;
     attn_setup su;
-    jag_status st = setup(c->name, q, k, v, c->args[3].u.b, c->args[4].u.d, &su);
-    jag_tensor *o = NULL, *go = NULL, *lse = NULL, *lc = NULL, *dq = NULL, *dk = NULL, *dv = NULL;
+    st = setup(c->name, q, k, v, causal, scale, &su);
+    if (!st) st = setup_mask(c->name, q, mask, &su);
+    bool want_mask = mask && c->n_inputs > 3 && c->needs[3];
+    jag_tensor *o = NULL, *go = NULL, *lse = NULL, *lc = NULL, *dq = NULL, *dk = NULL, *dv = NULL, *dm = NULL;
     if (!st) st = rows_for(&su, c->outputs[0], &o);
     if (!st) st = rows_for(&su, grad_out[0], &go);
     if (!st) st = rows_for(&su, c->outputs[1], &lse);
@@ -218,16 +337,25 @@ jag_status jag__d_sdpa(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_t
     if (!st) st = new_rows(c->name, rq, su.a.hq, su.a.dh, su.a.f64, true, &dq);
     if (!st) st = new_rows(c->name, rk, su.a.hk, su.a.dh, su.a.f64, true, &dk);
     if (!st) st = new_rows(c->name, rk, su.a.hk, su.a.dh, su.a.f64, true, &dv);
+    const int64_t *fo = st ? NULL : su.seg + 8 * su.a.batch;
+    if (!st && want_mask) { /* every item's (Hq, Lq_b, Lk_b) block of score gradients */
+        int64_t n = fo[su.a.batch];
+        dm = jag__tensor_new(c->name, &n, 1, su.a.f64 ? JAG_FLOAT64 : JAG_FLOAT32, true, false);
+        if (!dm) st = jag_last_status();
+    }
     if (!st) {
         attn_view ov = view_of(o), gv = view_of(go);
-        st = jag__attention_backward(&su.a, &ov, &gv, jag__ptr(lc), jag__ptr(dq), jag__ptr(dk), jag__ptr(dv));
+        st = jag__attention_backward(&su.a, &ov, &gv, jag__ptr(lc), jag__ptr(dq), jag__ptr(dk), jag__ptr(dv),
+                                     dm ? jag__ptr(dm) : NULL, fo);
     }
     if (!st && c->needs[0]) st = to_input_form(&su, q, dq, su.lq, &grad_in[0]);
     if (!st && c->needs[1]) st = to_input_form(&su, k, dk, su.lk, &grad_in[1]);
     if (!st && c->needs[2]) st = to_input_form(&su, v, dv, su.lk, &grad_in[2]);
+    if (!st && dm) st = mask_grad(c->name, &su, mask, dm, &grad_in[3]);
     if (st)
-        for (int i = 0; i < 3; i++) jag_release(grad_in[i]), grad_in[i] = NULL;
+        for (int i = 0; i < 4 && i < c->n_inputs; i++) jag_release(grad_in[i]), grad_in[i] = NULL;
     jag_release(o), jag_release(go), jag_release(lse), jag_release(lc), jag_release(dq), jag_release(dk), jag_release(dv);
+    jag_release(dm);
     setup_free(&su);
     return st;
 }
@@ -240,6 +368,19 @@ jag_status jag_scaled_dot_product_attention(const jag_tensor *q, const jag_tenso
     jag__enter();
     jag_status st = jag__dispatch(JAG_OP_scaled_dot_product_attention, a, 5, outs);
     jag_release(outs[1]); /* the log-sum-exp lives on in the autograd node */
+    if (!st) *out = outs[0];
+    return jag__leave(st, out, st == JAG_OK);
+}
+
+jag_status jag_scaled_dot_product_attention_masked(const jag_tensor *q, const jag_tensor *k, const jag_tensor *v,
+                                                   const jag_tensor *mask, bool causal, double scale, jag_tensor **out) {
+    if (!out) return jag__error(JAG_EINVAL, "jag_scaled_dot_product_attention_masked: argument 'out' is NULL");
+    jag_tensor *outs[2] = {0};
+    jag_value a[] = {jag__v_tensor(q), jag__v_tensor(k), jag__v_tensor(v), jag__v_tensor(mask), jag__v_bool(causal),
+                     jag__v_double(scale)};
+    jag__enter();
+    jag_status st = jag__dispatch(JAG_OP_scaled_dot_product_attention_masked, a, 6, outs);
+    jag_release(outs[1]);
     if (!st) *out = outs[0];
     return jag__leave(st, out, st == JAG_OK);
 }

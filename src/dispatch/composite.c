@@ -409,3 +409,47 @@ jag_status jag_dropout(const jag_tensor *x, double p, bool train, jag_generator 
     jag_release(u), jag_release(keep), jag_release(mask), jag_release(scaled);
     return jag__leave(st, out, 1);
 }
+
+/* ---- masked_fill, truncating to_padded ----------------------------------- */
+
+/* where(mask, value, x): value as a 0-d tensor of x's dtype, so that it
+ * broadcasts over dense and nested x alike */
+jag_status jag_masked_fill(const jag_tensor *x, const jag_tensor *mask, double value, jag_tensor **out) {
+    const char *op = "jag_masked_fill";
+    if (!out) return no_out(op);
+    if (need_tensor(op, "x", x) || need_tensor(op, "mask", mask)) return JAG_EINVAL;
+    if (mask->dtype != JAG_BOOL)
+        return jag__error(JAG_EDTYPE, "%s: argument 'mask' has dtype %s, expected bool", op, jag_dtype_name(mask->dtype));
+    jag__enter();
+    jag_tensor *v = jag__tensor_new(op, NULL, 0, x->dtype, false, false);
+    jag_status st = v ? JAG_OK : jag_last_status();
+    if (!st) jag__fill(v, value);
+    jag_value a[] = {jag__v_tensor(mask), jag__v_tensor(v), jag__v_tensor(x)};
+    if (!st) st = jag__dispatch(JAG_OP_where, a, 3, out);
+    jag_release(v);
+    return jag__leave(st, out, 1);
+}
+
+/* narrow along the ragged dim to max_length rows (holes), then pad every
+ * component to exactly max_length: both differentiable */
+jag_status jag_nested_to_padded_max(const jag_tensor *nt, double padding, int64_t max_length, jag_tensor **out) {
+    const char *op = "jag_nested_to_padded_max";
+    if (!out) return no_out(op);
+    if (need_tensor(op, "nt", nt)) return JAG_EINVAL;
+    nested_state *s = jag__nested(nt);
+    if (!s || s->layout != JAG_JAGGED)
+        return jag__error(JAG_EINVAL, "%s: argument 'nt' is %s, expected a jagged nested tensor", op,
+                          s ? "a strided nested tensor" : "not nested");
+    if (max_length < 0) return jag__error(JAG_EINVAL, "%s: argument 'max_length' is %lld, expected >= 0", op, (long long)max_length);
+    jag__enter();
+    jag_tensor *cut = NULL;
+    jag_value a[] = {jag__v_tensor(nt), jag__v_int(1), jag__v_int(0), jag__v_int(max_length)};
+    jag_status st = jag__dispatch(JAG_OP_narrow, a, 4, &cut);
+    int64_t sizes[JAG_MAX_DIMS];
+    sizes[0] = s->batch, sizes[1] = max_length;
+    for (int d = 2; d < nt->ndim; d++) sizes[d] = nt->sizes[d];
+    jag_value b[] = {jag__v_tensor(cut), jag__v_double(padding), jag__v_ints(sizes, nt->ndim)};
+    if (!st) st = jag__dispatch(JAG_OP_to_padded, b, 3, out);
+    jag_release(cut);
+    return jag__leave(st, out, 1);
+}

@@ -32,6 +32,7 @@ static void destroy_state(void *p) {
     jag_release(s->values), jag_release(s->offsets), jag_release(s->lengths);
     jag_release(s->buffer), jag_release(s->sizes), jag_release(s->strides), jag_release(s->storage_offsets);
     jag_release(atomic_load(&s->row_ids));
+    jag_release(atomic_load(&s->seq_lengths));
     jag__small_free(s, sizeof *s);
 }
 
@@ -157,6 +158,7 @@ jag_status jag__nested_wrap_jagged(const jag_tensor *values, const jag_tensor *o
     s->lengths = jag_retain((jag_tensor *)lengths);
     atomic_init(&s->ragged_id, ragged_id);
     atomic_init(&s->row_ids, NULL);
+    atomic_init(&s->seq_lengths, NULL);
     s->min_seqlen = min_seqlen;
     s->max_seqlen = max_seqlen;
     int64_t sizes[JAG_MAX_DIMS];
@@ -185,6 +187,7 @@ jag_status jag__nested_wrap_strided(const jag_tensor *buffer, const jag_tensor *
     s->storage_offsets = jag_retain((jag_tensor *)storage_offsets);
     atomic_init(&s->ragged_id, ragged_id);
     atomic_init(&s->row_ids, NULL);
+    atomic_init(&s->seq_lengths, NULL);
     int n = (int)sizes->sizes[1];
     int64_t outer[JAG_MAX_DIMS];
     outer[0] = s->batch;
@@ -512,13 +515,19 @@ jag_status jag_nested_seq_lengths(const jag_tensor *nt, jag_tensor **out) {
     if (st) return st;
     if (s->lengths) return give(s->lengths, out);
     if (!readable(s->offsets)) return jag__error(JAG_EINVAL, "jag_nested_seq_lengths: argument 'nt' has no data");
-    jag__enter();
-    jag_tensor *l = jag__tensor_new("jag_nested_seq_lengths", &s->batch, 1, JAG_INT64, false, false);
-    if (!l) return jag__leave(jag_last_status(), NULL, 0);
-    const int64_t *o = i64(s->offsets);
-    for (int64_t b = 0; b < s->batch; b++) ((int64_t *)jag__ptr(l))[b] = o[b + 1] - o[b];
-    *out = l;
-    return jag__leave(JAG_OK, out, 1);
+    jag_tensor *l = atomic_load(&s->seq_lengths);
+    if (!l) { /* computed once, kept with the state */
+        l = jag__tensor_new("jag_nested_seq_lengths", &s->batch, 1, JAG_INT64, false, false);
+        if (!l) return jag_last_status();
+        const int64_t *o = i64(s->offsets);
+        for (int64_t b = 0; b < s->batch; b++) ((int64_t *)jag__ptr(l))[b] = o[b + 1] - o[b];
+        jag_tensor *expected = NULL;
+        if (!atomic_compare_exchange_strong(&s->seq_lengths, &expected, l)) {
+            jag_release(l); /* another thread won */
+            l = expected;
+        }
+    }
+    return give(l, out);
 }
 
 /* values is an op (a differentiable view), not a plain accessor. */

@@ -24,6 +24,7 @@ typedef struct nested_state {
     atomic_llong ragged_id;
     int64_t min_seqlen, max_seqlen;
     _Atomic(jag_tensor *) row_ids; /* jagged: int64 (sum L) owner row of each value row, lazily */
+    _Atomic(jag_tensor *) seq_lengths; /* jagged without holes: int64 (B) component lengths, lazily */
 } nested_state;
 
 /* The nested class (registered on first use). */
@@ -63,19 +64,45 @@ jag_status jag__nested_to_padded(const jag_tensor *nt, double padding, const int
                                  jag_tensor **out);
 jag_status jag__nested_from_padded(const jag_tensor *padded, const jag_tensor *lengths, jag_tensor **out);
 /* Ops along the ragged dim (nested_reduce.c); see that file for shapes. */
-typedef enum { JAG_SEG_SUM, JAG_SEG_MEAN, JAG_SEG_AMAX, JAG_SEG_AMIN } jag_segment_kind;
+typedef enum {
+    JAG_SEG_SUM, JAG_SEG_MEAN, JAG_SEG_AMAX, JAG_SEG_AMIN, /* the fast kernels of jag__segment_reduce */
+    JAG_SEG_LSE, JAG_SEG_VAR, JAG_SEG_STD,
+    JAG_SEG_MAX, JAG_SEG_MIN, JAG_SEG_ARGMAX, JAG_SEG_ARGMIN, /* with indices (ragged dim alone) */
+} jag_segment_kind;
+/* A reduction over the ragged dim and the trailing dims of the values set in
+ * `mask` (bit d: values dim d >= 1, i.e. outer dim d + 1). */
+typedef struct jag_segment_spec {
+    jag_segment_kind kind;
+    unsigned mask;
+    int64_t correction; /* var / std */
+    bool keepdim;
+} jag_segment_spec;
+/* outs[0]: values (B, kept dims...) dense, outs[1]: int64 indices (the row
+ * inside each component) for MAX/MIN; ARGMAX/ARGMIN give only the indices
+ * (outs[0]). Empty components are an error for the extreme kinds. */
+jag_status jag__segment_reduce_dims(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor **outs);
+/* The values-shaped gradient of the reduction above: y its output, idx its
+ * indices (MAX/MIN; else NULL), g the output's gradient. */
+jag_status jag__segment_reduce_grad(const char *op, const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
+                                    const jag_tensor *idx, const jag_tensor *g, jag_tensor **out);
 jag_status jag__segment_reduce(const char *op, const nested_state *s, jag_segment_kind kind, bool keepdim,
                                jag_tensor **out);
 jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor **out);
 jag_status jag__segment_broadcast(const char *op, const nested_state *s, const jag_tensor *g, bool mean,
                                   jag_tensor **out);
-jag_status jag__segment_extreme_grad(const char *op, const nested_state *s, const jag_tensor *y, const jag_tensor *g,
-                                     jag_tensor **out);
 /* Whether a reduction's dim list (or a single dim) names exactly the ragged
  * dim (1) of a jagged tensor with outer_ndim dims. */
 bool jag__is_ragged_dim_list(const jag_value *dims, int outer_ndim);
 bool jag__is_ragged_dim(const jag_value *dim, int outer_ndim);
 
+/* Whether a reduction's arguments reduce over the ragged dim: 1 (and *sp
+ * filled), 0, or -1 with an error set (nested_ops.c). */
+int jag__ragged_reduction(jag_op_id op, const jag_value *args, int nargs, int outer_ndim, jag_segment_spec *sp);
+/* Joining and picking components (nested_join.c). */
+jag_status jag__nested_cat(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
+jag_status jag__nested_index_select_batch(const char *op, nested_state *s, const jag_tensor *index, jag_tensor **outs);
+jag_status jag__nested_unsqueeze(const char *op, nested_state *s, int outer_ndim, int64_t dim, jag_tensor **outs);
+jag_status jag__nested_bag_args(const char *op, const jag_value *args, int nargs, jag_value *a, jag_tensor **temps);
 /* The op handler (nested_ops.c). */
 jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs,
                                 jag_tensor **outs, void *ctx);

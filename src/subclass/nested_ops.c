@@ -193,7 +193,7 @@ static const dim_spec dim_specs[] = {
     {JAG_OP_unsqueeze, 0x2, -1}, {JAG_OP_squeeze, 0x2, -1},     {JAG_OP_sum, 0, 1},
     {JAG_OP_mean, 0, 1},         {JAG_OP_prod, 0, 1},           {JAG_OP_amax, 0, 1},
     {JAG_OP_amin, 0, 1},         {JAG_OP_max, 0, 1},            {JAG_OP_min, 0, 1},
-    {JAG_OP_var, 0, 1},            {JAG_OP_std, 0, 1},
+    {JAG_OP_var, 0, 1},            {JAG_OP_std, 0, 1},          {JAG_OP_logsumexp, 0, 1},
     {JAG_OP_max_dim, 0x2, -1},   {JAG_OP_min_dim, 0x2, -1},     {JAG_OP_argmax, 0x2, -1},
     {JAG_OP_argmin, 0x2, -1},    {JAG_OP_softmax, 0x2, -1},     {JAG_OP_log_softmax, 0x2, -1},
     {JAG_OP_index_select, 0x2, -1}, {JAG_OP_gather, 0x2, -1},   {JAG_OP_cat, 0x2, -1},
@@ -464,15 +464,75 @@ bool jag__is_ragged_dim_list(const jag_value *dims, int outer_ndim) {
            (dims->u.ints.v[0] == 1 || dims->u.ints.v[0] == 1 - outer_ndim);
 }
 
-/* sum / mean / amax / amin over the ragged dim: (B, j, D...) -> (B, D...) */
-static jag_status reduce_ragged(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, jag_tensor **outs) {
+/* Whether `op` (a reduction) with these arguments reduces over the ragged dim
+ * (1) of a jagged tensor with outer_ndim dims: 1 and *sp filled (kind, the
+ * trailing dims reduced with it, correction, keepdim), 0 when it does not,
+ * -1 with an error for a bad dim list that names the ragged dim. */
+int jag__ragged_reduction(jag_op_id op, const jag_value *args, int nargs, int outer_ndim, jag_segment_spec *sp) {
     const jag_op_info *info = &jag__ops[op];
+    jag_segment_kind kind;
+    bool list = true;
+    int keep_i = 2;
+    switch (op) {
+    case JAG_OP_sum: kind = JAG_SEG_SUM; break;
+    case JAG_OP_mean: kind = JAG_SEG_MEAN; break;
+    case JAG_OP_amax: kind = JAG_SEG_AMAX; break;
+    case JAG_OP_amin: kind = JAG_SEG_AMIN; break;
+    case JAG_OP_logsumexp: kind = JAG_SEG_LSE; break;
+    case JAG_OP_var: kind = JAG_SEG_VAR, keep_i = 3; break;
+    case JAG_OP_std: kind = JAG_SEG_STD, keep_i = 3; break;
+    case JAG_OP_max_dim: kind = JAG_SEG_MAX, list = false; break;
+    case JAG_OP_min_dim: kind = JAG_SEG_MIN, list = false; break;
+    case JAG_OP_argmax: kind = JAG_SEG_ARGMAX, list = false; break;
+    case JAG_OP_argmin: kind = JAG_SEG_ARGMIN, list = false; break;
+    default: return 0;
+    }
+    if (nargs <= keep_i || args[0].kind != JAG_VAL_TENSOR) return 0;
+    unsigned mask = 0;
+    if (list) {
+        if (args[1].kind != JAG_VAL_INTS) return 0;
+        int n = args[1].u.ints.n;
+        bool ragged = false;
+        for (int k = 0; k < n; k++) {
+            int64_t d = args[1].u.ints.v[k];
+            ragged |= d == 1 || d == 1 - outer_ndim;
+        }
+        if (!ragged) return 0;
+        bool seen_ragged = false;
+        for (int k = 0; k < n; k++) {
+            int64_t d0 = args[1].u.ints.v[k], d = d0 < 0 ? d0 + outer_ndim : d0;
+            if (d < 0 || d >= outer_ndim) {
+                jag__error(JAG_ERANGE, "%s: dim %lld is out of range for a nested tensor with %d dims", info->api_name,
+                           (long long)d0, outer_ndim);
+                return -1;
+            }
+            if (d == 0) {
+                jag__error(JAG_ENOTIMPL, "%s: reducing over the batch dim (0) of a nested tensor is not supported",
+                           info->api_name);
+                return -1;
+            }
+            if ((d == 1 && seen_ragged) || (d >= 2 && (mask >> (d - 1) & 1))) {
+                jag__error(JAG_EINVAL, "%s: dim %lld appears twice in argument 'dims'", info->api_name, (long long)d0);
+                return -1;
+            }
+            if (d == 1) seen_ragged = true;
+            else mask |= 1u << (d - 1);
+        }
+    } else if (!jag__is_ragged_dim(&args[1], outer_ndim)) {
+        return 0;
+    }
     bool keep;
-    jag_status st = jag__arg_bool(info->api_name, args, nargs, 2, "keepdim", &keep);
-    if (st) return st;
-    jag_segment_kind k = op == JAG_OP_sum ? JAG_SEG_SUM : op == JAG_OP_mean ? JAG_SEG_MEAN
-                         : op == JAG_OP_amax ? JAG_SEG_AMAX : JAG_SEG_AMIN;
-    return jag__segment_reduce(info->api_name, lead, k, keep, outs);
+    int64_t corr = 0;
+    if (jag__arg_bool(info->api_name, args, nargs, keep_i, "keepdim", &keep)) return -1;
+    if (keep_i == 3 && jag__arg_int(info->api_name, args, nargs, 2, "correction", &corr)) return -1;
+    *sp = (jag_segment_spec){.kind = kind, .mask = mask, .correction = corr, .keepdim = keep};
+    return 1;
+}
+
+/* reductions over the ragged dim, alone or with trailing dims: (B, j, D...)
+ * -> dense (B, kept D...) [and the indices of max_dim / min_dim] */
+static jag_status reduce_ragged(jag_op_id op, nested_state *lead, const jag_segment_spec *sp, jag_tensor **outs) {
+    return jag__segment_reduce_dims(jag__ops[op].api_name, lead, sp, outs);
 }
 
 /* layer_norm / rms_norm over trailing dims that do not reach the ragged dim:
@@ -577,6 +637,8 @@ jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag
                                 jag_tensor **outs, void *ctx) {
     (void)cls, (void)ctx;
     const jag_op_info *info = &jag__ops[op];
+    /* a strided nested mask beside jagged q, k, v: the op sorts out its arguments */
+    if (op == JAG_OP_scaled_dot_product_attention_masked) return jag__composite_sdpa(info->api_name, args, nargs, outs);
     nested_state *lead;
     jag_status st = find_lead(info, args, nargs, &lead);
     if (st) return st;
@@ -610,12 +672,22 @@ jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag
         case JAG_OP_mean:
         case JAG_OP_amax:
         case JAG_OP_amin:
-            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead && nargs == 3 &&
-                jag__is_ragged_dim_list(&args[1], outer_ndim))
-                return reduce_ragged(op, args, nargs, lead, outs);
+        case JAG_OP_logsumexp:
+        case JAG_OP_var:
+        case JAG_OP_std:
+        case JAG_OP_max_dim:
+        case JAG_OP_min_dim:
+        case JAG_OP_argmax:
+        case JAG_OP_argmin:
+            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead) {
+                jag_segment_spec sp;
+                int r = jag__ragged_reduction(op, args, nargs, outer_ndim, &sp);
+                if (r < 0) return jag_last_status();
+                if (r > 0) return reduce_ragged(op, lead, &sp, outs);
+            }
             __attribute__((fallthrough)); /* other dims run on values */
         case JAG_OP_narrow:
-            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead && nargs == 4 &&
+            if (op == JAG_OP_narrow && args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead && nargs == 4 &&
                 jag__is_ragged_dim(&args[1], outer_ndim))
                 return narrow_ragged(args, nargs, lead, outs);
             __attribute__((fallthrough));
@@ -631,6 +703,26 @@ jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag
                 return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
             break;
         case JAG_OP_embedding: return embedding_nested(args, nargs, lead, outs);
+        case JAG_OP_cat: return jag__nested_cat(info->api_name, args, nargs, outs);
+        case JAG_OP_embedding_bag: {
+            jag_value a[MAX_ARGS];
+            jag_tensor *temps[3];
+            jag_status st2 = jag__nested_bag_args(info->api_name, args, nargs, a, temps);
+            if (!st2) st2 = jag__dispatch(op, a, nargs, outs);
+            for (int i = 0; i < 3; i++) jag_release(temps[i]);
+            return st2;
+        }
+        case JAG_OP_index_select:
+            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead && nargs == 3 && args[1].kind == JAG_VAL_INT &&
+                (args[1].u.i == 0 || args[1].u.i == -outer_ndim) && args[2].kind == JAG_VAL_TENSOR)
+                return jag__nested_index_select_batch(info->api_name, lead, args[2].u.t, outs);
+            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead && !(args[2].kind == JAG_VAL_TENSOR && jag__nested(args[2].u.t)))
+                return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
+            break;
+        case JAG_OP_unsqueeze:
+            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead && nargs == 2 && args[1].kind == JAG_VAL_INT)
+                return jag__nested_unsqueeze(info->api_name, lead, outer_ndim, args[1].u.i, outs);
+            break;
         case JAG_OP_softmax:
         case JAG_OP_log_softmax:
             if (args[0].kind != JAG_VAL_TENSOR || jag__nested(args[0].u.t) != lead) break;

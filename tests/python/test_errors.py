@@ -59,9 +59,9 @@ def test_enomem_is_memory_error():
 
 def test_enotimpl_is_not_implemented_error():
     with pytest.raises(NotImplementedError, match="nested"):
-        jag.cat([nested(), nested()])
+        jag.cat([nested(), nested()], 1)
     with pytest.raises(NotImplementedError):
-        jag.argmax(nested(), 2)
+        jag.argmax(nested(), 0)
 
 
 def test_estate_is_runtime_error():
