@@ -100,6 +100,17 @@ static jag_status contiguous(const jag_tensor *t, jag_tensor **out) {
 
 /* One bag: rows ix[j0..j1) of w (V, D) -> y (D). Max keeps the first NaN. */
 #define DEF_BAG(SUF, T)                                                        \
+    /* acc (nc) += s * r (nc): one row into the bag's accumulators */          \
+    static inline void bag_row_##SUF(double *restrict acc, const T *restrict r, double s, int64_t nc) { \
+        if (s == 1.0)                                                          \
+            for (int64_t c = 0; c < nc; c++) acc[c] += (double)r[c];           \
+        else                                                                   \
+            for (int64_t c = 0; c < nc; c++) acc[c] += (double)r[c] * s;       \
+    }                                                                          \
+    /* y (nc) = max(y, r), the first NaN kept */                              \
+    static inline void bag_max_row_##SUF(T *restrict y, const T *restrict r, int64_t nc) { \
+        for (int64_t c = 0; c < nc; c++) y[c] = y[c] != y[c] || !(r[c] > y[c] || r[c] != r[c]) ? y[c] : r[c]; \
+    }                                                                          \
     static void bag_##SUF(const T *w, const int64_t *ix, const T *psw, int64_t j0, int64_t j1, int64_t D, int64_t mode, \
                           T *y) {                                              \
         if (j0 == j1) {                                                        \
@@ -109,21 +120,15 @@ static jag_status contiguous(const jag_tensor *t, jag_tensor **out) {
         if (mode == BAG_MAX) {                                                 \
             const T *r = w + ix[j0] * D;                                       \
             for (int64_t c = 0; c < D; c++) y[c] = r[c];                       \
-            for (int64_t j = j0 + 1; j < j1; j++) {                            \
-                r = w + ix[j] * D;                                             \
-                for (int64_t c = 0; c < D; c++) y[c] = y[c] != y[c] || !(r[c] > y[c] || r[c] != r[c]) ? y[c] : r[c]; \
-            }                                                                  \
+            for (int64_t j = j0 + 1; j < j1; j++) bag_max_row_##SUF(y, w + ix[j] * D, D); \
             return;                                                            \
         }                                                                      \
         double acc[256];                                                       \
         for (int64_t c0 = 0; c0 < D; c0 += 256) {                              \
             int64_t nc = D - c0 < 256 ? D - c0 : 256;                          \
             for (int64_t c = 0; c < nc; c++) acc[c] = 0;                       \
-            for (int64_t j = j0; j < j1; j++) {                                \
-                const T *r = w + ix[j] * D + c0;                               \
-                double s = psw ? (double)psw[j] : 1.0;                         \
-                for (int64_t c = 0; c < nc; c++) acc[c] += (double)r[c] * s;   \
-            }                                                                  \
+            for (int64_t j = j0; j < j1; j++)                                  \
+                bag_row_##SUF(acc, w + ix[j] * D + c0, psw ? (double)psw[j] : 1.0, nc); \
             double inv = mode == BAG_MEAN ? 1.0 / (double)(j1 - j0) : 1.0;     \
             for (int64_t c = 0; c < nc; c++) y[c0 + c] = (T)(acc[c] * inv);    \
         }                                                                      \
@@ -147,7 +152,7 @@ jag_status jag__cpu_embedding_bag(const char *op, const jag_value *args, int nar
         bool f64 = w->dtype == JAG_FLOAT64;
         const void *wp = jag__ptr(w), *pp = psw ? jag__ptr(psw) : NULL;
         char *y = jag__ptr(outs[0]);
-#pragma omp parallel for schedule(dynamic, 16) if (a.ix->sizes[0] * D > JAG_PARALLEL_GRAIN)
+#pragma omp parallel for schedule(dynamic, 1) if (a.ix->sizes[0] * D > JAG_PARALLEL_GRAIN)
         for (int64_t b = 0; b < B; b++) {
             if (f64) bag_f64(wp, ix, pp, off[b], off[b + 1], D, a.mode, (double *)y + b * D);
             else bag_f32(wp, ix, pp, off[b], off[b + 1], D, a.mode, (float *)y + b * D);
