@@ -932,7 +932,8 @@ jag_status jag_compile(jag_traced_fn fn, void *ctx, int n_outputs, unsigned pass
  * (their errors are returned; nothing is cached then). */
 jag_status jag_compiled_call(jag_compiled *c, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs,
                              int n_outputs);
-/* Programs compiled so far (one per kind of inputs). */
+/* Programs compiled so far (one per kind of inputs; at most 64 are kept, a
+ * new kind beyond that replaces the oldest). */
 int jag_compiled_num_programs(const jag_compiled *c);
 void jag_compiled_free(jag_compiled *c);
 

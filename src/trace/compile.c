@@ -66,7 +66,16 @@ static bool fits(const entry *e, jag_tensor *const *inputs, int n) {
     return st == JAG_OK;
 }
 
+/* At most this many programs per compiled function: a new kind of inputs
+ * beyond it replaces the oldest program. */
+#define MAX_PROGRAMS 64
+
 static jag_status add_program(jag_compiled *c, jag_tensor *const *inputs, int n, entry **out) {
+    if (c->n == MAX_PROGRAMS) {
+        jag_program_free(c->entries[0].program);
+        memmove(c->entries, c->entries + 1, (size_t)(c->n - 1) * sizeof *c->entries);
+        c->n--;
+    }
     if (c->n == c->cap) {
         int cap = c->cap ? c->cap * 2 : 4;
         entry *g = realloc(c->entries, (size_t)cap * sizeof *g);

@@ -371,7 +371,8 @@ static jag_status run_instr(jag_exec *e, jag_instr *in) {
     return JAG_OK;
 }
 
-jag_status jag__exec_run(jag_exec *e, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs, int n_outputs) {
+jag_status jag__exec_run(jag_exec *e, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs, int n_outputs,
+                         bool own_headers) {
     const jag_trace *t = e->trace;
     if (n_outputs != t->n_outputs)
         return jag__error(JAG_EINVAL, "jag_program_run: %d outputs asked, the program has %d", n_outputs, t->n_outputs);
@@ -393,9 +394,10 @@ jag_status jag__exec_run(jag_exec *e, jag_tensor *const *inputs, int n_inputs, j
         jag_tensor *o = e->slots[t->outputs[i]];
         bool is_input = false;
         for (int k = 0; k < n_inputs; k++) is_input |= o == inputs[k];
-        /* an output that is an input or a kept buffer is handed out as its
-         * own header (the caller may mark it, give it a grad_fn) */
-        if (is_input || o->subclass) {
+        /* with own_headers (the outputs get a grad_fn next) a plain output
+         * is handed out as a new header over its data; otherwise the tensor
+         * itself (a kept buffer is reused once the caller lets it go) */
+        if (is_input || o->subclass || !own_headers) {
             res[i] = jag_retain(o);
         } else {
             res[i] = jag__tensor_view(o, o->sizes, o->strides, o->ndim, o->offset);
@@ -508,7 +510,7 @@ static jag_status run_backward(void *state, jag_tensor *const *grad_outputs, int
     if (!in) return jag__error(JAG_ENOMEM, "compiled backward: out of memory");
     for (int i = 0; i < r->n_saved; i++) in[i] = r->saved[i];
     for (int i = 0; i < r->n_cot; i++) in[r->n_saved + i] = grad_outputs[r->cot_of[i]];
-    jag_status st = jag__exec_run(r->bwd, in, n, g, r->n_grads);
+    jag_status st = jag__exec_run(r->bwd, in, n, g, r->n_grads, false);
     free(in);
     if (st) return st;
     for (int i = 0; i < r->n_grads; i++) {
@@ -531,7 +533,7 @@ jag_status jag_program_run(jag_program *p, jag_tensor *const *inputs, int n_inpu
                 return jag__error(JAG_EINVAL, "jag_program_run: input %d ('%s') requires grad, but the program was traced with no input requiring grad; trace it again, or turn grad mode off",
                                   i, p->plain->sig[i].name);
     }
-    if (!want) return jag__exec_run(p->plain, inputs, n_inputs, outputs, n_outputs);
+    if (!want) return jag__exec_run(p->plain, inputs, n_inputs, outputs, n_outputs, false);
     for (int i = 0; i < n_inputs && i < p->n_inputs; i++)
         if (inputs[i] && inputs[i]->requires_grad && !p->plain->sig[i].requires_grad)
             return jag__error(JAG_EINVAL, "jag_program_run: input %d ('%s') requires grad, but it did not when traced", i,
@@ -550,7 +552,7 @@ jag_status jag_program_run(jag_program *p, jag_tensor *const *inputs, int n_inpu
         free(all), free(r);
         return jag__error(JAG_ENOMEM, "jag_program_run: out of memory");
     }
-    jag_status st = jag__exec_run(p->fwd, inputs, n_inputs, all, n_all);
+    jag_status st = jag__exec_run(p->fwd, inputs, n_inputs, all, n_all, true);
     if (st) {
         free(all), free(r);
         return st;

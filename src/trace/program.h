@@ -60,6 +60,8 @@ jag_status jag__exec_new(const jag_trace *t, jag_exec **out);
 void jag__exec_release(jag_exec *e);
 /* fixed: check sizes too (as for an exec with fixed sizes) */
 jag_status jag__exec_check(const jag_exec *e, jag_tensor *const *inputs, int n_inputs, bool fixed);
-jag_status jag__exec_run(jag_exec *e, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs, int n_outputs);
+/* own_headers: plain outputs as new headers (they get a grad_fn next). */
+jag_status jag__exec_run(jag_exec *e, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs, int n_outputs,
+                         bool own_headers);
 
 #endif /* JAG_PROGRAM_H */
