@@ -2,6 +2,8 @@
  * of inputs, traced and compiled on first sight of that kind. */
 #include "program.h"
 
+#include <stdio.h>
+
 jag_status jag__apply_passes(const jag_trace *t, unsigned passes, jag_trace **out) {
     jag_trace *cur = NULL;
     jag_status st = jag__trace_clone(t, &cur);
@@ -48,13 +50,13 @@ jag_status jag_compile(jag_traced_fn fn, void *ctx, int n_outputs, unsigned pass
 }
 
 struct jag_program;
-const jag_exec *jag__program_plain(const jag_program *p);
+jag_exec *jag__program_plain(const jag_program *p);
 bool jag__program_grad_fixed(const jag_program *p);
 
 /* Whether program p takes these inputs (kind, and requires_grad as it
  * matters now). */
 static bool fits(const entry *e, jag_tensor *const *inputs, int n) {
-    const jag_exec *x = jag__program_plain(e->program);
+    jag_exec *x = jag__program_plain(e->program);
     if (x->trace->n_inputs != n) return false;
     bool grad = jag_is_grad_enabled();
     for (int i = 0; i < n; i++)
@@ -62,6 +64,7 @@ static bool fits(const entry *e, jag_tensor *const *inputs, int n) {
     bool any_rg = false;
     for (int i = 0; i < n; i++) any_rg |= grad && inputs[i]->requires_grad;
     jag_status st = jag__exec_check(x, inputs, n, any_rg && jag__program_grad_fixed(e->program));
+    if (st && getenv("JAG_TRACE_DEBUG")) fprintf(stderr, "cache miss: %s\n", jag_last_error());
     if (st) jag_clear_error();
     return st == JAG_OK;
 }
