@@ -423,17 +423,6 @@ static int run_tiles(const jag_fused *f, const jag_value *args, jag_tensor **out
             header(&h[v], &scratch_store, f->dtype, (int64_t)f->slot[v] * TILE * 8 / (int64_t)es, len);
             val[v] = &h[v];
         }
-        /* start loading the next tile while this one computes: memory and
-         * the steps overlap as in a loop fused by hand */
-        if (tile + 1 < t1) {
-            int64_t nlen = n - start - TILE < TILE ? n - start - TILE : TILE;
-            for (int i = 0; i < f->n_in; i++) {
-                const jag_tensor *a = args[i].u.t;
-                if (a->ndim == 0) continue;
-                const char *q = jag__ptr(a) + (start + TILE) * (int64_t)es;
-                for (int64_t b = 0; b < nlen * (int64_t)es; b += 64) __builtin_prefetch(q + b, 0, 3);
-            }
-        }
         for (int s = 0; s < f->n_steps; s++) {
             const fstep *p = &f->steps[s];
             jag_tensor *dst = &h[p->dst];
