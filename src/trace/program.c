@@ -317,6 +317,12 @@ static jag_tensor *take_buffer(jag_tensor **keep, const jag_spec *spec, const ch
     jag_tensor *k = *keep;
     if (k && atomic_load(&k->refcount) == 1 && k->storage && atomic_load(&k->storage->refcount) == 1 &&
         !k->storage->borrowed && !k->storage->release && !k->grad_fn && !k->grad) {
+        if (k->dtype == spec->dtype && k->ndim == spec->ndim && k->offset == 0 &&
+            memcmp(k->sizes, spec->sizes, (size_t)spec->ndim * sizeof *k->sizes) == 0) { /* as last time */
+            k->flags = 0;
+            k->requires_grad = false;
+            return jag_retain(k);
+        }
         int64_t numel = jag__numel(spec->sizes, spec->ndim);
         size_t nbytes = (size_t)numel * jag_dtype_size(spec->dtype);
         size_t cap = k->storage->capacity ? k->storage->capacity : k->storage->nbytes;
