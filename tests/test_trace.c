@@ -977,6 +977,39 @@ static void test_bound_sizes(void) {
     jag_release(a), jag_release(b), jag_release(a2), jag_release(b2);
 }
 
-TEST_MAIN(test_bound_sizes, test_grad_pass, test_transformer_block, test_buffers_reused, test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse, test_dce_flatten_unflatten,
+/* ---- jagged with holes (lengths): three inner tensors, the layout checked -------- */
+
+static void test_holes(void) {
+    TEST_BEGIN();
+    int64_t vs[2] = {9, 2}, four = 4, three = 3, o[4] = {0, 2, 6, 9}, l[3] = {1, 3, 2}, ws[2] = {2, 2};
+    jag_tensor *v = t_rand(vs, 2, JAG_FLOAT32, -1, 1, 51), *off = NULL, *len = NULL, *x = NULL;
+    jag_tensor *w = t_rand(ws, 2, JAG_FLOAT32, -1, 1, 52), *plain = make_jagged((int64_t[]){2, 4, 3}, 3, 2, JAG_FLOAT32, 53);
+    CHECK_OK(jag_from_data(o, &four, 1, JAG_INT64, &off));
+    CHECK_OK(jag_from_data(l, &three, 1, JAG_INT64, &len));
+    CHECK_OK(jag_nested_from_jagged(v, off, len, &x));
+    jag_tensor *in[2] = {x, w}, *in_plain[2] = {plain, w};
+    const char *names[2] = {"x", "w"};
+    jag_trace *t = NULL;
+    jag_program *p = NULL;
+    CHECK_OK(jag_trace_function(seed_fn, NULL, in, 2, names, 1, &t));
+    CHECK(strstr(fmt(t), "x_values, x_offsets, x_lengths = flatten(x)"));
+    CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+    CHECK(strstr(fmt(jag_program_trace(p)), "unflatten[nested](t5, x_offsets, x_lengths)"));
+    jag_tensor *got = NULL, *want = NULL, *gl = NULL;
+    CHECK_OK(jag_program_run(p, in, 2, &got, 1));
+    CHECK_OK(seed_eager(x, w, &want));
+    CHECK(got && want && nested_close(got, want, 1e-6, 1e-6));
+    if (got) CHECK_OK(jag_nested_lengths(got, &gl));
+    CHECK(gl && t_allclose(gl, len, 0, 0));
+    jag_tensor *none = NULL;
+    CHECK_ERR(jag_program_run(p, in_plain, 2, &none, 1), JAG_EINVAL, "has the jagged layout, expected jagged with holes");
+    CHECK(none == NULL);
+    jag_release(got), jag_release(want), jag_release(gl);
+    jag_program_free(p);
+    jag_trace_free(t);
+    jag_release(v), jag_release(off), jag_release(len), jag_release(x), jag_release(w), jag_release(plain);
+}
+
+TEST_MAIN(test_holes, test_bound_sizes, test_grad_pass, test_transformer_block, test_buffers_reused, test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse, test_dce_flatten_unflatten,
           test_ctor_dce, test_scaled_program, test_user_class_program, test_strided_program, test_bad_inputs,
           test_compile_cache)
