@@ -49,6 +49,15 @@ void jag__fused_free(jag_fused *f) {
     free(f);
 }
 
+jag_fused *jag__fused_private(const jag_fused *f) {
+    jag_fused *c = malloc(sizeof *c);
+    if (!c) return NULL;
+    memcpy(c, f, sizeof *c);
+    atomic_init(&c->refcount, 1);
+    c->scratch = NULL, c->n_scratch = 0;
+    return c;
+}
+
 jag_fused *jag__fused_retain(jag_fused *f) {
     atomic_fetch_add(&f->refcount, 1);
     return f;

@@ -164,6 +164,18 @@ jag_status jag__exec_new(const jag_trace *src, jag_exec **out) {
         free(e);
         return st;
     }
+    /* fused regions keep scratch buffers: one set per program */
+    for (int i = 0; i < e->trace->n_syms; i++) {
+        jag_sym *s = &e->trace->syms[i];
+        if (!s->fused) continue;
+        struct jag_fused *own = jag__fused_private(s->fused);
+        if (!own) {
+            jag__exec_release(e);
+            return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+        }
+        jag__fused_free(s->fused);
+        s->fused = own;
+    }
     const jag_trace *t = e->trace;
     e->n_slots = t->n_vars;
     e->slots = calloc((size_t)e->n_slots + 1, sizeof *e->slots);
