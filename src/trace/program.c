@@ -23,7 +23,7 @@ void jag__exec_release(jag_exec *e) {
         jag_instr *in = &e->code[i];
         free(in->arg_slot), free(in->release), free(in->dyn_ints), free(in->dyn_cand);
     }
-    free(e->cands), free(e->cand_value);
+    free(e->cands), free(e->cand_value), free(e->leftover);
     for (int g = 0; g < e->n_groups; g++) jag_release(e->keep[g]);
     free(e->keep);
     free(e->code);
@@ -218,9 +218,18 @@ jag_status jag__exec_new(const jag_trace *src, jag_exec **out) {
             in->arg_slot[k] = v;
             bool dup = false;
             for (int j = 0; j < in->n_release; j++) dup |= in->release[j] == v;
-            if (last[v] == i && !dup) in->release[in->n_release++] = v;
+            if (last[v] == i && !dup && !t->vars[v].constant) in->release[in->n_release++] = v;
         }
         e->n_code++;
+    }
+    /* values that no instruction releases (released at the end of a run) */
+    e->leftover = malloc(((size_t)t->n_vars + 1) * sizeof *e->leftover);
+    if (!st && !e->leftover) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    for (int v = 0; !st && v < t->n_vars; v++) {
+        bool released = t->vars[v].constant != NULL;
+        for (int i = 0; !released && i < e->n_code; i++)
+            for (int k = 0; k < e->code[i].n_release && !released; k++) released = e->code[i].release[k] == v;
+        if (!released) e->leftover[e->n_leftover++] = v;
     }
     /* size lists: entries bound to input sizes, or the program fixes sizes */
     for (int i = 0; !st && i < e->n_code; i++) st = bind_sizes(e, &e->code[i]);
@@ -476,7 +485,6 @@ static jag_status run_instr(jag_exec *e, jag_instr *in) {
     }
     for (int i = 0; i < in->n_release; i++) {
         int v = in->release[i];
-        if (e->trace->vars[v].constant) continue;
         jag_release(e->slots[v]);
         e->slots[v] = NULL;
     }
@@ -516,8 +524,12 @@ jag_status jag__exec_run(jag_exec *e, jag_tensor *const *inputs, int n_inputs, j
             if (!res[i]) st = jag_last_status();
         }
     }
-    for (int s = 0; s < e->n_slots; s++)
-        if (!t->vars[s].constant) jag_release(e->slots[s]), e->slots[s] = NULL;
+    if (st) { /* a run that stopped midway: every slot */
+        for (int s = 0; s < e->n_slots; s++)
+            if (!t->vars[s].constant) jag_release(e->slots[s]), e->slots[s] = NULL;
+    } else { /* the values no instruction let go: inputs, outputs, unused */
+        for (int k = 0; k < e->n_leftover; k++) jag_release(e->slots[e->leftover[k]]), e->slots[e->leftover[k]] = NULL;
+    }
     jag__leave(st, NULL, 0);
     jag_set_grad_enabled(prev);
     if (st) {

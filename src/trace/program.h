@@ -67,6 +67,7 @@ typedef struct jag_exec {
     jag_tensor **keep;
     int n_groups;
     bool fixed_sizes; /* some symbol fixes sizes: inputs must match them */
+    int *leftover, n_leftover; /* slots still set after a run */
     jag_size_cand *cands;
     int n_cands;
     int64_t *cand_value; /* at run time */
