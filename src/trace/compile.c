@@ -2,8 +2,6 @@
  * of inputs, traced and compiled on first sight of that kind. */
 #include "program.h"
 
-#include <stdio.h>
-
 jag_status jag__apply_passes(const jag_trace *t, unsigned passes, jag_trace **out) {
     jag_trace *cur = NULL;
     jag_status st = jag__trace_clone(t, &cur);
@@ -64,7 +62,6 @@ static bool fits(const entry *e, jag_tensor *const *inputs, int n) {
     bool any_rg = false;
     for (int i = 0; i < n; i++) any_rg |= grad && inputs[i]->requires_grad;
     jag_status st = jag__exec_check(x, inputs, n, any_rg && jag__program_grad_fixed(e->program));
-    if (st && getenv("JAG_TRACE_DEBUG")) fprintf(stderr, "cache miss: %s\n", jag_last_error());
     if (st) jag_clear_error();
     return st == JAG_OK;
 }

@@ -583,9 +583,6 @@ jag_status jag_trace_compile(const jag_trace *t, unsigned passes, jag_program **
         if (!st) st = jag__exec_new(fp, &p->fwd);
         if (!st) st = jag__exec_new(bp, &p->bwd);
         if (!st) p->grad_fixed = p->fwd->fixed_sizes || p->bwd->fixed_sizes;
-        if (!st && getenv("JAG_TRACE_DEBUG"))
-            fprintf(stderr, "program: fixed sizes plain %d fwd %d bwd %d\n", p->plain->fixed_sizes, p->fwd->fixed_sizes,
-                    p->bwd->fixed_sizes);
         if (!st) {
             for (int i = 0; i < t->n_outputs; i++)
                 if (t->vars[t->outputs[i]].requires_grad) p->cot_of[p->n_cot++] = i;
