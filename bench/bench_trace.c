@@ -108,10 +108,24 @@ static void bench_op_overhead(void) {
     chain_ctx f = {x, compile_chain(x, JAG_PASSES_ALL), 1000};
     kernels_ctx k = {.reps = 1000};
     kernels_init(&k, x);
-    bench_stats se, sc, se2, sf, se3, sk;
-    bench_pair(run_eager, &e, run_compiled, &c, 10, bench_quick ? 0.2 : 1.0, &se, &sc);
-    bench_pair(run_eager, &e, run_compiled, &f, 10, bench_quick ? 0.2 : 1.0, &se2, &sf);
-    bench_pair(run_eager, &e, run_kernels, &k, 10, bench_quick ? 0.2 : 1.0, &se3, &sk);
+    /* the four interleaved round by round: the overhead is a difference of
+     * neighbours, so they must see the same machine */
+    enum { ROUNDS = 15 };
+    double te[ROUNDS], tc[ROUNDS], tf[ROUNDS], tk[ROUNDS];
+    void (*fns[4])(void *) = {run_eager, run_compiled, run_compiled, run_kernels};
+    void *ctxs[4] = {&e, &c, &f, &k};
+    double *outs[4] = {te, tc, tf, tk};
+    for (int w = 0; w < 4; w++) fns[w](ctxs[w]);
+    for (int r = 0; r < ROUNDS; r++)
+        for (int w = 0; w < 4; w++) {
+            double t0 = bench_now();
+            fns[w](ctxs[w]);
+            outs[w][r] = bench_now() - t0;
+        }
+    for (int w = 0; w < 4; w++) qsort(outs[w], ROUNDS, sizeof(double), bench_cmp_double);
+    bench_stats se = {te[ROUNDS / 2], te[0], te[ROUNDS - 1], ROUNDS}, sc = {tc[ROUNDS / 2], tc[0], tc[ROUNDS - 1], ROUNDS};
+    bench_stats sf = {tf[ROUNDS / 2], tf[0], tf[ROUNDS - 1], ROUNDS}, sk = {tk[ROUNDS / 2], tk[0], tk[ROUNDS - 1], ROUNDS};
+    bench_stats se2 = se;
     double ops = 8.0 * 1000, kern = sk.median / ops * 1e9;
     double eo = se.median / ops * 1e9 - kern, co = sc.median / ops * 1e9 - kern;
     char values[600];

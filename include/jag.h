@@ -896,8 +896,11 @@ int jag_get_num_threads(void);
  * a `subclass_ctor` symbol; a custom autograd function is a symbol around the
  * symbols of its forward. Passes map a trace to a new trace; a trace compiles
  * to a program that runs on new inputs of the same kind (same dtypes, ranks,
- * subclasses and layouts; lengths and batch sizes may differ, unless the
- * trace fixed sizes with a view, expand or narrow: then sizes must match too).
+ * subclasses and layouts; lengths and batch sizes may differ). Sizes that a
+ * view, expand or full names are taken from the input sizes they equalled
+ * when traced (input sizes that were equal then must be equal at run time);
+ * a size that equals no input size, and narrow's start and length, fix the
+ * program's sizes: then the inputs' sizes must match the traced ones.
  *
  * Traces, programs and compiled functions are not thread-safe objects: use
  * one from one thread at a time. Tracing is per thread. */
@@ -910,7 +913,8 @@ typedef struct jag_compiled jag_compiled;
  * tracing, inputs are proxies: call jag ops on them (and jag_function_apply,
  * custom ops, subclass constructors); reading data (jag_data, jag_item) is
  * not possible. Tensors with data that the function uses without getting
- * them as inputs are captured as constants. */
+ * them as inputs are captured as constants (held by the trace; they get no
+ * gradient: pass parameters as inputs). */
 typedef jag_status (*jag_traced_fn)(void *ctx, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs,
                                     int n_outputs);
 
@@ -972,7 +976,8 @@ jag_status jag_trace_compile(const jag_trace *t, unsigned passes, jag_program **
  * message naming the input, what was expected and what came when the count,
  * a subclass or layout, or an inner tensor does not fit; JAG_EDTYPE for a
  * dtype; JAG_ESHAPE for a rank (or a size, for a program with fixed sizes);
- * nothing runs then. Errors of the ops while running are reported as eager
+ * nothing runs then; JAG_ESHAPE also when input sizes that were equal when
+ * traced differ now (see above). Errors of the ops while running are reported as eager
  * ones would be; outputs are then not written. When grad mode is on and an
  * input requires grad, the outputs get one autograd node whose backward runs
  * the compiled backward program (jag_backward then fills the inputs' grads as
@@ -997,7 +1002,8 @@ jag_status jag_compile(jag_traced_fn fn, void *ctx, int n_outputs, unsigned pass
  * (their errors are returned; nothing is cached then). */
 jag_status jag_compiled_call(jag_compiled *c, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs,
                              int n_outputs);
-/* Programs compiled so far (one per kind of inputs). */
+/* Programs compiled so far (one per kind of inputs; at most 64 are kept, a
+ * new kind beyond that replaces the oldest). */
 int jag_compiled_num_programs(const jag_compiled *c);
 void jag_compiled_free(jag_compiled *c);
 

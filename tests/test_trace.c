@@ -839,7 +839,8 @@ static void test_transformer_block(void) {
         for (int i = 0; i < 7; i++) jag_release(ge[i]), jag_release(gc[i]);
         jag_release(le), jag_release(lc), jag_release(x);
     }
-    CHECK(jag_compiled_num_programs(c) >= 2);
+    /* one program with grad, one without, for every length: sizes come from the inputs */
+    CHECK_MSG(jag_compiled_num_programs(c) == 2, "%d programs", jag_compiled_num_programs(c));
     jag_compiled_free(c);
     for (int i = 0; i < 6; i++) jag_release(params[i]);
 }
@@ -939,6 +940,76 @@ static void test_grad_pass(void) {
     jag_release(x), jag_release(w);
 }
 
-TEST_MAIN(test_grad_pass, test_transformer_block, test_buffers_reused, test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse, test_dce_flatten_unflatten,
+/* ---- size lists bound to input sizes ------------------------------------------ */
+
+/* a (R, C) + b (R) broadcast by an explicit expand to [R, C] */
+static jag_status expand_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *u = NULL, *e = NULL;
+    jag_status st = jag_unsqueeze(in[1], 1, &u);
+    if (!st) st = jag_expand(u, jag_sizes(in[0]), 2, &e);
+    if (!st) st = jag_add(in[0], e, 1.0, &out[0]);
+    jag_release(u), jag_release(e);
+    return st;
+}
+
+static void test_bound_sizes(void) {
+    TEST_BEGIN();
+    int64_t a34[2] = {3, 4}, b3[1] = {3}, a54[2] = {5, 4}, b5[1] = {5};
+    jag_tensor *a = t_rand(a34, 2, JAG_FLOAT32, -1, 1, 41), *b = t_rand(b3, 1, JAG_FLOAT32, -1, 1, 42);
+    jag_tensor *a2 = t_rand(a54, 2, JAG_FLOAT32, -1, 1, 43), *b2 = t_rand(b5, 1, JAG_FLOAT32, -1, 1, 44);
+    jag_tensor *in[2] = {a, b}, *in2[2] = {a2, b2}, *bad[2] = {a2, b};
+    jag_trace *t = NULL;
+    jag_program *p = NULL;
+    CHECK_OK(jag_trace_function(expand_fn, NULL, in, 2, NULL, 1, &t));
+    CHECK(strstr(fmt(t), "expand(t0, [3, 4])"));
+    CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+    jag_tensor *got = NULL, *want = NULL;
+    CHECK_OK(jag_program_run(p, in2, 2, &got, 1)); /* [3, 4] became [5, 4]: from the inputs */
+    CHECK_OK(expand_fn(NULL, in2, 2, &want, 1));
+    CHECK(got && want && t_allclose(got, want, 1e-6, 1e-6));
+    jag_release(got), jag_release(want), got = NULL;
+    /* the 3 of [3, 4] was the size of a's dim 0 and of b's: they must agree */
+    CHECK_ERR(jag_program_run(p, bad, 2, &got, 1), JAG_ESHAPE, "were both 3 when traced, now 5 and 3");
+    CHECK(got == NULL);
+    jag_program_free(p);
+    jag_trace_free(t);
+    jag_release(a), jag_release(b), jag_release(a2), jag_release(b2);
+}
+
+/* ---- jagged with holes (lengths): three inner tensors, the layout checked -------- */
+
+static void test_holes(void) {
+    TEST_BEGIN();
+    int64_t vs[2] = {9, 2}, four = 4, three = 3, o[4] = {0, 2, 6, 9}, l[3] = {1, 3, 2}, ws[2] = {2, 2};
+    jag_tensor *v = t_rand(vs, 2, JAG_FLOAT32, -1, 1, 51), *off = NULL, *len = NULL, *x = NULL;
+    jag_tensor *w = t_rand(ws, 2, JAG_FLOAT32, -1, 1, 52), *plain = make_jagged((int64_t[]){2, 4, 3}, 3, 2, JAG_FLOAT32, 53);
+    CHECK_OK(jag_from_data(o, &four, 1, JAG_INT64, &off));
+    CHECK_OK(jag_from_data(l, &three, 1, JAG_INT64, &len));
+    CHECK_OK(jag_nested_from_jagged(v, off, len, &x));
+    jag_tensor *in[2] = {x, w}, *in_plain[2] = {plain, w};
+    const char *names[2] = {"x", "w"};
+    jag_trace *t = NULL;
+    jag_program *p = NULL;
+    CHECK_OK(jag_trace_function(seed_fn, NULL, in, 2, names, 1, &t));
+    CHECK(strstr(fmt(t), "x_values, x_offsets, x_lengths = flatten(x)"));
+    CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+    CHECK(strstr(fmt(jag_program_trace(p)), "unflatten[nested](t5, x_offsets, x_lengths)"));
+    jag_tensor *got = NULL, *want = NULL, *gl = NULL;
+    CHECK_OK(jag_program_run(p, in, 2, &got, 1));
+    CHECK_OK(seed_eager(x, w, &want));
+    CHECK(got && want && nested_close(got, want, 1e-6, 1e-6));
+    if (got) CHECK_OK(jag_nested_lengths(got, &gl));
+    CHECK(gl && t_allclose(gl, len, 0, 0));
+    jag_tensor *none = NULL;
+    CHECK_ERR(jag_program_run(p, in_plain, 2, &none, 1), JAG_EINVAL, "has the jagged layout, expected jagged with holes");
+    CHECK(none == NULL);
+    jag_release(got), jag_release(want), jag_release(gl);
+    jag_program_free(p);
+    jag_trace_free(t);
+    jag_release(v), jag_release(off), jag_release(len), jag_release(x), jag_release(w), jag_release(plain);
+}
+
+TEST_MAIN(test_holes, test_bound_sizes, test_grad_pass, test_transformer_block, test_buffers_reused, test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse, test_dce_flatten_unflatten,
           test_ctor_dce, test_scaled_program, test_user_class_program, test_strided_program, test_bad_inputs,
           test_compile_cache)

@@ -48,13 +48,13 @@ jag_status jag_compile(jag_traced_fn fn, void *ctx, int n_outputs, unsigned pass
 }
 
 struct jag_program;
-const jag_exec *jag__program_plain(const jag_program *p);
+jag_exec *jag__program_plain(const jag_program *p);
 bool jag__program_grad_fixed(const jag_program *p);
 
 /* Whether program p takes these inputs (kind, and requires_grad as it
  * matters now). */
 static bool fits(const entry *e, jag_tensor *const *inputs, int n) {
-    const jag_exec *x = jag__program_plain(e->program);
+    jag_exec *x = jag__program_plain(e->program);
     if (x->trace->n_inputs != n) return false;
     bool grad = jag_is_grad_enabled();
     for (int i = 0; i < n; i++)
@@ -66,7 +66,16 @@ static bool fits(const entry *e, jag_tensor *const *inputs, int n) {
     return st == JAG_OK;
 }
 
+/* At most this many programs per compiled function: a new kind of inputs
+ * beyond it replaces the oldest program. */
+#define MAX_PROGRAMS 64
+
 static jag_status add_program(jag_compiled *c, jag_tensor *const *inputs, int n, entry **out) {
+    if (c->n == MAX_PROGRAMS) {
+        jag_program_free(c->entries[0].program);
+        memmove(c->entries, c->entries + 1, (size_t)(c->n - 1) * sizeof *c->entries);
+        c->n--;
+    }
     if (c->n == c->cap) {
         int cap = c->cap ? c->cap * 2 : 4;
         entry *g = realloc(c->entries, (size_t)cap * sizeof *g);

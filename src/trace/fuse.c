@@ -49,6 +49,15 @@ void jag__fused_free(jag_fused *f) {
     free(f);
 }
 
+jag_fused *jag__fused_private(const jag_fused *f) {
+    jag_fused *c = malloc(sizeof *c);
+    if (!c) return NULL;
+    memcpy(c, f, sizeof *c);
+    atomic_init(&c->refcount, 1);
+    c->scratch = NULL, c->n_scratch = 0;
+    return c;
+}
+
 jag_fused *jag__fused_retain(jag_fused *f) {
     atomic_fetch_add(&f->refcount, 1);
     return f;
@@ -171,11 +180,11 @@ static jag_status flush(jag_trace *d, const jag_trace *t, region *r, const bool 
             if (f->steps[i].src[k] >= 0) last_use[f->steps[i].src[k]] = i;
     for (int i = 0; i < f->n_steps; i++) {
         int v = f->steps[i].dst;
-        if (!f->internal[v]) continue;
         int sl = 0;
         while (sl < f->n_slots && slot_busy[sl] >= i) sl++; /* a value read by this step is still busy */
         if (sl == f->n_slots) f->n_slots++;
-        slot_busy[sl] = last_use[v] > i ? last_use[v] : i;
+        /* an output's tile is streamed out after the last step: busy to the end */
+        slot_busy[sl] = !f->internal[v] ? f->n_steps : last_use[v] > i ? last_use[v] : i;
         f->slot[v] = sl;
     }
     int s_new = jag__trace_add_sym(d, JAG_SYM_FUSED, -1, args, n_args, outs, 0);
@@ -388,6 +397,20 @@ static void header(jag_tensor *h, jag_storage *store, jag_dtype dt, int64_t offs
     h->storage = store;
 }
 
+#if defined(__AVX__)
+#include <immintrin.h>
+static void stream_copy(char *dst, const char *src, size_t n) {
+    size_t i = 0;
+    if (((uintptr_t)dst & 31) == 0) /* src: a scratch slot, 64-byte aligned */
+        for (; i + 32 <= n; i += 32) _mm256_stream_si256((__m256i *)(dst + i), _mm256_load_si256((const __m256i *)(src + i)));
+    memcpy(dst + i, src + i, n - i);
+}
+static void stream_fence(void) { _mm_sfence(); }
+#else
+static void stream_copy(char *dst, const char *src, size_t n) { memcpy(dst, src, n); }
+static void stream_fence(void) {}
+#endif
+
 /* Tiles [t0, t1) of n elements, with `scratch` for the internal values.
  * Returns nonzero if a kernel failed. */
 static int run_tiles(const jag_fused *f, const jag_value *args, jag_tensor **outs, int64_t n, int64_t t0, int64_t t1,
@@ -406,24 +429,8 @@ static int run_tiles(const jag_fused *f, const jag_value *args, jag_tensor **out
             else header(&h[i], a->storage, a->dtype, a->offset + start, len), val[i] = &h[i];
         }
         for (int v = f->n_in; v < f->n_val; v++) {
-            if (f->internal[v]) header(&h[v], &scratch_store, f->dtype, (int64_t)f->slot[v] * TILE * 8 / (int64_t)es, len);
+            header(&h[v], &scratch_store, f->dtype, (int64_t)f->slot[v] * TILE * 8 / (int64_t)es, len);
             val[v] = &h[v];
-        }
-        for (int o = 0; o < f->n_out; o++) header(&h[f->out_val[o]], outs[o]->storage, f->dtype, outs[o]->offset + start, len);
-        /* start loading the next tile while this one computes: memory and
-         * the steps overlap as in a loop fused by hand */
-        if (tile + 1 < t1) {
-            int64_t nlen = n - start - TILE < TILE ? n - start - TILE : TILE;
-            for (int i = 0; i < f->n_in; i++) {
-                const jag_tensor *a = args[i].u.t;
-                if (a->ndim == 0) continue;
-                const char *q = jag__ptr(a) + (start + TILE) * (int64_t)es;
-                for (int64_t b = 0; b < nlen * (int64_t)es; b += 64) __builtin_prefetch(q + b, 0, 3);
-            }
-            for (int o = 0; o < f->n_out; o++) {
-                const char *q = jag__ptr(outs[o]) + (start + TILE) * (int64_t)es;
-                for (int64_t b = 0; b < nlen * (int64_t)es; b += 64) __builtin_prefetch(q + b, 1, 3);
-            }
         }
         for (int s = 0; s < f->n_steps; s++) {
             const fstep *p = &f->steps[s];
@@ -433,7 +440,12 @@ static int run_tiles(const jag_fused *f, const jag_value *args, jag_tensor **out
             for (int k = 0; k < p->nargs; k++) a[k] = p->src[k] >= 0 ? jag__v_tensor(val[p->src[k]]) : p->args[k];
             if (jag__ops[p->op].cpu(jag__ops[p->op].api_name, a, p->nargs, &dst)) failed = 1;
         }
+        /* outputs leave the cache with streaming stores: no read of the
+         * destination before it is written */
+        for (int o = 0; o < f->n_out; o++)
+            stream_copy(jag__ptr(outs[o]) + start * (int64_t)es, jag__ptr(&h[f->out_val[o]]), (size_t)len * es);
     }
+    stream_fence();
     return failed;
 }
 

@@ -145,6 +145,11 @@ static jag_status grad_flatten(jag_trace *g, const jag_sym *s, jag_tensor **gr) 
     bool have = false;
     for (int k = 0; k < s->n_out; k++) have |= gr[s->outs[k]] != NULL;
     if (!have) return JAG_OK;
+    /* only for nested tensors is a gradient of the inner values one of the
+     * outer tensor (around the same offsets) */
+    if (s->cls != jag__nested_class())
+        return jag__error(JAG_ENOTIMPL, "jag_trace_grad: a gradient reaches the inner tensors of %s tensor '%s'; only nested tensors turn those into a gradient of the tensor",
+                          jag_subclass_name(s->cls), g->vars[jag__trace_var(g, x)].name);
     jag_tensor *inner[JAG_SUBCLASS_MAX_INNER] = {0};
     jag_status st = JAG_OK;
     for (int k = 0; !st && k < s->n_out; k++) {

@@ -9,10 +9,6 @@
 
 /* ---- lowering -------------------------------------------------------------- */
 
-static bool fixed_size_op(jag_op_id op) {
-    return op == JAG_OP_view || op == JAG_OP_expand || op == JAG_OP_narrow || op == JAG_OP_full;
-}
-
 /* Plain kernels the executor runs itself (META, kept output buffers,
  * kernel): built-in, not views, not composite. */
 static bool direct_op(jag_op_id op) {
@@ -25,8 +21,9 @@ void jag__exec_release(jag_exec *e) {
     if (!e || atomic_fetch_sub(&e->refcount, 1) != 1) return;
     for (int i = 0; i < e->n_code; i++) {
         jag_instr *in = &e->code[i];
-        free(in->arg_slot), free(in->release);
+        free(in->arg_slot), free(in->release), free(in->dyn_ints), free(in->dyn_cand);
     }
+    free(e->cands), free(e->cand_value), free(e->leftover);
     for (int g = 0; g < e->n_groups; g++) jag_release(e->keep[g]);
     free(e->keep);
     free(e->code);
@@ -66,6 +63,97 @@ static void input_sig(const jag_trace *t, int i, jag_input_sig *sg) {
     }
 }
 
+/* The candidate (input, inner, dim) of every input size equal to v when
+ * traced; adds them to e->cands (deduplicated); returns the first or -1. */
+static int find_cands(jag_exec *e, int64_t v) {
+    const jag_trace *t = e->trace;
+    int first = -1;
+    for (int i = 0; i < t->n_inputs; i++) {
+        const jag_input_sig *sg = &e->sig[i];
+        int n_inner = sg->cls ? sg->n_inner : 0;
+        for (int k = -1; k < n_inner; k++) {
+            int nd = k < 0 ? (sg->cls ? 0 : sg->ndim) : sg->inner_ndim[k];
+            const int64_t *sz = k < 0 ? sg->sizes : sg->inner_sizes[k];
+            for (int d = 0; d < nd; d++) {
+                if (sz[d] != v) continue;
+                int c = 0;
+                while (c < e->n_cands && !(e->cands[c].input == i && e->cands[c].inner == k && e->cands[c].dim == d)) c++;
+                if (c == e->n_cands) {
+                    jag_size_cand *g = realloc(e->cands, (size_t)(e->n_cands + 1) * sizeof *g);
+                    if (!g) return -2;
+                    e->cands = g;
+                    e->cands[e->n_cands++] = (jag_size_cand){i, k, d, v};
+                }
+                if (first < 0) first = c;
+            }
+        }
+    }
+    return first;
+}
+
+/* view, expand and full take sizes as a list: an entry above 1 that equals
+ * some input size when traced is taken from that input at run time (every
+ * input size that was equal then must be equal at run time: the entry
+ * cannot tell them apart); an entry that equals none fixes the program's
+ * sizes. narrow's start and length always fix them. */
+static jag_status bind_sizes(jag_exec *e, jag_instr *in) {
+    const jag_sym *s = in->sym;
+    in->size_arg = -1;
+    if (s->kind != JAG_SYM_OP) return JAG_OK;
+    if (s->op == JAG_OP_narrow) {
+        e->fixed_sizes = true;
+        return JAG_OK;
+    }
+    int a = s->op == JAG_OP_view || s->op == JAG_OP_expand ? 1 : s->op == JAG_OP_full ? 0 : -1;
+    if (a < 0 || a >= s->nargs || s->args[a].kind != JAG_VAL_INTS) return JAG_OK;
+    int n = s->args[a].u.ints.n;
+    in->dyn_ints = malloc((size_t)(n ? n : 1) * sizeof *in->dyn_ints);
+    in->dyn_cand = malloc((size_t)(n ? n : 1) * sizeof *in->dyn_cand);
+    if (!in->dyn_ints || !in->dyn_cand) return jag__error(JAG_ENOMEM, "jag_trace_compile: out of memory");
+    in->size_arg = a;
+    for (int j = 0; j < n; j++) {
+        int64_t v = s->args[a].u.ints.v[j];
+        in->dyn_ints[j] = v;
+        in->dyn_cand[j] = -1;
+        if (v <= 1) continue;
+        int c = find_cands(e, v);
+        if (c == -2) return jag__error(JAG_ENOMEM, "jag_trace_compile: out of memory");
+        if (c < 0) e->fixed_sizes = true;
+        else in->dyn_cand[j] = c;
+    }
+    return JAG_OK;
+}
+
+/* Read the candidates' sizes from the inputs and check that those equal
+ * when traced are equal now. */
+static jag_status eval_sizes(jag_exec *e, jag_tensor *const *inputs) {
+    if (!e->n_cands) return JAG_OK;
+    if (!e->cand_value && !(e->cand_value = malloc((size_t)e->n_cands * sizeof *e->cand_value)))
+        return jag__error(JAG_ENOMEM, "jag_program_run: out of memory");
+    for (int c = 0; c < e->n_cands; c++) {
+        const jag_size_cand *q = &e->cands[c];
+        const jag_tensor *x = inputs[q->input];
+        if (q->inner < 0) {
+            e->cand_value[c] = x->sizes[q->dim];
+            continue;
+        }
+        jag_tensor *inner[JAG_SUBCLASS_MAX_INNER] = {0};
+        int n = 0;
+        jag_subclass_meta meta;
+        jag_status st = jag__flatten_quiet(x, inner, &n, &meta);
+        if (st) return st;
+        e->cand_value[c] = q->inner < n ? inner[q->inner]->sizes[q->dim] : -1;
+        for (int k = 0; k < n; k++) jag_release(inner[k]);
+    }
+    for (int c = 0; c < e->n_cands; c++)
+        for (int d = c + 1; d < e->n_cands; d++)
+            if (e->cands[c].traced == e->cands[d].traced && e->cand_value[c] != e->cand_value[d])
+                return jag__error(JAG_ESHAPE, "jag_program_run: sizes of inputs %d and %d were both %lld when traced, now %lld and %lld; the program cannot tell them apart (trace it again)",
+                                  e->cands[c].input, e->cands[d].input, (long long)e->cands[c].traced,
+                                  (long long)e->cand_value[c], (long long)e->cand_value[d]);
+    return JAG_OK;
+}
+
 jag_status jag__exec_new(const jag_trace *src, jag_exec **out) {
     const char *op = "jag_trace_compile";
     jag_exec *e = calloc(1, sizeof *e);
@@ -75,6 +163,18 @@ jag_status jag__exec_new(const jag_trace *src, jag_exec **out) {
     if (st) {
         free(e);
         return st;
+    }
+    /* fused regions keep scratch buffers: one set per program */
+    for (int i = 0; i < e->trace->n_syms; i++) {
+        jag_sym *s = &e->trace->syms[i];
+        if (!s->fused) continue;
+        struct jag_fused *own = jag__fused_private(s->fused);
+        if (!own) {
+            jag__exec_release(e);
+            return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+        }
+        jag__fused_free(s->fused);
+        s->fused = own;
     }
     const jag_trace *t = e->trace;
     e->n_slots = t->n_vars;
@@ -96,7 +196,6 @@ jag_status jag__exec_new(const jag_trace *src, jag_exec **out) {
             int v = jag__trace_var(t, jag__sym_input(s, k));
             if (v >= 0) last[v] = i;
         }
-        if (s->kind == JAG_SYM_OP && fixed_size_op(s->op)) e->fixed_sizes = true;
     }
     for (int i = 0; i < t->n_outputs; i++) last[t->outputs[i]] = t->n_syms; /* kept to the end */
     for (int i = 0; i < t->n_syms && !st; i++) {
@@ -119,10 +218,21 @@ jag_status jag__exec_new(const jag_trace *src, jag_exec **out) {
             in->arg_slot[k] = v;
             bool dup = false;
             for (int j = 0; j < in->n_release; j++) dup |= in->release[j] == v;
-            if (last[v] == i && !dup) in->release[in->n_release++] = v;
+            if (last[v] == i && !dup && !t->vars[v].constant) in->release[in->n_release++] = v;
         }
         e->n_code++;
     }
+    /* values that no instruction releases (released at the end of a run) */
+    e->leftover = malloc(((size_t)t->n_vars + 1) * sizeof *e->leftover);
+    if (!st && !e->leftover) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    for (int v = 0; !st && v < t->n_vars; v++) {
+        bool released = t->vars[v].constant != NULL;
+        for (int i = 0; !released && i < e->n_code; i++)
+            for (int k = 0; k < e->code[i].n_release && !released; k++) released = e->code[i].release[k] == v;
+        if (!released) e->leftover[e->n_leftover++] = v;
+    }
+    /* size lists: entries bound to input sizes, or the program fixes sizes */
+    for (int i = 0; !st && i < e->n_code; i++) st = bind_sizes(e, &e->code[i]);
     /* buffer groups by liveness: an output takes a group whose value's last
      * use came before this instruction */
     int *busy = malloc(((size_t)e->n_code * JAG_SUBCLASS_MAX_INNER + 1) * sizeof *busy);
@@ -208,7 +318,7 @@ static jag_status check_input(const jag_input_sig *sg, int i, const jag_tensor *
     return st;
 }
 
-jag_status jag__exec_check(const jag_exec *e, jag_tensor *const *inputs, int n_inputs, bool fixed) {
+jag_status jag__exec_check(jag_exec *e, jag_tensor *const *inputs, int n_inputs, bool fixed) {
     const jag_trace *t = e->trace;
     if (n_inputs != t->n_inputs)
         return jag__error(JAG_EINVAL, "jag_program_run: %d inputs, expected %d", n_inputs, t->n_inputs);
@@ -217,7 +327,7 @@ jag_status jag__exec_check(const jag_exec *e, jag_tensor *const *inputs, int n_i
         jag_status st = check_input(&e->sig[i], i, inputs[i], e->fixed_sizes || fixed);
         if (st) return st;
     }
-    return JAG_OK;
+    return eval_sizes(e, inputs);
 }
 
 /* ---- running ------------------------------------------------------------------- */
@@ -228,6 +338,12 @@ static jag_tensor *take_buffer(jag_tensor **keep, const jag_spec *spec, const ch
     jag_tensor *k = *keep;
     if (k && atomic_load(&k->refcount) == 1 && k->storage && atomic_load(&k->storage->refcount) == 1 &&
         !k->storage->borrowed && !k->storage->release && !k->grad_fn && !k->grad) {
+        if (k->dtype == spec->dtype && k->ndim == spec->ndim && k->offset == 0 &&
+            memcmp(k->sizes, spec->sizes, (size_t)spec->ndim * sizeof *k->sizes) == 0) { /* as last time */
+            k->flags = 0;
+            k->requires_grad = false;
+            return jag_retain(k);
+        }
         int64_t numel = jag__numel(spec->sizes, spec->ndim);
         size_t nbytes = (size_t)numel * jag_dtype_size(spec->dtype);
         size_t cap = k->storage->capacity ? k->storage->capacity : k->storage->nbytes;
@@ -299,6 +415,11 @@ static jag_status run_instr(jag_exec *e, jag_instr *in) {
             a[i].u.tensors.v = lists[nl++];
         }
     }
+    if (in->size_arg >= 0) {
+        for (int j = 0; j < a[in->size_arg].u.ints.n; j++)
+            if (in->dyn_cand[j] >= 0) in->dyn_ints[j] = e->cand_value[in->dyn_cand[j]];
+        a[in->size_arg].u.ints.v = in->dyn_ints;
+    }
     jag_tensor *outs[JAG_SUBCLASS_MAX_INNER] = {0};
     jag_status st = JAG_OK;
     switch (s->kind) {
@@ -364,14 +485,14 @@ static jag_status run_instr(jag_exec *e, jag_instr *in) {
     }
     for (int i = 0; i < in->n_release; i++) {
         int v = in->release[i];
-        if (e->trace->vars[v].constant) continue;
         jag_release(e->slots[v]);
         e->slots[v] = NULL;
     }
     return JAG_OK;
 }
 
-jag_status jag__exec_run(jag_exec *e, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs, int n_outputs) {
+jag_status jag__exec_run(jag_exec *e, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs, int n_outputs,
+                         bool own_headers) {
     const jag_trace *t = e->trace;
     if (n_outputs != t->n_outputs)
         return jag__error(JAG_EINVAL, "jag_program_run: %d outputs asked, the program has %d", n_outputs, t->n_outputs);
@@ -393,17 +514,22 @@ jag_status jag__exec_run(jag_exec *e, jag_tensor *const *inputs, int n_inputs, j
         jag_tensor *o = e->slots[t->outputs[i]];
         bool is_input = false;
         for (int k = 0; k < n_inputs; k++) is_input |= o == inputs[k];
-        /* an output that is an input or a kept buffer is handed out as its
-         * own header (the caller may mark it, give it a grad_fn) */
-        if (is_input || o->subclass) {
+        /* with own_headers (the outputs get a grad_fn next) a plain output
+         * is handed out as a new header over its data; otherwise the tensor
+         * itself (a kept buffer is reused once the caller lets it go) */
+        if (is_input || o->subclass || !own_headers) {
             res[i] = jag_retain(o);
         } else {
             res[i] = jag__tensor_view(o, o->sizes, o->strides, o->ndim, o->offset);
             if (!res[i]) st = jag_last_status();
         }
     }
-    for (int s = 0; s < e->n_slots; s++)
-        if (!t->vars[s].constant) jag_release(e->slots[s]), e->slots[s] = NULL;
+    if (st) { /* a run that stopped midway: every slot */
+        for (int s = 0; s < e->n_slots; s++)
+            if (!t->vars[s].constant) jag_release(e->slots[s]), e->slots[s] = NULL;
+    } else { /* the values no instruction let go: inputs, outputs, unused */
+        for (int k = 0; k < e->n_leftover; k++) jag_release(e->slots[e->leftover[k]]), e->slots[e->leftover[k]] = NULL;
+    }
     jag__leave(st, NULL, 0);
     jag_set_grad_enabled(prev);
     if (st) {
@@ -508,7 +634,7 @@ static jag_status run_backward(void *state, jag_tensor *const *grad_outputs, int
     if (!in) return jag__error(JAG_ENOMEM, "compiled backward: out of memory");
     for (int i = 0; i < r->n_saved; i++) in[i] = r->saved[i];
     for (int i = 0; i < r->n_cot; i++) in[r->n_saved + i] = grad_outputs[r->cot_of[i]];
-    jag_status st = jag__exec_run(r->bwd, in, n, g, r->n_grads);
+    jag_status st = jag__exec_run(r->bwd, in, n, g, r->n_grads, false);
     free(in);
     if (st) return st;
     for (int i = 0; i < r->n_grads; i++) {
@@ -531,7 +657,7 @@ jag_status jag_program_run(jag_program *p, jag_tensor *const *inputs, int n_inpu
                 return jag__error(JAG_EINVAL, "jag_program_run: input %d ('%s') requires grad, but the program was traced with no input requiring grad; trace it again, or turn grad mode off",
                                   i, p->plain->sig[i].name);
     }
-    if (!want) return jag__exec_run(p->plain, inputs, n_inputs, outputs, n_outputs);
+    if (!want) return jag__exec_run(p->plain, inputs, n_inputs, outputs, n_outputs, false);
     for (int i = 0; i < n_inputs && i < p->n_inputs; i++)
         if (inputs[i] && inputs[i]->requires_grad && !p->plain->sig[i].requires_grad)
             return jag__error(JAG_EINVAL, "jag_program_run: input %d ('%s') requires grad, but it did not when traced", i,
@@ -550,7 +676,7 @@ jag_status jag_program_run(jag_program *p, jag_tensor *const *inputs, int n_inpu
         free(all), free(r);
         return jag__error(JAG_ENOMEM, "jag_program_run: out of memory");
     }
-    jag_status st = jag__exec_run(p->fwd, inputs, n_inputs, all, n_all);
+    jag_status st = jag__exec_run(p->fwd, inputs, n_inputs, all, n_all, true);
     if (st) {
         free(all), free(r);
         return st;
@@ -581,5 +707,5 @@ jag_status jag_program_run(jag_program *p, jag_tensor *const *inputs, int n_inpu
     return JAG_OK;
 }
 
-const jag_exec *jag__program_plain(const jag_program *p) { return p->plain; }
+jag_exec *jag__program_plain(const jag_program *p) { return p->plain; }
 bool jag__program_grad_fixed(const jag_program *p) { return p->bwd && p->grad_fixed; }

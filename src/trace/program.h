@@ -37,7 +37,20 @@ typedef struct jag_instr {
     int in_ndim[4];
     int64_t in_sizes[4][JAG_MAX_DIMS];
     jag_spec specs[4];
+    /* view / expand / full: the size list, with entries bound to input sizes
+     * (dyn_cand[j] >= 0: entry j is that candidate's size at run time) */
+    int size_arg;       /* the INTS argument, or -1 */
+    int64_t *dyn_ints;  /* the list as run (owned) */
+    int *dyn_cand;      /* per entry: candidate or -1 (owned) */
 } jag_instr;
+
+/* A size of an input that a size list depends on: input `input`, inner
+ * tensor `inner` (-1: the input itself), dim `dim`; and the group of
+ * candidates that were equal when traced (they must be equal at run time). */
+typedef struct jag_size_cand {
+    int input, inner, dim;
+    int64_t traced;
+} jag_size_cand;
 
 /* A trace ready to run (slots are variable ids). Refcounted: the autograd
  * node of a run keeps its backward alive. */
@@ -54,12 +67,18 @@ typedef struct jag_exec {
     jag_tensor **keep;
     int n_groups;
     bool fixed_sizes; /* some symbol fixes sizes: inputs must match them */
+    int *leftover, n_leftover; /* slots still set after a run */
+    jag_size_cand *cands;
+    int n_cands;
+    int64_t *cand_value; /* at run time */
 } jag_exec;
 
 jag_status jag__exec_new(const jag_trace *t, jag_exec **out);
 void jag__exec_release(jag_exec *e);
 /* fixed: check sizes too (as for an exec with fixed sizes) */
-jag_status jag__exec_check(const jag_exec *e, jag_tensor *const *inputs, int n_inputs, bool fixed);
-jag_status jag__exec_run(jag_exec *e, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs, int n_outputs);
+jag_status jag__exec_check(jag_exec *e, jag_tensor *const *inputs, int n_inputs, bool fixed);
+/* own_headers: plain outputs as new headers (they get a grad_fn next). */
+jag_status jag__exec_run(jag_exec *e, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs, int n_outputs,
+                         bool own_headers);
 
 #endif /* JAG_PROGRAM_H */

@@ -133,6 +133,8 @@ size_t jag__format_type(const jag_trace *t, const jag_tensor *p, char *buf, size
 bool jag__fusable_op(jag_op_id op);
 void jag__fused_free(struct jag_fused *f);
 struct jag_fused *jag__fused_retain(struct jag_fused *f);
+/* A copy with its own scratch buffers (each program gets its own). */
+struct jag_fused *jag__fused_private(const struct jag_fused *f);
 /* A deep copy of t (symbols, variables; proxies shared). */
 jag_status jag__trace_clone(const jag_trace *t, jag_trace **out);
 /* Copy symbol s of src into dst, with every tensor argument replaced through
