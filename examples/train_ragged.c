@@ -14,8 +14,13 @@
  * each in a child process of its own so that its peak memory is its own;
  * their losses must agree, and their speed and peak memory are printed.
  *
+ * The same steps also run compiled (jag_compile of the loss: traced once
+ * per batch shape, forward and backward), and --print-trace shows the
+ * compiled program of one step.
+ *
  * Flags: --steps N (default 60), --batch B (default 32), --compare N
- * (default 0), --data PATH... (--mode nested|padded runs one child.)
+ * (default 0), --print-trace, --data PATH... (--mode nested|padded|compiled
+ * runs one child.)
  */
 #include "corpus.h"
 #include "jag.h"
@@ -263,7 +268,71 @@ static jag_tensor *loss_padded(const model *m, const batch_data *bd) {
     return forward_padded(m, idt, km, rm, lt, lab);
 }
 
-typedef enum { RUN_TRAIN, RUN_CHILD_NESTED, RUN_CHILD_PADDED } run_mode;
+/* The training step's loss as a function the tracer records: inputs are
+ * the nested ids (B, j), the labels (B) and the N_PARAMS parameters; the
+ * output is the loss. jag_compile traces it once (forward, and backward
+ * because the parameters require grad) and runs the compiled program on
+ * every later batch. */
+static jag_status traced_loss(void *ctx, jag_tensor *const *in, int n_in, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n_in, (void)n_out;
+    model pm;
+    memset(&pm, 0, sizeof pm);
+    for (int i = 0; i < N_PARAMS; i++) pm.p[i] = in[2 + i];
+    jag_tensor *off = NULL;
+    TRY(jag_scope_begin());
+    TRY(jag_nested_offsets(in[0], &off));
+    jag_tensor *loss = jag_retain(forward(&pm, in[0], off, in[1])); /* ours: the scope gives its own back */
+    TRY(jag_scope_end());
+    out[0] = loss;
+    return JAG_OK;
+}
+
+/* The batch's inputs for traced_loss: nested ids, labels, parameters. */
+static void step_inputs(const model *m, const batch_data *bd, jag_tensor **in) {
+    jag_tensor *idv, *off;
+    int64_t nb1 = bd->nb + 1, total = bd->total, nb = bd->nb;
+    TRY(jag_from_data(bd->ids, &total, 1, JAG_INT64, &idv));
+    TRY(jag_from_data(bd->offs, &nb1, 1, JAG_INT64, &off));
+    TRY(jag_from_data(bd->labels, &nb, 1, JAG_INT64, &in[1]));
+    TRY(jag_nested_from_jagged(idv, off, NULL, &in[0]));
+    for (int i = 0; i < N_PARAMS; i++) in[2 + i] = m->p[i];
+}
+
+typedef enum { RUN_TRAIN, RUN_CHILD_NESTED, RUN_CHILD_PADDED, RUN_CHILD_COMPILED } run_mode;
+
+/* One training step traced and compiled: prints the forward program (after
+ * desugar, dce and fuse: plain ops on packed values, no nested tensor left
+ * but at the edges) and the size of its backward program. */
+static void show_compiled_step(const corpus *c, long batch) {
+    int64_t classes = c->n_files > 1 ? c->n_files : 2, cursor = 0, *order = malloc((size_t)c->n_docs * sizeof *order);
+    for (int64_t i = 0; i < c->n_docs; i++) order[i] = i;
+    jag_manual_seed(42);
+    model m;
+    model_init(&m, c->vocab_size, classes);
+    TRY(jag_scope_begin());
+    batch_data bd;
+    batch_next(&bd, c, order, &cursor, batch);
+    jag_tensor *in[2 + N_PARAMS];
+    step_inputs(&m, &bd, in);
+    static const char *names[2 + N_PARAMS] = {"ids", "labels", "emb", "ln1_w", "ln1_b", "wqkv", "wo", "ln2_w", "ln2_b",
+                                              "w1", "b1", "w2", "b2", "wc", "bc"};
+    jag_trace *t = NULL;
+    jag_program *p = NULL;
+    TRY(jag_trace_function(traced_loss, NULL, in, 2 + N_PARAMS, names, 1, &t));
+    TRY(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+    printf("one training step, traced (%d symbols) and compiled: the forward program\n", jag_trace_num_symbols(t));
+    jag_trace_print(jag_program_trace(p));
+    const jag_trace *bw = jag_program_backward_trace(p);
+    printf("and a backward program of %d symbols (gradients of the 13 parameters)\n\n", bw ? jag_trace_num_symbols(bw) : 0);
+    jag_program_free(p);
+    jag_trace_free(t);
+    TRY(jag_scope_end());
+    batch_free(&bd);
+    model_free(&m);
+    free(order);
+}
+
+
 
 /* Train for `steps` steps. RUN_TRAIN prints progress for people; a child
  * prints one "loss STEP VALUE" line a step and "tokens_per_s VALUE" at the
@@ -284,14 +353,23 @@ static void train(const corpus *c, run_mode mode, long steps, long batch) {
     }
     double first = NAN, last = NAN, tokens = 0, t0 = now(), avg = 0;
     int64_t cursor = 0;
+    jag_compiled *step_fn = NULL;
+    if (mode == RUN_CHILD_COMPILED) TRY(jag_compile(traced_loss, NULL, 1, JAG_PASSES_ALL, &step_fn));
     for (long step = 1; step <= steps; step++) {
         TRY(jag_scope_begin());
         batch_data bd;
         batch_next(&bd, c, order, &cursor, batch);
-        jag_tensor *loss = mode == RUN_CHILD_PADDED ? loss_padded(&m, &bd) : loss_nested(&m, &bd);
+        jag_tensor *loss = NULL, *in[2 + N_PARAMS];
+        if (mode == RUN_CHILD_COMPILED) {
+            step_inputs(&m, &bd, in);
+            TRY(jag_compiled_call(step_fn, in, 2 + N_PARAMS, &loss, 1));
+        } else {
+            loss = mode == RUN_CHILD_PADDED ? loss_padded(&m, &bd) : loss_nested(&m, &bd);
+        }
         double l;
         TRY(jag_item(loss, &l));
         TRY(jag_backward(loss, NULL, false));
+        if (mode == RUN_CHILD_COMPILED) jag_release(loss); /* a program's outputs belong to no scope */
         TRY(jag_scope_end());
         adam_step(&m, 3e-3);
         tokens += (double)bd.total;
@@ -308,6 +386,8 @@ static void train(const corpus *c, run_mode mode, long steps, long batch) {
                last < first ? "it learns" : "it did not fall");
     else
         printf("tokens_per_s %.9g\n", tokens / (now() - t0));
+    if (step_fn) printf("programs %d\n", jag_compiled_num_programs(step_fn));
+    jag_compiled_free(step_fn);
     model_free(&m);
     free(order);
 }
@@ -317,6 +397,7 @@ typedef struct {
     double loss[64];
     long n_loss;
     double tokens_per_s, peak_rss_mib;
+    int programs; /* programs compiled (the compiled run) */
 } child_report;
 
 /* Run this program again as `--mode NAME` with the same data and batch and
@@ -358,6 +439,8 @@ static int run_child(const char *self, const char *mode, long steps, long batch,
             r->loss[r->n_loss++] = v;
         else if (sscanf(line, "tokens_per_s %lf", &v) == 1)
             r->tokens_per_s = v;
+        else if (sscanf(line, "programs %lf", &v) == 1)
+            r->programs = (int)v;
     }
     if (in) fclose(in);
     int status;
@@ -372,24 +455,31 @@ static int run_child(const char *self, const char *mode, long steps, long batch,
 
 /* The padded model against the nested one on the same batches. */
 static int compare_padded(const char *self, long steps, long batch, char **paths, int n_paths) {
-    child_report nested, padded;
-    printf("the same model on padded dense tensors, %ld steps from the same start on the same batches:\n", steps);
+    child_report nested, padded, compiled;
+    printf("the same model on padded dense tensors, and compiled (jag_compile), %ld steps from the same start on the same batches:\n",
+           steps);
     if (run_child(self, "padded", steps, batch, paths, n_paths, &padded) ||
-        run_child(self, "nested", steps, batch, paths, n_paths, &nested))
+        run_child(self, "nested", steps, batch, paths, n_paths, &nested) ||
+        run_child(self, "compiled", steps, batch, paths, n_paths, &compiled))
         return 1;
-    double worst = 0;
+    double worst = 0, worst_c = 0;
     for (long i = 0; i < steps; i++) {
         double d = fabs(nested.loss[i] - padded.loss[i]) / fmax(1.0, fabs(padded.loss[i]));
+        double dc = fabs(nested.loss[i] - compiled.loss[i]) / fmax(1.0, fabs(nested.loss[i]));
         if (!(d <= worst)) worst = d; /* NaN counts as the worst */
+        if (!(dc <= worst_c)) worst_c = dc;
         if (i < 3 || i == steps - 1)
-            printf("  step %4ld  loss nested %.6f  padded %.6f\n", i + 1, nested.loss[i], padded.loss[i]);
+            printf("  step %4ld  loss nested %.6f  padded %.6f  compiled %.6f\n", i + 1, nested.loss[i], padded.loss[i],
+                   compiled.loss[i]);
     }
-    printf("  %-7s %10.0f tokens/s  peak RSS %6.1f MiB\n", "nested", nested.tokens_per_s, nested.peak_rss_mib);
-    printf("  %-7s %10.0f tokens/s  peak RSS %6.1f MiB\n", "padded", padded.tokens_per_s, padded.peak_rss_mib);
-    printf("  nested runs %.2fx the speed of padded; losses agree within %.1e (relative)\n",
-           nested.tokens_per_s / padded.tokens_per_s, worst);
-    if (!(worst <= 1e-3)) {
-        fprintf(stderr, "train: the padded and nested losses disagree (%.3g)\n", worst);
+    printf("  %-9s %10.0f tokens/s  peak RSS %6.1f MiB\n", "nested", nested.tokens_per_s, nested.peak_rss_mib);
+    printf("  %-9s %10.0f tokens/s  peak RSS %6.1f MiB\n", "padded", padded.tokens_per_s, padded.peak_rss_mib);
+    printf("  %-9s %10.0f tokens/s  peak RSS %6.1f MiB  (%d programs: one per batch shape)\n", "compiled",
+           compiled.tokens_per_s, compiled.peak_rss_mib, compiled.programs);
+    printf("  nested runs %.2fx the speed of padded, compiled %.2fx; losses agree within %.1e (padded), %.1e (compiled)\n",
+           nested.tokens_per_s / padded.tokens_per_s, compiled.tokens_per_s / padded.tokens_per_s, worst, worst_c);
+    if (!(worst <= 1e-3) || !(worst_c <= 1e-3)) {
+        fprintf(stderr, "train: the losses disagree (padded %.3g, compiled %.3g)\n", worst, worst_c);
         return 1;
     }
     return 0;
@@ -399,18 +489,22 @@ int main(int argc, char **argv) {
     char *paths[8];
     int n_paths = 0;
     long steps = 60, batch = 32, compare = 0;
+    bool print_trace = false;
     run_mode mode = RUN_TRAIN;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) steps = atol(argv[++i]);
         else if (strcmp(argv[i], "--batch") == 0 && i + 1 < argc) batch = atol(argv[++i]);
         else if (strcmp(argv[i], "--compare") == 0 && i + 1 < argc) compare = atol(argv[++i]);
+        else if (strcmp(argv[i], "--print-trace") == 0) print_trace = true;
         else if (strcmp(argv[i], "--data") == 0 && i + 1 < argc && n_paths < 8) paths[n_paths++] = argv[++i];
         else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc && strcmp(argv[i + 1], "nested") == 0)
             mode = RUN_CHILD_NESTED, i++;
         else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc && strcmp(argv[i + 1], "padded") == 0)
             mode = RUN_CHILD_PADDED, i++;
+        else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc && strcmp(argv[i + 1], "compiled") == 0)
+            mode = RUN_CHILD_COMPILED, i++;
         else {
-            fprintf(stderr, "usage: %s [--steps N] [--batch B] [--compare N] [--data FILE|DIR]...\n", argv[0]);
+            fprintf(stderr, "usage: %s [--steps N] [--batch B] [--compare N] [--print-trace] [--data FILE|DIR]...\n", argv[0]);
             return 2;
         }
     }
@@ -430,6 +524,7 @@ int main(int argc, char **argv) {
         printf("training on %lld documents (%lld tokens, %lld words), %lld classes (the path each came from)\n",
                (long long)c.n_docs, (long long)c.n_tokens, (long long)c.vocab_size, (long long)classes);
     }
+    if (print_trace) show_compiled_step(&c, batch);
     train(&c, mode, steps, batch);
     corpus_free(&c);
     if (mode == RUN_TRAIN && compare > 0) {

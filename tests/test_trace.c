@@ -1010,6 +1010,48 @@ static void test_holes(void) {
     jag_release(v), jag_release(off), jag_release(len), jag_release(x), jag_release(w), jag_release(plain);
 }
 
-TEST_MAIN(test_holes, test_bound_sizes, test_grad_pass, test_transformer_block, test_buffers_reused, test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse, test_dce_flatten_unflatten,
+/* ---- tracing while the caller has a scope open ---------------------------------
+ * Proxies the tracer makes (a nested input's, a handler's results) must not
+ * land in the caller's scope: the scope would give back the trace's own
+ * reference (a use after free when the trace is freed). The traced function
+ * uses a scope of its own, as C code chaining ops does. */
+static jag_status scoped_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *s = NULL, *y = NULL, *off = NULL, *v = NULL, *r = NULL;
+    jag_status st = jag_scope_begin();
+    if (!st) st = jag_sin(in[0], &s);
+    if (!st) st = jag_mm(s, in[1], &y);
+    if (!st) st = jag_nested_offsets(in[0], &off); /* rebuilt from its values and the input's offsets */
+    if (!st) st = jag_nested_values(y, &v);
+    if (!st) st = jag_nested_from_jagged(v, off, NULL, &r);
+    if (!st) jag_retain(r); /* the output is ours, not the scope's */
+    jag_status st2 = jag_scope_end();
+    if (!st && st2) jag_release(r), st = st2;
+    if (!st) out[0] = r;
+    return st;
+}
+
+static void test_trace_inside_scope(void) {
+    TEST_BEGIN();
+    int64_t ws[2] = {2, 2};
+    jag_tensor *w = t_rand(ws, 2, JAG_FLOAT32, -1, 1, 61);
+    jag_compiled *c = NULL;
+    CHECK_OK(jag_compile(scoped_fn, NULL, 1, JAG_PASSES_ALL, &c));
+    for (int i = 0; i < 2; i++) {
+        jag_tensor *x = make_jagged((int64_t[]){2, 3 + i}, 2, 2, JAG_FLOAT32, 62 + (uint64_t)i), *got = NULL, *want = NULL;
+        jag_tensor *in[2] = {x, w};
+        CHECK_OK(jag_scope_begin());
+        CHECK_OK(jag_compiled_call(c, in, 2, &got, 1)); /* a program's outputs belong to no scope */
+        CHECK_OK(scoped_fn(NULL, in, 2, &want, 1));
+        CHECK_OK(jag_scope_end());
+        CHECK(got && want && nested_close(got, want, 1e-6, 1e-6)); /* (its helpers release by hand: no scope) */
+        jag_release(got), jag_release(want), jag_release(x);
+    }
+    CHECK(jag_compiled_num_programs(c) == 1);
+    jag_compiled_free(c);
+    jag_release(w);
+}
+
+TEST_MAIN(test_holes, test_trace_inside_scope, test_bound_sizes, test_grad_pass, test_transformer_block, test_buffers_reused, test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse, test_dce_flatten_unflatten,
           test_ctor_dce, test_scaled_program, test_user_class_program, test_strided_program, test_bad_inputs,
           test_compile_cache)

@@ -14,8 +14,8 @@
  *   - a nested gradient is always re-wrapped around the input's own
  *     structure (conform): same offsets object (jagged), same tables
  *     (strided).
- * Scatter-adds (index_select, gather, embedding, max_dim) have no op yet and
- * are one loop here (scatter_add_). */
+ * Scatter-adds (the backward of index_select, gather, embedding, max_dim)
+ * are the scatter_add op, so that traces record them. */
 #include "autograd.h"
 #include "../subclass/nested.h"
 
@@ -303,42 +303,14 @@ static reduce_info reduce_dims(const jag_tensor *x, const jag_value *dims) {
     return r;
 }
 
-/* dst[c with c[dim] = index[c]] += src[c] for every index c of src.
- * dst: a plain contiguous float tensor (s...); src: plain, dst's dtype,
- * (i...), any strides; index: plain int32/int64 of src's shape, any strides,
- * i[e] <= s[e] for e != dim. Duplicate indices accumulate. */
-static void scatter_add_(pool *p, const char *name, jag_tensor *dst, int dim, const jag_tensor *index, const jag_tensor *src) {
-    if (p->st) return;
-    if (src->dtype != dst->dtype && !(src = TO(src, dst->dtype))) return;
-    int nd = src->ndim;
-    int64_t n = jag_numel(src);
-    if (n == 0) return;
-    char *dp = jag_data(dst);
-    const char *sp = jag_data(src), *ip = jag_data(index);
-    const int64_t *ss = jag_strides(src), *is = jag_strides(index), *ds = jag_strides(dst), *sz = jag_sizes(src);
-    bool i64 = index->dtype == JAG_INT64, f64 = dst->dtype == JAG_FLOAT64;
-    int64_t limit = dst->ndim ? dst->sizes[dim] : 1;
-    int64_t cnt[JAG_MAX_DIMS] = {0};
-    for (int64_t k = 0; k < n; k++) {
-        int64_t so = 0, io = 0, doff = 0;
-        for (int e = 0; e < nd; e++) {
-            so += cnt[e] * ss[e], io += cnt[e] * is[e];
-            if (e != dim) doff += cnt[e] * ds[e];
-        }
-        int64_t ix = i64 ? ((const int64_t *)ip)[io] : ((const int32_t *)ip)[io];
-        if (ix < 0 || ix >= limit) {
-            fail(p, jag__error(JAG_ERANGE, "%s: backward found index %lld outside [0, %lld)", name, (long long)ix,
-                               (long long)limit));
-            return;
-        }
-        if (nd) doff += ix * ds[dim];
-        if (f64) ((double *)dp)[doff] += ((const double *)sp)[so];
-        else ((float *)dp)[doff] += ((const float *)sp)[so];
-        for (int e = nd - 1; e >= 0; e--) { /* odometer over src's index */
-            if (++cnt[e] < sz[e]) break;
-            cnt[e] = 0;
-        }
-    }
+/* dst with src added at index along dim: the scatter_add op (so that traces
+ * record it). NULL (the pool failed) on error. */
+static jag_tensor *scatter_add(pool *p, const jag_tensor *dst, int dim, const jag_tensor *index, const jag_tensor *src) {
+    if (p->st || !dst || !index || !src) return NULL;
+    jag_value a[] = {jag__v_tensor(dst), jag__v_int(dim), jag__v_tensor(index), jag__v_tensor(src)};
+    jag_tensor *o = NULL;
+    jag_status st = jag__dispatch(JAG_OP_scatter_add, a, 4, &o); /* before reading o */
+    return take(p, st, o);
 }
 
 /* ---- jag__sum_to --------------------------------------------------------- */
@@ -387,7 +359,7 @@ static jag_tensor *sum_to_jagged_dense(pool *p, nested_state *s, int outer_ndim,
             if (!ids) return fail(p, jag_last_status());
             jag_tensor *idx = EXPAND(RESHAPE(ids, ones, gv->ndim), gv->sizes, gv->ndim);
             jag_tensor *acc = ZEROS(seg, gv->ndim, gv->dtype);
-            if (acc) scatter_add_(p, "jag__sum_to", acc, 0, idx, gv);
+            acc = scatter_add(p, acc, 0, idx, gv);
             r = sum_to_shape(p, acc, inner, ln - 1);
         }
         return RESHAPE(r, like->sizes, ln);
@@ -669,23 +641,44 @@ RULE(permute) {
 }
 
 /* x is (..., S, ...), g (..., length, ...): zeros with g in the slice */
+/* g between zeros along dim d: [zeros (start), g, zeros (rest)] joined by
+ * cat, so that the gradient is made by ops a trace records (no write into a
+ * view). The zeros are shaped like slices of x (zeros_like of its narrow),
+ * so that a compiled backward takes their sizes from x at run time. x has
+ * `size` along d; g covers [start, start + g.size(d)). */
+static jag_tensor *pad_along(pool *p, const jag_tensor *x, const jag_tensor *g, int d, int64_t start) {
+    if (p->st || !g) return NULL;
+    int64_t size = x->sizes[d], len = g->sizes[d], rest = size - start - len;
+    if (start == 0 && rest == 0) return (jag_tensor *)g;
+    jag_tensor *parts[3];
+    int n = 0;
+    if (start > 0) parts[n++] = ZEROS_LIKE(NARROW(x, d, 0, start));
+    parts[n++] = (jag_tensor *)g;
+    if (rest > 0) parts[n++] = ZEROS_LIKE(NARROW(x, d, start + len, rest));
+    for (int i = 0; i < n; i++)
+        if (!parts[i]) return NULL;
+    jag_tensor *o = NULL;
+    jag_status st = jag_cat(parts, n, d, &o);
+    return take(p, st, o);
+}
+
 RULE(narrow) {
     BEGIN;
     const jag_tensor *x = IN(0);
-    jag_tensor *z = ZEROS(jag_sizes(x), jag_ndim(x), x->dtype);
-    jag_tensor *v = NARROW(z, (int)c->args[1].u.i, c->args[2].u.i, c->args[3].u.i);
-    if (v) copy_into_(p, v, go[0]);
-    SET(0, z);
+    int d = wrap(c->args[1].u.i, x->ndim);
+    int64_t start = c->args[2].u.i < 0 ? c->args[2].u.i + x->sizes[d] : c->args[2].u.i;
+    SET(0, pad_along(p, x, go[0], d, start));
     END;
 }
 
 RULE(select) {
     BEGIN;
     const jag_tensor *x = IN(0);
-    jag_tensor *z = ZEROS(jag_sizes(x), jag_ndim(x), x->dtype);
-    jag_tensor *v = SELECT(z, (int)c->args[1].u.i, c->args[2].u.i);
-    if (v) copy_into_(p, v, go[0]);
-    SET(0, z);
+    int d = wrap(c->args[1].u.i, x->ndim);
+    int64_t i = c->args[2].u.i < 0 ? c->args[2].u.i + x->sizes[d] : c->args[2].u.i, sz[JAG_MAX_DIMS];
+    memcpy(sz, x->sizes, (size_t)x->ndim * sizeof *sz);
+    sz[d] = 1;
+    SET(0, pad_along(p, x, RESHAPE(go[0], sz, x->ndim), d, i));
     END;
 }
 
@@ -796,8 +789,7 @@ RULE(max_dim) {
     keep[d] = 1;
     jag_tensor *gk = RESHAPE(go[0], keep, x->ndim), *ik = RESHAPE(c->outputs[1], keep, x->ndim);
     jag_tensor *z = ZEROS(x->sizes, x->ndim, x->dtype);
-    if (z) scatter_add_(p, c->name, z, d, ik, gk);
-    SET(0, z);
+    SET(0, scatter_add(p, z, d, ik, gk));
     END;
 }
 
@@ -969,8 +961,7 @@ RULE(index_select) {
     for (int e = 0; e < x->ndim; e++) shape[e] = e == d ? jag_numel(index) : 1;
     jag_tensor *idx = EXPAND(RESHAPE(index, shape, x->ndim), g->sizes, g->ndim);
     jag_tensor *z = ZEROS(x->sizes, x->ndim, x->dtype);
-    if (z) scatter_add_(p, c->name, z, d, idx, g);
-    SET(0, z);
+    SET(0, scatter_add(p, z, d, idx, g));
     END;
 }
 
@@ -983,8 +974,7 @@ RULE(gather) {
         END;
     }
     jag_tensor *z = ZEROS(x->sizes, x->ndim, x->dtype);
-    if (z) scatter_add_(p, c->name, z, wrap(c->args[1].u.i, x->ndim), index, g);
-    SET(0, z);
+    SET(0, scatter_add(p, z, wrap(c->args[1].u.i, x->ndim), index, g));
     END;
 }
 
@@ -997,8 +987,7 @@ RULE(embedding) {
     int64_t gs[2] = {n, D}, is[2] = {n, 1};
     jag_tensor *idx = EXPAND(RESHAPE(ix, is, 2), gs, 2);
     jag_tensor *z = ZEROS(w->sizes, 2, w->dtype);
-    if (z) scatter_add_(p, c->name, z, 0, idx, RESHAPE(g, gs, 2));
-    SET(0, z);
+    SET(0, scatter_add(p, z, 0, idx, RESHAPE(g, gs, 2)));
     END;
 }
 
@@ -1272,6 +1261,21 @@ NESTED_BY_RUNNER(embedding)
 NESTED_BY_RUNNER(cat)
 #undef NESTED_BY_RUNNER
 
+/* scatter_add (x, dim, index, src): x's gradient is g, src's is g read back
+ * at index (gather). */
+RULE(scatter_add) {
+    BEGIN;
+    const jag_tensor *x = IN(0), *index = IN(1), *g = go[0];
+    SET(0, (jag_tensor *)g);
+    if (NEED(2)) {
+        jag_tensor *o = NULL;
+        jag_value a[] = {jag__v_tensor(g), jag__v_int(x->ndim ? wrap(c->args[1].u.i, x->ndim) : 0), jag__v_tensor(index)};
+        jag_status st = jag__dispatch(JAG_OP_gather, a, 3, &o);
+        SET(2, take(p, st, o));
+    }
+    END;
+}
+
 /* ---- the table ----------------------------------------------------------- */
 
 /* NULL: eq ne lt le gt ge argmax argmin (no float output). matmul has a
@@ -1334,6 +1338,7 @@ const jag_derivative_fn jag__derivatives[JAG_OP_BUILTIN_COUNT] = {
     [JAG_OP_rms_norm] = d_rms_norm,
     [JAG_OP_index_select] = d_index_select,
     [JAG_OP_gather] = d_gather,
+    [JAG_OP_scatter_add] = r_scatter_add,
     [JAG_OP_embedding] = d_embedding,
     [JAG_OP_cat] = d_cat,
     [JAG_OP_values] = jag__d_values,                         /* derivatives_nested.c */
@@ -1345,5 +1350,7 @@ const jag_derivative_fn jag__derivatives[JAG_OP_BUILTIN_COUNT] = {
     [JAG_OP_full_like] = jag__d_factory,
     [JAG_OP_logsumexp] = d_logsumexp,
     [JAG_OP_embedding_bag] = jag__d_embedding_bag,
+    [JAG_OP_ragged_reduce] = jag__d_ragged_reduce,
+    [JAG_OP_varlen_attention] = jag__d_varlen_attention,
     [JAG_OP_scaled_dot_product_attention_masked] = jag__d_sdpa,
 };

@@ -293,7 +293,10 @@ jag_status jag__d_jagged_ragged(const jag_grad_ctx *c, jag_tensor *const *grad_o
         if (r == 0) return JAG_OK;
         *handled = true;
         bool idx = sp.kind == JAG_SEG_MAX || sp.kind == JAG_SEG_MIN;
-        st = jag__segment_reduce_grad(c->name, s, &sp, c->outputs[0], idx ? c->outputs[1] : NULL, grad_out[0], &gv);
+        if (sp.kind < JAG_SEG_MAX) /* a plain op on the inner tensors: traceable */
+            st = jag__ragged_reduce_backward(s, &sp, c->outputs[0], grad_out[0], &gv);
+        else
+            st = jag__segment_reduce_grad(c->name, s, &sp, c->outputs[0], idx ? c->outputs[1] : NULL, grad_out[0], &gv);
         return rewrap_grad(s, st, gv, grad_in);
     }
     case JAG_OP_softmax:
@@ -386,4 +389,14 @@ jag_status jag__d_embedding_bag(const jag_grad_ctx *c, jag_tensor *const *grad_o
     grad_in[0] = gw;
     if (want_psw) grad_in[k_psw] = gp;
     return JAG_OK;
+}
+
+/* ragged_reduce (values, offsets, lengths, kind, mask, correction, keepdim):
+ * the values' gradient is ragged_reduce_backward; offsets and lengths are
+ * indices (no gradient). */
+jag_status jag__d_ragged_reduce(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in) {
+    if (!c->needs[0]) return JAG_OK;
+    jag_value a[9] = {c->args[0], c->args[1], c->args[2], jag__v_tensor(c->outputs[0]), jag__v_tensor(grad_out[0]),
+                      c->args[3], c->args[4], c->args[5], c->args[6]};
+    return jag__dispatch(JAG_OP_ragged_reduce_backward, a, 9, &grad_in[0]);
 }

@@ -426,3 +426,66 @@ jag_status jag__ref_embedding(const jag_tensor *weight, const jag_tensor *indice
     }
     return JAG_OK;
 }
+
+/* ---- scatter_add: gather's adjoint ------------------------------------------
+ * (x (s...), dim, index (i...), src (i...)) -> out (s...): a copy of x with
+ * out[c with c[dim] = index[c]] += src[c] for every position c of src. The
+ * backward of index_select, gather, embedding and max_dim. One loop over
+ * src (the accumulation order is src's order, so results are exactly
+ * reproducible); it is its own reference. */
+
+jag_status jag__meta_scatter_add(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *x, *index, *src;
+    int d;
+    jag_status st;
+    if ((st = x_dim_index_args(op, args, nargs, &x, &d, &index)) || (st = jag__arg_tensor(op, args, nargs, 3, "src", &src)))
+        return st;
+    if (!jag_dtype_is_floating(x->dtype) || !jag_dtype_is_floating(src->dtype))
+        return jag__error(JAG_EDTYPE, "%s: arguments 'x' and 'src' must be float, got %s and %s", op,
+                          jag_dtype_name(x->dtype), jag_dtype_name(src->dtype));
+    char b1[JAG_SHAPE_BUF], b2[JAG_SHAPE_BUF];
+    if (src->ndim != x->ndim || index->ndim != src->ndim ||
+        memcmp(index->sizes, src->sizes, (size_t)src->ndim * sizeof *src->sizes) != 0)
+        return jag__error(JAG_ESHAPE, "%s: arguments 'index' %s and 'src' %s must have one shape with x's %d dims", op,
+                          jag__shape_str(index->sizes, index->ndim, b1, sizeof b1),
+                          jag__shape_str(src->sizes, src->ndim, b2, sizeof b2), x->ndim);
+    for (int e = 0; e < x->ndim; e++)
+        if (e != d && src->sizes[e] > x->sizes[e])
+            return jag__error(JAG_ESHAPE, "%s: argument 'src' has shape %s, larger than 'x' of shape %s at dim %d", op,
+                              jag__shape_str(src->sizes, src->ndim, b1, sizeof b1),
+                              jag__shape_str(x->sizes, x->ndim, b2, sizeof b2), e);
+    jag__spec_set(&outs[0], x->dtype, x->sizes, x->ndim);
+    return JAG_OK;
+}
+
+// x (s...), index and src (i...) -> out (s...) = x + src scattered at index along dim
+jag_status jag__cpu_scatter_add(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    (void)nargs;
+    const jag_tensor *x = args[0].u.t, *index = args[2].u.t, *src = args[3].u.t;
+    jag_tensor *out = outs[0], *conv = NULL;
+    int d = 0;
+    jag_status st = x->ndim ? jag__wrap_dim(op, "dim", (int)args[1].u.i, x->ndim, &d) : JAG_OK;
+    if (st) return st;
+    int64_t n = jag_numel(src), limit = x->ndim ? x->sizes[d] : 1, coord[JAG_MAX_DIMS];
+    for (int64_t f = 0; f < n; f++) { /* every index first: a failure writes nothing */
+        unravel(f, src->sizes, src->ndim, coord);
+        if ((st = ref_range(op, index_at(index, coord), limit))) return st;
+    }
+    if ((st = jag__cpu_copy(op, args, 1, outs))) return st;
+    if (src->dtype != out->dtype) {
+        jag_value a[] = {jag__v_tensor(src), jag__v_int(out->dtype)};
+        if ((st = jag__dispatch(JAG_OP_to_dtype, a, 2, &conv))) return st;
+        src = conv;
+    }
+    bool f64 = out->dtype == JAG_FLOAT64;
+    for (int64_t f = 0; f < n; f++) {
+        unravel(f, src->sizes, src->ndim, coord);
+        int64_t so = offset_of(src, coord);
+        if (src->ndim) coord[d] = index_at(index, coord);
+        int64_t oo = offset_of(out, coord);
+        if (f64) ((double *)jag__ptr(out))[oo] += ((const double *)jag__ptr(src))[so];
+        else ((float *)jag__ptr(out))[oo] += ((const float *)jag__ptr(src))[so];
+    }
+    jag_release(conv);
+    return JAG_OK;
+}

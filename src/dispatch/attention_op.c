@@ -55,9 +55,9 @@ static void fill_segments(const nested_state *s, int64_t *o, int64_t *l) {
     }
 }
 
-static jag_status setup(const char *op, const jag_tensor *q, const jag_tensor *k, const jag_tensor *v, bool causal,
-                        double scale, attn_setup *su) {
-    memset(su, 0, sizeof *su);
+/* The checks on q, k and v shared by every path: layouts, dtypes, ranks,
+ * batch, heads, raggedness. */
+static jag_status check_qkv(const char *op, const jag_tensor *q, const jag_tensor *k, const jag_tensor *v) {
     nested_state *qs = jag__nested(q), *ks = jag__nested(k), *vs = jag__nested(v);
     if ((qs || ks || vs) && !(qs && ks && vs))
         return jag__error(JAG_EINVAL, "%s: q, k and v must all be nested or all dense", op);
@@ -83,15 +83,25 @@ static jag_status setup(const char *op, const jag_tensor *q, const jag_tensor *k
             return jag__error(JAG_ENOTIMPL, "%s: not supported for nested tensors with the strided layout", op);
         if (!jag__nested_same_raggedness(ks, vs, true))
             return jag__error(JAG_ESHAPE, "%s: k and v have different raggedness", op);
-        if (!qs->values->storage || !ks->values->storage || !vs->values->storage)
-            return jag__error(JAG_ENOTIMPL, "%s: nested attention needs data (it cannot be traced yet)", op);
     } else if (k->sizes[2] != v->sizes[2]) {
         return jag__error(JAG_ESHAPE, "%s: k and v have %lld and %lld keys", op, (long long)k->sizes[2], (long long)v->sizes[2]);
     }
+    return JAG_OK;
+}
+
+static jag_status setup(const char *op, const jag_tensor *q, const jag_tensor *k, const jag_tensor *v, bool causal,
+                        double scale, attn_setup *su) {
+    memset(su, 0, sizeof *su);
+    jag_status st = check_qkv(op, q, k, v);
+    if (st) return st;
+    nested_state *qs = jag__nested(q), *ks = jag__nested(k), *vs = jag__nested(v);
+    int hd = qs ? 2 : 1;
+    int64_t B = q->sizes[0], hq = q->sizes[hd], hk = k->sizes[hd], dh = q->sizes[3];
+    if (qs && (!qs->values->storage || !ks->values->storage || !vs->values->storage))
+        return jag__error(JAG_ENOTIMPL, "%s: nested attention with a mask needs data (it cannot be traced yet)", op);
     su->seg = malloc((size_t)(9 * B + 2) * sizeof *su->seg);
     if (!su->seg) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
     int64_t *qo = su->seg, *ql = qo + B, *ko = ql + B, *kl = ko + B;
-    jag_status st = JAG_OK;
     su->nested = qs != NULL;
     if (qs) {
         fill_segments(qs, qo, ql);
@@ -219,12 +229,55 @@ static jag_status parse_args(const char *op, const jag_value *args, int nargs, c
     return JAG_OK;
 }
 
+/* Jagged q, k, v without a mask: the varlen_attention op on their values
+ * and offsets, the results re-wrapped around q's structure (lse as a
+ * (B, jq, Hq) nested tensor). Traceable: it reads no data. */
+static jag_status sdpa_jagged(const char *op, const jag_tensor *q, const jag_tensor *k, const jag_tensor *v, bool causal,
+                              double scale, jag_tensor **outs) {
+    jag_status st = check_qkv(op, q, k, v);
+    if (st) return st;
+    nested_state *qs = jag__nested(q), *ks = jag__nested(k), *vs = jag__nested(v);
+    jag_value a[] = {jag__v_tensor(qs->values), jag__v_tensor(ks->values), jag__v_tensor(vs->values),
+                     jag__v_tensor(qs->offsets), jag__v_tensor(qs->lengths), jag__v_tensor(ks->offsets),
+                     jag__v_tensor(ks->lengths), jag__v_bool(causal), jag__v_double(scale)};
+    jag_tensor *r[2] = {0};
+    if ((st = jag__dispatch(JAG_OP_varlen_attention, a, 9, r))) return st;
+    st = jag__nested_rewrap_jagged(qs, r[0], &outs[0]);
+    if (!st && (st = jag__nested_rewrap_jagged(qs, r[1], &outs[1]))) jag_release(outs[0]), outs[0] = NULL;
+    jag_release(r[0]), jag_release(r[1]);
+    return st;
+}
+
+/* Its gradient: varlen_attention_backward on the inner tensors, each
+ * gradient around its input's structure. */
+static jag_status d_sdpa_jagged(const jag_grad_ctx *c, const jag_tensor *q, const jag_tensor *k, const jag_tensor *v,
+                                bool causal, double scale, jag_tensor *const *grad_out, jag_tensor **grad_in) {
+    nested_state *qs = jag__nested(q), *ks = jag__nested(k), *vs = jag__nested(v);
+    nested_state *os = jag__nested(c->outputs[0]), *gs = jag__nested(grad_out[0]), *ls = jag__nested(c->outputs[1]);
+    if (!qs || !ks || !vs || !os || !gs || !ls)
+        return jag__error(JAG_EINTERNAL, "%s: backward of jagged attention without nested outputs or gradient", c->name);
+    jag_value a[] = {jag__v_tensor(qs->values), jag__v_tensor(ks->values), jag__v_tensor(vs->values),
+                     jag__v_tensor(os->values), jag__v_tensor(gs->values), jag__v_tensor(ls->values),
+                     jag__v_tensor(qs->offsets), jag__v_tensor(qs->lengths), jag__v_tensor(ks->offsets),
+                     jag__v_tensor(ks->lengths), jag__v_bool(causal), jag__v_double(scale)};
+    jag_tensor *r[3] = {0};
+    jag_status st = jag__dispatch(JAG_OP_varlen_attention_backward, a, 12, r);
+    nested_state *like[3] = {qs, ks, vs};
+    for (int i = 0; !st && i < 3; i++)
+        if (c->needs[i]) st = jag__nested_rewrap_jagged(like[i], r[i], &grad_in[i]);
+    if (st)
+        for (int i = 0; i < 3; i++) jag_release(grad_in[i]), grad_in[i] = NULL;
+    for (int i = 0; i < 3; i++) jag_release(r[i]);
+    return st;
+}
+
 jag_status jag__composite_sdpa(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
     const jag_tensor *q, *k, *v, *mask;
     bool causal;
     double scale;
     jag_status st;
     if ((st = parse_args(op, args, nargs, &q, &k, &v, &mask, &causal, &scale))) return st;
+    if (!mask && jag__nested(q)) return sdpa_jagged(op, q, k, v, causal, scale, outs);
     attn_setup su;
     if ((st = setup(op, q, k, v, causal, scale, &su)) || (st = setup_mask(op, q, mask, &su))) {
         setup_free(&su);
@@ -323,6 +376,7 @@ jag_status jag__d_sdpa(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_t
     double scale;
     jag_status st = parse_args(c->name, c->args, c->nargs, &q, &k, &v, &mask, &causal, &scale);
     if (st) return st;
+    if (!mask && jag__nested(q)) return d_sdpa_jagged(c, q, k, v, causal, scale, grad_out, grad_in);
     attn_setup su;
     st = setup(c->name, q, k, v, causal, scale, &su);
     if (!st) st = setup_mask(c->name, q, mask, &su);
@@ -383,4 +437,189 @@ jag_status jag_scaled_dot_product_attention_masked(const jag_tensor *q, const ja
     jag_release(outs[1]);
     if (!st) *out = outs[0];
     return jag__leave(st, out, st == JAG_OK);
+}
+
+/* ---- attention on a jagged batch's inner tensors --------------------------
+ * The ops the sdpa op runs for jagged q, k, v without a mask, on their
+ * values and offsets, so that a trace over nested tensors desugars into a
+ * plain op (the META functions need only shapes) and a compiled program
+ * runs it:
+ *
+ *   varlen_attention(q (Rq, Hq, Dh), k (Rk, Hk, Dh), v (Rk, Hk, Dh),
+ *       q_offsets (B+1), q_lengths (B) or none, k_offsets (B+1), k_lengths
+ *       or none, causal, scale) -> (out (Rq, Hq, Dh), lse (Rq, Hq))
+ *   varlen_attention_backward(q, k, v, out, grad_out, lse, q_offsets,
+ *       q_lengths, k_offsets, k_lengths, causal, scale) -> (dq, dk, dv)
+ *
+ * Rows outside every component (holes) get 0 in out, dq, dk, dv and -inf
+ * in lse. Offsets and lengths are user input when these ops are called by
+ * name: they are checked against the rows before a row is read. */
+
+typedef struct {
+    const jag_tensor *t[6]; /* q, k, v [, out, grad_out, lse] */
+    const jag_tensor *qo, *ql, *ko, *kl;
+    bool causal;
+    double scale;
+} varlen_args;
+
+static jag_status varlen_parse(const char *op, const jag_value *args, int nargs, int n_t, varlen_args *r) {
+    static const char *names[6] = {"q", "k", "v", "out", "grad_out", "lse"};
+    jag_status st;
+    for (int i = 0; i < n_t; i++)
+        if ((st = jag__arg_tensor(op, args, nargs, i, names[i], &r->t[i]))) return st;
+    if ((st = jag__arg_tensor(op, args, nargs, n_t, "q_offsets", &r->qo)) ||
+        (st = jag__arg_opt_tensor(op, args, nargs, n_t + 1, "q_lengths", &r->ql)) ||
+        (st = jag__arg_tensor(op, args, nargs, n_t + 2, "k_offsets", &r->ko)) ||
+        (st = jag__arg_opt_tensor(op, args, nargs, n_t + 3, "k_lengths", &r->kl)) ||
+        (st = jag__arg_bool(op, args, nargs, n_t + 4, "causal", &r->causal)) ||
+        (st = jag__arg_double(op, args, nargs, n_t + 5, "scale", &r->scale)))
+        return st;
+    const jag_tensor *q = r->t[0], *k = r->t[1], *v = r->t[2];
+    char b1[JAG_SHAPE_BUF], b2[JAG_SHAPE_BUF];
+    for (int i = 0; i < n_t; i++) {
+        const jag_tensor *x = r->t[i];
+        if (x->dtype != q->dtype || !jag_dtype_is_floating(x->dtype))
+            return jag__error(JAG_EDTYPE, "%s: argument '%s' has dtype %s, expected one float dtype for every tensor", op,
+                              names[i], jag_dtype_name(x->dtype));
+        if (x->ndim != (i == 5 ? 2 : 3))
+            return jag__error(JAG_ESHAPE, "%s: argument '%s' must be %s, got %d-d", op, names[i],
+                              i == 5 ? "(R, H)" : "(R, H, Dh)", x->ndim);
+    }
+    int64_t hq = q->sizes[1], hk = k->sizes[1], dh = q->sizes[2];
+    if (k->sizes[2] != dh || v->sizes[2] != dh || v->sizes[1] != hk || v->sizes[0] != k->sizes[0])
+        return jag__error(JAG_ESHAPE, "%s: k %s and v %s must be (Rk, Hk, Dh) with q's Dh = %lld", op,
+                          jag__shape_str(k->sizes, 3, b1, sizeof b1), jag__shape_str(v->sizes, 3, b2, sizeof b2), (long long)dh);
+    if (hk == 0 || hq % hk != 0)
+        return jag__error(JAG_ESHAPE, "%s: q has %lld heads, expected a multiple of k's %lld (grouped-query attention)", op,
+                          (long long)hq, (long long)hk);
+    for (int i = 3; i < n_t; i++) /* out, grad_out, lse: shaped like q (lse without Dh) */
+        if (r->t[i]->sizes[0] != q->sizes[0] || r->t[i]->sizes[1] != hq || (i < 5 && r->t[i]->sizes[2] != dh))
+            return jag__error(JAG_ESHAPE, "%s: argument '%s' has shape %s, expected q's rows and heads", op, names[i],
+                              jag__shape_str(r->t[i]->sizes, r->t[i]->ndim, b1, sizeof b1));
+    const jag_tensor *ix[4] = {r->qo, r->ql, r->ko, r->kl};
+    static const char *ixn[4] = {"q_offsets", "q_lengths", "k_offsets", "k_lengths"};
+    int64_t B = r->qo->sizes[0] - 1;
+    for (int i = 0; i < 4; i++) {
+        if (!ix[i]) continue;
+        int64_t want = i % 2 ? B : B + 1;
+        if (ix[i]->dtype != JAG_INT64 || ix[i]->ndim != 1 || ix[i]->sizes[0] != want || want < 0)
+            return jag__error(JAG_EINVAL, "%s: argument '%s' must be int64 of shape (%lld)", op, ixn[i], (long long)want);
+    }
+    return JAG_OK;
+}
+
+/* Per-sequence first rows and counts of one side, checked against rows. */
+static jag_status varlen_segments(const char *op, const jag_tensor *off, const jag_tensor *len, int64_t rows,
+                                  const char *side, int64_t *o, int64_t *l) {
+    int64_t B = off->sizes[0] - 1;
+    for (int64_t b = 0; b < B; b++) {
+        const int64_t *po = (const int64_t *)jag__ptr(off);
+        int64_t ob = po[b * off->strides[0]], nb;
+        if (len) nb = ((const int64_t *)jag__ptr(len))[b * len->strides[0]];
+        else nb = po[(b + 1) * off->strides[0]] - ob;
+        if (ob < 0 || nb < 0 || ob > rows || nb > rows - ob)
+            return jag__error(JAG_EINVAL, "%s: %s component %lld's rows [%lld, %lld + %lld) do not fit the %lld rows", op,
+                              side, (long long)b, (long long)ob, (long long)ob, (long long)nb, (long long)rows);
+        o[b] = ob, l[b] = nb;
+    }
+    return JAG_OK;
+}
+
+/* The kernels' arguments; seg (owned by the caller) holds 4B + B + 1 values. */
+static jag_status varlen_setup(const char *op, const varlen_args *r, int64_t **seg, attn_args *a) {
+    const jag_tensor *q = r->t[0], *k = r->t[1], *v = r->t[2];
+    int64_t B = r->qo->sizes[0] - 1;
+    if (r->ko->sizes[0] - 1 != B)
+        return jag__error(JAG_ESHAPE, "%s: q has %lld sequences, k %lld", op, (long long)B, (long long)(r->ko->sizes[0] - 1));
+    *seg = malloc((size_t)(5 * B + 1) * sizeof **seg);
+    if (!*seg) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    int64_t *qo = *seg, *ql = qo + B, *ko = ql + B, *kl = ko + B, *fo = kl + B;
+    jag_status st;
+    if ((st = varlen_segments(op, r->qo, r->ql, q->sizes[0], "q", qo, ql)) ||
+        (st = varlen_segments(op, r->ko, r->kl, k->sizes[0], "k", ko, kl)))
+        return st;
+    memset(a, 0, sizeof *a);
+    a->f64 = q->dtype == JAG_FLOAT64;
+    a->batch = B, a->hq = q->sizes[1], a->hk = k->sizes[1], a->dh = q->sizes[2];
+    a->qo = qo, a->ql = ql, a->ko = ko, a->kl = kl;
+    a->q = view_of(q), a->k = view_of(k), a->v = view_of(v);
+    a->causal = r->causal;
+    a->scale = isfinite(r->scale) && r->scale > 0 ? r->scale : 1.0 / sqrt((double)(a->dh ? a->dh : 1));
+    fo[0] = 0;
+    for (int64_t b = 0; b < B; b++) fo[b + 1] = fo[b] + a->hq * ql[b] * kl[b];
+    return JAG_OK;
+}
+
+static void spec_like(jag_spec *s, const jag_tensor *t, int ndim) {
+    s->dtype = t->dtype, s->ndim = ndim;
+    memcpy(s->sizes, t->sizes, (size_t)ndim * sizeof *s->sizes);
+}
+
+jag_status jag__meta_varlen_attention(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    varlen_args r;
+    jag_status st = varlen_parse(op, args, nargs, 3, &r);
+    if (st) return st;
+    spec_like(&outs[0], r.t[0], 3);
+    spec_like(&outs[1], r.t[0], 2);
+    return JAG_OK;
+}
+
+// q (Rq, Hq, Dh), k and v (Rk, Hk, Dh), per-sequence rows -> out (Rq, Hq, Dh), lse (Rq, Hq)
+jag_status jag__cpu_varlen_attention(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    varlen_args r;
+    attn_args a;
+    int64_t *seg = NULL;
+    jag_status st = varlen_parse(op, args, nargs, 3, &r);
+    if (!st) st = varlen_setup(op, &r, &seg, &a);
+    if (!st) {
+        jag__fill(outs[0], 0.0); /* rows in holes */
+        jag__fill(outs[1], -INFINITY);
+        st = jag__attention_forward(&a, jag__ptr(outs[0]), jag__ptr(outs[1]));
+    }
+    free(seg);
+    return st;
+}
+
+jag_status jag__meta_varlen_attention_backward(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    varlen_args r;
+    jag_status st = varlen_parse(op, args, nargs, 6, &r);
+    if (st) return st;
+    for (int i = 0; i < 3; i++) spec_like(&outs[i], r.t[i], 3);
+    return JAG_OK;
+}
+
+// q, k, v, out, grad_out (rows, heads, Dh), lse (Rq, Hq) -> dq (Rq, Hq, Dh), dk and dv (Rk, Hk, Dh)
+jag_status jag__cpu_varlen_attention_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    varlen_args r;
+    attn_args a;
+    int64_t *seg = NULL;
+    jag_tensor *lse = NULL;
+    jag_status st = varlen_parse(op, args, nargs, 6, &r);
+    if (!st) st = varlen_setup(op, &r, &seg, &a);
+    jag_value c[] = {jag__v_tensor(r.t[5])};
+    if (!st) st = jag__dispatch(JAG_OP_clone, c, 1, &lse); /* contiguous (Rq, Hq) */
+    if (!st) {
+        for (int i = 0; i < 3; i++) jag__fill(outs[i], 0.0);
+        attn_view ov = view_of(r.t[3]), gv = view_of(r.t[4]);
+        st = jag__attention_backward(&a, &ov, &gv, jag__ptr(lse), jag__ptr(outs[0]), jag__ptr(outs[1]), jag__ptr(outs[2]),
+                                     NULL, seg + 4 * a.batch);
+    }
+    jag_release(lse);
+    free(seg);
+    return st;
+}
+
+/* varlen_attention's rule: varlen_attention_backward with the forward's
+ * output and log-sum-exp (the lse output takes no gradient). */
+jag_status jag__d_varlen_attention(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in) {
+    const jag_value *x = c->args;
+    jag_value a[] = {x[0], x[1], x[2], jag__v_tensor(c->outputs[0]), jag__v_tensor(grad_out[0]),
+                     jag__v_tensor(c->outputs[1]), x[3], x[4], x[5], x[6], x[7], x[8]};
+    jag_tensor *r[3] = {0};
+    jag_status st = jag__dispatch(JAG_OP_varlen_attention_backward, a, 12, r);
+    for (int i = 0; i < 3; i++) {
+        if (!st && c->needs[i]) grad_in[i] = r[i];
+        else jag_release(r[i]);
+    }
+    return st;
 }

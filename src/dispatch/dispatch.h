@@ -109,6 +109,11 @@ jag_status jag__meta_embedding(const char *, const jag_value *, int, jag_spec *)
 jag_status jag__meta_cat(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_full_like(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_embedding_bag(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_ragged_reduce(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_scatter_add(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_varlen_attention(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_varlen_attention_backward(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_ragged_reduce_backward(const char *, const jag_value *, int, jag_spec *);
 
 /* Custom ops (custom_op.c): check args against the schema; run the kernel
  * for a key (`meta` selects the Meta kernel). */

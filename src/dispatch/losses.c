@@ -15,6 +15,8 @@ static jag_status real_rows(const nested_state *s, jag_dtype dt, jag_tensor **ma
     *mask = NULL;
     *count = s->values->sizes[0];
     if (!s->lengths) return JAG_OK;
+    if (!s->lengths->storage)
+        return jag__error(JAG_ENOTIMPL, "loss: a jagged input with holes needs data (it cannot be traced yet)");
     int64_t bc[2] = {s->batch, 1};
     jag_tensor *ones = jag__tensor_new("loss mask", bc, 2, dt, false, false), *m = NULL;
     if (!ones) return jag_last_status();
@@ -36,14 +38,17 @@ static jag_status real_rows(const nested_state *s, jag_dtype dt, jag_tensor **ma
     return JAG_OK;
 }
 
-/* sum(x [* mask]) / count */
+/* sum(x [* mask]) / count; without a mask the mean op, whose count comes
+ * from x at run time (a traced program then fits every batch size) */
 static jag_status masked_mean(const jag_tensor *x, const jag_tensor *mask, int64_t count, jag_tensor **out) {
     jag_tensor *mx = NULL, *s = NULL;
-    jag_status st = JAG_OK;
-    if (mask) {
-        jag_value a[] = {jag__v_tensor(x), jag__v_tensor(mask)};
-        st = call(JAG_OP_mul, a, 2, &mx);
+    jag_status st;
+    if (!mask) {
+        jag_value m[] = {jag__v_tensor(x), jag__v_ints(NULL, 0), jag__v_bool(false)};
+        return call(JAG_OP_mean, m, 3, out);
     }
+    jag_value a[] = {jag__v_tensor(x), jag__v_tensor(mask)};
+    st = call(JAG_OP_mul, a, 2, &mx);
     jag_value b[] = {jag__v_tensor(mx ? mx : x), jag__v_ints(NULL, 0), jag__v_bool(false)};
     if (!st) st = call(JAG_OP_sum, b, 3, &s);
     jag_value c[] = {jag__v_tensor(s), jag__v_double(count ? 1.0 / (double)count : NAN)};

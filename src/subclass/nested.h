@@ -88,6 +88,12 @@ jag_status jag__segment_reduce_grad(const char *op, const nested_state *s, const
 jag_status jag__segment_reduce(const char *op, const nested_state *s, jag_segment_kind kind, bool keepdim,
                                jag_tensor **out);
 jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor **out);
+/* The reductions above without indices, through the ragged_reduce and
+ * ragged_reduce_backward ops on s's inner tensors (ragged_ops.c): what the
+ * handler and the rules call, so that traces record plain ops. */
+jag_status jag__ragged_reduce(const nested_state *s, const jag_segment_spec *sp, jag_tensor **out);
+jag_status jag__ragged_reduce_backward(const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
+                                       const jag_tensor *g, jag_tensor **out);
 jag_status jag__segment_broadcast(const char *op, const nested_state *s, const jag_tensor *g, bool mean,
                                   jag_tensor **out);
 /* Whether a reduction's dim list (or a single dim) names exactly the ragged

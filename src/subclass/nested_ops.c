@@ -532,6 +532,7 @@ int jag__ragged_reduction(jag_op_id op, const jag_value *args, int nargs, int ou
 /* reductions over the ragged dim, alone or with trailing dims: (B, j, D...)
  * -> dense (B, kept D...) [and the indices of max_dim / min_dim] */
 static jag_status reduce_ragged(jag_op_id op, nested_state *lead, const jag_segment_spec *sp, jag_tensor **outs) {
+    if (sp->kind < JAG_SEG_MAX) return jag__ragged_reduce(lead, sp, outs); /* traceable: a plain op */
     return jag__segment_reduce_dims(jag__ops[op].api_name, lead, sp, outs);
 }
 

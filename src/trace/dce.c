@@ -19,7 +19,7 @@ static jag_tensor *subst(void *p, const jag_tensor *t) {
     return (jag_tensor *)t;
 }
 
-jag_status jag_trace_dce(const jag_trace *t, jag_trace **out) {
+static jag_status dce_pass(const jag_trace *t, jag_trace **out) {
     if (!t || !out) return jag__error(JAG_EINVAL, "jag_trace_dce: arguments must not be NULL");
     dce_ctx c = {t, calloc((size_t)t->n_vars + 1, sizeof(jag_tensor *))};
     bool *live_var = calloc((size_t)t->n_vars + 1, sizeof *live_var);
@@ -89,4 +89,11 @@ jag_status jag_trace_dce(const jag_trace *t, jag_trace **out) {
     }
     *out = d;
     return JAG_OK;
+}
+
+/* The public entry: what the pass makes inside jag (handlers wrap results
+ * with public calls) is never recorded in the caller's scope. */
+jag_status jag_trace_dce(const jag_trace *t, jag_trace **out) {
+    jag__enter();
+    return jag__leave(dce_pass(t, out), NULL, 0);
 }

@@ -77,7 +77,7 @@ static jag_status desugar_op(jag_trace *d, desugar_ctx *c, const jag_sym *s) {
     return st;
 }
 
-jag_status jag_trace_desugar(const jag_trace *t, jag_trace **out) {
+static jag_status desugar_pass(const jag_trace *t, jag_trace **out) {
     if (!t || !out) return jag__error(JAG_EINVAL, "jag_trace_desugar: arguments must not be NULL");
     jag_trace *d = jag__trace_new();
     desugar_ctx c = {t, calloc((size_t)t->n_vars + 1, sizeof(jag_tensor *))};
@@ -157,4 +157,11 @@ jag_status jag_trace_desugar(const jag_trace *t, jag_trace **out) {
     }
     *out = d;
     return JAG_OK;
+}
+
+/* The public entry: what the pass makes inside jag (handlers wrap results
+ * with public calls) is never recorded in the caller's scope. */
+jag_status jag_trace_desugar(const jag_trace *t, jag_trace **out) {
+    jag__enter();
+    return jag__leave(desugar_pass(t, out), NULL, 0);
 }

@@ -213,7 +213,7 @@ static jag_status flush(jag_trace *d, const jag_trace *t, region *r, const bool 
     return st;
 }
 
-jag_status jag_trace_fuse(const jag_trace *t, jag_trace **out) {
+static jag_status fuse_pass(const jag_trace *t, jag_trace **out) {
     if (!t || !out) return jag__error(JAG_EINVAL, "jag_trace_fuse: arguments must not be NULL");
     jag_trace *d = jag__trace_new();
     bool *used_outside = calloc((size_t)t->n_vars + 1, sizeof *used_outside);
@@ -290,6 +290,13 @@ jag_status jag_trace_fuse(const jag_trace *t, jag_trace **out) {
     }
     *out = d;
     return JAG_OK;
+}
+
+/* The public entry: what the pass makes inside jag (handlers wrap results
+ * with public calls) is never recorded in the caller's scope. */
+jag_status jag_trace_fuse(const jag_trace *t, jag_trace **out) {
+    jag__enter();
+    return jag__leave(fuse_pass(t, out), NULL, 0);
 }
 
 /* ---- running ------------------------------------------------------------------------ */

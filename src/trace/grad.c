@@ -167,7 +167,7 @@ static jag_status grad_flatten(jag_trace *g, const jag_sym *s, jag_tensor **gr) 
     return st;
 }
 
-jag_status jag_trace_grad(const jag_trace *t, jag_trace **out) {
+static jag_status grad_pass(const jag_trace *t, jag_trace **out) {
     const char *op = "jag_trace_grad";
     if (!t || !out) return jag__error(JAG_EINVAL, "%s: arguments must not be NULL", op);
     bool any = false;
@@ -243,6 +243,13 @@ jag_status jag_trace_grad(const jag_trace *t, jag_trace **out) {
     g->n_fwd_inputs = t->n_inputs;
     *out = g;
     return JAG_OK;
+}
+
+/* The public entry: what the pass makes inside jag (handlers wrap results
+ * with public calls) is never recorded in the caller's scope. */
+jag_status jag_trace_grad(const jag_trace *t, jag_trace **out) {
+    jag__enter();
+    return jag__leave(grad_pass(t, out), NULL, 0);
 }
 
 /* ---- split -------------------------------------------------------------------------- */

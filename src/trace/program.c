@@ -82,7 +82,7 @@ static int find_cands(jag_exec *e, int64_t v) {
                     jag_size_cand *g = realloc(e->cands, (size_t)(e->n_cands + 1) * sizeof *g);
                     if (!g) return -2;
                     e->cands = g;
-                    e->cands[e->n_cands++] = (jag_size_cand){i, k, d, v};
+                    e->cands[e->n_cands++] = (jag_size_cand){i, k, d, v, false};
                 }
                 if (first < 0) first = c;
             }
@@ -95,13 +95,24 @@ static int find_cands(jag_exec *e, int64_t v) {
  * some input size when traced is taken from that input at run time (every
  * input size that was equal then must be equal at run time: the entry
  * cannot tell them apart); an entry that equals none fixes the program's
- * sizes. narrow's start and length always fix them. */
+ * sizes. narrow's start and length are kept: the size of the dim it narrows
+ * must stay what it was, so the input sizes equal to it are pinned (a
+ * feature dim split in parts: the ragged and batch sizes stay free), and
+ * when no input size equals it the program's sizes are fixed. */
 static jag_status bind_sizes(jag_exec *e, jag_instr *in) {
     const jag_sym *s = in->sym;
     in->size_arg = -1;
     if (s->kind != JAG_SYM_OP) return JAG_OK;
     if (s->op == JAG_OP_narrow) {
-        e->fixed_sizes = true;
+        const jag_tensor *x = s->nargs > 1 && s->args[0].kind == JAG_VAL_TENSOR ? s->args[0].u.t : NULL;
+        int64_t d = s->args[1].kind == JAG_VAL_INT ? s->args[1].u.i : 0;
+        if (x && d < 0) d += x->ndim;
+        int64_t v = x && d >= 0 && d < x->ndim ? x->sizes[d] : -1;
+        int c = v > 1 ? find_cands(e, v) : -1;
+        if (c == -2) return jag__error(JAG_ENOMEM, "jag_trace_compile: out of memory");
+        if (c < 0) e->fixed_sizes = true;
+        for (int k = 0; k < e->n_cands; k++)
+            if (e->cands[k].traced == v) e->cands[k].pinned = true;
         return JAG_OK;
     }
     int a = s->op == JAG_OP_view || s->op == JAG_OP_expand ? 1 : s->op == JAG_OP_full ? 0 : -1;
@@ -145,6 +156,10 @@ static jag_status eval_sizes(jag_exec *e, jag_tensor *const *inputs) {
         e->cand_value[c] = q->inner < n ? inner[q->inner]->sizes[q->dim] : -1;
         for (int k = 0; k < n; k++) jag_release(inner[k]);
     }
+    for (int c = 0; c < e->n_cands; c++)
+        if (e->cands[c].pinned && e->cand_value[c] != e->cands[c].traced)
+            return jag__error(JAG_ESHAPE, "jag_program_run: input %d has size %lld at dim %d, expected %lld as when traced (the program narrows along it)",
+                              e->cands[c].input, (long long)e->cand_value[c], e->cands[c].dim, (long long)e->cands[c].traced);
     for (int c = 0; c < e->n_cands; c++)
         for (int d = c + 1; d < e->n_cands; d++)
             if (e->cands[c].traced == e->cands[d].traced && e->cand_value[c] != e->cand_value[d])
@@ -556,7 +571,7 @@ struct jag_program {
 
 jag_status jag__apply_passes(const jag_trace *t, unsigned passes, jag_trace **out);
 
-jag_status jag_trace_compile(const jag_trace *t, unsigned passes, jag_program **out) {
+static jag_status compile_program(const jag_trace *t, unsigned passes, jag_program **out) {
     const char *op = "jag_trace_compile";
     if (!t || !out) return jag__error(JAG_EINVAL, "%s: arguments 't' and 'out' must not be NULL", op);
     jag_program *p = calloc(1, sizeof *p);
@@ -598,6 +613,12 @@ jag_status jag_trace_compile(const jag_trace *t, unsigned passes, jag_program **
     }
     *out = p;
     return JAG_OK;
+}
+
+/* The public entry: nothing made while compiling lands in the caller's scope. */
+jag_status jag_trace_compile(const jag_trace *t, unsigned passes, jag_program **out) {
+    jag__enter();
+    return jag__leave(compile_program(t, passes, out), NULL, 0);
 }
 
 void jag_program_free(jag_program *p) {
@@ -645,8 +666,8 @@ static jag_status run_backward(void *state, jag_tensor *const *grad_outputs, int
     return JAG_OK;
 }
 
-jag_status jag_program_run(jag_program *p, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs,
-                           int n_outputs) {
+static jag_status run_program(jag_program *p, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs,
+                              int n_outputs) {
     if (!p) return jag__error(JAG_EINVAL, "jag_program_run: argument 'p' is NULL");
     bool want = false;
     if (jag_is_grad_enabled() && inputs)
@@ -705,6 +726,14 @@ jag_status jag_program_run(jag_program *p, jag_tensor *const *inputs, int n_inpu
     for (int i = 0; i < p->n_outputs; i++) outputs[i] = all[i];
     free(all);
     return JAG_OK;
+}
+
+/* The public entry: nothing made while running lands in the caller's scope
+ * (the outputs are the caller's references). */
+jag_status jag_program_run(jag_program *p, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs,
+                           int n_outputs) {
+    jag__enter();
+    return jag__leave(run_program(p, inputs, n_inputs, outputs, n_outputs), NULL, 0);
 }
 
 jag_exec *jag__program_plain(const jag_program *p) { return p->plain; }

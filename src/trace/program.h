@@ -50,6 +50,7 @@ typedef struct jag_instr {
 typedef struct jag_size_cand {
     int input, inner, dim;
     int64_t traced;
+    bool pinned; /* must keep its traced value (a narrow depends on it) */
 } jag_size_cand;
 
 /* A trace ready to run (slots are variable ids). Refcounted: the autograd

@@ -278,11 +278,10 @@ jag_status jag__proxy_unflatten(const jag_subclass *cls, jag_tensor *const *inne
                                 jag_tensor **out) {
     jag_status st;
     if (current) current->suppress++;
+    jag__enter(); /* nothing recorded in the caller's scope (jag_subclass_wrap is public) */
     if (cls == jag__nested_class()) st = jag__nested_proxy(inner, n, meta, out);
-    else {
-        jag__enter();
-        st = jag__leave(jag_subclass_unflatten(cls, inner, n, meta, out), NULL, 0);
-    }
+    else st = jag_subclass_unflatten(cls, inner, n, meta, out);
+    st = jag__leave(st, NULL, 0);
     if (current) current->suppress--;
     return st;
 }
