@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes the project-local Python environment the Python package is built and
 # tested in: .venv at the repository root (git-ignored; shared with
-# scripts/bench_setup.sh), with numpy, pytest and setuptools from PyPI.
+# scripts/bench_setup.sh), with numpy, pytest, setuptools and safetensors (the
+# interoperability tests of jag.save / jag.load) from PyPI.
 # A no-op when they are already there. Prints the venv's python on stdout.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,9 +12,9 @@ if [ ! -x "$py" ]; then
   echo "python-env: creating $venv" >&2
   python3 -m venv "$venv" >&2 || { echo "python-env: python3 -m venv failed; install python3-venv" >&2; exit 1; }
 fi
-if ! "$py" -c 'import numpy, pytest, setuptools' >/dev/null 2>&1; then
-  echo "python-env: installing numpy, pytest, setuptools into .venv (pip, from PyPI)" >&2
-  "$py" -m pip install --disable-pip-version-check --progress-bar off -q numpy pytest setuptools >&2 ||
+if ! "$py" -c 'import numpy, pytest, setuptools, safetensors' >/dev/null 2>&1; then
+  echo "python-env: installing numpy, pytest, setuptools, safetensors into .venv (pip, from PyPI)" >&2
+  "$py" -m pip install --disable-pip-version-check --progress-bar off -q numpy pytest setuptools safetensors >&2 ||
     { echo "python-env: pip install failed (is PyPI reachable?)" >&2; exit 1; }
 fi
 echo "$py"

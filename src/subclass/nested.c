@@ -81,19 +81,28 @@ static jag_status nested_unflatten(const jag_subclass *cls, jag_tensor *const *i
         sd->sizes[0] != sz->sizes[0] || sd->sizes[1] != sz->sizes[1] || sz->sizes[1] + 1 > JAG_MAX_DIMS ||
         !jag_is_contiguous(sz) || !jag_is_contiguous(sd) || !jag_is_contiguous(so))
         return jag__error(JAG_EINVAL, "nested unflatten: strided inner tensors must be a 1-d buffer and contiguous int64 tables (B, n), (B, n), (B)");
+    /* components address the buffer's storage from its offset with the
+     * tables' strides: the buffer itself must be dense */
+    if (buf->strides[0] != 1 && buf->sizes[0] > 1)
+        return jag__error(JAG_EINVAL, "nested unflatten: the strided buffer has stride %lld, expected 1",
+                          (long long)buf->strides[0]);
     if (readable(sz) && readable(sd) && readable(so)) { /* every component inside the buffer */
         int nd = (int)sz->sizes[1];
         for (int64_t b = 0; b < sz->sizes[0]; b++) {
             int64_t lo = i64(so)[b], hi = lo;
-            bool empty = false;
+            bool empty = false, overflow = false;
+            if (lo < 0 || lo > buf->sizes[0])
+                return jag__error(JAG_EINVAL, "nested unflatten: component %lld has storage offset %lld, expected 0..%lld",
+                                  (long long)b, (long long)lo, (long long)buf->sizes[0]);
             for (int d = 0; d < nd; d++) {
-                int64_t size = i64(sz)[b * nd + d], stride = i64(sd)[b * nd + d];
+                int64_t size = i64(sz)[b * nd + d], stride = i64(sd)[b * nd + d], step;
                 if (size < 0 || stride < 0)
                     return jag__error(JAG_EINVAL, "nested unflatten: component %lld has a negative size or stride", (long long)b);
                 if (size == 0) empty = true;
-                else hi += (size - 1) * stride;
+                else if (__builtin_mul_overflow(size - 1, stride, &step) || __builtin_add_overflow(hi, step, &hi))
+                    overflow = true; /* sizes and strides from user input: checked (fuzz regression) */
             }
-            if (!empty && (lo < 0 || hi >= buf->sizes[0]))
+            if (!empty && (overflow || hi >= buf->sizes[0]))
                 return jag__error(JAG_EINVAL, "nested unflatten: component %lld reaches outside the buffer", (long long)b);
         }
     }
