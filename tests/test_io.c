@@ -486,6 +486,9 @@ static const bad_case bad_cases[] = {
      JAG_EINVAL, "field 'dtype' appears twice"},
     {"shape overflow", "{" T("big", "F32", "[4294967296,4294967296,4]", 0, 4) "}", 4, NULL, 0, JAG_EOVERFLOW,
      "tensor 'big': shape [4294967296, 4294967296, 4] of F32 overflows"},
+    /* fuzz regression: sizes around a 0 whose product overflows */
+    {"shape overflow around a zero", "{" T("e", "F32", "[1099511627776,0,1099511627776]", 0, 0) "}", 0, NULL, 0,
+     JAG_EOVERFLOW, "tensor 'e': shape [1099511627776, 0, 1099511627776] of F32 overflows"},
     {"shape overflow by bytes", "{" T("big", "F64", "[1152921504606846976]", 0, 8) "}", 8, NULL, 0, JAG_EOVERFLOW, "overflows"},
     {"huge integer", "{" T("big", "F32", "[99999999999999999999999]", 0, 4) "}", 4, NULL, 0, JAG_EINVAL,
      "field 'shape' entry 0 is a non-integer number, expected a size >= 0"},
@@ -649,9 +652,10 @@ static void test_malformed_framing(void) {
     free(img), free(deep);
 }
 
-/* ---- regressions from fuzzing (see docs/FUZZING.md) ---------------------- */
+/* ---- regressions (see docs/FUZZING.md) ---------------------------------- */
 
-/* Strided tables whose size * stride overflows int64, or whose empty
+/* Found while writing fuzz/fuzz_nested, whose oracle checks it: strided
+ * tables whose size * stride overflows int64, or whose empty
  * components sit at negative offsets, are refused by the checked
  * constructor itself (not only when loaded). */
 static void test_strided_unflatten_overflow(void) {

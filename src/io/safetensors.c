@@ -213,7 +213,7 @@ static jag_status parse_entry(loader *L, const jag_json_node *v, entry *e) {
         return jag__error(JAG_EINVAL, "%s: tensor '%.200s': field 'shape' has %d dims, expected at most %d", op, nm,
                           shape->count, JAG_MAX_DIMS);
     e->ndim = 0;
-    uint64_t nbytes = jag_dtype_size(e->dtype);
+    uint64_t nbytes = jag_dtype_size(e->dtype), extent = nbytes;
     bool overflow = false;
     for (const jag_json_node *c = jag__json_child(&L->doc, shape->first); c; c = jag__json_child(&L->doc, c->next)) {
         if (c->kind != JAG_JSON_INT || c->i < 0)
@@ -221,11 +221,13 @@ static jag_status parse_entry(loader *L, const jag_json_node *v, entry *e) {
                               e->ndim, c->kind == JAG_JSON_INT ? "negative" : jag__json_kind_name(c->kind));
         e->sizes[e->ndim++] = c->i;
         if (__builtin_mul_overflow(nbytes, (uint64_t)c->i, &nbytes)) overflow = true;
+        /* the non-zero sizes must fit as well (jag computes strides from them) */
+        if (__builtin_mul_overflow(extent, (uint64_t)(c->i ? c->i : 1), &extent)) overflow = true;
     }
     char sh[JAG_SHAPE_BUF];
     jag__shape_str(e->sizes, e->ndim, sh, sizeof sh);
     /* numel must fit int64 too (jag's sizes are int64) */
-    if (overflow || nbytes > (uint64_t)INT64_MAX)
+    if (overflow || extent > (uint64_t)INT64_MAX)
         return jag__error(JAG_EOVERFLOW, "%s: tensor '%.200s': shape %s of %s overflows the size of a tensor", op, nm, sh,
                           st_names[e->dtype]);
     if (offs->kind != JAG_JSON_ARRAY || offs->count != 2)

@@ -78,9 +78,10 @@ static jag_status nested_unflatten(const jag_subclass *cls, jag_tensor *const *i
     const jag_tensor *buf = inner[0], *sz = inner[1], *sd = inner[2], *so = inner[3];
     if (buf->ndim != 1 || sz->dtype != JAG_INT64 || sd->dtype != JAG_INT64 || so->dtype != JAG_INT64 ||
         sz->ndim != 2 || sd->ndim != 2 || so->ndim != 1 || sz->sizes[0] != so->sizes[0] ||
-        sd->sizes[0] != sz->sizes[0] || sd->sizes[1] != sz->sizes[1] || sz->sizes[1] + 1 > JAG_MAX_DIMS ||
+        sd->sizes[0] != sz->sizes[0] || sd->sizes[1] != sz->sizes[1] || sz->sizes[1] < 1 || sz->sizes[1] + 1 > JAG_MAX_DIMS ||
         !jag_is_contiguous(sz) || !jag_is_contiguous(sd) || !jag_is_contiguous(so))
-        return jag__error(JAG_EINVAL, "nested unflatten: strided inner tensors must be a 1-d buffer and contiguous int64 tables (B, n), (B, n), (B)");
+        return jag__error(JAG_EINVAL, "nested unflatten: strided inner tensors must be a 1-d buffer and contiguous int64 tables (B, n), (B, n), (B) with 1 <= n < %d",
+                          JAG_MAX_DIMS);
     /* components address the buffer's storage from its offset with the
      * tables' strides: the buffer itself must be dense */
     if (buf->strides[0] != 1 && buf->sizes[0] > 1)

@@ -107,6 +107,10 @@ static jag_status pointwise_jagged(jag_op_id op, const jag_value *args, int narg
     jag_status st = JAG_OK;
     for (int i = 0; i < nargs && !st; i++) {
         r.args[i] = args[i];
+        if (args[i].kind == JAG_VAL_TENSORS) { /* would come back here for ever (fuzz regression) */
+            st = jag__error(JAG_EINVAL, "%s: %s is a tensor list, expected a tensor or a scalar", info->api_name, arg_label(i));
+            break;
+        }
         if (args[i].kind != JAG_VAL_TENSOR) continue;
         const jag_tensor *t = args[i].u.t;
         nested_state *s = jag__nested(t);
