@@ -97,7 +97,7 @@ static void fuzz_strided(fuzz_reader *r) {
     FUZZ_CHECK(jag_from_data(sz, tab, 2, JAG_INT64, &tsz) == JAG_OK);
     FUZZ_CHECK(jag_from_data(sd, tab, 2, JAG_INT64, &tsd) == JAG_OK);
     /* the contract: every component lies inside the buffer */
-    bool valid = true;
+    bool valid = nd >= 1; /* components are at least 1-d */
     for (int64_t b = 0; b < batch && valid; b++) {
         if (so[b] < 0 || so[b] > buflen) valid = false;
         __int128 hi = so[b];

@@ -21,7 +21,7 @@ include_dir = os.path.abspath(os.environ.get("JAG_INCLUDE_DIR", os.path.join(roo
 
 ext = Extension(
     "jag._C",
-    sources=[os.path.join("jag", "_C.c")],
+    sources=[os.path.join("jag", "_C.c"), os.path.join("jag", "_io.c")],
     include_dirs=[include_dir],
     library_dirs=[build_dir],
     runtime_library_dirs=[build_dir],

@@ -1064,6 +1064,10 @@ static struct PyModuleDef moduledef = {
     NULL, NULL, NULL, NULL,
 };
 
+/* jag._C._save / _load (_io.c) */
+int jag_py_io_init(PyObject *module, PyObject *(*wrap)(jag_tensor *), jag_tensor *(*get)(PyObject *, const char *),
+                   PyObject *(*raise)(jag_status));
+
 PyMODINIT_FUNC PyInit__C(void) {
     if (PyType_Ready(&TensorBase_Type) < 0) return NULL;
     PyObject *m = PyModule_Create(&moduledef);
@@ -1087,7 +1091,8 @@ PyMODINIT_FUNC PyInit__C(void) {
     ADD_INT("DENSE", JAG_DENSE);
     ADD_INT("JAGGED", JAG_JAGGED);
     ADD_INT("STRIDED", JAG_STRIDED);
-    if (PyModule_AddStringConstant(m, "VERSION", JAG_VERSION_STRING) < 0) {
+    if (jag_py_io_init(m, wrap, get_tensor, raise_status) < 0 ||
+        PyModule_AddStringConstant(m, "VERSION", JAG_VERSION_STRING) < 0) {
         Py_DECREF(m);
         return NULL;
     }

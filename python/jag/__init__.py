@@ -1068,5 +1068,6 @@ def is_grad_enabled():
 
 
 from . import autograd, nested, nn  # noqa: E402,F401
+from .serialization import load, save  # noqa: E402,F401
 
 del _n
