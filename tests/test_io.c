@@ -682,6 +682,29 @@ static void test_strided_unflatten_overflow(void) {
     jag_tensor *inner2[4] = {buf, sz, sd, so};
     CHECK_ERR(jag_subclass_unflatten(cls, inner2, 4, &meta, &out), JAG_EINVAL, "storage offset -3");
     CHECK(out == NULL);
+    jag_release(sz), jag_release(sd), jag_release(so);
+    /* fuzz regression: stride 0 keeps a component inside the buffer
+     * whatever its sizes, whose product then overflowed int64 */
+    int64_t tab2[2] = {1, 2}, sizes2[2] = {(int64_t)1 << 40, (int64_t)1 << 40}, zeros2[2] = {0, 0};
+    off = 0;
+    CHECK_OK(jag_from_data(sizes2, tab2, 2, JAG_INT64, &sz));
+    CHECK_OK(jag_from_data(zeros2, tab2, 2, JAG_INT64, &sd));
+    CHECK_OK(jag_from_data(&off, &one, 1, JAG_INT64, &so));
+    jag_tensor *inner3[4] = {buf, sz, sd, so};
+    CHECK_ERR(jag_subclass_unflatten(cls, inner3, 4, &meta, &out), JAG_EOVERFLOW, "product overflows int64");
+    CHECK(out == NULL);
+    jag_release(sz), jag_release(sd), jag_release(so);
+    /* fuzz regression: an empty component may have any stride; copying it
+     * (contiguous) computed byte strides from it and overflowed */
+    int64_t sizes3[2] = {0, 3}, strides3[2] = {(int64_t)1 << 61, 1};
+    CHECK_OK(jag_from_data(sizes3, tab2, 2, JAG_INT64, &sz));
+    CHECK_OK(jag_from_data(strides3, tab2, 2, JAG_INT64, &sd));
+    CHECK_OK(jag_from_data(&off, &one, 1, JAG_INT64, &so));
+    jag_tensor *inner4[4] = {buf, sz, sd, so}, *c = NULL;
+    CHECK_OK(jag_subclass_unflatten(cls, inner4, 4, &meta, &out));
+    CHECK_OK(jag_contiguous(out, &c));
+    CHECK(c && jag_nested_batch_size(c) == 1);
+    jag_release(c), jag_release(out);
     jag_release(buf), jag_release(sz), jag_release(sd), jag_release(so);
 }
 

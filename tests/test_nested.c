@@ -663,6 +663,18 @@ static void test_fuzz_regressions(void) {
     args[2].u.d = 1.0;
     CHECK_ERR(jag_op_call(add, args, 3, &out), JAG_EINVAL, "is a tensor list, expected a tensor or a scalar");
     CHECK(out == NULL);
+    /* embedding(dense weight, [nested]) read the list as if it were a tensor */
+    jag_op_id emb;
+    CHECK_OK(jag_op_find("embedding", &emb));
+    int64_t ws[2] = {4, 2};
+    jag_tensor *w = NULL;
+    CHECK_OK(jag_zeros(ws, 2, JAG_FLOAT32, &w));
+    jag_value eargs[2] = {{.kind = JAG_VAL_TENSOR}, {.kind = JAG_VAL_TENSORS}};
+    eargs[0].u.t = w;
+    eargs[1].u.tensors.v = &nt, eargs[1].u.tensors.n = 1;
+    CHECK_ERR(jag_op_call(emb, eargs, 2, &out), JAG_ENOTIMPL, "the weight must be dense and the indices nested");
+    CHECK(out == NULL);
+    jag_release(w);
     /* strided tables with 0-d components were accepted, and then every
      * conversion of the result failed */
     int64_t four = 4, tab[2] = {1, 0}, one = 1, zero = 0;

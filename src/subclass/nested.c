@@ -90,7 +90,7 @@ static jag_status nested_unflatten(const jag_subclass *cls, jag_tensor *const *i
     if (readable(sz) && readable(sd) && readable(so)) { /* every component inside the buffer */
         int nd = (int)sz->sizes[1];
         for (int64_t b = 0; b < sz->sizes[0]; b++) {
-            int64_t lo = i64(so)[b], hi = lo;
+            int64_t lo = i64(so)[b], hi = lo, count = 1;
             bool empty = false, overflow = false;
             if (lo < 0 || lo > buf->sizes[0])
                 return jag__error(JAG_EINVAL, "nested unflatten: component %lld has storage offset %lld, expected 0..%lld",
@@ -99,6 +99,11 @@ static jag_status nested_unflatten(const jag_subclass *cls, jag_tensor *const *i
                 int64_t size = i64(sz)[b * nd + d], stride = i64(sd)[b * nd + d], step;
                 if (size < 0 || stride < 0)
                     return jag__error(JAG_EINVAL, "nested unflatten: component %lld has a negative size or stride", (long long)b);
+                /* stride 0 lets a component have more elements than the
+                 * buffer: their count (and its non-zero sizes') must fit */
+                if (__builtin_mul_overflow(count, size ? size : 1, &count))
+                    return jag__error(JAG_EOVERFLOW, "nested unflatten: component %lld has sizes whose product overflows int64",
+                                      (long long)b);
                 if (size == 0) empty = true;
                 else if (__builtin_mul_overflow(size - 1, stride, &step) || __builtin_add_overflow(hi, step, &hi))
                     overflow = true; /* sizes and strides from user input: checked (fuzz regression) */

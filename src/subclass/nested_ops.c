@@ -506,7 +506,8 @@ static jag_status norm_on_values(jag_op_id op, const jag_value *args, int nargs,
  * indices, wrapped with the indices' structure: (B, j) -> (B, j, D) */
 static jag_status embedding_nested(const jag_value *args, int nargs, nested_state *lead, jag_tensor **outs) {
     const jag_op_info *info = &jag__ops[JAG_OP_embedding];
-    if (args[0].kind != JAG_VAL_TENSOR || jag__nested(args[0].u.t) || jag__nested(args[1].u.t) != lead)
+    if (args[0].kind != JAG_VAL_TENSOR || jag__nested(args[0].u.t) || args[1].kind != JAG_VAL_TENSOR ||
+        jag__nested(args[1].u.t) != lead) /* (checking kinds first: fuzz regression) */
         return not_supported(info, JAG_JAGGED, "the weight must be dense and the indices nested");
     jag_value a[] = {args[0], jag__v_tensor(lead->values)};
     jag_tensor *res = NULL;
