@@ -30,7 +30,30 @@ static double at(const jag_tensor *t, const int64_t *idx) {
     return v;
 }
 
+/* Elements in all components (stride-0 strided components may have far
+ * more than the buffer). */
+static int64_t total_elements(const jag_tensor *nt) {
+    jag_tensor *parts[6];
+    int n = 0;
+    int64_t total = 0, maxes[JAG_MAX_DIMS] = {0};
+    FUZZ_CHECK(jag_nested_unbind(nt, parts, 6, &n) == JAG_OK);
+    for (int i = 0; i < n; i++) {
+        int64_t e = jag_numel(parts[i]);
+        total = total > INT64_MAX - e ? INT64_MAX : total + e;
+        for (int d = 0; d < jag_ndim(parts[i]); d++)
+            if (jag_size(parts[i], d) > maxes[d]) maxes[d] = jag_size(parts[i], d);
+        jag_release(parts[i]);
+    }
+    /* and the padded tensor's elements */
+    int64_t padded = n;
+    for (int d = 0; d < jag_ndim(nt) - 1; d++)
+        if (__builtin_mul_overflow(padded, maxes[d], &padded)) padded = INT64_MAX;
+    return total > padded ? total : padded;
+}
+
 static void exercise(const jag_tensor *nt) {
+    /* copies of a component of 2^40 elements would only test the allocator */
+    if (total_elements(nt) > ((int64_t)1 << 20)) return;
     /* a few consumers of the structure: printing, padding, layout change, an op */
     char buf[512];
     jag_format(nt, buf, sizeof buf);
@@ -42,9 +65,7 @@ static void exercise(const jag_tensor *nt) {
     }
     FUZZ_CHECK(jag_sin(nt, &s) == JAG_OK);
     jag_release(s);
-    /* a strided component of stride 0 may be too large to copy: then ENOMEM */
-    jag_status st = jag_contiguous(nt, &c);
-    FUZZ_CHECK(st == JAG_OK || st == JAG_ENOMEM || st == JAG_EOVERFLOW);
+    FUZZ_CHECK(jag_contiguous(nt, &c) == JAG_OK);
     jag_release(c);
 }
 

@@ -893,7 +893,8 @@ jag_status jag_load_buffer(const void *data, size_t len, unsigned flags, jag_ten
 
 /* The number of entries, and entry i's name (valid while the set lives) and
  * tensor (BORROWED: valid while the set lives; jag_retain it to keep it
- * longer). NULL for i out of range. */
+ * longer). NULL for i out of range. The set owns its tensors: an open scope
+ * records none of them. */
 int jag_tensor_set_count(const jag_tensor_set *set);
 const char *jag_tensor_set_name(const jag_tensor_set *set, int i);
 jag_tensor *jag_tensor_set_get(const jag_tensor_set *set, int i);

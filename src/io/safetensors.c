@@ -453,9 +453,10 @@ static jag_status build_set(loader *L, jag_tensor_set **out) {
     qsort(list, (size_t)n, sizeof *list, cmp_named);
     for (int i = 1; i < n; i++)
         if (strcmp(list[i].name, list[i - 1].name) == 0) {
+            jag_status st = jag__error(JAG_EINVAL, "%s: the name '%.200s' is both a tensor and a nested tensor (metadata '" NESTED_PREFIX "%.200s')",
+                                       op, list[i].name, list[i].name);
             free(list), free(set);
-            return jag__error(JAG_EINVAL, "%s: the name '%.200s' is both a tensor and a nested tensor (metadata '" NESTED_PREFIX "%.200s')",
-                              op, list[i].name, list[i].name);
+            return st;
         }
     int n_meta = 0;
     if (L->meta)
