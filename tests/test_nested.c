@@ -687,6 +687,15 @@ static void test_fuzz_regressions(void) {
     jag_subclass_meta meta = {.n_ints = 2, .ints = {JAG_STRIDED, 0}};
     CHECK_ERR(jag_subclass_unflatten(jag_subclass_find("nested"), inner, 4, &meta, &out), JAG_EINVAL, "1 <= n < 8");
     CHECK(out == NULL);
+    /* from_padded read int64 lengths through a double: INT64_MAX came back
+     * out of range (undefined), and 2^53 + 1 as 2^53 */
+    int64_t ps[3] = {2, 3, 1}, bad_len[2] = {1, INT64_MAX}, two = 2;
+    jag_tensor *padded = NULL, *pl = NULL;
+    CHECK_OK(jag_zeros(ps, 3, JAG_FLOAT32, &padded));
+    CHECK_OK(jag_from_data(bad_len, &two, 1, JAG_INT64, &pl));
+    CHECK_ERR(jag_nested_from_padded(padded, pl, &out), JAG_EINVAL, "entry 1 is 9223372036854775807, expected 0..3");
+    CHECK(out == NULL);
+    jag_release(padded), jag_release(pl);
     /* an empty tensor whose other sizes multiply past int64: its strides
      * overflowed (and printing it computed offsets from them) */
     int64_t huge[3] = {(int64_t)1 << 40, 0, (int64_t)1 << 40}, small[2] = {3, 0};

@@ -735,9 +735,10 @@ jag_status jag__nested_from_padded(const jag_tensor *padded, const jag_tensor *l
     if (!items) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
     jag_status st = JAG_OK;
     for (int64_t b = 0; b < batch && !st; b++) {
-        double lv;
-        jag_item_at(lengths, &b, &lv);
-        int64_t l = (int64_t)lv;
+        /* read exactly: through a double, int64 entries near 2^63 converted
+         * back out of range (fuzz regression) */
+        const char *lp = jag__ptr(lengths) + b * lengths->strides[0] * (int64_t)jag_dtype_size(lengths->dtype);
+        int64_t l = lengths->dtype == JAG_INT64 ? *(const int64_t *)lp : *(const int32_t *)lp;
         if (l < 0 || l > maxlen) {
             st = jag__error(JAG_EINVAL, "%s: argument 'lengths' entry %lld is %lld, expected 0..%lld", op, (long long)b,
                             (long long)l, (long long)maxlen);
