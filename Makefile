@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 MAKEFLAGS += --no-print-directory
 CMAKE_FLAGS ?=
 
-.PHONY: all build setup test test-c test-python sanitize memcheck demo bench install clean
+.PHONY: all build setup test test-c test-python sanitize memcheck fuzz demo bench install clean
 
 all: build
 
@@ -44,6 +44,18 @@ memcheck: setup
 	@cmake --build build-memcheck -j $(JOBS)
 	@scripts/memcheck.sh build-memcheck
 
+# libFuzzer targets (fuzz/, clang with ASan + UBSan, build-fuzz/), each run
+# for FUZZ_SECONDS on its seed corpus fuzz/corpus/<target>/ (new inputs go
+# to build-fuzz/corpus/, crashes to build-fuzz/artifacts/). See docs/FUZZING.md.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= fuzz_load fuzz_nested fuzz_ops
+fuzz: setup
+	@scripts/fuzz_setup.sh
+	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_C_FLAGS_DEBUG=-O1 -g" \
+		-DJAG_FUZZ=ON -DJAG_BUILD_TESTS=OFF -DJAG_BUILD_BENCH=OFF -DJAG_BUILD_EXAMPLES=OFF >/dev/null
+	@cmake --build build-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
+	@scripts/fuzz_run.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
+
 demo: build
 	@$(BUILD)/examples/demo
 	@echo
@@ -60,4 +72,4 @@ install: build
 	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf build build-asan build-memcheck
+	rm -rf build build-asan build-memcheck build-fuzz

@@ -1007,6 +1007,101 @@ jag_status jag_compiled_call(jag_compiled *c, jag_tensor *const *inputs, int n_i
 int jag_compiled_num_programs(const jag_compiled *c);
 void jag_compiled_free(jag_compiled *c);
 
+/* ------------------------------------------------------------------------ */
+/* Files: safetensors                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* jag reads and writes the safetensors format, so files interoperate with
+ * the `safetensors` Python package in both directions: an 8-byte
+ * little-endian header length N, N bytes of JSON header
+ *     {"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
+ *      ..., "__metadata__": {"key": "value", ...}}
+ * padded with spaces to a multiple of 8, then the raw little-endian data of
+ * every tensor, back to back. dtypes map to F32, F64, I32, I64 and BOOL; a
+ * file with any other dtype (F16, U8, ...) is refused with JAG_EDTYPE.
+ *
+ * A nested tensor `x` is stored as its inner plain tensors plus one metadata
+ * entry naming its layout:
+ *   jagged:  x.values, x.offsets (int64), x.lengths (int64, only with holes),
+ *            "jag.nested.x": "{\"layout\":\"jagged\",\"ragged_idx\":1}"
+ *   strided: x.buffer, x.nested_sizes, x.nested_strides, x.storage_offsets,
+ *            "jag.nested.x": "{\"layout\":\"strided\"}"
+ * and loads back as the same nested tensor, its inner tensors validated as
+ * user input. Metadata keys starting with "jag." are jag's own.
+ *
+ * Loading never trusts the file: a malformed one (truncated, header length
+ * past the end, invalid or too deeply nested JSON, unknown dtypes, shapes
+ * whose size overflows, data offsets out of order, overlapping, leaving
+ * holes, past the end or not matching dtype x shape, duplicate names, nested
+ * metadata that does not fit its inner tensors) fails with a message naming
+ * jag_load, the tensor or field, what was expected and what came; nothing is
+ * read outside the file and no allocation is sized by an unchecked number.
+ * Files are read as they are when loaded: truncating a file that is mapped
+ * (JAG_LOAD_MMAP) while its tensors live is the caller's race. */
+
+/* Load flags. */
+#define JAG_LOAD_COPY 0u        /* tensors own copies of their data */
+#define JAG_LOAD_MMAP (1u << 0) /* tensors view a private mapping of the file */
+
+/* Save tensors[0..n) under names[0..n) to `path`, with optional string
+ * metadata as pairs metadata[2k] (key), metadata[2k+1] (value), k <
+ * n_metadata (metadata may be NULL when n_metadata is 0). Tensors may be
+ * dense (any layout in memory: saved as contiguous data) or nested (jagged
+ * or strided, see above). Data is written largest element size first (as
+ * the safetensors package does), in the given order within one size, so
+ * every tensor in the file is aligned for mmap. The file is written to a
+ * temporary file beside `path` and renamed over it, so a failed call leaves
+ * `path` as it was. Borrows everything.
+ * Errors: JAG_EINVAL (n < 1 or NULL arguments, empty or duplicate names, a
+ * name that is not valid UTF-8 or is "__metadata__", a nested tensor's inner
+ * name clashing with another name, a metadata key starting with "jag.", a
+ * meta tensor), JAG_ENOTIMPL (a subclass other than nested), JAG_ESTATE
+ * (the file cannot be written; the message has the system's reason). */
+jag_status jag_save(const char *path, const char *const *names, jag_tensor *const *tensors, int n,
+                    const char *const *metadata, int n_metadata);
+
+/* A loaded set of named tensors (and the file's other metadata). */
+typedef struct jag_tensor_set jag_tensor_set;
+
+/* Load every tensor of the safetensors file at `path` into a new set (*out,
+ * owned by the caller: jag_tensor_set_free). flags: JAG_LOAD_COPY, or
+ * JAG_LOAD_MMAP for zero-copy tensors over a private (copy-on-write) mapping
+ * of the file: those tensors are read-only (jag_is_read_only; in-place jag
+ * ops refuse them) and a write that reaches their memory anyway stays in
+ * this process, never in the file. The mapping lives as long as any tensor
+ * (or view) made from it. A tensor whose data is not aligned for its dtype
+ * in the file is copied even with JAG_LOAD_MMAP; bool bytes other than 0
+ * and 1 are read as true (1). Nested tensors appear under their own name
+ * (their inner x.values, ... are not listed separately). Entries are sorted
+ * by name. Errors: see above (JAG_EINVAL, JAG_EDTYPE, JAG_EOVERFLOW,
+ * JAG_ENOTIMPL for a nested layout jag lacks), JAG_ESTATE (the file cannot
+ * be opened or mapped), JAG_ENOMEM. On failure *out is untouched. */
+jag_status jag_load(const char *path, unsigned flags, jag_tensor_set **out);
+/* As jag_load on the file's bytes data[0..len) in memory (copied: flags
+ * must be JAG_LOAD_COPY; the caller's buffer is not kept). */
+jag_status jag_load_buffer(const void *data, size_t len, unsigned flags, jag_tensor_set **out);
+
+/* The number of entries, and entry i's name (valid while the set lives) and
+ * tensor (BORROWED: valid while the set lives; jag_retain it to keep it
+ * longer). NULL for i out of range. The set owns its tensors: an open scope
+ * records none of them. */
+int jag_tensor_set_count(const jag_tensor_set *set);
+const char *jag_tensor_set_name(const jag_tensor_set *set, int i);
+jag_tensor *jag_tensor_set_get(const jag_tensor_set *set, int i);
+/* The tensor named `name` (BORROWED), or NULL. */
+jag_tensor *jag_tensor_set_find(const jag_tensor_set *set, const char *name);
+/* The file's __metadata__ entries other than jag's own, in file order. */
+int jag_tensor_set_metadata_count(const jag_tensor_set *set);
+const char *jag_tensor_set_metadata_key(const jag_tensor_set *set, int i);
+const char *jag_tensor_set_metadata_value(const jag_tensor_set *set, int i);
+/* Release the set's references (tensors retained by the caller live on).
+ * NULL is ignored. */
+void jag_tensor_set_free(jag_tensor_set *set);
+
+/* True when jag refuses to write into t's memory (tensors loaded with
+ * JAG_LOAD_MMAP and their views). */
+bool jag_is_read_only(const jag_tensor *t);
+
 #ifdef __cplusplus
 }
 #endif

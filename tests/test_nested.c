@@ -646,7 +646,70 @@ static void test_review_edge_cases(void) {
     jag_release(st), jag_release(st2), jag_release(u);
 }
 
-TEST_MAIN(test_shared_lengths_different_offsets, test_review_edge_cases, test_from_list_jagged, test_from_list_strided, test_from_list_errors, test_from_jagged_view_and_validation,
+/* Found by fuzz/fuzz_ops and fuzz/fuzz_nested (docs/FUZZING.md). */
+static void test_fuzz_regressions(void) {
+    TEST_BEGIN();
+    int64_t lens[2] = {2, 1};
+    jag_tensor *items[2], *nt = NULL, *out = NULL;
+    make_items(items, 2, lens, 2, 7);
+    CHECK_OK(jag_nested_from_list(items, 2, JAG_JAGGED, &nt));
+    /* a pointwise op given a tensor list holding a nested tensor recursed
+     * without end (the rule replaced only tensor arguments) */
+    jag_op_id add;
+    CHECK_OK(jag_op_find("add", &add));
+    jag_value args[3] = {{.kind = JAG_VAL_TENSORS}, {.kind = JAG_VAL_TENSOR}, {.kind = JAG_VAL_DOUBLE}};
+    args[0].u.tensors.v = &nt, args[0].u.tensors.n = 1;
+    args[1].u.t = nt;
+    args[2].u.d = 1.0;
+    CHECK_ERR(jag_op_call(add, args, 3, &out), JAG_EINVAL, "is a tensor list, expected a tensor or a scalar");
+    CHECK(out == NULL);
+    /* embedding(dense weight, [nested]) read the list as if it were a tensor */
+    jag_op_id emb;
+    CHECK_OK(jag_op_find("embedding", &emb));
+    int64_t ws[2] = {4, 2};
+    jag_tensor *w = NULL;
+    CHECK_OK(jag_zeros(ws, 2, JAG_FLOAT32, &w));
+    jag_value eargs[2] = {{.kind = JAG_VAL_TENSOR}, {.kind = JAG_VAL_TENSORS}};
+    eargs[0].u.t = w;
+    eargs[1].u.tensors.v = &nt, eargs[1].u.tensors.n = 1;
+    CHECK_ERR(jag_op_call(emb, eargs, 2, &out), JAG_ENOTIMPL, "the weight must be dense and the indices nested");
+    CHECK(out == NULL);
+    jag_release(w);
+    /* strided tables with 0-d components were accepted, and then every
+     * conversion of the result failed */
+    int64_t four = 4, tab[2] = {1, 0}, one = 1, zero = 0;
+    jag_tensor *buf = NULL, *sz = NULL, *sd = NULL, *so = NULL;
+    CHECK_OK(jag_zeros(&four, 1, JAG_FLOAT32, &buf));
+    CHECK_OK(jag_empty(tab, 2, JAG_INT64, &sz));
+    CHECK_OK(jag_empty(tab, 2, JAG_INT64, &sd));
+    CHECK_OK(jag_from_data(&zero, &one, 1, JAG_INT64, &so));
+    jag_tensor *inner[4] = {buf, sz, sd, so};
+    jag_subclass_meta meta = {.n_ints = 2, .ints = {JAG_STRIDED, 0}};
+    CHECK_ERR(jag_subclass_unflatten(jag_subclass_find("nested"), inner, 4, &meta, &out), JAG_EINVAL, "1 <= n < 8");
+    CHECK(out == NULL);
+    /* from_padded read int64 lengths through a double: INT64_MAX came back
+     * out of range (undefined), and 2^53 + 1 as 2^53 */
+    int64_t ps[3] = {2, 3, 1}, bad_len[2] = {1, INT64_MAX}, two = 2;
+    jag_tensor *padded = NULL, *pl = NULL;
+    CHECK_OK(jag_zeros(ps, 3, JAG_FLOAT32, &padded));
+    CHECK_OK(jag_from_data(bad_len, &two, 1, JAG_INT64, &pl));
+    CHECK_ERR(jag_nested_from_padded(padded, pl, &out), JAG_EINVAL, "entry 1 is 9223372036854775807, expected 0..3");
+    CHECK(out == NULL);
+    jag_release(padded), jag_release(pl);
+    /* an empty tensor whose other sizes multiply past int64: its strides
+     * overflowed (and printing it computed offsets from them) */
+    int64_t huge[3] = {(int64_t)1 << 40, 0, (int64_t)1 << 40}, small[2] = {3, 0};
+    jag_tensor *e = NULL;
+    CHECK_ERR(jag_empty(huge, 3, JAG_FLOAT32, &e), JAG_EOVERFLOW, "overflows int64");
+    CHECK_OK(jag_empty(small, 2, JAG_FLOAT32, &e));
+    char text[128];
+    jag_format(e, text, sizeof text);
+    CHECK(strcmp(text, "tensor([], dtype=float32, size=[3, 0])") == 0);
+    jag_release(e), jag_release(buf), jag_release(sz), jag_release(sd), jag_release(so), jag_release(nt);
+    release_all(items, 2);
+}
+
+TEST_MAIN(test_fuzz_regressions, test_shared_lengths_different_offsets, test_review_edge_cases, test_from_list_jagged, test_from_list_strided, test_from_list_errors, test_from_jagged_view_and_validation,
           test_holes, test_padding_round_trip, test_layout_conversion, test_unary_pointwise, test_binary_nested_nested,
           test_binary_nested_dense, test_jagged_mm_linear, test_strided_bmm_transpose, test_non_ragged_dims,
           test_unsupported_and_fallback, test_like_factories_and_clone, test_printing, test_flatten_unflatten,

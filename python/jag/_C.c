@@ -1100,6 +1100,10 @@ static struct PyModuleDef moduledef = {
     NULL, NULL, NULL, NULL,
 };
 
+/* jag._C._save / _load (_io.c) */
+int jag_py_io_init(PyObject *module, PyObject *(*wrap)(jag_tensor *), jag_tensor *(*get)(PyObject *, const char *),
+                   PyObject *(*raise)(jag_status));
+
 PyMODINIT_FUNC PyInit__C(void) {
     TensorBase_Type.tp_as_buffer = &jagpy_buffer_procs;
     if (PyType_Ready(&TensorBase_Type) < 0) return NULL;
@@ -1124,7 +1128,8 @@ PyMODINIT_FUNC PyInit__C(void) {
     ADD_INT("DENSE", JAG_DENSE);
     ADD_INT("JAGGED", JAG_JAGGED);
     ADD_INT("STRIDED", JAG_STRIDED);
-    if (PyModule_AddStringConstant(m, "VERSION", JAG_VERSION_STRING) < 0) {
+    if (jag_py_io_init(m, wrap, get_tensor, raise_status) < 0 ||
+        PyModule_AddStringConstant(m, "VERSION", JAG_VERSION_STRING) < 0) {
         Py_DECREF(m);
         return NULL;
     }

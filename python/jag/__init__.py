@@ -1232,5 +1232,6 @@ def is_grad_enabled():
 
 from . import autograd, nested, nn, library, ops  # noqa: E402,F401
 from .compiler import compile, trace  # noqa: E402,F401
+from .serialization import load, save  # noqa: E402,F401
 
 del _n

@@ -74,7 +74,8 @@ size_t jag_format(const jag_tensor *x, char *buf, size_t cap) {
         return t.len;
     }
     put(&t, "tensor(");
-    put_dim(&t, x, 0, 0, 7);
+    if (jag__numel(x->sizes, x->ndim) == 0) put(&t, "[]"); /* no element: no offsets to compute */
+    else put_dim(&t, x, 0, 0, 7);
     put(&t, ", dtype=%s, size=%s)", jag_dtype_name(x->dtype), shape);
     return t.len;
 }

@@ -32,7 +32,9 @@ void jag__contiguous_strides(const int64_t *sizes, int ndim, int64_t *strides) {
     int64_t s = 1;
     for (int d = ndim - 1; d >= 0; d--) {
         strides[d] = s;
-        s *= sizes[d] > 1 ? sizes[d] : 1;
+        /* an empty tensor may have other sizes whose product overflows:
+         * its strides are never used to reach an element, so saturate */
+        if (__builtin_mul_overflow(s, sizes[d] > 1 ? sizes[d] : 1, &s)) s = INT64_MAX;
     }
 }
 
@@ -45,12 +47,14 @@ jag_status jag__check_shape(const char *op, const int64_t *sizes, int ndim, jag_
         return jag__error(JAG_EINVAL, "%s: argument 'ndim' is %d, expected 0..%d", op, ndim, JAG_MAX_DIMS);
     if (ndim > 0 && !sizes)
         return jag__error(JAG_EINVAL, "%s: argument 'sizes' is NULL, expected %d sizes", op, ndim);
-    int64_t numel = 1;
+    int64_t numel = 1, extent = 1;
     for (int d = 0; d < ndim; d++) {
         if (sizes[d] < 0)
             return jag__error(JAG_EINVAL, "%s: argument 'sizes' has %lld at dim %d, expected a size >= 0",
                               op, (long long)sizes[d], d);
-        if (!jag__mul_ok(numel, sizes[d], &numel))
+        /* the product of the non-zero sizes must fit too: strides and
+         * offsets of an empty tensor are computed from them */
+        if (!jag__mul_ok(numel, sizes[d], &numel) || !jag__mul_ok(extent, sizes[d] ? sizes[d] : 1, &extent))
             return jag__error(JAG_EOVERFLOW, "%s: argument 'sizes': the element count overflows int64", op);
     }
     int64_t bytes;

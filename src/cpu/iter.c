@@ -19,6 +19,11 @@ void jag__iter_init(jag_iter *it, const int64_t *sizes, int ndim, int nops, char
     it->nops = nops;
     it->numel = jag__numel(sizes, ndim);
     for (int k = 0; k < nops; k++) it->base[k] = base[k];
+    if (it->numel == 0) { /* nothing to visit; the strides of an empty view may be
+                           * anything, so do not compute with them (fuzz regression) */
+        it->ndim = 0;
+        return;
+    }
     /* Drop size-1 dims, converting strides to bytes. */
     int n = 0;
     for (int d = 0; d < ndim; d++) {

@@ -79,22 +79,37 @@ static jag_status nested_unflatten(const jag_subclass *cls, jag_tensor *const *i
     const jag_tensor *buf = inner[0], *sz = inner[1], *sd = inner[2], *so = inner[3];
     if (buf->ndim != 1 || sz->dtype != JAG_INT64 || sd->dtype != JAG_INT64 || so->dtype != JAG_INT64 ||
         sz->ndim != 2 || sd->ndim != 2 || so->ndim != 1 || sz->sizes[0] != so->sizes[0] ||
-        sd->sizes[0] != sz->sizes[0] || sd->sizes[1] != sz->sizes[1] || sz->sizes[1] + 1 > JAG_MAX_DIMS ||
+        sd->sizes[0] != sz->sizes[0] || sd->sizes[1] != sz->sizes[1] || sz->sizes[1] < 1 || sz->sizes[1] + 1 > JAG_MAX_DIMS ||
         !jag_is_contiguous(sz) || !jag_is_contiguous(sd) || !jag_is_contiguous(so))
-        return jag__error(JAG_EINVAL, "nested unflatten: strided inner tensors must be a 1-d buffer and contiguous int64 tables (B, n), (B, n), (B)");
+        return jag__error(JAG_EINVAL, "nested unflatten: strided inner tensors must be a 1-d buffer and contiguous int64 tables (B, n), (B, n), (B) with 1 <= n < %d",
+                          JAG_MAX_DIMS);
+    /* components address the buffer's storage from its offset with the
+     * tables' strides: the buffer itself must be dense */
+    if (buf->strides[0] != 1 && buf->sizes[0] > 1)
+        return jag__error(JAG_EINVAL, "nested unflatten: the strided buffer has stride %lld, expected 1",
+                          (long long)buf->strides[0]);
     if (readable(sz) && readable(sd) && readable(so)) { /* every component inside the buffer */
         int nd = (int)sz->sizes[1];
         for (int64_t b = 0; b < sz->sizes[0]; b++) {
-            int64_t lo = i64(so)[b], hi = lo;
-            bool empty = false;
+            int64_t lo = i64(so)[b], hi = lo, count = 1;
+            bool empty = false, overflow = false;
+            if (lo < 0 || lo > buf->sizes[0])
+                return jag__error(JAG_EINVAL, "nested unflatten: component %lld has storage offset %lld, expected 0..%lld",
+                                  (long long)b, (long long)lo, (long long)buf->sizes[0]);
             for (int d = 0; d < nd; d++) {
-                int64_t size = i64(sz)[b * nd + d], stride = i64(sd)[b * nd + d];
+                int64_t size = i64(sz)[b * nd + d], stride = i64(sd)[b * nd + d], step;
                 if (size < 0 || stride < 0)
                     return jag__error(JAG_EINVAL, "nested unflatten: component %lld has a negative size or stride", (long long)b);
+                /* stride 0 lets a component have more elements than the
+                 * buffer: their count (and its non-zero sizes') must fit */
+                if (__builtin_mul_overflow(count, size ? size : 1, &count))
+                    return jag__error(JAG_EOVERFLOW, "nested unflatten: component %lld has sizes whose product overflows int64",
+                                      (long long)b);
                 if (size == 0) empty = true;
-                else hi += (size - 1) * stride;
+                else if (__builtin_mul_overflow(size - 1, stride, &step) || __builtin_add_overflow(hi, step, &hi))
+                    overflow = true; /* sizes and strides from user input: checked (fuzz regression) */
             }
-            if (!empty && (lo < 0 || hi >= buf->sizes[0]))
+            if (!empty && (overflow || hi >= buf->sizes[0]))
                 return jag__error(JAG_EINVAL, "nested unflatten: component %lld reaches outside the buffer", (long long)b);
         }
     }
@@ -735,9 +750,10 @@ jag_status jag__nested_from_padded(const jag_tensor *padded, const jag_tensor *l
     if (!items) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
     jag_status st = JAG_OK;
     for (int64_t b = 0; b < batch && !st; b++) {
-        double lv;
-        jag_item_at(lengths, &b, &lv);
-        int64_t l = (int64_t)lv;
+        /* read exactly: through a double, int64 entries near 2^63 converted
+         * back out of range (fuzz regression) */
+        const char *lp = jag__ptr(lengths) + b * lengths->strides[0] * (int64_t)jag_dtype_size(lengths->dtype);
+        int64_t l = lengths->dtype == JAG_INT64 ? *(const int64_t *)lp : *(const int32_t *)lp;
         if (l < 0 || l > maxlen) {
             st = jag__error(JAG_EINVAL, "%s: argument 'lengths' entry %lld is %lld, expected 0..%lld", op, (long long)b,
                             (long long)l, (long long)maxlen);

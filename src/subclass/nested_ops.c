@@ -107,6 +107,10 @@ static jag_status pointwise_jagged(jag_op_id op, const jag_value *args, int narg
     jag_status st = JAG_OK;
     for (int i = 0; i < nargs && !st; i++) {
         r.args[i] = args[i];
+        if (args[i].kind == JAG_VAL_TENSORS) { /* would come back here for ever (fuzz regression) */
+            st = jag__error(JAG_EINVAL, "%s: %s is a tensor list, expected a tensor or a scalar", info->api_name, arg_label(i));
+            break;
+        }
         if (args[i].kind != JAG_VAL_TENSOR) continue;
         const jag_tensor *t = args[i].u.t;
         nested_state *s = jag__nested(t);
@@ -563,7 +567,8 @@ static jag_status norm_on_values(jag_op_id op, const jag_value *args, int nargs,
  * indices, wrapped with the indices' structure: (B, j) -> (B, j, D) */
 static jag_status embedding_nested(const jag_value *args, int nargs, nested_state *lead, jag_tensor **outs) {
     const jag_op_info *info = &jag__ops[JAG_OP_embedding];
-    if (args[0].kind != JAG_VAL_TENSOR || jag__nested(args[0].u.t) || jag__nested(args[1].u.t) != lead)
+    if (args[0].kind != JAG_VAL_TENSOR || jag__nested(args[0].u.t) || args[1].kind != JAG_VAL_TENSOR ||
+        jag__nested(args[1].u.t) != lead) /* (checking kinds first: fuzz regression) */
         return not_supported(info, JAG_JAGGED, "the weight must be dense and the indices nested");
     jag_value a[] = {args[0], jag__v_tensor(lead->values)};
     jag_tensor *res = NULL;
