@@ -491,6 +491,9 @@ class Tensor(_C.TensorBase):
     def amax(self, dim=None, keepdim=False):
         return amax(self, dim, keepdim)
 
+    def logsumexp(self, dim=None, keepdim=False):
+        return logsumexp(self, dim, keepdim)
+
     def amin(self, dim=None, keepdim=False):
         return amin(self, dim, keepdim)
 
@@ -1040,6 +1043,7 @@ mean = _make_reduction("mean")
 prod = _make_reduction("prod")
 amax = _make_reduction("amax")
 amin = _make_reduction("amin")
+logsumexp = _make_reduction("logsumexp")
 
 
 def var(input, dim=None, correction=1, keepdim=False, unbiased=None):

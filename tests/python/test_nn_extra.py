@@ -162,7 +162,7 @@ def test_sdpa_dense_against_numpy():
     out = F.scaled_dot_product_attention(f64(q), f64(k[:, :, :4]), f64(v[:, :, :4]), is_causal=True, scale=0.3)
     np.testing.assert_allclose(out.numpy(), np_attention(q, k[:, :, :4], v[:, :, :4], True, 0.3), rtol=1e-10,
                                atol=1e-12)
-    with pytest.raises(NotImplementedError):
+    with pytest.raises(ValueError, match="does not broadcast"):  # a mask shaped like q, not like the scores
         F.scaled_dot_product_attention(f64(q), f64(k), f64(v), attn_mask=f64(q))
 
 
@@ -228,3 +228,31 @@ def test_embedding_bag_weights_and_errors():
         F.embedding_bag(jag.tensor(idx), f64(w), [0], mode="mean", per_sample_weights=f64(psw))
     with pytest.raises(ValueError):
         F.embedding_bag(jag.tensor([0, 9]), f64(w), [0])  # index out of range
+
+
+def test_logsumexp_against_numpy():
+    x = jag.randn(3, 5, dtype=jag.float64)
+    np.testing.assert_allclose(jag.logsumexp(x, 1).numpy(), np.log(np.exp(x.numpy()).sum(1)), rtol=1e-12)
+    np.testing.assert_allclose(x.logsumexp(0, keepdim=True).numpy(), np.log(np.exp(x.numpy()).sum(0, keepdims=True)),
+                               rtol=1e-12)
+
+
+def _ref_attention(q, k, v, add):
+    s = q @ k.transpose(0, 1, 3, 2) / np.sqrt(q.shape[-1]) + add
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
+def test_attention_masks_bool_and_float():
+    rng = np.random.default_rng(0)
+    q, k, v = (jag.tensor(rng.standard_normal(s)) for s in ((2, 2, 4, 8), (2, 2, 6, 8), (2, 2, 6, 8)))
+    m = jag.tensor(rng.random((2, 1, 4, 6)) > 0.3)
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=m)
+    want = _ref_attention(q.numpy(), k.numpy(), v.numpy(), np.where(m.numpy(), 0, -np.inf))
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-10, atol=1e-12)
+    fm = jag.tensor(rng.standard_normal((2, 2, 4, 6)))
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=fm)
+    np.testing.assert_allclose(out.numpy(), _ref_attention(q.numpy(), k.numpy(), v.numpy(), fm.numpy()),
+                               rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError):
+        F.scaled_dot_product_attention(q, k, v, attn_mask=jag.randn(3, 3, dtype=jag.float64))

@@ -109,15 +109,20 @@ def mse_loss(input, target, reduction="mean"):
 
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
-    """softmax(q k^T * scale [causal]) v for dense (B, H, L, D) or jagged
-    (B, j, H, D) inputs (per-item lengths; grouped-query heads allowed).
-    scale None: 1/sqrt(D)."""
-    if attn_mask is not None:
-        raise NotImplementedError("scaled_dot_product_attention: attn_mask is not supported; use is_causal")
+    """softmax(q k^T * scale + attn_mask [causal]) v for dense (B, H, L, D)
+    or jagged (B, j, H, D) inputs (per-item lengths; grouped-query heads
+    allowed). attn_mask: additive float, or bool (True takes part), dense and
+    broadcast to (B, H, Lq, Lk) for dense inputs, a strided nested tensor of
+    (Lq_b, Lk_b) per item for jagged ones. scale None: 1/sqrt(D)."""
     if dropout_p:
         raise NotImplementedError("scaled_dot_product_attention: dropout_p must be 0")
-    out, _ = _op("scaled_dot_product_attention", query, key, value, _builtins.bool(is_causal),
-                 0.0 if scale is None else _builtins.float(scale))
+    sc = 0.0 if scale is None else _builtins.float(scale)
+    if attn_mask is None:
+        out, _ = _op("scaled_dot_product_attention", query, key, value, _builtins.bool(is_causal), sc)
+        return out
+    if attn_mask.dtype is _jag.bool:  # True: take part, as torch
+        attn_mask = _jag.where(attn_mask, 0.0, float("-inf")).to(query.dtype)
+    out, _ = _op("scaled_dot_product_attention_masked", query, key, value, attn_mask, _builtins.bool(is_causal), sc)
     return out
 
 
