@@ -48,7 +48,7 @@ memcheck: setup
 # for FUZZ_SECONDS on its seed corpus fuzz/corpus/<target>/ (new inputs go
 # to build-fuzz/corpus/, crashes to build-fuzz/artifacts/). See docs/FUZZING.md.
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS ?= fuzz_load fuzz_nested fuzz_ops
+FUZZ_TARGETS ?= fuzz_load fuzz_nested fuzz_ops fuzz_program
 fuzz: setup
 	@scripts/fuzz_setup.sh
 	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_C_FLAGS_DEBUG=-O1 -g" \
