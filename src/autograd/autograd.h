@@ -51,6 +51,9 @@ jag_status jag__d_jagged_ragged(const jag_grad_ctx *c, jag_tensor *const *grad_o
                                 bool *handled);
 /* The rule of sdpa (src/dispatch/attention_op.c). */
 jag_status jag__d_sdpa(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);
+/* *slot += g through the add op (g borrowed; a new reference when the slot
+ * is empty): the gradient sum of the engine and of the grad pass. */
+jag_status jag__grad_accumulate(jag_tensor **slot, jag_tensor *g);
 jag_status jag__d_varlen_attention(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);
 jag_status jag__d_ragged_reduce(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);
 jag_status jag__d_to_padded(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);

@@ -507,7 +507,7 @@ static bool same_shape(const jag_tensor *a, const jag_tensor *b) {
 }
 
 /* slot += g (a new tensor when the slot is empty) */
-static jag_status accumulate(jag_tensor **slot, jag_tensor *g) {
+jag_status jag__grad_accumulate(jag_tensor **slot, jag_tensor *g) {
     if (!*slot) {
         *slot = jag_retain(g);
         return JAG_OK;
@@ -566,7 +566,7 @@ static jag_status run_node(jag_node *n, node_list *pending_leaves) {
                             jag_dtype_name(in->dtype), jag__shape_str(in->sizes, in->ndim, b, sizeof b));
             break;
         }
-        st = accumulate(&n->edges[k].node->slots[n->edges[k].slot], grads[k]);
+        st = jag__grad_accumulate(&n->edges[k].node->slots[n->edges[k].slot], grads[k]);
     }
     for (int k = 0; k < n->n_inputs; k++) jag_release(grads[k]);
     for (int i = 0; i < 4; i++) jag_release(n->slots[i]), n->slots[i] = NULL;
@@ -623,7 +623,7 @@ jag_status jag_backward(const jag_tensor *root, const jag_tensor *grad, bool ret
         else tmp_acc->leaf = jag_retain((jag_tensor *)root), tmp_acc->n_out = 1, rootn = tmp_acc;
     }
     if (!st) st = collect(rootn, &all);
-    if (!st) st = accumulate(&rootn->slots[root->grad_fn ? root->output_nr : 0], seed);
+    if (!st) st = jag__grad_accumulate(&rootn->slots[root->grad_fn ? root->output_nr : 0], seed);
     /* Kahn's algorithm: a node runs once every node feeding it has run */
     node_list ready = {0};
     if (!st && !list_push(&ready, rootn)) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);

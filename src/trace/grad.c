@@ -9,20 +9,6 @@
 
 jag_status jag__trace_record_ctor(jag_trace *t, jag_tensor **p);
 
-/* gr[v] += g (g borrowed) */
-static jag_status accumulate(jag_tensor **slot, jag_tensor *g) {
-    if (!*slot) {
-        *slot = jag_retain(g);
-        return JAG_OK;
-    }
-    jag_tensor *sum = NULL;
-    jag_value a[] = {jag__v_tensor(*slot), jag__v_tensor(g), jag__v_double(1.0)};
-    jag_status st = jag__dispatch(JAG_OP_add, a, 3, &sum);
-    if (st) return st;
-    jag_release(*slot);
-    *slot = sum;
-    return JAG_OK;
-}
 
 static jag_status zeros_like(const jag_tensor *p, jag_tensor **out) { return jag__trace_full_like(p, 0.0, out); }
 
@@ -130,7 +116,7 @@ static jag_status grad_op(jag_trace *g, const jag_sym *s, jag_tensor **gr) {
     for (int k = 0; !st && k < n_in; k++) {
         if (!gin[k] || !needs[k]) continue;
         int v = jag__trace_var(g, jag__sym_input(s, k));
-        st = accumulate(&gr[v], gin[k]);
+        st = jag__grad_accumulate(&gr[v], gin[k]);
     }
 done:
     for (int i = 0; i < 4; i++) jag_release(gout[i]);
@@ -161,7 +147,7 @@ static jag_status grad_flatten(jag_trace *g, const jag_sym *s, jag_tensor **gr) 
     jag_tensor *gx = NULL;
     if (!st) st = jag__proxy_unflatten(s->cls, inner, s->n_out, &s->meta, &gx);
     if (!st) st = jag__trace_record_ctor(g, &gx);
-    if (!st) st = accumulate(&gr[jag__trace_var(g, x)], gx);
+    if (!st) st = jag__grad_accumulate(&gr[jag__trace_var(g, x)], gx);
     jag_release(gx);
     for (int k = 0; k < s->n_out; k++) jag_release(inner[k]);
     return st;
@@ -197,7 +183,7 @@ static jag_status grad_pass(const jag_trace *t, jag_trace **out) {
         if (!t->vars[o].requires_grad) continue;
         jag_tensor *c = NULL;
         st = add_cotangent(g, o, &c);
-        if (!st) st = accumulate(&gr[o], c);
+        if (!st) st = jag__grad_accumulate(&gr[o], c);
         jag_release(c);
     }
     for (int i = n_orig_syms - 1; !st && i >= 0; i--) {
