@@ -106,6 +106,14 @@ static void test_bad_offsets_refused(void) {
                         {.kind = JAG_VAL_NONE}, {.kind = JAG_VAL_BOOL, .u.b = false}, {.kind = JAG_VAL_DOUBLE, .u.d = 0}};
     CHECK_ERR(jag_op_call(op_id("varlen_attention"), at9, 9, outs), JAG_EINVAL, "do not fit the 3 rows");
     CHECK(outs[0] == NULL && outs[1] == NULL);
+    jag_tensor *empty = NULL; /* no offsets at all: not even B = 0 */
+    CHECK_OK(jag_empty((int64_t[]){0}, 1, JAG_INT64, &empty));
+    at9[3].u.t = empty, at9[5].u.t = empty;
+    CHECK_ERR(jag_op_call(op_id("varlen_attention"), at9, 9, outs), JAG_EINVAL, "'q_offsets' must be int64 of shape (B+1)");
+    a[1].u.t = empty, a[3].u.i = 0;
+    CHECK_ERR(jag_op_call(op_id("ragged_reduce"), a, 7, &out), JAG_EINVAL, "'offsets' must be int64 of shape (B+1)");
+    CHECK(outs[0] == NULL && outs[1] == NULL && out == NULL);
+    jag_release(empty);
     jag_release(q), jag_release(values), jag_release(past), jag_release(down);
 }
 

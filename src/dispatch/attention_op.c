@@ -498,6 +498,8 @@ static jag_status varlen_parse(const char *op, const jag_value *args, int nargs,
                               jag__shape_str(r->t[i]->sizes, r->t[i]->ndim, b1, sizeof b1));
     const jag_tensor *ix[4] = {r->qo, r->ql, r->ko, r->kl};
     static const char *ixn[4] = {"q_offsets", "q_lengths", "k_offsets", "k_lengths"};
+    if (r->qo->ndim != 1 || r->qo->sizes[0] < 1)
+        return jag__error(JAG_EINVAL, "%s: argument 'q_offsets' must be int64 of shape (B+1), B >= 0", op);
     int64_t B = r->qo->sizes[0] - 1;
     for (int i = 0; i < 4; i++) {
         if (!ix[i]) continue;
