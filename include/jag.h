@@ -467,7 +467,28 @@ jag_status jag_chunk(const jag_tensor *x, int chunks, int dim, jag_tensor **outs
 
 /* Every op — built in or defined at run time — has an id in one table. The
  * boxed calling convention below lets one piece of code (a subclass handler,
- * a fallback, a custom op's kernel) call any op. */
+ * a fallback, a custom op's kernel) call any op.
+ *
+ * A few built-in ops have no jag_<name> function: they are what nested ops
+ * become in a traced program, and are called by name (jag_op_find) when
+ * needed. Arguments in order:
+ *   ragged_reduce (values (R, D...), offsets int64 (B+1), lengths (B) or
+ *     none, kind int, mask int, correction int, keepdim bool) -> (B, kept
+ *     D...): a reduction over each component's rows [offsets[b], offsets[b]
+ *     + length b) and the values dims in `mask` (bit d: dim d >= 1); kind 0
+ *     sum, 1 mean, 2 amax, 3 amin, 4 logsumexp, 5 var, 6 std.
+ *   ragged_reduce_backward (values, offsets, lengths, y or none, g, kind,
+ *     mask, correction, keepdim) -> the values' gradient (0 in holes).
+ *   varlen_attention (q (Rq, Hq, Dh), k, v (Rk, Hk, Dh), q_offsets,
+ *     q_lengths or none, k_offsets, k_lengths or none, causal bool, scale
+ *     double, <= 0 for 1/sqrt(Dh)) -> (out (Rq, Hq, Dh), lse (Rq, Hq)).
+ *   varlen_attention_backward (q, k, v, out, grad_out, lse, the four index
+ *     tensors, causal, scale) -> (dq, dk, dv).
+ *   scatter_add (x, dim int, index, src) -> x with src added at index along
+ *     dim (gather's adjoint; index shaped like src).
+ *   full (sizes ints, value double, dtype int), full_like (x, value).
+ * Offsets, lengths and indices are checked against the rows they index:
+ * JAG_EINVAL / JAG_ERANGE naming the component or index, nothing written. */
 typedef int jag_op_id;
 
 typedef enum jag_value_kind {
