@@ -656,6 +656,15 @@ const char *jag_op_schema(jag_op_id op);
  *              and int64 tables `nested_sizes` (B, n), `nested_strides`
  *              (B, n) and `storage_offsets` (B).
  *
+ * A jagged tensor's ragged dim is outer dim 1 when made; jag_transpose
+ * moves it (the ragged_idx of PyTorch): the transpose (B, H, j, D) of
+ * (B, j, H, D) shares its values (sum L_i, H, D) and offsets, and its
+ * components are (H, L_i, D). Ops whose meaning depends only on the dims
+ * they name (pointwise, matmul/linear on a non-ragged last dim, reductions,
+ * softmax, norms over dims after the ragged one, narrow, select,
+ * index_select, attention) take such tensors; others are JAG_ENOTIMPL until
+ * the ragged dim is transposed back to dim 1.
+ *
  * The outer shape has -1 for a dim whose size differs between components
  * (jag_size returns -1 there; jag_numel returns -1). Offsets are shared,
  * refcounted tensors: ops re-wrap their results around the same offsets, and
@@ -728,6 +737,9 @@ jag_status jag_nested_seq_lengths(const jag_tensor *nt, jag_tensor **out);
 /* The id of the ragged dim's symbol: nested tensors with matching raggedness
  * share it; it prints as "j<id>". */
 int64_t jag_nested_ragged_id(const jag_tensor *nt);
+/* Which outer dim of a jagged tensor is ragged (1 unless a transpose moved
+ * it); 0 for a strided nested tensor, -1 for a plain one. */
+int jag_nested_ragged_idx(const jag_tensor *nt);
 
 /* Tensors shaped like x (dense or nested; nested results share x's offsets).
  * rand/randn use `g` (NULL: the thread's default generator). */
@@ -856,7 +868,9 @@ jag_status jag_dropout(const jag_tensor *x, double p, bool train, jag_generator 
 /* Scaled dot-product attention, softmax(q k^T * scale [causal]) v, for
  *   dense q (B, Hq, Lq, Dh), k and v (B, Hk, Lk, Dh), or
  *   jagged nested q (B, jq, Hq, Dh), k and v (B, jk, Hk, Dh), where every
- *   item may have its own query and key lengths (k and v share raggedness).
+ *   item may have its own query and key lengths (k and v share raggedness),
+ *   or all three in torch's layout (B, Hq, jq, Dh), (B, Hk, jk, Dh): their
+ *   transposes (jag_transpose(x, 1, 2), no copy); the output then has it too.
  * Hq must be a multiple of Hk (grouped-query / multi-query attention).
  * scale <= 0 or NaN means 1/sqrt(Dh). causal: query i sees keys j <= i
  * (top-left aligned, as torch). The (L, L) score matrix is never built: an

@@ -512,6 +512,13 @@ static PyObject *Tensor_ragged_id(TensorObject *self, PyObject *u) {
     return PyLong_FromLongLong((long long)jag_nested_ragged_id(t));
 }
 
+static PyObject *Tensor_ragged_idx(TensorObject *self, PyObject *u) {
+    (void)u;
+    SELF_T(self);
+    if (jag_tensor_layout(t) != JAG_JAGGED) Py_RETURN_NONE;
+    return PyLong_FromLong(jag_nested_ragged_idx(t));
+}
+
 static PyObject *Tensor_to_layout(TensorObject *self, PyObject *arg) {
     SELF_T(self);
     long l = PyLong_AsLong(arg);
@@ -559,6 +566,7 @@ static PyMethodDef Tensor_methods[] = {
     {"_buffer", (PyCFunction)Tensor_buffer, METH_NOARGS, NULL},
     {"_unbind_nested", (PyCFunction)Tensor_unbind_nested, METH_NOARGS, NULL},
     {"_ragged_id", (PyCFunction)Tensor_ragged_id, METH_NOARGS, NULL},
+    {"_ragged_idx_of", (PyCFunction)Tensor_ragged_idx, METH_NOARGS, NULL},
     {"_to_layout", (PyCFunction)Tensor_to_layout, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };

@@ -464,6 +464,12 @@ class Tensor(_C.TensorBase):
     def offsets(self):
         return self._offsets()
 
+    @property
+    def _ragged_idx(self):
+        """The ragged dim of a jagged tensor (torch's NJT ``_ragged_idx``):
+        1, or where a transpose moved it; None for other tensors."""
+        return self._ragged_idx_of()
+
     def lengths(self):
         return self._lengths()
 

@@ -49,6 +49,30 @@ jag_status jag__d_nested_from_jagged(const jag_grad_ctx *c, jag_tensor *const *g
  * one (derivatives_nested.c). */
 jag_status jag__d_jagged_ragged(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in,
                                 bool *handled);
+/* A derivative's context with its jagged tensors whose ragged dim is not 1
+ * in canonical form (see src/subclass/ragged_idx.c): args, outputs and
+ * output gradients relabelled to ragged dim 1 (dims relabelled too; a
+ * component picked by select back in canonical order), so that the rules
+ * written for dim 1 apply. Input gradients then get the inputs' ragged dim
+ * back (jag__nested_relabel). Free with jag__canonical_grad_ctx_free. */
+typedef struct jag_canonical_ctx {
+    jag_grad_ctx ctx;
+    jag_value args[16];
+    jag_tensor *outputs[4], *go[4];
+    jag_tensor *temps[16];
+    int n_temps;
+    int64_t lists[JAG_MAX_DIMS];
+} jag_canonical_ctx;
+jag_status jag__canonical_grad_ctx(const jag_grad_ctx *c, jag_tensor *const *go, jag_canonical_ctx *cc);
+void jag__canonical_grad_ctx_free(jag_canonical_ctx *cc);
+/* fn(canonical context, data), then each jagged input's gradient relabelled
+ * back to that input's ragged dim. */
+jag_status jag__grad_on_canonical(const jag_grad_ctx *c, jag_tensor *const *go, jag_tensor **gi,
+                                  jag_status (*fn)(const jag_grad_ctx *, jag_tensor *const *, jag_tensor **, void *),
+                                  void *data);
+/* Whether a derivative context holds a jagged tensor whose ragged dim is
+ * not 1. */
+bool jag__grad_ctx_moved(const jag_grad_ctx *c);
 /* The rule of sdpa (src/dispatch/attention_op.c). */
 jag_status jag__d_sdpa(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);
 /* *slot += g through the add op (g borrowed; a new reference when the slot

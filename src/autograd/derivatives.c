@@ -405,6 +405,12 @@ static jag_tensor *sum_to_p(pool *p, const jag_tensor *g, const jag_tensor *like
     if (!gs && !ls) return sum_to_shape(p, g, like->sizes, like->ndim);
     if (!gs) return fail(p, jag__error(JAG_EINTERNAL, "jag__sum_to: a dense gradient for a nested tensor"));
     if (!ls) {
+        if (gs->layout == JAG_JAGGED && gs->ragged_idx != 1) { /* like lined up with the canonical form */
+            jag_tensor *lc = NULL;
+            jag_status st = jag__dense_to_canonical("jag__sum_to", 1, like, g->ndim, gs->ragged_idx, &lc);
+            if (!take(p, st, lc)) return NULL;
+            return RESHAPE(sum_to_jagged_dense(p, gs, g->ndim, lc), like->sizes, like->ndim);
+        }
         if (gs->layout == JAG_JAGGED) return sum_to_jagged_dense(p, gs, g->ndim, like);
         return sum_to_strided_dense(p, g, like);
     }
@@ -1012,23 +1018,6 @@ RULE(cat) {
 
 /* ---- nested inputs for non-pointwise rules ------------------------------- */
 
-/* Which int arguments of an op are dims of x (bit i: argument i) and which
- * argument is a dim list: the nested handler's table, for shifting outer
- * dims to the dims of a component / of the values (one less). */
-static void dim_args(jag_op_id op, unsigned *bits, int *list) {
-    *bits = 0, *list = -1;
-    switch (op) {
-    case JAG_OP_transpose: *bits = 0x6; break;
-    case JAG_OP_narrow: case JAG_OP_select: case JAG_OP_unsqueeze: case JAG_OP_squeeze:
-    case JAG_OP_max_dim: case JAG_OP_min_dim: case JAG_OP_argmax: case JAG_OP_argmin:
-    case JAG_OP_softmax: case JAG_OP_log_softmax: case JAG_OP_index_select: case JAG_OP_gather:
-    case JAG_OP_cat: *bits = 0x2; break;
-    case JAG_OP_sum: case JAG_OP_mean: case JAG_OP_prod: case JAG_OP_amax: case JAG_OP_amin:
-    case JAG_OP_max: case JAG_OP_min: case JAG_OP_var: case JAG_OP_std: case JAG_OP_logsumexp: *list = 1; break;
-    default: break;
-    }
-}
-
 #define MAX_ARGS 16
 
 /* c's arguments with dims shifted for components/values; `jagged` also
@@ -1037,7 +1026,7 @@ static void dim_args(jag_op_id op, unsigned *bits, int *list) {
 static jag_status shift_dims(const jag_grad_ctx *c, int outer_ndim, bool jagged, jag_value *a, int64_t *lists) {
     unsigned bits;
     int list;
-    dim_args(c->op, &bits, &list);
+    jag__nested_dim_args(c->op, &bits, &list);
     for (int i = 0; i < c->nargs; i++) {
         int n = i == list ? c->args[i].u.ints.n : (bits >> i & 1) ? 1 : 0;
         if (i == list && n == 0)
@@ -1073,11 +1062,31 @@ static const jag_tensor *first_nested(const jag_grad_ctx *c, int *arg) {
     return NULL;
 }
 
+static jag_status on_values(const jag_grad_ctx *c, jag_tensor *const *go, jag_tensor **gi, rule_fn rule);
+
+/* transpose that moved the ragged dim: the gradient is the output's
+ * gradient transposed back (the nested handler moves it again). */
+static jag_status transpose_back(const jag_grad_ctx *c, jag_tensor *const *go, jag_tensor **gi) {
+    if (!c->needs[0]) return JAG_OK;
+    jag_value a[] = {jag__v_tensor(go[0]), c->args[1], c->args[2]};
+    return jag__dispatch(JAG_OP_transpose, a, 3, &gi[0]);
+}
+
+/* on_values through jag__grad_on_canonical */
+static jag_status on_values_fn(const jag_grad_ctx *c, jag_tensor *const *go, jag_tensor **gi, void *rule) {
+    return on_values(c, go, gi, *(rule_fn *)rule);
+}
+
 /* Jagged: the forward ran as one op on the packed values (transpose,
  * narrow, sum, mean over non-ragged dims; mm / linear with a nested first
  * argument), so the dense rule runs on the values and each nested input's
  * gradient is re-wrapped around its offsets. */
 static jag_status on_values(const jag_grad_ctx *c, jag_tensor *const *go, jag_tensor **gi, rule_fn rule) {
+    if (c->op == JAG_OP_transpose && c->args[0].kind == JAG_VAL_TENSOR && jag__nested(c->args[0].u.t) &&
+        (jag__grad_ctx_moved(c) || jag__is_ragged_dim(&c->args[1], c->args[0].u.t->ndim) ||
+         jag__is_ragged_dim(&c->args[2], c->args[0].u.t->ndim)))
+        return transpose_back(c, go, gi); /* the ragged dim moved */
+    if (jag__grad_ctx_moved(c)) return jag__grad_on_canonical(c, go, gi, on_values_fn, &rule);
     bool handled = false;
     jag_status hs = jag__d_jagged_ragged(c, go, gi, &handled); /* along the ragged dim */
     if (handled) return hs;

@@ -400,3 +400,74 @@ jag_status jag__d_ragged_reduce(const jag_grad_ctx *c, jag_tensor *const *grad_o
                       c->args[3], c->args[4], c->args[5], c->args[6]};
     return jag__dispatch(JAG_OP_ragged_reduce_backward, a, 9, &grad_in[0]);
 }
+
+/* ---- jagged tensors whose ragged dim is not 1 (see ragged_idx.c) -------- */
+
+jag_status jag__canonical_grad_ctx(const jag_grad_ctx *c, jag_tensor *const *go, jag_canonical_ctx *cc) {
+    memset(cc, 0, sizeof *cc);
+    const jag_tensor *lead = NULL;
+    for (int i = 0; i < c->nargs && !lead; i++)
+        if (c->args[i].kind == JAG_VAL_TENSOR && jag__nested_ragged_idx(c->args[i].u.t)) lead = c->args[i].u.t;
+    JAG_ASSERT(lead && c->nargs <= 16 && c->n_out <= 4);
+    int r = jag__nested_ragged_idx(lead), n = lead->ndim;
+    jag_status st = jag__nested_canonical_args(c->op, c->args, c->nargs, r, n, cc->args, cc->temps, &cc->n_temps, cc->lists);
+    bool component = c->op == JAG_OP_select && c->n_out == 1 && !jag__nested(c->outputs[0]);
+    for (int k = 0; k < c->n_out && !st; k++) {
+        jag_tensor *o = NULL, *g = NULL;
+        if (jag__nested_ragged_idx(c->outputs[k]) > 0) {
+            st = jag__nested_relabel(c->outputs[k], 1, &o);
+            if (!st && go[k]) st = jag__nested_relabel(go[k], 1, &g);
+        } else if (component) { /* the component back in canonical order */
+            o = jag__component_canonical_order(c->outputs[k], r);
+            g = go[k] ? jag__component_canonical_order(go[k], r) : NULL;
+            if (!o || (go[k] && !g)) st = jag_last_status();
+        } else {
+            o = jag_retain(c->outputs[k]), g = jag_retain(go[k]);
+        }
+        cc->outputs[k] = o, cc->go[k] = g;
+    }
+    cc->ctx = *c;
+    cc->ctx.args = cc->args, cc->ctx.outputs = cc->outputs;
+    if (st) jag__canonical_grad_ctx_free(cc);
+    return st;
+}
+
+void jag__canonical_grad_ctx_free(jag_canonical_ctx *cc) {
+    for (int i = 0; i < cc->n_temps; i++) jag_release(cc->temps[i]);
+    for (int k = 0; k < 4; k++) jag_release(cc->outputs[k]), jag_release(cc->go[k]);
+    memset(cc, 0, sizeof *cc);
+}
+
+bool jag__grad_ctx_moved(const jag_grad_ctx *c) {
+    for (int i = 0; i < c->nargs; i++) {
+        if (c->args[i].kind == JAG_VAL_TENSOR && jag__nested_ragged_idx(c->args[i].u.t) > 1) return true;
+        if (c->args[i].kind == JAG_VAL_TENSORS)
+            for (int j = 0; j < c->args[i].u.tensors.n; j++)
+                if (jag__nested_ragged_idx(c->args[i].u.tensors.v[j]) > 1) return true;
+    }
+    for (int k = 0; k < c->n_out; k++)
+        if (jag__nested_ragged_idx(c->outputs[k]) > 1) return true;
+    return false;
+}
+
+jag_status jag__grad_on_canonical(const jag_grad_ctx *c, jag_tensor *const *go, jag_tensor **gi,
+                                  jag_status (*fn)(const jag_grad_ctx *, jag_tensor *const *, jag_tensor **, void *),
+                                  void *data) {
+    jag_canonical_ctx cc;
+    jag_status st = jag__canonical_grad_ctx(c, go, &cc);
+    if (st) return st;
+    jag_tensor *cg[JAG_GRAD_MAX_INPUTS] = {0};
+    st = fn(&cc.ctx, cc.go, cg, data);
+    jag__canonical_grad_ctx_free(&cc);
+    for (int k = 0; k < c->n_inputs; k++) {
+        int r = jag__nested_ragged_idx(jag__grad_input(c->args, c->nargs, k));
+        gi[k] = NULL;
+        if (st || !cg[k]) continue;
+        if (r > 1 && jag__nested(cg[k])) st = jag__nested_relabel(cg[k], r, &gi[k]);
+        else gi[k] = jag_retain(cg[k]);
+    }
+    for (int k = 0; k < c->n_inputs; k++) jag_release(cg[k]);
+    if (st)
+        for (int k = 0; k < c->n_inputs; k++) jag_release(gi[k]), gi[k] = NULL;
+    return st;
+}

@@ -3,7 +3,9 @@
  *
  *   dense:  q (B, Hq, Lq, Dh), k and v (B, Hk, Lk, Dh)      (torch's layout)
  *   jagged: q (B, jq, Hq, Dh), k and v (B, jk, Hk, Dh) nested tensors; k and
- *           v of the same raggedness, q's lengths may differ from k's.
+ *           v of the same raggedness, q's lengths may differ from k's; or
+ *           all three transposed to torch's (B, H, j, Dh) (ragged dim 2),
+ *           run on their canonical forms (see src/subclass/ragged_idx.c).
  * Outputs: out shaped like q, and the log-sum-exp of each query's scores
  * ((B, Hq, Lq) dense, (B, jq, Hq) jagged), kept for backward. */
 #include "../autograd/autograd.h"
@@ -66,7 +68,7 @@ static jag_status check_qkv(const char *op, const jag_tensor *q, const jag_tenso
                           jag_dtype_name(q->dtype), jag_dtype_name(k->dtype), jag_dtype_name(v->dtype));
     if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
         return jag__error(JAG_ESHAPE, "%s: q, k and v must be 4-d (%s), got %d-d, %d-d, %d-d", op,
-                          qs ? "(B, j, H, Dh)" : "(B, H, L, Dh)", q->ndim, k->ndim, v->ndim);
+                          qs ? "(B, j, H, Dh) or (B, H, j, Dh)" : "(B, H, L, Dh)", q->ndim, k->ndim, v->ndim);
     /* which dims hold heads and the sequence */
     int hd = qs ? 2 : 1;
     int64_t B = q->sizes[0], hq = q->sizes[hd], hk = k->sizes[hd], dh = q->sizes[3];
@@ -271,12 +273,39 @@ static jag_status d_sdpa_jagged(const jag_grad_ctx *c, const jag_tensor *q, cons
     return st;
 }
 
+/* Jagged q, k, v of torch's layout (B, H, j, Dh) (a transpose of (B, j, H,
+ * Dh): ragged dim 2, the same values): attention on their canonical forms,
+ * the output and lse ((B, H, j)) relabelled back. */
+static jag_status sdpa_heads_first(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    const jag_tensor *t[3] = {args[0].u.t, args[1].u.t, args[2].u.t};
+    int r[3];
+    for (int i = 0; i < 3; i++) r[i] = jag__nested_ragged_idx(t[i]);
+    if (r[0] != 2 || r[1] != 2 || r[2] != 2 || t[0]->ndim != 4 || t[1]->ndim != 4 || t[2]->ndim != 4)
+        return jag__error(JAG_ESHAPE, "%s: q, k and v must all be jagged (B, j, H, Dh) or all jagged (B, H, j, Dh); "
+                          "got %d-d, %d-d, %d-d tensors ragged in dims %d, %d, %d (0: not jagged)", op, t[0]->ndim,
+                          t[1]->ndim, t[2]->ndim, r[0], r[1], r[2]);
+    jag_value a[6];
+    jag_tensor *c[3] = {0}, *res[2] = {0};
+    jag_status st = JAG_OK;
+    for (int i = 0; i < nargs; i++) a[i] = args[i];
+    for (int i = 0; i < 3 && !st; i++)
+        if (!(st = jag__nested_relabel(t[i], 1, &c[i]))) a[i] = jag__v_tensor(c[i]);
+    if (!st) st = jag__composite_sdpa(op, a, nargs, res);
+    for (int i = 0; i < 2 && !st; i++) st = jag__nested_relabel(res[i], 2, &outs[i]);
+    if (st) jag_release(outs[0]), outs[0] = NULL;
+    for (int i = 0; i < 3; i++) jag_release(c[i]);
+    jag_release(res[0]), jag_release(res[1]);
+    return st;
+}
+
 jag_status jag__composite_sdpa(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
     const jag_tensor *q, *k, *v, *mask;
     bool causal;
     double scale;
     jag_status st;
     if ((st = parse_args(op, args, nargs, &q, &k, &v, &mask, &causal, &scale))) return st;
+    if (jag__nested_ragged_idx(q) > 1 || jag__nested_ragged_idx(k) > 1 || jag__nested_ragged_idx(v) > 1)
+        return sdpa_heads_first(op, args, nargs, outs);
     if (!mask && jag__nested(q)) return sdpa_jagged(op, q, k, v, causal, scale, outs);
     attn_setup su;
     if ((st = setup(op, q, k, v, causal, scale, &su)) || (st = setup_mask(op, q, mask, &su))) {
@@ -370,7 +399,13 @@ static jag_status mask_grad(const char *op, const attn_setup *su, const jag_tens
     return JAG_OK;
 }
 
+static jag_status d_sdpa_fn(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in, void *data) {
+    (void)data;
+    return jag__d_sdpa(c, grad_out, grad_in);
+}
+
 jag_status jag__d_sdpa(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in) {
+    if (jag__grad_ctx_moved(c)) return jag__grad_on_canonical(c, grad_out, grad_in, d_sdpa_fn, NULL); /* (B, H, j, Dh) */
     const jag_tensor *q, *k, *v, *mask;
     bool causal;
     double scale;

@@ -140,6 +140,7 @@ typedef struct nested_entry {
     jag_layout layout;
     int inner[4]; /* indices into the entries */
     int n_inner;
+    int64_t ragged_idx; /* jagged: the outer dim that is ragged */
     jag_tensor *tensor;
 } nested_entry;
 
@@ -319,12 +320,13 @@ static jag_status parse_nested(loader *L, const char *name, const char *value, s
             st = jag__error(JAG_EINVAL, "%s: %s: field 'ragged_idx' must be an integer, and only for the jagged layout", op, what);
             goto done;
         }
-        if (ridx->i != 1) {
-            st = jag__error(JAG_ENOTIMPL, "%s: %s: field 'ragged_idx' is %lld, expected 1 (jag's jagged tensors are ragged in dim 1)",
-                            op, what, (long long)ridx->i);
+        if (ridx->i < 1) {
+            st = jag__error(JAG_EINVAL, "%s: %s: field 'ragged_idx' is %lld, expected >= 1 (dim 0 is the batch)", op, what,
+                            (long long)ridx->i);
             goto done;
         }
     }
+    ne->ragged_idx = ridx ? ridx->i : 1; /* checked against the values' dims once they are read */
     static const char *const jagged_parts[] = {"values", "offsets", "lengths"};
     static const char *const strided_parts[] = {"buffer", "nested_sizes", "nested_strides", "storage_offsets"};
     const char *const *parts = ne->layout == JAG_JAGGED ? jagged_parts : strided_parts;
@@ -417,7 +419,17 @@ static jag_status make_nested(loader *L, nested_entry *ne) {
     for (int k = 0; k < ne->n_inner; k++) in[k] = L->entries[ne->inner[k]].tensor;
     jag_status st;
     if (ne->layout == JAG_JAGGED) {
-        st = jag_nested_from_jagged(in[0], in[1], ne->n_inner > 2 ? in[2] : NULL, &ne->tensor);
+        if (ne->ragged_idx > in[0]->ndim)
+            return nested_fail(L, ne, jag__error(JAG_EINVAL, "ragged_idx %lld, expected 1..%d for values with %d dims",
+                                                 (long long)ne->ragged_idx, in[0]->ndim, in[0]->ndim));
+        jag_tensor *t = NULL;
+        st = jag_nested_from_jagged(in[0], in[1], ne->n_inner > 2 ? in[2] : NULL, &t);
+        if (!st && ne->ragged_idx != 1) {
+            st = jag__nested_relabel(t, (int)ne->ragged_idx, &ne->tensor);
+            jag_release(t);
+        } else {
+            ne->tensor = t;
+        }
     } else {
         jag_subclass_meta meta = {.n_ints = 2, .ints = {JAG_STRIDED, 0}};
         st = jag_subclass_unflatten(jag__nested_class(), in, 4, &meta, &ne->tensor);
@@ -757,7 +769,9 @@ static jag_status add_tensor(saver *S, const char *name, const jag_tensor *t) {
     sb_json_string(&S->meta, key);
     free(key);
     sb_str(&S->meta, ":");
-    sb_json_string(&S->meta, s->layout == JAG_JAGGED ? "{\"layout\":\"jagged\",\"ragged_idx\":1}" : "{\"layout\":\"strided\"}");
+    char desc[64];
+    snprintf(desc, sizeof desc, "{\"layout\":\"jagged\",\"ragged_idx\":%d}", s->ragged_idx);
+    sb_json_string(&S->meta, s->layout == JAG_JAGGED ? desc : "{\"layout\":\"strided\"}");
     return JAG_OK;
 }
 

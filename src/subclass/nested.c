@@ -48,7 +48,8 @@ static jag_status nested_flatten(const jag_tensor *t, jag_tensor **inner, int *n
         meta->ints[2] = s->lengths != NULL;
         meta->ints[3] = s->min_seqlen;
         meta->ints[4] = s->max_seqlen;
-        meta->n_ints = 5;
+        meta->ints[5] = s->ragged_idx;
+        meta->n_ints = 6;
     } else {
         inner[0] = jag_retain(s->buffer);
         inner[1] = jag_retain(s->sizes);
@@ -70,9 +71,21 @@ static jag_status nested_unflatten(const jag_subclass *cls, jag_tensor *const *i
     if (meta->ints[0] == JAG_JAGGED) {
         if (meta->n_ints < 5 || n != 2 + (meta->ints[2] != 0))
             return jag__error(JAG_EINVAL, "nested unflatten: jagged metadata does not match %d inner tensors", n);
+        int64_t r = meta->n_ints >= 6 ? meta->ints[5] : 1;
+        if (r < 1 || r > inner[0]->ndim)
+            return jag__error(JAG_EINVAL, "nested unflatten: ragged dim %lld, expected 1..%d for values with %d dims",
+                              (long long)r, inner[0]->ndim, inner[0]->ndim);
         /* inner tensors may come from anywhere: validate them as user input
          * (the ragged symbol then comes from the offsets, never the caller) */
-        return nested_from_jagged_checked("nested unflatten", inner[0], inner[1], meta->ints[2] ? inner[2] : NULL, out);
+        jag_tensor *t = NULL;
+        jag_status st = nested_from_jagged_checked("nested unflatten", inner[0], inner[1], meta->ints[2] ? inner[2] : NULL, &t);
+        if (st || r == 1) {
+            *out = t;
+            return st;
+        }
+        st = jag__nested_relabel(t, (int)r, out);
+        jag_release(t);
+        return st;
     }
     if (meta->ints[0] != JAG_STRIDED || n != 4)
         return jag__error(JAG_EINVAL, "nested unflatten: layout %lld with %d inner tensors", (long long)meta->ints[0], n);
@@ -162,11 +175,19 @@ static bool readable(const jag_tensor *t) { return t && t->storage; }
 
 jag_status jag__nested_wrap_jagged(const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
                                    int64_t ragged_id, int64_t min_seqlen, int64_t max_seqlen, jag_tensor **out) {
+    return jag__nested_wrap_jagged_at(values, offsets, lengths, ragged_id, min_seqlen, max_seqlen, 1, out);
+}
+
+jag_status jag__nested_wrap_jagged_at(const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
+                                      int64_t ragged_id, int64_t min_seqlen, int64_t max_seqlen, int ragged_idx,
+                                      jag_tensor **out) {
+    JAG_ASSERT(ragged_idx >= 1 && ragged_idx <= values->ndim);
     const jag_subclass *cls = jag__nested_class();
     nested_state *s = jag__small_alloc(sizeof *s);
     if (!s) return jag__error(JAG_ENOMEM, "nested: out of memory");
     memset(s, 0, sizeof *s);
     s->layout = JAG_JAGGED;
+    s->ragged_idx = ragged_idx;
     s->batch = offsets->sizes[0] - 1;
     s->values = jag_retain((jag_tensor *)values);
     s->offsets = jag_retain((jag_tensor *)offsets);
@@ -178,14 +199,16 @@ jag_status jag__nested_wrap_jagged(const jag_tensor *values, const jag_tensor *o
     s->max_seqlen = max_seqlen;
     int64_t sizes[JAG_MAX_DIMS];
     sizes[0] = s->batch;
-    sizes[1] = -1;
-    for (int d = 1; d < values->ndim; d++) sizes[d + 1] = values->sizes[d];
+    for (int d = 1; d <= values->ndim; d++) sizes[d] = d == ragged_idx ? -1 : values->sizes[jag__values_dim(d, ragged_idx)];
     return jag_subclass_wrap(cls, s, values->dtype, sizes, values->ndim + 1, out);
 }
 
 jag_status jag__nested_rewrap_jagged(const nested_state *like, const jag_tensor *values, jag_tensor **out) {
-    return jag__nested_wrap_jagged(values, like->offsets, like->lengths, atomic_load(&((nested_state *)like)->ragged_id),
-                                   like->min_seqlen, like->max_seqlen, out);
+    if (like->ragged_idx > values->ndim)
+        return jag__error(JAG_EINTERNAL, "nested: values of %d dims cannot keep the ragged dim at %d", values->ndim,
+                          like->ragged_idx);
+    return jag__nested_wrap_jagged_at(values, like->offsets, like->lengths, atomic_load(&((nested_state *)like)->ragged_id),
+                                      like->min_seqlen, like->max_seqlen, like->ragged_idx, out);
 }
 
 jag_status jag__nested_wrap_strided(const jag_tensor *buffer, const jag_tensor *sizes, const jag_tensor *strides,
@@ -577,6 +600,10 @@ int64_t jag_nested_ragged_id(const jag_tensor *nt) {
     nested_state *s = jag__nested(nt);
     return s ? atomic_load(&s->ragged_id) : -1;
 }
+int jag_nested_ragged_idx(const jag_tensor *nt) {
+    nested_state *s = jag__nested(nt);
+    return !s ? -1 : s->layout == JAG_JAGGED ? s->ragged_idx : 0;
+}
 
 /* ---- unbind, padding, layouts ------------------------------------------- */
 
@@ -591,6 +618,7 @@ jag_status jag__nested_unbind(const nested_state *s, jag_tensor **outs) {
             sz[0] = len;
             v = jag__tensor_view(s->values, sz, s->values->strides, s->values->ndim,
                                  s->values->offset + (len ? o[b] * s->values->strides[0] : 0));
+            if (v && s->ragged_idx != 1) v = jag__component_outer_order(v, s->ragged_idx);
         } else {
             int n = (int)s->sizes->sizes[1];
             v = jag__tensor_view(s->buffer, i64(s->sizes) + b * n, i64(s->strides) + b * n, n,
@@ -674,8 +702,8 @@ jag_status jag__nested_to_padded(const jag_tensor *nt, double padding, const int
     for (int d = 0; d < cnd; d++) {
         int64_t m = 0;
         for (int64_t b = 0; b < s->batch; b++) m = items[b]->sizes[d] > m ? items[b]->sizes[d] : m;
-        /* dims after the ragged one are known even with no components */
-        shape[d + 1] = s->layout == JAG_JAGGED && d > 0 ? s->values->sizes[d] : m;
+        /* dims other than the ragged one are known even with no components */
+        shape[d + 1] = nt->sizes[d + 1] >= 0 ? nt->sizes[d + 1] : m;
     }
     if (output_sizes) {
         if (ndim != nt->ndim) {
@@ -794,6 +822,14 @@ jag_status jag__nested_contiguous(const jag_tensor *nt, jag_tensor **out) {
         *out = jag_retain((jag_tensor *)nt);
         return JAG_OK;
     }
+    if (s->layout == JAG_JAGGED && s->ragged_idx != 1) { /* on the canonical form: the same values */
+        jag_tensor *c = NULL, *cc = NULL;
+        jag_status st = jag__nested_relabel(nt, 1, &c);
+        if (!st) st = jag__nested_contiguous(c, &cc);
+        if (!st) st = jag__nested_relabel(cc, s->ragged_idx, out);
+        jag_release(c), jag_release(cc);
+        return st;
+    }
     jag_tensor **items = NULL;
     jag_status st = components("jag_contiguous", s, &items);
     if (st) return st;
@@ -910,8 +946,10 @@ jag_status jag__nested_proxy(jag_tensor *const *inner, int n, const jag_subclass
         if (n < 2 || meta->n_ints < 3) return jag__error(JAG_EINVAL, "nested proxy: jagged needs values and offsets");
         const jag_tensor *len = meta->ints[2] && n > 2 ? inner[2] : NULL;
         int64_t mn = meta->n_ints >= 5 ? meta->ints[3] : -1, mx = meta->n_ints >= 5 ? meta->ints[4] : -1;
+        int64_t r = meta->n_ints >= 6 ? meta->ints[5] : 1;
+        if (r < 1 || r > inner[0]->ndim) return jag__error(JAG_EINVAL, "nested proxy: ragged dim %lld out of range", (long long)r);
         /* the symbol lives on the offsets proxy (on lengths with holes) */
-        return jag__nested_wrap_jagged(inner[0], inner[1], len, ragged_id_of(len ? len : inner[1]), mn, mx, out);
+        return jag__nested_wrap_jagged_at(inner[0], inner[1], len, ragged_id_of(len ? len : inner[1]), mn, mx, (int)r, out);
     }
     if (n != 4) return jag__error(JAG_EINVAL, "nested proxy: strided needs 4 inner tensors");
     return jag__nested_wrap_strided(inner[0], inner[1], inner[2], inner[3], ragged_id_of(inner[1]), out);

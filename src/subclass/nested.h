@@ -11,7 +11,11 @@
 typedef struct nested_state {
     jag_layout layout;
     int64_t batch;
-    /* jagged: (B, j, D...) with the ragged dim at outer dim 1 */
+    /* jagged: outer dim `ragged_idx` (1 unless a transpose moved it) is
+     * ragged; the values keep the ragged rows first and the other outer
+     * dims after them in outer order: (B, j, H, D) and its transpose
+     * (B, H, j, D) share values (sum L, H, D). */
+    int ragged_idx;
     jag_tensor *values;   /* (sum L, D...) */
     jag_tensor *offsets;  /* int64 (B+1) */
     jag_tensor *lengths;  /* int64 (B) or NULL */
@@ -40,11 +44,68 @@ int64_t jag__new_ragged_id(void);
  * tensors given. */
 jag_status jag__nested_wrap_jagged(const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
                                    int64_t ragged_id, int64_t min_seqlen, int64_t max_seqlen, jag_tensor **out);
-/* A jagged result with x's structure (offsets, lengths, ragged id) around
- * new values. */
+/* The same with the ragged dim at outer dim ragged_idx (1..values.ndim). */
+jag_status jag__nested_wrap_jagged_at(const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
+                                      int64_t ragged_id, int64_t min_seqlen, int64_t max_seqlen, int ragged_idx,
+                                      jag_tensor **out);
+/* A jagged result with x's structure (offsets, lengths, ragged id, ragged
+ * dim) around new values. */
 jag_status jag__nested_rewrap_jagged(const nested_state *like, const jag_tensor *values, jag_tensor **out);
 jag_status jag__nested_wrap_strided(const jag_tensor *buffer, const jag_tensor *sizes, const jag_tensor *strides,
                                     const jag_tensor *storage_offsets, int64_t ragged_id, jag_tensor **out);
+
+/* ---- the ragged dim away from dim 1 (ragged_idx.c) ----------------------
+ * A jagged tensor whose ragged dim is outer dim r has the same values as
+ * the one whose ragged dim is dim 1 and whose other dims keep their order
+ * (its "canonical" form): moving the ragged dim relabels dims, it never
+ * moves data. Ops on such tensors run on the canonical form with their dim
+ * arguments relabelled. */
+
+/* The jagged tensor's ragged dim, 0 when nt is not jagged. */
+int jag__nested_ragged_idx(const jag_tensor *nt);
+/* The values dim that outer dim d (1..ndim-1) of a jagged tensor with its
+ * ragged dim at r reads: 0 for d == r. */
+static inline int jag__values_dim(int d, int r) { return d < r ? d : d == r ? 0 : d - 1; }
+/* Outer dim d of a tensor with its ragged dim at r, as a dim of the
+ * canonical form (ragged dim 1). */
+static inline int64_t jag__canonical_dim(int64_t d, int r) { return d == 0 ? 0 : d == r ? 1 : d < r ? d + 1 : d; }
+/* nt (jagged) with its ragged dim relabelled to outer dim r: a new header
+ * over the same inner tensors. */
+jag_status jag__nested_relabel(const jag_tensor *nt, int r, jag_tensor **out);
+/* A component (canonical order: ragged rows first) as a view in outer
+ * order: its dim 0 moves to dim r - 1. Takes over `comp`. */
+jag_tensor *jag__component_outer_order(jag_tensor *comp, int r);
+/* Inverse of jag__component_outer_order: a component in outer order back
+ * to the canonical order (ragged rows first). New reference; NULL on
+ * failure (status set). */
+jag_tensor *jag__component_canonical_order(const jag_tensor *comp, int r);
+/* args of op with every jagged tensor (ragged dim r, outer_ndim dims) in its
+ * canonical form, dense operands of pointwise ops lined up with it
+ * (jag__dense_to_canonical) and dim arguments relabelled. New tensors go to
+ * temps[*n_temps...] (at most one per argument); a relabelled dim list to
+ * lists. JAG_ESHAPE when jagged arguments are ragged in different dims. */
+jag_status jag__nested_canonical_args(jag_op_id op, const jag_value *args, int nargs, int r, int outer_ndim,
+                                      jag_value *out, jag_tensor **temps, int *n_temps, int64_t *lists);
+/* Where the ragged dim (at r before) lands in op's nested results. */
+int jag__nested_ragged_idx_after(jag_op_id op, const jag_value *args, int nargs, int r, int outer_ndim);
+/* transpose of a jagged tensor that involves its ragged dim or a tensor
+ * whose ragged dim is not 1: the ragged dim moves, the values are
+ * permuted (a view) when the other dims change order. */
+jag_status jag__nested_transpose_jagged(const jag_op_info *info, const jag_value *args, int nargs, nested_state *lead,
+                                        int outer_ndim, jag_tensor **outs);
+/* Any other op with a jagged argument whose ragged dim is not 1: run on the
+ * canonical forms with dims relabelled, results relabelled back. Ops whose
+ * meaning does not survive the relabelling are JAG_ENOTIMPL. */
+jag_status jag__nested_dispatch_moved(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs,
+                                      nested_state *lead, int outer_ndim, jag_tensor **outs, void *ctx);
+/* A dense operand of a pointwise op against a jagged (B, ..., j at r, ...)
+ * tensor of outer_ndim dims, as a view that lines up with the canonical
+ * form (its dim at the ragged position, which must be 1 if present, moved
+ * to dim 1). JAG_ESHAPE when it varies along the ragged dim. */
+jag_status jag__dense_to_canonical(const char *op, int argi, const jag_tensor *d, int outer_ndim, int r, jag_tensor **out);
+/* Which int arguments of op are dims (bit i: argument i) and which argument
+ * is a dim list (-1: none): the dims that the nested rules relabel. */
+void jag__nested_dim_args(jag_op_id op, unsigned *bits, int *list);
 
 /* Whether a and b have the same raggedness (same ragged id, or equal
  * offsets and lengths). With `remember`, a match by value unifies their ids,

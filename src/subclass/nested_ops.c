@@ -183,30 +183,18 @@ static jag_status pointwise_strided(jag_op_id op, const jag_value *args, int nar
 
 /* ---- dims of components ------------------------------------------------- */
 
-/* Which int arguments of an op are dims (bit i set: argument i), and which
- * argument is a dim list. Dims of the outer tensor map to dim - 1 of each
- * component; the batch dim (0) has no component dim. */
+/* Dims of the outer tensor map to dim - 1 of each component (and, for the
+ * jagged layout, of the values); the batch dim (0) has no component dim.
+ * Which arguments are dims: jag__nested_dim_args. */
 typedef struct {
-    int op;
     unsigned dim_args;
     int dims_list_arg;
 } dim_spec;
 
-static const dim_spec dim_specs[] = {
-    {JAG_OP_transpose, 0x6, -1}, {JAG_OP_narrow, 0x2, -1},      {JAG_OP_select, 0x2, -1},
-    {JAG_OP_unsqueeze, 0x2, -1}, {JAG_OP_squeeze, 0x2, -1},     {JAG_OP_sum, 0, 1},
-    {JAG_OP_mean, 0, 1},         {JAG_OP_prod, 0, 1},           {JAG_OP_amax, 0, 1},
-    {JAG_OP_amin, 0, 1},         {JAG_OP_max, 0, 1},            {JAG_OP_min, 0, 1},
-    {JAG_OP_var, 0, 1},            {JAG_OP_std, 0, 1},          {JAG_OP_logsumexp, 0, 1},
-    {JAG_OP_max_dim, 0x2, -1},   {JAG_OP_min_dim, 0x2, -1},     {JAG_OP_argmax, 0x2, -1},
-    {JAG_OP_argmin, 0x2, -1},    {JAG_OP_softmax, 0x2, -1},     {JAG_OP_log_softmax, 0x2, -1},
-    {JAG_OP_index_select, 0x2, -1}, {JAG_OP_gather, 0x2, -1},   {JAG_OP_cat, 0x2, -1},
-};
-
-static const dim_spec *find_dim_spec(jag_op_id op) {
-    for (size_t i = 0; i < sizeof dim_specs / sizeof dim_specs[0]; i++)
-        if (dim_specs[i].op == op) return &dim_specs[i];
-    return NULL;
+static dim_spec find_dim_spec(jag_op_id op) {
+    dim_spec d;
+    jag__nested_dim_args(op, &d.dim_args, &d.dims_list_arg);
+    return d;
 }
 
 /* Outer dim -> component dim; the batch dim is an error. */
@@ -230,7 +218,7 @@ static jag_status component_dim(const jag_op_info *info, int64_t dim, int outer_
 static jag_status on_values_dims(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
                                  jag_tensor **outs) {
     const jag_op_info *info = &jag__ops[op];
-    const dim_spec *ds = find_dim_spec(op);
+    const dim_spec dss = find_dim_spec(op), *ds = &dss;
     jag_value a[MAX_ARGS];
     int64_t dims[JAG_MAX_DIMS];
     jag_status st;
@@ -352,7 +340,7 @@ static jag_status dense_row(const jag_op_info *info, int argi, const jag_tensor 
 static jag_status per_component(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
                                 jag_tensor **outs) {
     const jag_op_info *info = &jag__ops[op];
-    const dim_spec *ds = find_dim_spec(op);
+    const dim_spec dss = find_dim_spec(op), *ds = &dss;
     int64_t batch = lead->batch;
     jag_tensor **comps[MAX_ARGS] = {0};
     jag_tensor **results = NULL;
@@ -639,6 +627,17 @@ static jag_status narrow_ragged(const jag_value *args, int nargs, nested_state *
 
 /* ---- the handler -------------------------------------------------------- */
 
+/* Whether a jagged argument has its ragged dim elsewhere than dim 1. */
+static bool any_ragged_elsewhere(const jag_value *args, int nargs) {
+    for (int i = 0; i < nargs; i++) {
+        if (args[i].kind == JAG_VAL_TENSOR && jag__nested_ragged_idx(args[i].u.t) > 1) return true;
+        if (args[i].kind == JAG_VAL_TENSORS)
+            for (int j = 0; j < args[i].u.tensors.n; j++)
+                if (jag__nested_ragged_idx(args[i].u.tensors.v[j]) > 1) return true;
+    }
+    return false;
+}
+
 jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs,
                                 jag_tensor **outs, void *ctx) {
     (void)cls, (void)ctx;
@@ -669,6 +668,11 @@ jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag
                                      args[2].u.ints.n, outs);
     }
     if (lead->layout == JAG_JAGGED) {
+        if (op == JAG_OP_transpose && args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead &&
+            (lead->ragged_idx != 1 || jag__is_ragged_dim(&args[1], outer_ndim) || jag__is_ragged_dim(&args[2], outer_ndim)))
+            return jag__nested_transpose_jagged(info, args, nargs, lead, outer_ndim, outs); /* moves the ragged dim */
+        if (any_ragged_elsewhere(args, nargs))
+            return jag__nested_dispatch_moved(cls, op, args, nargs, lead, outer_ndim, outs, ctx);
         if (info->tags & JAG_TAG_POINTWISE) return pointwise_jagged(op, args, nargs, lead, outer_ndim, outs);
         switch (op) {
         case JAG_OP_mm:

@@ -310,7 +310,10 @@ static jag_status check_input(const jag_input_sig *sg, int i, const jag_tensor *
     jag_subclass_meta meta = {0};
     jag_status st = jag__flatten_quiet(x, inner, &n, &meta);
     if (st) return st;
-    if (jag__nested(x) && (meta.ints[0] != sg->meta.ints[0] || (meta.ints[0] == JAG_JAGGED && meta.ints[2] != sg->meta.ints[2]))) {
+    if (jag__nested(x) && meta.ints[0] == JAG_JAGGED && sg->meta.ints[0] == JAG_JAGGED && meta.ints[5] != sg->meta.ints[5]) {
+        st = jag__error(JAG_EINVAL, "%s: input %d ('%s') is ragged in dim %lld, expected dim %lld", op, i, sg->name,
+                        (long long)meta.ints[5], (long long)sg->meta.ints[5]);
+    } else if (jag__nested(x) && (meta.ints[0] != sg->meta.ints[0] || (meta.ints[0] == JAG_JAGGED && meta.ints[2] != sg->meta.ints[2]))) {
         const char *lay[] = {"dense", "jagged", "strided"};
         st = jag__error(JAG_EINVAL, "%s: input %d ('%s') has the %s layout%s, expected %s%s", op, i, sg->name,
                         lay[meta.ints[0] % 3], meta.ints[0] == JAG_JAGGED && meta.ints[2] ? " with holes" : "",

@@ -110,8 +110,9 @@ def mse_loss(input, target, reduction="mean"):
 
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
     """softmax(q k^T * scale + attn_mask [causal]) v for dense (B, H, L, D)
-    or jagged (B, j, H, D) inputs (per-item lengths; grouped-query heads
-    allowed). attn_mask: additive float, or bool (True takes part), dense and
+    or jagged inputs, either in torch's layout (B, H, j, D) (``x.transpose(1,
+    2)`` of a (B, j, H, D) tensor, no copy) or (B, j, H, D) itself
+    (per-item lengths; grouped-query heads allowed). attn_mask: additive float, or bool (True takes part), dense and
     broadcast to (B, H, Lq, Lk) for dense inputs, a strided nested tensor of
     (Lq_b, Lk_b) per item for jagged ones. scale None: 1/sqrt(D)."""
     if dropout_p:
