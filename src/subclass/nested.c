@@ -131,7 +131,7 @@ static jag_status nested_unflatten(const jag_subclass *cls, jag_tensor *const *i
 
 static size_t nested_format(const jag_tensor *t, char *buf, size_t cap);
 
-static const jag_subclass *nested_class;
+const jag_subclass *jag__nested_class_ptr;
 static jag_status nested_class_status = JAG_OK;
 static pthread_once_t nested_once = PTHREAD_ONCE_INIT;
 
@@ -145,18 +145,14 @@ static void register_nested(void) {
         .format = nested_format,
     };
     bool prev = jag__set_registering_builtin(true);
-    nested_class_status = jag_subclass_register(&def, &nested_class);
+    nested_class_status = jag_subclass_register(&def, &jag__nested_class_ptr);
     jag__set_registering_builtin(prev);
 }
 
 const jag_subclass *jag__nested_class(void) {
     pthread_once(&nested_once, register_nested);
     JAG_ASSERT(nested_class_status == JAG_OK);
-    return nested_class;
-}
-
-nested_state *jag__nested(const jag_tensor *t) {
-    return t && t->subclass && t->subclass == nested_class ? (nested_state *)t->state : NULL;
+    return jag__nested_class_ptr;
 }
 
 jag_layout jag_tensor_layout(const jag_tensor *t) {

@@ -33,8 +33,13 @@ typedef struct nested_state {
 
 /* The nested class (registered on first use). */
 const jag_subclass *jag__nested_class(void);
-/* t's state, or NULL when t is not nested. */
-nested_state *jag__nested(const jag_tensor *t);
+/* The class once registered (NULL before: no tensor is nested then). */
+extern const jag_subclass *jag__nested_class_ptr;
+/* t's state, or NULL when t is not nested (inline: on every nested op's
+ * path, many times). */
+static inline nested_state *jag__nested(const jag_tensor *t) {
+    return t && t->subclass && t->subclass == jag__nested_class_ptr ? (nested_state *)t->state : NULL;
+}
 
 /* A ragged symbol no nested tensor has yet. */
 int64_t jag__new_ragged_id(void);

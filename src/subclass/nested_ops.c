@@ -103,7 +103,8 @@ static jag_status dense_for_jagged(const jag_op_info *info, int argi, nested_sta
 static jag_status pointwise_jagged(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
                                    jag_tensor **outs) {
     const jag_op_info *info = &jag__ops[op];
-    rewritten r = {0};
+    rewritten r; /* args[0..nargs) are all written below */
+    r.n_temps = 0;
     jag_status st = JAG_OK;
     for (int i = 0; i < nargs && !st; i++) {
         r.args[i] = args[i];
