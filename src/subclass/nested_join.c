@@ -127,22 +127,31 @@ jag_status jag__nested_cat(const char *op, const jag_value *args, int nargs, jag
                                   jag__shape_str(xs[i]->sizes + 2, nd - 2, a, sizeof a),
                                   jag__shape_str(xs[0]->sizes + 2, nd - 2, b, sizeof b));
             }
-    int64_t total = 0;
-    for (int i = 0; i < n; i++) total += jag__nested(xs[i])->batch;
-    int64_t *lens = malloc((size_t)(total + 1) * sizeof *lens), *picks = malloc((size_t)(total + 1) * sizeof *picks);
-    jag_tensor **parts = calloc((size_t)n, sizeof *parts);
+    int64_t total = 0, maxb = 0;
+    for (int i = 0; i < n; i++) {
+        int64_t bi = jag__nested(xs[i])->batch;
+        total += bi, maxb = bi > maxb ? bi : maxb;
+    }
+    /* small batches (the common case of a few joins) on the stack */
+    enum { SMALL = 64 };
+    int64_t lens_s[SMALL], picks_s[SMALL];
+    jag_tensor *parts_s[SMALL / 4] = {0};
+    bool small = total < SMALL && n <= SMALL / 4;
+    int64_t *lens = small ? lens_s : malloc((size_t)(total + 1) * sizeof *lens);
+    int64_t *picks = small ? picks_s : malloc((size_t)(maxb + 1) * sizeof *picks);
+    jag_tensor **parts = small ? parts_s : calloc((size_t)n, sizeof *parts);
     if (!lens || !picks || !parts) {
-        free(lens), free(picks), free(parts);
+        if (!small) free(lens), free(picks), free(parts);
         return jag__error(JAG_ENOMEM, "%s: out of memory", op);
     }
     int64_t at = 0;
     for (int i = 0; i < n && !st; i++) {
         nested_state *s = jag__nested(xs[i]);
-        for (int64_t b = 0; b < s->batch; b++) picks[b] = b;
         if (packed(s)) {
             parts[i] = jag_retain(s->values);
             for (int64_t b = 0; b < s->batch; b++) lens[at + b] = comp_len(s, b);
         } else {
+            for (int64_t b = 0; b < s->batch; b++) picks[b] = b;
             st = gather_components(op, s, picks, s->batch, lens + at, &parts[i]);
         }
         at += s->batch;
@@ -157,7 +166,7 @@ jag_status jag__nested_cat(const char *op, const jag_value *args, int nargs, jag
     if (!st) st = jag__nested_wrap_jagged(vals, off, NULL, jag__new_ragged_id(), mn, mx, outs);
     for (int i = 0; i < n; i++) jag_release(parts[i]);
     jag_release(vals), jag_release(off);
-    free(lens), free(picks), free(parts);
+    if (!small) free(lens), free(picks), free(parts);
     return st;
 }
 
