@@ -708,6 +708,15 @@ def report(res, results_rel, plots, plots_note):
     else:
         out.append("| nested ≤ padded × (real / padded) × %.1f, never slower | no figures | no data | %s |" % (
             NESTED_SLACK, torch.missing()))
+    ovp = [f for f in by_name(figures, "op_vs_padded") if "skipped" not in f["values"]]
+    if ovp:
+        ns_ok = sum(f["values"]["nested_s"] <= f["values"]["padded_s"] for f in ovp)
+        worst = min(ovp, key=lambda f: f["values"]["speedup"])
+        p = worst["params"]
+        out.append("| more ragged ops (norms, reductions, log_softmax, embedding, dropout, clamp, losses) never slower "
+                   "than padded | %d of %d cases; slowest %.2f× (%s, B=%s, D=%s, %s) | %s | %s |" % (
+                       ns_ok, len(ovp), worst["values"]["speedup"], lengths_label(p["lengths"]), p["B"], p["D"], p["op"],
+                       verdict(ns_ok == len(ovp)), torch.missing()))
     out.append("")
 
     def plot(key, alt):
@@ -852,8 +861,40 @@ def report(res, results_rel, plots, plots_note):
             if skipped:
                 out.append("")
 
+    # -- more ops vs padded (bench_ops)
+    if ovp:
+        out += ["## More ops vs padded", "",
+                "bench_ops: each op on a jagged batch against jag's dense path on the padded batch, timed "
+                "interleaved; the padded side has no mask (its reductions and losses also average over the "
+                "padding: the cheapest padded version). Each cell: speedup = padded time / nested time "
+                "(**bold**: nested slower), nested time.", ""]
+        ops = []
+        for f in ovp:
+            if f["params"]["op"] not in ops:
+                ops.append(f["params"]["op"])
+        for d in sorted({f["params"]["lengths"] for f in ovp}, key=lengths_order):
+            drows = [f for f in ovp if f["params"]["lengths"] == d]
+            out += ["### Lengths: %s" % lengths_label(d), "",
+                    "| B | D | real / padded | " + " | ".join(ops) + " |", "|---|---|---|" + "---|" * len(ops)]
+            for B, D in sorted({(f["params"]["B"], f["params"]["D"]) for f in drows}):
+                cells, ratio = [], None
+                for op in ops:
+                    f = next((f for f in drows if f["params"]["B"] == B and f["params"]["D"] == D
+                              and f["params"]["op"] == op), None)
+                    if f is None:
+                        cells.append("—")
+                        continue
+                    v = f["values"]
+                    ratio = v["real_over_padded"]
+                    sp = "%.2f×" % v["speedup"]
+                    cells.append("%s, %s" % (sp if v["nested_s"] <= v["padded_s"] else "**%s**" % sp,
+                                             with_range(v, "nested_s")))
+                out.append("| %s | %s | %s | %s |" % (B, D, fmt(ratio, 3), " | ".join(cells)))
+            out.append("")
+
     # -- anything else
-    known = {"pointwise_vs_memcpy", "mm_vs_blas", "dispatch_overhead", "nested_vs_padded", "python_overhead"}
+    known = {"pointwise_vs_memcpy", "mm_vs_blas", "dispatch_overhead", "nested_vs_padded", "python_overhead",
+             "op_vs_padded"}
     other = [f for f in figures if f["name"] not in known and f.get("bench") != "torch"]
     if other:
         out += ["## Other figures", ""]
