@@ -1,8 +1,9 @@
 /* fuzz_ops — the dispatcher fed arbitrary ops and arguments.
  *
  * The bytes choose an op id (a few past the table too), an argument count
- * (usually the op's own), and each argument: a dense, jagged or strided
- * tensor of any dtype and a small shape, an int, a double, a bool, an int
+ * (usually the op's own), and each argument: a dense, jagged (sometimes
+ * transposed so that its ragged dim is 2) or strided tensor of any dtype
+ * and a small shape, an int, a double, a bool, an int
  * list, a tensor list or none. Every call must either succeed or fail with a
  * status and a message, leaving no tensor alive; when a unary pointwise op
  * succeeds on a nested tensor, each component of the result must equal the
@@ -67,6 +68,10 @@ static jag_tensor *make_tensor(fuzz_reader *r, pool *p) {
     if (items[0] && (b < 2 || items[1]) && (b < 3 || items[2]))
         (void)jag_nested_from_list(items, b, how == 2 ? JAG_JAGGED : JAG_STRIDED, &nt);
     for (int i = 0; i < b; i++) jag_release(items[i]);
+    if (nt && how == 2 && cdims == 2 && (fz_u8(r) & 1)) { /* (B, D, j): the ragged dim moved to 2 */
+        jag_tensor *t = NULL;
+        if (jag_transpose(nt, 1, 2, &t) == JAG_OK) jag_release(nt), nt = t;
+    }
     return keep(p, nt);
 }
 
