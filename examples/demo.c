@@ -5,8 +5,10 @@
  *      tokenizes it and builds a vocabulary;
  *   2. makes batches of documents as jagged nested tensors: token
  *      embeddings packed as (sum of lengths, D) plus offsets, no padding;
- *   3. runs a residual feed-forward block on every batch, packed and padded,
- *      checks that both agree document by document, and times both;
+ *   3. runs a residual feed-forward block and multi-head self-attention
+ *      (q, k, v in torch's (B, H, j, Dh) layout) on every batch, packed
+ *      and padded, checks that both agree document by document, and times
+ *      both;
  *   4. walks through the nested-tensor proof of concept jag grew from:
  *      pointwise ops on a strided nested tensor, bmm with a transpose, a
  *      jagged mm, and a custom op reaching a nested decomposition.
@@ -59,6 +61,60 @@ static jag_tensor *ffn_forward(const ffn *m, const jag_tensor *x) {
     return y;
 }
 
+/* ---- step 3b: self-attention in torch's layout --------------------------- */
+
+#define HEADS 4
+
+/* (rows, D) projected by w, viewed as heads (rows, H, D / H) */
+static jag_tensor *heads_of(const jag_tensor *rows, const jag_tensor *w, int64_t dim) {
+    jag_tensor *p = NULL, *h = NULL;
+    TRY(jag_linear(rows, w, NULL, &p));
+    TRY(jag_reshape(p, (int64_t[]){-1, HEADS, dim / HEADS}, 3, &h));
+    return h; /* p and h belong to the caller's scope */
+}
+
+/* Packed: x (B, j, D) -> q, k, v (B, H, j, Dh), transposes of the (B, j, H,
+ * Dh) heads (no copy) -> attention, no mask. Padded: the same projections of
+ * (B, Lmax, D), (B, H, Lmax, Dh) and an additive mask hiding the padding.
+ * Returns the packed output as (B, j, H, Dh) and the padded one as
+ * (B, Lmax, H, Dh) through *padded_out. */
+static jag_tensor *attention_both(jag_tensor *const w[3], const jag_tensor *nt, const jag_tensor *pad,
+                                  const jag_tensor *offsets, const int64_t *lens, int64_t dim, double *t_nested,
+                                  double *t_padded, jag_tensor **padded_out) {
+    int64_t nb = jag_size(pad, 0), lmax = jag_size(pad, 1), dh = dim / HEADS;
+    jag_tensor *xv = NULL, *t[3], *o = NULL, *ob = NULL;
+    double a = now();
+    TRY(jag_nested_values(nt, &xv));
+    for (int i = 0; i < 3; i++) {
+        jag_tensor *h = heads_of(xv, w[i], dim), *n = NULL;
+        TRY(jag_nested_from_jagged(h, offsets, NULL, &n)); /* (B, j, H, Dh) */
+        TRY(jag_transpose(n, 1, 2, &t[i]));                /* (B, H, j, Dh) */
+    }
+    TRY(jag_scaled_dot_product_attention(t[0], t[1], t[2], false, 0.0, &o));
+    TRY(jag_transpose(o, 1, 2, &ob)); /* (B, j, H, Dh) */
+    double b = now();
+    jag_tensor *mask = NULL, *pt[3], *po = NULL;
+    TRY(jag_zeros((int64_t[]){nb, 1, 1, lmax}, 4, JAG_FLOAT32, &mask));
+    float *m = jag_data(mask);
+    for (int64_t i = 0; i < nb; i++)
+        for (int64_t j = lens[i]; j < lmax; j++) m[i * lmax + j] = -INFINITY;
+    for (int i = 0; i < 3; i++) {
+        jag_tensor *p = NULL, *h = NULL;
+        TRY(jag_linear(pad, w[i], NULL, &p));
+        TRY(jag_reshape(p, (int64_t[]){nb, lmax, HEADS, dh}, 4, &h));
+        TRY(jag_transpose(h, 1, 2, &pt[i])); /* (B, H, Lmax, Dh) */
+    }
+    TRY(jag_scaled_dot_product_attention_masked(pt[0], pt[1], pt[2], mask, false, 0.0, &po));
+    TRY(jag_transpose(po, 1, 2, padded_out)); /* (B, Lmax, H, Dh) */
+    double e = now();
+    *t_nested += b - a, *t_padded += e - b;
+    if (jag_nested_ragged_idx(o) != 2) {
+        fprintf(stderr, "demo: attention in (B, H, j, Dh) gave ragged dim %d\n", jag_nested_ragged_idx(o));
+        exit(1);
+    }
+    return ob;
+}
+
 /* ---- step 2 and 3 -------------------------------------------------------- */
 
 static void run_batches(const corpus *c, int64_t batch, int64_t dim) {
@@ -72,6 +128,10 @@ static void run_batches(const corpus *c, int64_t batch, int64_t dim) {
     TRY(jag_zeros((int64_t[]){4 * dim}, 1, JAG_FLOAT32, &m.b1));
     TRY(jag_rand_normal((int64_t[]){dim, 4 * dim}, 2, 0.0, s / 2, JAG_FLOAT32, NULL, &m.w2));
     TRY(jag_zeros((int64_t[]){dim}, 1, JAG_FLOAT32, &m.b2));
+    jag_tensor *wqkv[3] = {0};
+    for (int i = 0; i < 3; i++) TRY(jag_rand_normal((int64_t[]){dim, dim}, 2, 0.0, s, JAG_FLOAT32, NULL, &wqkv[i]));
+    double t_att_nested = 0, t_att_padded = 0, worst_att = 0;
+    bool attention = dim % HEADS == 0;
 
     int64_t n_batches = (c->n_docs + batch - 1) / batch, real = 0, padded = 0;
     double t_nested = 0, t_padded = 0, worst = 0;
@@ -119,6 +179,17 @@ static void run_batches(const corpus *c, int64_t batch, int64_t dim) {
         TRY(jag_nested_values(yn, &nv));
         const float *p = jag_data(nv), *q = jag_data(yv);
         for (int64_t i = 0; i < jag_numel(nv); i++) worst = fmax(worst, fabs((double)p[i] - (double)q[i]));
+        if (attention) { /* 3b: the real tokens of both agree */
+            jag_tensor *ap = NULL, *an = attention_both(wqkv, nt, pad, offsets, lens, dim, &t_att_nested, &t_att_padded, &ap);
+            jag_tensor *aback = NULL, *av = NULL, *anv = NULL;
+            TRY(jag_nested_from_padded(ap, lengths, &aback));
+            TRY(jag_nested_values(aback, &av));
+            TRY(jag_contiguous(an, &anv));
+            jag_tensor *anvv = NULL;
+            TRY(jag_nested_values(anv, &anvv));
+            const float *x = jag_data(anvv), *y = jag_data(av);
+            for (int64_t i = 0; i < jag_numel(anvv); i++) worst_att = fmax(worst_att, fabs((double)x[i] - (double)y[i]));
+        }
         free(offs), free(lens);
         jag_scope_end();
     }
@@ -129,6 +200,13 @@ static void run_batches(const corpus *c, int64_t batch, int64_t dim) {
     printf("    padded (dense):  %8.1f ms   %8.0f tokens/s\n", t_padded * 1e3, (double)real / t_padded);
     printf("    speed-up %.2fx; padding ratio %.2fx; largest difference on real tokens %.2e\n", t_padded / t_nested,
            (double)padded / (double)real, worst);
+    if (attention) {
+        printf("  self-attention, %d heads, q/k/v in torch's (B, H, j, Dh) layout (transposes, no copy):\n", HEADS);
+        printf("    packed (nested, no mask): %8.1f ms   %8.0f tokens/s\n", t_att_nested * 1e3, (double)real / t_att_nested);
+        printf("    padded (dense, masked):   %8.1f ms   %8.0f tokens/s\n", t_att_padded * 1e3, (double)real / t_att_padded);
+        printf("    speed-up %.2fx; largest difference on real tokens %.2e\n", t_att_padded / t_att_nested, worst_att);
+    }
+    for (int i = 0; i < 3; i++) jag_release(wqkv[i]);
     jag_release(table), jag_release(m.w1), jag_release(m.b1), jag_release(m.w2), jag_release(m.b2);
 }
 
@@ -244,7 +322,7 @@ int main(int argc, char **argv) {
     printf("   document lengths: min %lld, median %lld, max %lld tokens\n\n", (long long)lens[0],
            (long long)lens[c.n_docs / 2], (long long)lens[c.n_docs - 1]);
     free(lens);
-    printf("2-3. embeddings as nested tensors, a residual feed-forward block, packed vs padded\n");
+    printf("2-3. embeddings as nested tensors, a residual feed-forward block and self-attention, packed vs padded\n");
     run_batches(&c, batch, dim);
     printf("\n4. the nested-tensor proof of concept, step by step\n");
     seed_walkthrough();
