@@ -65,30 +65,21 @@ static jag_tensor *ffn_forward(const ffn *m, const jag_tensor *x) {
 
 #define HEADS 4
 
-/* (rows, D) projected by w, viewed as heads (rows, H, D / H) */
-static jag_tensor *heads_of(const jag_tensor *rows, const jag_tensor *w, int64_t dim) {
-    jag_tensor *p = NULL, *h = NULL;
-    TRY(jag_linear(rows, w, NULL, &p));
-    TRY(jag_reshape(p, (int64_t[]){-1, HEADS, dim / HEADS}, 3, &h));
-    return h; /* p and h belong to the caller's scope */
-}
-
 /* Packed: x (B, j, D) -> q, k, v (B, H, j, Dh), transposes of the (B, j, H,
  * Dh) heads (no copy) -> attention, no mask. Padded: the same projections of
  * (B, Lmax, D), (B, H, Lmax, Dh) and an additive mask hiding the padding.
  * Returns the packed output as (B, j, H, Dh) and the padded one as
  * (B, Lmax, H, Dh) through *padded_out. */
-static jag_tensor *attention_both(jag_tensor *const w[3], const jag_tensor *nt, const jag_tensor *pad,
-                                  const jag_tensor *offsets, const int64_t *lens, int64_t dim, double *t_nested,
-                                  double *t_padded, jag_tensor **padded_out) {
+static jag_tensor *attention_both(jag_tensor *const w[3], const jag_tensor *nt, const jag_tensor *pad, const int64_t *lens,
+                                  int64_t dim, double *t_nested, double *t_padded, jag_tensor **padded_out) {
     int64_t nb = jag_size(pad, 0), lmax = jag_size(pad, 1), dh = dim / HEADS;
-    jag_tensor *xv = NULL, *t[3], *o = NULL, *ob = NULL;
+    jag_tensor *t[3], *o = NULL, *ob = NULL;
     double a = now();
-    TRY(jag_nested_values(nt, &xv));
-    for (int i = 0; i < 3; i++) {
-        jag_tensor *h = heads_of(xv, w[i], dim), *n = NULL;
-        TRY(jag_nested_from_jagged(h, offsets, NULL, &n)); /* (B, j, H, Dh) */
-        TRY(jag_transpose(n, 1, 2, &t[i]));                /* (B, H, j, Dh) */
+    for (int i = 0; i < 3; i++) { /* torch's q = x.linear(w).view(B, -1, H, Dh).transpose(1, 2) */
+        jag_tensor *p = NULL, *n = NULL;
+        TRY(jag_linear(nt, w[i], NULL, &p));                               /* (B, j, D) */
+        TRY(jag_reshape(p, (int64_t[]){nb, -1, HEADS, dh}, 4, &n));       /* (B, j, H, Dh) */
+        TRY(jag_transpose(n, 1, 2, &t[i]));                                /* (B, H, j, Dh) */
     }
     TRY(jag_scaled_dot_product_attention(t[0], t[1], t[2], false, 0.0, &o));
     TRY(jag_transpose(o, 1, 2, &ob)); /* (B, j, H, Dh) */
@@ -180,7 +171,7 @@ static void run_batches(const corpus *c, int64_t batch, int64_t dim) {
         const float *p = jag_data(nv), *q = jag_data(yv);
         for (int64_t i = 0; i < jag_numel(nv); i++) worst = fmax(worst, fabs((double)p[i] - (double)q[i]));
         if (attention) { /* 3b: the real tokens of both agree */
-            jag_tensor *ap = NULL, *an = attention_both(wqkv, nt, pad, offsets, lens, dim, &t_att_nested, &t_att_padded, &ap);
+            jag_tensor *ap = NULL, *an = attention_both(wqkv, nt, pad, lens, dim, &t_att_nested, &t_att_padded, &ap);
             jag_tensor *aback = NULL, *av = NULL, *anv = NULL;
             TRY(jag_nested_from_padded(ap, lengths, &aback));
             TRY(jag_nested_values(aback, &av));

@@ -227,7 +227,10 @@ void jag_manual_seed(uint64_t seed);
  * jag_reshape). */
 jag_status jag_view(const jag_tensor *x, const int64_t *sizes, int ndim, jag_tensor **out);
 /* As jag_view when the strides allow it, else a contiguous copy (torch's
- * reshape). */
+ * reshape). On a jagged nested x (B, j, D...) (ragged dim 1) both keep the
+ * batch and ragged dims and view the rest: sizes (B, -1, s...) with -1 for
+ * the ragged dim and s... holding as many elements as D... (torch's
+ * x.view(B, -1, H, Dh)); other sizes are JAG_ENOTIMPL. */
 jag_status jag_reshape(const jag_tensor *x, const int64_t *sizes, int ndim, jag_tensor **out);
 jag_status jag_transpose(const jag_tensor *x, int dim0, int dim1, jag_tensor **out);
 /* perm is a permutation of 0..ndim-1 (negative entries allowed). */

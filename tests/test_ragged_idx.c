@@ -1,6 +1,6 @@
 /* test_ragged_idx.c — jagged tensors whose ragged dim is not dim 1
  * (transpose(1, 2) of (B, j, H, D) is (B, H, j, D), torch's attention
- * layout). Every result is checked component by component against the same
+ * layout), and the view that makes heads, (B, j, D) -> (B, j, H, Dh). Every result is checked component by component against the same
  * op on the dense components (transposed with dense ops), gradients by
  * finite differences, and the errors for ops that cannot run. */
 #include "test.h"
@@ -372,5 +372,51 @@ static void test_traced(void) {
     jag_release(q), jag_release(k), jag_release(v);
 }
 
+/* ---- heads: view(B, -1, H, Dh) of a jagged (B, j, D) ---------------------- */
+
+static jag_tensor *make_jagged2(int64_t d, uint64_t seed) { /* (3, j, d) */
+    int64_t offs[4] = {0, 2, 2, 5}, nb = 4, vs[2] = {5, d};
+    jag_tensor *v = t_rand(vs, 2, JAG_FLOAT64, -1, 1, seed), *o = NULL, *nt = NULL;
+    if (jag_from_data(offs, &nb, 1, JAG_INT64, &o) || jag_nested_from_jagged(v, o, NULL, &nt)) exit(2);
+    jag_release(v), jag_release(o);
+    return nt;
+}
+
+static jag_status g_heads(jag_tensor *const *in, int n, jag_tensor **out, void *ctx) {
+    (void)n, (void)ctx;
+    jag_tensor *h = NULL, *t = NULL, *s = NULL;
+    jag_status st = JAG_OK;
+    (void)((st = jag_reshape(in[0], (int64_t[]){3, -1, 2, 3}, 4, &h)) || (st = jag_transpose(h, 1, 2, &t)) ||
+           (st = jag_softmax(t, 2, &s)) || (st = jag_nested_values(s, out)));
+    jag_release(h), jag_release(t), jag_release(s);
+    return st;
+}
+
+static void test_view_heads(void) {
+    TEST_BEGIN();
+    jag_tensor *x = make_jagged2(6, 40), *h = NULL, *bad = NULL;
+    CHECK_OK(jag_reshape(x, (int64_t[]){3, -1, 2, 3}, 4, &h));
+    CHECK(jag_is_nested(h) && jag_nested_ragged_idx(h) == 1 && jag_size(h, 2) == 2 && jag_size(h, 3) == 3);
+    CHECK(jag_nested_ragged_id(h) == jag_nested_ragged_id(x));
+    jag_tensor *xc[3], *hc[3];
+    int n = 0;
+    CHECK_OK(jag_nested_unbind(x, xc, 3, &n));
+    CHECK_OK(jag_nested_unbind(h, hc, 3, &n));
+    for (int b = 0; b < 3; b++) {
+        jag_tensor *w = NULL;
+        CHECK_OK(jag_reshape(xc[b], (int64_t[]){LENS[b], 2, 3}, 3, &w));
+        CHECK(t_allclose(hc[b], w, 0, 0));
+        jag_release(w), jag_release(xc[b]), jag_release(hc[b]);
+    }
+    CHECK_ERR(jag_reshape(x, (int64_t[]){3, 5, 6}, 3, &bad), JAG_ENOTIMPL, "sizes (B, -1, ...) with -1 for the ragged dim");
+    CHECK_ERR(jag_reshape(x, (int64_t[]){3, -1, 4, 2}, 4, &bad), JAG_ESHAPE, "hold 6 elements per row, sizes [4, 2] ask for 8");
+    CHECK_ERR(jag_reshape(x, (int64_t[]){3, -1, -1, 3}, 4, &bad), JAG_ESHAPE, "only the ragged dim (1) may be -1");
+    CHECK_ERR(jag_reshape(x, (int64_t[]){4, -1, 2, 3}, 4, &bad), JAG_ENOTIMPL, "keeps the batch and ragged dims");
+    CHECK(bad == NULL);
+    CHECK_OK(jag_set_requires_grad(x, true));
+    CHECK_OK(jag_gradcheck(g_heads, NULL, (jag_tensor *[]){x}, 1, 1e-6, 1e-6, 1e-5));
+    jag_release(x), jag_release(h);
+}
+
 TEST_MAIN(test_transpose_moves_the_ragged_dim, test_ops_on_the_moved_dim, test_errors, test_attention_heads_first,
-          test_gradients, test_traced)
+          test_gradients, test_traced, test_view_heads)

@@ -109,8 +109,9 @@ def _to_dtype(d):
 
 def _shape_arg(size):
     if len(size) == 1 and isinstance(size[0], (tuple, list)):
-        return tuple(size[0])
-    return tuple(size)
+        size = size[0]
+    # a ragged dim (x.shape[1] of a nested x) is -1: "keep it ragged"
+    return tuple(-1 if isinstance(s, RaggedDim) else s for s in size)
 
 
 def get_default_dtype():
@@ -439,6 +440,28 @@ class Tensor(_C.TensorBase):
 
     def flatten(self):
         return self._flatten()
+
+    def unflatten(self, dim, sizes):
+        """Dim `dim` split into `sizes` (one of them may be -1), a view as
+        torch's; on a jagged tensor, a dim after the ragged one (its values
+        are viewed)."""
+        shape = list(self.shape)
+        d = dim + len(shape) if dim < 0 else dim
+        if not 0 <= d < len(shape):
+            raise IndexError("unflatten: dim %d out of range for a %d-d tensor" % (dim, len(shape)))
+        if isinstance(shape[d], RaggedDim):
+            raise NotImplementedError("unflatten: dim %d is ragged" % dim)
+        sizes = [_builtins.int(s) for s in sizes]
+        if sizes.count(-1) > 1:
+            raise ValueError("unflatten: at most one size may be -1")
+        if -1 in sizes:
+            known = 1
+            for s in sizes:
+                known *= s if s != -1 else 1
+            if known == 0 or shape[d] % known:
+                raise ValueError("unflatten: sizes %s do not divide dim %d of size %d" % (sizes, dim, shape[d]))
+            sizes[sizes.index(-1)] = shape[d] // known
+        return self.view(shape[:d] + sizes + shape[d + 1:])
 
     # --- autograd ---------------------------------------------------------
     def requires_grad_(self, requires_grad=True):

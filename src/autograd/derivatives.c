@@ -1094,7 +1094,7 @@ static jag_status on_values(const jag_grad_ctx *c, jag_tensor *const *go, jag_te
     case JAG_OP_transpose: case JAG_OP_narrow: case JAG_OP_sum: case JAG_OP_mean: case JAG_OP_mm: case JAG_OP_linear: case JAG_OP_matmul:
     case JAG_OP_amax: case JAG_OP_amin: case JAG_OP_softmax: case JAG_OP_log_softmax: case JAG_OP_layer_norm: case JAG_OP_rms_norm:
     case JAG_OP_var: case JAG_OP_std: case JAG_OP_logsumexp: case JAG_OP_max_dim: case JAG_OP_min_dim:
-    case JAG_OP_index_select:
+    case JAG_OP_index_select: case JAG_OP_view:
         break;
     default:
         return jag__error(JAG_ENOTIMPL, "%s: no derivative for jagged nested inputs (the forward does not run on them)", c->name);

@@ -626,6 +626,42 @@ static jag_status narrow_ragged(const jag_value *args, int nargs, nested_state *
     return st;
 }
 
+/* view(nt, (B, -1, s...)) of a jagged (B, j, D...): the batch and ragged
+ * dims stay (the -1 marks the ragged one, as torch's view(B, -1, H, Dh)),
+ * the dims after them are viewed on the values: values.view(-1, s...). */
+static jag_status view_jagged(const jag_value *args, int nargs, nested_state *lead, int outer_ndim, jag_tensor **outs) {
+    const jag_op_info *info = &jag__ops[JAG_OP_view];
+    const int64_t *sz;
+    int n;
+    jag_status st = jag__arg_ints(info->api_name, args, nargs, 1, "sizes", &sz, &n);
+    if (st) return st;
+    (void)outer_ndim;
+    if (n < 2 || (sz[0] != lead->batch && sz[0] != -1) || sz[1] != -1)
+        return not_supported(info, JAG_JAGGED, "a view keeps the batch and ragged dims: sizes (B, -1, ...) with -1 for "
+                                               "the ragged dim, the dims after it viewed on the values");
+    int64_t vs[JAG_MAX_DIMS];
+    vs[0] = -1;
+    for (int k = 2; k < n; k++) {
+        if (sz[k] < 0)
+            return jag__error(JAG_ESHAPE, "%s: size %lld at dim %d; only the ragged dim (1) may be -1 in a view of a jagged tensor",
+                              info->api_name, (long long)sz[k], k);
+        vs[k - 1] = sz[k];
+    }
+    int64_t want = jag__numel(vs + 1, n - 2), have = jag__numel(lead->values->sizes + 1, lead->values->ndim - 1);
+    if (want != have) {
+        char a[JAG_SHAPE_BUF], b[JAG_SHAPE_BUF];
+        return jag__error(JAG_ESHAPE, "%s: the dims after the ragged one %s hold %lld elements per row, sizes %s ask for %lld",
+                          info->api_name, jag__shape_str(lead->values->sizes + 1, lead->values->ndim - 1, a, sizeof a),
+                          (long long)have, jag__shape_str(sz + 2, n - 2, b, sizeof b), (long long)want);
+    }
+    jag_tensor *v = NULL;
+    jag_value a[] = {jag__v_tensor(lead->values), jag__v_ints(vs, n - 1)};
+    if ((st = jag__dispatch(JAG_OP_view, a, 2, &v))) return st;
+    st = jag__nested_rewrap_jagged(lead, v, outs);
+    jag_release(v);
+    return st;
+}
+
 /* ---- the handler -------------------------------------------------------- */
 
 /* Whether a jagged argument has its ragged dim elsewhere than dim 1. */
@@ -712,6 +748,9 @@ jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag
                 return select_component(args, nargs, lead, outs);
             if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead)
                 return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
+            break;
+        case JAG_OP_view:
+            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead) return view_jagged(args, nargs, lead, outer_ndim, outs);
             break;
         case JAG_OP_embedding: return embedding_nested(args, nargs, lead, outs);
         case JAG_OP_cat: return jag__nested_cat(info->api_name, args, nargs, outs);

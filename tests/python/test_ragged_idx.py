@@ -91,3 +91,18 @@ def test_save_and_load_keep_the_ragged_dim(tmp_path):
     assert back._ragged_idx == 2
     for x, y in zip(back.unbind(), t.unbind()):
         np.testing.assert_array_equal(x.numpy(), y.numpy())
+
+
+def test_view_and_unflatten_make_heads():
+    cs = [rng.standard_normal((n, 8)) for n in LENS]
+    x = nested(cs, requires_grad=True)
+    for h in (x.unflatten(-1, (2, -1)), x.view(3, x.shape[1], 2, 4), x.reshape(3, -1, 2, 4)):
+        assert h.shape[2:] == (2, 4) and h.shape[1] == x.shape[1]
+        for part, c in zip(h.unbind(), cs):
+            np.testing.assert_array_equal(part.numpy(), c.reshape(-1, 2, 4))
+    (x.unflatten(-1, (2, 4)).transpose(1, 2).values() * 3).sum().backward()
+    np.testing.assert_array_equal(x.grad.values().numpy(), np.full((8, 8), 3.0))
+    with pytest.raises(ValueError, match="sizes \\[3, 3\\] ask for 9"):
+        x.view(3, -1, 3, 3)
+    with pytest.raises(NotImplementedError, match="keeps the batch and ragged dims"):
+        x.view(24, 8)
