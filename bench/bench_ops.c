@@ -71,7 +71,7 @@ static jag_tensor *padded_of(const jag_tensor *nt) {
 
 static void bench_case(const corpus *cp, const char *dist, int64_t batch, int64_t dim) {
     int64_t *lens = malloc((size_t)batch * sizeof *lens), real = 0, maxlen = 0, V = 50000;
-    bench_make_lengths(dist, cp, batch, (uint64_t)batch * 131, lens);
+    make_lengths(dist, cp, batch, (uint64_t)batch * 131, lens);
     for (int64_t i = 0; i < batch; i++) real += lens[i], maxlen = lens[i] > maxlen ? lens[i] : maxlen;
     char params[192];
     snprintf(params, sizeof params,
