@@ -14,7 +14,7 @@
 /* Lengths from a seeded LCG: uniform in 1..512; long-tailed (Pareto, alpha
  * 1.2, from 8, capped at 512: most short, a few long); all equal (256); or
  * the corpus's document lengths ("corpus"). */
-static inline void make_lengths(const char *dist, const corpus *c, int64_t batch, uint64_t seed, int64_t *lens) {
+__attribute__((noinline)) static void make_lengths(const char *dist, const corpus *c, int64_t batch, uint64_t seed, int64_t *lens) {
     uint64_t s = seed * 6364136223846793005ull + 1442695040888963407ull;
     for (int64_t i = 0; i < batch; i++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
