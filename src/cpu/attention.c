@@ -234,6 +234,122 @@ static void tile_mm(int64_t m, int64_t n, int64_t k, float alpha, const float *A
 #define tile_mm tile_mm_blas
 #endif
 
+/* ---- the element-wise steps of a tile ----------------------------------------- */
+
+/* 16 columns at a time: a strip of VL columns of a tile is one vector */
+#define VL 16
+
+#if defined(__AVX512F__)
+/* exp(x) for 16 lanes, as jag__vm_exp_f32 computes it (the same clamps,
+ * reduction and polynomial, so the same results) with AVX-512's scalef
+ * for the power of two: about half the instructions. */
+static inline __m512 exp16(__m512 x) {
+    x = _mm512_min_ps(_mm512_set1_ps(90.0f), _mm512_max_ps(_mm512_set1_ps(-120.0f), x)); /* NaN passes */
+    __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269502f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fmadd_ps(k, _mm512_set1_ps(-0.693359375f), x);
+    r = _mm512_fmadd_ps(k, _mm512_set1_ps(2.12194440e-4f), r);
+    __m512 q = _mm512_fmadd_ps(_mm512_set1_ps(1.381456153e-03f), r, _mm512_set1_ps(8.368735202e-03f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(4.166838899e-02f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.666652113e-01f));
+    q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(4.999999404e-01f));
+    __m512 p = _mm512_add_ps(_mm512_set1_ps(1.0f), _mm512_fmadd_ps(_mm512_mul_ps(r, r), q, r));
+    return _mm512_scalef_ps(p, k);
+}
+
+/* dst[c ldd + r] = src[r lds + c], r < rows, c < cols: 16 rows of a column per gather */
+static void pack_t(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols) {
+    if (lds > INT32_MAX / 64) {
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++) dst[c * ldd + r] = src[r * lds + c];
+        return;
+    }
+    __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                     _mm512_set1_epi32((int)lds));
+    for (int64_t r0 = 0; r0 < rows; r0 += VL) {
+        __mmask16 mk = (__mmask16)(rows - r0 >= VL ? 0xffffu : (1u << (rows - r0)) - 1);
+        for (int64_t c = 0; c < cols; c++)
+            _mm512_mask_storeu_ps(dst + c * ldd + r0, mk,
+                                  _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, idx, src + r0 * lds + c, 4));
+    }
+}
+
+/* One strip of VL query columns of a scores tile st (nb keys x columns, rows
+ * ld apart): the running max m grows to the strip's column max, r =
+ * exp(m_old - m_new) (1 where it did not grow), P = exp(S - m) in place,
+ * l = l r + column sums of P. Returns whether some r is not 1. */
+static bool softmax_strip(float *st, int64_t ld, int64_t nb, float *m, float *l, float *r) {
+    __m512 m0 = _mm512_loadu_ps(m), mx = m0, sum = _mm512_setzero_ps();
+    for (int64_t j = 0; j < nb; j++) mx = _mm512_max_ps(_mm512_loadu_ps(st + j * ld), mx); /* a NaN score is skipped */
+    __mmask16 grew = _mm512_cmp_ps_mask(mx, m0, _CMP_GT_OQ);
+    _mm512_storeu_ps(r, _mm512_mask_blend_ps(grew, _mm512_set1_ps(1.0f), exp16(_mm512_sub_ps(m0, mx))));
+    _mm512_storeu_ps(m, mx);
+    /* nothing visible yet: exp(-inf - 0) = 0 */
+    __m512 base = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mx, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ), mx, _mm512_setzero_ps());
+    for (int64_t j = 0; j < nb; j++) {
+        __m512 p = exp16(_mm512_sub_ps(_mm512_loadu_ps(st + j * ld), base));
+        _mm512_storeu_ps(st + j * ld, p);
+        sum = _mm512_add_ps(sum, p);
+    }
+    _mm512_storeu_ps(l, _mm512_fmadd_ps(_mm512_loadu_ps(l), _mm512_loadu_ps(r), sum));
+    return grew != 0;
+}
+
+/* a row of the backward: P = exp(S - lse) in place, dS = P (dP - D) in place of dP */
+static void probs_row(float *p, float *ds, int64_t nb, float lse, float di) {
+    __m512 ls = _mm512_set1_ps(lse), dv = _mm512_set1_ps(di);
+    for (int64_t j = 0; j < nb; j += VL) {
+        __mmask16 mk = (__mmask16)(nb - j >= VL ? 0xffffu : (1u << (nb - j)) - 1);
+        __m512 pj = exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, p + j), ls));
+        _mm512_mask_storeu_ps(p + j, mk, pj);
+        _mm512_mask_storeu_ps(ds + j, mk, _mm512_mul_ps(pj, _mm512_sub_ps(_mm512_maskz_loadu_ps(mk, ds + j), dv)));
+    }
+}
+#else
+static void pack_t(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) dst[c * ldd + r] = src[r * lds + c];
+}
+
+static bool softmax_strip(float *st, int64_t ld, int64_t nb, float *m, float *l, float *r) {
+    float mx[VL], base[VL], sum[VL];
+    bool grew = false;
+#pragma omp simd
+    for (int v = 0; v < VL; v++) mx[v] = m[v], sum[v] = 0;
+    for (int64_t j = 0; j < nb; j++) {
+        const float *s = st + j * ld;
+#pragma omp simd
+        for (int v = 0; v < VL; v++) mx[v] = s[v] > mx[v] ? s[v] : mx[v]; /* a NaN score is skipped */
+    }
+    for (int v = 0; v < VL; v++) {
+        r[v] = mx[v] > m[v] ? jag__vm_exp_f32(m[v] - mx[v]) : 1.0f;
+        grew |= mx[v] > m[v];
+        m[v] = mx[v];
+        base[v] = mx[v] == -INFINITY ? 0.0f : mx[v]; /* nothing visible yet: exp(-inf - 0) = 0 */
+    }
+    for (int64_t j = 0; j < nb; j++) {
+        float *s = st + j * ld;
+#pragma omp simd
+        for (int v = 0; v < VL; v++) {
+            float p = jag__vm_exp_f32(s[v] - base[v]);
+            s[v] = p;
+            sum[v] += p;
+        }
+    }
+#pragma omp simd
+    for (int v = 0; v < VL; v++) l[v] = l[v] * r[v] + sum[v];
+    return grew;
+}
+
+static void probs_row(float *p, float *ds, int64_t nb, float lse, float di) {
+#pragma omp simd
+    for (int64_t j = 0; j < nb; j++) {
+        float pj = jag__vm_exp_f32(p[j] - lse);
+        p[j] = pj;
+        ds[j] = pj * (ds[j] - di);
+    }
+}
+#endif
+
 /* ---- float32 forward, tiled ------------------------------------------------ */
 
 /* flash-attention's forward on tiles of TQ queries x TK keys, with the
@@ -269,17 +385,17 @@ static inline int64_t keys_seen(const attn_args *a, int64_t b, int64_t i_end) {
 }
 
 // queries [i0, i0 + nq) of head h of sequence b -> their out rows (Rq, Hq, Dh) and lse (Rq, Hq)
-// scratch: qt (Dh, TQ), st (TK, TQ), acc (TQ, Dh), m, l, base, sum (TQ)
+// scratch (zeroed once): qt (Dh, TQ), st (TK, TQ), acc (TQ, Dh), m, l, r (TQ); columns of qt and st past nq
+// are computed too (never used)
 static void forward_f32_tile(const attn_args *a, int64_t b, int64_t h, int64_t i0, int64_t nq, float *out, float *lse_out,
                              float *scratch) {
     int64_t kh = h / (a->hq / a->hk), dh = a->dh, kend = keys_seen(a, b, i0 + nq);
     const float *Q = (const float *)a->q.base + (a->qo[b] + i0) * a->q.sr + h * a->q.sh;
     const float *K = (const float *)a->k.base + a->ko[b] * a->k.sr + kh * a->k.sh;
     const float *V = (const float *)a->v.base + a->ko[b] * a->v.sr + kh * a->v.sh;
-    float *qt = scratch, *st = qt + dh * TQ, *acc = st + TK * TQ, *m = acc + TQ * dh, *l = m + TQ, *base = l + TQ, *sum = base + TQ;
-    for (int64_t i = 0; i < nq; i++)
-        for (int64_t d = 0; d < dh; d++) qt[d * TQ + i] = Q[i * a->q.sr + d];
-    for (int64_t i = 0; i < nq; i++) m[i] = -INFINITY, l[i] = 0;
+    float *qt = scratch, *st = qt + dh * TQ, *acc = st + TK * TQ, *m = acc + TQ * dh, *l = m + TQ, *r = l + TQ;
+    pack_t(qt, TQ, Q, a->q.sr, nq, dh);
+    for (int64_t i = 0; i < TQ; i++) m[i] = -INFINITY, l[i] = 0;
     memset(acc, 0, (size_t)(nq * dh) * sizeof *acc);
     for (int64_t j0 = 0; j0 < kend; j0 += TK) {
         int64_t nb = kend - j0 < TK ? kend - j0 : TK;
@@ -293,34 +409,13 @@ static void forward_f32_tile(const attn_args *a, int64_t b, int64_t h, int64_t i
         if (a->causal) /* key j0 + j is hidden from queries before it */
             for (int64_t j = i0 + 1 - j0 > 0 ? i0 + 1 - j0 : 0; j < nb; j++)
                 for (int64_t i = 0; i < nq && i0 + i < j0 + j; i++) st[j * TQ + i] = -INFINITY;
-        for (int64_t i = 0; i < nq; i++) base[i] = m[i];
-        for (int64_t j = 0; j < nb; j++) {
-            const float *srow = st + j * TQ;
+        bool rescale = false;
+        for (int64_t c = 0; c < nq; c += VL) rescale |= softmax_strip(st + c, TQ, nb, m + c, l + c, r + c);
+        for (int64_t i = 0; rescale && i < nq; i++) {
+            float *arow = acc + i * dh, ri = r[i];
 #pragma omp simd
-            for (int64_t i = 0; i < nq; i++) base[i] = srow[i] > base[i] ? srow[i] : base[i];
+            for (int64_t d = 0; d < dh; d++) arow[d] *= ri;
         }
-        for (int64_t i = 0; i < nq; i++) { /* base: the new max; rescale what was summed under the old one */
-            if (base[i] > m[i]) {
-                float r = jag__vm_exp_f32(m[i] - base[i]);
-                l[i] *= r;
-                float *arow = acc + i * dh;
-#pragma omp simd
-                for (int64_t d = 0; d < dh; d++) arow[d] *= r;
-                m[i] = base[i];
-            }
-            if (base[i] == -INFINITY) base[i] = 0; /* nothing visible yet: exp(-inf - 0) = 0 */
-            sum[i] = 0;
-        }
-        for (int64_t j = 0; j < nb; j++) {
-            float *srow = st + j * TQ;
-#pragma omp simd
-            for (int64_t i = 0; i < nq; i++) {
-                float p = jag__vm_exp_f32(srow[i] - base[i]);
-                srow[i] = p;
-                sum[i] += p;
-            }
-        }
-        for (int64_t i = 0; i < nq; i++) l[i] += sum[i];
         tile_mm(nq, dh, nb, 1.0f, st, 1, TQ, V + j0 * a->v.sr, a->v.sr, true, acc, dh);
     }
     for (int64_t i = 0; i < nq; i++) {
@@ -362,7 +457,7 @@ static jag_status forward_f32(const attn_args *a, float *out, float *lse_out) {
     bool failed = false;
 #pragma omp parallel
     {
-        float *scratch = malloc((size_t)(dh * TQ + TK * TQ + TQ * dh + 4 * TQ) * sizeof *scratch);
+        float *scratch = calloc((size_t)(dh * TQ + TK * TQ + TQ * dh + 3 * TQ), sizeof *scratch);
         if (!scratch) {
 #pragma omp atomic write
             failed = true;
@@ -488,12 +583,7 @@ static void backward_f32_tile(const bw_ctx *c, int64_t b, int64_t h, int64_t i0,
         }
         if (a->causal) /* keys after query i0 + i are hidden */
             for (int64_t j = i0 + i + 1 - j0 > 0 ? i0 + i + 1 - j0 : 0; j < nb; j++) prow[j] = -INFINITY;
-#pragma omp simd
-        for (int64_t j = 0; j < nb; j++) {
-            float pj = jag__vm_exp_f32(prow[j] - lse);
-            prow[j] = pj;
-            drow[j] = pj * (drow[j] - di);
-        }
+        probs_row(prow, drow, nb, lse, di);
         if (c->dmask) memcpy(c->dmask + c->fo[b] + (h * lq + i0 + i) * lk + j0, drow, (size_t)nb * sizeof *drow);
     }
     if (want_dkv) {
@@ -516,11 +606,8 @@ static void backward_f32_task(const bw_ctx *c, const attn_task *t, float *scratc
         int64_t hs = t->h0 > kh * group ? t->h0 : kh * group, he = t->h0 + t->nh < (kh + 1) * group ? t->h0 + t->nh : (kh + 1) * group;
         for (int64_t j0 = t->j0; j0 < t->j0 + t->nj; j0 += BK) {
             int64_t nb = t->j0 + t->nj - j0 < BK ? t->j0 + t->nj - j0 : BK;
-            for (int64_t j = 0; j < nb; j++)
-                for (int64_t d = 0; d < dh; d++) {
-                    kt[d * BK + j] = K[(j0 + j) * a->k.sr + d];
-                    vt[d * BK + j] = V[(j0 + j) * a->v.sr + d];
-                }
+            pack_t(kt, BK, K + j0 * a->k.sr, a->k.sr, nb, dh);
+            pack_t(vt, BK, V + j0 * a->v.sr, a->v.sr, nb, dh);
             /* causal: queries before key j0 see none of this tile */
             int64_t first = a->causal && j0 > t->i0 ? t->i0 + (j0 - t->i0) / BQ * BQ : t->i0;
             for (int64_t h = hs; h < he; h++)
