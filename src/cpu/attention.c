@@ -256,21 +256,31 @@ static inline __m512 exp16(__m512 x) {
     return _mm512_scalef_ps(p, k);
 }
 
-/* dst[c ldd + r] = src[r lds + c], r < rows, c < cols: 16 rows of a column per gather */
+/* dst[c ldd + r] = src[r lds + c], r < rows, c < cols: blocks of 16 x 16
+ * transposed in registers (unpacks, then 128-bit lane shuffles) */
 static void pack_t(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols) {
-    if (lds > INT32_MAX / 64) {
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t c = 0; c < cols; c++) dst[c * ldd + r] = src[r * lds + c];
-        return;
-    }
-    __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                     _mm512_set1_epi32((int)lds));
-    for (int64_t r0 = 0; r0 < rows; r0 += VL) {
-        __mmask16 mk = (__mmask16)(rows - r0 >= VL ? 0xffffu : (1u << (rows - r0)) - 1);
-        for (int64_t c = 0; c < cols; c++)
-            _mm512_mask_storeu_ps(dst + c * ldd + r0, mk,
-                                  _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk, idx, src + r0 * lds + c, 4));
-    }
+    for (int64_t r0 = 0; r0 < rows; r0 += VL)
+        for (int64_t c0 = 0; c0 < cols; c0 += VL) {
+            int64_t nr = rows - r0 < VL ? rows - r0 : VL, nc = cols - c0 < VL ? cols - c0 : VL;
+            __mmask16 cm = (__mmask16)((1u << nc) - 1), rm = (__mmask16)((1u << nr) - 1);
+            __m512 x[VL], t[VL];
+            for (int i = 0; i < VL; i++) x[i] = i < nr ? _mm512_maskz_loadu_ps(cm, src + (r0 + i) * lds + c0) : _mm512_setzero_ps();
+            for (int i = 0; i < VL; i += 2) /* lane k of t[i]: (i, 4k), (i+1, 4k), (i, 4k+1), (i+1, 4k+1); t[i+1]: 4k+2, 4k+3 */
+                t[i] = _mm512_unpacklo_ps(x[i], x[i + 1]), t[i + 1] = _mm512_unpackhi_ps(x[i], x[i + 1]);
+            for (int g = 0; g < 4; g++) { /* lane k of x[4g + c]: rows 4g..4g+3 of column 4k + c */
+                __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 1]);
+                __m512d c = _mm512_castps_pd(t[4 * g + 2]), d = _mm512_castps_pd(t[4 * g + 3]);
+                x[4 * g] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c)), x[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+                x[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d)), x[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+            }
+            for (int c = 0; c < 4; c++) { /* the 4 x 4 transpose of 128-bit lanes of x[c], x[4+c], x[8+c], x[12+c] */
+                __m512 v0 = _mm512_shuffle_f32x4(x[c], x[4 + c], 0x88), v1 = _mm512_shuffle_f32x4(x[c], x[4 + c], 0xdd);
+                __m512 w0 = _mm512_shuffle_f32x4(x[8 + c], x[12 + c], 0x88), w1 = _mm512_shuffle_f32x4(x[8 + c], x[12 + c], 0xdd);
+                t[c] = _mm512_shuffle_f32x4(v0, w0, 0x88), t[8 + c] = _mm512_shuffle_f32x4(v0, w0, 0xdd);
+                t[4 + c] = _mm512_shuffle_f32x4(v1, w1, 0x88), t[12 + c] = _mm512_shuffle_f32x4(v1, w1, 0xdd);
+            }
+            for (int c = 0; c < nc; c++) _mm512_mask_storeu_ps(dst + (c0 + c) * ldd + r0, rm, t[c]);
+        }
 }
 
 /* One strip of VL query columns of a scores tile st (nb keys x columns, rows
@@ -278,14 +288,23 @@ static void pack_t(float *dst, int64_t ldd, const float *src, int64_t lds, int64
  * exp(m_old - m_new) (1 where it did not grow), P = exp(S - m) in place,
  * l = l r + column sums of P. Returns whether some r is not 1. */
 static bool softmax_strip(float *st, int64_t ld, int64_t nb, float *m, float *l, float *r) {
-    __m512 m0 = _mm512_loadu_ps(m), mx = m0, sum = _mm512_setzero_ps();
-    for (int64_t j = 0; j < nb; j++) mx = _mm512_max_ps(_mm512_loadu_ps(st + j * ld), mx); /* a NaN score is skipped */
-    __mmask16 grew = _mm512_cmp_ps_mask(mx, m0, _CMP_GT_OQ);
-    _mm512_storeu_ps(r, _mm512_mask_blend_ps(grew, _mm512_set1_ps(1.0f), exp16(_mm512_sub_ps(m0, mx))));
+    __m512 old = _mm512_loadu_ps(m), x0 = old, x1 = old, x2 = old, x3 = old, sum = _mm512_setzero_ps();
+    int64_t j = 0;
+    for (; j + 4 <= nb; j += 4) { /* four chains of max; a NaN score is skipped */
+        x0 = _mm512_max_ps(_mm512_loadu_ps(st + j * ld), x0), x1 = _mm512_max_ps(_mm512_loadu_ps(st + (j + 1) * ld), x1);
+        x2 = _mm512_max_ps(_mm512_loadu_ps(st + (j + 2) * ld), x2), x3 = _mm512_max_ps(_mm512_loadu_ps(st + (j + 3) * ld), x3);
+    }
+    for (; j < nb; j++) x0 = _mm512_max_ps(_mm512_loadu_ps(st + j * ld), x0);
+    __m512 mx = _mm512_max_ps(_mm512_max_ps(x0, x1), _mm512_max_ps(x2, x3));
+    __mmask16 grew = _mm512_cmp_ps_mask(mx, old, _CMP_GT_OQ);
+    __m512 ninf = _mm512_set1_ps(-INFINITY);
+    /* r = exp(old - mx) where m grew, else 1; the first key tile's old is -inf (r = 0 where it grew) */
+    __m512 shrink = _mm512_cmp_ps_mask(old, ninf, _CMP_EQ_OQ) == 0xffff ? _mm512_setzero_ps() : exp16(_mm512_sub_ps(old, mx));
+    _mm512_storeu_ps(r, _mm512_mask_blend_ps(grew, _mm512_set1_ps(1.0f), shrink));
     _mm512_storeu_ps(m, mx);
     /* nothing visible yet: exp(-inf - 0) = 0 */
-    __m512 base = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mx, _mm512_set1_ps(-INFINITY), _CMP_EQ_OQ), mx, _mm512_setzero_ps());
-    for (int64_t j = 0; j < nb; j++) {
+    __m512 base = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(mx, ninf, _CMP_EQ_OQ), mx, _mm512_setzero_ps());
+    for (j = 0; j < nb; j++) {
         __m512 p = exp16(_mm512_sub_ps(_mm512_loadu_ps(st + j * ld), base));
         _mm512_storeu_ps(st + j * ld, p);
         sum = _mm512_add_ps(sum, p);
