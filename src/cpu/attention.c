@@ -719,9 +719,16 @@ static jag_status backward_f32(const attn_args *a, const attn_view *o, const att
         for (int64_t b = 0; b < a->batch; b++) /* D = rowsum(dO o O), and dO packed */
             for (int64_t r = a->qo[b]; r < a->qo[b] + a->ql[b]; r++)
                 for (int64_t h = 0; h < hq; h++) {
-                    dd[r * hq + h] = (float)dot(go, r, h, o, r, h, dh, false);
-                    for (int64_t d = 0; pack && d < dh; d++)
-                        gp[(r * hq + h) * dh + d] = ((const float *)go->base)[r * go->sr + h * go->sh + d * go->sd];
+                    const float *g = (const float *)go->base + r * go->sr + h * go->sh, *y = (const float *)o->base + r * o->sr + h * o->sh;
+                    double sum = 0;
+                    if (go->sd == 1 && o->sd == 1) {
+#pragma omp simd reduction(+ : sum)
+                        for (int64_t d = 0; d < dh; d++) sum += (double)g[d] * (double)y[d];
+                    } else {
+                        sum = dot(go, r, h, o, r, h, dh, false);
+                    }
+                    dd[r * hq + h] = (float)sum;
+                    for (int64_t d = 0; pack && d < dh; d++) gp[(r * hq + h) * dh + d] = g[d * go->sd];
                 }
         float *scratch = malloc((size_t)(2 * dh * BK + 2 * BQ * BK) * sizeof *scratch);
         if (!scratch) {
