@@ -431,7 +431,12 @@ static void forward_f32_tile(const attn_args *a, int64_t b, int64_t h, int64_t i
     memset(acc, 0, (size_t)(nq * dh) * sizeof *acc);
     for (int64_t j0 = 0; j0 < kend; j0 += TK) {
         int64_t nb = kend - j0 < TK ? kend - j0 : TK;
-        tile_mm(nb, nq, dh, (float)a->scale, K + j0 * a->k.sr, a->k.sr, 1, qt, TQ, false, st, TQ);
+        bool diagonal = a->causal && j0 + nb - 1 > i0; /* some key here is hidden from some query */
+        if (!diagonal) tile_mm(nb, nq, dh, (float)a->scale, K + j0 * a->k.sr, a->k.sr, 1, qt, TQ, false, st, TQ);
+        for (int64_t jr = 0; diagonal && jr < nb; jr += VL) { /* VL keys at a time, from the first strip of queries that sees one */
+            int64_t c = j0 + jr - i0 > 0 ? (j0 + jr - i0) / VL * VL : 0, nr = nb - jr < VL ? nb - jr : VL;
+            tile_mm(nr, nq - c, dh, (float)a->scale, K + (j0 + jr) * a->k.sr, a->k.sr, 1, qt + c, TQ, false, st + jr * TQ + c, TQ);
+        }
         if (a->mbase) { /* the additive mask */
             const float *mb = (const float *)a->mbase + a->mo[b] + h * a->mh[b] + i0 * a->mi[b] + j0 * a->mj[b];
             int64_t mi = a->mi[b], mj = a->mj[b];
@@ -448,7 +453,11 @@ static void forward_f32_tile(const attn_args *a, int64_t b, int64_t h, int64_t i
 #pragma omp simd
             for (int64_t d = 0; d < dh; d++) arow[d] *= ri;
         }
-        tile_mm(nq, dh, nb, 1.0f, st, 1, TQ, V + j0 * a->v.sr, a->v.sr, true, acc, dh);
+        if (!diagonal) tile_mm(nq, dh, nb, 1.0f, st, 1, TQ, V + j0 * a->v.sr, a->v.sr, true, acc, dh);
+        for (int64_t ic = 0; diagonal && ic < nq; ic += VL) { /* VL queries at a time, with the keys they see */
+            int64_t nr = nq - ic < VL ? nq - ic : VL, kk = i0 + ic + nr - j0 < nb ? i0 + ic + nr - j0 : nb;
+            if (kk > 0) tile_mm(nr, dh, kk, 1.0f, st + ic, 1, TQ, V + j0 * a->v.sr, a->v.sr, true, acc + ic * dh, dh);
+        }
     }
     for (int64_t i = 0; i < nq; i++) {
         int64_t ri = a->qo[b] + i0 + i;
@@ -599,8 +608,19 @@ static void backward_f32_tile(const bw_ctx *c, int64_t b, int64_t h, int64_t i0,
     const float *Q = (const float *)a->q.base + rq * a->q.sr + h * a->q.sh;
     const float *K = (const float *)a->k.base + rk * a->k.sr + kh * a->k.sh;
     const float *dO = c->go + rq * c->gsr + h * c->gsh;
-    tile_mm(nq, nb, dh, scale, Q, a->q.sr, 1, kt, BK, false, p, BK);      /* S */
-    tile_mm(nq, nb, dh, 1.0f, dO, c->gsr, 1, vt, BK, false, ds, BK);      /* dP */
+    /* a diagonal tile of causal attention: its products run VL queries (or keys) at a time, over the keys
+     * (queries) those see, and its hidden scores get S = -inf and dP = 0 */
+    bool diagonal = a->causal && j0 + nb - 1 > i0;
+    if (!diagonal) {
+        tile_mm(nq, nb, dh, scale, Q, a->q.sr, 1, kt, BK, false, p, BK); /* S */
+        tile_mm(nq, nb, dh, 1.0f, dO, c->gsr, 1, vt, BK, false, ds, BK); /* dP */
+    }
+    for (int64_t ic = 0; diagonal && ic < nq; ic += VL) {
+        int64_t nr = nq - ic < VL ? nq - ic : VL, w = i0 + ic + nr - j0 < nb ? i0 + ic + nr - j0 : nb;
+        if (w <= 0) continue;
+        tile_mm(nr, w, dh, scale, Q + ic * a->q.sr, a->q.sr, 1, kt, BK, false, p + ic * BK, BK);
+        tile_mm(nr, w, dh, 1.0f, dO + ic * c->gsr, c->gsr, 1, vt, BK, false, ds + ic * BK, BK);
+    }
     for (int64_t i = 0; i < nq; i++) {
         float *prow = p + i * BK, *drow = ds + i * BK, lse = c->lse[(rq + i) * a->hq + h], di = c->dd[(rq + i) * a->hq + h];
         if (lse == -INFINITY) { /* the query saw no key: no gradient */
@@ -614,16 +634,30 @@ static void backward_f32_tile(const bw_ctx *c, int64_t b, int64_t h, int64_t i0,
             for (int64_t j = 0; j < nb; j++) prow[j] += mb[j * mj];
         }
         if (a->causal) /* keys after query i0 + i are hidden */
-            for (int64_t j = i0 + i + 1 - j0 > 0 ? i0 + i + 1 - j0 : 0; j < nb; j++) prow[j] = -INFINITY;
+            for (int64_t j = i0 + i + 1 - j0 > 0 ? i0 + i + 1 - j0 : 0; j < nb; j++) prow[j] = -INFINITY, drow[j] = 0;
         probs_row(prow, drow, nb, lse, di);
         if (c->dmask) memcpy(c->dmask + c->fo[b] + (h * lq + i0 + i) * lk + j0, drow, (size_t)nb * sizeof *drow);
     }
     if (want_dkv) {
         float *dV = c->dv + (rk * a->hk + kh) * dh, *dK = c->dk + (rk * a->hk + kh) * dh;
-        tile_mm(nb, dh, nq, 1.0f, p, 1, BK, dO, c->gsr, true, dV, a->hk * dh);     /* dV += P^T dO */
-        tile_mm(nb, dh, nq, scale, ds, 1, BK, Q, a->q.sr, true, dK, a->hk * dh);   /* dK += scale dS^T Q */
+        if (!diagonal) {
+            tile_mm(nb, dh, nq, 1.0f, p, 1, BK, dO, c->gsr, true, dV, a->hk * dh);   /* dV += P^T dO */
+            tile_mm(nb, dh, nq, scale, ds, 1, BK, Q, a->q.sr, true, dK, a->hk * dh); /* dK += scale dS^T Q */
+        }
+        for (int64_t jc = 0; diagonal && jc < nb; jc += VL) { /* from the first query that sees key j0 + jc */
+            int64_t nr = nb - jc < VL ? nb - jc : VL, f = j0 + jc - i0 > 0 ? j0 + jc - i0 : 0;
+            if (f >= nq) break;
+            tile_mm(nr, dh, nq - f, 1.0f, p + f * BK + jc, 1, BK, dO + f * c->gsr, c->gsr, true, dV + jc * a->hk * dh, a->hk * dh);
+            tile_mm(nr, dh, nq - f, scale, ds + f * BK + jc, 1, BK, Q + f * a->q.sr, a->q.sr, true, dK + jc * a->hk * dh, a->hk * dh);
+        }
     }
-    if (want_dq) tile_mm(nq, dh, nb, scale, ds, BK, 1, K, a->k.sr, true, c->dq + (rq * a->hq + h) * dh, a->hq * dh);
+    if (!want_dq) return;
+    float *dQ = c->dq + (rq * a->hq + h) * dh;
+    if (!diagonal) tile_mm(nq, dh, nb, scale, ds, BK, 1, K, a->k.sr, true, dQ, a->hq * dh); /* dQ += scale dS K */
+    for (int64_t ic = 0; diagonal && ic < nq; ic += VL) {
+        int64_t nr = nq - ic < VL ? nq - ic : VL, w = i0 + ic + nr - j0 < nb ? i0 + ic + nr - j0 : nb;
+        if (w > 0) tile_mm(nr, dh, w, scale, ds + ic * BK, BK, 1, K, a->k.sr, true, dQ + ic * a->hq * dh, a->hq * dh);
+    }
 }
 
 // one task: keys [j0, j0 + nj) (aligned to BK) x query heads [h0, h0 + nh) x queries [i0, i0 + ni) (aligned to BQ)
