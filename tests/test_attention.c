@@ -6,6 +6,8 @@
 
 #include "cpu/attention.h"
 
+#include <omp.h>
+
 /* Reference for one item: q (Lq, Hq, Dh), k/v (Lk, Hk, Dh) -> (Lq, Hq, Dh),
  * by hand in double. */
 static void ref_item(const jag_tensor *q, const jag_tensor *k, const jag_tensor *v, bool causal, double scale,
@@ -207,6 +209,265 @@ static void test_tiled_vs_reference(void) {
             }
 }
 
+
+/* ---- the kernels on packed rows against the naive references --------------- */
+
+/* One problem on raw buffers: nb items with lq[b] queries and lk[b] keys,
+ * two unused rows after each item (rows in holes), q, k, v, go and the mask
+ * filled from one seeded sequence, rounded to the dtype, so that the
+ * reference reads exactly what the kernel reads. */
+typedef struct {
+    bool f64, causal;
+    int64_t hq, hk, dh;
+    int mask;     /* 0 none, 1 per head (Hq, Lq, Lk), 2 shared by heads with -inf (a whole row of one), 3 per key */
+    int layout;   /* q, k, v: 0 contiguous rows, 1 rows 5 elements wider, 2 head dims strided (R, Dh, H) */
+    int golayout; /* go: 0 contiguous, 1 one row for all (row stride 0), 2 head dims strided */
+} bw_case;
+
+typedef struct {
+    attn_args a;
+    int64_t seg[9][9]; /* qo, ql, ko, kl, mo, mh, mi, mj, fo */
+    int64_t rq, rk, nm;
+    void *q, *k, *v, *m, *go, *out, *lse;
+    attn_view gv, ov;
+} bw_prob;
+
+static double urand(uint64_t *s) {
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(*s >> 11) * 0x1.0p-53 * 4.0 - 2.0;
+}
+
+static void put(void *buf, bool f64, int64_t i, double x) {
+    if (f64) ((double *)buf)[i] = x;
+    else ((float *)buf)[i] = (float)x;
+}
+
+static double get(const void *buf, bool f64, int64_t i) { return f64 ? ((const double *)buf)[i] : ((const float *)buf)[i]; }
+
+/* an (R, H, Dh) operand in the case's layout, filled at random */
+static void *operand(const bw_case *c, int layout, int64_t rows, int64_t h, attn_view *view, uint64_t *s) {
+    int64_t es = c->f64 ? 8 : 4, dh = c->dh, n = rows * (h * dh + 5) + 1;
+    void *buf = calloc((size_t)n, (size_t)es);
+    if (layout == 2) *view = (attn_view){buf, h * dh, 1, h};
+    else if (layout == 1) *view = (attn_view){buf, h * dh + 5, dh, 1};
+    else *view = (attn_view){buf, h * dh, dh, 1};
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t x = 0; x < h; x++)
+            for (int64_t d = 0; d < dh; d++) put(buf, c->f64, r * view->sr + x * view->sh + d * view->sd, urand(s));
+    return buf;
+}
+
+static void prob_init(bw_prob *p, const bw_case *c, int nb, const int64_t *lq, const int64_t *lk, uint64_t seed) {
+    memset(p, 0, sizeof *p);
+    int64_t *qo = p->seg[0], *ql = p->seg[1], *ko = p->seg[2], *kl = p->seg[3], *mo = p->seg[4], *mh = p->seg[5];
+    int64_t *mi = p->seg[6], *mj = p->seg[7], *fo = p->seg[8];
+    fo[0] = 0;
+    for (int b = 0; b < nb; b++) {
+        qo[b] = p->rq, ql[b] = lq[b], ko[b] = p->rk, kl[b] = lk[b];
+        p->rq += lq[b] + 2, p->rk += lk[b] + 2;
+        fo[b + 1] = fo[b] + c->hq * lq[b] * lk[b];
+        int64_t hm = c->mask == 1 ? c->hq : 1;
+        mo[b] = p->nm, mh[b] = c->mask == 1 ? lq[b] * lk[b] : 0, mi[b] = c->mask == 3 ? 0 : lk[b], mj[b] = 1;
+        p->nm += c->mask == 3 ? lk[b] : hm * lq[b] * lk[b];
+    }
+    uint64_t s = seed;
+    attn_view qv, kv, vv;
+    p->q = operand(c, c->layout, p->rq, c->hq, &qv, &s);
+    p->k = operand(c, c->layout, p->rk, c->hk, &kv, &s);
+    p->v = operand(c, c->layout, p->rk, c->hk, &vv, &s);
+    p->go = operand(c, c->golayout == 2 ? 2 : 0, p->rq, c->hq, &p->gv, &s);
+    if (c->golayout == 1) p->gv.sr = 0;
+    p->m = calloc((size_t)(p->nm + 1), c->f64 ? 8 : 4);
+    for (int64_t i = 0; i < p->nm; i++) put(p->m, c->f64, i, urand(&s) / 2);
+    if (c->mask == 2 || c->mask == 3)
+        for (int b = 0; b < nb; b++) { /* hide key 1 from query 0 (every key, per key), and every key from query 1; */
+            if (lk[b] > 1 && lq[b] > 0) put(p->m, c->f64, mo[b] + 1, -INFINITY);
+            for (int64_t j = 0; c->mask == 2 && lq[b] > 1 && j < lk[b]; j++) put(p->m, c->f64, mo[b] + lk[b] + j, -INFINITY);
+            /* query 2 sees every key 95 down (far below exp's range, but the softmax is relative), key 0 100 more */
+            for (int64_t j = 0; c->mask == 2 && lq[b] > 2 && j < lk[b]; j++)
+                put(p->m, c->f64, mo[b] + 2 * lk[b] + j, get(p->m, c->f64, mo[b] + 2 * lk[b] + j) - (j ? 95 : 195));
+        }
+    p->a = (attn_args){.f64 = c->f64, .batch = nb, .hq = c->hq, .hk = c->hk, .dh = c->dh, .qo = qo, .ql = ql, .ko = ko,
+                       .kl = kl, .q = qv, .k = kv, .v = vv, .causal = c->causal, .scale = 0.7 / sqrt((double)c->dh)};
+    if (c->mask) p->a.mbase = p->m, p->a.mo = mo, p->a.mh = mh, p->a.mi = mi, p->a.mj = mj;
+    p->out = calloc((size_t)(p->rq * c->hq * c->dh + 1), c->f64 ? 8 : 4);
+    p->lse = calloc((size_t)(p->rq * c->hq + 1), c->f64 ? 8 : 4);
+    p->ov = (attn_view){p->out, c->hq * c->dh, c->dh, 1};
+}
+
+static void prob_free(bw_prob *p) {
+    free(p->q), free(p->k), free(p->v), free(p->m), free(p->go), free(p->out), free(p->lse);
+}
+
+/* max |x - ref| over max(1, max |ref|); NaN where either has one */
+static double rel_err(const void *x, bool f64, const double *ref, int64_t n) {
+    double worst = 0, big = 1;
+    for (int64_t i = 0; i < n; i++) big = fmax(big, fabs(ref[i]));
+    for (int64_t i = 0; i < n; i++) {
+        double d = fabs(get(x, f64, i) - ref[i]);
+        if (!(d <= worst)) worst = d; /* NaN sticks */
+    }
+    return worst / big;
+}
+
+/* The kernels' forward and backward against the references; returns the
+ * worst relative error over out, dq, dk, dv and dmask, and the largest
+ * finite |lse| in *lse_max. */
+static double check_backward_case(const bw_case *c, int nb, const int64_t *lq, const int64_t *lk, uint64_t seed,
+                                  double *lse_max) {
+    bw_prob p;
+    prob_init(&p, c, nb, lq, lk, seed);
+    bool f64 = c->f64;
+    int64_t nq = p.rq * c->hq * c->dh, nk = p.rk * c->hk * c->dh, nmask = p.seg[8][nb];
+    double *rout = calloc((size_t)nq + 1, 8), *rlse = calloc((size_t)(p.rq * c->hq) + 1, 8);
+    double *rdq = calloc((size_t)nq + 1, 8), *rdk = calloc((size_t)nk + 1, 8), *rdv = calloc((size_t)nk + 1, 8);
+    double *rdm = calloc((size_t)nmask + 1, 8);
+    void *dq = calloc((size_t)nq + 1, 8), *dk = calloc((size_t)nk + 1, 8), *dv = calloc((size_t)nk + 1, 8);
+    void *dm = calloc((size_t)nmask + 1, 8);
+    CHECK_OK(jag__attention_forward(&p.a, p.out, p.lse));
+    jag__ref_attention(&p.a, f64 ? (char *)rout : (char *)dq, rlse); /* dq: room for the float32 reference's out */
+    if (!f64)
+        for (int64_t i = 0; i < nq; i++) rout[i] = ((float *)dq)[i], ((float *)dq)[i] = 0;
+    double worst = rel_err(p.out, f64, rout, nq);
+    CHECK_OK(jag__attention_backward(&p.a, &p.ov, &p.gv, p.lse, dq, dk, dv, c->mask ? dm : NULL, p.seg[8]));
+    jag__ref_attention_backward(&p.a, &p.gv, rdq, rdk, rdv, rdm, p.seg[8]);
+    worst = fmax(worst, rel_err(dq, f64, rdq, nq));
+    worst = fmax(worst, rel_err(dk, f64, rdk, nk));
+    worst = fmax(worst, rel_err(dv, f64, rdv, nk));
+    if (c->mask) worst = fmax(worst, rel_err(dm, f64, rdm, nmask));
+    *lse_max = 0;
+    for (int64_t i = 0; i < p.rq * c->hq; i++) { /* lse: -inf exactly where the reference has it */
+        double x = get(p.lse, f64, i);
+        if (isinf(rlse[i]) || isinf(x)) worst = x == rlse[i] ? worst : INFINITY;
+        else *lse_max = fmax(*lse_max, fabs(rlse[i]));
+    }
+    free(rout), free(rlse), free(rdq), free(rdk), free(rdv), free(rdm), free(dq), free(dk), free(dv), free(dm);
+    prob_free(&p);
+    return worst;
+}
+
+/* float32 (the tiled kernels, on the vector tile kernel and on BLAS) and
+ * float64 against the references: causal or not, grouped heads (Hq = Hk,
+ * 2 Hk, 4 Hk), head sizes 1, 17, 64, 128, queries longer and shorter than
+ * keys, empty items, single rows, several tiles, masks (per head, shared
+ * with -inf and a row far below exp's range, per key), wider rows, strided
+ * head dims, an output gradient with one row for all or strided head dims. */
+static void test_backward_vs_reference(void) {
+    TEST_BEGIN();
+    const int64_t lq[6] = {1, 130, 0, 64, 7, 3}, lk[6] = {3, 70, 5, 0, 1, 200};
+    const int64_t dhs[4] = {1, 17, 64, 128};
+    int n = 0;
+    for (int f64 = 0; f64 < 2; f64++)
+        for (int causal = 0; causal < 2; causal++)
+            for (int g = 0; g < 3; g++)
+                for (int di = 0; di < 4; di++) {
+                    bw_case c = {.f64 = f64, .causal = causal, .hq = 4, .hk = g == 0 ? 4 : g == 1 ? 2 : 1, .dh = dhs[di],
+                                 .mask = (di + g + causal) % 4, .layout = (di + causal) % 3, .golayout = (g + di) % 3};
+                    for (int blas = 0; blas < (f64 ? 1 : 2); blas++) {
+                        jag__attention_blas_tiles = blas;
+                        double lse_max, err = check_backward_case(&c, 6, lq, lk, 100 + (uint64_t)n++, &lse_max);
+                        /* float32's lse is off by up to |lse| 2^-24, which P = exp(S - lse) makes a relative error */
+                        double tol = f64 ? 1e-12 : (c.dh >= 64 ? 5e-6 : 2e-6) + lse_max * 0x1p-24;
+                        CHECK_MSG(err <= tol, "f64 %d causal %d Hq %lld Hk %lld Dh %lld mask %d layout %d go %d blas %d: error %g",
+                                  f64, causal, (long long)c.hq, (long long)c.hk, (long long)c.dh, c.mask, c.layout, c.golayout,
+                                  blas, err);
+                    }
+                    jag__attention_blas_tiles = false;
+                }
+}
+
+
+/* sum(out * go) over every row, in double */
+static double fd_loss(bw_prob *p, const bw_case *c) {
+    if (jag__attention_forward(&p->a, p->out, p->lse)) return NAN;
+    double l = 0;
+    for (int64_t i = 0; i < p->rq * c->hq * c->dh; i++) l += get(p->out, c->f64, i) * get(p->go, c->f64, i);
+    return l;
+}
+
+/* The kernels' gradients against central differences of the forward
+ * along a random direction per input (q, k, v, mask): the difference of
+ * the losses against the gradient's dot with the difference of the inputs
+ * as stored (so float32's rounding of x +- h u is not an error). The
+ * direction follows the gradient, plus noise, so that the dot does not
+ * cancel and a gradient off by a factor shows in full. float32 runs the
+ * tiled kernels. */
+static void test_backward_finite_differences(void) {
+    TEST_BEGIN();
+    const int64_t lq[4] = {1, 70, 0, 5}, lk[4] = {3, 130, 2, 0};
+    for (int f64 = 0; f64 < 2; f64++)
+        for (int causal = 0; causal < 2; causal++)
+            for (int64_t dh = 17; dh <= 64; dh += 47) {
+                bw_case c = {.f64 = f64, .causal = causal, .hq = 4, .hk = 2, .dh = dh, .mask = 1};
+                bw_prob p;
+                prob_init(&p, &c, 4, lq, lk, 300 + (uint64_t)dh + 2 * (uint64_t)causal + 4 * (uint64_t)f64);
+                int64_t nq = p.rq * c.hq * dh, nk = p.rk * c.hk * dh, es = f64 ? 8 : 4;
+                void *g[4] = {calloc((size_t)nq + 1, 8), calloc((size_t)nk + 1, 8), calloc((size_t)nk + 1, 8),
+                              calloc((size_t)p.nm + 1, 8)};
+                CHECK_OK(jag__attention_forward(&p.a, p.out, p.lse));
+                CHECK_OK(jag__attention_backward(&p.a, &p.ov, &p.gv, p.lse, g[0], g[1], g[2], g[3], p.seg[8]));
+                void *x[4] = {p.q, p.k, p.v, p.m};
+                int64_t n[4] = {nq, nk, nk, p.nm};
+                double h = f64 ? 1e-6 : 4e-3;
+                uint64_t s = 77;
+                for (int t = 0; t < 4; t++) {
+                    char *keep = malloc((size_t)(n[t] * es + 1));
+                    double *plus = malloc((size_t)(n[t] + 1) * 8), *u = malloc((size_t)(n[t] + 1) * 8);
+                    memcpy(keep, x[t], (size_t)(n[t] * es));
+                    double gmax = 1e-300; /* u: along the gradient (no cancellation in the sum) plus noise */
+                    for (int64_t i = 0; i < n[t]; i++) gmax = fmax(gmax, fabs(get(g[t], f64, i)));
+                    for (int64_t i = 0; i < n[t]; i++) u[i] = get(g[t], f64, i) / gmax + 0.5 * urand(&s);
+                    for (int64_t i = 0; i < n[t]; i++) put(x[t], f64, i, get(keep, f64, i) + h * u[i]), plus[i] = get(x[t], f64, i);
+                    double lp = fd_loss(&p, &c);
+                    for (int64_t i = 0; i < n[t]; i++) put(x[t], f64, i, get(keep, f64, i) - h * u[i]);
+                    double lm = fd_loss(&p, &c), an = 0;
+                    for (int64_t i = 0; i < n[t]; i++) {
+                        double di = plus[i] - get(x[t], f64, i);
+                        an += get(g[t], f64, i) * di;
+                    }
+                    memcpy(x[t], keep, (size_t)(n[t] * es));
+                    double err = fabs((lp - lm) - an) / fabs(an);
+                    CHECK_MSG(err < (f64 ? 1e-8 : 4e-5), "f64 %d causal %d Dh %lld input %d: difference %.9g, gradient %.9g (%g)", f64,
+                              causal, (long long)dh, t, lp - lm, an, err);
+                    free(keep), free(plus), free(u);
+                }
+                for (int t = 0; t < 4; t++) free(g[t]);
+                prob_free(&p);
+            }
+}
+
+/* The float32 backward gives the same bits with one thread as with two,
+ * where one long sequence makes it split into key-tile and query-tile
+ * tasks (every sum runs in the same order either way). */
+static void test_backward_threads_agree(void) {
+    TEST_BEGIN();
+    const int64_t lq[2] = {300, 20}, lk[2] = {290, 40};
+    for (int causal = 0; causal < 2; causal++) {
+        bw_case c = {.causal = causal, .hq = 2, .hk = 1, .dh = 32, .mask = 2};
+        bw_prob p;
+        prob_init(&p, &c, 2, lq, lk, 400 + (uint64_t)causal);
+        int64_t nq = p.rq * c.hq * c.dh, nk = p.rk * c.hk * c.dh, nm = p.seg[8][2];
+        float *r[2][4];
+        int threads = omp_get_max_threads();
+        CHECK_OK(jag__attention_forward(&p.a, p.out, p.lse));
+        for (int run = 0; run < 2; run++) {
+            omp_set_num_threads(run ? 2 : 1);
+            r[run][0] = calloc((size_t)nq, 4), r[run][1] = calloc((size_t)nk, 4), r[run][2] = calloc((size_t)nk, 4);
+            r[run][3] = calloc((size_t)nm, 4);
+            CHECK_OK(jag__attention_backward(&p.a, &p.ov, &p.gv, p.lse, (char *)r[run][0], (char *)r[run][1], (char *)r[run][2],
+                                             (char *)r[run][3], p.seg[8]));
+        }
+        omp_set_num_threads(threads);
+        int64_t n[4] = {nq, nk, nk, nm}, diff = 0;
+        for (int t = 0; t < 4; t++)
+            for (int64_t i = 0; i < n[t]; i++) diff += r[0][t][i] != r[1][t][i];
+        CHECK_MSG(diff == 0, "causal %d: %lld elements differ", causal, (long long)diff);
+        for (int run = 0; run < 2; run++)
+            for (int t = 0; t < 4; t++) free(r[run][t]);
+        prob_free(&p);
+    }
+}
+
 /* ---- additive masks ------------------------------------------------------ */
 
 /* reference for one item with a mask component m (Lq, Lk) or (H?, Lq, Lk) */
@@ -261,6 +522,43 @@ static jag_tensor *nested_mask(const int64_t *lq, const int64_t *lk, int n, int6
     }
     for (int b = 0; b < n; b++) jag_release(items[b]);
     return out;
+}
+
+/* float32 gradients through the op (the tiled backward, with the output
+ * gradient of a sum: one value broadcast to every row) against float64's,
+ * with and without a mask (whose gradient is the scores') */
+static void test_float32_gradients(void) {
+    TEST_BEGIN();
+    int64_t lq[4] = {70, 0, 5, 130}, lk[4] = {100, 3, 1, 130};
+    for (int causal = 0; causal < 2; causal++)
+        for (int masked = 0; masked < 2; masked++) {
+            jag_tensor *in[2][4] = {{jagged(lq, 4, 4, 16, 80), jagged(lk, 4, 2, 16, 81), jagged(lk, 4, 2, 16, 82),
+                                     nested_mask(lq, lk, 4, 4, false, JAG_FLOAT64, 83)}};
+            jag_tensor *g[2][4] = {{0}};
+            for (int i = 0; i < 4; i++) CHECK_OK(jag_to_dtype(in[0][i], JAG_FLOAT32, &in[1][i]));
+            for (int t = 0; t < 2; t++) {
+                jag_tensor *y = NULL, *yv = NULL, *sum = NULL;
+                for (int i = 0; i < 4; i++) CHECK_OK(jag_set_requires_grad(in[t][i], true));
+                if (masked) CHECK_OK(jag_scaled_dot_product_attention_masked(in[t][0], in[t][1], in[t][2], in[t][3], causal, 0.0, &y));
+                else CHECK_OK(jag_scaled_dot_product_attention(in[t][0], in[t][1], in[t][2], causal, 0.0, &y));
+                CHECK_OK(jag_nested_values(y, &yv));
+                CHECK_OK(jag_sum(yv, NULL, 0, false, &sum));
+                CHECK_OK(jag_backward(sum, NULL, false));
+                for (int i = 0; i < 3 + masked; i++) {
+                    jag_tensor *gr = NULL;
+                    CHECK_OK(jag_get_grad(in[t][i], &gr));
+                    if (i < 3) CHECK_OK(jag_nested_values(gr, &g[t][i]));
+                    else CHECK_OK(jag_nested_buffer(gr, &g[t][i]));
+                    jag_release(gr);
+                }
+                jag_release(y), jag_release(yv), jag_release(sum);
+            }
+            for (int i = 0; i < 3 + masked; i++)
+                CHECK_MSG(g[1][i] && g[0][i] && t_allclose(g[1][i], g[0][i], 1e-4, 1e-5), "causal %d masked %d: gradient %d", causal,
+                          masked, i);
+            for (int t = 0; t < 2; t++)
+                for (int i = 0; i < 4; i++) jag_release(in[t][i]), jag_release(g[t][i]);
+        }
 }
 
 static void test_masked_jagged(void) {
@@ -361,4 +659,4 @@ static void test_masked_gradients_and_dense(void) {
     for (int i = 0; i < 4; i++) jag_release(in[i]);
 }
 
-TEST_MAIN(test_masked_jagged, test_masked_gradients_and_dense, test_tiled_vs_reference, test_jagged_forward, test_dense_forward_and_errors, test_gradients, test_long_float32)
+TEST_MAIN(test_float32_gradients, test_backward_vs_reference, test_backward_finite_differences, test_backward_threads_agree, test_masked_jagged, test_masked_gradients_and_dense, test_tiled_vs_reference, test_jagged_forward, test_dense_forward_and_errors, test_gradients, test_long_float32)

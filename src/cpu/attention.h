@@ -37,7 +37,16 @@ jag_status jag__attention_forward(const attn_args *a, char *out, char *lse);
  * contiguous from element fo[b], zeroed by the caller. */
 jag_status jag__attention_backward(const attn_args *a, const attn_view *o, const attn_view *go, const char *lse,
                                    char *dq, char *dk, char *dv, char *dmask, const int64_t *fo);
-/* The naive reference: full score matrices. lse in double. */
+/* The naive references: full score matrices, in double. The forward's lse
+ * is double; the backward recomputes the forward from q, k, v and takes go,
+ * its dq, dk, dv (zeroed by the caller) and dmask are double, laid out as
+ * jag__attention_backward's. */
 void jag__ref_attention(const attn_args *a, char *out, double *lse);
+void jag__ref_attention_backward(const attn_args *a, const attn_view *go, double *dq, double *dk, double *dv, double *dmask,
+                                 const int64_t *fo);
+/* Tests set this to run the float32 tiles' products on BLAS where the
+ * AVX-512 tile kernel is built in, so that both stay tested on one machine
+ * (without AVX-512 they always run on BLAS). */
+extern bool jag__attention_blas_tiles;
 
 #endif /* JAG_ATTENTION_H */
