@@ -690,6 +690,17 @@ def report(res, results_rel, plots, plots_note):
         "%s %s (%s× padded)" % (lengths_label(f["params"]["lengths"]), fmt(f["values"]["ratio_vs_gemm"]),
                                  fmt(f["values"]["speedup"], 1)) for f in att) or "no figures",
                all(f["values"]["ratio_vs_gemm"] >= 0.5 for f in att) if att else None)
+    every = att + by_name(figures, "attention_causal") + by_name(figures, "attention_backward")
+    target_row("attention (forward, causal, backward) faster than padded by at least the padding ratio", ", ".join(
+        "%s %s %s× (padding %s×)" % (f["name"].replace("attention_", "").replace("attention", "forward"),
+                                     lengths_label(f["params"]["lengths"]), fmt(f["values"]["speedup"], 2),
+                                     fmt(f["values"].get("padded_over_real"), 2)) for f in every) or "no figures",
+               all(f["values"].get("beats_padding", False) for f in every) if every else None)
+    for name, label in (("attention_causal", "causal attention forward"), ("attention_backward", "attention backward")):
+        fs = by_name(figures, name)
+        target_row("%s vs the GEMM rate (real FLOPs; no target)" % label, ", ".join(
+            "%s %s" % (lengths_label(f["params"]["lengths"]), fmt(f["values"]["ratio_vs_gemm"])) for f in fs)
+                   or "no figures", "" if fs else None)
     rv = by_name(figures, "ragged_vs_memcpy")
     groups = []
     for f in rv:
