@@ -911,7 +911,7 @@ jag_status jag_mse_loss(const jag_tensor *pred, const jag_tensor *target, jag_te
 /* Library-wide settings                                                     */
 /* ------------------------------------------------------------------------ */
 
-/* jag keeps a few recently freed large blocks (>= 1 MiB, 512 MiB in all) to
+/* jag keeps a few recently freed large blocks (>= 128 KiB, 512 MiB in all) to
  * hand back to new tensors without page faults. Give them back to the
  * system now. */
 void jag_empty_cache(void);

@@ -15,10 +15,10 @@
 /* Data is aligned to 64 bytes: one cache line, and enough for any SIMD. */
 #define JAG_ALIGN 64
 /* Blocks of at least this size are cached when freed. */
-#define CACHE_MIN_BYTES ((size_t)1 << 20)
+#define CACHE_MIN_BYTES ((size_t)128 << 10) /* glibc maps blocks this large afresh (M_MMAP_THRESHOLD) */
 /* At most this many bytes (and blocks) are kept. */
 #define CACHE_MAX_BYTES ((size_t)512 << 20)
-#define CACHE_SLOTS 16
+#define CACHE_SLOTS 32
 
 typedef struct {
     void *data;
