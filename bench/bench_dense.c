@@ -130,6 +130,9 @@ static void bench_mm(int64_t n) {
 int main(int argc, char **argv) {
     bench_parse_args(argc, argv);
     jag_manual_seed(0);
+    char core[96];
+    snprintf(core, sizeof core, "\"core\": \"%.64s\"", jag_blas_core());
+    bench_emit("dense", "blas_core", "", core);
     /* 64 MiB per operand: well beyond the last-level cache */
     bench_pointwise((int64_t)16 << 20);
     int64_t sizes[] = {64, 256, 512, 1024};

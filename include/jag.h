@@ -916,6 +916,13 @@ jag_status jag_mse_loss(const jag_tensor *pred, const jag_tensor *target, jag_te
  * system now. */
 void jag_empty_cache(void);
 
+/* The OpenBLAS kernels GEMMs run on ("SkylakeX", "Haswell", ...; a string
+ * owned by OpenBLAS). When OpenBLAS does not know the CPU and falls back to
+ * its SSE3 "Prescott" kernels, jag re-picks, as it loads, the kernels the
+ * CPU's features call for (AVX-512: SkylakeX; AVX2 and FMA: Haswell), unless
+ * OPENBLAS_CORETYPE is set. */
+const char *jag_blas_core(void);
+
 /* Threads used by jag's own kernels and by OpenBLAS (0 = all cores). */
 void jag_set_num_threads(int n);
 int jag_get_num_threads(void);

@@ -571,9 +571,11 @@ def report(res, results_rel, plots, plots_note):
         "- **Machine:** %s, %s cores (%s usable), %s GiB; %s." % (
             m["cpu"], m["cores"], m.get("cores_usable"), m.get("memory_gib"), m["os"]),
         "- **Threads:** %s." % ("OMP_NUM_THREADS=%d" % threads if threads else "OpenMP default (one per core)"),
-        "- **Build:** %s (`%s`%s), jag %s; %s; %s; %s." % (
+        "- **Build:** %s (`%s`%s), jag %s; %s; %s%s; %s." % (
             b["type"], b["c_flags"], ", -march=native" if b.get("march_native") else "", ver["jag"],
-            ver["compiler"], ver["openblas"], ver["openmp"]),
+            ver["compiler"], ver["openblas"],
+            " running its %s kernels" % by_name(figures, "blas_core")[0]["values"]["core"]
+            if by_name(figures, "blas_core") else "", ver["openmp"]),
         "- **Python side:** Python %s; matplotlib %s; torch %s." % (
             ver["python"], ver["matplotlib"] or "not installed", torch.version or "not installed"),
         ""]
@@ -913,7 +915,7 @@ def report(res, results_rel, plots, plots_note):
 
     # -- anything else
     known = {"pointwise_vs_memcpy", "mm_vs_blas", "dispatch_overhead", "nested_vs_padded", "python_overhead",
-             "op_vs_padded"}
+             "op_vs_padded", "blas_core"}
     other = [f for f in figures if f["name"] not in known and f.get("bench") != "torch"]
     if other:
         out += ["## Other figures", ""]

@@ -709,7 +709,21 @@ static void test_meta(void) {
     jag_release(x), jag_release(v), jag_release(real);
 }
 
+/* OpenBLAS's kernels: never its SSE3 fallback on a CPU with AVX2 and FMA
+ * (jag re-picks them when OpenBLAS does not know the CPU), unless the user
+ * chose a core. */
+static void test_blas_core(void) {
+    TEST_BEGIN();
+    const char *core = jag_blas_core();
+    CHECK(core && core[0]);
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (!getenv("OPENBLAS_CORETYPE") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        CHECK_MSG(strcmp(core, "Prescott") != 0, "OpenBLAS runs its %s kernels on a CPU with AVX2", core);
+#endif
+}
+
 TEST_MAIN(test_meta, test_mm_hand_values, test_mm_transposed_no_copy, test_mm_vs_reference, test_mm_expanded_operands,
           test_mm_errors, test_bmm_hand_values, test_bmm_vs_reference, test_bmm_errors, test_linear_hand_values,
           test_linear_vs_reference, test_linear_special_operands, test_linear_errors, test_matmul, test_matmul_empty,
-          test_matmul_errors, test_matmul_in_scope)
+          test_matmul_errors, test_matmul_in_scope, test_blas_core)
