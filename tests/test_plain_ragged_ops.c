@@ -4,8 +4,12 @@
  * the nested ops they stand for, and offsets, lengths and indices that do
  * not fit refused with a clear error, nothing written, nothing leaked. */
 #include "test.h"
+#include "subclass/nested.h"
 
 #include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static jag_op_id op_id(const char *name) {
     jag_op_id id = -1;
@@ -182,5 +186,200 @@ static void test_scatter_add(void) {
     jag_release(out), jag_release(x), jag_release(src), jag_release(ix), jag_release(bad);
 }
 
+/* ---- the engine along the ragged dim against its naive references -------- */
+
+/* y and want contiguous of one float dtype: |y - want| <= atol + rtol |want|,
+ * NaN equal to NaN, infinities equal. */
+static bool close_data(const jag_tensor *y, const jag_tensor *want, double rtol, double atol, const char *what) {
+    int64_t n = jag_numel(want);
+    bool f64 = jag_tensor_dtype(want) == JAG_FLOAT64;
+    if (jag_numel(y) != n || jag_tensor_dtype(y) != jag_tensor_dtype(want)) return false;
+    for (int64_t i = 0; i < n; i++) {
+        double a = f64 ? ((const double *)jag_data(y))[i] : ((const float *)jag_data(y))[i];
+        double b = f64 ? ((const double *)jag_data(want))[i] : ((const float *)jag_data(want))[i];
+        if ((isnan(a) && isnan(b)) || a == b) continue;
+        if (!(fabs(a - b) <= atol + rtol * fabs(b))) {
+            fprintf(stderr, "%s: element %lld: %.9g, expected %.9g\n", what, (long long)i, a, b);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool same_bits(const jag_tensor *a, const jag_tensor *b) {
+    size_t n = (size_t)jag_numel(a) * (jag_tensor_dtype(a) == JAG_FLOAT32 ? 4 : 8);
+    return jag_numel(a) == jag_numel(b) && memcmp(jag_data(a), jag_data(b), n) == 0;
+}
+
+static void set_threads(int n) {
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+/* A jagged (B, j, D) tensor of dtype dt: components of lengths len, each
+ * followed by `gap` rows of a hole (lengths given when gap > 0); values in
+ * [-2, 2), and with `specials` some columns of some components hold -inf,
+ * +inf, NaN, only -inf, or large values. */
+static jag_tensor *engine_input(jag_dtype dt, const int64_t *len, int64_t B, int64_t D, int64_t gap, bool specials,
+                                uint64_t seed) {
+    int64_t *o = malloc((size_t)(B + 1) * sizeof *o), nb1 = B + 1;
+    o[0] = 0;
+    for (int64_t b = 0; b < B; b++) o[b + 1] = o[b] + len[b] + gap;
+    int64_t vs[2] = {o[B], D};
+    jag_tensor *values = t_rand(vs, 2, dt, -2, 2, seed), *off = NULL, *lens = NULL, *nt = NULL;
+    if (specials) {
+        bool f64 = dt == JAG_FLOAT64;
+        for (int64_t b = 0; b < B; b++) {
+            for (int64_t r = 0; r < len[b]; r++) {
+                int64_t i = (o[b] + r) * D;
+                double v[5] = {r == 1 ? -INFINITY : NAN, r == len[b] - 1 ? INFINITY : NAN, r == len[b] / 2 ? NAN : NAN,
+                               -INFINITY, 1000.0 + (double)r};
+                /* column c of component b: c % 5 == b % 5 gets its special, where one is defined */
+                for (int64_t c = 0; c < D; c++) {
+                    int kind = (int)((c + b) % 7);
+                    double x = kind == 0 && r == 1 ? v[0] : kind == 1 && r == len[b] - 1 ? v[1] : kind == 2 && r == len[b] / 2 ? v[2]
+                             : kind == 3 ? v[3] : kind == 4 ? v[4] + (double)c : NAN;
+                    if (isnan(x) && kind != 2) continue;
+                    if (f64) ((double *)jag_data(values))[i + c] = x;
+                    else ((float *)jag_data(values))[i + c] = (float)x;
+                }
+            }
+        }
+    }
+    if (jag_from_data(o, &nb1, 1, JAG_INT64, &off) || (gap && jag_from_data(len, &B, 1, JAG_INT64, &lens)) ||
+        jag_nested_from_jagged(values, off, lens, &nt)) {
+        fprintf(stderr, "engine_input: %s\n", jag_last_error());
+        exit(2);
+    }
+    jag_release(values), jag_release(off), jag_release(lens), free(o);
+    return nt;
+}
+
+/* Every kind over the ragged dim of nt, by the engine with 1 and 2 threads
+ * (the same bits) and against the naive reference; softmax and log_softmax
+ * too. */
+static void check_engine(const jag_tensor *nt, bool any_empty, const char *what) {
+    const nested_state *s = jag__nested(nt);
+    bool f64 = jag_tensor_dtype(s->values) == JAG_FLOAT64;
+    static const char *names[] = {"sum", "mean", "amax", "amin", "logsumexp", "var", "std", "max", "min", "argmax", "argmin"};
+    for (int k = JAG_SEG_SUM; k <= JAG_SEG_ARGMIN; k++)
+        for (int corr = 0; corr < (k == JAG_SEG_VAR || k == JAG_SEG_STD ? 2 : 1); corr++) {
+            jag_segment_spec sp = {.kind = (jag_segment_kind)k, .correction = corr};
+            bool extreme = k == JAG_SEG_AMAX || k == JAG_SEG_AMIN || k >= JAG_SEG_MAX;
+            jag_tensor *o1[2] = {0}, *o2[2] = {0}, *want = NULL, *wix = NULL;
+            set_threads(1);
+            jag_status st = jag__segment_reduce_dims("engine", s, &sp, o1);
+            set_threads(2);
+            if (extreme && any_empty) {
+                CHECK_MSG(st == JAG_EINVAL && o1[0] == NULL, "%s %s: empty component refused", what, names[k]);
+                continue;
+            }
+            CHECK_OK(st);
+            CHECK_OK(jag__segment_reduce_dims("engine", s, &sp, o2));
+            bool has_val = k != JAG_SEG_ARGMAX && k != JAG_SEG_ARGMIN, has_idx = k >= JAG_SEG_MAX;
+            jag_tensor *y1 = has_val ? o1[0] : NULL, *i1 = has_idx ? o1[has_val ? 1 : 0] : NULL;
+            jag_tensor *y2 = has_val ? o2[0] : NULL, *i2 = has_idx ? o2[has_val ? 1 : 0] : NULL;
+            int64_t shp[2] = {s->batch, jag_numel(s->values) / (s->values->sizes[0] ? s->values->sizes[0] : 1)};
+            if (has_val) CHECK_OK(jag_empty(shp, 2, jag_tensor_dtype(s->values), &want));
+            if (has_idx) CHECK_OK(jag_empty(shp, 2, JAG_INT64, &wix));
+            CHECK_OK(jag__ref_segment_reduce("ref", s, &sp, want, wix));
+            double tol = f64 ? 1e-12 : k == JAG_SEG_LSE ? 2e-6 : 1e-6;
+            char w2[160];
+            snprintf(w2, sizeof w2, "%s %s corr %d", what, names[k], corr);
+            if (has_val) {
+                CHECK_MSG(same_bits(y1, y2), "%s: 1 and 2 threads differ", w2);
+                CHECK_MSG(close_data(y1, want, tol, tol, w2), "%s", w2);
+            }
+            if (has_idx) {
+                bool ok = same_bits(i1, i2) && same_bits(i1, wix);
+                CHECK_MSG(ok, "%s: indices", w2);
+            }
+            jag_release(o1[0]), jag_release(o1[1]), jag_release(o2[0]), jag_release(o2[1]), jag_release(want), jag_release(wix);
+        }
+    for (int lg = 0; lg < 2; lg++) {
+        jag_tensor *y1 = NULL, *y2 = NULL, *want = NULL;
+        set_threads(1);
+        CHECK_OK(jag__segment_softmax("engine", s, lg, &y1));
+        set_threads(2);
+        CHECK_OK(jag__segment_softmax("engine", s, lg, &y2));
+        CHECK_OK(jag_zeros(s->values->sizes, s->values->ndim, jag_tensor_dtype(s->values), &want));
+        CHECK_OK(jag__ref_segment_softmax("ref", s, lg, want));
+        char w2[160];
+        snprintf(w2, sizeof w2, "%s %s", what, lg ? "log_softmax" : "softmax");
+        CHECK_MSG(y1 && y2 && same_bits(y1, y2), "%s: 1 and 2 threads differ", w2);
+        CHECK_MSG(y1 && close_data(y1, want, f64 ? 1e-12 : 1e-5, f64 ? 1e-12 : 1e-6, w2), "%s", w2);
+        jag_release(y1), jag_release(y2), jag_release(want);
+    }
+}
+
+static void test_engine_matches_references(void) {
+    TEST_BEGIN();
+    const int64_t dims[] = {1, 3, 17, 255, 600};
+    const int64_t few[7] = {3, 0, 1, 40, 2, 17, 1}, full[7] = {3, 5, 1, 40, 2, 17, 1};
+    for (int f = 0; f < 2; f++) {
+        jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+        for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+            for (int gap = 0; gap <= 2; gap += 2)
+                for (int special = 0; special < 2; special++)
+                    for (int empty = 0; empty < 2; empty++) {
+                        jag_tensor *nt = engine_input(dt, empty ? few : full, 7, dims[di], gap, special, 500 + di);
+                        char what[96];
+                        snprintf(what, sizeof what, "%s D %lld gap %d specials %d empty %d", jag_dtype_name(dt),
+                                 (long long)dims[di], gap, special, empty);
+                        check_engine(nt, empty, what);
+                        jag_release(nt);
+                    }
+        /* one long component (cut into chunks that threads share), alone and among short ones */
+        const int64_t one[1] = {5000};
+        int64_t mixed[40];
+        for (int b = 0; b < 40; b++) mixed[b] = b == 17 ? 3000 : 1 + (b * 7) % 23;
+        for (int di = 1; di <= 3; di++) {
+            jag_tensor *a = engine_input(dt, one, 1, dims[di] == 255 ? 64 : dims[di], 0, false, 600 + (uint64_t)di);
+            jag_tensor *b = engine_input(dt, mixed, 40, dims[di], di == 2 ? 1 : 0, di == 3, 610 + (uint64_t)di);
+            char what[96];
+            snprintf(what, sizeof what, "%s B 1 long D %lld", jag_dtype_name(dt), (long long)jag_size(a, 2));
+            check_engine(a, false, what);
+            snprintf(what, sizeof what, "%s B 40 mixed D %lld", jag_dtype_name(dt), (long long)dims[di]);
+            check_engine(b, false, what);
+            jag_release(a), jag_release(b);
+        }
+    }
+}
+
+/* ragged_reduce on non-contiguous values (a slice of wider rows, and a
+ * transposed layout): the same results as on contiguous ones. */
+static void test_ragged_reduce_noncontiguous(void) {
+    TEST_BEGIN();
+    int64_t vs[2] = {300, 17};
+    for (int f = 0; f < 2; f++) {
+        jag_tensor *v = t_rand(vs, 2, f ? JAG_FLOAT64 : JAG_FLOAT32, -2, 2, 77), *off = i64((int64_t[]){0, 1, 1, 250, 300}, 5);
+        jag_tensor *views[2] = {t_sliced(v), t_noncontig(v)};
+        for (int kind = 0; kind <= 6; kind++) {
+            jag_value a[7] = {{.kind = JAG_VAL_TENSOR, .u.t = v}, {.kind = JAG_VAL_TENSOR, .u.t = off}, {.kind = JAG_VAL_NONE},
+                              {.kind = JAG_VAL_INT, .u.i = kind}, {.kind = JAG_VAL_INT, .u.i = 0}, {.kind = JAG_VAL_INT, .u.i = 1},
+                              {.kind = JAG_VAL_BOOL, .u.b = false}};
+            jag_tensor *want = NULL;
+            if (kind == 2 || kind == 3) a[1].u.t = NULL; /* amax/amin: no empty component */
+            jag_tensor *off2 = kind == 2 || kind == 3 ? i64((int64_t[]){0, 1, 2, 250, 300}, 5) : NULL;
+            if (off2) a[1].u.t = off2;
+            CHECK_OK(jag_op_call(op_id("ragged_reduce"), a, 7, &want));
+            for (int i = 0; i < 2; i++) {
+                jag_tensor *y = NULL;
+                a[0].u.t = views[i];
+                CHECK_OK(jag_op_call(op_id("ragged_reduce"), a, 7, &y));
+                CHECK_MSG(y && want && same_bits(y, want), "kind %d view %d", kind, i);
+                jag_release(y);
+            }
+            a[0].u.t = v;
+            jag_release(want), jag_release(off2);
+        }
+        jag_release(v), jag_release(off), jag_release(views[0]), jag_release(views[1]);
+    }
+}
+
 TEST_MAIN(test_ragged_reduce_by_hand, test_nested_mean_matches_components, test_bad_offsets_refused,
-          test_varlen_attention_matches_items, test_scatter_add)
+          test_varlen_attention_matches_items, test_scatter_add, test_engine_matches_references,
+          test_ragged_reduce_noncontiguous)

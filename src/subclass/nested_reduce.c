@@ -43,127 +43,458 @@ static int64_t columns(const nested_state *s) { return jag__numel(s->values->siz
 #define LOAD(p, f64, i) ((f64) ? ((const double *)(p))[i] : (double)((const float *)(p))[i])
 #define STORE(p, f64, i, v) ((f64) ? (void)(((double *)(p))[i] = (v)) : (void)(((float *)(p))[i] = (float)(v)))
 
-/* Each kernel below walks a segment's rows in order and its columns in the
- * inner loop (contiguous, vectorisable), with per-column accumulators in
- * double; segments are split across threads. The naive references are the
- * per-component dense ops (tests/test_ragged_ops.c compares with them). */
+/* ---- along the ragged dim alone: the row-streaming engine ----------------
+ *
+ * The values are read as (rows, C). The work is cut into tasks: one
+ * segment, one block of at most COL_BLOCK columns, one chunk of the
+ * segment's rows. A task streams its rows in order with the block's columns
+ * in the inner loop (contiguous, vectorised), keeps the block's accumulators
+ * in L1 and prefetches the row PF_BYTES ahead. A long segment (B = 1) is cut
+ * into several chunks, which threads share; the partial results of a
+ * segment's chunks are then merged in order. Chunks depend on the shapes
+ * alone, never on the thread count, so neither do the results. Float32 sums
+ * and variances accumulate in double; exp is the vectorised one of
+ * vecmath.h. The naive references are jag__ref_segment_reduce and
+ * jag__ref_segment_softmax (at the end of this file). */
 
-/* Columns are processed in blocks so that accumulators stay in L1. */
-#define COL_BLOCK 512
+#define COL_BLOCK 512     /* most columns in a task */
+#define CHUNK_ELEMS 16384 /* fewest elements in a chunk (unless its segment is shorter) */
+#define CHUNK_TASKS 32    /* and at least (all rows) / CHUNK_TASKS rows */
+#define PF_BYTES 8192     /* how far ahead rows are prefetched */
+#define LSE_ROWS 8        /* rows per block of the logsumexp kernel */
+
+#if defined(__GNUC__)
+#define SEG_PREFETCH(p) __builtin_prefetch(p)
+#else
+#define SEG_PREFETCH(p) ((void)(p))
+#endif
+
+typedef struct seg_task {
+    int64_t b, c0, nc;  /* segment, first column, columns */
+    int64_t r0, n;      /* rows [r0, r0 + n) of the values */
+    int64_t row0;       /* r0's row inside its segment */
+    int64_t k, nch;     /* chunk k of the segment's nch (its tasks of one block are consecutive) */
+    int64_t slot;       /* where the partial results go when nch > 1, else -1 */
+} seg_task;
+
+typedef struct seg_plan {
+    seg_task *t;
+    int64_t ntasks, nslots;
+    int64_t C, width;  /* columns of the values; of a block (a slot's size) */
+    int64_t pf, last;  /* prefetch distance in rows (0: none); the values' last row */
+    bool par;
+} seg_plan;
+
+/* The tasks of segments s over values (rows, C) of es-byte elements. */
+static jag_status seg_plan_make(const char *op, const nested_state *s, int64_t C, size_t es, seg_plan *p) {
+    const int64_t *off = i64p(s->offsets);
+    int64_t B = s->batch, rows = 0;
+    memset(p, 0, sizeof *p);
+    for (int64_t b = 0; b < B; b++) rows += seg_len(s, b);
+    int64_t nblk = (C + COL_BLOCK - 1) / COL_BLOCK;
+    int64_t width = nblk ? ((C + nblk - 1) / nblk + 15) / 16 * 16 : 0; /* even blocks, whole vectors */
+    if (width > C) width = C;
+    if (width) nblk = (C + width - 1) / width;
+    int64_t chunk = width ? CHUNK_ELEMS / width : 1, by_tasks = (rows + CHUNK_TASKS - 1) / CHUNK_TASKS;
+    if (chunk < by_tasks) chunk = by_tasks;
+    if (chunk < 1) chunk = 1;
+    int64_t ntasks = 0, nslots = 0;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t n = seg_len(s, b), nch = n > chunk ? (n + chunk - 1) / chunk : 1;
+        ntasks += nch * nblk;
+        if (nch > 1) nslots += nch * nblk;
+    }
+    p->C = C, p->width = width, p->ntasks = ntasks, p->nslots = nslots;
+    p->last = s->values->sizes[0] - 1;
+    p->pf = width * (int64_t)es >= 256 ? (PF_BYTES / (C * (int64_t)es) > 0 ? PF_BYTES / (C * (int64_t)es) : 1) : 0;
+    p->par = rows * C > JAG_PARALLEL_GRAIN && ntasks > 1;
+    if (!ntasks) return JAG_OK;
+    if (!(p->t = malloc((size_t)ntasks * sizeof *p->t))) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    int64_t i = 0, slot = 0;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t n = seg_len(s, b), nch = n > chunk ? (n + chunk - 1) / chunk : 1, per = (n + nch - 1) / nch;
+        for (int64_t k0 = 0; k0 < C; k0 += width)
+            for (int64_t k = 0; k < nch; k++) {
+                int64_t r = k * per < n ? k * per : n;
+                p->t[i++] = (seg_task){.b = b, .c0 = k0, .nc = C - k0 < width ? C - k0 : width, .r0 = off[b] + r,
+                                       .n = n - r < per ? n - r : per, .row0 = r, .k = k, .nch = nch,
+                                       .slot = nch > 1 ? slot++ : -1};
+            }
+    }
+    return JAG_OK;
+}
+
+/* Touch row r + pf (at most the last row) of a block, once per cache line. */
+static inline void seg_prefetch(const seg_plan *p, const char *in, size_t es, int64_t r, int64_t c0, int64_t nc) {
+    if (!p->pf) return;
+    int64_t q = r + p->pf < p->last ? r + p->pf : p->last;
+    const char *row = in + (q * p->C + c0) * (int64_t)es;
+    for (int64_t i = 0; i < nc * (int64_t)es; i += 64) SEG_PREFETCH(row + i);
+}
+
+/* The shift of a max-shifted sum: the max when finite, else 0. */
+#define SEG_SHIFT(m) ((m) - (m) == 0 ? (m) : 0)
+/* NaN is the largest and the smallest value; the first extreme wins. */
+#define SEG_MAX_BETTER(v, a) ((v) > (a) || ((v) != (v) && (a) == (a)))
+#define SEG_MIN_BETTER(v, a) ((v) < (a) || ((v) != (v) && (a) == (a)))
+
+/* The kernels of one task, typed. EXP is the exp of the max-shifted sums
+ * (arguments <= 0 when the max is finite), EXP_ANY an exp for any argument
+ * (softmax where a column's max is +inf). */
+#define DEF_SEG_ROWS(SUF, T, EXP, EXP_ANY)                                     \
+    /* sum: acc (nc) = the sum of the rows, four at a time */                 \
+    static void rows_sum_##SUF(const seg_plan *p, const T *in, const seg_task *t, double *restrict acc) { \
+        int64_t C = p->C, c0 = t->c0, nc = t->nc, r = t->r0, e = t->r0 + t->n; \
+        for (int64_t c = 0; c < nc; c++) acc[c] = 0;                           \
+        for (; r + 4 <= e; r += 4) {                                           \
+            for (int q = 0; q < 4; q++) seg_prefetch(p, (const char *)in, sizeof(T), r + q, c0, nc); \
+            const T *restrict x0 = in + r * C + c0, *restrict x1 = x0 + C;     \
+            const T *restrict x2 = x1 + C, *restrict x3 = x2 + C;              \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++)                                   \
+                acc[c] += ((double)x0[c] + (double)x1[c]) + ((double)x2[c] + (double)x3[c]); \
+        }                                                                      \
+        for (; r < e; r++) {                                                   \
+            seg_prefetch(p, (const char *)in, sizeof(T), r, c0, nc);           \
+            const T *restrict x = in + r * C + c0;                             \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) acc[c] += (double)x[c];           \
+        }                                                                      \
+    }                                                                          \
+    /* max / min (t->n >= 1): m (nc) and, when ix is not NULL, the row of     \
+     * the first extreme inside the segment (nc) */                            \
+    static void rows_ext_##SUF(const seg_plan *p, const T *in, const seg_task *t, bool is_max, T *restrict m, \
+                               int64_t *restrict ix) {                         \
+        int64_t C = p->C, c0 = t->c0, nc = t->nc, r0 = t->r0, e = t->r0 + t->n; \
+        memcpy(m, in + r0 * C + c0, (size_t)nc * sizeof(T));                   \
+        if (ix)                                                                \
+            for (int64_t c = 0; c < nc; c++) ix[c] = t->row0;                  \
+        for (int64_t r = r0 + 1; r < e; r++) {                                 \
+            seg_prefetch(p, (const char *)in, sizeof(T), r, c0, nc);           \
+            const T *restrict x = in + r * C + c0;                             \
+            int64_t row = t->row0 + (r - r0);                                  \
+            if (ix && is_max) {                                                \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) {                             \
+                    bool better = SEG_MAX_BETTER(x[c], m[c]);                  \
+                    m[c] = better ? x[c] : m[c];                               \
+                    ix[c] = better ? row : ix[c];                              \
+                }                                                              \
+            } else if (ix) {                                                   \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) {                             \
+                    bool better = SEG_MIN_BETTER(x[c], m[c]);                  \
+                    m[c] = better ? x[c] : m[c];                               \
+                    ix[c] = better ? row : ix[c];                              \
+                }                                                              \
+            } else if (is_max) {                                               \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) m[c] = SEG_MAX_BETTER(x[c], m[c]) ? x[c] : m[c]; \
+            } else {                                                           \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) m[c] = SEG_MIN_BETTER(x[c], m[c]) ? x[c] : m[c]; \
+            }                                                                  \
+        }                                                                      \
+    }                                                                          \
+    /* var: the mean and M2 (sum of squared deviations) of the rows, by       \
+     * Welford's update (nc each) */                                           \
+    static void rows_var_##SUF(const seg_plan *p, const T *in, const seg_task *t, double *restrict mean, \
+                               double *restrict m2) {                          \
+        int64_t C = p->C, c0 = t->c0, nc = t->nc, r0 = t->r0, e = t->r0 + t->n; \
+        for (int64_t c = 0; c < nc; c++) mean[c] = 0, m2[c] = 0;               \
+        for (int64_t r = r0; r < e; r++) {                                     \
+            seg_prefetch(p, (const char *)in, sizeof(T), r, c0, nc);           \
+            const T *restrict x = in + r * C + c0;                             \
+            double inv = 1.0 / (double)(r - r0 + 1);                           \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) {                                 \
+                double v = (double)x[c], d = v - mean[c];                      \
+                mean[c] += d * inv;                                            \
+                m2[c] += d * (v - mean[c]);                                    \
+            }                                                                  \
+        }                                                                      \
+    }                                                                          \
+    /* logsumexp: the max m (nc; NaN skipped: it reaches s through exp) and   \
+     * s = sum exp(x - SEG_SHIFT(m)) in double (nc), LSE_ROWS rows at a time: \
+     * the block's max first, then one rescale of s per column and the        \
+     * block's exps (its rows are in L1 by then) */                           \
+    static void rows_lse_##SUF(const seg_plan *p, const T *in, const seg_task *t, T *restrict m, double *restrict s) { \
+        int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
+        T bm[COL_BLOCK], sh[COL_BLOCK], es[COL_BLOCK];                         \
+        for (int64_t c = 0; c < nc; c++) m[c] = -INFINITY, s[c] = 0;           \
+        for (int64_t r = t->r0; r < e; r += LSE_ROWS) {                        \
+            int64_t nr = e - r < LSE_ROWS ? e - r : LSE_ROWS;                  \
+            for (int64_t q = 0; q < nr; q++) seg_prefetch(p, (const char *)in, sizeof(T), r + q, c0, nc); \
+            for (int64_t c = 0; c < nc; c++) bm[c] = -INFINITY;                \
+            for (int64_t q = 0; q < nr; q++) {                                 \
+                const T *restrict x = in + (r + q) * C + c0;                   \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) bm[c] = x[c] > bm[c] ? x[c] : bm[c]; \
+            }                                                                  \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) {                                 \
+                T nm = bm[c] > m[c] ? bm[c] : m[c], sn = SEG_SHIFT(nm), d = SEG_SHIFT(m[c]) - sn; \
+                s[c] *= (double)EXP(d < 0 ? d : 0);                            \
+                m[c] = nm, sh[c] = sn, es[c] = 0;                              \
+            }                                                                  \
+            for (int64_t q = 0; q < nr; q++) {                                 \
+                const T *restrict x = in + (r + q) * C + c0;                   \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) es[c] += EXP(x[c] - sh[c]);   \
+            }                                                                  \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) s[c] += (double)es[c];            \
+        }                                                                      \
+    }                                                                          \
+    /* softmax / log_softmax, first part: m (nc) the chunk's max (NaN         \
+     * skipped: it reaches s through exp), s (nc) the sum of exp(x - sh) in    \
+     * double with sh = SEG_SHIFT(m); y = exp(x - sh), or x - sh for log */   \
+    static void rows_softmax_##SUF(const seg_plan *p, const T *in, T *out, const seg_task *t, bool lg, \
+                                   T *restrict m, double *restrict s) {       \
+        int64_t C = p->C, c0 = t->c0, nc = t->nc, r0 = t->r0, e = t->r0 + t->n; \
+        T sh[COL_BLOCK];                                                       \
+        bool pinf = false;                                                     \
+        for (int64_t c = 0; c < nc; c++) m[c] = -INFINITY, s[c] = 0;           \
+        for (int64_t r = r0; r < e; r++) {                                     \
+            seg_prefetch(p, (const char *)in, sizeof(T), r, c0, nc);           \
+            const T *restrict x = in + r * C + c0;                             \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) m[c] = x[c] > m[c] ? x[c] : m[c]; \
+        }                                                                      \
+        for (int64_t c = 0; c < nc; c++) sh[c] = SEG_SHIFT(m[c]), pinf |= m[c] == INFINITY; \
+        if (pinf) /* x - 0 may be > 0: the exp for any argument */            \
+            SEG_SOFTMAX_EXPS(T, EXP_ANY)                                       \
+        else                                                                   \
+            SEG_SOFTMAX_EXPS(T, EXP)                                           \
+    }                                                                          \
+    /* softmax / log_softmax, last part: y = y * f (softmax) or y - f (log),  \
+     * f (nc) per column */                                                    \
+    static void rows_scale_##SUF(const seg_plan *p, T *out, const seg_task *t, bool lg, const T *restrict f) { \
+        int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
+        for (int64_t r = t->r0; r < e; r++) {                                  \
+            T *restrict y = out + r * C + c0;                                  \
+            if (lg) {                                                          \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) y[c] -= f[c];                 \
+            } else {                                                           \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) y[c] *= f[c];                 \
+            }                                                                  \
+        }                                                                      \
+    }
+
+/* The rows of rows_softmax_*'s second pass, four at a time (their exps
+ * summed in T, then added to s in double). */
+#define SEG_SOFTMAX_EXPS(T, EXPF)                                              \
+    {                                                                          \
+        int64_t r = r0;                                                        \
+        for (; r + 4 <= e; r += 4) {                                           \
+            const T *restrict x0 = in + r * C + c0;                            \
+            T *restrict y0 = out + r * C + c0;                                 \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) {                                 \
+                T z0 = x0[c] - sh[c], z1 = x0[c + C] - sh[c], z2 = x0[c + 2 * C] - sh[c], z3 = x0[c + 3 * C] - sh[c]; \
+                T e0 = EXPF(z0), e1 = EXPF(z1), e2 = EXPF(z2), e3 = EXPF(z3);  \
+                s[c] += (double)((e0 + e1) + (e2 + e3));                       \
+                y0[c] = lg ? z0 : e0, y0[c + C] = lg ? z1 : e1;                \
+                y0[c + 2 * C] = lg ? z2 : e2, y0[c + 3 * C] = lg ? z3 : e3;    \
+            }                                                                  \
+        }                                                                      \
+        for (; r < e; r++) {                                                   \
+            const T *restrict x = in + r * C + c0;                             \
+            T *restrict y = out + r * C + c0;                                  \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) {                                 \
+                T z = x[c] - sh[c], ez = EXPF(z);                              \
+                s[c] += (double)ez;                                            \
+                y[c] = lg ? z : ez;                                            \
+            }                                                                  \
+        }                                                                      \
+    }
+
+DEF_SEG_ROWS(f32, float, jag__vm_exp_nonpos_f32, jag__vm_exp_f32)
+DEF_SEG_ROWS(f64, double, jag__vm_exp_f64, jag__vm_exp_f64)
+#undef DEF_SEG_ROWS
+
+/* M2 / max(n - correction, 0), as the dense var: NaN when n == 0 */
+static double seg_var_finish(double m2, double n, int64_t correction) {
+    if (n == 0) return NAN;
+    double div = n - (double)correction;
+    return m2 / (div > 0 ? div : 0.0);
+}
+
+static double seg_lse_finish(double m, double s) { return s != s ? NAN : isinf(m) ? m : m + log(s); }
+
+static bool seg_extreme(jag_segment_kind k) {
+    return k == JAG_SEG_AMAX || k == JAG_SEG_AMIN || k >= JAG_SEG_MAX;
+}
+
+static bool seg_is_max(jag_segment_kind k) {
+    return k == JAG_SEG_AMAX || k == JAG_SEG_MAX || k == JAG_SEG_ARGMAX;
+}
+
+/* A task's result over its columns: a (the value: sum, max, mean of var,
+ * max of logsumexp) and q (M2 of var, s of logsumexp) in double, ix (the
+ * extremes' rows). */
+typedef struct seg_part {
+    double a[COL_BLOCK], q[COL_BLOCK];
+    int64_t ix[COL_BLOCK];
+} seg_part;
+
+/* A task's reduction into *r (typed). */
+#define DEF_SEG_TASK(SUF, T)                                                   \
+    static void task_reduce_##SUF(const seg_plan *p, const T *in, const seg_task *t, jag_segment_kind kind, \
+                                  bool idx, seg_part *r) {                     \
+        T m[COL_BLOCK];                                                        \
+        switch (kind) {                                                        \
+        case JAG_SEG_SUM: case JAG_SEG_MEAN: rows_sum_##SUF(p, in, t, r->a); break; \
+        case JAG_SEG_VAR: case JAG_SEG_STD: rows_var_##SUF(p, in, t, r->a, r->q); break; \
+        case JAG_SEG_LSE:                                                      \
+            rows_lse_##SUF(p, in, t, m, r->q);                                 \
+            for (int64_t c = 0; c < t->nc; c++) r->a[c] = m[c];                \
+            break;                                                             \
+        default:                                                               \
+            rows_ext_##SUF(p, in, t, seg_is_max(kind), m, idx ? r->ix : NULL); \
+            for (int64_t c = 0; c < t->nc; c++) r->a[c] = m[c];                \
+        }                                                                      \
+    }
+DEF_SEG_TASK(f32, float)
+DEF_SEG_TASK(f64, double)
+#undef DEF_SEG_TASK
+
+/* The partial results of a segment's chunks k = 1.. merged in order into r
+ * (chunk 0's); n0 counts r's rows, nk those of chunk k. */
+static void seg_merge(jag_segment_kind kind, seg_part *r, double n0, const seg_part *k, double nk, int64_t nc) {
+    switch (kind) {
+    case JAG_SEG_SUM: case JAG_SEG_MEAN:
+        for (int64_t c = 0; c < nc; c++) r->a[c] += k->a[c];
+        break;
+    case JAG_SEG_VAR: case JAG_SEG_STD: { /* Chan et al. */
+        double n = n0 + nk, fb = n ? nk / n : 0;
+        for (int64_t c = 0; c < nc; c++) {
+            double delta = k->a[c] - r->a[c];
+            r->a[c] += delta * fb;
+            r->q[c] += k->q[c] + delta * delta * n0 * fb;
+        }
+        break;
+    }
+    case JAG_SEG_LSE:
+        for (int64_t c = 0; c < nc; c++) {
+            double ma = r->a[c], mb = k->a[c], m = mb > ma ? mb : ma, sh = SEG_SHIFT(m);
+            double da = SEG_SHIFT(ma) - sh, db = SEG_SHIFT(mb) - sh;
+            r->q[c] = r->q[c] * exp(da < 0 ? da : 0) + k->q[c] * exp(db < 0 ? db : 0);
+            r->a[c] = m;
+        }
+        break;
+    default: {
+        bool mx = seg_is_max(kind);
+        for (int64_t c = 0; c < nc; c++)
+            if (mx ? SEG_MAX_BETTER(k->a[c], r->a[c]) : SEG_MIN_BETTER(k->a[c], r->a[c])) r->a[c] = k->a[c], r->ix[c] = k->ix[c];
+    }
+    }
+}
+
+/* A segment's result (n rows) into y (its dtype; NULL for argmax/argmin) and
+ * ix (int64; NULL unless the kind has indices), at element o. */
+static void seg_store(jag_segment_kind kind, const seg_part *r, double n, int64_t corr, char *y, bool f64, int64_t *ix,
+                      int64_t o, int64_t nc) {
+    for (int64_t c = 0; c < nc && y; c++) {
+        double v;
+        switch (kind) {
+        case JAG_SEG_SUM: v = r->a[c]; break;
+        case JAG_SEG_MEAN: v = n ? r->a[c] / n : NAN; break;
+        case JAG_SEG_VAR: v = seg_var_finish(r->q[c], n, corr); break;
+        case JAG_SEG_STD: v = sqrt(seg_var_finish(r->q[c], n, corr)); break;
+        case JAG_SEG_LSE: v = seg_lse_finish(r->a[c], r->q[c]); break;
+        default: v = r->a[c];
+        }
+        STORE(y, f64, o + c, v);
+    }
+    if (ix) memcpy(ix + o, r->ix, (size_t)nc * sizeof *ix);
+}
+
+// values v (rows, C) contiguous, segments of rows -> y (B, C) [ix (B, C) int64]: the kind over each segment's rows
+static jag_status seg_rows_reduce(const char *op, const nested_state *s, const jag_tensor *v, int64_t C,
+                                  jag_segment_kind kind, int64_t corr, jag_tensor *y, jag_tensor *ix) {
+    bool f64 = v->dtype == JAG_FLOAT64, idx = ix != NULL;
+    seg_plan p;
+    jag_status st = seg_plan_make(op, s, C, f64 ? 8 : 4, &p);
+    if (st) return st;
+    /* the partial results of segments of several chunks, one per task */
+    seg_part *parts = p.nslots ? malloc((size_t)p.nslots * sizeof *parts) : NULL;
+    if (p.nslots && !parts) {
+        free(p.t);
+        return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    }
+    const char *in = jag__ptr(v);
+    char *yo = y ? jag__ptr(y) : NULL;
+    int64_t *io = ix ? (int64_t *)jag__ptr(ix) : NULL;
+#pragma omp parallel for schedule(dynamic, 1) if (p.par)
+    for (int64_t i = 0; i < p.ntasks; i++) {
+        const seg_task *t = &p.t[i];
+        seg_part local, *r = t->slot >= 0 ? &parts[t->slot] : &local;
+        if (f64) task_reduce_f64(&p, (const double *)in, t, kind, idx, r);
+        else task_reduce_f32(&p, (const float *)in, t, kind, idx, r);
+        if (t->slot < 0) seg_store(kind, r, (double)t->n, corr, yo, f64, io, t->b * C + t->c0, t->nc);
+    }
+    if (p.nslots) {
+#pragma omp parallel for schedule(dynamic, 1) if (p.par)
+        for (int64_t i = 0; i < p.ntasks; i++) {
+            const seg_task *t = &p.t[i];
+            if (t->slot < 0 || t->k != 0) continue; /* a segment's first chunk merges the others */
+            seg_part *r = &parts[t->slot];
+            double n = (double)t->n;
+            for (int64_t k = 1; k < t->nch; k++) {
+                seg_merge(kind, r, n, &parts[t[k].slot], (double)t[k].n, t->nc);
+                n += (double)t[k].n;
+            }
+            seg_store(kind, r, n, corr, yo, f64, io, t->b * C + t->c0, t->nc);
+        }
+    }
+    free(parts), free(p.t);
+    return JAG_OK;
+}
 
 // values (R, C), segments of rows -> out (B, C): sum/mean/amax/amin per segment and column
 jag_status jag__segment_reduce(const char *op, const nested_state *s, jag_segment_kind kind, bool keepdim,
                                jag_tensor **out) {
-    jag_status st = need_float_data(op, s);
-    if (st) return st;
-    int64_t B = s->batch, C = columns(s);
-    if (kind == JAG_SEG_AMAX || kind == JAG_SEG_AMIN)
-        for (int64_t b = 0; b < B; b++)
-            if (seg_len(s, b) == 0)
-                return jag__error(JAG_EINVAL, "%s: component %lld is empty: its %s over the ragged dim is undefined", op,
-                                  (long long)b, kind == JAG_SEG_AMAX ? "max" : "min");
-    int64_t shape[JAG_MAX_DIMS];
-    int nd = 0;
-    shape[nd++] = B;
-    if (keepdim) shape[nd++] = 1;
-    for (int d = 1; d < s->values->ndim; d++) shape[nd++] = s->values->sizes[d];
-    jag_tensor *v = NULL;
-    if ((st = contiguous_values(s, &v))) return st;
-    jag_tensor *y = jag__tensor_new(op, shape, nd, v->dtype, false, false);
-    if (!y) {
-        jag_release(v);
-        return jag_last_status();
-    }
-    bool f64 = v->dtype == JAG_FLOAT64;
-    const char *in = jag__ptr(v);
-    char *o = jag__ptr(y);
-    const int64_t *off = i64p(s->offsets);
-    int64_t blocks = (C + COL_BLOCK - 1) / COL_BLOCK;
-#pragma omp parallel for schedule(dynamic, 1) if (jag_numel(v) > JAG_PARALLEL_GRAIN)
-    for (int64_t task = 0; task < B * blocks; task++) {
-        int64_t b = task / blocks, c0 = task % blocks * COL_BLOCK, nc = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
-        int64_t r0 = off[b], n = seg_len(s, b);
-        double acc[COL_BLOCK];
-        bool nan[COL_BLOCK];
-        double init = kind == JAG_SEG_AMAX ? -INFINITY : kind == JAG_SEG_AMIN ? INFINITY : 0.0;
-        for (int64_t c = 0; c < nc; c++) acc[c] = init, nan[c] = false;
-        for (int64_t r = r0; r < r0 + n; r++) {
-            int64_t base = r * C + c0;
-            if (kind == JAG_SEG_SUM || kind == JAG_SEG_MEAN) {
-                if (f64) {
-                    const double *x = (const double *)in + base;
-                    for (int64_t c = 0; c < nc; c++) acc[c] += x[c];
-                } else {
-                    const float *x = (const float *)in + base;
-                    for (int64_t c = 0; c < nc; c++) acc[c] += (double)x[c];
-                }
-            } else {
-                for (int64_t c = 0; c < nc; c++) {
-                    double x = LOAD(in, f64, base + c);
-                    nan[c] |= isnan(x);
-                    acc[c] = kind == JAG_SEG_AMAX ? (x > acc[c] ? x : acc[c]) : (x < acc[c] ? x : acc[c]);
-                }
-            }
-        }
-        for (int64_t c = 0; c < nc; c++) {
-            double r = nan[c] ? NAN : acc[c];
-            if (kind == JAG_SEG_MEAN) r = n ? r / (double)n : NAN;
-            STORE(o, f64, b * C + c0 + c, r);
-        }
-    }
-    jag_release(v);
-    *out = y;
-    return JAG_OK;
+    jag_segment_spec sp = {.kind = kind, .keepdim = keepdim};
+    return jag__segment_reduce_dims(op, s, &sp, out);
 }
 
-/* Softmax down one segment's rows for a block of columns, typed: rows in
- * order, columns inner, the vectorised exp of vecmath.h. */
-#define DEF_SEG_SOFTMAX(NAME, T, EXP, LOG)                                     \
-    static void NAME(const T *restrict in, T *restrict out, int64_t C, int64_t r0, int64_t n, int64_t c0, int64_t nc, \
-                     bool lg) {                                                \
-        T m[COL_BLOCK], sum[COL_BLOCK];                                        \
-        for (int64_t c = 0; c < nc; c++) m[c] = -INFINITY, sum[c] = 0;         \
-        for (int64_t r = r0; r < r0 + n; r++) {                                \
-            const T *restrict x = in + r * C + c0;                             \
-            _Pragma("omp simd")                                                \
-            for (int64_t c = 0; c < nc; c++) m[c] = x[c] > m[c] || x[c] != x[c] ? x[c] : m[c]; \
+/* softmax / log_softmax of one task: its rows of y, and the chunk's max and
+ * sum into r when its segment has several chunks (else scaled at once). */
+#define DEF_SEG_SOFTMAX_TASK(SUF, T)                                           \
+    static void task_softmax_##SUF(const seg_plan *p, const T *in, T *out, const seg_task *t, bool lg, seg_part *r) { \
+        T m[COL_BLOCK], f[COL_BLOCK];                                          \
+        rows_softmax_##SUF(p, in, out, t, lg, m, r->q);                        \
+        if (t->slot >= 0) {                                                    \
+            for (int64_t c = 0; c < t->nc; c++) r->a[c] = m[c];                \
+            return;                                                            \
         }                                                                      \
-        for (int64_t c = 0; c < nc; c++) /* NaN stays; all -inf: sum 0 -> NaN, as torch */ \
-            if (isinf(m[c])) m[c] = 0;                                         \
-        for (int64_t r = r0; r < r0 + n; r++) {                                \
-            const T *restrict x = in + r * C + c0;                             \
-            T *restrict y = out + r * C + c0;                                  \
-            if (lg) {                                                          \
-                _Pragma("omp simd")                                            \
-                for (int64_t c = 0; c < nc; c++) {                             \
-                    T z = x[c] - m[c];                                         \
-                    sum[c] += EXP(z);                                          \
-                    y[c] = z;                                                  \
-                }                                                              \
-            } else {                                                           \
-                _Pragma("omp simd")                                            \
-                for (int64_t c = 0; c < nc; c++) {                             \
-                    T e = EXP(x[c] - m[c]);                                    \
-                    sum[c] += e;                                               \
-                    y[c] = e;                                                  \
-                }                                                              \
+        for (int64_t c = 0; c < t->nc; c++) f[c] = lg ? (T)log(r->q[c]) : (T)(1.0 / r->q[c]); \
+        rows_scale_##SUF(p, out, t, lg, f);                                    \
+    }                                                                          \
+    /* a chunk of a segment of several: scaled by the merged max and sum */   \
+    static void task_rescale_##SUF(const seg_plan *p, T *out, const seg_task *t, const seg_part *parts, \
+                                   const seg_task *first, bool lg) {           \
+        T f[COL_BLOCK];                                                        \
+        for (int64_t c = 0; c < t->nc; c++) {                                  \
+            double m = -INFINITY, sum = 0;                                     \
+            for (int64_t k = 0; k < first->nch; k++) m = parts[first[k].slot].a[c] > m ? parts[first[k].slot].a[c] : m; \
+            double sh = SEG_SHIFT(m);                                          \
+            for (int64_t k = 0; k < first->nch; k++) {                         \
+                double d = SEG_SHIFT(parts[first[k].slot].a[c]) - sh;          \
+                sum += parts[first[k].slot].q[c] * exp(d < 0 ? d : 0);         \
             }                                                                  \
+            double d = SEG_SHIFT(parts[t->slot].a[c]) - sh;                    \
+            f[c] = lg ? (T)(log(sum) - d) : (T)(exp(d < 0 ? d : 0) / sum);     \
         }                                                                      \
-        for (int64_t c = 0; c < nc; c++) sum[c] = lg ? LOG(sum[c]) : (T)1 / sum[c]; \
-        for (int64_t r = r0; r < r0 + n; r++) {                                \
-            T *restrict y = out + r * C + c0;                                  \
-            if (lg) {                                                          \
-                _Pragma("omp simd")                                            \
-                for (int64_t c = 0; c < nc; c++) y[c] -= sum[c];               \
-            } else {                                                           \
-                _Pragma("omp simd")                                            \
-                for (int64_t c = 0; c < nc; c++) y[c] *= sum[c];               \
-            }                                                                  \
-        }                                                                      \
+        rows_scale_##SUF(p, out, t, lg, f);                                    \
     }
-DEF_SEG_SOFTMAX(seg_softmax_f32, float, jag__vm_exp_f32, logf)
-DEF_SEG_SOFTMAX(seg_softmax_f64, double, jag__vm_exp_f64, log)
-#undef DEF_SEG_SOFTMAX
+DEF_SEG_SOFTMAX_TASK(f32, float)
+DEF_SEG_SOFTMAX_TASK(f64, double)
+#undef DEF_SEG_SOFTMAX_TASK
 
 // values (R, C) -> new values (R, C): softmax (or log_softmax) down each segment's rows, per column;
 // rows in holes are 0
@@ -174,22 +505,34 @@ jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_
     if ((st = contiguous_values(s, &v))) return st;
     /* zeroed only when there are holes (their rows are not written) */
     jag_tensor *y = jag__tensor_new(op, v->sizes, v->ndim, v->dtype, s->lengths != NULL, false);
-    if (!y) {
-        jag_release(v);
-        return jag_last_status();
-    }
-    int64_t B = s->batch, C = columns(s);
     bool f64 = v->dtype == JAG_FLOAT64;
+    seg_plan p = {0};
+    if (y) st = seg_plan_make(op, s, columns(s), f64 ? 8 : 4, &p);
+    seg_part *parts = !st && p.nslots ? malloc((size_t)p.nslots * sizeof *parts) : NULL;
+    if (!y || st || (p.nslots && !parts)) {
+        if (!y || !st) st = !y ? jag_last_status() : jag__error(JAG_ENOMEM, "%s: out of memory", op);
+        jag_release(v), jag_release(y), free(p.t);
+        return st;
+    }
     const char *in = jag__ptr(v);
     char *o = jag__ptr(y);
-    const int64_t *off = i64p(s->offsets);
-    int64_t blocks = (C + COL_BLOCK - 1) / COL_BLOCK;
-#pragma omp parallel for schedule(dynamic, 1) if (jag_numel(v) > JAG_PARALLEL_GRAIN)
-    for (int64_t task = 0; task < B * blocks; task++) {
-        int64_t b = task / blocks, c0 = task % blocks * COL_BLOCK, nc = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
-        if (f64) seg_softmax_f64((const double *)in, (double *)o, C, off[b], seg_len(s, b), c0, nc, log_softmax);
-        else seg_softmax_f32((const float *)in, (float *)o, C, off[b], seg_len(s, b), c0, nc, log_softmax);
+#pragma omp parallel for schedule(dynamic, 1) if (p.par)
+    for (int64_t i = 0; i < p.ntasks; i++) {
+        const seg_task *t = &p.t[i];
+        seg_part local, *r = t->slot >= 0 ? &parts[t->slot] : &local;
+        if (f64) task_softmax_f64(&p, (const double *)in, (double *)o, t, log_softmax, r);
+        else task_softmax_f32(&p, (const float *)in, (float *)o, t, log_softmax, r);
     }
+    if (p.nslots) {
+#pragma omp parallel for schedule(dynamic, 1) if (p.par)
+        for (int64_t i = 0; i < p.ntasks; i++) {
+            const seg_task *t = &p.t[i];
+            if (t->slot < 0) continue;
+            if (f64) task_rescale_f64(&p, (double *)o, t, parts, t - t->k, log_softmax);
+            else task_rescale_f32(&p, (float *)o, t, parts, t - t->k, log_softmax);
+        }
+    }
+    free(parts), free(p.t);
     jag_release(v);
     *out = y;
     return JAG_OK;
@@ -233,8 +576,8 @@ jag_status jag__segment_broadcast(const char *op, const nested_state *s, const j
 /* Every kind, over the ragged dim alone or with trailing dims. The values
  * are read as (rows, K, R): K kept columns and, for each, R trailing
  * elements reduced together with the segment's rows (R = 1: the ragged dim
- * alone). A set of trailing dims that is not a suffix is moved to the end
- * first (one copy). */
+ * alone, which the engine above runs). A set of trailing dims that is not a
+ * suffix is moved to the end first (one copy). */
 typedef struct seg_geom {
     jag_tensor *v;        /* contiguous (rows, K, R), a new reference */
     const int64_t *off;   /* offsets (B+1) */
@@ -274,106 +617,19 @@ static jag_status seg_geom_make(const char *op, const nested_state *s, unsigned 
     return st;
 }
 
-static bool seg_extreme(jag_segment_kind k) {
-    return k == JAG_SEG_AMAX || k == JAG_SEG_AMIN || k >= JAG_SEG_MAX;
-}
-
-/* M2 / max(n - correction, 0), as the dense var: NaN when n == 0 */
-static double seg_var_finish(double m2, double n, int64_t correction) {
-    if (n == 0) return NAN;
-    double div = n - (double)correction;
-    return m2 / (div > 0 ? div : 0.0);
-}
-
-/* One segment b, columns [k0, k0 + nk) of (rows, K, R) -> out (B, K) [and
- * idx (B, K) for max/min/arg: the row inside the component]. Typed: rows in
- * order, columns inner (contiguous when R == 1), q innermost. */
-#define DEF_SEG_GENERIC(NAME, T, EXP)                                               \
-    static void NAME(const T *in, T *out, int64_t *idx, int64_t K, int64_t R, int64_t r0, int64_t n, int64_t b, \
-                     int64_t k0, int64_t nk, jag_segment_kind kind, int64_t corr) { \
+/* One segment b, columns [k0, k0 + nk) of (rows, K, R) -> out (B, K), for
+ * the kinds without indices. Typed: rows in order, columns inner, the R
+ * trailing elements of a column innermost; double accumulators. */
+#define DEF_SEG_GENERIC(NAME, T)                                               \
+    static void NAME(const T *in, T *out, int64_t K, int64_t R, int64_t r0, int64_t n, int64_t b, int64_t k0, \
+                     int64_t nk, jag_segment_kind kind, int64_t corr) {        \
         double a[COL_BLOCK], m[COL_BLOCK];                                     \
-        int64_t ix[COL_BLOCK];                                                 \
         bool nan[COL_BLOCK];                                                   \
         int64_t C = K * R;                                                     \
         double cnt = (double)n * (double)R;                                    \
-        bool is_max = kind == JAG_SEG_AMAX || kind == JAG_SEG_MAX || kind == JAG_SEG_ARGMAX || kind == JAG_SEG_LSE; \
-        for (int64_t k = 0; k < nk; k++) a[k] = 0, m[k] = is_max ? -INFINITY : INFINITY, nan[k] = false, ix[k] = 0; \
-        switch (kind) {                                                        \
-        case JAG_SEG_SUM: case JAG_SEG_MEAN: case JAG_SEG_VAR: case JAG_SEG_STD: \
-            if (R == 1 && (kind == JAG_SEG_VAR || kind == JAG_SEG_STD)) { /* one pass: Welford's update per column */ \
-                for (int64_t k = 0; k < nk; k++) m[k] = 0;                     \
-                for (int64_t r = r0; r < r0 + n; r++) {                        \
-                    const T *restrict x = in + r * C + k0;                     \
-                    double inv = 1.0 / (double)(r - r0 + 1);                   \
-                    _Pragma("omp simd")                                        \
-                    for (int64_t k = 0; k < nk; k++) {                         \
-                        double v = (double)x[k], d = v - m[k];                 \
-                        m[k] += d * inv;                                       \
-                        a[k] += d * (v - m[k]);                                \
-                    }                                                          \
-                }                                                              \
-                for (int64_t k = 0; k < nk; k++) {                             \
-                    double v = seg_var_finish(a[k], cnt, corr);                \
-                    out[b * K + k0 + k] = (T)(kind == JAG_SEG_STD ? sqrt(v) : v); \
-                }                                                              \
-                return;                                                        \
-            }                                                                  \
-            if (R == 1) { /* columns contiguous: vectorised over them */      \
-                for (int64_t r = r0; r < r0 + n; r++) {                        \
-                    const T *restrict x = in + r * C + k0;                     \
-                    _Pragma("omp simd")                                        \
-                    for (int64_t k = 0; k < nk; k++) a[k] += (double)x[k];     \
-                }                                                              \
-            } else                                                             \
-            for (int64_t r = r0; r < r0 + n; r++)                              \
-                for (int64_t k = 0; k < nk; k++) {                             \
-                    const T *x = in + r * C + (k0 + k) * R;                    \
-                    double acc = 0;                                            \
-                    for (int64_t q = 0; q < R; q++) acc += (double)x[q];       \
-                    a[k] += acc;                                               \
-                }                                                              \
-            if (kind == JAG_SEG_SUM || kind == JAG_SEG_MEAN) {                 \
-                for (int64_t k = 0; k < nk; k++)                               \
-                    out[b * K + k0 + k] = (T)(kind == JAG_SEG_SUM ? a[k] : cnt ? a[k] / cnt : NAN); \
-                return;                                                        \
-            }                                                                  \
-            for (int64_t k = 0; k < nk; k++) m[k] = cnt ? a[k] / cnt : 0, a[k] = 0; \
-            if (R == 1) {                                                      \
-                for (int64_t r = r0; r < r0 + n; r++) {                        \
-                    const T *restrict x = in + r * C + k0;                     \
-                    _Pragma("omp simd")                                        \
-                    for (int64_t k = 0; k < nk; k++) {                         \
-                        double d = (double)x[k] - m[k];                        \
-                        a[k] += d * d;                                         \
-                    }                                                          \
-                }                                                              \
-            } else                                                             \
-            for (int64_t r = r0; r < r0 + n; r++)                              \
-                for (int64_t k = 0; k < nk; k++) {                             \
-                    const T *x = in + r * C + (k0 + k) * R;                    \
-                    double acc = 0;                                            \
-                    for (int64_t q = 0; q < R; q++) {                          \
-                        double d = (double)x[q] - m[k];                        \
-                        acc += d * d;                                          \
-                    }                                                          \
-                    a[k] += acc;                                               \
-                }                                                              \
-            for (int64_t k = 0; k < nk; k++) {                                 \
-                double v = seg_var_finish(a[k], cnt, corr);                    \
-                out[b * K + k0 + k] = (T)(kind == JAG_SEG_STD ? sqrt(v) : v);  \
-            }                                                                  \
-            return;                                                            \
-        case JAG_SEG_AMAX: case JAG_SEG_AMIN: case JAG_SEG_LSE:                \
-            if (R == 1 && kind == JAG_SEG_LSE) { /* NaN wins the max: it then spreads */ \
-                T mt[COL_BLOCK];                                               \
-                for (int64_t k = 0; k < nk; k++) mt[k] = -INFINITY;            \
-                for (int64_t r = r0; r < r0 + n; r++) {                        \
-                    const T *restrict x = in + r * C + k0;                     \
-                    _Pragma("omp simd")                                        \
-                    for (int64_t k = 0; k < nk; k++) mt[k] = x[k] > mt[k] || x[k] != x[k] ? x[k] : mt[k]; \
-                }                                                              \
-                for (int64_t k = 0; k < nk; k++) m[k] = mt[k], nan[k] = mt[k] != mt[k]; \
-            } else                                                             \
+        bool is_max = kind == JAG_SEG_AMAX || kind == JAG_SEG_LSE;             \
+        for (int64_t k = 0; k < nk; k++) a[k] = 0, m[k] = is_max ? -INFINITY : INFINITY, nan[k] = false; \
+        if (kind == JAG_SEG_AMAX || kind == JAG_SEG_AMIN || kind == JAG_SEG_LSE) { \
             for (int64_t r = r0; r < r0 + n; r++)                              \
                 for (int64_t k = 0; k < nk; k++) {                             \
                     const T *x = in + r * C + (k0 + k) * R;                    \
@@ -387,60 +643,48 @@ static double seg_var_finish(double m2, double n, int64_t correction) {
                 for (int64_t k = 0; k < nk; k++) out[b * K + k0 + k] = (T)(nan[k] ? NAN : m[k]); \
                 return;                                                        \
             }                                                                  \
-            if (R == 1) { /* columns contiguous: one vectorised exp per element */ \
-                T mt[COL_BLOCK], at[COL_BLOCK];                                \
-                for (int64_t k = 0; k < nk; k++) mt[k] = nan[k] || isinf(m[k]) ? (T)0 : (T)m[k], at[k] = 0; \
-                for (int64_t r = r0; r < r0 + n; r++) {                        \
-                    const T *restrict x = in + r * C + k0;                     \
-                    _Pragma("omp simd")                                        \
-                    for (int64_t k = 0; k < nk; k++) at[k] += EXP(x[k] - mt[k]); \
+            for (int64_t r = r0; r < r0 + n; r++)                              \
+                for (int64_t k = 0; k < nk; k++) {                             \
+                    if (nan[k] || isinf(m[k])) continue;                       \
+                    const T *x = in + r * C + (k0 + k) * R;                    \
+                    double acc = 0;                                            \
+                    for (int64_t q = 0; q < R; q++) acc += exp((double)x[q] - m[k]); \
+                    a[k] += acc;                                               \
                 }                                                              \
-                for (int64_t k = 0; k < nk; k++) a[k] = at[k];                 \
-            } else                                                             \
-                for (int64_t r = r0; r < r0 + n; r++)                          \
-                    for (int64_t k = 0; k < nk; k++) {                         \
-                        if (nan[k] || isinf(m[k])) continue;                   \
-                        const T *x = in + r * C + (k0 + k) * R;                \
-                        double acc = 0;                                        \
-                        for (int64_t q = 0; q < R; q++) acc += exp((double)x[q] - m[k]); \
-                        a[k] += acc;                                           \
-                    }                                                          \
             for (int64_t k = 0; k < nk; k++)                                   \
                 out[b * K + k0 + k] = (T)(nan[k] ? NAN : isinf(m[k]) ? m[k] : m[k] + log(a[k])); \
             return;                                                            \
-        default: { /* max / min / argmax / argmin, R == 1: the first extreme; a NaN wins and then stays */ \
-            T mt[COL_BLOCK];                                                   \
-            const T *restrict x0 = in + r0 * C + k0;                           \
-            for (int64_t k = 0; k < nk; k++) mt[k] = x0[k];                    \
-            for (int64_t r = r0 + 1; r < r0 + n; r++) {                        \
-                const T *restrict x = in + r * C + k0;                         \
-                int64_t row = r - r0;                                          \
-                if (is_max) {                                                  \
-                    _Pragma("omp simd")                                        \
-                    for (int64_t k = 0; k < nk; k++) {                         \
-                        bool better = x[k] > mt[k] || (x[k] != x[k] && mt[k] == mt[k]); \
-                        mt[k] = better ? x[k] : mt[k];                         \
-                        ix[k] = better ? row : ix[k];                          \
-                    }                                                          \
-                } else {                                                       \
-                    _Pragma("omp simd")                                        \
-                    for (int64_t k = 0; k < nk; k++) {                         \
-                        bool better = x[k] < mt[k] || (x[k] != x[k] && mt[k] == mt[k]); \
-                        mt[k] = better ? x[k] : mt[k];                         \
-                        ix[k] = better ? row : ix[k];                          \
-                    }                                                          \
-                }                                                              \
-            }                                                                  \
+        }                                                                      \
+        for (int64_t r = r0; r < r0 + n; r++) /* sum, mean, var, std */        \
             for (int64_t k = 0; k < nk; k++) {                                 \
-                if (kind == JAG_SEG_MAX || kind == JAG_SEG_MIN) out[b * K + k0 + k] = mt[k]; \
-                idx[b * K + k0 + k] = ix[k];                                   \
+                const T *x = in + r * C + (k0 + k) * R;                        \
+                double acc = 0;                                                \
+                for (int64_t q = 0; q < R; q++) acc += (double)x[q];           \
+                a[k] += acc;                                                   \
             }                                                                  \
+        if (kind == JAG_SEG_SUM || kind == JAG_SEG_MEAN) {                     \
+            for (int64_t k = 0; k < nk; k++)                                   \
+                out[b * K + k0 + k] = (T)(kind == JAG_SEG_SUM ? a[k] : cnt ? a[k] / cnt : NAN); \
             return;                                                            \
         }                                                                      \
+        for (int64_t k = 0; k < nk; k++) m[k] = cnt ? a[k] / cnt : 0, a[k] = 0; \
+        for (int64_t r = r0; r < r0 + n; r++)                                  \
+            for (int64_t k = 0; k < nk; k++) {                                 \
+                const T *x = in + r * C + (k0 + k) * R;                        \
+                double acc = 0;                                                \
+                for (int64_t q = 0; q < R; q++) {                              \
+                    double d = (double)x[q] - m[k];                            \
+                    acc += d * d;                                              \
+                }                                                              \
+                a[k] += acc;                                                   \
+            }                                                                  \
+        for (int64_t k = 0; k < nk; k++) {                                     \
+            double v = seg_var_finish(a[k], cnt, corr);                        \
+            out[b * K + k0 + k] = (T)(kind == JAG_SEG_STD ? sqrt(v) : v);      \
         }                                                                      \
     }
-DEF_SEG_GENERIC(seg_generic_f32, float, jag__vm_exp_f32)
-DEF_SEG_GENERIC(seg_generic_f64, double, jag__vm_exp_f64)
+DEF_SEG_GENERIC(seg_generic_f32, float)
+DEF_SEG_GENERIC(seg_generic_f64, double)
 #undef DEF_SEG_GENERIC
 
 /* The output shape: (B, [1], kept trailing dims... [, 1 per reduced one]) */
@@ -463,8 +707,10 @@ static const char *seg_kind_word(jag_segment_kind k) {
 }
 
 // values (rows, D...) with segments of rows; mask: the trailing dims of values (bit d: values dim d >= 1) reduced
-// with the ragged dim -> outs[0] (B, kept D...) dense [outs[1] int64 indices for max/min]
-jag_status jag__segment_reduce_dims(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor **outs) {
+// with the ragged dim -> y (B, kept D...) of the values' dtype [ix (B, kept D...) int64 indices for max/min/arg],
+// both contiguous and given (y NULL for argmax/argmin)
+jag_status jag__segment_reduce_into(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor *y,
+                                    jag_tensor *ix) {
     jag_status st = need_float_data(op, s);
     if (st) return st;
     jag_segment_kind kind = sp->kind;
@@ -476,32 +722,48 @@ jag_status jag__segment_reduce_dims(const char *op, const nested_state *s, const
             if (seg_len(s, b) == 0 || Rall == 0)
                 return jag__error(JAG_EINVAL, "%s: component %lld is empty: its %s over the ragged dim is undefined", op,
                                   (long long)b, seg_kind_word(kind));
-    if (sp->mask == 0 && kind <= JAG_SEG_AMIN) return jag__segment_reduce(op, s, kind, sp->keepdim, outs);
-    int64_t shape[JAG_MAX_DIMS];
-    int nd = seg_out_shape(s, sp->mask, sp->keepdim, shape);
+    if (Rall == 1) { /* the ragged dim alone (reduced dims of size 1 change nothing) */
+        jag_tensor *v = NULL;
+        if ((st = contiguous_values(s, &v))) return st;
+        st = seg_rows_reduce(op, s, v, columns(s), kind, sp->correction, y, seg_extreme(kind) && kind >= JAG_SEG_MAX ? ix : NULL);
+        jag_release(v);
+        return st;
+    }
     seg_geom g;
     if ((st = seg_geom_make(op, s, sp->mask, &g))) return st;
-    bool has_idx = kind >= JAG_SEG_MAX, has_val = kind != JAG_SEG_ARGMAX && kind != JAG_SEG_ARGMIN;
-    jag_tensor *y = has_val ? jag__tensor_new(op, shape, nd, g.v->dtype, false, false) : NULL;
-    jag_tensor *ix = has_idx && (y || !has_val) ? jag__tensor_new(op, shape, nd, JAG_INT64, false, false) : NULL;
-    if ((has_val && !y) || (has_idx && !ix)) {
-        jag_release(y), jag_release(g.v);
-        return jag_last_status();
-    }
     bool f64 = g.v->dtype == JAG_FLOAT64;
     const char *in = jag__ptr(g.v);
-    char *o = y ? jag__ptr(y) : NULL;
-    int64_t *oi = ix ? (int64_t *)jag__ptr(ix) : NULL;
+    char *o = jag__ptr(y);
     int64_t blocks = (g.K + COL_BLOCK - 1) / COL_BLOCK, K = g.K, R = g.R, B = g.B;
     if (K == 0) blocks = 0;
     const int64_t *off = g.off;
 #pragma omp parallel for schedule(dynamic, 1) if (jag_numel(g.v) > JAG_PARALLEL_GRAIN)
     for (int64_t task = 0; task < B * blocks; task++) {
         int64_t b = task / blocks, k0 = task % blocks * COL_BLOCK, nk = K - k0 < COL_BLOCK ? K - k0 : COL_BLOCK;
-        if (f64) seg_generic_f64((const double *)in, (double *)o, oi, K, R, off[b], seg_len(s, b), b, k0, nk, kind, sp->correction);
-        else seg_generic_f32((const float *)in, (float *)o, oi, K, R, off[b], seg_len(s, b), b, k0, nk, kind, sp->correction);
+        if (f64) seg_generic_f64((const double *)in, (double *)o, K, R, off[b], seg_len(s, b), b, k0, nk, kind, sp->correction);
+        else seg_generic_f32((const float *)in, (float *)o, K, R, off[b], seg_len(s, b), b, k0, nk, kind, sp->correction);
     }
     jag_release(g.v);
+    return JAG_OK;
+}
+
+// values (rows, D...) with segments of rows; mask as above -> outs[0] (B, kept D...) dense [outs[1] int64 indices
+// for max/min; argmax/argmin: outs[0] the indices alone]
+jag_status jag__segment_reduce_dims(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor **outs) {
+    jag_status st = need_float_data(op, s);
+    if (st) return st;
+    jag_segment_kind kind = sp->kind;
+    int64_t shape[JAG_MAX_DIMS];
+    int nd = seg_out_shape(s, sp->mask, sp->keepdim, shape);
+    bool has_idx = kind >= JAG_SEG_MAX, has_val = kind != JAG_SEG_ARGMAX && kind != JAG_SEG_ARGMIN;
+    jag_tensor *y = has_val ? jag__tensor_new(op, shape, nd, s->values->dtype, false, false) : NULL;
+    jag_tensor *ix = has_idx && (y || !has_val) ? jag__tensor_new(op, shape, nd, JAG_INT64, false, false) : NULL;
+    if ((has_val && !y) || (has_idx && !ix)) st = jag_last_status();
+    if (!st) st = jag__segment_reduce_into(op, s, sp, y, ix);
+    if (st) {
+        jag_release(y), jag_release(ix);
+        return st;
+    }
     if (has_val) outs[0] = y;
     if (has_idx) outs[has_val ? 1 : 0] = ix;
     return JAG_OK;
@@ -598,5 +860,88 @@ jag_status jag__segment_reduce_grad(const char *op, const nested_state *s, const
         return st;
     }
     *out = z;
+    return JAG_OK;
+}
+
+/* ---- naive references ------------------------------------------------------ */
+
+/* The reductions of jag__segment_reduce_into computed plainly, element by
+ * element in double with libm's exp and log: for each segment b and kept
+ * column k, the segment's rows and the column's R trailing elements in
+ * order. Same outputs and contract (y, ix contiguous and given); the tests
+ * compare the engine with it. */
+jag_status jag__ref_segment_reduce(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor *y,
+                                   jag_tensor *ix) {
+    jag_status st = need_float_data(op, s);
+    seg_geom g;
+    if (st || (st = seg_geom_make(op, s, sp->mask, &g))) return st;
+    bool f64 = g.v->dtype == JAG_FLOAT64, mx = seg_is_max(sp->kind);
+    const char *in = jag__ptr(g.v);
+    char *yo = y ? jag__ptr(y) : NULL;
+    int64_t *io = ix ? (int64_t *)jag__ptr(ix) : NULL;
+    for (int64_t b = 0; b < g.B; b++)
+        for (int64_t k = 0; k < g.K; k++) {
+            int64_t r0 = g.off[b], n = seg_len(s, b), R = g.R, C = g.K * R, cnt = n * R, best = 0;
+            double sum = 0, m = mx ? -INFINITY : INFINITY, sq = 0, e = 0, ext = NAN;
+            bool nan = false;
+            for (int64_t i = 0; i < cnt; i++) {
+                double x = LOAD(in, f64, (r0 + i / R) * C + k * R + i % R);
+                sum += x;
+                nan |= x != x;
+                m = mx ? fmax(m, x) : fmin(m, x);
+                if (i == 0 || (mx ? SEG_MAX_BETTER(x, ext) : SEG_MIN_BETTER(x, ext))) ext = x, best = i;
+            }
+            double mean = sum / (double)cnt;
+            for (int64_t i = 0; i < cnt; i++) {
+                double x = LOAD(in, f64, (r0 + i / R) * C + k * R + i % R);
+                sq += (x - mean) * (x - mean);
+                e += exp(x - m);
+            }
+            double v;
+            switch (sp->kind) {
+            case JAG_SEG_SUM: v = sum; break;
+            case JAG_SEG_MEAN: v = cnt ? mean : NAN; break;
+            case JAG_SEG_VAR: v = seg_var_finish(sq, (double)cnt, sp->correction); break;
+            case JAG_SEG_STD: v = sqrt(seg_var_finish(sq, (double)cnt, sp->correction)); break;
+            case JAG_SEG_LSE: v = nan ? NAN : isinf(m) ? m : m + log(e); break;
+            default: v = ext;
+            }
+            if (yo) STORE(yo, f64, b * g.K + k, v);
+            if (io) io[b * g.K + k] = best;
+        }
+    jag_release(g.v);
+    return JAG_OK;
+}
+
+/* softmax / log_softmax down each segment's rows into out (values-shaped,
+ * contiguous, rows in holes untouched), plainly: per column, the max (a NaN
+ * makes the column NaN; an infinite max shifts by 0), the sum of exp(x -
+ * shift) in double, then each row. */
+jag_status jag__ref_segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor *out) {
+    jag_tensor *v = NULL;
+    jag_status st = need_float_data(op, s);
+    if (st || (st = contiguous_values(s, &v))) return st;
+    bool f64 = v->dtype == JAG_FLOAT64;
+    int64_t C = columns(s);
+    const char *in = jag__ptr(v);
+    char *o = jag__ptr(out);
+    for (int64_t b = 0; b < s->batch; b++)
+        for (int64_t c = 0; c < C; c++) {
+            int64_t r0 = i64p(s->offsets)[b], n = seg_len(s, b);
+            double m = -INFINITY, sum = 0;
+            bool nan = false;
+            for (int64_t r = r0; r < r0 + n; r++) {
+                double x = LOAD(in, f64, r * C + c);
+                nan |= x != x;
+                m = fmax(m, x);
+            }
+            double sh = isinf(m) ? 0 : m;
+            for (int64_t r = r0; r < r0 + n; r++) sum += exp(LOAD(in, f64, r * C + c) - sh);
+            for (int64_t r = r0; r < r0 + n; r++) {
+                double z = LOAD(in, f64, r * C + c) - sh;
+                STORE(o, f64, r * C + c, nan ? NAN : log_softmax ? z - log(sum) : exp(z) / sum);
+            }
+        }
+    jag_release(v);
     return JAG_OK;
 }

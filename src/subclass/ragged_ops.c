@@ -122,11 +122,10 @@ jag_status jag__meta_ragged_reduce(const char *op, const jag_value *args, int na
 jag_status jag__cpu_ragged_reduce(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
     ragged_args r;
     nested_state s;
-    jag_tensor *hold[2] = {0}, *y = NULL;
+    jag_tensor *hold[2] = {0};
     jag_status st = parse(op, args, nargs, 3, &r);
     if (!st) st = state_of(op, &r, &s, hold);
-    if (!st) st = jag__segment_reduce_dims(op, &s, &r.sp, &y);
-    st = deliver(st, y, outs[0]);
+    if (!st) st = jag__segment_reduce_into(op, &s, &r.sp, outs[0], NULL); /* outs[0]: contiguous (B, kept D...) */
     jag_release(hold[0]), jag_release(hold[1]);
     return st;
 }
