@@ -114,15 +114,15 @@ static inline float jag__vm_exp_f32(float x) {
     return (e.p * e.s1) * e.s2;
 }
 
-/* exp(min(x, 0)), for the max-shifted sums of softmax and logsumexp, where
- * every argument is x - max <= 0: the reduction and polynomial of
- * jag__vm_exp_parts_f32 (max error 1.010 ulp) with one scale 2^k, k in
- * [-127, 0], so results below 2^-126 (x < -87.34) flush to 0 (an absolute
- * error under 1.2e-38), -inf gives 0, a positive x gives 1 and NaN gives
- * NaN. About 40% fewer instructions than jag__vm_exp_f32. */
+/* exp(x) for x <= 0, for the max-shifted sums of softmax and logsumexp:
+ * the reduction and polynomial of jag__vm_exp_parts_f32 (max error 1.010
+ * ulp) with one scale 2^k, k in [-127, 0], so results below 2^-126 (x <
+ * -87.34) flush to 0 (an absolute error under 1.2e-38) and -inf gives 0.
+ * Cheaper than jag__vm_exp_f32 (one clamp, one scale), and only for x <= 0:
+ * NaN gives 0 and x > 0 an unspecified value, so callers deal with NaN and
+ * +inf themselves. */
 static inline float jag__vm_exp_nonpos_f32(float x) {
-    x = x < -88.0f ? -88.0f : x; /* k = -127: the scale is 0 */
-    x = x > 0.0f ? 0.0f : x;
+    x = x > -88.0f ? x : -88.0f; /* k = -127: the scale is 0 */
     float t = JAG__VM_FMA(x, 1.44269502f, 12582912.0f); /* k + 1.5 * 2^23 */
     float k = t - 12582912.0f;
     float r = JAG__VM_FMA(k, -0.693359375f, x);

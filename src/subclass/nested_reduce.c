@@ -134,6 +134,9 @@ static inline void seg_prefetch(const seg_plan *p, const char *in, size_t es, in
 
 /* The shift of a max-shifted sum: the max when finite, else 0. */
 #define SEG_SHIFT(m) ((m) - (m) == 0 ? (m) : 0)
+/* logsumexp's: the max unless -inf or NaN (then 0), so that every argument
+ * of exp is <= 0, or NaN where the max is +inf (and the result +inf) */
+#define LSE_SHIFT(m) ((m) > -INFINITY ? (m) : 0)
 /* NaN is the largest and the smallest value; the first extreme wins. */
 #define SEG_MAX_BETTER(v, a) ((v) > (a) || ((v) != (v) && (a) == (a)))
 #define SEG_MIN_BETTER(v, a) ((v) < (a) || ((v) != (v) && (a) == (a)))
@@ -142,19 +145,11 @@ static inline void seg_prefetch(const seg_plan *p, const char *in, size_t es, in
  * (arguments <= 0 when the max is finite), EXP_ANY an exp for any argument
  * (softmax where a column's max is +inf). */
 #define DEF_SEG_ROWS(SUF, T, EXP, EXP_ANY)                                     \
-    /* sum: acc (nc) = the sum of the rows, four at a time */                 \
+    /* sum: acc (nc) = the sum of the rows */                                \
     static void rows_sum_##SUF(const seg_plan *p, const T *in, const seg_task *t, double *restrict acc) { \
-        int64_t C = p->C, c0 = t->c0, nc = t->nc, r = t->r0, e = t->r0 + t->n; \
+        int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
         for (int64_t c = 0; c < nc; c++) acc[c] = 0;                           \
-        for (; r + 4 <= e; r += 4) {                                           \
-            for (int q = 0; q < 4; q++) seg_prefetch(p, (const char *)in, sizeof(T), r + q, c0, nc); \
-            const T *restrict x0 = in + r * C + c0, *restrict x1 = x0 + C;     \
-            const T *restrict x2 = x1 + C, *restrict x3 = x2 + C;              \
-            _Pragma("omp simd")                                                \
-            for (int64_t c = 0; c < nc; c++)                                   \
-                acc[c] += ((double)x0[c] + (double)x1[c]) + ((double)x2[c] + (double)x3[c]); \
-        }                                                                      \
-        for (; r < e; r++) {                                                   \
+        for (int64_t r = t->r0; r < e; r++) {                                  \
             seg_prefetch(p, (const char *)in, sizeof(T), r, c0, nc);           \
             const T *restrict x = in + r * C + c0;                             \
             _Pragma("omp simd")                                                \
@@ -209,31 +204,31 @@ static inline void seg_prefetch(const seg_plan *p, const char *in, size_t es, in
             _Pragma("omp simd")                                                \
             for (int64_t c = 0; c < nc; c++) {                                 \
                 double v = (double)x[c], d = v - mean[c];                      \
-                mean[c] += d * inv;                                            \
-                m2[c] += d * (v - mean[c]);                                    \
+                mean[c] = JAG__VM_FMAD(d, inv, mean[c]);                       \
+                m2[c] = JAG__VM_FMAD(d, v - mean[c], m2[c]);                   \
             }                                                                  \
         }                                                                      \
     }                                                                          \
-    /* logsumexp: the max m (nc; NaN skipped: it reaches s through exp) and   \
-     * s = sum exp(x - SEG_SHIFT(m)) in double (nc), LSE_ROWS rows at a time: \
-     * the block's max first, then one rescale of s per column and the        \
-     * block's exps (its rows are in L1 by then) */                           \
+    /* logsumexp: the max m (nc; a NaN wins) and s = sum exp(x - LSE_SHIFT(m)) \
+     * in double (nc), LSE_ROWS rows at a time: the block's max first, then   \
+     * one rescale of s per column and the block's exps (its rows are in L1  \
+     * by then). Where m is NaN or +inf, s is meaningless (seg_lse_finish).  */ \
     static void rows_lse_##SUF(const seg_plan *p, const T *in, const seg_task *t, T *restrict m, double *restrict s) { \
         int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
         T bm[COL_BLOCK], sh[COL_BLOCK], es[COL_BLOCK];                         \
         for (int64_t c = 0; c < nc; c++) m[c] = -INFINITY, s[c] = 0;           \
         for (int64_t r = t->r0; r < e; r += LSE_ROWS) {                        \
             int64_t nr = e - r < LSE_ROWS ? e - r : LSE_ROWS;                  \
-            for (int64_t q = 0; q < nr; q++) seg_prefetch(p, (const char *)in, sizeof(T), r + q, c0, nc); \
             for (int64_t c = 0; c < nc; c++) bm[c] = -INFINITY;                \
             for (int64_t q = 0; q < nr; q++) {                                 \
+                seg_prefetch(p, (const char *)in, sizeof(T), r + q, c0, nc);   \
                 const T *restrict x = in + (r + q) * C + c0;                   \
                 _Pragma("omp simd")                                            \
-                for (int64_t c = 0; c < nc; c++) bm[c] = x[c] > bm[c] ? x[c] : bm[c]; \
+                for (int64_t c = 0; c < nc; c++) bm[c] = x[c] > bm[c] || x[c] != x[c] ? x[c] : bm[c]; \
             }                                                                  \
             _Pragma("omp simd")                                                \
             for (int64_t c = 0; c < nc; c++) {                                 \
-                T nm = bm[c] > m[c] ? bm[c] : m[c], sn = SEG_SHIFT(nm), d = SEG_SHIFT(m[c]) - sn; \
+                T nm = bm[c] > m[c] || bm[c] != bm[c] ? bm[c] : m[c], sn = LSE_SHIFT(nm), d = LSE_SHIFT(m[c]) - sn; \
                 s[c] *= (double)EXP(d < 0 ? d : 0);                            \
                 m[c] = nm, sh[c] = sn, es[c] = 0;                              \
             }                                                                  \
@@ -246,9 +241,9 @@ static inline void seg_prefetch(const seg_plan *p, const char *in, size_t es, in
             for (int64_t c = 0; c < nc; c++) s[c] += (double)es[c];            \
         }                                                                      \
     }                                                                          \
-    /* softmax / log_softmax, first part: m (nc) the chunk's max (NaN         \
-     * skipped: it reaches s through exp), s (nc) the sum of exp(x - sh) in    \
-     * double with sh = SEG_SHIFT(m); y = exp(x - sh), or x - sh for log */   \
+    /* softmax / log_softmax, first part: m (nc) the chunk's max (a NaN      \
+     * wins), s (nc) the sum of exp(x - sh) in double with sh = SEG_SHIFT(m)  \
+     * (NaN where m is); y = exp(x - sh), or x - sh for log */                \
     static void rows_softmax_##SUF(const seg_plan *p, const T *in, T *out, const seg_task *t, bool lg, \
                                    T *restrict m, double *restrict s) {       \
         int64_t C = p->C, c0 = t->c0, nc = t->nc, r0 = t->r0, e = t->r0 + t->n; \
@@ -259,13 +254,18 @@ static inline void seg_prefetch(const seg_plan *p, const char *in, size_t es, in
             seg_prefetch(p, (const char *)in, sizeof(T), r, c0, nc);           \
             const T *restrict x = in + r * C + c0;                             \
             _Pragma("omp simd")                                                \
-            for (int64_t c = 0; c < nc; c++) m[c] = x[c] > m[c] ? x[c] : m[c]; \
+            for (int64_t c = 0; c < nc; c++) m[c] = x[c] > m[c] || x[c] != x[c] ? x[c] : m[c]; \
         }                                                                      \
         for (int64_t c = 0; c < nc; c++) sh[c] = SEG_SHIFT(m[c]), pinf |= m[c] == INFINITY; \
-        if (pinf) /* x - 0 may be > 0: the exp for any argument */            \
-            SEG_SOFTMAX_EXPS(T, EXP_ANY)                                       \
+        if (pinf && lg) /* x - 0 may be > 0: the exp for any argument */      \
+            SEG_SOFTMAX_EXPS(T, EXP_ANY, 1)                                    \
+        else if (pinf)                                                         \
+            SEG_SOFTMAX_EXPS(T, EXP_ANY, 0)                                    \
+        else if (lg)                                                           \
+            SEG_SOFTMAX_EXPS(T, EXP, 1)                                        \
         else                                                                   \
-            SEG_SOFTMAX_EXPS(T, EXP)                                           \
+            SEG_SOFTMAX_EXPS(T, EXP, 0)                                        \
+        for (int64_t c = 0; c < nc; c++) s[c] = m[c] != m[c] ? NAN : s[c];     \
     }                                                                          \
     /* softmax / log_softmax, last part: y = y * f (softmax) or y - f (log),  \
      * f (nc) per column */                                                    \
@@ -284,20 +284,22 @@ static inline void seg_prefetch(const seg_plan *p, const char *in, size_t es, in
     }
 
 /* The rows of rows_softmax_*'s second pass, four at a time (their exps
- * summed in T, then added to s in double). */
-#define SEG_SOFTMAX_EXPS(T, EXPF)                                              \
+ * summed in T, then added to s in double); LG (a constant): y = x - sh. */
+#define SEG_SOFTMAX_EXPS(T, EXPF, LG)                                              \
     {                                                                          \
         int64_t r = r0;                                                        \
         for (; r + 4 <= e; r += 4) {                                           \
-            const T *restrict x0 = in + r * C + c0;                            \
-            T *restrict y0 = out + r * C + c0;                                 \
+            const T *restrict x0 = in + r * C + c0, *restrict x1 = x0 + C;     \
+            const T *restrict x2 = x1 + C, *restrict x3 = x2 + C;              \
+            T *restrict y0 = out + r * C + c0, *restrict y1 = y0 + C;          \
+            T *restrict y2 = y1 + C, *restrict y3 = y2 + C;                    \
             _Pragma("omp simd")                                                \
             for (int64_t c = 0; c < nc; c++) {                                 \
-                T z0 = x0[c] - sh[c], z1 = x0[c + C] - sh[c], z2 = x0[c + 2 * C] - sh[c], z3 = x0[c + 3 * C] - sh[c]; \
+                T z0 = x0[c] - sh[c], z1 = x1[c] - sh[c], z2 = x2[c] - sh[c], z3 = x3[c] - sh[c]; \
                 T e0 = EXPF(z0), e1 = EXPF(z1), e2 = EXPF(z2), e3 = EXPF(z3);  \
                 s[c] += (double)((e0 + e1) + (e2 + e3));                       \
-                y0[c] = lg ? z0 : e0, y0[c + C] = lg ? z1 : e1;                \
-                y0[c + 2 * C] = lg ? z2 : e2, y0[c + 3 * C] = lg ? z3 : e3;    \
+                y0[c] = LG ? z0 : e0, y1[c] = LG ? z1 : e1;                    \
+                y2[c] = LG ? z2 : e2, y3[c] = LG ? z3 : e3;                    \
             }                                                                  \
         }                                                                      \
         for (; r < e; r++) {                                                   \
@@ -307,7 +309,7 @@ static inline void seg_prefetch(const seg_plan *p, const char *in, size_t es, in
             for (int64_t c = 0; c < nc; c++) {                                 \
                 T z = x[c] - sh[c], ez = EXPF(z);                              \
                 s[c] += (double)ez;                                            \
-                y[c] = lg ? z : ez;                                            \
+                y[c] = LG ? z : ez;                                            \
             }                                                                  \
         }                                                                      \
     }
@@ -323,7 +325,8 @@ static double seg_var_finish(double m2, double n, int64_t correction) {
     return m2 / (div > 0 ? div : 0.0);
 }
 
-static double seg_lse_finish(double m, double s) { return s != s ? NAN : isinf(m) ? m : m + log(s); }
+/* m: the max (NaN if any), s: the sum of exp(x - m) when m is finite */
+static double seg_lse_finish(double m, double s) { return m != m || isinf(m) ? m : m + log(s); }
 
 static bool seg_extreme(jag_segment_kind k) {
     return k == JAG_SEG_AMAX || k == JAG_SEG_AMIN || k >= JAG_SEG_MAX;
@@ -380,8 +383,8 @@ static void seg_merge(jag_segment_kind kind, seg_part *r, double n0, const seg_p
     }
     case JAG_SEG_LSE:
         for (int64_t c = 0; c < nc; c++) {
-            double ma = r->a[c], mb = k->a[c], m = mb > ma ? mb : ma, sh = SEG_SHIFT(m);
-            double da = SEG_SHIFT(ma) - sh, db = SEG_SHIFT(mb) - sh;
+            double ma = r->a[c], mb = k->a[c], m = mb > ma || mb != mb ? mb : ma, sh = LSE_SHIFT(m);
+            double da = LSE_SHIFT(ma) - sh, db = LSE_SHIFT(mb) - sh;
             r->q[c] = r->q[c] * exp(da < 0 ? da : 0) + k->q[c] * exp(db < 0 ? db : 0);
             r->a[c] = m;
         }
@@ -396,20 +399,27 @@ static void seg_merge(jag_segment_kind kind, seg_part *r, double n0, const seg_p
 
 /* A segment's result (n rows) into y (its dtype; NULL for argmax/argmin) and
  * ix (int64; NULL unless the kind has indices), at element o. */
-static void seg_store(jag_segment_kind kind, const seg_part *r, double n, int64_t corr, char *y, bool f64, int64_t *ix,
+static void seg_store(jag_segment_kind kind, seg_part *r, double n, int64_t corr, char *y, bool f64, int64_t *ix,
                       int64_t o, int64_t nc) {
-    for (int64_t c = 0; c < nc && y; c++) {
-        double v;
-        switch (kind) {
-        case JAG_SEG_SUM: v = r->a[c]; break;
-        case JAG_SEG_MEAN: v = n ? r->a[c] / n : NAN; break;
-        case JAG_SEG_VAR: v = seg_var_finish(r->q[c], n, corr); break;
-        case JAG_SEG_STD: v = sqrt(seg_var_finish(r->q[c], n, corr)); break;
-        case JAG_SEG_LSE: v = seg_lse_finish(r->a[c], r->q[c]); break;
-        default: v = r->a[c];
+    double *a = r->a;
+    switch (kind) {
+    case JAG_SEG_MEAN:
+        for (int64_t c = 0; c < nc; c++) a[c] = n ? a[c] / n : NAN;
+        break;
+    case JAG_SEG_VAR: case JAG_SEG_STD:
+        for (int64_t c = 0; c < nc; c++) {
+            double v = seg_var_finish(r->q[c], n, corr);
+            a[c] = kind == JAG_SEG_STD ? sqrt(v) : v;
         }
-        STORE(y, f64, o + c, v);
+        break;
+    case JAG_SEG_LSE:
+        for (int64_t c = 0; c < nc; c++) a[c] = seg_lse_finish(a[c], r->q[c]);
+        break;
+    default: break;
     }
+    if (y && f64) memcpy((double *)y + o, a, (size_t)nc * sizeof *a);
+    else if (y)
+        for (int64_t c = 0; c < nc; c++) ((float *)y)[o + c] = (float)a[c];
     if (ix) memcpy(ix + o, r->ix, (size_t)nc * sizeof *ix);
 }
 
