@@ -136,6 +136,29 @@ static inline float jag__vm_exp_nonpos_f32(float x) {
     return p * jag__vm_float((jag__vm_bits(t) - 0x4b400000u + 127u) << 23); /* 2^k: k + 127 in the exponent */
 }
 
+/* exp(x) for x <= 0 as a term of a sum that has a term exp(0) = 1 (the
+ * max-shifted sum of logsumexp), where each term's relative error becomes
+ * at most that much absolute error in the log of the sum: 2^(x log2 e) =
+ * 2^k p(f), f = x log2 e - k in [-0.5, 0.5], p of degree 5 (minimax for
+ * relative error, 7.5e-8; 2.4e-7 measured in float with the rounding of f),
+ * 2^k added to p's exponent. x is clamped at -86 (k >= -124: the result
+ * stays normal), so terms below exp(-86) = 4.5e-38 count as 4.5e-38, and
+ * -inf and NaN give 4.5e-38 (callers deal with NaN and +inf). About 25%
+ * fewer instructions than jag__vm_exp_nonpos_f32. */
+static inline float jag__vm_exp_sum_f32(float x) {
+    x = x > -86.0f ? x : -86.0f;
+    float t = JAG__VM_FMA(x, 1.44269504f, 12582912.0f); /* k + 1.5 * 2^23 */
+    float k = t - 12582912.0f;
+    float f = JAG__VM_FMA(x, 1.44269504f, -k);
+    float p = 1.32764725e-03f;
+    p = JAG__VM_FMA(p, f, 9.67554096e-03f);
+    p = JAG__VM_FMA(p, f, 5.55071309e-02f);
+    p = JAG__VM_FMA(p, f, 2.40221202e-01f);
+    p = JAG__VM_FMA(p, f, 6.93146944e-01f);
+    p = JAG__VM_FMA(p, f, 1.00000012f);
+    return jag__vm_float(jag__vm_bits(p) + (jag__vm_bits(t) << 23)); /* the low bits of t hold k */
+}
+
 /* ---- sigmoid, silu --------------------------------------------------------- */
 
 /* sigmoid(x) = 1 / (1 + exp(-x)): with e = exp(-|x|) in (0, 1], 1 / (1 + e)

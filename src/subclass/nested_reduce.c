@@ -48,26 +48,23 @@ static int64_t columns(const nested_state *s) { return jag__numel(s->values->siz
  * The values are read as (rows, C). The work is cut into tasks: one
  * segment, one block of at most COL_BLOCK columns, one chunk of the
  * segment's rows. A task streams its rows in order with the block's columns
- * in the inner loop (contiguous, vectorised), keeps the block's accumulators
- * in L1 and prefetches the row PF_BYTES ahead. A long segment (B = 1) is cut
- * into several chunks, which threads share; the partial results of a
- * segment's chunks are then merged in order. Chunks depend on the shapes
- * alone, never on the thread count, so neither do the results. Float32 sums
- * and variances accumulate in double; exp is the vectorised one of
- * vecmath.h. The naive references are jag__ref_segment_reduce and
- * jag__ref_segment_softmax (at the end of this file). */
+ * in the inner loop (contiguous, vectorised) and keeps the block's
+ * accumulators in L1; kernels that read their rows twice (logsumexp,
+ * softmax) find them in L2 the second time, as a chunk is at most
+ * CHUNK_BYTES. When the input is large enough for threads, long segments
+ * (B = 1) are cut into several chunks, which threads share, and the partial
+ * results of a segment's chunks are then merged in order. Chunks depend on
+ * the shapes alone, never on the thread count, so neither do the results.
+ * Float32 sums and variances accumulate in double; exp is one of the
+ * vectorised ones of vecmath.h. The naive references are
+ * jag__ref_segment_reduce and jag__ref_segment_softmax (at the end of this
+ * file). */
 
-#define COL_BLOCK 512     /* most columns in a task */
-#define CHUNK_ELEMS 16384 /* fewest elements in a chunk (unless its segment is shorter) */
-#define CHUNK_TASKS 32    /* and at least (all rows) / CHUNK_TASKS rows */
-#define PF_BYTES 8192     /* how far ahead rows are prefetched */
-#define LSE_ROWS 8        /* rows per block of the logsumexp kernel */
-
-#if defined(__GNUC__)
-#define SEG_PREFETCH(p) __builtin_prefetch(p)
-#else
-#define SEG_PREFETCH(p) ((void)(p))
-#endif
+#define COL_BLOCK 512        /* most columns in a task */
+#define CHUNK_ELEMS 16384    /* fewest elements in a chunk (unless its segment is shorter) */
+#define CHUNK_TASKS 32       /* and at least (all rows) / CHUNK_TASKS rows */
+#define CHUNK_BYTES (512 << 10) /* but at most this many bytes of values */
+#define SUM_ROWS 16          /* rows whose exps are summed in T before they go into a double */
 
 typedef struct seg_task {
     int64_t b, c0, nc;  /* segment, first column, columns */
@@ -80,9 +77,8 @@ typedef struct seg_task {
 typedef struct seg_plan {
     seg_task *t;
     int64_t ntasks, nslots;
-    int64_t C, width;  /* columns of the values; of a block (a slot's size) */
-    int64_t pf, last;  /* prefetch distance in rows (0: none); the values' last row */
-    bool par;
+    int64_t C;  /* columns of the values */
+    bool par;   /* large enough for threads */
 } seg_plan;
 
 /* The tasks of segments s over values (rows, C) of es-byte elements. */
@@ -95,19 +91,21 @@ static jag_status seg_plan_make(const char *op, const nested_state *s, int64_t C
     int64_t width = nblk ? ((C + nblk - 1) / nblk + 15) / 16 * 16 : 0; /* even blocks, whole vectors */
     if (width > C) width = C;
     if (width) nblk = (C + width - 1) / width;
-    int64_t chunk = width ? CHUNK_ELEMS / width : 1, by_tasks = (rows + CHUNK_TASKS - 1) / CHUNK_TASKS;
-    if (chunk < by_tasks) chunk = by_tasks;
-    if (chunk < 1) chunk = 1;
+    p->C = C, p->par = rows * C > JAG_PARALLEL_GRAIN;
+    int64_t chunk = INT64_MAX; /* one chunk a segment unless threads share the work */
+    if (p->par && width) {
+        int64_t most = CHUNK_BYTES / (width * (int64_t)es), by_tasks = (rows + CHUNK_TASKS - 1) / CHUNK_TASKS;
+        chunk = CHUNK_ELEMS / width > by_tasks ? CHUNK_ELEMS / width : by_tasks;
+        chunk = chunk < most ? chunk : most;
+        chunk = chunk > 0 ? chunk : 1;
+    }
     int64_t ntasks = 0, nslots = 0;
     for (int64_t b = 0; b < B; b++) {
         int64_t n = seg_len(s, b), nch = n > chunk ? (n + chunk - 1) / chunk : 1;
         ntasks += nch * nblk;
         if (nch > 1) nslots += nch * nblk;
     }
-    p->C = C, p->width = width, p->ntasks = ntasks, p->nslots = nslots;
-    p->last = s->values->sizes[0] - 1;
-    p->pf = width * (int64_t)es >= 256 ? (PF_BYTES / (C * (int64_t)es) > 0 ? PF_BYTES / (C * (int64_t)es) : 1) : 0;
-    p->par = rows * C > JAG_PARALLEL_GRAIN && ntasks > 1;
+    p->ntasks = ntasks, p->nslots = nslots, p->par = p->par && ntasks > 1;
     if (!ntasks) return JAG_OK;
     if (!(p->t = malloc((size_t)ntasks * sizeof *p->t))) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
     int64_t i = 0, slot = 0;
@@ -124,14 +122,6 @@ static jag_status seg_plan_make(const char *op, const nested_state *s, int64_t C
     return JAG_OK;
 }
 
-/* Touch row r + pf (at most the last row) of a block, once per cache line. */
-static inline void seg_prefetch(const seg_plan *p, const char *in, size_t es, int64_t r, int64_t c0, int64_t nc) {
-    if (!p->pf) return;
-    int64_t q = r + p->pf < p->last ? r + p->pf : p->last;
-    const char *row = in + (q * p->C + c0) * (int64_t)es;
-    for (int64_t i = 0; i < nc * (int64_t)es; i += 64) SEG_PREFETCH(row + i);
-}
-
 /* The shift of a max-shifted sum: the max when finite, else 0. */
 #define SEG_SHIFT(m) ((m) - (m) == 0 ? (m) : 0)
 /* logsumexp's: the max unless -inf or NaN (then 0), so that every argument
@@ -141,16 +131,16 @@ static inline void seg_prefetch(const seg_plan *p, const char *in, size_t es, in
 #define SEG_MAX_BETTER(v, a) ((v) > (a) || ((v) != (v) && (a) == (a)))
 #define SEG_MIN_BETTER(v, a) ((v) < (a) || ((v) != (v) && (a) == (a)))
 
-/* The kernels of one task, typed. EXP is the exp of the max-shifted sums
- * (arguments <= 0 when the max is finite), EXP_ANY an exp for any argument
- * (softmax where a column's max is +inf). */
-#define DEF_SEG_ROWS(SUF, T, EXP, EXP_ANY)                                     \
+/* The kernels of one task, typed. EXP is the exp of softmax's max-shifted
+ * values (arguments <= 0 when the max is finite), EXP_ANY an exp for any
+ * argument (softmax where a column's max is +inf), EXP_SUM the exp of
+ * logsumexp's terms (arguments <= 0 or NaN). */
+#define DEF_SEG_ROWS(SUF, T, EXP, EXP_ANY, EXP_SUM)                                     \
     /* sum: acc (nc) = the sum of the rows */                                \
     static void rows_sum_##SUF(const seg_plan *p, const T *in, const seg_task *t, double *restrict acc) { \
         int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
         for (int64_t c = 0; c < nc; c++) acc[c] = 0;                           \
         for (int64_t r = t->r0; r < e; r++) {                                  \
-            seg_prefetch(p, (const char *)in, sizeof(T), r, c0, nc);           \
             const T *restrict x = in + r * C + c0;                             \
             _Pragma("omp simd")                                                \
             for (int64_t c = 0; c < nc; c++) acc[c] += (double)x[c];           \
@@ -164,32 +154,14 @@ static inline void seg_prefetch(const seg_plan *p, const char *in, size_t es, in
         memcpy(m, in + r0 * C + c0, (size_t)nc * sizeof(T));                   \
         if (ix)                                                                \
             for (int64_t c = 0; c < nc; c++) ix[c] = t->row0;                  \
-        for (int64_t r = r0 + 1; r < e; r++) {                                 \
-            seg_prefetch(p, (const char *)in, sizeof(T), r, c0, nc);           \
-            const T *restrict x = in + r * C + c0;                             \
-            int64_t row = t->row0 + (r - r0);                                  \
-            if (ix && is_max) {                                                \
-                _Pragma("omp simd")                                            \
-                for (int64_t c = 0; c < nc; c++) {                             \
-                    bool better = SEG_MAX_BETTER(x[c], m[c]);                  \
-                    m[c] = better ? x[c] : m[c];                               \
-                    ix[c] = better ? row : ix[c];                              \
-                }                                                              \
-            } else if (ix) {                                                   \
-                _Pragma("omp simd")                                            \
-                for (int64_t c = 0; c < nc; c++) {                             \
-                    bool better = SEG_MIN_BETTER(x[c], m[c]);                  \
-                    m[c] = better ? x[c] : m[c];                               \
-                    ix[c] = better ? row : ix[c];                              \
-                }                                                              \
-            } else if (is_max) {                                               \
-                _Pragma("omp simd")                                            \
-                for (int64_t c = 0; c < nc; c++) m[c] = SEG_MAX_BETTER(x[c], m[c]) ? x[c] : m[c]; \
-            } else {                                                           \
-                _Pragma("omp simd")                                            \
-                for (int64_t c = 0; c < nc; c++) m[c] = SEG_MIN_BETTER(x[c], m[c]) ? x[c] : m[c]; \
-            }                                                                  \
-        }                                                                      \
+        if (ix && is_max)                                                      \
+            SEG_EXT_ROWS(T, SEG_MAX_BETTER, 1)                                 \
+        else if (ix)                                                           \
+            SEG_EXT_ROWS(T, SEG_MIN_BETTER, 1)                                 \
+        else if (is_max)                                                       \
+            SEG_EXT_ROWS(T, SEG_MAX_BETTER, 0)                                 \
+        else                                                                   \
+            SEG_EXT_ROWS(T, SEG_MIN_BETTER, 0)                                 \
     }                                                                          \
     /* var: the mean and M2 (sum of squared deviations) of the rows, by       \
      * Welford's update (nc each) */                                           \
@@ -198,7 +170,6 @@ static inline void seg_prefetch(const seg_plan *p, const char *in, size_t es, in
         int64_t C = p->C, c0 = t->c0, nc = t->nc, r0 = t->r0, e = t->r0 + t->n; \
         for (int64_t c = 0; c < nc; c++) mean[c] = 0, m2[c] = 0;               \
         for (int64_t r = r0; r < e; r++) {                                     \
-            seg_prefetch(p, (const char *)in, sizeof(T), r, c0, nc);           \
             const T *restrict x = in + r * C + c0;                             \
             double inv = 1.0 / (double)(r - r0 + 1);                           \
             _Pragma("omp simd")                                                \
@@ -209,33 +180,27 @@ static inline void seg_prefetch(const seg_plan *p, const char *in, size_t es, in
             }                                                                  \
         }                                                                      \
     }                                                                          \
-    /* logsumexp: the max m (nc; a NaN wins) and s = sum exp(x - LSE_SHIFT(m)) \
-     * in double (nc), LSE_ROWS rows at a time: the block's max first, then   \
-     * one rescale of s per column and the block's exps (its rows are in L1  \
-     * by then). Where m is NaN or +inf, s is meaningless (seg_lse_finish).  */ \
+    /* logsumexp: m (nc) the rows' max (a NaN wins), then s (nc) the sum of  \
+     * exp(x - LSE_SHIFT(m)) in double, a second pass over the rows (in L2 by \
+     * then), SUM_ROWS rows summed in T at a time. Where m is NaN or +inf, s  \
+     * means nothing (seg_lse_finish). */                                     \
     static void rows_lse_##SUF(const seg_plan *p, const T *in, const seg_task *t, T *restrict m, double *restrict s) { \
         int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
-        T bm[COL_BLOCK], sh[COL_BLOCK], es[COL_BLOCK];                         \
-        for (int64_t c = 0; c < nc; c++) m[c] = -INFINITY, s[c] = 0;           \
-        for (int64_t r = t->r0; r < e; r += LSE_ROWS) {                        \
-            int64_t nr = e - r < LSE_ROWS ? e - r : LSE_ROWS;                  \
-            for (int64_t c = 0; c < nc; c++) bm[c] = -INFINITY;                \
-            for (int64_t q = 0; q < nr; q++) {                                 \
-                seg_prefetch(p, (const char *)in, sizeof(T), r + q, c0, nc);   \
-                const T *restrict x = in + (r + q) * C + c0;                   \
-                _Pragma("omp simd")                                            \
-                for (int64_t c = 0; c < nc; c++) bm[c] = x[c] > bm[c] || x[c] != x[c] ? x[c] : bm[c]; \
-            }                                                                  \
+        T sh[COL_BLOCK], es[COL_BLOCK];                                        \
+        for (int64_t c = 0; c < nc; c++) m[c] = -INFINITY;                     \
+        for (int64_t r = t->r0; r < e; r++) {                                  \
+            const T *restrict x = in + r * C + c0;                             \
             _Pragma("omp simd")                                                \
-            for (int64_t c = 0; c < nc; c++) {                                 \
-                T nm = bm[c] > m[c] || bm[c] != bm[c] ? bm[c] : m[c], sn = LSE_SHIFT(nm), d = LSE_SHIFT(m[c]) - sn; \
-                s[c] *= (double)EXP(d < 0 ? d : 0);                            \
-                m[c] = nm, sh[c] = sn, es[c] = 0;                              \
-            }                                                                  \
+            for (int64_t c = 0; c < nc; c++) m[c] = x[c] > m[c] || x[c] != x[c] ? x[c] : m[c]; \
+        }                                                                      \
+        for (int64_t c = 0; c < nc; c++) sh[c] = LSE_SHIFT(m[c]), s[c] = 0;    \
+        for (int64_t r = t->r0; r < e; r += SUM_ROWS) {                        \
+            int64_t nr = e - r < SUM_ROWS ? e - r : SUM_ROWS;                  \
+            for (int64_t c = 0; c < nc; c++) es[c] = 0;                        \
             for (int64_t q = 0; q < nr; q++) {                                 \
                 const T *restrict x = in + (r + q) * C + c0;                   \
                 _Pragma("omp simd")                                            \
-                for (int64_t c = 0; c < nc; c++) es[c] += EXP(x[c] - sh[c]);   \
+                for (int64_t c = 0; c < nc; c++) es[c] += EXP_SUM(x[c] - sh[c]); \
             }                                                                  \
             _Pragma("omp simd")                                                \
             for (int64_t c = 0; c < nc; c++) s[c] += (double)es[c];            \
@@ -251,7 +216,6 @@ static inline void seg_prefetch(const seg_plan *p, const char *in, size_t es, in
         bool pinf = false;                                                     \
         for (int64_t c = 0; c < nc; c++) m[c] = -INFINITY, s[c] = 0;           \
         for (int64_t r = r0; r < e; r++) {                                     \
-            seg_prefetch(p, (const char *)in, sizeof(T), r, c0, nc);           \
             const T *restrict x = in + r * C + c0;                             \
             _Pragma("omp simd")                                                \
             for (int64_t c = 0; c < nc; c++) m[c] = x[c] > m[c] || x[c] != x[c] ? x[c] : m[c]; \
@@ -279,6 +243,46 @@ static inline void seg_prefetch(const seg_plan *p, const char *in, size_t es, in
             } else {                                                           \
                 _Pragma("omp simd")                                            \
                 for (int64_t c = 0; c < nc; c++) y[c] *= f[c];                 \
+            }                                                                  \
+        }                                                                      \
+    }
+
+/* The rows after the first of rows_ext_*, four at a time: their best
+ * (the first of equals) first, then against m; IDX (a constant): track
+ * the rows in ix. */
+#define SEG_EXT_ROWS(T, BETTER, IDX)                                           \
+    {                                                                          \
+        int64_t r = r0 + 1;                                                    \
+        for (; r + 4 <= e; r += 4) {                                           \
+            const T *restrict x0 = in + r * C + c0, *restrict x1 = x0 + C;     \
+            const T *restrict x2 = x1 + C, *restrict x3 = x2 + C;              \
+            int64_t row = t->row0 + (r - r0);                                  \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) {                                 \
+                T u = x0[c];                                                   \
+                int64_t ui = row;                                              \
+                bool b = BETTER(x1[c], u);                                     \
+                u = b ? x1[c] : u;                                             \
+                if (IDX) ui = b ? row + 1 : ui;                                \
+                b = BETTER(x2[c], u);                                          \
+                u = b ? x2[c] : u;                                             \
+                if (IDX) ui = b ? row + 2 : ui;                                \
+                b = BETTER(x3[c], u);                                          \
+                u = b ? x3[c] : u;                                             \
+                if (IDX) ui = b ? row + 3 : ui;                                \
+                b = BETTER(u, m[c]);                                           \
+                m[c] = b ? u : m[c];                                           \
+                if (IDX) ix[c] = b ? ui : ix[c];                               \
+            }                                                                  \
+        }                                                                      \
+        for (; r < e; r++) {                                                   \
+            const T *restrict x = in + r * C + c0;                             \
+            int64_t row = t->row0 + (r - r0);                                  \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) {                                 \
+                bool b = BETTER(x[c], m[c]);                                   \
+                m[c] = b ? x[c] : m[c];                                        \
+                if (IDX) ix[c] = b ? row : ix[c];                              \
             }                                                                  \
         }                                                                      \
     }
@@ -314,8 +318,8 @@ static inline void seg_prefetch(const seg_plan *p, const char *in, size_t es, in
         }                                                                      \
     }
 
-DEF_SEG_ROWS(f32, float, jag__vm_exp_nonpos_f32, jag__vm_exp_f32)
-DEF_SEG_ROWS(f64, double, jag__vm_exp_f64, jag__vm_exp_f64)
+DEF_SEG_ROWS(f32, float, jag__vm_exp_nonpos_f32, jag__vm_exp_f32, jag__vm_exp_sum_f32)
+DEF_SEG_ROWS(f64, double, jag__vm_exp_f64, jag__vm_exp_f64, jag__vm_exp_f64)
 #undef DEF_SEG_ROWS
 
 /* M2 / max(n - correction, 0), as the dense var: NaN when n == 0 */
@@ -423,10 +427,55 @@ static void seg_store(jag_segment_kind kind, seg_part *r, double n, int64_t corr
     if (ix) memcpy(ix + o, r->ix, (size_t)nc * sizeof *ix);
 }
 
+/* One call's work: task i reduced (and stored unless its segment has
+ * several chunks), or the chunks of the segment whose first task is i
+ * merged and stored. */
+typedef struct seg_job {
+    const seg_plan *p;
+    const char *in;
+    char *y;
+    int64_t *ix;
+    seg_part *parts;
+    jag_segment_kind kind;
+    int64_t corr;
+    bool f64, lg; /* lg: log_softmax (softmax's jobs) */
+} seg_job;
+
+static void seg_job_task(const seg_job *j, int64_t i) {
+    const seg_task *t = &j->p->t[i];
+    seg_part local, *r = t->slot >= 0 ? &j->parts[t->slot] : &local;
+    if (j->f64) task_reduce_f64(j->p, (const double *)j->in, t, j->kind, j->ix != NULL, r);
+    else task_reduce_f32(j->p, (const float *)j->in, t, j->kind, j->ix != NULL, r);
+    if (t->slot < 0) seg_store(j->kind, r, (double)t->n, j->corr, j->y, j->f64, j->ix, t->b * j->p->C + t->c0, t->nc);
+}
+
+static void seg_job_merge(const seg_job *j, int64_t i) {
+    const seg_task *t = &j->p->t[i];
+    if (t->slot < 0 || t->k != 0) return;
+    seg_part *r = &j->parts[t->slot];
+    double n = (double)t->n;
+    for (int64_t k = 1; k < t->nch; k++) {
+        seg_merge(j->kind, r, n, &j->parts[t[k].slot], (double)t[k].n, t->nc);
+        n += (double)t[k].n;
+    }
+    seg_store(j->kind, r, n, j->corr, j->y, j->f64, j->ix, t->b * j->p->C + t->c0, t->nc);
+}
+
+/* fn(j, i) for every task i: shared by the threads when the plan says so,
+ * else a plain loop (no OpenMP region: small inputs stay cheap). */
+static void seg_for(const seg_plan *p, void (*fn)(const seg_job *, int64_t), const seg_job *j) {
+    if (p->par) {
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int64_t i = 0; i < p->ntasks; i++) fn(j, i);
+    } else {
+        for (int64_t i = 0; i < p->ntasks; i++) fn(j, i);
+    }
+}
+
 // values v (rows, C) contiguous, segments of rows -> y (B, C) [ix (B, C) int64]: the kind over each segment's rows
 static jag_status seg_rows_reduce(const char *op, const nested_state *s, const jag_tensor *v, int64_t C,
                                   jag_segment_kind kind, int64_t corr, jag_tensor *y, jag_tensor *ix) {
-    bool f64 = v->dtype == JAG_FLOAT64, idx = ix != NULL;
+    bool f64 = v->dtype == JAG_FLOAT64;
     seg_plan p;
     jag_status st = seg_plan_make(op, s, C, f64 ? 8 : 4, &p);
     if (st) return st;
@@ -436,31 +485,10 @@ static jag_status seg_rows_reduce(const char *op, const nested_state *s, const j
         free(p.t);
         return jag__error(JAG_ENOMEM, "%s: out of memory", op);
     }
-    const char *in = jag__ptr(v);
-    char *yo = y ? jag__ptr(y) : NULL;
-    int64_t *io = ix ? (int64_t *)jag__ptr(ix) : NULL;
-#pragma omp parallel for schedule(dynamic, 1) if (p.par)
-    for (int64_t i = 0; i < p.ntasks; i++) {
-        const seg_task *t = &p.t[i];
-        seg_part local, *r = t->slot >= 0 ? &parts[t->slot] : &local;
-        if (f64) task_reduce_f64(&p, (const double *)in, t, kind, idx, r);
-        else task_reduce_f32(&p, (const float *)in, t, kind, idx, r);
-        if (t->slot < 0) seg_store(kind, r, (double)t->n, corr, yo, f64, io, t->b * C + t->c0, t->nc);
-    }
-    if (p.nslots) {
-#pragma omp parallel for schedule(dynamic, 1) if (p.par)
-        for (int64_t i = 0; i < p.ntasks; i++) {
-            const seg_task *t = &p.t[i];
-            if (t->slot < 0 || t->k != 0) continue; /* a segment's first chunk merges the others */
-            seg_part *r = &parts[t->slot];
-            double n = (double)t->n;
-            for (int64_t k = 1; k < t->nch; k++) {
-                seg_merge(kind, r, n, &parts[t[k].slot], (double)t[k].n, t->nc);
-                n += (double)t[k].n;
-            }
-            seg_store(kind, r, n, corr, yo, f64, io, t->b * C + t->c0, t->nc);
-        }
-    }
+    seg_job j = {.p = &p, .in = jag__ptr(v), .y = y ? jag__ptr(y) : NULL, .ix = ix ? (int64_t *)jag__ptr(ix) : NULL,
+                 .parts = parts, .kind = kind, .corr = corr, .f64 = f64};
+    seg_for(&p, seg_job_task, &j);
+    if (p.nslots) seg_for(&p, seg_job_merge, &j);
     free(parts), free(p.t);
     return JAG_OK;
 }
@@ -506,6 +534,22 @@ DEF_SEG_SOFTMAX_TASK(f32, float)
 DEF_SEG_SOFTMAX_TASK(f64, double)
 #undef DEF_SEG_SOFTMAX_TASK
 
+/* softmax's jobs: task i's rows, then the chunks of segments of several
+ * rescaled */
+static void softmax_job_task(const seg_job *j, int64_t i) {
+    const seg_task *t = &j->p->t[i];
+    seg_part local, *r = t->slot >= 0 ? &j->parts[t->slot] : &local;
+    if (j->f64) task_softmax_f64(j->p, (const double *)j->in, (double *)j->y, t, j->lg, r);
+    else task_softmax_f32(j->p, (const float *)j->in, (float *)j->y, t, j->lg, r);
+}
+
+static void softmax_job_rescale(const seg_job *j, int64_t i) {
+    const seg_task *t = &j->p->t[i];
+    if (t->slot < 0) return;
+    if (j->f64) task_rescale_f64(j->p, (double *)j->y, t, j->parts, t - t->k, j->lg);
+    else task_rescale_f32(j->p, (float *)j->y, t, j->parts, t - t->k, j->lg);
+}
+
 // values (R, C) -> new values (R, C): softmax (or log_softmax) down each segment's rows, per column;
 // rows in holes are 0
 jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor **out) {
@@ -524,24 +568,9 @@ jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_
         jag_release(v), jag_release(y), free(p.t);
         return st;
     }
-    const char *in = jag__ptr(v);
-    char *o = jag__ptr(y);
-#pragma omp parallel for schedule(dynamic, 1) if (p.par)
-    for (int64_t i = 0; i < p.ntasks; i++) {
-        const seg_task *t = &p.t[i];
-        seg_part local, *r = t->slot >= 0 ? &parts[t->slot] : &local;
-        if (f64) task_softmax_f64(&p, (const double *)in, (double *)o, t, log_softmax, r);
-        else task_softmax_f32(&p, (const float *)in, (float *)o, t, log_softmax, r);
-    }
-    if (p.nslots) {
-#pragma omp parallel for schedule(dynamic, 1) if (p.par)
-        for (int64_t i = 0; i < p.ntasks; i++) {
-            const seg_task *t = &p.t[i];
-            if (t->slot < 0) continue;
-            if (f64) task_rescale_f64(&p, (double *)o, t, parts, t - t->k, log_softmax);
-            else task_rescale_f32(&p, (float *)o, t, parts, t - t->k, log_softmax);
-        }
-    }
+    seg_job j = {.p = &p, .in = jag__ptr(v), .y = jag__ptr(y), .parts = parts, .f64 = f64, .lg = log_softmax};
+    seg_for(&p, softmax_job_task, &j);
+    if (p.nslots) seg_for(&p, softmax_job_rescale, &j);
     free(parts), free(p.t);
     jag_release(v);
     *out = y;
