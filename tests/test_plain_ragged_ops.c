@@ -4,6 +4,7 @@
  * the nested ops they stand for, and offsets, lengths and indices that do
  * not fit refused with a clear error, nothing written, nothing leaked. */
 #include "test.h"
+#include "cpu/vecmath.h"
 #include "subclass/nested.h"
 
 #include <math.h>
@@ -187,6 +188,45 @@ static void test_scatter_add(void) {
 }
 
 /* ---- the engine along the ragged dim against its naive references -------- */
+
+/* The exps of the ragged softmax and logsumexp (as this file is compiled:
+ * with or without FMA) against libm's double exp, over every 61st float in
+ * [-90, 0] and the special values: within their documented bounds. */
+static void test_engine_exps(void) {
+    TEST_BEGIN();
+#ifdef FP_FAST_FMAF
+    const double ulp_bound = 1.052, abs_bound = 1.8e-7, rel0 = 2.5e-7, rel1 = 1.3e-8;
+#else
+    const double ulp_bound = 1.341, abs_bound = 1.9e-7, rel0 = 6.6e-7, rel1 = 6.2e-8;
+#endif
+    double worst_ulp = 0, worst_abs = 0, worst_rel = 0;
+    int bad_flush = 0;
+    for (uint32_t u = 0x80000000u; u <= 0xc2b40000u; u += 61) { /* -0 .. -90 */
+        float x;
+        memcpy(&x, &u, sizeof x);
+        double ref = exp((double)x), y = jag__vm_exp_nonpos_f32(x), z = jag__vm_exp_sum_f32(x);
+        if (x > -86.5f) {
+            int e;
+            frexp(ref, &e);
+            double err = fabs(y - ref) / ldexp(1.0, e - 24);
+            worst_ulp = err > worst_ulp ? err : worst_ulp;
+        } else {
+            bad_flush += y != 0;
+        }
+        if (x > -86.0f) {
+            double ab = fabs(z - ref), rel = ab / ref - rel1 * fabs((double)x);
+            worst_abs = ab > worst_abs ? ab : worst_abs;
+            worst_rel = rel > worst_rel ? rel : worst_rel;
+        }
+    }
+    CHECK_MSG(worst_ulp <= ulp_bound, "exp_nonpos: %.3f ulp", worst_ulp);
+    CHECK_MSG(worst_abs <= abs_bound, "exp_sum: absolute error %.3g", worst_abs);
+    CHECK_MSG(worst_rel <= rel0, "exp_sum: relative error %.3g beyond %.2g |x|", worst_rel, rel1);
+    CHECK(bad_flush == 0);
+    CHECK(jag__vm_exp_nonpos_f32(0.0f) == 1.0f && jag__vm_exp_nonpos_f32(-INFINITY) == 0.0f && jag__vm_exp_nonpos_f32(NAN) == 0.0f);
+    CHECK(fabs(jag__vm_exp_sum_f32(0.0f) - 1.0) <= abs_bound && jag__vm_exp_sum_f32(-INFINITY) < 1e-37f &&
+          jag__vm_exp_sum_f32(NAN) < 1e-37f);
+}
 
 /* y and want contiguous of one float dtype: |y - want| <= atol + rtol |want|,
  * NaN equal to NaN, infinities equal. */
@@ -381,5 +421,5 @@ static void test_ragged_reduce_noncontiguous(void) {
 }
 
 TEST_MAIN(test_ragged_reduce_by_hand, test_nested_mean_matches_components, test_bad_offsets_refused,
-          test_varlen_attention_matches_items, test_scatter_add, test_engine_matches_references,
+          test_varlen_attention_matches_items, test_scatter_add, test_engine_exps, test_engine_matches_references,
           test_ragged_reduce_noncontiguous)
