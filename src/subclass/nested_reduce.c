@@ -12,7 +12,6 @@
 #include "../cpu/vecmath.h"
 
 #include <math.h>
-#include <stdatomic.h>
 
 static const int64_t *i64p(const jag_tensor *t) { return (const int64_t *)jag__ptr(t); }
 
@@ -123,43 +122,6 @@ static jag_status seg_plan_make(const char *op, const nested_state *s, int64_t C
     return JAG_OK;
 }
 
-/* The rows of the task a thread runs next, touched into L2 a few cache
- * lines at a time while the current task computes on rows already in cache
- * (the second passes of logsumexp and softmax), so that the next task's
- * first pass does not wait for memory. A hint: no effect on results. */
-#if defined(__GNUC__)
-#define SEG_PREFETCH_L2(p) __builtin_prefetch((p), 0, 2)
-#else
-#define SEG_PREFETCH_L2(p) ((void)(p))
-#endif
-#define AHEAD_MAX 32 /* most lines per step */
-
-typedef struct seg_ahead {
-    const char *p;          /* the next task's first row, at its first column */
-    int64_t stride, bytes;  /* row stride; bytes of a row to touch */
-    int64_t rows, row, off; /* its rows; the row and byte offset reached */
-    int64_t per;            /* lines per step */
-} seg_ahead;
-
-/* `next` (NULL: none) of values in with es-byte elements, over `steps` steps */
-static seg_ahead seg_ahead_make(const seg_plan *p, const char *in, size_t es, const seg_task *next, int64_t steps) {
-    seg_ahead a = {0};
-    if (!next || steps <= 0) return a;
-    int64_t line_rows = (next->nc * (int64_t)es + 63) / 64, lines = next->n * line_rows;
-    a.p = in + (next->r0 * p->C + next->c0) * (int64_t)es, a.stride = p->C * (int64_t)es, a.bytes = next->nc * (int64_t)es;
-    a.rows = next->n, a.per = (lines + steps - 1) / steps;
-    a.per = a.per < AHEAD_MAX ? a.per : AHEAD_MAX;
-    return a;
-}
-
-static inline void seg_ahead_step(seg_ahead *a) {
-    for (int64_t k = 0; k < a->per && a->row < a->rows; k++) {
-        SEG_PREFETCH_L2(a->p + a->row * a->stride + a->off);
-        a->off += 64;
-        if (a->off >= a->bytes) a->off = 0, a->row++;
-    }
-}
-
 /* The shift of a max-shifted sum: the max when finite, else 0. */
 #define SEG_SHIFT(m) ((m) - (m) == 0 ? (m) : 0)
 /* logsumexp's: the max unless -inf or NaN (then 0), so that every argument
@@ -222,8 +184,7 @@ static inline void seg_ahead_step(seg_ahead *a) {
      * exp(x - LSE_SHIFT(m)) in double, a second pass over the rows (in L2 by \
      * then), SUM_ROWS rows summed in T at a time. Where m is NaN or +inf, s  \
      * means nothing (seg_lse_finish). */                                     \
-    static void rows_lse_##SUF(const seg_plan *p, const T *in, const seg_task *t, T *restrict m, double *restrict s, \
-                               seg_ahead *ah) {                                \
+    static void rows_lse_##SUF(const seg_plan *p, const T *in, const seg_task *t, T *restrict m, double *restrict s) { \
         int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
         T sh[COL_BLOCK], es[COL_BLOCK];                                        \
         for (int64_t c = 0; c < nc; c++) m[c] = -INFINITY;                     \
@@ -238,7 +199,6 @@ static inline void seg_ahead_step(seg_ahead *a) {
             for (int64_t c = 0; c < nc; c++) es[c] = 0;                        \
             for (int64_t q = 0; q < nr; q++) {                                 \
                 const T *restrict x = in + (r + q) * C + c0;                   \
-                seg_ahead_step(ah);                                            \
                 _Pragma("omp simd")                                            \
                 for (int64_t c = 0; c < nc; c++) es[c] += EXP_SUM(x[c] - sh[c]); \
             }                                                                  \
@@ -250,7 +210,7 @@ static inline void seg_ahead_step(seg_ahead *a) {
      * wins), s (nc) the sum of exp(x - sh) in double with sh = SEG_SHIFT(m)  \
      * (NaN where m is); y = exp(x - sh), or x - sh for log */                \
     static void rows_softmax_##SUF(const seg_plan *p, const T *in, T *out, const seg_task *t, bool lg, \
-                                   T *restrict m, double *restrict s, seg_ahead *ah) { \
+                                   T *restrict m, double *restrict s) {       \
         int64_t C = p->C, c0 = t->c0, nc = t->nc, r0 = t->r0, e = t->r0 + t->n; \
         T sh[COL_BLOCK];                                                       \
         bool pinf = false;                                                     \
@@ -273,12 +233,10 @@ static inline void seg_ahead_step(seg_ahead *a) {
     }                                                                          \
     /* softmax / log_softmax, last part: y = y * f (softmax) or y - f (log),  \
      * f (nc) per column */                                                    \
-    static void rows_scale_##SUF(const seg_plan *p, T *out, const seg_task *t, bool lg, const T *restrict f, \
-                                 seg_ahead *ah) {                              \
+    static void rows_scale_##SUF(const seg_plan *p, T *out, const seg_task *t, bool lg, const T *restrict f) { \
         int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
         for (int64_t r = t->r0; r < e; r++) {                                  \
             T *restrict y = out + r * C + c0;                                  \
-            seg_ahead_step(ah);                                                \
             if (lg) {                                                          \
                 _Pragma("omp simd")                                            \
                 for (int64_t c = 0; c < nc; c++) y[c] -= f[c];                 \
@@ -339,7 +297,6 @@ static inline void seg_ahead_step(seg_ahead *a) {
             const T *restrict x2 = x1 + C, *restrict x3 = x2 + C;              \
             T *restrict y0 = out + r * C + c0, *restrict y1 = y0 + C;          \
             T *restrict y2 = y1 + C, *restrict y3 = y2 + C;                    \
-            for (int q = 0; q < 4; q++) seg_ahead_step(ah);                    \
             _Pragma("omp simd")                                                \
             for (int64_t c = 0; c < nc; c++) {                                 \
                 T z0 = x0[c] - sh[c], z1 = x1[c] - sh[c], z2 = x2[c] - sh[c], z3 = x3[c] - sh[c]; \
@@ -352,7 +309,6 @@ static inline void seg_ahead_step(seg_ahead *a) {
         for (; r < e; r++) {                                                   \
             const T *restrict x = in + r * C + c0;                             \
             T *restrict y = out + r * C + c0;                                  \
-            seg_ahead_step(ah);                                                \
             _Pragma("omp simd")                                                \
             for (int64_t c = 0; c < nc; c++) {                                 \
                 T z = x[c] - sh[c], ez = EXPF(z);                              \
@@ -394,18 +350,16 @@ typedef struct seg_part {
 
 /* A task's reduction into *r (typed). */
 #define DEF_SEG_TASK(SUF, T)                                                   \
-    static void task_reduce_##SUF(const seg_plan *p, const T *in, const seg_task *t, const seg_task *next, \
-                                  jag_segment_kind kind, bool idx, seg_part *r) { \
+    static void task_reduce_##SUF(const seg_plan *p, const T *in, const seg_task *t, jag_segment_kind kind, \
+                                  bool idx, seg_part *r) {                     \
         T m[COL_BLOCK];                                                        \
         switch (kind) {                                                        \
         case JAG_SEG_SUM: case JAG_SEG_MEAN: rows_sum_##SUF(p, in, t, r->a); break; \
         case JAG_SEG_VAR: case JAG_SEG_STD: rows_var_##SUF(p, in, t, r->a, r->q); break; \
-        case JAG_SEG_LSE: {                                                    \
-            seg_ahead ah = seg_ahead_make(p, (const char *)in, sizeof(T), next, t->n); \
-            rows_lse_##SUF(p, in, t, m, r->q, &ah);                            \
+        case JAG_SEG_LSE:                                                      \
+            rows_lse_##SUF(p, in, t, m, r->q);                                 \
             for (int64_t c = 0; c < t->nc; c++) r->a[c] = m[c];                \
             break;                                                             \
-        }                                                                      \
         default:                                                               \
             rows_ext_##SUF(p, in, t, seg_is_max(kind), m, idx ? r->ix : NULL); \
             for (int64_t c = 0; c < t->nc; c++) r->a[c] = m[c];                \
@@ -487,16 +441,15 @@ typedef struct seg_job {
     bool f64, lg; /* lg: log_softmax (softmax's jobs) */
 } seg_job;
 
-static void seg_job_task(const seg_job *j, int64_t i, const seg_task *next) {
+static void seg_job_task(const seg_job *j, int64_t i) {
     const seg_task *t = &j->p->t[i];
     seg_part local, *r = t->slot >= 0 ? &j->parts[t->slot] : &local;
-    if (j->f64) task_reduce_f64(j->p, (const double *)j->in, t, next, j->kind, j->ix != NULL, r);
-    else task_reduce_f32(j->p, (const float *)j->in, t, next, j->kind, j->ix != NULL, r);
+    if (j->f64) task_reduce_f64(j->p, (const double *)j->in, t, j->kind, j->ix != NULL, r);
+    else task_reduce_f32(j->p, (const float *)j->in, t, j->kind, j->ix != NULL, r);
     if (t->slot < 0) seg_store(j->kind, r, (double)t->n, j->corr, j->y, j->f64, j->ix, t->b * j->p->C + t->c0, t->nc);
 }
 
-static void seg_job_merge(const seg_job *j, int64_t i, const seg_task *next) {
-    (void)next;
+static void seg_job_merge(const seg_job *j, int64_t i) {
     const seg_task *t = &j->p->t[i];
     if (t->slot < 0 || t->k != 0) return;
     seg_part *r = &j->parts[t->slot];
@@ -508,23 +461,14 @@ static void seg_job_merge(const seg_job *j, int64_t i, const seg_task *next) {
     seg_store(j->kind, r, n, j->corr, j->y, j->f64, j->ix, t->b * j->p->C + t->c0, t->nc);
 }
 
-/* fn(j, i, next) for every task i, next the task the same thread runs after
- * it (NULL: unknown). With threads, each takes GRAB consecutive tasks at a
- * time (a shared counter: the first free take more when others are slow);
- * without, a plain loop (no OpenMP region: small inputs stay cheap). */
-#define GRAB 4
-static void seg_for(const seg_plan *p, void (*fn)(const seg_job *, int64_t, const seg_task *), const seg_job *j) {
-    int64_t n = p->ntasks;
-    if (!p->par) {
-        for (int64_t i = 0; i < n; i++) fn(j, i, i + 1 < n ? &p->t[i + 1] : NULL);
-        return;
-    }
-    atomic_llong next = 0;
-#pragma omp parallel
-    for (;;) {
-        int64_t i0 = (int64_t)atomic_fetch_add(&next, GRAB), i1 = i0 + GRAB < n ? i0 + GRAB : n;
-        if (i0 >= n) break;
-        for (int64_t i = i0; i < i1; i++) fn(j, i, i + 1 < i1 ? &p->t[i + 1] : NULL);
+/* fn(j, i) for every task i: shared by the threads when the plan says so,
+ * else a plain loop (no OpenMP region: small inputs stay cheap). */
+static void seg_for(const seg_plan *p, void (*fn)(const seg_job *, int64_t), const seg_job *j) {
+    if (p->par) {
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int64_t i = 0; i < p->ntasks; i++) fn(j, i);
+    } else {
+        for (int64_t i = 0; i < p->ntasks; i++) fn(j, i);
     }
 }
 
@@ -559,17 +503,15 @@ jag_status jag__segment_reduce(const char *op, const nested_state *s, jag_segmen
 /* softmax / log_softmax of one task: its rows of y, and the chunk's max and
  * sum into r when its segment has several chunks (else scaled at once). */
 #define DEF_SEG_SOFTMAX_TASK(SUF, T)                                           \
-    static void task_softmax_##SUF(const seg_plan *p, const T *in, T *out, const seg_task *t, const seg_task *next, \
-                                   bool lg, seg_part *r) {                     \
+    static void task_softmax_##SUF(const seg_plan *p, const T *in, T *out, const seg_task *t, bool lg, seg_part *r) { \
         T m[COL_BLOCK], f[COL_BLOCK];                                          \
-        seg_ahead ah = seg_ahead_make(p, (const char *)in, sizeof(T), next, t->slot >= 0 ? t->n : 2 * t->n); \
-        rows_softmax_##SUF(p, in, out, t, lg, m, r->q, &ah);                   \
+        rows_softmax_##SUF(p, in, out, t, lg, m, r->q);                        \
         if (t->slot >= 0) {                                                    \
             for (int64_t c = 0; c < t->nc; c++) r->a[c] = m[c];                \
             return;                                                            \
         }                                                                      \
         for (int64_t c = 0; c < t->nc; c++) f[c] = lg ? (T)log(r->q[c]) : (T)(1.0 / r->q[c]); \
-        rows_scale_##SUF(p, out, t, lg, f, &ah);                               \
+        rows_scale_##SUF(p, out, t, lg, f);                                    \
     }                                                                          \
     /* a chunk of a segment of several: scaled by the merged max and sum */   \
     static void task_rescale_##SUF(const seg_plan *p, T *out, const seg_task *t, const seg_part *parts, \
@@ -586,8 +528,7 @@ jag_status jag__segment_reduce(const char *op, const nested_state *s, jag_segmen
             double d = SEG_SHIFT(parts[t->slot].a[c]) - sh;                    \
             f[c] = lg ? (T)(log(sum) - d) : (T)(exp(d < 0 ? d : 0) / sum);     \
         }                                                                      \
-        seg_ahead none = {0};                                                  \
-        rows_scale_##SUF(p, out, t, lg, f, &none);                             \
+        rows_scale_##SUF(p, out, t, lg, f);                                    \
     }
 DEF_SEG_SOFTMAX_TASK(f32, float)
 DEF_SEG_SOFTMAX_TASK(f64, double)
@@ -595,15 +536,14 @@ DEF_SEG_SOFTMAX_TASK(f64, double)
 
 /* softmax's jobs: task i's rows, then the chunks of segments of several
  * rescaled */
-static void softmax_job_task(const seg_job *j, int64_t i, const seg_task *next) {
+static void softmax_job_task(const seg_job *j, int64_t i) {
     const seg_task *t = &j->p->t[i];
     seg_part local, *r = t->slot >= 0 ? &j->parts[t->slot] : &local;
-    if (j->f64) task_softmax_f64(j->p, (const double *)j->in, (double *)j->y, t, next, j->lg, r);
-    else task_softmax_f32(j->p, (const float *)j->in, (float *)j->y, t, next, j->lg, r);
+    if (j->f64) task_softmax_f64(j->p, (const double *)j->in, (double *)j->y, t, j->lg, r);
+    else task_softmax_f32(j->p, (const float *)j->in, (float *)j->y, t, j->lg, r);
 }
 
-static void softmax_job_rescale(const seg_job *j, int64_t i, const seg_task *next) {
-    (void)next;
+static void softmax_job_rescale(const seg_job *j, int64_t i) {
     const seg_task *t = &j->p->t[i];
     if (t->slot < 0) return;
     if (j->f64) task_rescale_f64(j->p, (double *)j->y, t, j->parts, t - t->k, j->lg);
