@@ -337,6 +337,19 @@ static void check_engine(const jag_tensor *nt, bool any_empty, const char *what)
                 bool ok = same_bits(i1, i2) && same_bits(i1, wix);
                 CHECK_MSG(ok, "%s: indices", w2);
             }
+            /* the gradient (argmax / argmin have none), against the plain one, 1 and 2 threads */
+            if (has_val) {
+                jag_tensor *g = t_rand(shp, 2, f64 ? JAG_FLOAT64 : JAG_FLOAT32, -1, 1, 900 + (uint64_t)k), *z1 = NULL, *z2 = NULL,
+                           *zr = NULL;
+                set_threads(1);
+                CHECK_OK(jag__segment_reduce_grad("engine", s, &sp, y1, i1, g, &z1));
+                set_threads(2);
+                CHECK_OK(jag__segment_reduce_grad("engine", s, &sp, y1, i1, g, &z2));
+                CHECK_OK(jag__ref_segment_reduce_grad("ref", s, &sp, y1, i1, g, &zr));
+                CHECK_MSG(z1 && z2 && same_bits(z1, z2), "%s: gradient, 1 and 2 threads differ", w2);
+                CHECK_MSG(z1 && zr && close_data(z1, zr, f64 ? 1e-12 : 1e-6, f64 ? 1e-12 : 1e-7, w2), "%s: gradient", w2);
+                jag_release(g), jag_release(z1), jag_release(z2), jag_release(zr);
+            }
             jag_release(o1[0]), jag_release(o1[1]), jag_release(o2[0]), jag_release(o2[1]), jag_release(want), jag_release(wix);
         }
     for (int lg = 0; lg < 2; lg++) {

@@ -98,6 +98,8 @@ jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_
 jag_status jag__ref_segment_reduce(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor *y,
                                    jag_tensor *ix);
 jag_status jag__ref_segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor *out);
+jag_status jag__ref_segment_reduce_grad(const char *op, const nested_state *s, const jag_segment_spec *sp,
+                                        const jag_tensor *y, const jag_tensor *idx, const jag_tensor *g, jag_tensor **out);
 /* The reductions above without indices, through the ragged_reduce and
  * ragged_reduce_backward ops on s's inner tensors (ragged_ops.c): what the
  * handler and the rules call, so that traces record plain ops. */

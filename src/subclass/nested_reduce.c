@@ -432,6 +432,7 @@ static void seg_store(jag_segment_kind kind, seg_part *r, double n, int64_t corr
  * merged and stored. */
 typedef struct seg_job {
     const seg_plan *p;
+    const nested_state *s;
     const char *in;
     char *y;
     int64_t *ix;
@@ -808,10 +809,14 @@ jag_status jag__segment_reduce_dims(const char *op, const nested_state *s, const
     return JAG_OK;
 }
 
-// x values (rows, D...), y = the forward's output (B, kept...) [idx its indices for max/min], g (B, kept...)
-// -> values-shaped gradient; rows in holes get 0
-jag_status jag__segment_reduce_grad(const char *op, const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
-                                    const jag_tensor *idx, const jag_tensor *g, jag_tensor **out) {
+/* ---- gradients ------------------------------------------------------------ */
+
+/* The gradient of any reduction over the ragged dim and trailing dims,
+ * plainly: for each segment and kept column, its rows and R trailing
+ * elements, element by element in double. What runs when R > 1, and the
+ * reference of the row-streaming version below. */
+static jag_status seg_grad_generic(const char *op, const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
+                                   const jag_tensor *idx, const jag_tensor *g, jag_tensor **out) {
     seg_geom geo;
     jag_tensor *yc = NULL, *gc = NULL, *ic = NULL, *z = NULL;
     jag_status st = seg_geom_make(op, s, sp->mask, &geo);
@@ -823,7 +828,7 @@ jag_status jag__segment_reduce_grad(const char *op, const nested_state *s, const
     if (!st && !(z = jag__tensor_new(op, geo.psz, geo.nd, geo.v->dtype, true, false))) st = jag_last_status();
     if (!st) {
         int64_t B = geo.B, K = geo.K, R = geo.R, C = K * R;
-        bool f64 = geo.v->dtype == JAG_FLOAT64, gf64 = gc->dtype == JAG_FLOAT64;
+        bool f64 = geo.v->dtype == JAG_FLOAT64, gf64 = gc->dtype == JAG_FLOAT64, yf64 = yc && yc->dtype == JAG_FLOAT64;
         const char *in = jag__ptr(geo.v), *yp = yc ? jag__ptr(yc) : NULL, *gp = jag__ptr(gc);
         const int64_t *ip = ic ? (const int64_t *)jag__ptr(ic) : NULL;
         char *o = jag__ptr(z);
@@ -834,7 +839,7 @@ jag_status jag__segment_reduce_grad(const char *op, const nested_state *s, const
             int64_t r0 = off[b], n = seg_len(s, b);
             double cnt = (double)n * (double)R;
             for (int64_t k = 0; k < K; k++) {
-                double gv = LOAD(gp, gf64, b * K + k), yv = yp ? LOAD(yp, f64, b * K + k) : 0;
+                double gv = LOAD(gp, gf64, b * K + k), yv = yp ? LOAD(yp, yf64, b * K + k) : 0;
                 switch (kind) {
                 case JAG_SEG_SUM: case JAG_SEG_MEAN: {
                     double v = kind == JAG_SEG_MEAN ? gv / cnt : gv;
@@ -900,6 +905,208 @@ jag_status jag__segment_reduce_grad(const char *op, const nested_state *s, const
     }
     *out = z;
     return JAG_OK;
+}
+
+/* The row-streaming gradient (the ragged dim alone, R = 1), on the tasks of
+ * the engine above: a first pass for the kinds that need a per-column
+ * statistic of the segment (var, std: the sum for the mean; amax, amin: how
+ * many rows equal the max), summed over a segment's chunks, then one pass
+ * that writes each row. Element math in double, as seg_grad_generic. */
+#define DEF_SEG_GRAD(SUF, T)                                                   \
+    /* sum of x (var, std) or count of x equal to y (amax, amin), per column */ \
+    static void grad_stat_##SUF(const seg_plan *p, const T *in, const seg_task *t, jag_segment_kind kind, \
+                                const double *restrict yv, double *restrict acc) { \
+        int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
+        bool var = kind == JAG_SEG_VAR || kind == JAG_SEG_STD;                 \
+        for (int64_t c = 0; c < nc; c++) acc[c] = 0;                           \
+        for (int64_t r = t->r0; r < e; r++) {                                  \
+            const T *restrict x = in + r * C + c0;                             \
+            if (var) {                                                         \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) acc[c] += (double)x[c];       \
+            } else {                                                           \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) {                             \
+                    double v = (double)x[c];                                   \
+                    acc[c] += v == yv[c] || (v != v && yv[c] != yv[c]) ? 1.0 : 0.0; \
+                }                                                              \
+            }                                                                  \
+        }                                                                      \
+    }                                                                          \
+    /* the task's rows of z from the columns' g, y and statistic st (the     \
+     * segment's mean or count of maxima); n: the segment's rows */           \
+    static void grad_rows_##SUF(const seg_plan *p, const T *in, T *out, const seg_task *t, jag_segment_kind kind, \
+                                int64_t corr, double n, const double *restrict gv, const double *restrict yv, \
+                                const double *restrict st) {                   \
+        int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
+        double f[COL_BLOCK], a[COL_BLOCK];                                     \
+        T v[COL_BLOCK];                                                        \
+        double div = n - (double)corr;                                         \
+        div = div > 0 ? div : 0;                                               \
+        for (int64_t c = 0; c < nc; c++) {                                     \
+            switch (kind) {                                                    \
+            case JAG_SEG_MEAN: v[c] = (T)(gv[c] / n); break;                   \
+            case JAG_SEG_VAR: f[c] = 2.0 * gv[c] / div, a[c] = n ? st[c] / n : 0; break; \
+            case JAG_SEG_STD: f[c] = yv[c] == 0 ? 0.0 : gv[c] / (div * yv[c]), a[c] = n ? st[c] / n : 0; break; \
+            case JAG_SEG_AMAX: case JAG_SEG_AMIN: f[c] = gv[c] / st[c]; break; \
+            default: v[c] = (T)gv[c];                                          \
+            }                                                                  \
+        }                                                                      \
+        for (int64_t r = t->r0; r < e; r++) {                                  \
+            const T *restrict x = in + r * C + c0;                             \
+            T *restrict z = out + r * C + c0;                                  \
+            switch (kind) {                                                    \
+            case JAG_SEG_LSE: /* g exp(x - y); nothing when y is -inf */      \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++)                               \
+                    z[c] = yv[c] == -INFINITY ? (T)0 : (T)(gv[c] * jag__vm_exp_f64((double)x[c] - yv[c])); \
+                break;                                                         \
+            case JAG_SEG_VAR: case JAG_SEG_STD:                                \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) z[c] = (T)(f[c] * ((double)x[c] - a[c])); \
+                break;                                                         \
+            case JAG_SEG_AMAX: case JAG_SEG_AMIN: /* split evenly among the ties */ \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) {                             \
+                    double w = (double)x[c];                                   \
+                    z[c] = w == yv[c] || (w != w && yv[c] != yv[c]) ? (T)f[c] : (T)0; \
+                }                                                              \
+                break;                                                         \
+            default: memcpy(z, v, (size_t)nc * sizeof(T)); /* sum, mean */     \
+            }                                                                  \
+        }                                                                      \
+    }
+DEF_SEG_GRAD(f32, float)
+DEF_SEG_GRAD(f64, double)
+#undef DEF_SEG_GRAD
+
+/* One gradient call's work (seg_for's job: j->y is z, the gradient). */
+typedef struct grad_job {
+    seg_job j;
+    const char *gp, *yp; /* g, y (B, C), their own dtypes */
+    bool gf64, yf64;
+    double *st;          /* (B, C): the statistic of grad_stat_*, summed */
+} grad_job;
+
+/* columns [c0, c0 + nc) of row b of t (float32 or float64) as doubles */
+static void load_row(double *dst, const char *t, bool f64, int64_t b, int64_t C, int64_t c0, int64_t nc) {
+    for (int64_t c = 0; c < nc; c++) dst[c] = t ? LOAD(t, f64, b * C + c0 + c) : 0;
+}
+
+static void grad_job_stat(const seg_job *sj, int64_t i) {
+    const grad_job *j = (const grad_job *)sj;
+    const seg_task *t = &sj->p->t[i];
+    double yv[COL_BLOCK];
+    load_row(yv, j->yp, j->yf64, t->b, sj->p->C, t->c0, t->nc);
+    double *acc = t->slot >= 0 ? sj->parts[t->slot].a : j->st + t->b * sj->p->C + t->c0;
+    if (sj->f64) grad_stat_f64(sj->p, (const double *)sj->in, t, sj->kind, yv, acc);
+    else grad_stat_f32(sj->p, (const float *)sj->in, t, sj->kind, yv, acc);
+}
+
+static void grad_job_stat_merge(const seg_job *sj, int64_t i) {
+    const grad_job *j = (const grad_job *)sj;
+    const seg_task *t = &sj->p->t[i];
+    if (t->slot < 0 || t->k != 0) return;
+    double *st = j->st + t->b * sj->p->C + t->c0;
+    for (int64_t c = 0; c < t->nc; c++) st[c] = 0;
+    for (int64_t k = 0; k < t->nch; k++)
+        for (int64_t c = 0; c < t->nc; c++) st[c] += sj->parts[t[k].slot].a[c];
+}
+
+static void grad_job_rows(const seg_job *sj, int64_t i) {
+    const grad_job *j = (const grad_job *)sj;
+    const seg_task *t = &sj->p->t[i];
+    if (sj->kind >= JAG_SEG_MAX) return; /* max / min: one row per column, written by the caller */
+    int64_t C = sj->p->C, o = t->b * C + t->c0;
+    double gv[COL_BLOCK], yv[COL_BLOCK];
+    load_row(gv, j->gp, j->gf64, t->b, C, t->c0, t->nc);
+    load_row(yv, j->yp, j->yf64, t->b, C, t->c0, t->nc);
+    double n = (double)seg_len(j->j.s, t->b);
+    if (sj->f64) grad_rows_f64(sj->p, (const double *)sj->in, (double *)sj->y, t, sj->kind, sj->corr, n, gv, yv, j->st + o);
+    else grad_rows_f32(sj->p, (const float *)sj->in, (float *)sj->y, t, sj->kind, sj->corr, n, gv, yv, j->st + o);
+}
+
+/* R = 1: values v (rows, C) contiguous; y, g (B, C) contiguous; idx (B, C) for max/min -> z (rows, C) */
+static jag_status seg_rows_grad(const char *op, const nested_state *s, const jag_segment_spec *sp, const jag_tensor *v,
+                                const jag_tensor *y, const jag_tensor *idx, const jag_tensor *g, jag_tensor *z) {
+    int64_t C = columns(s), B = s->batch;
+    bool f64 = v->dtype == JAG_FLOAT64;
+    jag_segment_kind kind = sp->kind;
+    bool stat = kind == JAG_SEG_VAR || kind == JAG_SEG_STD || kind == JAG_SEG_AMAX || kind == JAG_SEG_AMIN;
+    seg_plan p;
+    jag_status st = seg_plan_make(op, s, C, f64 ? 8 : 4, &p);
+    if (st) return st;
+    seg_part *parts = stat && p.nslots ? malloc((size_t)p.nslots * sizeof *parts) : NULL;
+    double *sv = stat ? malloc((size_t)(B * C > 0 ? B * C : 1) * sizeof *sv) : NULL;
+    if ((stat && p.nslots && !parts) || (stat && !sv)) {
+        free(parts), free(sv), free(p.t);
+        return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    }
+    grad_job j = {.j = {.p = &p, .s = s, .in = jag__ptr(v), .y = jag__ptr(z), .parts = parts, .kind = kind,
+                        .corr = sp->correction, .f64 = f64},
+                  .gp = jag__ptr(g), .yp = y ? jag__ptr(y) : NULL, .gf64 = g->dtype == JAG_FLOAT64,
+                  .yf64 = y && y->dtype == JAG_FLOAT64, .st = sv};
+    if (stat) {
+        seg_for(&p, grad_job_stat, &j.j);
+        if (p.nslots) seg_for(&p, grad_job_stat_merge, &j.j);
+    }
+    seg_for(&p, grad_job_rows, &j.j);
+    if (kind >= JAG_SEG_MAX) { /* max / min: the winning row of each column (z is zeroed) */
+        const int64_t *ip = (const int64_t *)jag__ptr(idx), *off = i64p(s->offsets);
+        const char *gp = jag__ptr(g);
+        char *o = jag__ptr(z);
+        for (int64_t b = 0; b < B; b++)
+            if (seg_len(s, b))
+                for (int64_t c = 0; c < C; c++) STORE(o, f64, (off[b] + ip[b * C + c]) * C + c, LOAD(gp, j.gf64, b * C + c));
+    }
+    free(parts), free(sv), free(p.t);
+    return JAG_OK;
+}
+
+/* A contiguous new reference to t (NULL stays NULL). */
+static jag_status contiguous(const jag_tensor *t, jag_tensor **out) {
+    *out = NULL;
+    if (!t) return JAG_OK;
+    if (jag_is_contiguous(t)) {
+        *out = jag_retain((jag_tensor *)t);
+        return JAG_OK;
+    }
+    jag_value a[] = {jag__v_tensor(t)};
+    return jag__dispatch(JAG_OP_clone, a, 1, out);
+}
+
+// x values (rows, D...), y = the forward's output (B, kept...) [idx its indices for max/min], g (B, kept...)
+// -> values-shaped gradient; rows in holes get 0
+jag_status jag__segment_reduce_grad(const char *op, const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
+                                    const jag_tensor *idx, const jag_tensor *g, jag_tensor **out) {
+    int64_t Rall = 1;
+    for (int d = 1; d < s->values->ndim; d++)
+        if (sp->mask >> d & 1) Rall *= s->values->sizes[d];
+    if (Rall != 1) return seg_grad_generic(op, s, sp, y, idx, g, out);
+    jag_tensor *v = NULL, *yc = NULL, *gc = NULL, *ic = NULL, *z = NULL;
+    const int64_t *off = i64p(s->offsets);
+    int64_t B = s->batch, rows = s->values->sizes[0];
+    /* every row written: no holes, no rows outside the segments, not max/min (one row a column) */
+    bool tiles = !s->lengths && sp->kind < JAG_SEG_MAX && (B == 0 ? rows == 0 : off[0] == 0 && off[B] == rows);
+    jag_status st = contiguous_values(s, &v);
+    if (!st) st = contiguous(y, &yc);
+    if (!st) st = contiguous(g, &gc);
+    if (!st) st = contiguous(idx, &ic);
+    if (!st && !(z = jag__tensor_new(op, s->values->sizes, s->values->ndim, s->values->dtype, !tiles, false))) st = jag_last_status();
+    if (!st) st = seg_rows_grad(op, s, sp, v, yc, ic, gc, z);
+    jag_release(v), jag_release(yc), jag_release(gc), jag_release(ic);
+    if (st) {
+        jag_release(z);
+        return st;
+    }
+    *out = z;
+    return JAG_OK;
+}
+
+/* The reference of jag__segment_reduce_grad, for the tests. */
+jag_status jag__ref_segment_reduce_grad(const char *op, const nested_state *s, const jag_segment_spec *sp,
+                                        const jag_tensor *y, const jag_tensor *idx, const jag_tensor *g, jag_tensor **out) {
+    return seg_grad_generic(op, s, sp, y, idx, g, out);
 }
 
 /* ---- naive references ------------------------------------------------------ */
