@@ -589,22 +589,29 @@ jag_status jag__segment_broadcast(const char *op, const nested_state *s, const j
         jag_value a[] = {jag__v_tensor(g)};
         if ((st = jag__dispatch(JAG_OP_clone, a, 1, &gc))) return st;
     }
-    jag_tensor *y = jag__tensor_new(op, s->values->sizes, s->values->ndim, s->values->dtype, true, false);
+    const int64_t *off = i64p(s->offsets);
+    int64_t B = s->batch, C = columns(s), rows = s->values->sizes[0];
+    /* zeroed unless the segments cover every row */
+    bool tiles = !s->lengths && (B == 0 ? rows == 0 : off[0] == 0 && off[B] == rows);
+    jag_tensor *y = jag__tensor_new(op, s->values->sizes, s->values->ndim, s->values->dtype, !tiles, false);
     if (!y) {
         jag_release(gc);
         return jag_last_status();
     }
-    int64_t B = s->batch, C = columns(s);
     bool f64 = y->dtype == JAG_FLOAT64, gf64 = gc->dtype == JAG_FLOAT64;
+    size_t es = f64 ? 8 : 4;
     const char *gp = jag__ptr(gc);
     char *o = jag__ptr(y);
-    const int64_t *off = i64p(s->offsets);
 #pragma omp parallel for schedule(dynamic, 4) if (jag_numel(y) > JAG_PARALLEL_GRAIN)
-    for (int64_t b = 0; b < B; b++) {
+    for (int64_t b = 0; b < B; b++) { /* a block of g's row, scaled, then copied into each row */
         int64_t r0 = off[b], n = seg_len(s, b);
         double scale = mean && n ? 1.0 / (double)n : 1.0;
-        for (int64_t r = r0; r < r0 + n; r++)
-            for (int64_t c = 0; c < C; c++) STORE(o, f64, r * C + c, LOAD(gp, gf64, b * C + c) * scale);
+        _Alignas(64) char row[COL_BLOCK * 8];
+        for (int64_t c0 = 0; c0 < C && n; c0 += COL_BLOCK) {
+            int64_t nc = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
+            for (int64_t c = 0; c < nc; c++) STORE(row, f64, c, LOAD(gp, gf64, b * C + c0 + c) * scale);
+            for (int64_t r = r0; r < r0 + n; r++) memcpy(o + (r * C + c0) * (int64_t)es, row, (size_t)nc * es);
+        }
     }
     jag_release(gc);
     *out = y;
