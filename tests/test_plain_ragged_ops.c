@@ -399,6 +399,12 @@ static void test_engine_matches_references(void) {
             check_engine(b, false, what);
             jag_release(a), jag_release(b);
         }
+        /* many short components (grouped into tasks), some empty */
+        int64_t *many = malloc(3000 * sizeof *many);
+        for (int b = 0; b < 3000; b++) many[b] = (b * 5) % 4;
+        jag_tensor *m = engine_input(dt, many, 3000, 17, 0, false, 620);
+        check_engine(m, true, f ? "float64 B 3000 short D 17" : "float32 B 3000 short D 17");
+        jag_release(m), free(many);
     }
 }
 

@@ -67,8 +67,9 @@ static int64_t columns(const nested_state *s) { return jag__numel(s->values->siz
 #define SUM_ROWS 16          /* rows whose exps are summed in T before they go into a double */
 
 typedef struct seg_task {
-    int64_t b, c0, nc;  /* segment, first column, columns */
-    int64_t r0, n;      /* rows [r0, r0 + n) of the values */
+    int64_t b, nb;      /* segments [b, b + nb): a group of short ones, or one (then possibly a chunk of it) */
+    int64_t c0, nc;     /* first column, columns */
+    int64_t r0, n;      /* rows [r0, r0 + n) of the values (nb == 1) */
     int64_t row0;       /* r0's row inside its segment */
     int64_t k, nch;     /* chunk k of the segment's nch (its tasks of one block are consecutive) */
     int64_t slot;       /* where the partial results go when nch > 1, else -1 */
@@ -79,9 +80,12 @@ typedef struct seg_plan {
     int64_t ntasks, nslots;
     int64_t C;  /* columns of the values */
     bool par;   /* large enough for threads */
+    const nested_state *s;
 } seg_plan;
 
-/* The tasks of segments s over values (rows, C) of es-byte elements. */
+/* The tasks of segments s over values (rows, C) of es-byte elements: per
+ * block of columns, the segments in order, short ones grouped up to
+ * CHUNK_ELEMS elements a task. */
 static jag_status seg_plan_make(const char *op, const nested_state *s, int64_t C, size_t es, seg_plan *p) {
     const int64_t *off = i64p(s->offsets);
     int64_t B = s->batch, rows = 0;
@@ -91,7 +95,7 @@ static jag_status seg_plan_make(const char *op, const nested_state *s, int64_t C
     int64_t width = nblk ? ((C + nblk - 1) / nblk + 15) / 16 * 16 : 0; /* even blocks, whole vectors */
     if (width > C) width = C;
     if (width) nblk = (C + width - 1) / width;
-    p->C = C, p->par = rows * C > JAG_PARALLEL_GRAIN;
+    p->C = C, p->s = s, p->par = rows * C > JAG_PARALLEL_GRAIN;
     int64_t chunk = INT64_MAX; /* one chunk a segment unless threads share the work */
     if (p->par && width) {
         int64_t most = CHUNK_BYTES / (width * (int64_t)es), by_tasks = (rows + CHUNK_TASKS - 1) / CHUNK_TASKS;
@@ -99,25 +103,37 @@ static jag_status seg_plan_make(const char *op, const nested_state *s, int64_t C
         chunk = chunk < most ? chunk : most;
         chunk = chunk > 0 ? chunk : 1;
     }
-    int64_t ntasks = 0, nslots = 0;
-    for (int64_t b = 0; b < B; b++) {
-        int64_t n = seg_len(s, b), nch = n > chunk ? (n + chunk - 1) / chunk : 1;
-        ntasks += nch * nblk;
-        if (nch > 1) nslots += nch * nblk;
-    }
-    p->ntasks = ntasks, p->nslots = nslots, p->par = p->par && ntasks > 1;
-    if (!ntasks) return JAG_OK;
-    if (!(p->t = malloc((size_t)ntasks * sizeof *p->t))) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
-    int64_t i = 0, slot = 0;
-    for (int64_t b = 0; b < B; b++) {
-        int64_t n = seg_len(s, b), nch = n > chunk ? (n + chunk - 1) / chunk : 1, per = (n + nch - 1) / nch;
-        for (int64_t k0 = 0; k0 < C; k0 += width)
-            for (int64_t k = 0; k < nch; k++) {
-                int64_t r = k * per < n ? k * per : n;
-                p->t[i++] = (seg_task){.b = b, .c0 = k0, .nc = C - k0 < width ? C - k0 : width, .r0 = off[b] + r,
-                                       .n = n - r < per ? n - r : per, .row0 = r, .k = k, .nch = nch,
-                                       .slot = nch > 1 ? slot++ : -1};
+    /* two sweeps: count, then fill */
+    int64_t group = width ? CHUNK_ELEMS / width : 1, ntasks = 0, nslots = 0;
+    for (int fill = 0; fill < 2; fill++) {
+        int64_t i = 0, slot = 0;
+        for (int64_t k0 = 0; k0 < C; k0 += width) {
+            int64_t nc = C - k0 < width ? C - k0 : width;
+            for (int64_t b = 0; b < B;) {
+                int64_t n = seg_len(s, b), nch = n > chunk ? (n + chunk - 1) / chunk : 1;
+                if (nch == 1) { /* a group of short segments */
+                    int64_t b1 = b + 1, rs = n;
+                    while (b1 < B && rs < group && seg_len(s, b1) <= chunk) rs += seg_len(s, b1++);
+                    if (fill) p->t[i] = (seg_task){.b = b, .nb = b1 - b, .c0 = k0, .nc = nc, .r0 = off[b], .n = n, .nch = 1, .slot = -1};
+                    i++, b = b1;
+                    continue;
+                }
+                int64_t per = (n + nch - 1) / nch;
+                for (int64_t k = 0; k < nch; k++, i++, slot++) {
+                    int64_t r = k * per < n ? k * per : n;
+                    if (fill)
+                        p->t[i] = (seg_task){.b = b, .nb = 1, .c0 = k0, .nc = nc, .r0 = off[b] + r, .n = n - r < per ? n - r : per,
+                                             .row0 = r, .k = k, .nch = nch, .slot = slot};
+                }
+                b++;
             }
+        }
+        ntasks = i, nslots = slot;
+        if (!fill) {
+            p->ntasks = ntasks, p->nslots = nslots, p->par = p->par && ntasks > 1;
+            if (!ntasks) return JAG_OK;
+            if (!(p->t = malloc((size_t)ntasks * sizeof *p->t))) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+        }
     }
     return JAG_OK;
 }
@@ -442,16 +458,14 @@ typedef struct seg_job {
     bool f64, lg; /* lg: log_softmax (softmax's jobs) */
 } seg_job;
 
-static void seg_job_task(const seg_job *j, int64_t i) {
-    const seg_task *t = &j->p->t[i];
+static void seg_job_task(const seg_job *j, const seg_task *t) {
     seg_part local, *r = t->slot >= 0 ? &j->parts[t->slot] : &local;
     if (j->f64) task_reduce_f64(j->p, (const double *)j->in, t, j->kind, j->ix != NULL, r);
     else task_reduce_f32(j->p, (const float *)j->in, t, j->kind, j->ix != NULL, r);
     if (t->slot < 0) seg_store(j->kind, r, (double)t->n, j->corr, j->y, j->f64, j->ix, t->b * j->p->C + t->c0, t->nc);
 }
 
-static void seg_job_merge(const seg_job *j, int64_t i) {
-    const seg_task *t = &j->p->t[i];
+static void seg_job_merge(const seg_job *j, const seg_task *t) {
     if (t->slot < 0 || t->k != 0) return;
     seg_part *r = &j->parts[t->slot];
     double n = (double)t->n;
@@ -462,14 +476,28 @@ static void seg_job_merge(const seg_job *j, int64_t i) {
     seg_store(j->kind, r, n, j->corr, j->y, j->f64, j->ix, t->b * j->p->C + t->c0, t->nc);
 }
 
-/* fn(j, i) for every task i: shared by the threads when the plan says so,
- * else a plain loop (no OpenMP region: small inputs stay cheap). */
-static void seg_for(const seg_plan *p, void (*fn)(const seg_job *, int64_t), const seg_job *j) {
+/* fn(j, t) for every task t, a group of segments as one task per segment:
+ * shared by the threads when the plan says so, else a plain loop (no
+ * OpenMP region: small inputs stay cheap). */
+static void seg_run(const seg_plan *p, void (*fn)(const seg_job *, const seg_task *), const seg_job *j, int64_t i) {
+    const seg_task *t = &p->t[i];
+    if (t->nb == 1) {
+        fn(j, t);
+        return;
+    }
+    for (int64_t b = t->b; b < t->b + t->nb; b++) {
+        seg_task one = *t;
+        one.b = b, one.nb = 1, one.r0 = i64p(p->s->offsets)[b], one.n = seg_len(p->s, b);
+        fn(j, &one);
+    }
+}
+
+static void seg_for(const seg_plan *p, void (*fn)(const seg_job *, const seg_task *), const seg_job *j) {
     if (p->par) {
 #pragma omp parallel for schedule(dynamic, 1)
-        for (int64_t i = 0; i < p->ntasks; i++) fn(j, i);
+        for (int64_t i = 0; i < p->ntasks; i++) seg_run(p, fn, j, i);
     } else {
-        for (int64_t i = 0; i < p->ntasks; i++) fn(j, i);
+        for (int64_t i = 0; i < p->ntasks; i++) seg_run(p, fn, j, i);
     }
 }
 
@@ -537,15 +565,13 @@ DEF_SEG_SOFTMAX_TASK(f64, double)
 
 /* softmax's jobs: task i's rows, then the chunks of segments of several
  * rescaled */
-static void softmax_job_task(const seg_job *j, int64_t i) {
-    const seg_task *t = &j->p->t[i];
+static void softmax_job_task(const seg_job *j, const seg_task *t) {
     seg_part local, *r = t->slot >= 0 ? &j->parts[t->slot] : &local;
     if (j->f64) task_softmax_f64(j->p, (const double *)j->in, (double *)j->y, t, j->lg, r);
     else task_softmax_f32(j->p, (const float *)j->in, (float *)j->y, t, j->lg, r);
 }
 
-static void softmax_job_rescale(const seg_job *j, int64_t i) {
-    const seg_task *t = &j->p->t[i];
+static void softmax_job_rescale(const seg_job *j, const seg_task *t) {
     if (t->slot < 0) return;
     if (j->f64) task_rescale_f64(j->p, (double *)j->y, t, j->parts, t - t->k, j->lg);
     else task_rescale_f32(j->p, (float *)j->y, t, j->parts, t - t->k, j->lg);
@@ -1000,9 +1026,8 @@ static void load_row(double *dst, const char *t, bool f64, int64_t b, int64_t C,
     for (int64_t c = 0; c < nc; c++) dst[c] = t ? LOAD(t, f64, b * C + c0 + c) : 0;
 }
 
-static void grad_job_stat(const seg_job *sj, int64_t i) {
+static void grad_job_stat(const seg_job *sj, const seg_task *t) {
     const grad_job *j = (const grad_job *)sj;
-    const seg_task *t = &sj->p->t[i];
     double yv[COL_BLOCK];
     load_row(yv, j->yp, j->yf64, t->b, sj->p->C, t->c0, t->nc);
     double *acc = t->slot >= 0 ? sj->parts[t->slot].a : j->st + t->b * sj->p->C + t->c0;
@@ -1010,9 +1035,8 @@ static void grad_job_stat(const seg_job *sj, int64_t i) {
     else grad_stat_f32(sj->p, (const float *)sj->in, t, sj->kind, yv, acc);
 }
 
-static void grad_job_stat_merge(const seg_job *sj, int64_t i) {
+static void grad_job_stat_merge(const seg_job *sj, const seg_task *t) {
     const grad_job *j = (const grad_job *)sj;
-    const seg_task *t = &sj->p->t[i];
     if (t->slot < 0 || t->k != 0) return;
     double *st = j->st + t->b * sj->p->C + t->c0;
     for (int64_t c = 0; c < t->nc; c++) st[c] = 0;
@@ -1020,9 +1044,8 @@ static void grad_job_stat_merge(const seg_job *sj, int64_t i) {
         for (int64_t c = 0; c < t->nc; c++) st[c] += sj->parts[t[k].slot].a[c];
 }
 
-static void grad_job_rows(const seg_job *sj, int64_t i) {
+static void grad_job_rows(const seg_job *sj, const seg_task *t) {
     const grad_job *j = (const grad_job *)sj;
-    const seg_task *t = &sj->p->t[i];
     if (sj->kind >= JAG_SEG_MAX) return; /* max / min: one row per column, written by the caller */
     int64_t C = sj->p->C, o = t->b * C + t->c0;
     double gv[COL_BLOCK], yv[COL_BLOCK];
