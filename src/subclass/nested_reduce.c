@@ -12,6 +12,7 @@
 #include "../cpu/vecmath.h"
 
 #include <math.h>
+#include <stdatomic.h>
 
 static const int64_t *i64p(const jag_tensor *t) { return (const int64_t *)jag__ptr(t); }
 
@@ -453,20 +454,15 @@ typedef struct seg_job {
     char *y;
     int64_t *ix;
     seg_part *parts;
+    atomic_llong *left; /* per segment of several chunks (at its first chunk's slot): chunks not done */
     jag_segment_kind kind;
     int64_t corr;
     bool f64, lg; /* lg: log_softmax (softmax's jobs) */
 } seg_job;
 
-static void seg_job_task(const seg_job *j, const seg_task *t) {
-    seg_part local, *r = t->slot >= 0 ? &j->parts[t->slot] : &local;
-    if (j->f64) task_reduce_f64(j->p, (const double *)j->in, t, j->kind, j->ix != NULL, r);
-    else task_reduce_f32(j->p, (const float *)j->in, t, j->kind, j->ix != NULL, r);
-    if (t->slot < 0) seg_store(j->kind, r, (double)t->n, j->corr, j->y, j->f64, j->ix, t->b * j->p->C + t->c0, t->nc);
-}
-
+/* The chunks of the segment whose first task is t, merged in order and
+ * stored. */
 static void seg_job_merge(const seg_job *j, const seg_task *t) {
-    if (t->slot < 0 || t->k != 0) return;
     seg_part *r = &j->parts[t->slot];
     double n = (double)t->n;
     for (int64_t k = 1; k < t->nch; k++) {
@@ -474,6 +470,17 @@ static void seg_job_merge(const seg_job *j, const seg_task *t) {
         n += (double)t[k].n;
     }
     seg_store(j->kind, r, n, j->corr, j->y, j->f64, j->ix, t->b * j->p->C + t->c0, t->nc);
+}
+
+/* Task t reduced and stored, or, for a chunk, kept; the last chunk of a
+ * segment to finish merges them all (in order: the same result whichever
+ * thread it is). */
+static void seg_job_task(const seg_job *j, const seg_task *t) {
+    seg_part local, *r = t->slot >= 0 ? &j->parts[t->slot] : &local;
+    if (j->f64) task_reduce_f64(j->p, (const double *)j->in, t, j->kind, j->ix != NULL, r);
+    else task_reduce_f32(j->p, (const float *)j->in, t, j->kind, j->ix != NULL, r);
+    if (t->slot < 0) seg_store(j->kind, r, (double)t->n, j->corr, j->y, j->f64, j->ix, t->b * j->p->C + t->c0, t->nc);
+    else if (atomic_fetch_sub(&j->left[t[-t->k].slot], 1) == 1) seg_job_merge(j, t - t->k);
 }
 
 /* fn(j, t) for every task t, a group of segments as one task per segment:
@@ -510,15 +517,17 @@ static jag_status seg_rows_reduce(const char *op, const nested_state *s, const j
     if (st) return st;
     /* the partial results of segments of several chunks, one per task */
     seg_part *parts = p.nslots ? malloc((size_t)p.nslots * sizeof *parts) : NULL;
-    if (p.nslots && !parts) {
-        free(p.t);
+    atomic_llong *left = p.nslots ? malloc((size_t)p.nslots * sizeof *left) : NULL;
+    if (p.nslots && (!parts || !left)) {
+        free(parts), free(left), free(p.t);
         return jag__error(JAG_ENOMEM, "%s: out of memory", op);
     }
+    for (int64_t i = 0; i < p.ntasks; i++)
+        if (p.t[i].slot >= 0 && p.t[i].k == 0) atomic_init(&left[p.t[i].slot], (long long)p.t[i].nch);
     seg_job j = {.p = &p, .in = jag__ptr(v), .y = y ? jag__ptr(y) : NULL, .ix = ix ? (int64_t *)jag__ptr(ix) : NULL,
-                 .parts = parts, .kind = kind, .corr = corr, .f64 = f64};
+                 .parts = parts, .left = left, .kind = kind, .corr = corr, .f64 = f64};
     seg_for(&p, seg_job_task, &j);
-    if (p.nslots) seg_for(&p, seg_job_merge, &j);
-    free(parts), free(p.t);
+    free(parts), free(left), free(p.t);
     return JAG_OK;
 }
 
