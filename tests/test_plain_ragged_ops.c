@@ -348,6 +348,12 @@ static void check_engine(const jag_tensor *nt, bool any_empty, const char *what)
                 CHECK_OK(jag__ref_segment_reduce_grad("ref", s, &sp, y1, i1, g, &zr));
                 CHECK_MSG(z1 && z2 && same_bits(z1, z2), "%s: gradient, 1 and 2 threads differ", w2);
                 CHECK_MSG(z1 && zr && close_data(z1, zr, f64 ? 1e-12 : 1e-6, f64 ? 1e-12 : 1e-7, w2), "%s: gradient", w2);
+                /* into a given tensor that holds garbage: the same (rows in holes zeroed) */
+                jag_tensor *zi = NULL;
+                CHECK_OK(jag_full(s->values->sizes, s->values->ndim, NAN, jag_tensor_dtype(s->values), &zi));
+                CHECK_OK(jag__segment_reduce_grad_into("engine", s, &sp, y1, i1, g, zi));
+                CHECK_MSG(z1 && same_bits(zi, z1), "%s: gradient into a given tensor", w2);
+                jag_release(zi);
                 jag_release(g), jag_release(z1), jag_release(z2), jag_release(zr);
             }
             jag_release(o1[0]), jag_release(o1[1]), jag_release(o2[0]), jag_release(o2[1]), jag_release(want), jag_release(wix);

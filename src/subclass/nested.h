@@ -90,6 +90,9 @@ jag_status jag__segment_reduce_into(const char *op, const nested_state *s, const
  * indices (MAX/MIN; else NULL), g the output's gradient. */
 jag_status jag__segment_reduce_grad(const char *op, const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
                                     const jag_tensor *idx, const jag_tensor *g, jag_tensor **out);
+/* The same into z: contiguous, values-shaped, of the values' dtype. */
+jag_status jag__segment_reduce_grad_into(const char *op, const nested_state *s, const jag_segment_spec *sp,
+                                         const jag_tensor *y, const jag_tensor *idx, const jag_tensor *g, jag_tensor *z);
 jag_status jag__segment_reduce(const char *op, const nested_state *s, jag_segment_kind kind, bool keepdim,
                                jag_tensor **out);
 jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor **out);

@@ -1114,15 +1114,19 @@ static jag_status contiguous(const jag_tensor *t, jag_tensor **out) {
     return jag__dispatch(JAG_OP_clone, a, 1, out);
 }
 
-// x values (rows, D...), y = the forward's output (B, kept...) [idx its indices for max/min], g (B, kept...)
-// -> values-shaped gradient; rows in holes get 0
-jag_status jag__segment_reduce_grad(const char *op, const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
-                                    const jag_tensor *idx, const jag_tensor *g, jag_tensor **out) {
-    int64_t Rall = 1;
+/* The ragged dim alone (reduced trailing dims of size 1 change nothing). */
+static bool seg_ragged_alone(const nested_state *s, unsigned mask) {
+    int64_t R = 1;
     for (int d = 1; d < s->values->ndim; d++)
-        if (sp->mask >> d & 1) Rall *= s->values->sizes[d];
-    if (Rall != 1) return seg_grad_generic(op, s, sp, y, idx, g, out);
-    jag_tensor *v = NULL, *yc = NULL, *gc = NULL, *ic = NULL, *z = NULL;
+        if (mask >> d & 1) R *= s->values->sizes[d];
+    return R == 1;
+}
+
+/* The row-streaming gradient into z (values-shaped, contiguous), zeroed
+ * first where rows may stay unwritten unless `zeroed` says it is. */
+static jag_status seg_grad_rows_into(const char *op, const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
+                                     const jag_tensor *idx, const jag_tensor *g, jag_tensor *z, bool zeroed) {
+    jag_tensor *v = NULL, *yc = NULL, *gc = NULL, *ic = NULL;
     const int64_t *off = i64p(s->offsets);
     int64_t B = s->batch, rows = s->values->sizes[0];
     /* every row written: no holes, no rows outside the segments, not max/min (one row a column) */
@@ -1131,15 +1135,37 @@ jag_status jag__segment_reduce_grad(const char *op, const nested_state *s, const
     if (!st) st = contiguous(y, &yc);
     if (!st) st = contiguous(g, &gc);
     if (!st) st = contiguous(idx, &ic);
-    if (!st && !(z = jag__tensor_new(op, s->values->sizes, s->values->ndim, s->values->dtype, !tiles, false))) st = jag_last_status();
+    if (!st && !tiles && !zeroed) memset(jag__ptr(z), 0, (size_t)jag_numel(z) * jag_dtype_size(z->dtype));
     if (!st) st = seg_rows_grad(op, s, sp, v, yc, ic, gc, z);
     jag_release(v), jag_release(yc), jag_release(gc), jag_release(ic);
+    return st;
+}
+
+// x values (rows, D...), y = the forward's output (B, kept...) [idx its indices for max/min], g (B, kept...)
+// -> values-shaped gradient; rows in holes get 0
+jag_status jag__segment_reduce_grad(const char *op, const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
+                                    const jag_tensor *idx, const jag_tensor *g, jag_tensor **out) {
+    if (!seg_ragged_alone(s, sp->mask)) return seg_grad_generic(op, s, sp, y, idx, g, out);
+    jag_tensor *z = jag__tensor_new(op, s->values->sizes, s->values->ndim, s->values->dtype, true, false);
+    jag_status st = z ? seg_grad_rows_into(op, s, sp, y, idx, g, z, true) : jag_last_status();
     if (st) {
         jag_release(z);
         return st;
     }
     *out = z;
     return JAG_OK;
+}
+
+// the same into z: contiguous, values-shaped, of the values' dtype
+jag_status jag__segment_reduce_grad_into(const char *op, const nested_state *s, const jag_segment_spec *sp,
+                                         const jag_tensor *y, const jag_tensor *idx, const jag_tensor *g, jag_tensor *z) {
+    if (seg_ragged_alone(s, sp->mask)) return seg_grad_rows_into(op, s, sp, y, idx, g, z, false);
+    jag_tensor *made = NULL;
+    jag_status st = seg_grad_generic(op, s, sp, y, idx, g, &made);
+    jag_tensor *dst[1] = {z};
+    if (!st) st = jag__cpu_copy(op, (jag_value[]){jag__v_tensor(made)}, 1, dst);
+    jag_release(made);
+    return st;
 }
 
 /* The reference of jag__segment_reduce_grad, for the tests. */
