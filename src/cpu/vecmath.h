@@ -118,11 +118,10 @@ static inline float jag__vm_exp_f32(float x) {
  * as in jag__vm_exp_parts_f32, exp(r) by a polynomial of degree 6 (minimax
  * for relative error, 1.9e-9), 2^k added to its exponent (no rounding).
  * Max error 1.052 ulp with FMA, 1.341 without (every float in (-86.5, 0]
- * against libm's double exp).
- * Results below exp(-86.5) = 2.6e-38 flush to 0, as do
- * -inf and NaN; x > 0 gives an unspecified value, so callers deal with NaN
- * and +inf themselves. Cheaper than jag__vm_exp_f32: one select for the
- * clamps, no multiply for the scale. */
+ * against libm's double exp). Results below exp(-86.5) = 2.6e-38 flush to
+ * 0, as do -inf and NaN; x > 0 gives an unspecified value, so callers deal
+ * with NaN and +inf themselves. Cheaper than jag__vm_exp_f32: one select
+ * for the clamps, no multiply for the scale. */
 static inline float jag__vm_exp_nonpos_f32(float x) {
     float t = JAG__VM_FMA(x, 1.44269502f, 12582912.0f); /* k + 1.5 * 2^23 */
     float k = t - 12582912.0f;
@@ -146,11 +145,11 @@ static inline float jag__vm_exp_nonpos_f32(float x) {
  * added to p's exponent. Absolute error at most 1.8e-7 with FMA, 1.9e-7
  * without; relative error at most 2.5e-7 + 1.3e-8 |x| with FMA, 6.6e-7 +
  * 6.2e-8 |x| without (every float in (-86, 0] against libm's double exp),
- * so the log of such a sum is off by at most 1.9e-7. x is clamped at -86 (k >= -124: the result stays
- * normal): terms below exp(-86) = 4.5e-38 count as 4.5e-38, as do -inf and
- * NaN (callers deal with NaN and +inf). Cheaper still than
- * jag__vm_exp_nonpos_f32: one fused multiply-add for the reduction, one
- * degree less. */
+ * so the log of such a sum is off by at most 1.9e-7. x is clamped at -86
+ * (k >= -124: the result stays normal): terms below exp(-86) = 4.5e-38
+ * count as 4.5e-38, as do -inf and NaN (callers deal with NaN and +inf).
+ * Cheaper still than jag__vm_exp_nonpos_f32: one fused multiply-add for
+ * the reduction, one degree less. */
 static inline float jag__vm_exp_sum_f32(float x) {
     x = x > -86.0f ? x : -86.0f;
     float t = JAG__VM_FMA(x, 1.44269504f, 12582912.0f); /* k + 1.5 * 2^23 */
