@@ -63,7 +63,8 @@ static int64_t columns(const nested_state *s) { return jag__numel(s->values->siz
 
 #define COL_BLOCK 512        /* most columns in a task */
 #define CHUNK_ELEMS 16384    /* fewest elements in a chunk (unless its segment is shorter) */
-#define CHUNK_TASKS 32       /* and at least (all rows) / CHUNK_TASKS rows */
+#define CHUNK_TASKS 32       /* and at least (all rows) / CHUNK_TASKS rows (reductions: merging chunks is cheap) */
+#define SOFTMAX_TASKS 4      /* (softmax: a segment of several chunks takes one more pass over its rows) */
 #define CHUNK_BYTES (512 << 10) /* but at most this many bytes of values */
 #define SUM_ROWS 16          /* rows whose exps are summed in T before they go into a double */
 
@@ -86,8 +87,9 @@ typedef struct seg_plan {
 
 /* The tasks of segments s over values (rows, C) of es-byte elements: per
  * block of columns, the segments in order, short ones grouped up to
- * CHUNK_ELEMS elements a task. */
-static jag_status seg_plan_make(const char *op, const nested_state *s, int64_t C, size_t es, seg_plan *p) {
+ * CHUNK_ELEMS elements a task; chunks of at least (all rows) / `tasks`
+ * rows. */
+static jag_status seg_plan_make(const char *op, const nested_state *s, int64_t C, size_t es, int64_t tasks, seg_plan *p) {
     const int64_t *off = i64p(s->offsets);
     int64_t B = s->batch, rows = 0;
     memset(p, 0, sizeof *p);
@@ -99,7 +101,7 @@ static jag_status seg_plan_make(const char *op, const nested_state *s, int64_t C
     p->C = C, p->s = s, p->par = rows * C > JAG_PARALLEL_GRAIN;
     int64_t chunk = INT64_MAX; /* one chunk a segment unless threads share the work */
     if (p->par && width) {
-        int64_t most = CHUNK_BYTES / (width * (int64_t)es), by_tasks = (rows + CHUNK_TASKS - 1) / CHUNK_TASKS;
+        int64_t most = CHUNK_BYTES / (width * (int64_t)es), by_tasks = (rows + tasks - 1) / tasks;
         chunk = CHUNK_ELEMS / width > by_tasks ? CHUNK_ELEMS / width : by_tasks;
         chunk = chunk < most ? chunk : most;
         chunk = chunk > 0 ? chunk : 1;
@@ -513,7 +515,7 @@ static jag_status seg_rows_reduce(const char *op, const nested_state *s, const j
                                   jag_segment_kind kind, int64_t corr, jag_tensor *y, jag_tensor *ix) {
     bool f64 = v->dtype == JAG_FLOAT64;
     seg_plan p;
-    jag_status st = seg_plan_make(op, s, C, f64 ? 8 : 4, &p);
+    jag_status st = seg_plan_make(op, s, C, f64 ? 8 : 4, CHUNK_TASKS, &p);
     if (st) return st;
     /* the partial results of segments of several chunks, one per task */
     seg_part *parts = p.nslots ? malloc((size_t)p.nslots * sizeof *parts) : NULL;
@@ -597,7 +599,7 @@ jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_
     jag_tensor *y = jag__tensor_new(op, v->sizes, v->ndim, v->dtype, s->lengths != NULL, false);
     bool f64 = v->dtype == JAG_FLOAT64;
     seg_plan p = {0};
-    if (y) st = seg_plan_make(op, s, columns(s), f64 ? 8 : 4, &p);
+    if (y) st = seg_plan_make(op, s, columns(s), f64 ? 8 : 4, SOFTMAX_TASKS, &p);
     seg_part *parts = !st && p.nslots ? malloc((size_t)p.nslots * sizeof *parts) : NULL;
     if (!y || st || (p.nslots && !parts)) {
         if (!y || !st) st = !y ? jag_last_status() : jag__error(JAG_ENOMEM, "%s: out of memory", op);
@@ -1073,7 +1075,7 @@ static jag_status seg_rows_grad(const char *op, const nested_state *s, const jag
     jag_segment_kind kind = sp->kind;
     bool stat = kind == JAG_SEG_VAR || kind == JAG_SEG_STD || kind == JAG_SEG_AMAX || kind == JAG_SEG_AMIN;
     seg_plan p;
-    jag_status st = seg_plan_make(op, s, C, f64 ? 8 : 4, &p);
+    jag_status st = seg_plan_make(op, s, C, f64 ? 8 : 4, CHUNK_TASKS, &p);
     if (st) return st;
     seg_part *parts = stat && p.nslots ? malloc((size_t)p.nslots * sizeof *parts) : NULL;
     double *sv = stat ? malloc((size_t)(B * C > 0 ? B * C : 1) * sizeof *sv) : NULL;
