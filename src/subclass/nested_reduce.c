@@ -13,6 +13,9 @@
 
 #include <math.h>
 #include <stdatomic.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static const int64_t *i64p(const jag_tensor *t) { return (const int64_t *)jag__ptr(t); }
 
@@ -62,7 +65,9 @@ static int64_t columns(const nested_state *s) { return jag__numel(s->values->siz
  * file). */
 
 #define COL_BLOCK 512        /* most columns in a task */
-#define CHUNK_ELEMS 16384    /* fewest elements in a chunk (unless its segment is shorter) */
+#define COL_MIN 64           /* fewest, when blocks narrow to feed the threads */
+#define GROUP_ELEMS 16384    /* short segments grouped into tasks of about this many elements */
+#define CHUNK_ELEMS 65536    /* fewest elements in a chunk of a long segment */
 #define CHUNK_TASKS 32       /* and at least (all rows) / CHUNK_TASKS rows (reductions: merging chunks is cheap) */
 #define SOFTMAX_TASKS 4      /* (softmax: a segment of several chunks takes one more pass over its rows) */
 #define CHUNK_BYTES (512 << 10) /* but at most this many bytes of values */
@@ -80,37 +85,46 @@ typedef struct seg_task {
 typedef struct seg_plan {
     seg_task *t;
     int64_t ntasks, nslots;
-    int64_t C;  /* columns of the values */
-    bool par;   /* large enough for threads */
+    int64_t C, width; /* columns of the values; most columns of a task */
+    bool par;         /* large enough for threads */
     const nested_state *s;
 } seg_plan;
 
+static int seg_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
 /* The tasks of segments s over values (rows, C) of es-byte elements: per
  * block of columns, the segments in order, short ones grouped up to
- * CHUNK_ELEMS elements a task; chunks of at least (all rows) / `tasks`
- * rows. */
+ * GROUP_ELEMS elements a task. With threads, segments longer than a chunk
+ * (CHUNK_ELEMS elements and (all rows) / `tasks` rows at least, CHUNK_BYTES
+ * at most) are cut into chunks, from the shapes alone; blocks of columns
+ * narrow (not under COL_MIN) while there are fewer than two tasks a thread,
+ * which changes no result. */
 static jag_status seg_plan_make(const char *op, const nested_state *s, int64_t C, size_t es, int64_t tasks, seg_plan *p) {
     const int64_t *off = i64p(s->offsets);
     int64_t B = s->batch, rows = 0;
     memset(p, 0, sizeof *p);
     for (int64_t b = 0; b < B; b++) rows += seg_len(s, b);
-    int64_t nblk = (C + COL_BLOCK - 1) / COL_BLOCK;
-    int64_t width = nblk ? ((C + nblk - 1) / nblk + 15) / 16 * 16 : 0; /* even blocks, whole vectors */
-    if (width > C) width = C;
-    if (width) nblk = (C + width - 1) / width;
     p->C = C, p->s = s, p->par = rows * C > JAG_PARALLEL_GRAIN;
-    int64_t chunk = INT64_MAX; /* one chunk a segment unless threads share the work */
-    if (p->par && width) {
-        int64_t most = CHUNK_BYTES / (width * (int64_t)es), by_tasks = (rows + tasks - 1) / tasks;
-        chunk = CHUNK_ELEMS / width > by_tasks ? CHUNK_ELEMS / width : by_tasks;
+    if (!C) return JAG_OK;
+    int64_t cw = C < COL_BLOCK ? C : COL_BLOCK, chunk = INT64_MAX; /* one chunk a segment unless threads share the work */
+    if (p->par) {
+        int64_t most = CHUNK_BYTES / (cw * (int64_t)es), by_tasks = (rows + tasks - 1) / tasks;
+        chunk = CHUNK_ELEMS / cw > by_tasks ? CHUNK_ELEMS / cw : by_tasks;
         chunk = chunk < most ? chunk : most;
         chunk = chunk > 0 ? chunk : 1;
     }
-    /* two sweeps: count, then fill */
-    int64_t group = width ? CHUNK_ELEMS / width : 1, ntasks = 0, nslots = 0;
+    int64_t group = GROUP_ELEMS / cw > 0 ? GROUP_ELEMS / cw : 1;
+    /* two sweeps over the segments of one block: count, then fill (every block alike) */
+    int64_t per_blk = 0, slots_blk = 0, nblk = 0, width = 0;
     for (int fill = 0; fill < 2; fill++) {
         int64_t i = 0, slot = 0;
-        for (int64_t k0 = 0; k0 < C; k0 += width) {
+        for (int64_t k0 = 0; k0 < (fill ? C : 1); k0 += fill ? width : 1) {
             int64_t nc = C - k0 < width ? C - k0 : width;
             for (int64_t b = 0; b < B;) {
                 int64_t n = seg_len(s, b), nch = n > chunk ? (n + chunk - 1) / chunk : 1;
@@ -131,12 +145,17 @@ static jag_status seg_plan_make(const char *op, const nested_state *s, int64_t C
                 b++;
             }
         }
-        ntasks = i, nslots = slot;
-        if (!fill) {
-            p->ntasks = ntasks, p->nslots = nslots, p->par = p->par && ntasks > 1;
-            if (!ntasks) return JAG_OK;
-            if (!(p->t = malloc((size_t)ntasks * sizeof *p->t))) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
-        }
+        if (fill) break;
+        per_blk = i, slots_blk = slot;
+        nblk = (C + COL_BLOCK - 1) / COL_BLOCK;
+        int64_t want = 2 * (int64_t)seg_threads();
+        width = ((C + nblk - 1) / nblk + 15) / 16 * 16; /* even blocks, whole vectors */
+        while (p->par && width > COL_MIN && per_blk * ((C + width - 1) / width) < want) width = (width / 2 + 15) / 16 * 16;
+        width = width < C ? width : C;
+        nblk = (C + width - 1) / width;
+        p->ntasks = per_blk * nblk, p->nslots = slots_blk * nblk, p->par = p->par && p->ntasks > 1, p->width = width;
+        if (!p->ntasks) return JAG_OK;
+        if (!(p->t = malloc((size_t)p->ntasks * sizeof *p->t))) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
     }
     return JAG_OK;
 }
@@ -359,13 +378,33 @@ static bool seg_is_max(jag_segment_kind k) {
     return k == JAG_SEG_AMAX || k == JAG_SEG_MAX || k == JAG_SEG_ARGMAX;
 }
 
-/* A task's result over its columns: a (the value: sum, max, mean of var,
- * max of logsumexp) and q (M2 of var, s of logsumexp) in double, ix (the
- * extremes' rows). */
+/* A task's result over its nc columns: a (the value: sum, max, mean of
+ * var, max of logsumexp) and q (M2 of var, s of logsumexp) in double, ix
+ * (the extremes' rows). Views of a task's own arrays (seg_part_mem), or
+ * of a slot of a call's partial results (3 * width doubles a slot). */
 typedef struct seg_part {
+    double *a, *q;
+    int64_t *ix;
+} seg_part;
+
+typedef struct seg_part_mem {
     double a[COL_BLOCK], q[COL_BLOCK];
     int64_t ix[COL_BLOCK];
-} seg_part;
+} seg_part_mem;
+
+static seg_part seg_part_of(seg_part_mem *m) { return (seg_part){m->a, m->q, m->ix}; }
+
+static seg_part seg_slot(double *parts, int64_t width, int64_t slot) {
+    double *b = parts + slot * 3 * width;
+    return (seg_part){b, b + width, (int64_t *)(b + 2 * width)};
+}
+
+/* The partial results of a plan's slots, or NULL with an error set. */
+static double *seg_parts_new(const char *op, const seg_plan *p) {
+    double *parts = malloc((size_t)(p->nslots * 3 * p->width) * sizeof *parts);
+    if (!parts) jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    return parts;
+}
 
 /* A task's reduction into *r (typed). */
 #define DEF_SEG_TASK(SUF, T)                                                   \
@@ -455,7 +494,7 @@ typedef struct seg_job {
     const char *in;
     char *y;
     int64_t *ix;
-    seg_part *parts;
+    double *parts; /* the slots' partial results (seg_slot) */
     atomic_llong *left; /* per segment of several chunks (at its first chunk's slot): chunks not done */
     jag_segment_kind kind;
     int64_t corr;
@@ -465,23 +504,25 @@ typedef struct seg_job {
 /* The chunks of the segment whose first task is t, merged in order and
  * stored. */
 static void seg_job_merge(const seg_job *j, const seg_task *t) {
-    seg_part *r = &j->parts[t->slot];
+    seg_part r = seg_slot(j->parts, j->p->width, t->slot);
     double n = (double)t->n;
     for (int64_t k = 1; k < t->nch; k++) {
-        seg_merge(j->kind, r, n, &j->parts[t[k].slot], (double)t[k].n, t->nc);
+        seg_part rk = seg_slot(j->parts, j->p->width, t[k].slot);
+        seg_merge(j->kind, &r, n, &rk, (double)t[k].n, t->nc);
         n += (double)t[k].n;
     }
-    seg_store(j->kind, r, n, j->corr, j->y, j->f64, j->ix, t->b * j->p->C + t->c0, t->nc);
+    seg_store(j->kind, &r, n, j->corr, j->y, j->f64, j->ix, t->b * j->p->C + t->c0, t->nc);
 }
 
 /* Task t reduced and stored, or, for a chunk, kept; the last chunk of a
  * segment to finish merges them all (in order: the same result whichever
  * thread it is). */
 static void seg_job_task(const seg_job *j, const seg_task *t) {
-    seg_part local, *r = t->slot >= 0 ? &j->parts[t->slot] : &local;
-    if (j->f64) task_reduce_f64(j->p, (const double *)j->in, t, j->kind, j->ix != NULL, r);
-    else task_reduce_f32(j->p, (const float *)j->in, t, j->kind, j->ix != NULL, r);
-    if (t->slot < 0) seg_store(j->kind, r, (double)t->n, j->corr, j->y, j->f64, j->ix, t->b * j->p->C + t->c0, t->nc);
+    seg_part_mem mem;
+    seg_part r = t->slot >= 0 ? seg_slot(j->parts, j->p->width, t->slot) : seg_part_of(&mem);
+    if (j->f64) task_reduce_f64(j->p, (const double *)j->in, t, j->kind, j->ix != NULL, &r);
+    else task_reduce_f32(j->p, (const float *)j->in, t, j->kind, j->ix != NULL, &r);
+    if (t->slot < 0) seg_store(j->kind, &r, (double)t->n, j->corr, j->y, j->f64, j->ix, t->b * j->p->C + t->c0, t->nc);
     else if (atomic_fetch_sub(&j->left[t[-t->k].slot], 1) == 1) seg_job_merge(j, t - t->k);
 }
 
@@ -518,7 +559,7 @@ static jag_status seg_rows_reduce(const char *op, const nested_state *s, const j
     jag_status st = seg_plan_make(op, s, C, f64 ? 8 : 4, CHUNK_TASKS, &p);
     if (st) return st;
     /* the partial results of segments of several chunks, one per task */
-    seg_part *parts = p.nslots ? malloc((size_t)p.nslots * sizeof *parts) : NULL;
+    double *parts = p.nslots ? seg_parts_new(op, &p) : NULL;
     atomic_llong *left = p.nslots ? malloc((size_t)p.nslots * sizeof *left) : NULL;
     if (p.nslots && (!parts || !left)) {
         free(parts), free(left), free(p.t);
@@ -554,18 +595,22 @@ jag_status jag__segment_reduce(const char *op, const nested_state *s, jag_segmen
         rows_scale_##SUF(p, out, t, lg, f);                                    \
     }                                                                          \
     /* a chunk of a segment of several: scaled by the merged max and sum */   \
-    static void task_rescale_##SUF(const seg_plan *p, T *out, const seg_task *t, const seg_part *parts, \
+    static void task_rescale_##SUF(const seg_plan *p, T *out, const seg_task *t, double *parts, \
                                    const seg_task *first, bool lg) {           \
         T f[COL_BLOCK];                                                        \
         for (int64_t c = 0; c < t->nc; c++) {                                  \
             double m = -INFINITY, sum = 0;                                     \
-            for (int64_t k = 0; k < first->nch; k++) m = parts[first[k].slot].a[c] > m ? parts[first[k].slot].a[c] : m; \
+            for (int64_t k = 0; k < first->nch; k++) {                         \
+                double mk = seg_slot(parts, p->width, first[k].slot).a[c];     \
+                m = mk > m ? mk : m;                                           \
+            }                                                                  \
             double sh = SEG_SHIFT(m);                                          \
             for (int64_t k = 0; k < first->nch; k++) {                         \
-                double d = SEG_SHIFT(parts[first[k].slot].a[c]) - sh;          \
-                sum += parts[first[k].slot].q[c] * exp(d < 0 ? d : 0);         \
+                seg_part rk = seg_slot(parts, p->width, first[k].slot);        \
+                double d = SEG_SHIFT(rk.a[c]) - sh;                            \
+                sum += rk.q[c] * exp(d < 0 ? d : 0);                           \
             }                                                                  \
-            double d = SEG_SHIFT(parts[t->slot].a[c]) - sh;                    \
+            double d = SEG_SHIFT(seg_slot(parts, p->width, t->slot).a[c]) - sh; \
             f[c] = lg ? (T)(log(sum) - d) : (T)(exp(d < 0 ? d : 0) / sum);     \
         }                                                                      \
         rows_scale_##SUF(p, out, t, lg, f);                                    \
@@ -577,9 +622,10 @@ DEF_SEG_SOFTMAX_TASK(f64, double)
 /* softmax's jobs: task i's rows, then the chunks of segments of several
  * rescaled */
 static void softmax_job_task(const seg_job *j, const seg_task *t) {
-    seg_part local, *r = t->slot >= 0 ? &j->parts[t->slot] : &local;
-    if (j->f64) task_softmax_f64(j->p, (const double *)j->in, (double *)j->y, t, j->lg, r);
-    else task_softmax_f32(j->p, (const float *)j->in, (float *)j->y, t, j->lg, r);
+    seg_part_mem mem;
+    seg_part r = t->slot >= 0 ? seg_slot(j->parts, j->p->width, t->slot) : seg_part_of(&mem);
+    if (j->f64) task_softmax_f64(j->p, (const double *)j->in, (double *)j->y, t, j->lg, &r);
+    else task_softmax_f32(j->p, (const float *)j->in, (float *)j->y, t, j->lg, &r);
 }
 
 static void softmax_job_rescale(const seg_job *j, const seg_task *t) {
@@ -600,9 +646,9 @@ jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_
     bool f64 = v->dtype == JAG_FLOAT64;
     seg_plan p = {0};
     if (y) st = seg_plan_make(op, s, columns(s), f64 ? 8 : 4, SOFTMAX_TASKS, &p);
-    seg_part *parts = !st && p.nslots ? malloc((size_t)p.nslots * sizeof *parts) : NULL;
+    double *parts = !st && p.nslots ? seg_parts_new(op, &p) : NULL;
     if (!y || st || (p.nslots && !parts)) {
-        if (!y || !st) st = !y ? jag_last_status() : jag__error(JAG_ENOMEM, "%s: out of memory", op);
+        if (!y || !st) st = jag_last_status();
         jag_release(v), jag_release(y), free(p.t);
         return st;
     }
@@ -1041,7 +1087,7 @@ static void grad_job_stat(const seg_job *sj, const seg_task *t) {
     const grad_job *j = (const grad_job *)sj;
     double yv[COL_BLOCK];
     load_row(yv, j->yp, j->yf64, t->b, sj->p->C, t->c0, t->nc);
-    double *acc = t->slot >= 0 ? sj->parts[t->slot].a : j->st + t->b * sj->p->C + t->c0;
+    double *acc = t->slot >= 0 ? seg_slot(sj->parts, sj->p->width, t->slot).a : j->st + t->b * sj->p->C + t->c0;
     if (sj->f64) grad_stat_f64(sj->p, (const double *)sj->in, t, sj->kind, yv, acc);
     else grad_stat_f32(sj->p, (const float *)sj->in, t, sj->kind, yv, acc);
 }
@@ -1052,7 +1098,7 @@ static void grad_job_stat_merge(const seg_job *sj, const seg_task *t) {
     double *st = j->st + t->b * sj->p->C + t->c0;
     for (int64_t c = 0; c < t->nc; c++) st[c] = 0;
     for (int64_t k = 0; k < t->nch; k++)
-        for (int64_t c = 0; c < t->nc; c++) st[c] += sj->parts[t[k].slot].a[c];
+        for (int64_t c = 0; c < t->nc; c++) st[c] += seg_slot(sj->parts, sj->p->width, t[k].slot).a[c];
 }
 
 static void grad_job_rows(const seg_job *sj, const seg_task *t) {
@@ -1077,7 +1123,7 @@ static jag_status seg_rows_grad(const char *op, const nested_state *s, const jag
     seg_plan p;
     jag_status st = seg_plan_make(op, s, C, f64 ? 8 : 4, CHUNK_TASKS, &p);
     if (st) return st;
-    seg_part *parts = stat && p.nslots ? malloc((size_t)p.nslots * sizeof *parts) : NULL;
+    double *parts = stat && p.nslots ? seg_parts_new(op, &p) : NULL;
     double *sv = stat ? malloc((size_t)(B * C > 0 ? B * C : 1) * sizeof *sv) : NULL;
     if ((stat && p.nslots && !parts) || (stat && !sv)) {
         free(parts), free(sv), free(p.t);
