@@ -414,6 +414,40 @@ static void test_engine_matches_references(void) {
     }
 }
 
+/* var and std of float32 values far from 0 (a large common offset), and
+ * of a component whose first row is an outlier: no cancellation, against
+ * the two-pass reference in double. */
+static void test_engine_var_offsets(void) {
+    TEST_BEGIN();
+    const double offs[5] = {0, 1e3, 1e4, 1e5, -3e4};
+    int64_t vs[2] = {900, 5}, o[4] = {0, 300, 600, 900}, four = 4;
+    jag_tensor *u = t_rand(vs, 2, JAG_FLOAT64, -1, 1, 41), *v = NULL, *off = NULL, *nt = NULL;
+    CHECK_OK(jag_empty(vs, 2, JAG_FLOAT32, &v));
+    float *pv = jag_data(v);
+    const double *pu = jag_data(u);
+    for (int64_t r = 0; r < 900; r++)
+        for (int c = 0; c < 5; c++) {
+            double x = offs[c] + (r < 600 ? pu[r * 5 + c] : 1e-2 * pu[r * 5 + c]); /* the third component: spread 1e-2 */
+            if (r == 600) x = offs[c] + 1000; /* ... after an outlier */
+            pv[r * 5 + c] = (float)x;
+        }
+    CHECK_OK(jag_from_data(o, &four, 1, JAG_INT64, &off));
+    CHECK_OK(jag_nested_from_jagged(v, off, NULL, &nt));
+    const nested_state *s = jag__nested(nt);
+    for (int k = JAG_SEG_VAR; k <= JAG_SEG_STD; k++)
+        for (int corr = 0; corr < 2; corr++) {
+            jag_segment_spec sp = {.kind = (jag_segment_kind)k, .correction = corr};
+            jag_tensor *y = NULL, *want = NULL;
+            int64_t shp[2] = {3, 5};
+            CHECK_OK(jag__segment_reduce_dims("engine", s, &sp, &y));
+            CHECK_OK(jag_empty(shp, 2, JAG_FLOAT32, &want));
+            CHECK_OK(jag__ref_segment_reduce("ref", s, &sp, want, NULL));
+            CHECK_MSG(y && close_data(y, want, 1e-6, 0, "var offsets"), "kind %d corr %d", k, corr);
+            jag_release(y), jag_release(want);
+        }
+    jag_release(u), jag_release(v), jag_release(off), jag_release(nt);
+}
+
 /* ragged_reduce on non-contiguous values (a slice of wider rows, and a
  * transposed layout): the same results as on contiguous ones. */
 static void test_ragged_reduce_noncontiguous(void) {
@@ -446,5 +480,5 @@ static void test_ragged_reduce_noncontiguous(void) {
 }
 
 TEST_MAIN(test_ragged_reduce_by_hand, test_nested_mean_matches_components, test_bad_offsets_refused,
-          test_varlen_attention_matches_items, test_scatter_add, test_engine_exps, test_engine_matches_references,
+          test_varlen_attention_matches_items, test_scatter_add, test_engine_exps, test_engine_matches_references, test_engine_var_offsets,
           test_ragged_reduce_noncontiguous)

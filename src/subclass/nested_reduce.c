@@ -201,12 +201,35 @@ static jag_status seg_plan_make(const char *op, const nested_state *s, int64_t C
         else                                                                   \
             SEG_EXT_ROWS(T, SEG_MIN_BETTER, 0)                                 \
     }                                                                          \
-    /* var: the mean and M2 (sum of squared deviations) of the rows, by       \
-     * Welford's update (nc each) */                                           \
+    /* var: the mean and M2 (sum of squared deviations) of the rows (nc      \
+     * each). float32: the sums of d = x - x0 and d^2 in double, x0 the first \
+     * row (d is exact; as x0 is one of the values, (mean - x0)^2 is at most  \
+     * n times the variance, so M2 = sum d^2 - (sum d)^2 / n loses at most    \
+     * log2(n) of double's 53 bits). float64: Welford's update. */           \
     static void rows_var_##SUF(const seg_plan *p, const T *in, const seg_task *t, double *restrict mean, \
                                double *restrict m2) {                          \
         int64_t C = p->C, c0 = t->c0, nc = t->nc, r0 = t->r0, e = t->r0 + t->n; \
         for (int64_t c = 0; c < nc; c++) mean[c] = 0, m2[c] = 0;               \
+        if (sizeof(T) == 4 && t->n) {                                          \
+            double x0[COL_BLOCK];                                              \
+            for (int64_t c = 0; c < nc; c++) x0[c] = (double)in[r0 * C + c0 + c]; \
+            for (int64_t r = r0 + 1; r < e; r++) {                             \
+                const T *restrict x = in + r * C + c0;                         \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) {                             \
+                    double d = (double)x[c] - x0[c];                           \
+                    mean[c] += d;                                              \
+                    m2[c] = JAG__VM_FMAD(d, d, m2[c]);                         \
+                }                                                              \
+            }                                                                  \
+            double n = (double)t->n;                                           \
+            for (int64_t c = 0; c < nc; c++) {                                 \
+                double s1 = mean[c], q = m2[c] - s1 * (s1 / n);                \
+                mean[c] = x0[c] + s1 / n;                                      \
+                m2[c] = (q < 0 ? 0 : q) + (x0[c] - x0[c]); /* NaN when x0 is inf or NaN */ \
+            }                                                                  \
+            return;                                                            \
+        }                                                                      \
         for (int64_t r = r0; r < e; r++) {                                     \
             const T *restrict x = in + r * C + c0;                             \
             double inv = 1.0 / (double)(r - r0 + 1);                           \
