@@ -7,7 +7,8 @@
  *
  * Shapes: values (R, D...) with component b's rows at [offsets[b],
  * offsets[b] + len_b) (len_b from lengths, or offsets[b+1] - offsets[b]);
- * C = the product of D... ("columns"). Kernels read values as (R, C). */
+ * C = the product of D... ("columns"). Kernels read values as (R, C), or
+ * as (R, K, R') with trailing dims reduced too. */
 #include "nested.h"
 #include "../cpu/vecmath.h"
 
@@ -49,20 +50,22 @@ static int64_t columns(const nested_state *s) { return jag__numel(s->values->siz
 
 /* ---- along the ragged dim alone: the row-streaming engine ----------------
  *
- * The values are read as (rows, C). The work is cut into tasks: one
- * segment, one block of at most COL_BLOCK columns, one chunk of the
- * segment's rows. A task streams its rows in order with the block's columns
- * in the inner loop (contiguous, vectorised) and keeps the block's
- * accumulators in L1; kernels that read their rows twice (logsumexp,
- * softmax) find them in L2 the second time, as a chunk is at most
- * CHUNK_BYTES. When the input is large enough for threads, long segments
- * (B = 1) are cut into several chunks, which threads share, and the partial
- * results of a segment's chunks are then merged in order. Chunks depend on
- * the shapes alone, never on the thread count, so neither do the results.
- * Float32 sums and variances accumulate in double; exp is one of the
- * vectorised ones of vecmath.h. The naive references are
- * jag__ref_segment_reduce and jag__ref_segment_softmax (at the end of this
- * file). */
+ * The values are read as (rows, C). The work is cut into tasks: one block
+ * of at most COL_BLOCK columns of one segment (or of a group of short
+ * ones), or of one chunk of a long segment's rows. A task streams its rows
+ * in order with the block's columns in the inner loop (contiguous,
+ * vectorised) and keeps the block's accumulators in L1; kernels that read
+ * their rows twice (logsumexp, softmax) find them in L2 the second time, as
+ * a chunk is at most CHUNK_BYTES. Only when the input is large enough for
+ * threads are long segments (B = 1) cut into chunks; the last chunk of a
+ * segment to finish merges their partial results in order. Chunks depend
+ * on the shapes alone, never on the thread count, so neither do the
+ * results; blocks narrow when there are too few tasks for the threads,
+ * which changes no result. Small inputs run without entering an OpenMP
+ * region. Float32 sums and variances accumulate in double; exp is one of
+ * the vectorised ones of vecmath.h. The naive references are
+ * jag__ref_segment_reduce, jag__ref_segment_softmax and
+ * jag__ref_segment_reduce_grad. */
 
 #define COL_BLOCK 512        /* most columns in a task */
 #define COL_MIN 64           /* fewest, when blocks narrow to feed the threads */
