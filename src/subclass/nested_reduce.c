@@ -8,7 +8,7 @@
  * Shapes: values (R, D...) with component b's rows at [offsets[b],
  * offsets[b] + len_b) (len_b from lengths, or offsets[b+1] - offsets[b]);
  * C = the product of D... ("columns"). Kernels read values as (R, C), or
- * as (R, K, R') with trailing dims reduced too. */
+ * as (rows, K, R) when R elements of trailing dims are reduced too. */
 #include "nested.h"
 #include "../cpu/vecmath.h"
 
