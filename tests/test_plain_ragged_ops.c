@@ -4,8 +4,13 @@
  * the nested ops they stand for, and offsets, lengths and indices that do
  * not fit refused with a clear error, nothing written, nothing leaked. */
 #include "test.h"
+#include "cpu/vecmath.h"
+#include "subclass/nested.h"
 
 #include <math.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static jag_op_id op_id(const char *name) {
     jag_op_id id = -1;
@@ -182,5 +187,298 @@ static void test_scatter_add(void) {
     jag_release(out), jag_release(x), jag_release(src), jag_release(ix), jag_release(bad);
 }
 
+/* ---- the engine along the ragged dim against its naive references -------- */
+
+/* The exps of the ragged softmax and logsumexp (as this file is compiled:
+ * with or without FMA) against libm's double exp, over every 61st float in
+ * [-90, 0] and the special values: within their documented bounds. */
+static void test_engine_exps(void) {
+    TEST_BEGIN();
+#ifdef FP_FAST_FMAF
+    const double ulp_bound = 1.052, abs_bound = 1.8e-7, rel0 = 2.5e-7, rel1 = 1.3e-8;
+#else
+    const double ulp_bound = 1.341, abs_bound = 1.9e-7, rel0 = 6.6e-7, rel1 = 6.2e-8;
+#endif
+    double worst_ulp = 0, worst_abs = 0, worst_rel = 0;
+    int bad_flush = 0;
+    for (uint32_t u = 0x80000000u; u <= 0xc2b40000u; u += 61) { /* -0 .. -90 */
+        float x;
+        memcpy(&x, &u, sizeof x);
+        double ref = exp((double)x), y = jag__vm_exp_nonpos_f32(x), z = jag__vm_exp_sum_f32(x);
+        if (x > -86.5f) {
+            int e;
+            frexp(ref, &e);
+            double err = fabs(y - ref) / ldexp(1.0, e - 24);
+            worst_ulp = err > worst_ulp ? err : worst_ulp;
+        } else {
+            bad_flush += y != 0;
+        }
+        if (x > -86.0f) {
+            double ab = fabs(z - ref), rel = ab / ref - rel1 * fabs((double)x);
+            worst_abs = ab > worst_abs ? ab : worst_abs;
+            worst_rel = rel > worst_rel ? rel : worst_rel;
+        }
+    }
+    CHECK_MSG(worst_ulp <= ulp_bound, "exp_nonpos: %.3f ulp", worst_ulp);
+    CHECK_MSG(worst_abs <= abs_bound, "exp_sum: absolute error %.3g", worst_abs);
+    CHECK_MSG(worst_rel <= rel0, "exp_sum: relative error %.3g beyond %.2g |x|", worst_rel, rel1);
+    CHECK(bad_flush == 0);
+    CHECK(jag__vm_exp_nonpos_f32(0.0f) == 1.0f && jag__vm_exp_nonpos_f32(-INFINITY) == 0.0f && jag__vm_exp_nonpos_f32(NAN) == 0.0f);
+    CHECK(fabs(jag__vm_exp_sum_f32(0.0f) - 1.0) <= abs_bound && jag__vm_exp_sum_f32(-INFINITY) < 1e-37f &&
+          jag__vm_exp_sum_f32(NAN) < 1e-37f);
+}
+
+/* y and want contiguous of one float dtype: |y - want| <= atol + rtol |want|,
+ * NaN equal to NaN, infinities equal. */
+static bool close_data(const jag_tensor *y, const jag_tensor *want, double rtol, double atol, const char *what) {
+    int64_t n = jag_numel(want);
+    bool f64 = jag_tensor_dtype(want) == JAG_FLOAT64;
+    if (jag_numel(y) != n || jag_tensor_dtype(y) != jag_tensor_dtype(want)) return false;
+    for (int64_t i = 0; i < n; i++) {
+        double a = f64 ? ((const double *)jag_data(y))[i] : ((const float *)jag_data(y))[i];
+        double b = f64 ? ((const double *)jag_data(want))[i] : ((const float *)jag_data(want))[i];
+        if ((isnan(a) && isnan(b)) || a == b) continue;
+        if (!(fabs(a - b) <= atol + rtol * fabs(b))) {
+            fprintf(stderr, "%s: element %lld: %.9g, expected %.9g\n", what, (long long)i, a, b);
+            return false;
+        }
+    }
+    return true;
+}
+
+static bool same_bits(const jag_tensor *a, const jag_tensor *b) {
+    size_t n = (size_t)jag_numel(a) * (jag_tensor_dtype(a) == JAG_FLOAT32 ? 4 : 8);
+    return jag_numel(a) == jag_numel(b) && memcmp(jag_data(a), jag_data(b), n) == 0;
+}
+
+static void set_threads(int n) {
+#ifdef _OPENMP
+    omp_set_num_threads(n);
+#else
+    (void)n;
+#endif
+}
+
+/* A jagged (B, j, D) tensor of dtype dt: components of lengths len, each
+ * followed by `gap` rows of a hole (lengths given when gap > 0); values in
+ * [-2, 2), and with `specials` some columns of some components hold -inf,
+ * +inf, NaN, only -inf, or large values. */
+static jag_tensor *engine_input(jag_dtype dt, const int64_t *len, int64_t B, int64_t D, int64_t gap, bool specials,
+                                uint64_t seed) {
+    int64_t *o = malloc((size_t)(B + 1) * sizeof *o), nb1 = B + 1;
+    o[0] = 0;
+    for (int64_t b = 0; b < B; b++) o[b + 1] = o[b] + len[b] + gap;
+    int64_t vs[2] = {o[B], D};
+    jag_tensor *values = t_rand(vs, 2, dt, -2, 2, seed), *off = NULL, *lens = NULL, *nt = NULL;
+    if (specials) {
+        bool f64 = dt == JAG_FLOAT64;
+        for (int64_t b = 0; b < B; b++) {
+            for (int64_t r = 0; r < len[b]; r++) {
+                int64_t i = (o[b] + r) * D;
+                double v[5] = {r == 1 ? -INFINITY : NAN, r == len[b] - 1 ? INFINITY : NAN, r == len[b] / 2 ? NAN : NAN,
+                               -INFINITY, 1000.0 + (double)r};
+                /* column c of component b: c % 5 == b % 5 gets its special, where one is defined */
+                for (int64_t c = 0; c < D; c++) {
+                    int kind = (int)((c + b) % 7);
+                    double x = kind == 0 && r == 1 ? v[0] : kind == 1 && r == len[b] - 1 ? v[1] : kind == 2 && r == len[b] / 2 ? v[2]
+                             : kind == 3 ? v[3] : kind == 4 ? v[4] + (double)c : NAN;
+                    if (isnan(x) && kind != 2) continue;
+                    if (f64) ((double *)jag_data(values))[i + c] = x;
+                    else ((float *)jag_data(values))[i + c] = (float)x;
+                }
+            }
+        }
+    }
+    if (jag_from_data(o, &nb1, 1, JAG_INT64, &off) || (gap && jag_from_data(len, &B, 1, JAG_INT64, &lens)) ||
+        jag_nested_from_jagged(values, off, lens, &nt)) {
+        fprintf(stderr, "engine_input: %s\n", jag_last_error());
+        exit(2);
+    }
+    jag_release(values), jag_release(off), jag_release(lens), free(o);
+    return nt;
+}
+
+/* Every kind over the ragged dim of nt, by the engine with 1 and 2 threads
+ * (the same bits) and against the naive reference; softmax and log_softmax
+ * too. */
+static void check_engine(const jag_tensor *nt, bool any_empty, const char *what) {
+    const nested_state *s = jag__nested(nt);
+    bool f64 = jag_tensor_dtype(s->values) == JAG_FLOAT64;
+    static const char *names[] = {"sum", "mean", "amax", "amin", "logsumexp", "var", "std", "max", "min", "argmax", "argmin"};
+    for (int k = JAG_SEG_SUM; k <= JAG_SEG_ARGMIN; k++)
+        for (int corr = 0; corr < (k == JAG_SEG_VAR || k == JAG_SEG_STD ? 2 : 1); corr++) {
+            jag_segment_spec sp = {.kind = (jag_segment_kind)k, .correction = corr};
+            bool extreme = k == JAG_SEG_AMAX || k == JAG_SEG_AMIN || k >= JAG_SEG_MAX;
+            jag_tensor *o1[2] = {0}, *o2[2] = {0}, *want = NULL, *wix = NULL;
+            set_threads(1);
+            jag_status st = jag__segment_reduce_dims("engine", s, &sp, o1);
+            set_threads(2);
+            if (extreme && any_empty) {
+                CHECK_MSG(st == JAG_EINVAL && o1[0] == NULL, "%s %s: empty component refused", what, names[k]);
+                continue;
+            }
+            CHECK_OK(st);
+            CHECK_OK(jag__segment_reduce_dims("engine", s, &sp, o2));
+            bool has_val = k != JAG_SEG_ARGMAX && k != JAG_SEG_ARGMIN, has_idx = k >= JAG_SEG_MAX;
+            jag_tensor *y1 = has_val ? o1[0] : NULL, *i1 = has_idx ? o1[has_val ? 1 : 0] : NULL;
+            jag_tensor *y2 = has_val ? o2[0] : NULL, *i2 = has_idx ? o2[has_val ? 1 : 0] : NULL;
+            int64_t shp[2] = {s->batch, jag_numel(s->values) / (s->values->sizes[0] ? s->values->sizes[0] : 1)};
+            if (has_val) CHECK_OK(jag_empty(shp, 2, jag_tensor_dtype(s->values), &want));
+            if (has_idx) CHECK_OK(jag_empty(shp, 2, JAG_INT64, &wix));
+            CHECK_OK(jag__ref_segment_reduce("ref", s, &sp, want, wix));
+            double tol = f64 ? 1e-12 : k == JAG_SEG_LSE ? 2e-6 : 1e-6;
+            char w2[160];
+            snprintf(w2, sizeof w2, "%s %s corr %d", what, names[k], corr);
+            if (has_val) {
+                CHECK_MSG(same_bits(y1, y2), "%s: 1 and 2 threads differ", w2);
+                CHECK_MSG(close_data(y1, want, tol, tol, w2), "%s", w2);
+            }
+            if (has_idx) {
+                bool ok = same_bits(i1, i2) && same_bits(i1, wix);
+                CHECK_MSG(ok, "%s: indices", w2);
+            }
+            /* the gradient (argmax / argmin have none), against the plain one, 1 and 2 threads */
+            if (has_val) {
+                jag_tensor *g = t_rand(shp, 2, f64 ? JAG_FLOAT64 : JAG_FLOAT32, -1, 1, 900 + (uint64_t)k), *z1 = NULL, *z2 = NULL,
+                           *zr = NULL;
+                set_threads(1);
+                CHECK_OK(jag__segment_reduce_grad("engine", s, &sp, y1, i1, g, &z1));
+                set_threads(2);
+                CHECK_OK(jag__segment_reduce_grad("engine", s, &sp, y1, i1, g, &z2));
+                CHECK_OK(jag__ref_segment_reduce_grad("ref", s, &sp, y1, i1, g, &zr));
+                CHECK_MSG(z1 && z2 && same_bits(z1, z2), "%s: gradient, 1 and 2 threads differ", w2);
+                CHECK_MSG(z1 && zr && close_data(z1, zr, f64 ? 1e-12 : 1e-6, f64 ? 1e-12 : 1e-7, w2), "%s: gradient", w2);
+                /* into a given tensor that holds garbage: the same (rows in holes zeroed) */
+                jag_tensor *zi = NULL;
+                CHECK_OK(jag_full(s->values->sizes, s->values->ndim, NAN, jag_tensor_dtype(s->values), &zi));
+                CHECK_OK(jag__segment_reduce_grad_into("engine", s, &sp, y1, i1, g, zi));
+                CHECK_MSG(z1 && same_bits(zi, z1), "%s: gradient into a given tensor", w2);
+                jag_release(zi);
+                jag_release(g), jag_release(z1), jag_release(z2), jag_release(zr);
+            }
+            jag_release(o1[0]), jag_release(o1[1]), jag_release(o2[0]), jag_release(o2[1]), jag_release(want), jag_release(wix);
+        }
+    for (int lg = 0; lg < 2; lg++) {
+        jag_tensor *y1 = NULL, *y2 = NULL, *want = NULL;
+        set_threads(1);
+        CHECK_OK(jag__segment_softmax("engine", s, lg, &y1));
+        set_threads(2);
+        CHECK_OK(jag__segment_softmax("engine", s, lg, &y2));
+        CHECK_OK(jag_zeros(s->values->sizes, s->values->ndim, jag_tensor_dtype(s->values), &want));
+        CHECK_OK(jag__ref_segment_softmax("ref", s, lg, want));
+        char w2[160];
+        snprintf(w2, sizeof w2, "%s %s", what, lg ? "log_softmax" : "softmax");
+        CHECK_MSG(y1 && y2 && same_bits(y1, y2), "%s: 1 and 2 threads differ", w2);
+        CHECK_MSG(y1 && close_data(y1, want, f64 ? 1e-12 : 1e-5, f64 ? 1e-12 : 1e-6, w2), "%s", w2);
+        jag_release(y1), jag_release(y2), jag_release(want);
+    }
+}
+
+static void test_engine_matches_references(void) {
+    TEST_BEGIN();
+    const int64_t dims[] = {1, 3, 17, 255, 600};
+    const int64_t few[7] = {3, 0, 1, 40, 2, 17, 1}, full[7] = {3, 5, 1, 40, 2, 17, 1};
+    for (int f = 0; f < 2; f++) {
+        jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+        for (size_t di = 0; di < sizeof dims / sizeof dims[0]; di++)
+            for (int gap = 0; gap <= 2; gap += 2)
+                for (int special = 0; special < 2; special++)
+                    for (int empty = 0; empty < 2; empty++) {
+                        jag_tensor *nt = engine_input(dt, empty ? few : full, 7, dims[di], gap, special, 500 + di);
+                        char what[96];
+                        snprintf(what, sizeof what, "%s D %lld gap %d specials %d empty %d", jag_dtype_name(dt),
+                                 (long long)dims[di], gap, special, empty);
+                        check_engine(nt, empty, what);
+                        jag_release(nt);
+                    }
+        /* one long component (cut into chunks that threads share), alone and among short ones */
+        const int64_t one[1] = {5000};
+        int64_t mixed[40];
+        for (int b = 0; b < 40; b++) mixed[b] = b == 17 ? 3000 : 1 + (b * 7) % 23;
+        for (int di = 1; di <= 3; di++) {
+            jag_tensor *a = engine_input(dt, one, 1, dims[di] == 255 ? 64 : dims[di], 0, false, 600 + (uint64_t)di);
+            jag_tensor *b = engine_input(dt, mixed, 40, dims[di], di == 2 ? 1 : 0, di == 3, 610 + (uint64_t)di);
+            char what[96];
+            snprintf(what, sizeof what, "%s B 1 long D %lld", jag_dtype_name(dt), (long long)jag_size(a, 2));
+            check_engine(a, false, what);
+            snprintf(what, sizeof what, "%s B 40 mixed D %lld", jag_dtype_name(dt), (long long)dims[di]);
+            check_engine(b, false, what);
+            jag_release(a), jag_release(b);
+        }
+        /* many short components (grouped into tasks), some empty */
+        int64_t *many = malloc(3000 * sizeof *many);
+        for (int b = 0; b < 3000; b++) many[b] = (b * 5) % 4;
+        jag_tensor *m = engine_input(dt, many, 3000, 17, 0, false, 620);
+        check_engine(m, true, f ? "float64 B 3000 short D 17" : "float32 B 3000 short D 17");
+        jag_release(m), free(many);
+    }
+}
+
+/* var and std of float32 values far from 0 (a large common offset), and
+ * of a component whose first row is an outlier: no cancellation, against
+ * the two-pass reference in double. */
+static void test_engine_var_offsets(void) {
+    TEST_BEGIN();
+    const double offs[5] = {0, 1e3, 1e4, 1e5, -3e4};
+    int64_t vs[2] = {900, 5}, o[4] = {0, 300, 600, 900}, four = 4;
+    jag_tensor *u = t_rand(vs, 2, JAG_FLOAT64, -1, 1, 41), *v = NULL, *off = NULL, *nt = NULL;
+    CHECK_OK(jag_empty(vs, 2, JAG_FLOAT32, &v));
+    float *pv = jag_data(v);
+    const double *pu = jag_data(u);
+    for (int64_t r = 0; r < 900; r++)
+        for (int c = 0; c < 5; c++) {
+            double x = offs[c] + (r < 600 ? pu[r * 5 + c] : 1e-2 * pu[r * 5 + c]); /* the third component: spread 1e-2 */
+            if (r == 600) x = offs[c] + 1000; /* ... after an outlier */
+            pv[r * 5 + c] = (float)x;
+        }
+    CHECK_OK(jag_from_data(o, &four, 1, JAG_INT64, &off));
+    CHECK_OK(jag_nested_from_jagged(v, off, NULL, &nt));
+    const nested_state *s = jag__nested(nt);
+    for (int k = JAG_SEG_VAR; k <= JAG_SEG_STD; k++)
+        for (int corr = 0; corr < 2; corr++) {
+            jag_segment_spec sp = {.kind = (jag_segment_kind)k, .correction = corr};
+            jag_tensor *y = NULL, *want = NULL;
+            int64_t shp[2] = {3, 5};
+            CHECK_OK(jag__segment_reduce_dims("engine", s, &sp, &y));
+            CHECK_OK(jag_empty(shp, 2, JAG_FLOAT32, &want));
+            CHECK_OK(jag__ref_segment_reduce("ref", s, &sp, want, NULL));
+            CHECK_MSG(y && close_data(y, want, 1e-6, 0, "var offsets"), "kind %d corr %d", k, corr);
+            jag_release(y), jag_release(want);
+        }
+    jag_release(u), jag_release(v), jag_release(off), jag_release(nt);
+}
+
+/* ragged_reduce on non-contiguous values (a slice of wider rows, and a
+ * transposed layout): the same results as on contiguous ones. */
+static void test_ragged_reduce_noncontiguous(void) {
+    TEST_BEGIN();
+    int64_t vs[2] = {300, 17};
+    for (int f = 0; f < 2; f++) {
+        jag_tensor *v = t_rand(vs, 2, f ? JAG_FLOAT64 : JAG_FLOAT32, -2, 2, 77), *off = i64((int64_t[]){0, 1, 1, 250, 300}, 5);
+        jag_tensor *views[2] = {t_sliced(v), t_noncontig(v)};
+        for (int kind = 0; kind <= 6; kind++) {
+            jag_value a[7] = {{.kind = JAG_VAL_TENSOR, .u.t = v}, {.kind = JAG_VAL_TENSOR, .u.t = off}, {.kind = JAG_VAL_NONE},
+                              {.kind = JAG_VAL_INT, .u.i = kind}, {.kind = JAG_VAL_INT, .u.i = 0}, {.kind = JAG_VAL_INT, .u.i = 1},
+                              {.kind = JAG_VAL_BOOL, .u.b = false}};
+            jag_tensor *want = NULL;
+            if (kind == 2 || kind == 3) a[1].u.t = NULL; /* amax/amin: no empty component */
+            jag_tensor *off2 = kind == 2 || kind == 3 ? i64((int64_t[]){0, 1, 2, 250, 300}, 5) : NULL;
+            if (off2) a[1].u.t = off2;
+            CHECK_OK(jag_op_call(op_id("ragged_reduce"), a, 7, &want));
+            for (int i = 0; i < 2; i++) {
+                jag_tensor *y = NULL;
+                a[0].u.t = views[i];
+                CHECK_OK(jag_op_call(op_id("ragged_reduce"), a, 7, &y));
+                CHECK_MSG(y && want && same_bits(y, want), "kind %d view %d", kind, i);
+                jag_release(y);
+            }
+            a[0].u.t = v;
+            jag_release(want), jag_release(off2);
+        }
+        jag_release(v), jag_release(off), jag_release(views[0]), jag_release(views[1]);
+    }
+}
+
 TEST_MAIN(test_ragged_reduce_by_hand, test_nested_mean_matches_components, test_bad_offsets_refused,
-          test_varlen_attention_matches_items, test_scatter_add)
+          test_varlen_attention_matches_items, test_scatter_add, test_engine_exps, test_engine_matches_references, test_engine_var_offsets,
+          test_ragged_reduce_noncontiguous)

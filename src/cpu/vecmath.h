@@ -114,6 +114,56 @@ static inline float jag__vm_exp_f32(float x) {
     return (e.p * e.s1) * e.s2;
 }
 
+/* exp(x) for x <= 0, for the max-shifted values of softmax: x = k ln2 + r
+ * as in jag__vm_exp_parts_f32, exp(r) by a polynomial of degree 6 (minimax
+ * for relative error, 1.9e-9), 2^k added to its exponent (no rounding).
+ * Max error 1.052 ulp with FMA, 1.341 without (every float in (-86.5, 0]
+ * against libm's double exp). Results below exp(-86.5) = 2.6e-38 flush to
+ * 0, as do -inf and NaN; x > 0 gives an unspecified value, so callers deal
+ * with NaN and +inf themselves. Cheaper than jag__vm_exp_f32: one select
+ * for the clamps, no multiply for the scale. */
+static inline float jag__vm_exp_nonpos_f32(float x) {
+    float t = JAG__VM_FMA(x, 1.44269502f, 12582912.0f); /* k + 1.5 * 2^23 */
+    float k = t - 12582912.0f;
+    float r = JAG__VM_FMA(k, -0.693359375f, x);
+    r = JAG__VM_FMA(k, 2.12194440e-4f, r);
+    float p = 1.38368353e-03f;
+    p = JAG__VM_FMA(p, r, 8.37482419e-03f);
+    p = JAG__VM_FMA(p, r, 4.16682251e-02f);
+    p = JAG__VM_FMA(p, r, 1.66664198e-01f);
+    p = JAG__VM_FMA(p, r, 4.99999911e-01f);
+    p = JAG__VM_FMA(p, r, 1.0f);
+    p = JAG__VM_FMA(p, r, 1.0f);
+    float y = jag__vm_float(jag__vm_bits(p) + (jag__vm_bits(t) << 23)); /* k >= -125: normal */
+    return x > -86.5f ? y : 0.0f;
+}
+
+/* exp(x) for x <= 0 as a term of a sum that has a term exp(0) = 1 (the
+ * max-shifted sum of logsumexp), where what counts is each term's absolute
+ * error against that 1: 2^(x log2 e) = 2^k p(f), f = x log2 e - k in
+ * [-0.5, 0.5], p of degree 5 (minimax for relative error, 7.5e-8), 2^k
+ * added to p's exponent. Absolute error at most 1.8e-7 with FMA, 1.9e-7
+ * without; relative error at most 2.5e-7 + 1.3e-8 |x| with FMA, 6.6e-7 +
+ * 6.2e-8 |x| without (every float in (-86, 0] against libm's double exp),
+ * so the log of such a sum is off by at most 1.9e-7. x is clamped at -86
+ * (k >= -124: the result stays normal): terms below exp(-86) = 4.5e-38
+ * count as 4.5e-38, as do -inf and NaN (callers deal with NaN and +inf).
+ * Cheaper still than jag__vm_exp_nonpos_f32: one fused multiply-add for
+ * the reduction, one degree less. */
+static inline float jag__vm_exp_sum_f32(float x) {
+    x = x > -86.0f ? x : -86.0f;
+    float t = JAG__VM_FMA(x, 1.44269504f, 12582912.0f); /* k + 1.5 * 2^23 */
+    float k = t - 12582912.0f;
+    float f = JAG__VM_FMA(x, 1.44269504f, -k);
+    float p = 1.32764725e-03f;
+    p = JAG__VM_FMA(p, f, 9.67554096e-03f);
+    p = JAG__VM_FMA(p, f, 5.55071309e-02f);
+    p = JAG__VM_FMA(p, f, 2.40221202e-01f);
+    p = JAG__VM_FMA(p, f, 6.93146944e-01f);
+    p = JAG__VM_FMA(p, f, 1.00000012f);
+    return jag__vm_float(jag__vm_bits(p) + (jag__vm_bits(t) << 23)); /* the low bits of t hold k */
+}
+
 /* ---- sigmoid, silu --------------------------------------------------------- */
 
 /* sigmoid(x) = 1 / (1 + exp(-x)): with e = exp(-|x|) in (0, 1], 1 / (1 + e)

@@ -147,13 +147,28 @@ typedef struct jag_segment_spec {
  * inside each component) for MAX/MIN; ARGMAX/ARGMIN give only the indices
  * (outs[0]). Empty components are an error for the extreme kinds. */
 jag_status jag__segment_reduce_dims(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor **outs);
+/* The same into given contiguous outputs of the shapes above: y of the
+ * values' dtype (NULL for ARGMAX/ARGMIN), ix int64 (NULL for the kinds
+ * without indices). */
+jag_status jag__segment_reduce_into(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor *y,
+                                    jag_tensor *ix);
 /* The values-shaped gradient of the reduction above: y its output, idx its
  * indices (MAX/MIN; else NULL), g the output's gradient. */
 jag_status jag__segment_reduce_grad(const char *op, const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
                                     const jag_tensor *idx, const jag_tensor *g, jag_tensor **out);
+/* The same into z: contiguous, values-shaped, of the values' dtype. */
+jag_status jag__segment_reduce_grad_into(const char *op, const nested_state *s, const jag_segment_spec *sp,
+                                         const jag_tensor *y, const jag_tensor *idx, const jag_tensor *g, jag_tensor *z);
 jag_status jag__segment_reduce(const char *op, const nested_state *s, jag_segment_kind kind, bool keepdim,
                                jag_tensor **out);
 jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor **out);
+/* Naive references of the two above (nested_reduce.c), for the tests: into
+ * given contiguous outputs (out values-shaped; its rows in holes untouched). */
+jag_status jag__ref_segment_reduce(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor *y,
+                                   jag_tensor *ix);
+jag_status jag__ref_segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor *out);
+jag_status jag__ref_segment_reduce_grad(const char *op, const nested_state *s, const jag_segment_spec *sp,
+                                        const jag_tensor *y, const jag_tensor *idx, const jag_tensor *g, jag_tensor **out);
 /* The reductions above without indices, through the ragged_reduce and
  * ragged_reduce_backward ops on s's inner tensors (ragged_ops.c): what the
  * handler and the rules call, so that traces record plain ops. */

@@ -7,11 +7,16 @@
  *
  * Shapes: values (R, D...) with component b's rows at [offsets[b],
  * offsets[b] + len_b) (len_b from lengths, or offsets[b+1] - offsets[b]);
- * C = the product of D... ("columns"). Kernels read values as (R, C). */
+ * C = the product of D... ("columns"). Kernels read values as (R, C), or
+ * as (rows, K, R) when R elements of trailing dims are reduced too. */
 #include "nested.h"
 #include "../cpu/vecmath.h"
 
 #include <math.h>
+#include <stdatomic.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static const int64_t *i64p(const jag_tensor *t) { return (const int64_t *)jag__ptr(t); }
 
@@ -43,127 +48,617 @@ static int64_t columns(const nested_state *s) { return jag__numel(s->values->siz
 #define LOAD(p, f64, i) ((f64) ? ((const double *)(p))[i] : (double)((const float *)(p))[i])
 #define STORE(p, f64, i, v) ((f64) ? (void)(((double *)(p))[i] = (v)) : (void)(((float *)(p))[i] = (float)(v)))
 
-/* Each kernel below walks a segment's rows in order and its columns in the
- * inner loop (contiguous, vectorisable), with per-column accumulators in
- * double; segments are split across threads. The naive references are the
- * per-component dense ops (tests/test_ragged_ops.c compares with them). */
+/* ---- along the ragged dim alone: the row-streaming engine ----------------
+ *
+ * The values are read as (rows, C). The work is cut into tasks: one block
+ * of at most COL_BLOCK columns of one segment (or of a group of short
+ * ones), or of one chunk of a long segment's rows. A task streams its rows
+ * in order with the block's columns in the inner loop (contiguous,
+ * vectorised) and keeps the block's accumulators in L1; kernels that read
+ * their rows twice (logsumexp, softmax) find them in L2 the second time, as
+ * a chunk is at most CHUNK_BYTES. Only when the input is large enough for
+ * threads are long segments (B = 1) cut into chunks; the last chunk of a
+ * segment to finish merges their partial results in order. Chunks depend
+ * on the shapes alone, never on the thread count, so neither do the
+ * results; blocks narrow when there are too few tasks for the threads,
+ * which changes no result. Small inputs run without entering an OpenMP
+ * region. Float32 sums and variances accumulate in double; exp is one of
+ * the vectorised ones of vecmath.h. The naive references are
+ * jag__ref_segment_reduce, jag__ref_segment_softmax and
+ * jag__ref_segment_reduce_grad. */
 
-/* Columns are processed in blocks so that accumulators stay in L1. */
-#define COL_BLOCK 512
+#define COL_BLOCK 512        /* most columns in a task */
+#define COL_MIN 64           /* fewest, when blocks narrow to feed the threads */
+#define GROUP_ELEMS 16384    /* short segments grouped into tasks of about this many elements */
+#define CHUNK_ELEMS 65536    /* fewest elements in a chunk of a long segment */
+#define CHUNK_TASKS 32       /* and at least (all rows) / CHUNK_TASKS rows (reductions: merging chunks is cheap) */
+#define SOFTMAX_TASKS 4      /* (softmax: a segment of several chunks takes one more pass over its rows) */
+#define CHUNK_BYTES (512 << 10) /* but at most this many bytes of values */
+#define SUM_ROWS 16          /* rows whose exps are summed in T before they go into a double */
 
-// values (R, C), segments of rows -> out (B, C): sum/mean/amax/amin per segment and column
-jag_status jag__segment_reduce(const char *op, const nested_state *s, jag_segment_kind kind, bool keepdim,
-                               jag_tensor **out) {
-    jag_status st = need_float_data(op, s);
-    if (st) return st;
-    int64_t B = s->batch, C = columns(s);
-    if (kind == JAG_SEG_AMAX || kind == JAG_SEG_AMIN)
-        for (int64_t b = 0; b < B; b++)
-            if (seg_len(s, b) == 0)
-                return jag__error(JAG_EINVAL, "%s: component %lld is empty: its %s over the ragged dim is undefined", op,
-                                  (long long)b, kind == JAG_SEG_AMAX ? "max" : "min");
-    int64_t shape[JAG_MAX_DIMS];
-    int nd = 0;
-    shape[nd++] = B;
-    if (keepdim) shape[nd++] = 1;
-    for (int d = 1; d < s->values->ndim; d++) shape[nd++] = s->values->sizes[d];
-    jag_tensor *v = NULL;
-    if ((st = contiguous_values(s, &v))) return st;
-    jag_tensor *y = jag__tensor_new(op, shape, nd, v->dtype, false, false);
-    if (!y) {
-        jag_release(v);
-        return jag_last_status();
-    }
-    bool f64 = v->dtype == JAG_FLOAT64;
-    const char *in = jag__ptr(v);
-    char *o = jag__ptr(y);
+typedef struct seg_task {
+    int64_t b, nb;      /* segments [b, b + nb): a group of short ones, or one (then possibly a chunk of it) */
+    int64_t c0, nc;     /* first column, columns */
+    int64_t r0, n;      /* rows [r0, r0 + n) of the values (nb == 1) */
+    int64_t row0;       /* r0's row inside its segment */
+    int64_t k, nch;     /* chunk k of the segment's nch (its tasks of one block are consecutive) */
+    int64_t slot;       /* where the partial results go when nch > 1, else -1 */
+} seg_task;
+
+typedef struct seg_plan {
+    seg_task *t;
+    int64_t ntasks, nslots;
+    int64_t C, width; /* columns of the values; most columns of a task */
+    bool par;         /* large enough for threads */
+    const nested_state *s;
+} seg_plan;
+
+static int seg_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/* The tasks of segments s over values (rows, C) of es-byte elements: per
+ * block of columns, the segments in order, short ones grouped up to
+ * GROUP_ELEMS elements a task. With threads, segments longer than a chunk
+ * (CHUNK_ELEMS elements and (all rows) / `tasks` rows at least, CHUNK_BYTES
+ * at most) are cut into chunks, from the shapes alone; blocks of columns
+ * narrow (not under COL_MIN) while there are fewer than two tasks a thread,
+ * which changes no result. */
+static jag_status seg_plan_make(const char *op, const nested_state *s, int64_t C, size_t es, int64_t tasks, seg_plan *p) {
     const int64_t *off = i64p(s->offsets);
-    int64_t blocks = (C + COL_BLOCK - 1) / COL_BLOCK;
-#pragma omp parallel for schedule(dynamic, 1) if (jag_numel(v) > JAG_PARALLEL_GRAIN)
-    for (int64_t task = 0; task < B * blocks; task++) {
-        int64_t b = task / blocks, c0 = task % blocks * COL_BLOCK, nc = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
-        int64_t r0 = off[b], n = seg_len(s, b);
-        double acc[COL_BLOCK];
-        bool nan[COL_BLOCK];
-        double init = kind == JAG_SEG_AMAX ? -INFINITY : kind == JAG_SEG_AMIN ? INFINITY : 0.0;
-        for (int64_t c = 0; c < nc; c++) acc[c] = init, nan[c] = false;
-        for (int64_t r = r0; r < r0 + n; r++) {
-            int64_t base = r * C + c0;
-            if (kind == JAG_SEG_SUM || kind == JAG_SEG_MEAN) {
-                if (f64) {
-                    const double *x = (const double *)in + base;
-                    for (int64_t c = 0; c < nc; c++) acc[c] += x[c];
-                } else {
-                    const float *x = (const float *)in + base;
-                    for (int64_t c = 0; c < nc; c++) acc[c] += (double)x[c];
+    int64_t B = s->batch, rows = 0;
+    memset(p, 0, sizeof *p);
+    for (int64_t b = 0; b < B; b++) rows += seg_len(s, b);
+    p->C = C, p->s = s, p->par = rows * C > JAG_PARALLEL_GRAIN;
+    if (!C) return JAG_OK;
+    int64_t cw = C < COL_BLOCK ? C : COL_BLOCK, chunk = INT64_MAX; /* one chunk a segment unless threads share the work */
+    if (p->par) {
+        int64_t most = CHUNK_BYTES / (cw * (int64_t)es), by_tasks = (rows + tasks - 1) / tasks;
+        chunk = CHUNK_ELEMS / cw > by_tasks ? CHUNK_ELEMS / cw : by_tasks;
+        chunk = chunk < most ? chunk : most;
+        chunk = chunk > 0 ? chunk : 1;
+    }
+    int64_t group = GROUP_ELEMS / cw > 0 ? GROUP_ELEMS / cw : 1;
+    /* two sweeps over the segments of one block: count, then fill (every block alike) */
+    int64_t per_blk = 0, slots_blk = 0, nblk = 0, width = 0;
+    for (int fill = 0; fill < 2; fill++) {
+        int64_t i = 0, slot = 0;
+        for (int64_t k0 = 0; k0 < (fill ? C : 1); k0 += fill ? width : 1) {
+            int64_t nc = C - k0 < width ? C - k0 : width;
+            for (int64_t b = 0; b < B;) {
+                int64_t n = seg_len(s, b), nch = n > chunk ? (n + chunk - 1) / chunk : 1;
+                if (nch == 1) { /* a group of short segments */
+                    int64_t b1 = b + 1, rs = n;
+                    while (b1 < B && rs < group && seg_len(s, b1) <= chunk) rs += seg_len(s, b1++);
+                    if (fill) p->t[i] = (seg_task){.b = b, .nb = b1 - b, .c0 = k0, .nc = nc, .r0 = off[b], .n = n, .nch = 1, .slot = -1};
+                    i++, b = b1;
+                    continue;
                 }
-            } else {
-                for (int64_t c = 0; c < nc; c++) {
-                    double x = LOAD(in, f64, base + c);
-                    nan[c] |= isnan(x);
-                    acc[c] = kind == JAG_SEG_AMAX ? (x > acc[c] ? x : acc[c]) : (x < acc[c] ? x : acc[c]);
+                int64_t per = (n + nch - 1) / nch;
+                for (int64_t k = 0; k < nch; k++, i++, slot++) {
+                    int64_t r = k * per < n ? k * per : n;
+                    if (fill)
+                        p->t[i] = (seg_task){.b = b, .nb = 1, .c0 = k0, .nc = nc, .r0 = off[b] + r, .n = n - r < per ? n - r : per,
+                                             .row0 = r, .k = k, .nch = nch, .slot = slot};
                 }
+                b++;
             }
         }
-        for (int64_t c = 0; c < nc; c++) {
-            double r = nan[c] ? NAN : acc[c];
-            if (kind == JAG_SEG_MEAN) r = n ? r / (double)n : NAN;
-            STORE(o, f64, b * C + c0 + c, r);
-        }
+        if (fill) break;
+        per_blk = i, slots_blk = slot;
+        nblk = (C + COL_BLOCK - 1) / COL_BLOCK;
+        int64_t want = 2 * (int64_t)seg_threads();
+        width = ((C + nblk - 1) / nblk + 15) / 16 * 16; /* even blocks, whole vectors */
+        while (p->par && width > COL_MIN && per_blk * ((C + width - 1) / width) < want) width = (width / 2 + 15) / 16 * 16;
+        width = width < C ? width : C;
+        nblk = (C + width - 1) / width;
+        p->ntasks = per_blk * nblk, p->nslots = slots_blk * nblk, p->par = p->par && p->ntasks > 1, p->width = width;
+        if (!p->ntasks) return JAG_OK;
+        if (!(p->t = malloc((size_t)p->ntasks * sizeof *p->t))) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
     }
-    jag_release(v);
-    *out = y;
     return JAG_OK;
 }
 
-/* Softmax down one segment's rows for a block of columns, typed: rows in
- * order, columns inner, the vectorised exp of vecmath.h. */
-#define DEF_SEG_SOFTMAX(NAME, T, EXP, LOG)                                     \
-    static void NAME(const T *restrict in, T *restrict out, int64_t C, int64_t r0, int64_t n, int64_t c0, int64_t nc, \
-                     bool lg) {                                                \
-        T m[COL_BLOCK], sum[COL_BLOCK];                                        \
-        for (int64_t c = 0; c < nc; c++) m[c] = -INFINITY, sum[c] = 0;         \
-        for (int64_t r = r0; r < r0 + n; r++) {                                \
+/* The shift of a max-shifted sum: the max when finite, else 0. */
+#define SEG_SHIFT(m) ((m) - (m) == 0 ? (m) : 0)
+/* logsumexp's: the max unless -inf or NaN (then 0), so that every argument
+ * of exp is <= 0, or NaN where the max is +inf (and the result +inf) */
+#define LSE_SHIFT(m) ((m) > -INFINITY ? (m) : 0)
+/* NaN is the largest and the smallest value; the first extreme wins. */
+#define SEG_MAX_BETTER(v, a) ((v) > (a) || ((v) != (v) && (a) == (a)))
+#define SEG_MIN_BETTER(v, a) ((v) < (a) || ((v) != (v) && (a) == (a)))
+
+/* The kernels of one task, typed. EXP is the exp of softmax's max-shifted
+ * values (arguments <= 0 when the max is finite), EXP_ANY an exp for any
+ * argument (softmax where a column's max is +inf), EXP_SUM the exp of
+ * logsumexp's terms (arguments <= 0 or NaN). */
+#define DEF_SEG_ROWS(SUF, T, EXP, EXP_ANY, EXP_SUM)                                     \
+    /* sum: acc (nc) = the sum of the rows */                                \
+    static void rows_sum_##SUF(const seg_plan *p, const T *in, const seg_task *t, double *restrict acc) { \
+        int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
+        for (int64_t c = 0; c < nc; c++) acc[c] = 0;                           \
+        for (int64_t r = t->r0; r < e; r++) {                                  \
+            const T *restrict x = in + r * C + c0;                             \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) acc[c] += (double)x[c];           \
+        }                                                                      \
+    }                                                                          \
+    /* max / min (t->n >= 1): m (nc) and, when ix is not NULL, the row of     \
+     * the first extreme inside the segment (nc) */                            \
+    static void rows_ext_##SUF(const seg_plan *p, const T *in, const seg_task *t, bool is_max, T *restrict m, \
+                               int64_t *restrict ix) {                         \
+        int64_t C = p->C, c0 = t->c0, nc = t->nc, r0 = t->r0, e = t->r0 + t->n; \
+        memcpy(m, in + r0 * C + c0, (size_t)nc * sizeof(T));                   \
+        if (ix)                                                                \
+            for (int64_t c = 0; c < nc; c++) ix[c] = t->row0;                  \
+        if (ix && is_max)                                                      \
+            SEG_EXT_ROWS(T, SEG_MAX_BETTER, 1)                                 \
+        else if (ix)                                                           \
+            SEG_EXT_ROWS(T, SEG_MIN_BETTER, 1)                                 \
+        else if (is_max)                                                       \
+            SEG_EXT_ROWS(T, SEG_MAX_BETTER, 0)                                 \
+        else                                                                   \
+            SEG_EXT_ROWS(T, SEG_MIN_BETTER, 0)                                 \
+    }                                                                          \
+    /* var: the mean and M2 (sum of squared deviations) of the rows (nc      \
+     * each). float32: the sums of d = x - x0 and d^2 in double, x0 the first \
+     * row (d is exact; as x0 is one of the values, (mean - x0)^2 is at most  \
+     * n times the variance, so M2 = sum d^2 - (sum d)^2 / n loses at most    \
+     * log2(n) of double's 53 bits). float64: Welford's update. */           \
+    static void rows_var_##SUF(const seg_plan *p, const T *in, const seg_task *t, double *restrict mean, \
+                               double *restrict m2) {                          \
+        int64_t C = p->C, c0 = t->c0, nc = t->nc, r0 = t->r0, e = t->r0 + t->n; \
+        for (int64_t c = 0; c < nc; c++) mean[c] = 0, m2[c] = 0;               \
+        if (sizeof(T) == 4 && t->n) {                                          \
+            double x0[COL_BLOCK];                                              \
+            for (int64_t c = 0; c < nc; c++) x0[c] = (double)in[r0 * C + c0 + c]; \
+            for (int64_t r = r0 + 1; r < e; r++) {                             \
+                const T *restrict x = in + r * C + c0;                         \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) {                             \
+                    double d = (double)x[c] - x0[c];                           \
+                    mean[c] += d;                                              \
+                    m2[c] = JAG__VM_FMAD(d, d, m2[c]);                         \
+                }                                                              \
+            }                                                                  \
+            double n = (double)t->n;                                           \
+            for (int64_t c = 0; c < nc; c++) {                                 \
+                double s1 = mean[c], q = m2[c] - s1 * (s1 / n);                \
+                mean[c] = x0[c] + s1 / n;                                      \
+                m2[c] = (q < 0 ? 0 : q) + (x0[c] - x0[c]); /* NaN when x0 is inf or NaN */ \
+            }                                                                  \
+            return;                                                            \
+        }                                                                      \
+        for (int64_t r = r0; r < e; r++) {                                     \
+            const T *restrict x = in + r * C + c0;                             \
+            double inv = 1.0 / (double)(r - r0 + 1);                           \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) {                                 \
+                double v = (double)x[c], d = v - mean[c];                      \
+                mean[c] = JAG__VM_FMAD(d, inv, mean[c]);                       \
+                m2[c] = JAG__VM_FMAD(d, v - mean[c], m2[c]);                   \
+            }                                                                  \
+        }                                                                      \
+    }                                                                          \
+    /* logsumexp: m (nc) the rows' max (a NaN wins), then s (nc) the sum of  \
+     * exp(x - LSE_SHIFT(m)) in double, a second pass over the rows (in L2 by \
+     * then), SUM_ROWS rows summed in T at a time. Where m is NaN or +inf, s  \
+     * means nothing (seg_lse_finish). */                                     \
+    static void rows_lse_##SUF(const seg_plan *p, const T *in, const seg_task *t, T *restrict m, double *restrict s) { \
+        int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
+        T sh[COL_BLOCK], es[COL_BLOCK];                                        \
+        for (int64_t c = 0; c < nc; c++) m[c] = -INFINITY;                     \
+        for (int64_t r = t->r0; r < e; r++) {                                  \
             const T *restrict x = in + r * C + c0;                             \
             _Pragma("omp simd")                                                \
             for (int64_t c = 0; c < nc; c++) m[c] = x[c] > m[c] || x[c] != x[c] ? x[c] : m[c]; \
         }                                                                      \
-        for (int64_t c = 0; c < nc; c++) /* NaN stays; all -inf: sum 0 -> NaN, as torch */ \
-            if (isinf(m[c])) m[c] = 0;                                         \
-        for (int64_t r = r0; r < r0 + n; r++) {                                \
-            const T *restrict x = in + r * C + c0;                             \
-            T *restrict y = out + r * C + c0;                                  \
-            if (lg) {                                                          \
+        for (int64_t c = 0; c < nc; c++) sh[c] = LSE_SHIFT(m[c]), s[c] = 0;    \
+        for (int64_t r = t->r0; r < e; r += SUM_ROWS) {                        \
+            int64_t nr = e - r < SUM_ROWS ? e - r : SUM_ROWS;                  \
+            for (int64_t c = 0; c < nc; c++) es[c] = 0;                        \
+            for (int64_t q = 0; q < nr; q++) {                                 \
+                const T *restrict x = in + (r + q) * C + c0;                   \
                 _Pragma("omp simd")                                            \
-                for (int64_t c = 0; c < nc; c++) {                             \
-                    T z = x[c] - m[c];                                         \
-                    sum[c] += EXP(z);                                          \
-                    y[c] = z;                                                  \
-                }                                                              \
-            } else {                                                           \
-                _Pragma("omp simd")                                            \
-                for (int64_t c = 0; c < nc; c++) {                             \
-                    T e = EXP(x[c] - m[c]);                                    \
-                    sum[c] += e;                                               \
-                    y[c] = e;                                                  \
-                }                                                              \
+                for (int64_t c = 0; c < nc; c++) es[c] += EXP_SUM(x[c] - sh[c]); \
             }                                                                  \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) s[c] += (double)es[c];            \
         }                                                                      \
-        for (int64_t c = 0; c < nc; c++) sum[c] = lg ? LOG(sum[c]) : (T)1 / sum[c]; \
-        for (int64_t r = r0; r < r0 + n; r++) {                                \
+    }                                                                          \
+    /* softmax / log_softmax, first part: m (nc) the chunk's max (a NaN      \
+     * wins), s (nc) the sum of exp(x - sh) in double with sh = SEG_SHIFT(m)  \
+     * (NaN where m is); y = exp(x - sh), or x - sh for log */                \
+    static void rows_softmax_##SUF(const seg_plan *p, const T *in, T *out, const seg_task *t, bool lg, \
+                                   T *restrict m, double *restrict s) {       \
+        int64_t C = p->C, c0 = t->c0, nc = t->nc, r0 = t->r0, e = t->r0 + t->n; \
+        T sh[COL_BLOCK];                                                       \
+        bool pinf = false;                                                     \
+        for (int64_t c = 0; c < nc; c++) m[c] = -INFINITY, s[c] = 0;           \
+        for (int64_t r = r0; r < e; r++) {                                     \
+            const T *restrict x = in + r * C + c0;                             \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) m[c] = x[c] > m[c] || x[c] != x[c] ? x[c] : m[c]; \
+        }                                                                      \
+        for (int64_t c = 0; c < nc; c++) sh[c] = SEG_SHIFT(m[c]), pinf |= m[c] == INFINITY; \
+        if (pinf && lg) /* x - 0 may be > 0: the exp for any argument */      \
+            SEG_SOFTMAX_EXPS(T, EXP_ANY, 1)                                    \
+        else if (pinf)                                                         \
+            SEG_SOFTMAX_EXPS(T, EXP_ANY, 0)                                    \
+        else if (lg)                                                           \
+            SEG_SOFTMAX_EXPS(T, EXP, 1)                                        \
+        else                                                                   \
+            SEG_SOFTMAX_EXPS(T, EXP, 0)                                        \
+        for (int64_t c = 0; c < nc; c++) s[c] = m[c] != m[c] ? NAN : s[c];     \
+    }                                                                          \
+    /* softmax / log_softmax, last part: y = y * f (softmax) or y - f (log),  \
+     * f (nc) per column */                                                    \
+    static void rows_scale_##SUF(const seg_plan *p, T *out, const seg_task *t, bool lg, const T *restrict f) { \
+        int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
+        for (int64_t r = t->r0; r < e; r++) {                                  \
             T *restrict y = out + r * C + c0;                                  \
             if (lg) {                                                          \
                 _Pragma("omp simd")                                            \
-                for (int64_t c = 0; c < nc; c++) y[c] -= sum[c];               \
+                for (int64_t c = 0; c < nc; c++) y[c] -= f[c];                 \
             } else {                                                           \
                 _Pragma("omp simd")                                            \
-                for (int64_t c = 0; c < nc; c++) y[c] *= sum[c];               \
+                for (int64_t c = 0; c < nc; c++) y[c] *= f[c];                 \
             }                                                                  \
         }                                                                      \
     }
-DEF_SEG_SOFTMAX(seg_softmax_f32, float, jag__vm_exp_f32, logf)
-DEF_SEG_SOFTMAX(seg_softmax_f64, double, jag__vm_exp_f64, log)
-#undef DEF_SEG_SOFTMAX
+
+/* The rows after the first of rows_ext_*, four at a time: their best
+ * (the first of equals) first, then against m; IDX (a constant): track
+ * the rows in ix. */
+#define SEG_EXT_ROWS(T, BETTER, IDX)                                           \
+    {                                                                          \
+        int64_t r = r0 + 1;                                                    \
+        for (; r + 4 <= e; r += 4) {                                           \
+            const T *restrict x0 = in + r * C + c0, *restrict x1 = x0 + C;     \
+            const T *restrict x2 = x1 + C, *restrict x3 = x2 + C;              \
+            int64_t row = t->row0 + (r - r0);                                  \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) {                                 \
+                T u = x0[c];                                                   \
+                int64_t ui = row;                                              \
+                bool b = BETTER(x1[c], u);                                     \
+                u = b ? x1[c] : u;                                             \
+                if (IDX) ui = b ? row + 1 : ui;                                \
+                b = BETTER(x2[c], u);                                          \
+                u = b ? x2[c] : u;                                             \
+                if (IDX) ui = b ? row + 2 : ui;                                \
+                b = BETTER(x3[c], u);                                          \
+                u = b ? x3[c] : u;                                             \
+                if (IDX) ui = b ? row + 3 : ui;                                \
+                b = BETTER(u, m[c]);                                           \
+                m[c] = b ? u : m[c];                                           \
+                if (IDX) ix[c] = b ? ui : ix[c];                               \
+            }                                                                  \
+        }                                                                      \
+        for (; r < e; r++) {                                                   \
+            const T *restrict x = in + r * C + c0;                             \
+            int64_t row = t->row0 + (r - r0);                                  \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) {                                 \
+                bool b = BETTER(x[c], m[c]);                                   \
+                m[c] = b ? x[c] : m[c];                                        \
+                if (IDX) ix[c] = b ? row : ix[c];                              \
+            }                                                                  \
+        }                                                                      \
+    }
+
+/* The rows of rows_softmax_*'s second pass, four at a time (their exps
+ * summed in T, then added to s in double); LG (a constant): y = x - sh. */
+#define SEG_SOFTMAX_EXPS(T, EXPF, LG)                                              \
+    {                                                                          \
+        int64_t r = r0;                                                        \
+        for (; r + 4 <= e; r += 4) {                                           \
+            const T *restrict x0 = in + r * C + c0, *restrict x1 = x0 + C;     \
+            const T *restrict x2 = x1 + C, *restrict x3 = x2 + C;              \
+            T *restrict y0 = out + r * C + c0, *restrict y1 = y0 + C;          \
+            T *restrict y2 = y1 + C, *restrict y3 = y2 + C;                    \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) {                                 \
+                T z0 = x0[c] - sh[c], z1 = x1[c] - sh[c], z2 = x2[c] - sh[c], z3 = x3[c] - sh[c]; \
+                T e0 = EXPF(z0), e1 = EXPF(z1), e2 = EXPF(z2), e3 = EXPF(z3);  \
+                s[c] += (double)((e0 + e1) + (e2 + e3));                       \
+                y0[c] = LG ? z0 : e0, y1[c] = LG ? z1 : e1;                    \
+                y2[c] = LG ? z2 : e2, y3[c] = LG ? z3 : e3;                    \
+            }                                                                  \
+        }                                                                      \
+        for (; r < e; r++) {                                                   \
+            const T *restrict x = in + r * C + c0;                             \
+            T *restrict y = out + r * C + c0;                                  \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) {                                 \
+                T z = x[c] - sh[c], ez = EXPF(z);                              \
+                s[c] += (double)ez;                                            \
+                y[c] = LG ? z : ez;                                            \
+            }                                                                  \
+        }                                                                      \
+    }
+
+DEF_SEG_ROWS(f32, float, jag__vm_exp_nonpos_f32, jag__vm_exp_f32, jag__vm_exp_sum_f32)
+DEF_SEG_ROWS(f64, double, jag__vm_exp_f64, jag__vm_exp_f64, jag__vm_exp_f64)
+#undef DEF_SEG_ROWS
+
+/* M2 / max(n - correction, 0), as the dense var: NaN when n == 0 */
+static double seg_var_finish(double m2, double n, int64_t correction) {
+    if (n == 0) return NAN;
+    double div = n - (double)correction;
+    return m2 / (div > 0 ? div : 0.0);
+}
+
+/* m: the max (NaN if any), s: the sum of exp(x - m) when m is finite */
+static double seg_lse_finish(double m, double s) { return m != m || isinf(m) ? m : m + log(s); }
+
+static bool seg_extreme(jag_segment_kind k) {
+    return k == JAG_SEG_AMAX || k == JAG_SEG_AMIN || k >= JAG_SEG_MAX;
+}
+
+static bool seg_is_max(jag_segment_kind k) {
+    return k == JAG_SEG_AMAX || k == JAG_SEG_MAX || k == JAG_SEG_ARGMAX;
+}
+
+/* A task's result over its nc columns: a (the value: sum, max, mean of
+ * var, max of logsumexp) and q (M2 of var, s of logsumexp) in double, ix
+ * (the extremes' rows). Views of a task's own arrays (seg_part_mem), or
+ * of a slot of a call's partial results (3 * width doubles a slot). */
+typedef struct seg_part {
+    double *a, *q;
+    int64_t *ix;
+} seg_part;
+
+typedef struct seg_part_mem {
+    double a[COL_BLOCK], q[COL_BLOCK];
+    int64_t ix[COL_BLOCK];
+} seg_part_mem;
+
+static seg_part seg_part_of(seg_part_mem *m) { return (seg_part){m->a, m->q, m->ix}; }
+
+static seg_part seg_slot(double *parts, int64_t width, int64_t slot) {
+    double *b = parts + slot * 3 * width;
+    return (seg_part){b, b + width, (int64_t *)(b + 2 * width)};
+}
+
+/* The partial results of a plan's slots, or NULL with an error set. */
+static double *seg_parts_new(const char *op, const seg_plan *p) {
+    double *parts = malloc((size_t)(p->nslots * 3 * p->width) * sizeof *parts);
+    if (!parts) jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    return parts;
+}
+
+/* A task's reduction into *r (typed). */
+#define DEF_SEG_TASK(SUF, T)                                                   \
+    static void task_reduce_##SUF(const seg_plan *p, const T *in, const seg_task *t, jag_segment_kind kind, \
+                                  bool idx, seg_part *r) {                     \
+        T m[COL_BLOCK];                                                        \
+        switch (kind) {                                                        \
+        case JAG_SEG_SUM: case JAG_SEG_MEAN: rows_sum_##SUF(p, in, t, r->a); break; \
+        case JAG_SEG_VAR: case JAG_SEG_STD: rows_var_##SUF(p, in, t, r->a, r->q); break; \
+        case JAG_SEG_LSE:                                                      \
+            rows_lse_##SUF(p, in, t, m, r->q);                                 \
+            for (int64_t c = 0; c < t->nc; c++) r->a[c] = m[c];                \
+            break;                                                             \
+        default:                                                               \
+            rows_ext_##SUF(p, in, t, seg_is_max(kind), m, idx ? r->ix : NULL); \
+            for (int64_t c = 0; c < t->nc; c++) r->a[c] = m[c];                \
+        }                                                                      \
+    }
+DEF_SEG_TASK(f32, float)
+DEF_SEG_TASK(f64, double)
+#undef DEF_SEG_TASK
+
+/* The partial results of a segment's chunks k = 1.. merged in order into r
+ * (chunk 0's); n0 counts r's rows, nk those of chunk k. */
+static void seg_merge(jag_segment_kind kind, seg_part *r, double n0, const seg_part *k, double nk, int64_t nc) {
+    switch (kind) {
+    case JAG_SEG_SUM: case JAG_SEG_MEAN:
+        for (int64_t c = 0; c < nc; c++) r->a[c] += k->a[c];
+        break;
+    case JAG_SEG_VAR: case JAG_SEG_STD: { /* Chan et al. */
+        double n = n0 + nk, fb = n ? nk / n : 0;
+        for (int64_t c = 0; c < nc; c++) {
+            double delta = k->a[c] - r->a[c];
+            r->a[c] += delta * fb;
+            r->q[c] += k->q[c] + delta * delta * n0 * fb;
+        }
+        break;
+    }
+    case JAG_SEG_LSE:
+        for (int64_t c = 0; c < nc; c++) {
+            double ma = r->a[c], mb = k->a[c], m = mb > ma || mb != mb ? mb : ma, sh = LSE_SHIFT(m);
+            double da = LSE_SHIFT(ma) - sh, db = LSE_SHIFT(mb) - sh;
+            r->q[c] = r->q[c] * exp(da < 0 ? da : 0) + k->q[c] * exp(db < 0 ? db : 0);
+            r->a[c] = m;
+        }
+        break;
+    default: {
+        bool mx = seg_is_max(kind);
+        for (int64_t c = 0; c < nc; c++)
+            if (mx ? SEG_MAX_BETTER(k->a[c], r->a[c]) : SEG_MIN_BETTER(k->a[c], r->a[c])) r->a[c] = k->a[c], r->ix[c] = k->ix[c];
+    }
+    }
+}
+
+/* A segment's result (n rows) into y (its dtype; NULL for argmax/argmin) and
+ * ix (int64; NULL unless the kind has indices), at element o. */
+static void seg_store(jag_segment_kind kind, seg_part *r, double n, int64_t corr, char *y, bool f64, int64_t *ix,
+                      int64_t o, int64_t nc) {
+    double *a = r->a;
+    switch (kind) {
+    case JAG_SEG_MEAN:
+        for (int64_t c = 0; c < nc; c++) a[c] = n ? a[c] / n : NAN;
+        break;
+    case JAG_SEG_VAR: case JAG_SEG_STD:
+        for (int64_t c = 0; c < nc; c++) {
+            double v = seg_var_finish(r->q[c], n, corr);
+            a[c] = kind == JAG_SEG_STD ? sqrt(v) : v;
+        }
+        break;
+    case JAG_SEG_LSE:
+        for (int64_t c = 0; c < nc; c++) a[c] = seg_lse_finish(a[c], r->q[c]);
+        break;
+    default: break;
+    }
+    if (y && f64) memcpy((double *)y + o, a, (size_t)nc * sizeof *a);
+    else if (y)
+        for (int64_t c = 0; c < nc; c++) ((float *)y)[o + c] = (float)a[c];
+    if (ix) memcpy(ix + o, r->ix, (size_t)nc * sizeof *ix);
+}
+
+/* One call's work: task i reduced (and stored unless its segment has
+ * several chunks), or the chunks of the segment whose first task is i
+ * merged and stored. */
+typedef struct seg_job {
+    const seg_plan *p;
+    const nested_state *s;
+    const char *in;
+    char *y;
+    int64_t *ix;
+    double *parts; /* the slots' partial results (seg_slot) */
+    atomic_llong *left; /* per segment of several chunks (at its first chunk's slot): chunks not done */
+    jag_segment_kind kind;
+    int64_t corr;
+    bool f64, lg; /* lg: log_softmax (softmax's jobs) */
+} seg_job;
+
+/* The chunks of the segment whose first task is t, merged in order and
+ * stored. */
+static void seg_job_merge(const seg_job *j, const seg_task *t) {
+    seg_part r = seg_slot(j->parts, j->p->width, t->slot);
+    double n = (double)t->n;
+    for (int64_t k = 1; k < t->nch; k++) {
+        seg_part rk = seg_slot(j->parts, j->p->width, t[k].slot);
+        seg_merge(j->kind, &r, n, &rk, (double)t[k].n, t->nc);
+        n += (double)t[k].n;
+    }
+    seg_store(j->kind, &r, n, j->corr, j->y, j->f64, j->ix, t->b * j->p->C + t->c0, t->nc);
+}
+
+/* Task t reduced and stored, or, for a chunk, kept; the last chunk of a
+ * segment to finish merges them all (in order: the same result whichever
+ * thread it is). */
+static void seg_job_task(const seg_job *j, const seg_task *t) {
+    seg_part_mem mem;
+    seg_part r = t->slot >= 0 ? seg_slot(j->parts, j->p->width, t->slot) : seg_part_of(&mem);
+    if (j->f64) task_reduce_f64(j->p, (const double *)j->in, t, j->kind, j->ix != NULL, &r);
+    else task_reduce_f32(j->p, (const float *)j->in, t, j->kind, j->ix != NULL, &r);
+    if (t->slot < 0) seg_store(j->kind, &r, (double)t->n, j->corr, j->y, j->f64, j->ix, t->b * j->p->C + t->c0, t->nc);
+    else if (atomic_fetch_sub(&j->left[t[-t->k].slot], 1) == 1) seg_job_merge(j, t - t->k);
+}
+
+/* fn(j, t) for every task t, a group of segments as one task per segment:
+ * shared by the threads when the plan says so, else a plain loop (no
+ * OpenMP region: small inputs stay cheap). */
+static void seg_run(const seg_plan *p, void (*fn)(const seg_job *, const seg_task *), const seg_job *j, int64_t i) {
+    const seg_task *t = &p->t[i];
+    if (t->nb == 1) {
+        fn(j, t);
+        return;
+    }
+    for (int64_t b = t->b; b < t->b + t->nb; b++) {
+        seg_task one = *t;
+        one.b = b, one.nb = 1, one.r0 = i64p(p->s->offsets)[b], one.n = seg_len(p->s, b);
+        fn(j, &one);
+    }
+}
+
+static void seg_for(const seg_plan *p, void (*fn)(const seg_job *, const seg_task *), const seg_job *j) {
+    if (p->par) {
+#pragma omp parallel for schedule(dynamic, 1)
+        for (int64_t i = 0; i < p->ntasks; i++) seg_run(p, fn, j, i);
+    } else {
+        for (int64_t i = 0; i < p->ntasks; i++) seg_run(p, fn, j, i);
+    }
+}
+
+// values v (rows, C) contiguous, segments of rows -> y (B, C) [ix (B, C) int64]: the kind over each segment's rows
+static jag_status seg_rows_reduce(const char *op, const nested_state *s, const jag_tensor *v, int64_t C,
+                                  jag_segment_kind kind, int64_t corr, jag_tensor *y, jag_tensor *ix) {
+    bool f64 = v->dtype == JAG_FLOAT64;
+    seg_plan p;
+    jag_status st = seg_plan_make(op, s, C, f64 ? 8 : 4, CHUNK_TASKS, &p);
+    if (st) return st;
+    /* the partial results of segments of several chunks, one per task */
+    double *parts = p.nslots ? seg_parts_new(op, &p) : NULL;
+    atomic_llong *left = p.nslots ? malloc((size_t)p.nslots * sizeof *left) : NULL;
+    if (p.nslots && (!parts || !left)) {
+        free(parts), free(left), free(p.t);
+        return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    }
+    for (int64_t i = 0; i < p.ntasks; i++)
+        if (p.t[i].slot >= 0 && p.t[i].k == 0) atomic_init(&left[p.t[i].slot], (long long)p.t[i].nch);
+    seg_job j = {.p = &p, .in = jag__ptr(v), .y = y ? jag__ptr(y) : NULL, .ix = ix ? (int64_t *)jag__ptr(ix) : NULL,
+                 .parts = parts, .left = left, .kind = kind, .corr = corr, .f64 = f64};
+    seg_for(&p, seg_job_task, &j);
+    free(parts), free(left), free(p.t);
+    return JAG_OK;
+}
+
+// values (R, C), segments of rows -> out (B, C): sum/mean/amax/amin per segment and column
+jag_status jag__segment_reduce(const char *op, const nested_state *s, jag_segment_kind kind, bool keepdim,
+                               jag_tensor **out) {
+    jag_segment_spec sp = {.kind = kind, .keepdim = keepdim};
+    return jag__segment_reduce_dims(op, s, &sp, out);
+}
+
+/* softmax / log_softmax of one task: its rows of y, and the chunk's max and
+ * sum into r when its segment has several chunks (else scaled at once). */
+#define DEF_SEG_SOFTMAX_TASK(SUF, T)                                           \
+    static void task_softmax_##SUF(const seg_plan *p, const T *in, T *out, const seg_task *t, bool lg, seg_part *r) { \
+        T m[COL_BLOCK], f[COL_BLOCK];                                          \
+        rows_softmax_##SUF(p, in, out, t, lg, m, r->q);                        \
+        if (t->slot >= 0) {                                                    \
+            for (int64_t c = 0; c < t->nc; c++) r->a[c] = m[c];                \
+            return;                                                            \
+        }                                                                      \
+        for (int64_t c = 0; c < t->nc; c++) f[c] = lg ? (T)log(r->q[c]) : (T)(1.0 / r->q[c]); \
+        rows_scale_##SUF(p, out, t, lg, f);                                    \
+    }                                                                          \
+    /* a chunk of a segment of several: scaled by the merged max and sum */   \
+    static void task_rescale_##SUF(const seg_plan *p, T *out, const seg_task *t, double *parts, \
+                                   const seg_task *first, bool lg) {           \
+        T f[COL_BLOCK];                                                        \
+        for (int64_t c = 0; c < t->nc; c++) {                                  \
+            double m = -INFINITY, sum = 0;                                     \
+            for (int64_t k = 0; k < first->nch; k++) {                         \
+                double mk = seg_slot(parts, p->width, first[k].slot).a[c];     \
+                m = mk > m ? mk : m;                                           \
+            }                                                                  \
+            double sh = SEG_SHIFT(m);                                          \
+            for (int64_t k = 0; k < first->nch; k++) {                         \
+                seg_part rk = seg_slot(parts, p->width, first[k].slot);        \
+                double d = SEG_SHIFT(rk.a[c]) - sh;                            \
+                sum += rk.q[c] * exp(d < 0 ? d : 0);                           \
+            }                                                                  \
+            double d = SEG_SHIFT(seg_slot(parts, p->width, t->slot).a[c]) - sh; \
+            f[c] = lg ? (T)(log(sum) - d) : (T)(exp(d < 0 ? d : 0) / sum);     \
+        }                                                                      \
+        rows_scale_##SUF(p, out, t, lg, f);                                    \
+    }
+DEF_SEG_SOFTMAX_TASK(f32, float)
+DEF_SEG_SOFTMAX_TASK(f64, double)
+#undef DEF_SEG_SOFTMAX_TASK
+
+/* softmax's jobs: task i's rows, then the chunks of segments of several
+ * rescaled */
+static void softmax_job_task(const seg_job *j, const seg_task *t) {
+    seg_part_mem mem;
+    seg_part r = t->slot >= 0 ? seg_slot(j->parts, j->p->width, t->slot) : seg_part_of(&mem);
+    if (j->f64) task_softmax_f64(j->p, (const double *)j->in, (double *)j->y, t, j->lg, &r);
+    else task_softmax_f32(j->p, (const float *)j->in, (float *)j->y, t, j->lg, &r);
+}
+
+static void softmax_job_rescale(const seg_job *j, const seg_task *t) {
+    if (t->slot < 0) return;
+    if (j->f64) task_rescale_f64(j->p, (double *)j->y, t, j->parts, t - t->k, j->lg);
+    else task_rescale_f32(j->p, (float *)j->y, t, j->parts, t - t->k, j->lg);
+}
 
 // values (R, C) -> new values (R, C): softmax (or log_softmax) down each segment's rows, per column;
 // rows in holes are 0
@@ -174,22 +669,19 @@ jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_
     if ((st = contiguous_values(s, &v))) return st;
     /* zeroed only when there are holes (their rows are not written) */
     jag_tensor *y = jag__tensor_new(op, v->sizes, v->ndim, v->dtype, s->lengths != NULL, false);
-    if (!y) {
-        jag_release(v);
-        return jag_last_status();
-    }
-    int64_t B = s->batch, C = columns(s);
     bool f64 = v->dtype == JAG_FLOAT64;
-    const char *in = jag__ptr(v);
-    char *o = jag__ptr(y);
-    const int64_t *off = i64p(s->offsets);
-    int64_t blocks = (C + COL_BLOCK - 1) / COL_BLOCK;
-#pragma omp parallel for schedule(dynamic, 1) if (jag_numel(v) > JAG_PARALLEL_GRAIN)
-    for (int64_t task = 0; task < B * blocks; task++) {
-        int64_t b = task / blocks, c0 = task % blocks * COL_BLOCK, nc = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
-        if (f64) seg_softmax_f64((const double *)in, (double *)o, C, off[b], seg_len(s, b), c0, nc, log_softmax);
-        else seg_softmax_f32((const float *)in, (float *)o, C, off[b], seg_len(s, b), c0, nc, log_softmax);
+    seg_plan p = {0};
+    if (y) st = seg_plan_make(op, s, columns(s), f64 ? 8 : 4, SOFTMAX_TASKS, &p);
+    double *parts = !st && p.nslots ? seg_parts_new(op, &p) : NULL;
+    if (!y || st || (p.nslots && !parts)) {
+        if (!y || !st) st = jag_last_status();
+        jag_release(v), jag_release(y), free(p.t);
+        return st;
     }
+    seg_job j = {.p = &p, .in = jag__ptr(v), .y = jag__ptr(y), .parts = parts, .f64 = f64, .lg = log_softmax};
+    seg_for(&p, softmax_job_task, &j);
+    if (p.nslots) seg_for(&p, softmax_job_rescale, &j);
+    free(parts), free(p.t);
     jag_release(v);
     *out = y;
     return JAG_OK;
@@ -206,22 +698,29 @@ jag_status jag__segment_broadcast(const char *op, const nested_state *s, const j
         jag_value a[] = {jag__v_tensor(g)};
         if ((st = jag__dispatch(JAG_OP_clone, a, 1, &gc))) return st;
     }
-    jag_tensor *y = jag__tensor_new(op, s->values->sizes, s->values->ndim, s->values->dtype, true, false);
+    const int64_t *off = i64p(s->offsets);
+    int64_t B = s->batch, C = columns(s), rows = s->values->sizes[0];
+    /* zeroed unless the segments cover every row */
+    bool tiles = !s->lengths && (B == 0 ? rows == 0 : off[0] == 0 && off[B] == rows);
+    jag_tensor *y = jag__tensor_new(op, s->values->sizes, s->values->ndim, s->values->dtype, !tiles, false);
     if (!y) {
         jag_release(gc);
         return jag_last_status();
     }
-    int64_t B = s->batch, C = columns(s);
     bool f64 = y->dtype == JAG_FLOAT64, gf64 = gc->dtype == JAG_FLOAT64;
+    size_t es = f64 ? 8 : 4;
     const char *gp = jag__ptr(gc);
     char *o = jag__ptr(y);
-    const int64_t *off = i64p(s->offsets);
 #pragma omp parallel for schedule(dynamic, 4) if (jag_numel(y) > JAG_PARALLEL_GRAIN)
-    for (int64_t b = 0; b < B; b++) {
+    for (int64_t b = 0; b < B; b++) { /* a block of g's row, scaled, then copied into each row */
         int64_t r0 = off[b], n = seg_len(s, b);
         double scale = mean && n ? 1.0 / (double)n : 1.0;
-        for (int64_t r = r0; r < r0 + n; r++)
-            for (int64_t c = 0; c < C; c++) STORE(o, f64, r * C + c, LOAD(gp, gf64, b * C + c) * scale);
+        _Alignas(64) char row[COL_BLOCK * 8];
+        for (int64_t c0 = 0; c0 < C && n; c0 += COL_BLOCK) {
+            int64_t nc = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
+            for (int64_t c = 0; c < nc; c++) STORE(row, f64, c, LOAD(gp, gf64, b * C + c0 + c) * scale);
+            for (int64_t r = r0; r < r0 + n; r++) memcpy(o + (r * C + c0) * (int64_t)es, row, (size_t)nc * es);
+        }
     }
     jag_release(gc);
     *out = y;
@@ -233,8 +732,8 @@ jag_status jag__segment_broadcast(const char *op, const nested_state *s, const j
 /* Every kind, over the ragged dim alone or with trailing dims. The values
  * are read as (rows, K, R): K kept columns and, for each, R trailing
  * elements reduced together with the segment's rows (R = 1: the ragged dim
- * alone). A set of trailing dims that is not a suffix is moved to the end
- * first (one copy). */
+ * alone, which the engine above runs). A set of trailing dims that is not a
+ * suffix is moved to the end first (one copy). */
 typedef struct seg_geom {
     jag_tensor *v;        /* contiguous (rows, K, R), a new reference */
     const int64_t *off;   /* offsets (B+1) */
@@ -274,106 +773,19 @@ static jag_status seg_geom_make(const char *op, const nested_state *s, unsigned 
     return st;
 }
 
-static bool seg_extreme(jag_segment_kind k) {
-    return k == JAG_SEG_AMAX || k == JAG_SEG_AMIN || k >= JAG_SEG_MAX;
-}
-
-/* M2 / max(n - correction, 0), as the dense var: NaN when n == 0 */
-static double seg_var_finish(double m2, double n, int64_t correction) {
-    if (n == 0) return NAN;
-    double div = n - (double)correction;
-    return m2 / (div > 0 ? div : 0.0);
-}
-
-/* One segment b, columns [k0, k0 + nk) of (rows, K, R) -> out (B, K) [and
- * idx (B, K) for max/min/arg: the row inside the component]. Typed: rows in
- * order, columns inner (contiguous when R == 1), q innermost. */
-#define DEF_SEG_GENERIC(NAME, T, EXP)                                               \
-    static void NAME(const T *in, T *out, int64_t *idx, int64_t K, int64_t R, int64_t r0, int64_t n, int64_t b, \
-                     int64_t k0, int64_t nk, jag_segment_kind kind, int64_t corr) { \
+/* One segment b, columns [k0, k0 + nk) of (rows, K, R) -> out (B, K), for
+ * the kinds without indices. Typed: rows in order, columns inner, the R
+ * trailing elements of a column innermost; double accumulators. */
+#define DEF_SEG_GENERIC(NAME, T)                                               \
+    static void NAME(const T *in, T *out, int64_t K, int64_t R, int64_t r0, int64_t n, int64_t b, int64_t k0, \
+                     int64_t nk, jag_segment_kind kind, int64_t corr) {        \
         double a[COL_BLOCK], m[COL_BLOCK];                                     \
-        int64_t ix[COL_BLOCK];                                                 \
         bool nan[COL_BLOCK];                                                   \
         int64_t C = K * R;                                                     \
         double cnt = (double)n * (double)R;                                    \
-        bool is_max = kind == JAG_SEG_AMAX || kind == JAG_SEG_MAX || kind == JAG_SEG_ARGMAX || kind == JAG_SEG_LSE; \
-        for (int64_t k = 0; k < nk; k++) a[k] = 0, m[k] = is_max ? -INFINITY : INFINITY, nan[k] = false, ix[k] = 0; \
-        switch (kind) {                                                        \
-        case JAG_SEG_SUM: case JAG_SEG_MEAN: case JAG_SEG_VAR: case JAG_SEG_STD: \
-            if (R == 1 && (kind == JAG_SEG_VAR || kind == JAG_SEG_STD)) { /* one pass: Welford's update per column */ \
-                for (int64_t k = 0; k < nk; k++) m[k] = 0;                     \
-                for (int64_t r = r0; r < r0 + n; r++) {                        \
-                    const T *restrict x = in + r * C + k0;                     \
-                    double inv = 1.0 / (double)(r - r0 + 1);                   \
-                    _Pragma("omp simd")                                        \
-                    for (int64_t k = 0; k < nk; k++) {                         \
-                        double v = (double)x[k], d = v - m[k];                 \
-                        m[k] += d * inv;                                       \
-                        a[k] += d * (v - m[k]);                                \
-                    }                                                          \
-                }                                                              \
-                for (int64_t k = 0; k < nk; k++) {                             \
-                    double v = seg_var_finish(a[k], cnt, corr);                \
-                    out[b * K + k0 + k] = (T)(kind == JAG_SEG_STD ? sqrt(v) : v); \
-                }                                                              \
-                return;                                                        \
-            }                                                                  \
-            if (R == 1) { /* columns contiguous: vectorised over them */      \
-                for (int64_t r = r0; r < r0 + n; r++) {                        \
-                    const T *restrict x = in + r * C + k0;                     \
-                    _Pragma("omp simd")                                        \
-                    for (int64_t k = 0; k < nk; k++) a[k] += (double)x[k];     \
-                }                                                              \
-            } else                                                             \
-            for (int64_t r = r0; r < r0 + n; r++)                              \
-                for (int64_t k = 0; k < nk; k++) {                             \
-                    const T *x = in + r * C + (k0 + k) * R;                    \
-                    double acc = 0;                                            \
-                    for (int64_t q = 0; q < R; q++) acc += (double)x[q];       \
-                    a[k] += acc;                                               \
-                }                                                              \
-            if (kind == JAG_SEG_SUM || kind == JAG_SEG_MEAN) {                 \
-                for (int64_t k = 0; k < nk; k++)                               \
-                    out[b * K + k0 + k] = (T)(kind == JAG_SEG_SUM ? a[k] : cnt ? a[k] / cnt : NAN); \
-                return;                                                        \
-            }                                                                  \
-            for (int64_t k = 0; k < nk; k++) m[k] = cnt ? a[k] / cnt : 0, a[k] = 0; \
-            if (R == 1) {                                                      \
-                for (int64_t r = r0; r < r0 + n; r++) {                        \
-                    const T *restrict x = in + r * C + k0;                     \
-                    _Pragma("omp simd")                                        \
-                    for (int64_t k = 0; k < nk; k++) {                         \
-                        double d = (double)x[k] - m[k];                        \
-                        a[k] += d * d;                                         \
-                    }                                                          \
-                }                                                              \
-            } else                                                             \
-            for (int64_t r = r0; r < r0 + n; r++)                              \
-                for (int64_t k = 0; k < nk; k++) {                             \
-                    const T *x = in + r * C + (k0 + k) * R;                    \
-                    double acc = 0;                                            \
-                    for (int64_t q = 0; q < R; q++) {                          \
-                        double d = (double)x[q] - m[k];                        \
-                        acc += d * d;                                          \
-                    }                                                          \
-                    a[k] += acc;                                               \
-                }                                                              \
-            for (int64_t k = 0; k < nk; k++) {                                 \
-                double v = seg_var_finish(a[k], cnt, corr);                    \
-                out[b * K + k0 + k] = (T)(kind == JAG_SEG_STD ? sqrt(v) : v);  \
-            }                                                                  \
-            return;                                                            \
-        case JAG_SEG_AMAX: case JAG_SEG_AMIN: case JAG_SEG_LSE:                \
-            if (R == 1 && kind == JAG_SEG_LSE) { /* NaN wins the max: it then spreads */ \
-                T mt[COL_BLOCK];                                               \
-                for (int64_t k = 0; k < nk; k++) mt[k] = -INFINITY;            \
-                for (int64_t r = r0; r < r0 + n; r++) {                        \
-                    const T *restrict x = in + r * C + k0;                     \
-                    _Pragma("omp simd")                                        \
-                    for (int64_t k = 0; k < nk; k++) mt[k] = x[k] > mt[k] || x[k] != x[k] ? x[k] : mt[k]; \
-                }                                                              \
-                for (int64_t k = 0; k < nk; k++) m[k] = mt[k], nan[k] = mt[k] != mt[k]; \
-            } else                                                             \
+        bool is_max = kind == JAG_SEG_AMAX || kind == JAG_SEG_LSE;             \
+        for (int64_t k = 0; k < nk; k++) a[k] = 0, m[k] = is_max ? -INFINITY : INFINITY, nan[k] = false; \
+        if (kind == JAG_SEG_AMAX || kind == JAG_SEG_AMIN || kind == JAG_SEG_LSE) { \
             for (int64_t r = r0; r < r0 + n; r++)                              \
                 for (int64_t k = 0; k < nk; k++) {                             \
                     const T *x = in + r * C + (k0 + k) * R;                    \
@@ -387,60 +799,48 @@ static double seg_var_finish(double m2, double n, int64_t correction) {
                 for (int64_t k = 0; k < nk; k++) out[b * K + k0 + k] = (T)(nan[k] ? NAN : m[k]); \
                 return;                                                        \
             }                                                                  \
-            if (R == 1) { /* columns contiguous: one vectorised exp per element */ \
-                T mt[COL_BLOCK], at[COL_BLOCK];                                \
-                for (int64_t k = 0; k < nk; k++) mt[k] = nan[k] || isinf(m[k]) ? (T)0 : (T)m[k], at[k] = 0; \
-                for (int64_t r = r0; r < r0 + n; r++) {                        \
-                    const T *restrict x = in + r * C + k0;                     \
-                    _Pragma("omp simd")                                        \
-                    for (int64_t k = 0; k < nk; k++) at[k] += EXP(x[k] - mt[k]); \
+            for (int64_t r = r0; r < r0 + n; r++)                              \
+                for (int64_t k = 0; k < nk; k++) {                             \
+                    if (nan[k] || isinf(m[k])) continue;                       \
+                    const T *x = in + r * C + (k0 + k) * R;                    \
+                    double acc = 0;                                            \
+                    for (int64_t q = 0; q < R; q++) acc += exp((double)x[q] - m[k]); \
+                    a[k] += acc;                                               \
                 }                                                              \
-                for (int64_t k = 0; k < nk; k++) a[k] = at[k];                 \
-            } else                                                             \
-                for (int64_t r = r0; r < r0 + n; r++)                          \
-                    for (int64_t k = 0; k < nk; k++) {                         \
-                        if (nan[k] || isinf(m[k])) continue;                   \
-                        const T *x = in + r * C + (k0 + k) * R;                \
-                        double acc = 0;                                        \
-                        for (int64_t q = 0; q < R; q++) acc += exp((double)x[q] - m[k]); \
-                        a[k] += acc;                                           \
-                    }                                                          \
             for (int64_t k = 0; k < nk; k++)                                   \
                 out[b * K + k0 + k] = (T)(nan[k] ? NAN : isinf(m[k]) ? m[k] : m[k] + log(a[k])); \
             return;                                                            \
-        default: { /* max / min / argmax / argmin, R == 1: the first extreme; a NaN wins and then stays */ \
-            T mt[COL_BLOCK];                                                   \
-            const T *restrict x0 = in + r0 * C + k0;                           \
-            for (int64_t k = 0; k < nk; k++) mt[k] = x0[k];                    \
-            for (int64_t r = r0 + 1; r < r0 + n; r++) {                        \
-                const T *restrict x = in + r * C + k0;                         \
-                int64_t row = r - r0;                                          \
-                if (is_max) {                                                  \
-                    _Pragma("omp simd")                                        \
-                    for (int64_t k = 0; k < nk; k++) {                         \
-                        bool better = x[k] > mt[k] || (x[k] != x[k] && mt[k] == mt[k]); \
-                        mt[k] = better ? x[k] : mt[k];                         \
-                        ix[k] = better ? row : ix[k];                          \
-                    }                                                          \
-                } else {                                                       \
-                    _Pragma("omp simd")                                        \
-                    for (int64_t k = 0; k < nk; k++) {                         \
-                        bool better = x[k] < mt[k] || (x[k] != x[k] && mt[k] == mt[k]); \
-                        mt[k] = better ? x[k] : mt[k];                         \
-                        ix[k] = better ? row : ix[k];                          \
-                    }                                                          \
-                }                                                              \
-            }                                                                  \
+        }                                                                      \
+        for (int64_t r = r0; r < r0 + n; r++) /* sum, mean, var, std */        \
             for (int64_t k = 0; k < nk; k++) {                                 \
-                if (kind == JAG_SEG_MAX || kind == JAG_SEG_MIN) out[b * K + k0 + k] = mt[k]; \
-                idx[b * K + k0 + k] = ix[k];                                   \
+                const T *x = in + r * C + (k0 + k) * R;                        \
+                double acc = 0;                                                \
+                for (int64_t q = 0; q < R; q++) acc += (double)x[q];           \
+                a[k] += acc;                                                   \
             }                                                                  \
+        if (kind == JAG_SEG_SUM || kind == JAG_SEG_MEAN) {                     \
+            for (int64_t k = 0; k < nk; k++)                                   \
+                out[b * K + k0 + k] = (T)(kind == JAG_SEG_SUM ? a[k] : cnt ? a[k] / cnt : NAN); \
             return;                                                            \
         }                                                                      \
+        for (int64_t k = 0; k < nk; k++) m[k] = cnt ? a[k] / cnt : 0, a[k] = 0; \
+        for (int64_t r = r0; r < r0 + n; r++)                                  \
+            for (int64_t k = 0; k < nk; k++) {                                 \
+                const T *x = in + r * C + (k0 + k) * R;                        \
+                double acc = 0;                                                \
+                for (int64_t q = 0; q < R; q++) {                              \
+                    double d = (double)x[q] - m[k];                            \
+                    acc += d * d;                                              \
+                }                                                              \
+                a[k] += acc;                                                   \
+            }                                                                  \
+        for (int64_t k = 0; k < nk; k++) {                                     \
+            double v = seg_var_finish(a[k], cnt, corr);                        \
+            out[b * K + k0 + k] = (T)(kind == JAG_SEG_STD ? sqrt(v) : v);      \
         }                                                                      \
     }
-DEF_SEG_GENERIC(seg_generic_f32, float, jag__vm_exp_f32)
-DEF_SEG_GENERIC(seg_generic_f64, double, jag__vm_exp_f64)
+DEF_SEG_GENERIC(seg_generic_f32, float)
+DEF_SEG_GENERIC(seg_generic_f64, double)
 #undef DEF_SEG_GENERIC
 
 /* The output shape: (B, [1], kept trailing dims... [, 1 per reduced one]) */
@@ -463,8 +863,10 @@ static const char *seg_kind_word(jag_segment_kind k) {
 }
 
 // values (rows, D...) with segments of rows; mask: the trailing dims of values (bit d: values dim d >= 1) reduced
-// with the ragged dim -> outs[0] (B, kept D...) dense [outs[1] int64 indices for max/min]
-jag_status jag__segment_reduce_dims(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor **outs) {
+// with the ragged dim -> y (B, kept D...) of the values' dtype [ix (B, kept D...) int64 indices for max/min/arg],
+// both contiguous and given (y NULL for argmax/argmin)
+jag_status jag__segment_reduce_into(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor *y,
+                                    jag_tensor *ix) {
     jag_status st = need_float_data(op, s);
     if (st) return st;
     jag_segment_kind kind = sp->kind;
@@ -476,41 +878,61 @@ jag_status jag__segment_reduce_dims(const char *op, const nested_state *s, const
             if (seg_len(s, b) == 0 || Rall == 0)
                 return jag__error(JAG_EINVAL, "%s: component %lld is empty: its %s over the ragged dim is undefined", op,
                                   (long long)b, seg_kind_word(kind));
-    if (sp->mask == 0 && kind <= JAG_SEG_AMIN) return jag__segment_reduce(op, s, kind, sp->keepdim, outs);
-    int64_t shape[JAG_MAX_DIMS];
-    int nd = seg_out_shape(s, sp->mask, sp->keepdim, shape);
+    if (Rall == 1) { /* the ragged dim alone (reduced dims of size 1 change nothing) */
+        jag_tensor *v = NULL;
+        if ((st = contiguous_values(s, &v))) return st;
+        st = seg_rows_reduce(op, s, v, columns(s), kind, sp->correction, y, seg_extreme(kind) && kind >= JAG_SEG_MAX ? ix : NULL);
+        jag_release(v);
+        return st;
+    }
     seg_geom g;
     if ((st = seg_geom_make(op, s, sp->mask, &g))) return st;
-    bool has_idx = kind >= JAG_SEG_MAX, has_val = kind != JAG_SEG_ARGMAX && kind != JAG_SEG_ARGMIN;
-    jag_tensor *y = has_val ? jag__tensor_new(op, shape, nd, g.v->dtype, false, false) : NULL;
-    jag_tensor *ix = has_idx && (y || !has_val) ? jag__tensor_new(op, shape, nd, JAG_INT64, false, false) : NULL;
-    if ((has_val && !y) || (has_idx && !ix)) {
-        jag_release(y), jag_release(g.v);
-        return jag_last_status();
-    }
     bool f64 = g.v->dtype == JAG_FLOAT64;
     const char *in = jag__ptr(g.v);
-    char *o = y ? jag__ptr(y) : NULL;
-    int64_t *oi = ix ? (int64_t *)jag__ptr(ix) : NULL;
+    char *o = jag__ptr(y);
     int64_t blocks = (g.K + COL_BLOCK - 1) / COL_BLOCK, K = g.K, R = g.R, B = g.B;
     if (K == 0) blocks = 0;
     const int64_t *off = g.off;
 #pragma omp parallel for schedule(dynamic, 1) if (jag_numel(g.v) > JAG_PARALLEL_GRAIN)
     for (int64_t task = 0; task < B * blocks; task++) {
         int64_t b = task / blocks, k0 = task % blocks * COL_BLOCK, nk = K - k0 < COL_BLOCK ? K - k0 : COL_BLOCK;
-        if (f64) seg_generic_f64((const double *)in, (double *)o, oi, K, R, off[b], seg_len(s, b), b, k0, nk, kind, sp->correction);
-        else seg_generic_f32((const float *)in, (float *)o, oi, K, R, off[b], seg_len(s, b), b, k0, nk, kind, sp->correction);
+        if (f64) seg_generic_f64((const double *)in, (double *)o, K, R, off[b], seg_len(s, b), b, k0, nk, kind, sp->correction);
+        else seg_generic_f32((const float *)in, (float *)o, K, R, off[b], seg_len(s, b), b, k0, nk, kind, sp->correction);
     }
     jag_release(g.v);
+    return JAG_OK;
+}
+
+// values (rows, D...) with segments of rows; mask as above -> outs[0] (B, kept D...) dense [outs[1] int64 indices
+// for max/min; argmax/argmin: outs[0] the indices alone]
+jag_status jag__segment_reduce_dims(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor **outs) {
+    jag_status st = need_float_data(op, s);
+    if (st) return st;
+    jag_segment_kind kind = sp->kind;
+    int64_t shape[JAG_MAX_DIMS];
+    int nd = seg_out_shape(s, sp->mask, sp->keepdim, shape);
+    bool has_idx = kind >= JAG_SEG_MAX, has_val = kind != JAG_SEG_ARGMAX && kind != JAG_SEG_ARGMIN;
+    jag_tensor *y = has_val ? jag__tensor_new(op, shape, nd, s->values->dtype, false, false) : NULL;
+    jag_tensor *ix = has_idx && (y || !has_val) ? jag__tensor_new(op, shape, nd, JAG_INT64, false, false) : NULL;
+    if ((has_val && !y) || (has_idx && !ix)) st = jag_last_status();
+    if (!st) st = jag__segment_reduce_into(op, s, sp, y, ix);
+    if (st) {
+        jag_release(y), jag_release(ix);
+        return st;
+    }
     if (has_val) outs[0] = y;
     if (has_idx) outs[has_val ? 1 : 0] = ix;
     return JAG_OK;
 }
 
-// x values (rows, D...), y = the forward's output (B, kept...) [idx its indices for max/min], g (B, kept...)
-// -> values-shaped gradient; rows in holes get 0
-jag_status jag__segment_reduce_grad(const char *op, const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
-                                    const jag_tensor *idx, const jag_tensor *g, jag_tensor **out) {
+/* ---- gradients ------------------------------------------------------------ */
+
+/* The gradient of any reduction over the ragged dim and trailing dims,
+ * plainly: for each segment and kept column, its rows and R trailing
+ * elements, element by element in double. What runs when R > 1, and the
+ * reference of the row-streaming version below. */
+static jag_status seg_grad_generic(const char *op, const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
+                                   const jag_tensor *idx, const jag_tensor *g, jag_tensor **out) {
     seg_geom geo;
     jag_tensor *yc = NULL, *gc = NULL, *ic = NULL, *z = NULL;
     jag_status st = seg_geom_make(op, s, sp->mask, &geo);
@@ -522,7 +944,7 @@ jag_status jag__segment_reduce_grad(const char *op, const nested_state *s, const
     if (!st && !(z = jag__tensor_new(op, geo.psz, geo.nd, geo.v->dtype, true, false))) st = jag_last_status();
     if (!st) {
         int64_t B = geo.B, K = geo.K, R = geo.R, C = K * R;
-        bool f64 = geo.v->dtype == JAG_FLOAT64, gf64 = gc->dtype == JAG_FLOAT64;
+        bool f64 = geo.v->dtype == JAG_FLOAT64, gf64 = gc->dtype == JAG_FLOAT64, yf64 = yc && yc->dtype == JAG_FLOAT64;
         const char *in = jag__ptr(geo.v), *yp = yc ? jag__ptr(yc) : NULL, *gp = jag__ptr(gc);
         const int64_t *ip = ic ? (const int64_t *)jag__ptr(ic) : NULL;
         char *o = jag__ptr(z);
@@ -533,7 +955,7 @@ jag_status jag__segment_reduce_grad(const char *op, const nested_state *s, const
             int64_t r0 = off[b], n = seg_len(s, b);
             double cnt = (double)n * (double)R;
             for (int64_t k = 0; k < K; k++) {
-                double gv = LOAD(gp, gf64, b * K + k), yv = yp ? LOAD(yp, f64, b * K + k) : 0;
+                double gv = LOAD(gp, gf64, b * K + k), yv = yp ? LOAD(yp, yf64, b * K + k) : 0;
                 switch (kind) {
                 case JAG_SEG_SUM: case JAG_SEG_MEAN: {
                     double v = kind == JAG_SEG_MEAN ? gv / cnt : gv;
@@ -598,5 +1020,313 @@ jag_status jag__segment_reduce_grad(const char *op, const nested_state *s, const
         return st;
     }
     *out = z;
+    return JAG_OK;
+}
+
+/* The row-streaming gradient (the ragged dim alone, R = 1), on the tasks of
+ * the engine above: a first pass for the kinds that need a per-column
+ * statistic of the segment (var, std: the sum for the mean; amax, amin: how
+ * many rows equal the max), summed over a segment's chunks, then one pass
+ * that writes each row. Element math in double, as seg_grad_generic. */
+#define DEF_SEG_GRAD(SUF, T)                                                   \
+    /* sum of x (var, std) or count of x equal to y (amax, amin), per column */ \
+    static void grad_stat_##SUF(const seg_plan *p, const T *in, const seg_task *t, jag_segment_kind kind, \
+                                const double *restrict yv, double *restrict acc) { \
+        int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
+        bool var = kind == JAG_SEG_VAR || kind == JAG_SEG_STD;                 \
+        for (int64_t c = 0; c < nc; c++) acc[c] = 0;                           \
+        for (int64_t r = t->r0; r < e; r++) {                                  \
+            const T *restrict x = in + r * C + c0;                             \
+            if (var) {                                                         \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) acc[c] += (double)x[c];       \
+            } else {                                                           \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) {                             \
+                    double v = (double)x[c];                                   \
+                    acc[c] += v == yv[c] || (v != v && yv[c] != yv[c]) ? 1.0 : 0.0; \
+                }                                                              \
+            }                                                                  \
+        }                                                                      \
+    }                                                                          \
+    /* the task's rows of z from the columns' g, y and statistic st (the     \
+     * segment's mean or count of maxima); n: the segment's rows */           \
+    static void grad_rows_##SUF(const seg_plan *p, const T *in, T *out, const seg_task *t, jag_segment_kind kind, \
+                                int64_t corr, double n, const double *restrict gv, const double *restrict yv, \
+                                const double *restrict st) {                   \
+        int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
+        double f[COL_BLOCK], a[COL_BLOCK];                                     \
+        T v[COL_BLOCK];                                                        \
+        double div = n - (double)corr;                                         \
+        div = div > 0 ? div : 0;                                               \
+        for (int64_t c = 0; c < nc; c++) {                                     \
+            switch (kind) {                                                    \
+            case JAG_SEG_MEAN: v[c] = (T)(gv[c] / n); break;                   \
+            case JAG_SEG_VAR: f[c] = 2.0 * gv[c] / div, a[c] = n ? st[c] / n : 0; break; \
+            case JAG_SEG_STD: f[c] = yv[c] == 0 ? 0.0 : gv[c] / (div * yv[c]), a[c] = n ? st[c] / n : 0; break; \
+            case JAG_SEG_AMAX: case JAG_SEG_AMIN: f[c] = gv[c] / st[c]; break; \
+            default: v[c] = (T)gv[c];                                          \
+            }                                                                  \
+        }                                                                      \
+        for (int64_t r = t->r0; r < e; r++) {                                  \
+            const T *restrict x = in + r * C + c0;                             \
+            T *restrict z = out + r * C + c0;                                  \
+            switch (kind) {                                                    \
+            case JAG_SEG_LSE: /* g exp(x - y); nothing when y is -inf */      \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++)                               \
+                    z[c] = yv[c] == -INFINITY ? (T)0 : (T)(gv[c] * jag__vm_exp_f64((double)x[c] - yv[c])); \
+                break;                                                         \
+            case JAG_SEG_VAR: case JAG_SEG_STD:                                \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) z[c] = (T)(f[c] * ((double)x[c] - a[c])); \
+                break;                                                         \
+            case JAG_SEG_AMAX: case JAG_SEG_AMIN: /* split evenly among the ties */ \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) {                             \
+                    double w = (double)x[c];                                   \
+                    z[c] = w == yv[c] || (w != w && yv[c] != yv[c]) ? (T)f[c] : (T)0; \
+                }                                                              \
+                break;                                                         \
+            default: memcpy(z, v, (size_t)nc * sizeof(T)); /* sum, mean */     \
+            }                                                                  \
+        }                                                                      \
+    }
+DEF_SEG_GRAD(f32, float)
+DEF_SEG_GRAD(f64, double)
+#undef DEF_SEG_GRAD
+
+/* One gradient call's work (seg_for's job: j->y is z, the gradient). */
+typedef struct grad_job {
+    seg_job j;
+    const char *gp, *yp; /* g, y (B, C), their own dtypes */
+    bool gf64, yf64;
+    double *st;          /* (B, C): the statistic of grad_stat_*, summed */
+} grad_job;
+
+/* columns [c0, c0 + nc) of row b of t (float32 or float64) as doubles */
+static void load_row(double *dst, const char *t, bool f64, int64_t b, int64_t C, int64_t c0, int64_t nc) {
+    for (int64_t c = 0; c < nc; c++) dst[c] = t ? LOAD(t, f64, b * C + c0 + c) : 0;
+}
+
+static void grad_job_stat(const seg_job *sj, const seg_task *t) {
+    const grad_job *j = (const grad_job *)sj;
+    double yv[COL_BLOCK];
+    load_row(yv, j->yp, j->yf64, t->b, sj->p->C, t->c0, t->nc);
+    double *acc = t->slot >= 0 ? seg_slot(sj->parts, sj->p->width, t->slot).a : j->st + t->b * sj->p->C + t->c0;
+    if (sj->f64) grad_stat_f64(sj->p, (const double *)sj->in, t, sj->kind, yv, acc);
+    else grad_stat_f32(sj->p, (const float *)sj->in, t, sj->kind, yv, acc);
+}
+
+static void grad_job_stat_merge(const seg_job *sj, const seg_task *t) {
+    const grad_job *j = (const grad_job *)sj;
+    if (t->slot < 0 || t->k != 0) return;
+    double *st = j->st + t->b * sj->p->C + t->c0;
+    for (int64_t c = 0; c < t->nc; c++) st[c] = 0;
+    for (int64_t k = 0; k < t->nch; k++)
+        for (int64_t c = 0; c < t->nc; c++) st[c] += seg_slot(sj->parts, sj->p->width, t[k].slot).a[c];
+}
+
+static void grad_job_rows(const seg_job *sj, const seg_task *t) {
+    const grad_job *j = (const grad_job *)sj;
+    if (sj->kind >= JAG_SEG_MAX) return; /* max / min: one row per column, written by the caller */
+    int64_t C = sj->p->C, o = t->b * C + t->c0;
+    double gv[COL_BLOCK], yv[COL_BLOCK];
+    load_row(gv, j->gp, j->gf64, t->b, C, t->c0, t->nc);
+    load_row(yv, j->yp, j->yf64, t->b, C, t->c0, t->nc);
+    double n = (double)seg_len(j->j.s, t->b);
+    if (sj->f64) grad_rows_f64(sj->p, (const double *)sj->in, (double *)sj->y, t, sj->kind, sj->corr, n, gv, yv, j->st + o);
+    else grad_rows_f32(sj->p, (const float *)sj->in, (float *)sj->y, t, sj->kind, sj->corr, n, gv, yv, j->st + o);
+}
+
+/* R = 1: values v (rows, C) contiguous; y, g (B, C) contiguous; idx (B, C) for max/min -> z (rows, C) */
+static jag_status seg_rows_grad(const char *op, const nested_state *s, const jag_segment_spec *sp, const jag_tensor *v,
+                                const jag_tensor *y, const jag_tensor *idx, const jag_tensor *g, jag_tensor *z) {
+    int64_t C = columns(s), B = s->batch;
+    bool f64 = v->dtype == JAG_FLOAT64;
+    jag_segment_kind kind = sp->kind;
+    bool stat = kind == JAG_SEG_VAR || kind == JAG_SEG_STD || kind == JAG_SEG_AMAX || kind == JAG_SEG_AMIN;
+    seg_plan p;
+    jag_status st = seg_plan_make(op, s, C, f64 ? 8 : 4, CHUNK_TASKS, &p);
+    if (st) return st;
+    double *parts = stat && p.nslots ? seg_parts_new(op, &p) : NULL;
+    double *sv = stat ? malloc((size_t)(B * C > 0 ? B * C : 1) * sizeof *sv) : NULL;
+    if ((stat && p.nslots && !parts) || (stat && !sv)) {
+        free(parts), free(sv), free(p.t);
+        return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    }
+    grad_job j = {.j = {.p = &p, .s = s, .in = jag__ptr(v), .y = jag__ptr(z), .parts = parts, .kind = kind,
+                        .corr = sp->correction, .f64 = f64},
+                  .gp = jag__ptr(g), .yp = y ? jag__ptr(y) : NULL, .gf64 = g->dtype == JAG_FLOAT64,
+                  .yf64 = y && y->dtype == JAG_FLOAT64, .st = sv};
+    if (stat) {
+        seg_for(&p, grad_job_stat, &j.j);
+        if (p.nslots) seg_for(&p, grad_job_stat_merge, &j.j);
+    }
+    seg_for(&p, grad_job_rows, &j.j);
+    if (kind >= JAG_SEG_MAX) { /* max / min: the winning row of each column (z is zeroed) */
+        const int64_t *ip = (const int64_t *)jag__ptr(idx), *off = i64p(s->offsets);
+        const char *gp = jag__ptr(g);
+        char *o = jag__ptr(z);
+        for (int64_t b = 0; b < B; b++)
+            if (seg_len(s, b))
+                for (int64_t c = 0; c < C; c++) STORE(o, f64, (off[b] + ip[b * C + c]) * C + c, LOAD(gp, j.gf64, b * C + c));
+    }
+    free(parts), free(sv), free(p.t);
+    return JAG_OK;
+}
+
+/* A contiguous new reference to t (NULL stays NULL). */
+static jag_status contiguous(const jag_tensor *t, jag_tensor **out) {
+    *out = NULL;
+    if (!t) return JAG_OK;
+    if (jag_is_contiguous(t)) {
+        *out = jag_retain((jag_tensor *)t);
+        return JAG_OK;
+    }
+    jag_value a[] = {jag__v_tensor(t)};
+    return jag__dispatch(JAG_OP_clone, a, 1, out);
+}
+
+/* The ragged dim alone (reduced trailing dims of size 1 change nothing). */
+static bool seg_ragged_alone(const nested_state *s, unsigned mask) {
+    int64_t R = 1;
+    for (int d = 1; d < s->values->ndim; d++)
+        if (mask >> d & 1) R *= s->values->sizes[d];
+    return R == 1;
+}
+
+/* The row-streaming gradient into z (values-shaped, contiguous), zeroed
+ * first where rows may stay unwritten unless `zeroed` says it is. */
+static jag_status seg_grad_rows_into(const char *op, const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
+                                     const jag_tensor *idx, const jag_tensor *g, jag_tensor *z, bool zeroed) {
+    jag_tensor *v = NULL, *yc = NULL, *gc = NULL, *ic = NULL;
+    const int64_t *off = i64p(s->offsets);
+    int64_t B = s->batch, rows = s->values->sizes[0];
+    /* every row written: no holes, no rows outside the segments, not max/min (one row a column) */
+    bool tiles = !s->lengths && sp->kind < JAG_SEG_MAX && (B == 0 ? rows == 0 : off[0] == 0 && off[B] == rows);
+    jag_status st = contiguous_values(s, &v);
+    if (!st) st = contiguous(y, &yc);
+    if (!st) st = contiguous(g, &gc);
+    if (!st) st = contiguous(idx, &ic);
+    if (!st && !tiles && !zeroed) memset(jag__ptr(z), 0, (size_t)jag_numel(z) * jag_dtype_size(z->dtype));
+    if (!st) st = seg_rows_grad(op, s, sp, v, yc, ic, gc, z);
+    jag_release(v), jag_release(yc), jag_release(gc), jag_release(ic);
+    return st;
+}
+
+// x values (rows, D...), y = the forward's output (B, kept...) [idx its indices for max/min], g (B, kept...)
+// -> values-shaped gradient; rows in holes get 0
+jag_status jag__segment_reduce_grad(const char *op, const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
+                                    const jag_tensor *idx, const jag_tensor *g, jag_tensor **out) {
+    if (!seg_ragged_alone(s, sp->mask)) return seg_grad_generic(op, s, sp, y, idx, g, out);
+    jag_tensor *z = jag__tensor_new(op, s->values->sizes, s->values->ndim, s->values->dtype, true, false);
+    jag_status st = z ? seg_grad_rows_into(op, s, sp, y, idx, g, z, true) : jag_last_status();
+    if (st) {
+        jag_release(z);
+        return st;
+    }
+    *out = z;
+    return JAG_OK;
+}
+
+// the same into z: contiguous, values-shaped, of the values' dtype
+jag_status jag__segment_reduce_grad_into(const char *op, const nested_state *s, const jag_segment_spec *sp,
+                                         const jag_tensor *y, const jag_tensor *idx, const jag_tensor *g, jag_tensor *z) {
+    if (seg_ragged_alone(s, sp->mask)) return seg_grad_rows_into(op, s, sp, y, idx, g, z, false);
+    jag_tensor *made = NULL;
+    jag_status st = seg_grad_generic(op, s, sp, y, idx, g, &made);
+    jag_tensor *dst[1] = {z};
+    if (!st) st = jag__cpu_copy(op, (jag_value[]){jag__v_tensor(made)}, 1, dst);
+    jag_release(made);
+    return st;
+}
+
+/* The reference of jag__segment_reduce_grad, for the tests. */
+jag_status jag__ref_segment_reduce_grad(const char *op, const nested_state *s, const jag_segment_spec *sp,
+                                        const jag_tensor *y, const jag_tensor *idx, const jag_tensor *g, jag_tensor **out) {
+    return seg_grad_generic(op, s, sp, y, idx, g, out);
+}
+
+/* ---- naive references ------------------------------------------------------ */
+
+/* The reductions of jag__segment_reduce_into computed plainly, element by
+ * element in double with libm's exp and log: for each segment b and kept
+ * column k, the segment's rows and the column's R trailing elements in
+ * order. Same outputs and contract (y, ix contiguous and given); the tests
+ * compare the engine with it. */
+jag_status jag__ref_segment_reduce(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor *y,
+                                   jag_tensor *ix) {
+    jag_status st = need_float_data(op, s);
+    seg_geom g;
+    if (st || (st = seg_geom_make(op, s, sp->mask, &g))) return st;
+    bool f64 = g.v->dtype == JAG_FLOAT64, mx = seg_is_max(sp->kind);
+    const char *in = jag__ptr(g.v);
+    char *yo = y ? jag__ptr(y) : NULL;
+    int64_t *io = ix ? (int64_t *)jag__ptr(ix) : NULL;
+    for (int64_t b = 0; b < g.B; b++)
+        for (int64_t k = 0; k < g.K; k++) {
+            int64_t r0 = g.off[b], n = seg_len(s, b), R = g.R, C = g.K * R, cnt = n * R, best = 0;
+            double sum = 0, m = mx ? -INFINITY : INFINITY, sq = 0, e = 0, ext = NAN;
+            bool nan = false;
+            for (int64_t i = 0; i < cnt; i++) {
+                double x = LOAD(in, f64, (r0 + i / R) * C + k * R + i % R);
+                sum += x;
+                nan |= x != x;
+                m = mx ? fmax(m, x) : fmin(m, x);
+                if (i == 0 || (mx ? SEG_MAX_BETTER(x, ext) : SEG_MIN_BETTER(x, ext))) ext = x, best = i;
+            }
+            double mean = sum / (double)cnt;
+            for (int64_t i = 0; i < cnt; i++) {
+                double x = LOAD(in, f64, (r0 + i / R) * C + k * R + i % R);
+                sq += (x - mean) * (x - mean);
+                e += exp(x - m);
+            }
+            double v;
+            switch (sp->kind) {
+            case JAG_SEG_SUM: v = sum; break;
+            case JAG_SEG_MEAN: v = cnt ? mean : NAN; break;
+            case JAG_SEG_VAR: v = seg_var_finish(sq, (double)cnt, sp->correction); break;
+            case JAG_SEG_STD: v = sqrt(seg_var_finish(sq, (double)cnt, sp->correction)); break;
+            case JAG_SEG_LSE: v = nan ? NAN : isinf(m) ? m : m + log(e); break;
+            default: v = ext;
+            }
+            if (yo) STORE(yo, f64, b * g.K + k, v);
+            if (io) io[b * g.K + k] = best;
+        }
+    jag_release(g.v);
+    return JAG_OK;
+}
+
+/* softmax / log_softmax down each segment's rows into out (values-shaped,
+ * contiguous, rows in holes untouched), plainly: per column, the max (a NaN
+ * makes the column NaN; an infinite max shifts by 0), the sum of exp(x -
+ * shift) in double, then each row. */
+jag_status jag__ref_segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor *out) {
+    jag_tensor *v = NULL;
+    jag_status st = need_float_data(op, s);
+    if (st || (st = contiguous_values(s, &v))) return st;
+    bool f64 = v->dtype == JAG_FLOAT64;
+    int64_t C = columns(s);
+    const char *in = jag__ptr(v);
+    char *o = jag__ptr(out);
+    for (int64_t b = 0; b < s->batch; b++)
+        for (int64_t c = 0; c < C; c++) {
+            int64_t r0 = i64p(s->offsets)[b], n = seg_len(s, b);
+            double m = -INFINITY, sum = 0;
+            bool nan = false;
+            for (int64_t r = r0; r < r0 + n; r++) {
+                double x = LOAD(in, f64, r * C + c);
+                nan |= x != x;
+                m = fmax(m, x);
+            }
+            double sh = isinf(m) ? 0 : m;
+            for (int64_t r = r0; r < r0 + n; r++) sum += exp(LOAD(in, f64, r * C + c) - sh);
+            for (int64_t r = r0; r < r0 + n; r++) {
+                double z = LOAD(in, f64, r * C + c) - sh;
+                STORE(o, f64, r * C + c, nan ? NAN : log_softmax ? z - log(sum) : exp(z) / sum);
+            }
+        }
+    jag_release(v);
     return JAG_OK;
 }

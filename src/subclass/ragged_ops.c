@@ -103,14 +103,6 @@ static jag_status state_of(const char *op, const ragged_args *r, nested_state *s
     return JAG_OK;
 }
 
-/* A result computed into a new tensor, copied into the dispatcher's output. */
-static jag_status deliver(jag_status st, jag_tensor *made, jag_tensor *out) {
-    jag_tensor *dst[1] = {out};
-    if (!st) st = jag__cpu_copy("ragged", (jag_value[]){jag__v_tensor(made)}, 1, dst);
-    jag_release(made);
-    return st;
-}
-
 jag_status jag__meta_ragged_reduce(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
     ragged_args r;
     jag_status st = parse(op, args, nargs, 3, &r);
@@ -122,11 +114,10 @@ jag_status jag__meta_ragged_reduce(const char *op, const jag_value *args, int na
 jag_status jag__cpu_ragged_reduce(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
     ragged_args r;
     nested_state s;
-    jag_tensor *hold[2] = {0}, *y = NULL;
+    jag_tensor *hold[2] = {0};
     jag_status st = parse(op, args, nargs, 3, &r);
     if (!st) st = state_of(op, &r, &s, hold);
-    if (!st) st = jag__segment_reduce_dims(op, &s, &r.sp, &y);
-    st = deliver(st, y, outs[0]);
+    if (!st) st = jag__segment_reduce_into(op, &s, &r.sp, outs[0], NULL); /* outs[0]: contiguous (B, kept D...) */
     jag_release(hold[0]), jag_release(hold[1]);
     return st;
 }
@@ -163,13 +154,12 @@ jag_status jag__cpu_ragged_reduce_backward(const char *op, const jag_value *args
     ragged_args r;
     nested_state s;
     const jag_tensor *y = NULL, *g = NULL;
-    jag_tensor *hold[2] = {0}, *gv = NULL;
+    jag_tensor *hold[2] = {0};
     jag_status st = parse(op, args, nargs, 5, &r);
     if (!st) st = jag__arg_opt_tensor(op, args, nargs, 3, "y", &y);
     if (!st) st = jag__arg_tensor(op, args, nargs, 4, "g", &g);
     if (!st) st = state_of(op, &r, &s, hold);
-    if (!st) st = jag__segment_reduce_grad(op, &s, &r.sp, y, NULL, g, &gv);
-    st = deliver(st, gv, outs[0]);
+    if (!st) st = jag__segment_reduce_grad_into(op, &s, &r.sp, y, NULL, g, outs[0]); /* outs[0]: contiguous (R, D...) */
     jag_release(hold[0]), jag_release(hold[1]);
     return st;
 }
