@@ -912,8 +912,10 @@ jag_status jag_mse_loss(const jag_tensor *pred, const jag_tensor *target, jag_te
 /* ------------------------------------------------------------------------ */
 
 /* jag keeps a few recently freed large blocks (>= 128 KiB, 512 MiB in all) to
- * hand back to new tensors without page faults. Give them back to the
- * system now. */
+ * hand back to new tensors without page faults, and per thread the smaller
+ * blocks of tensor data and headers (at most about 3 MiB a thread). Give
+ * back to the system the large blocks and the calling thread's small ones
+ * now; other threads' small blocks go back when those threads exit. */
 void jag_empty_cache(void);
 
 /* The OpenBLAS kernels GEMMs run on ("SkylakeX", "Haswell", ...; a string

@@ -103,6 +103,29 @@ static void test_from_blob(void) {
     CHECK(blob_released == 1);
 }
 
+/* Blocks of every size class (headers with their bytes, per-thread lists,
+ * the large-block cache) come back aligned, and zeros() zeroes a block that
+ * a freed tensor left dirty; jag_empty_cache() in between changes nothing. */
+static void test_storage_reuse(void) {
+    TEST_BEGIN();
+    const int64_t counts[] = {1, 100, 255, 256, 1000, 1025, 5000, 16384, 32767, 32768, 50000, 200000};
+    for (int round = 0; round < 3; round++) {
+        if (round == 2) jag_empty_cache();
+        for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+            int64_t n = counts[i];
+            jag_tensor *z = NULL;
+            CHECK_OK(jag_zeros(&n, 1, JAG_FLOAT32, &z));
+            float *p = jag_data(z);
+            CHECK(((uintptr_t)p & 63) == 0);
+            int64_t nonzero = 0;
+            for (int64_t k = 0; k < n; k++) nonzero += p[k] != 0.0f;
+            CHECK(nonzero == 0);
+            for (int64_t k = 0; k < n; k++) p[k] = (float)k + 1.0f; /* dirty for the next round */
+            jag_release(z);
+        }
+    }
+}
+
 static void test_creation_errors(void) {
     TEST_BEGIN();
     jag_tensor *t = NULL;
@@ -426,6 +449,6 @@ static void test_item_errors(void) {
     jag_release(x);
 }
 
-TEST_MAIN(test_status_strings, test_creation, test_from_blob, test_creation_errors, test_views,
+TEST_MAIN(test_status_strings, test_creation, test_from_blob, test_storage_reuse, test_creation_errors, test_views,
           test_view_reshape_strides, test_view_errors, test_copy_and_convert, test_copy_inplace,
           test_copy_large_parallel, test_scopes, test_random, test_format, test_item_errors)

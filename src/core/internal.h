@@ -30,10 +30,14 @@ typedef struct jag_storage {
 /* Autograd hooks the core calls (src/autograd/engine.c). */
 void jag__autograd_release_tensor(jag_tensor *t);
 
-/* Small objects from per-thread free lists (small_alloc.c): 64-byte aligned,
- * uninitialised; free with the same size. */
+/* Blocks under 128 KiB from per-thread free lists (small_alloc.c): 64-byte
+ * aligned, uninitialised; free with the size asked for or any size up to
+ * jag__small_block_bytes of it (the bytes the block really has). */
 void *jag__small_alloc(size_t n);
 void jag__small_free(void *p, size_t n);
+size_t jag__small_block_bytes(size_t n);
+/* Frees the calling thread's lists (jag_empty_cache). */
+void jag__small_trim(void);
 
 /* A new owned storage of nbytes (zeroed when `zero`), or NULL (JAG_ENOMEM set,
  * message naming `op`). */

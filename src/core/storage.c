@@ -77,6 +77,7 @@ static void cache_give(void *data, size_t bytes) {
 }
 
 void jag_empty_cache(void) {
+    jag__small_trim();
     pthread_mutex_lock(&cache_lock);
     for (int i = 0; i < cache_n; i++) free(cache[i].data);
     cache_n = 0;
@@ -114,8 +115,14 @@ jag_storage *jag__storage_new(size_t nbytes, bool zero, const char *op) {
     size_t rounded = (nbytes + JAG_ALIGN - 1) / JAG_ALIGN * JAG_ALIGN;
     if (rounded < nbytes) rounded = 0; /* wrapped: caught below */
     size_t capacity = rounded;
-    void *data = rounded ? cache_take(rounded, &capacity) : NULL;
-    if (!data && rounded) data = aligned_alloc(JAG_ALIGN, rounded);
+    void *data = NULL;
+    if (rounded >= CACHE_MIN_BYTES) {
+        data = cache_take(rounded, &capacity);
+        if (!data) data = aligned_alloc(JAG_ALIGN, rounded);
+    } else if (rounded) { /* the per-thread lists of small_alloc.c */
+        capacity = jag__small_block_bytes(rounded);
+        data = jag__small_alloc(rounded);
+    }
     if (nbytes && !data) {
         jag__small_free(s, sizeof *s);
         jag__error(JAG_ENOMEM, "%s: out of memory allocating %zu bytes", op, nbytes);
@@ -147,7 +154,10 @@ void jag__storage_release(jag_storage *s) {
     if (s->borrowed) {
         if (s->release) s->release(s->release_ctx, s->data);
     } else if (s->data) {
-        cache_give(s->data, s->capacity);
+        if (s->capacity < CACHE_MIN_BYTES)
+            jag__small_free(s->data, s->capacity);
+        else
+            cache_give(s->data, s->capacity);
     }
     jag__small_free(s, sizeof *s);
 }

@@ -28,13 +28,16 @@ jag_tensor *jag__tensor_wrap(jag_storage *storage, jag_dtype dtype, const int64_
     live_tensors++;
     t->dtype = dtype;
     t->ndim = ndim;
-    if (ndim) memcpy(t->sizes, sizes, (size_t)ndim * sizeof *sizes);
+    /* whole arrays zeroed by fixed-size stores, then the used dims copied
+     * (zeroing just the unused tail compiles to rep stos: slower on a tiny op) */
+    memset(t->sizes, 0, sizeof t->sizes);
+    memset(t->strides, 0, sizeof t->strides);
+    for (int d = 0; d < ndim; d++) t->sizes[d] = sizes[d];
     if (strides) {
-        if (ndim) memcpy(t->strides, strides, (size_t)ndim * sizeof *strides);
+        for (int d = 0; d < ndim; d++) t->strides[d] = strides[d];
     } else {
         jag__contiguous_strides(sizes, ndim, t->strides);
     }
-    for (int d = ndim; d < JAG_MAX_DIMS; d++) t->sizes[d] = 0, t->strides[d] = 0;
     t->offset = offset;
     t->storage = storage;
     jag__storage_retain(storage);

@@ -686,14 +686,6 @@ static void backward_f32_task(const bw_ctx *c, const attn_task *t, float *scratc
     }
 }
 
-static int max_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
 static double bw_cost(const attn_args *a, int64_t b, int64_t ni, int64_t nj) {
     double c = (double)ni * (double)nj;
     return (a->causal ? c / 2 : c) + 64.0 * (double)(ni + nj);
@@ -753,7 +745,7 @@ static jag_status backward_f32(const attn_args *a, const attn_view *o, const att
     bool pack = go->sd != 1 || go->sr < dh; /* dO copied to (Rq, Hq, Dh) for the tile products */
     float *dd = malloc((size_t)(rq * hq + 1) * sizeof *dd), *gp = pack ? malloc((size_t)(rq * hq * dh + 1) * sizeof *gp) : NULL;
     int64_t n = 0;
-    attn_task *tasks = dd && (gp || !pack) ? backward_tasks(a, max_threads(), &n) : NULL;
+    attn_task *tasks = dd && (gp || !pack) ? backward_tasks(a, jag_get_num_threads(), &n) : NULL;
     if (!tasks) {
         free(dd), free(gp);
         return jag__error(JAG_ENOMEM, "jag_scaled_dot_product_attention backward: out of memory");

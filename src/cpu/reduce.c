@@ -652,14 +652,6 @@ static inline void odo_next(odo *o) {
     }
 }
 
-static int max_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
 /* Thread t of nt's share [*b, *e) of n items. */
 static void share(int64_t n, int t, int nt, int64_t *b, int64_t *e) {
     int64_t q = n / nt, rem = n % nt;
@@ -731,7 +723,7 @@ static void run_rows(const red_geom *g, const red_kind *k, const red_ctx *ctx, c
     row_job proto = {.k = k, .es = es, .Ri = Ri, .spp = (Ri + SEG - 1) / SEG, .nro = g->nr ? g->nr - 1 : 0,
                      .rosz = g->rsz, .rost = g->rst};
     int64_t S = (g->R / Ri) * proto.spp;
-    int nt = max_threads();
+    int nt = jag_get_num_threads();
     bool par = nt > 1 && g->N * g->R >= JAG_PARALLEL_GRAIN;
     if (par && g->N < nt && S > 1) { /* few long rows: split each row's tree */
         odo o;
@@ -770,7 +762,7 @@ static void run_rows(const red_geom *g, const red_kind *k, const red_ctx *ctx, c
 static void run_cols(const red_geom *g, const red_kind *k, const red_ctx *ctx, const char *base, size_t es,
                      char *const *outs) {
     int64_t C = g->ksz[g->nk - 1], O = g->N / C;
-    int nt = max_threads();
+    int nt = jag_get_num_threads();
     bool par = nt > 1 && g->N * g->R >= JAG_PARALLEL_GRAIN;
     int64_t cb = COL_BLOCK;
     while (par && cb > COL_MIN && O * ((C + cb - 1) / cb) < nt) cb /= 2;

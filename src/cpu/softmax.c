@@ -88,14 +88,6 @@ static inline double exp_nonpos_f64(double x) {
     return x == x ? y : x;
 }
 
-static int max_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
 /* NaN wins, so that a NaN anywhere makes its line NaN. */
 #define SM_MAX(v, a) ((v) > (a) || (v) != (v) ? (v) : (a))
 
@@ -184,7 +176,7 @@ static int max_threads(void) {
             return;                                                            \
         }                                                                      \
         int64_t tw = TILE_I; /* narrower tiles when too few for the threads */ \
-        while (par && tw > TILE_MIN && O * ((I + tw - 1) / tw) < max_threads()) tw /= 2; \
+        while (par && tw > TILE_MIN && O * ((I + tw - 1) / tw) < jag_get_num_threads()) tw /= 2; \
         int64_t nb = (I + tw - 1) / tw;                                        \
         _Pragma("omp parallel for schedule(static) if (par)")                  \
         for (int64_t t = 0; t < O * nb; t++) {                                 \

@@ -93,14 +93,6 @@ typedef struct seg_plan {
     const nested_state *s;
 } seg_plan;
 
-static int seg_threads(void) {
-#ifdef _OPENMP
-    return omp_get_max_threads();
-#else
-    return 1;
-#endif
-}
-
 /* The tasks of segments s over values (rows, C) of es-byte elements: per
  * block of columns, the segments in order, short ones grouped up to
  * GROUP_ELEMS elements a task. With threads, segments longer than a chunk
@@ -151,7 +143,7 @@ static jag_status seg_plan_make(const char *op, const nested_state *s, int64_t C
         if (fill) break;
         per_blk = i, slots_blk = slot;
         nblk = (C + COL_BLOCK - 1) / COL_BLOCK;
-        int64_t want = 2 * (int64_t)seg_threads();
+        int64_t want = 2 * (int64_t)jag_get_num_threads();
         width = ((C + nblk - 1) / nblk + 15) / 16 * 16; /* even blocks, whole vectors */
         while (p->par && width > COL_MIN && per_blk * ((C + width - 1) / width) < want) width = (width / 2 + 15) / 16 * 16;
         width = width < C ? width : C;
