@@ -24,6 +24,9 @@ typedef struct free_list {
     int n[N_CLASSES];
 } free_list;
 
+static size_t round_align(size_t n) { return (n + 63) / 64 * 64; }
+
+#ifndef JAG_NO_ALLOC_CACHE
 static size_t class_size(int c) { return (size_t)1 << (MIN_CLASS_SHIFT + c); }
 
 /* Blocks a class keeps: 64, fewer for classes over 8 KiB. */
@@ -38,9 +41,6 @@ static int class_of(size_t n) {
     return -1;
 }
 
-static size_t round_align(size_t n) { return (n + 63) / 64 * 64; }
-
-#ifndef JAG_NO_ALLOC_CACHE
 static _Thread_local free_list *lists;
 static pthread_key_t lists_key;
 static pthread_once_t lists_once = PTHREAD_ONCE_INIT;
