@@ -126,6 +126,15 @@ static void test_storage_reuse(void) {
     }
 }
 
+char *openblas_get_corename(void); /* from the OpenBLAS this program links */
+
+/* jag_blas_core() names the kernels OpenBLAS runs (test_linalg checks which). */
+static void test_blas_core_name(void) {
+    TEST_BEGIN();
+    const char *core = jag_blas_core(), *ob = openblas_get_corename();
+    CHECK(core && ob && strcmp(core, ob) == 0);
+}
+
 static void test_creation_errors(void) {
     TEST_BEGIN();
     jag_tensor *t = NULL;
@@ -449,6 +458,6 @@ static void test_item_errors(void) {
     jag_release(x);
 }
 
-TEST_MAIN(test_status_strings, test_creation, test_from_blob, test_storage_reuse, test_creation_errors, test_views,
+TEST_MAIN(test_status_strings, test_creation, test_from_blob, test_storage_reuse, test_blas_core_name, test_creation_errors, test_views,
           test_view_reshape_strides, test_view_errors, test_copy_and_convert, test_copy_inplace,
           test_copy_large_parallel, test_scopes, test_random, test_format, test_item_errors)

@@ -124,6 +124,12 @@ static jag_status dispatch_below_trace(jag_op_id op, const jag_value *args, int 
     return JAG_OK;
 }
 
+/* blas_core.c corrects OpenBLAS's choice of kernels in a constructor. An
+ * archive member nothing refers to is left out of a program, constructor
+ * and all: this reference links it into every program that links libjag.a
+ * statically (every op comes through here). */
+__attribute__((used)) static const char *(*const link_blas_core)(void) = jag_blas_core;
+
 jag_status jag__call(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs) {
     jag__enter();
     jag_status st = jag__dispatch(op, args, nargs, outs);
