@@ -444,10 +444,18 @@ static void forward_f32_tile(const attn_args *a, int64_t b, int64_t h, int64_t i
                 for (int64_t i = 0; i < nq; i++) st[j * TQ + i] += mb[i * mi + j * mj];
         }
         if (a->causal) /* key j0 + j is hidden from queries before it */
-            for (int64_t j = i0 + 1 - j0 > 0 ? i0 + 1 - j0 : 0; j < nb; j++)
-                for (int64_t i = 0; i < nq && i0 + i < j0 + j; i++) st[j * TQ + i] = -INFINITY;
+            for (int64_t j = i0 + 1 - j0 > 0 ? i0 + 1 - j0 : 0; j < nb; j++) {
+                int64_t hidden = j0 + j - i0 < nq ? j0 + j - i0 : nq;
+                float *row = st + j * TQ;
+#pragma omp simd
+                for (int64_t i = 0; i < hidden; i++) row[i] = -INFINITY;
+            }
         bool rescale = false;
-        for (int64_t c = 0; c < nq; c += VL) rescale |= softmax_strip(st + c, TQ, nb, m + c, l + c, r + c);
+        for (int64_t c = 0; c < nq; c += VL) { /* on a diagonal tile, only the keys the strip's queries see */
+            int64_t seen = diagonal ? i0 + (c + VL < nq ? c + VL : nq) - j0 : nb;
+            seen = seen < 0 ? 0 : seen > nb ? nb : seen;
+            rescale |= softmax_strip(st + c, TQ, seen, m + c, l + c, r + c);
+        }
         for (int64_t i = 0; rescale && i < nq; i++) {
             float *arow = acc + i * dh, ri = r[i];
 #pragma omp simd

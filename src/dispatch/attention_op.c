@@ -298,6 +298,18 @@ static jag_status sdpa_heads_first(const char *op, const jag_value *args, int na
     return st;
 }
 
+/* Whether the queries' segments cover rows [0, rows) end to end (no holes):
+ * then the kernels write every row of out and lse, and nothing need be
+ * filled first. */
+static bool queries_cover(const attn_args *a, int64_t rows) {
+    int64_t end = 0;
+    for (int64_t b = 0; b < a->batch; b++) {
+        if (a->qo[b] != end) return false;
+        end += a->ql[b];
+    }
+    return end == rows;
+}
+
 jag_status jag__composite_sdpa(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
     const jag_tensor *q, *k, *v, *mask;
     bool causal;
@@ -315,9 +327,10 @@ jag_status jag__composite_sdpa(const char *op, const jag_value *args, int nargs,
     jag_tensor *o = NULL, *lse = NULL;
     int64_t rq = all_rows(&su, q, false);
     (void)rows_of;
-    if (!(st = new_rows(op, rq, su.a.hq, su.a.dh, su.a.f64, true, &o)) &&
+    bool cover = queries_cover(&su.a, rq);
+    if (!(st = new_rows(op, rq, su.a.hq, su.a.dh, su.a.f64, !cover, &o)) &&
         !(st = new_rows(op, rq, su.a.hq, -1, su.a.f64, false, &lse))) {
-        jag__fill(lse, -INFINITY); /* rows in holes */
+        if (!cover) jag__fill(lse, -INFINITY); /* rows in holes */
         st = jag__attention_forward(&su.a, jag__ptr(o), jag__ptr(lse));
     }
     if (!st) st = to_input_form(&su, q, o, su.lq, &outs[0]);
@@ -608,11 +621,11 @@ jag_status jag__cpu_varlen_attention(const char *op, const jag_value *args, int 
     int64_t *seg = NULL;
     jag_status st = varlen_parse(op, args, nargs, 3, &r);
     if (!st) st = varlen_setup(op, &r, &seg, &a);
-    if (!st) {
+    if (!st && !queries_cover(&a, outs[0]->sizes[0])) {
         jag__fill(outs[0], 0.0); /* rows in holes */
         jag__fill(outs[1], -INFINITY);
-        st = jag__attention_forward(&a, jag__ptr(outs[0]), jag__ptr(outs[1]));
     }
+    if (!st) st = jag__attention_forward(&a, jag__ptr(outs[0]), jag__ptr(outs[1]));
     free(seg);
     return st;
 }
