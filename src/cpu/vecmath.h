@@ -245,6 +245,33 @@ static inline double jag__vm_exp_for_f32(double x) {
     return p * scale;
 }
 
+/* log(s) for a normal s >= 1 (the max-shifted sum of logsumexp), relative
+ * error below 1e-11: plenty for a float result, not a double log (glibc's
+ * log is a call per element). s = 2^e m with m in [sqrt(1/2), sqrt(2)),
+ * log(m) = 2 atanh(u) with u = (m - 1) / (m + 1) in [-0.172, 0.172], the
+ * series 2 (u + u^3/3 + ... + u^13/13) (truncation below 2 0.172^15 / 15 =
+ * 4.5e-13, against log(s) >= 0.34 where u is that large), e ln2 added. */
+static inline double jag__vm_log_ge1_for_f32(double s) {
+    uint64_t b;
+    memcpy(&b, &s, sizeof b);
+    int64_t e = (int64_t)(b >> 52) - 1023;
+    uint64_t mb = (b & 0x000fffffffffffffu) | 0x3ff0000000000000u; /* m in [1, 2) */
+    double m;
+    memcpy(&m, &mb, sizeof m);
+    bool big = m > 1.4142135623730951;
+    m = big ? 0.5 * m : m;
+    double ed = (double)(big ? e + 1 : e);
+    double u = (m - 1.0) / (m + 1.0), u2 = u * u;
+    double p = 2.0 / 13.0;
+    p = JAG__VM_FMAD(p, u2, 2.0 / 11.0);
+    p = JAG__VM_FMAD(p, u2, 2.0 / 9.0);
+    p = JAG__VM_FMAD(p, u2, 2.0 / 7.0);
+    p = JAG__VM_FMAD(p, u2, 2.0 / 5.0);
+    p = JAG__VM_FMAD(p, u2, 2.0 / 3.0);
+    p = JAG__VM_FMAD(p, u2, 2.0);
+    return JAG__VM_FMAD(ed, 0.69314718055994531, u * p);
+}
+
 /* gelu_tanh(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), is
  * x sigmoid(2u) = x / (1 + e) for x >= 0 and x e / (1 + e) for x < 0 with
  * e = exp(-|2u|): no cancellation for negative x. Below -20 the result is

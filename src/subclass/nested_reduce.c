@@ -493,7 +493,16 @@ static void seg_store(jag_segment_kind kind, seg_part *r, double n, int64_t corr
         }
         break;
     case JAG_SEG_LSE:
-        for (int64_t c = 0; c < nc; c++) a[c] = seg_lse_finish(a[c], r->q[c]);
+        if (y && !f64) { /* a float result: a log that vectorises (s >= 1 where m is finite) */
+            const double *q = r->q;
+#pragma omp simd
+            for (int64_t c = 0; c < nc; c++) {
+                double m = a[c], lg = jag__vm_log_ge1_for_f32(q[c] >= 1.0 ? q[c] : 1.0);
+                a[c] = m != m || isinf(m) ? m : m + lg;
+            }
+        } else {
+            for (int64_t c = 0; c < nc; c++) a[c] = seg_lse_finish(a[c], r->q[c]);
+        }
         break;
     default: break;
     }
