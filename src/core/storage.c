@@ -146,7 +146,9 @@ void jag__storage_retain(jag_storage *s) {
 
 void jag__storage_release(jag_storage *s) {
     if (!s) return;
-    if (atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1) return;
+    if (atomic_load_explicit(&s->refcount, memory_order_acquire) != 1 && /* the last reference: as jag_release */
+        atomic_fetch_sub_explicit(&s->refcount, 1, memory_order_acq_rel) != 1)
+        return;
     if (s->inline_data) {
         jag__small_free(s, HEADER_BYTES + s->nbytes);
         return;

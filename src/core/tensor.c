@@ -8,8 +8,9 @@
 static _Thread_local long live_tensors;
 long jag__live_tensors(void) { return live_tensors; }
 
-jag_tensor *jag__tensor_wrap(jag_storage *storage, jag_dtype dtype, const int64_t *sizes,
-                             const int64_t *strides, int ndim, int64_t offset) {
+/* A new header over storage, taking over one reference the caller holds. */
+static jag_tensor *wrap_adopting(jag_storage *storage, jag_dtype dtype, const int64_t *sizes,
+                                 const int64_t *strides, int ndim, int64_t offset) {
     JAG_ASSERT(ndim >= 0 && ndim <= JAG_MAX_DIMS);
     jag_tensor *t = jag__small_alloc(sizeof *t);
     if (!t) {
@@ -40,7 +41,13 @@ jag_tensor *jag__tensor_wrap(jag_storage *storage, jag_dtype dtype, const int64_
     }
     t->offset = offset;
     t->storage = storage;
-    jag__storage_retain(storage);
+    return t;
+}
+
+jag_tensor *jag__tensor_wrap(jag_storage *storage, jag_dtype dtype, const int64_t *sizes,
+                             const int64_t *strides, int ndim, int64_t offset) {
+    jag_tensor *t = wrap_adopting(storage, dtype, sizes, strides, ndim, offset);
+    if (t) jag__storage_retain(storage);
     return t;
 }
 
@@ -51,8 +58,8 @@ jag_tensor *jag__tensor_new(const char *op, const int64_t *sizes, int ndim, jag_
     if (meta) return jag__tensor_wrap(NULL, dtype, sizes, NULL, ndim, 0);
     jag_storage *s = jag__storage_new((size_t)numel * jag_dtype_size(dtype), zero, op);
     if (!s) return NULL;
-    jag_tensor *t = jag__tensor_wrap(s, dtype, sizes, NULL, ndim, 0);
-    jag__storage_release(s); /* the tensor holds the only reference now */
+    jag_tensor *t = wrap_adopting(s, dtype, sizes, NULL, ndim, 0); /* the tensor holds the only reference */
+    if (!t) jag__storage_release(s);
     return t;
 }
 
@@ -74,7 +81,12 @@ jag_tensor *jag_retain(jag_tensor *t) {
 
 void jag_release(jag_tensor *t) {
     if (!t) return;
-    if (atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1) return;
+    /* the last reference (most tensors die with their first): nobody else
+     * can take one, so no read-modify-write (a locked instruction costs a
+     * tiny op's kernel) */
+    if (atomic_load_explicit(&t->refcount, memory_order_acquire) != 1 &&
+        atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1)
+        return;
     jag__storage_release(t->storage);
     if (t->subclass) jag__subclass_destroy_state(t);
     if (t->grad_fn || t->grad) jag__autograd_release_tensor(t);
