@@ -472,6 +472,44 @@ static void test_engine_var_offsets(void) {
     jag_release(u), jag_release(v), jag_release(off), jag_release(nt);
 }
 
+/* logsumexp of float32 in one pass, its max growing block after block:
+ * against log(sum(exp)) in double. Columns: 20 rows of -inf before finite
+ * ones far below 0 (the terms of -inf must not count once a finite max
+ * comes); values rising row after row (the sum rescaled at every block);
+ * falling; a +inf late; a NaN late; all -inf. */
+static void test_engine_lse_growing_max(void) {
+    TEST_BEGIN();
+    enum { R = 70, NC = 6 };
+    int64_t vs[2] = {R, NC}, o[3] = {0, 30, R}, three = 3;
+    jag_tensor *v = NULL, *off = NULL, *nt = NULL, *y = NULL;
+    CHECK_OK(jag_empty(vs, 2, JAG_FLOAT32, &v));
+    float *pv = jag_data(v);
+    for (int64_t r = 0; r < R; r++) {
+        int64_t i = r < 30 ? r : r - 30; /* row inside its component */
+        pv[r * NC + 0] = i < 20 ? -INFINITY : -100.0f - 0.25f * (float)i;
+        pv[r * NC + 1] = 0.5f * (float)i - 3.0f;
+        pv[r * NC + 2] = 3.0f - 0.5f * (float)i;
+        pv[r * NC + 3] = i == 25 ? INFINITY : (float)i;
+        pv[r * NC + 4] = i == 27 ? NAN : (float)i;
+        pv[r * NC + 5] = -INFINITY;
+    }
+    CHECK_OK(jag_from_data(o, &three, 1, JAG_INT64, &off));
+    CHECK_OK(jag_nested_from_jagged(v, off, NULL, &nt));
+    int dim = 1;
+    CHECK_OK(jag_logsumexp(nt, &dim, 1, false, &y));
+    for (int b = 0; b < 2; b++)
+        for (int c = 0; c < NC; c++) {
+            double m = -INFINITY, sum = 0, got = t_get(y, b * NC + c);
+            bool nan = false;
+            for (int64_t r = o[b]; r < o[b + 1]; r++) nan |= pv[r * NC + c] != pv[r * NC + c], m = fmax(m, pv[r * NC + c]);
+            for (int64_t r = o[b]; r < o[b + 1] && isfinite(m); r++) sum += exp((double)pv[r * NC + c] - m);
+            double want = nan ? NAN : isfinite(m) ? m + log(sum) : m;
+            bool ok = nan ? isnan(got) : isfinite(want) ? fabs(got - want) <= 2e-6 * fmax(1.0, fabs(want)) : got == want;
+            CHECK_MSG(ok, "component %d column %d: %.9g, want %.9g", b, c, got, want);
+        }
+    jag_release(v), jag_release(off), jag_release(nt), jag_release(y);
+}
+
 /* ragged_reduce on non-contiguous values (a slice of wider rows, and a
  * transposed layout): the same results as on contiguous ones. */
 static void test_ragged_reduce_noncontiguous(void) {
@@ -504,5 +542,5 @@ static void test_ragged_reduce_noncontiguous(void) {
 }
 
 TEST_MAIN(test_ragged_reduce_by_hand, test_nested_mean_matches_components, test_bad_offsets_refused,
-          test_varlen_attention_matches_items, test_scatter_add, test_engine_exps, test_engine_log, test_engine_matches_references, test_engine_var_offsets,
+          test_varlen_attention_matches_items, test_scatter_add, test_engine_exps, test_engine_log, test_engine_matches_references, test_engine_var_offsets, test_engine_lse_growing_max,
           test_ragged_reduce_noncontiguous)
