@@ -250,9 +250,23 @@ static void run_copy(void *p) {
     __asm__ volatile("" : : "r"(c->dst) : "memory");
 }
 
+typedef struct {
+    jag_tensor *x;
+} exp_ctx;
+
+static void run_exp(void *p) {
+    jag_tensor *o = NULL;
+    bench_check(jag_exp(((exp_ctx *)p)->x, &o), "exp");
+    jag_release(o);
+}
+
 /* The issue's grid: lengths uniform in 1..512 or from the corpus, B in {8,
  * 64}, D = 256. The baseline copies half the bytes the op moves out of the
- * op's own values, so that both move the same bytes (read + written). */
+ * op's own values, so that both move the same bytes (read + written).
+ * softmax and logsumexp take an exp per element: they are also timed
+ * against jag_exp on the same values (dense, an exp per element read and
+ * written), the rate of the machine's exps ("exp_over_op" > 1: the op is
+ * faster than that exp alone). */
 static void bench_ragged_bandwidth(const char *dist, const corpus *cp, int64_t batch) {
     int64_t dim = 256, lens[64], offs[65], nb1 = batch + 1;
     make_lengths(dist, cp, batch, (uint64_t)batch * 131, lens);
@@ -271,17 +285,23 @@ static void bench_ragged_bandwidth(const char *dist, const corpus *cp, int64_t b
         /* bytes the op moves: values read, plus the output written */
         size_t moved = vbytes + (op == OP_SOFTMAX_RAGGED ? vbytes : (size_t)(batch * dim * 4));
         copy_ctx cc = {jag_data(values), aligned_alloc(64, (moved / 2 + 63) / 64 * 64), moved / 2};
-        bench_stats so, sc;
+        bench_stats so, sc, so2, se;
         bench_pair(run_op, &c, run_copy, &cc, 10, bench_quick ? 0.2 : 0.5, &so, &sc);
         double op_gbs = (double)moved / so.median / 1e9, copy_gbs = 2.0 * (double)cc.bytes / sc.median / 1e9;
-        char params[160], vals[320];
+        char exp_vals[96] = "";
+        if (op == OP_SOFTMAX_RAGGED || op == OP_LOGSUMEXP_RAGGED) {
+            exp_ctx ec = {values};
+            bench_pair(run_op, &c, run_exp, &ec, 10, bench_quick ? 0.2 : 0.5, &so2, &se);
+            snprintf(exp_vals, sizeof exp_vals, ", \"exp_s\": %.6g, \"exp_over_op\": %.3f", se.median, se.median / so2.median);
+        }
+        char params[160], vals[420];
         snprintf(params, sizeof params, "\"op\": \"%s\", \"lengths\": \"%s\", \"B\": %lld, \"D\": %lld, \"rows\": %lld",
                  op_names[op], dist, (long long)batch, (long long)dim, (long long)offs[batch]);
         snprintf(vals, sizeof vals,
                  "\"op_s\": %.6g, \"op_s_min\": %.6g, \"op_s_max\": %.6g, \"memcpy_s\": %.6g, \"op_gbs\": %.3f, "
-                 "\"memcpy_gbs\": %.3f, \"ratio_vs_memcpy\": %.3f, \"meets_target\": %s",
+                 "\"memcpy_gbs\": %.3f, \"ratio_vs_memcpy\": %.3f, \"meets_target\": %s%s",
                  so.median, so.min, so.max, sc.median, op_gbs, copy_gbs, op_gbs / copy_gbs,
-                 op_gbs / copy_gbs >= 0.7 ? "true" : "false");
+                 op_gbs / copy_gbs >= 0.7 ? "true" : "false", exp_vals);
         bench_emit("nested", "ragged_vs_memcpy", params, vals);
         free(cc.dst);
     }

@@ -715,6 +715,14 @@ def report(res, results_rel, plots, plots_note):
             for f in rv if (f["params"].get("lengths", "uniform"), f["params"]["B"]) == (d, B)))
         for d, B in groups) or "no figures",
                all(f["values"]["ratio_vs_memcpy"] >= 0.7 for f in rv) if rv else None)
+    rx = [f for f in rv if "exp_over_op" in f["values"]]
+    if rx:
+        target_row("ragged softmax and logsumexp vs jag_exp on the same values (time of the exp / time of the op; "
+                   "no target)", "; ".join(
+            "%s B=%s: %s" % (lengths_label(d), B, ", ".join(
+                "%s %s" % (f["params"]["op"].replace("_ragged", ""), fmt(f["values"]["exp_over_op"]))
+                for f in rx if (f["params"].get("lengths", "uniform"), f["params"]["B"]) == (d, B)))
+            for d, B in groups), "")
     if rows:
         ok = sum(r["meets"] for r in rows)
         ns_ok = sum(r["never_slower"] for r in rows)
