@@ -21,9 +21,9 @@ static jag_tensor *make(const int64_t *lens, int B, int64_t D, bool holes, uint6
     return nt;
 }
 
-static int unbind_all(const jag_tensor *nt, jag_tensor **c) {
+static int unbind_all(const jag_tensor *nt, jag_tensor **c) { /* c holds 64 */
     int n = 0;
-    if (jag_nested_unbind(nt, c, 32, &n)) exit(2);
+    if (jag_nested_unbind(nt, c, 64, &n)) exit(2);
     return n;
 }
 
@@ -33,7 +33,7 @@ static void release_all(jag_tensor **c, int n) {
 
 /* every component of nt equals want[b] */
 static bool components_are(const jag_tensor *nt, jag_tensor *const *want, int n) {
-    jag_tensor *c[32];
+    jag_tensor *c[64];
     int m = unbind_all(nt, c);
     bool ok = m == n;
     for (int b = 0; ok && b < n; b++) ok = t_allclose(c[b], want[b], 0, 0);
@@ -66,7 +66,7 @@ static void test_cat_batch(void) {
         CHECK_OK(jag_cat(xs, 2, 0, &y));
         CHECK(y && jag_is_nested(y) && jag_nested_batch_size(y) == 5 && jag_size(y, 2) == 2);
         CHECK(y && jag_nested_ragged_id(y) != jag_nested_ragged_id(a));
-        jag_tensor *want[32];
+        jag_tensor *want[64];
         int n = unbind_all(a, want);
         n += unbind_all(b, want + n);
         CHECK(y && components_are(y, want, n));
@@ -102,12 +102,12 @@ static void test_cat_stack_dense_dims(void) {
         CHECK_OK(jag_nested_offsets(b0, &oa));
         CHECK_OK(jag_nested_lengths(b0, &lena));
         CHECK_OK(jag_nested_from_jagged(vb, oa, lena, &b));
-        jag_tensor *xs[2] = {a, b}, *y = NULL, *ca[32], *cb[32];
+        jag_tensor *xs[2] = {a, b}, *y = NULL, *ca[64], *cb[64];
         int n = unbind_all(a, ca);
         unbind_all(b, cb);
         CHECK_OK(jag_cat(xs, 2, 2, &y));
         CHECK(y && jag_is_nested(y) && jag_size(y, 2) == 5 && jag_nested_ragged_id(y) == jag_nested_ragged_id(a));
-        jag_tensor *want[32];
+        jag_tensor *want[64];
         for (int i = 0; i < n; i++) {
             jag_tensor *pair[2] = {ca[i], cb[i]};
             CHECK_OK(jag_cat(pair, 2, 1, &want[i]));
@@ -124,7 +124,7 @@ static void test_cat_stack_dense_dims(void) {
         for (int dim = 2; dim <= 3; dim++) {
             CHECK_OK(jag_stack(sx, 2, dim, &st));
             CHECK(st && jag_ndim(st) == 4 && jag_size(st, 2) == 2 && jag_size(st, 3) == 2);
-            jag_tensor *c2[32];
+            jag_tensor *c2[64];
             unbind_all(a2b, c2);
             for (int i = 0; i < n; i++) {
                 jag_tensor *pair[2] = {ca[i], c2[i]};
@@ -171,7 +171,7 @@ static void test_index_select_batch(void) {
     int64_t pick[5] = {2, 0, 2, 1, 3}, five = 5;
     for (int holes = 0; holes < 2; holes++)
         for (int i32 = 0; i32 < 2; i32++) {
-            jag_tensor *x = make(la, 4, 3, holes, 20), *ix = NULL, *ix64 = NULL, *y = NULL, *c[32], *want[5];
+            jag_tensor *x = make(la, 4, 3, holes, 20), *ix = NULL, *ix64 = NULL, *y = NULL, *c[64], *want[5];
             CHECK_OK(jag_from_data(pick, &five, 1, JAG_INT64, &ix64));
             CHECK_OK(jag_to_dtype(ix64, i32 ? JAG_INT32 : JAG_INT64, &ix));
             CHECK_OK(jag_index_select(x, 0, ix, &y));
@@ -193,6 +193,34 @@ static void test_index_select_batch(void) {
         }
 }
 
+/* Many long components (one parallel loop of row copies) and values that
+ * are a column slice of wider rows (copies through views): the picked
+ * components equal the input's. */
+static void test_index_select_batch_large_and_strided(void) {
+    TEST_BEGIN();
+    enum { B = 40, D = 64 };
+    int64_t o[B + 1] = {0}, pick[B], nb1 = B + 1, nb = B;
+    for (int b = 0; b < B; b++) o[b + 1] = o[b] + 37 + (b * 53) % 150, pick[b] = (b * 7 + 3) % B;
+    for (int strided = 0; strided < 2; strided++) {
+        int64_t vs[2] = {o[B], strided ? 2 * D : D};
+        jag_tensor *wide = t_rand(vs, 2, JAG_FLOAT32, -2, 2, 31), *v = NULL, *off = NULL, *x = NULL, *ix = NULL, *y = NULL;
+        if (strided) CHECK_OK(jag_narrow(wide, 1, 5, D, &v));
+        else v = jag_retain(wide);
+        CHECK(jag_is_contiguous(v) == !strided);
+        CHECK_OK(jag_from_data(o, &nb1, 1, JAG_INT64, &off));
+        CHECK_OK(jag_nested_from_jagged(v, off, NULL, &x));
+        CHECK_OK(jag_from_data(pick, &nb, 1, JAG_INT64, &ix));
+        CHECK_OK(jag_index_select(x, 0, ix, &y));
+        jag_tensor *c[64], *want[B];
+        int n = 0;
+        CHECK_OK(jag_nested_unbind(x, c, 64, &n));
+        for (int k = 0; k < B; k++) want[k] = c[pick[k]];
+        CHECK(y && jag_nested_batch_size(y) == B && components_are(y, want, B));
+        release_all(c, n);
+        jag_release(wide), jag_release(v), jag_release(off), jag_release(x), jag_release(ix), jag_release(y);
+    }
+}
+
 /* ---- where, masked_fill ---------------------------------------------------- */
 
 static jag_status run_masked_fill(jag_tensor *const *in, int n, jag_tensor **out, void *ctx) {
@@ -209,7 +237,7 @@ static void test_where_masked_fill(void) {
     TEST_BEGIN();
     const int64_t la[4] = {2, 0, 3, 1};
     for (int holes = 0; holes < 2; holes++) {
-        jag_tensor *x = make(la, 4, 3, holes, 30), *mask = NULL, *y = NULL, *c[32], *mc[32], *yc[32];
+        jag_tensor *x = make(la, 4, 3, holes, 30), *mask = NULL, *y = NULL, *c[64], *mc[64], *yc[64];
         CHECK_OK(jag_gt_scalar(x, 0.5, &mask)); /* a nested bool mask of x's raggedness */
         CHECK(jag_is_nested(mask));
         CHECK_OK(jag_masked_fill(x, mask, -3.5, &y));
@@ -222,7 +250,7 @@ static void test_where_masked_fill(void) {
         release_all(yc, n);
         jag_release(y);
         /* where with two nested operands, and with a dense (D) one */
-        jag_tensor *z = make(la, 4, 3, holes, 31), *zv = NULL, *off = NULL, *len = NULL, *z2 = NULL, *w = NULL, *zc[32];
+        jag_tensor *z = make(la, 4, 3, holes, 31), *zv = NULL, *off = NULL, *len = NULL, *z2 = NULL, *w = NULL, *zc[64];
         CHECK_OK(jag_nested_values(z, &zv));
         CHECK_OK(jag_nested_offsets(x, &off));
         CHECK_OK(jag_nested_lengths(x, &len));
@@ -273,7 +301,7 @@ static void test_to_padded_max(void) {
     const int64_t la[4] = {2, 0, 5, 1};
     for (int holes = 0; holes < 2; holes++)
         for (int64_t L = 0; L <= 6; L += 3) {
-            jag_tensor *x = make(la, 4, 3, holes, 40), *p = NULL, *c[32];
+            jag_tensor *x = make(la, 4, 3, holes, 40), *p = NULL, *c[64];
             CHECK_OK(jag_nested_to_padded_max(x, 0.25, L, &p));
             CHECK(p && !jag_is_nested(p) && jag_size(p, 0) == 4 && jag_size(p, 1) == L && jag_size(p, 2) == 3);
             int n = unbind_all(x, c);
@@ -300,4 +328,4 @@ static void test_to_padded_max(void) {
     jag_release(d);
 }
 
-TEST_MAIN(test_cat_batch, test_cat_stack_dense_dims, test_index_select_batch, test_where_masked_fill, test_to_padded_max)
+TEST_MAIN(test_cat_batch, test_cat_stack_dense_dims, test_index_select_batch, test_index_select_batch_large_and_strided, test_where_masked_fill, test_to_padded_max)
