@@ -35,7 +35,8 @@ static jag_status gather_components(const char *op, const nested_state *s, const
     if (!y) return jag_last_status();
     const int64_t *o = i64c(s->offsets);
     if (jag_is_contiguous(v) && n > 0) { /* rows are bytes: one parallel loop of copies over all the picks */
-        size_t row = (size_t)jag__numel(v->sizes + 1, v->ndim - 1) * jag_dtype_size(v->dtype);
+        int64_t per_row = jag__numel(v->sizes + 1, v->ndim - 1);
+        size_t row = (size_t)per_row * jag_dtype_size(v->dtype);
         const char *src = (const char *)jag__ptr(v);
         char *dst = (char *)jag__ptr(y);
         int64_t *at = malloc((size_t)n * sizeof *at);
@@ -44,7 +45,7 @@ static jag_status gather_components(const char *op, const nested_state *s, const
             return jag__error(JAG_ENOMEM, "%s: out of memory", op);
         }
         for (int64_t k = 0, r = 0; k < n; k++) at[k] = r, r += lens[k];
-#pragma omp parallel for schedule(dynamic, 1) if ((int64_t)(rows * row / 4) > JAG_PARALLEL_GRAIN && n > 1)
+#pragma omp parallel for schedule(dynamic, 1) if (rows * per_row > JAG_PARALLEL_GRAIN && n > 1)
         for (int64_t k = 0; k < n; k++)
             if (lens[k]) memcpy(dst + (size_t)at[k] * row, src + (size_t)o[picks[k]] * row, (size_t)lens[k] * row);
         free(at);
