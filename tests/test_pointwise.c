@@ -880,6 +880,24 @@ static void test_where(void) {
             jag_release(r);
             jag_release(cond), jag_release(a), jag_release(b);
         }
+        /* a 0-d a or b against contiguous others (masked_fill's shape):
+         * the select-against-a-constant loops, their vector body and tail */
+        int64_t sn[] = {37, 29};
+        for (int side = 0; side < 2; side++) {
+            cond = t_rand(sn, 2, JAG_BOOL, 0, 1, 80 + i * 2 + side);
+            jag_tensor *full = t_rand(sn, 2, dt, -5, 5, 90 + i * 2 + side), *scalar = t_rand(NULL, 0, dt, -5, 5, 95 + i);
+            a = side ? full : scalar, b = side ? scalar : full;
+            jag_value args[3] = {jag__v_tensor(cond), jag__v_tensor(a), jag__v_tensor(b)};
+            jag_tensor *r = NULL;
+            char what[96];
+            snprintf(what, sizeof what, "%s 0-d %s", jag_dtype_name(dt), side ? "b" : "a");
+            CHECK_OK(jag_where(cond, a, b, &y));
+            CHECK_OK(jag__ref_binary(JAG_OP_where, args, 3, &r));
+            if (y && r) check_against_ref(y, r, a, "where", what);
+            jag_release(y), y = NULL;
+            jag_release(r);
+            jag_release(cond), jag_release(full), jag_release(scalar);
+        }
     }
 }
 

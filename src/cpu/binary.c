@@ -366,6 +366,27 @@ COMPARE_LOOPS(ge, >=)
                 const T av = a[i], bv = b[i];                                  \
                 y[i] = c[i] ? av : bv;                                         \
             }                                                                  \
+        } else if (strides[0] == st && strides[1] == 1 && (strides[2] == 0) != (strides[3] == 0) && \
+                   (strides[2] == st || strides[3] == st)) {                   \
+            /* one side a broadcast scalar (masked_fill): a select against a \
+             * constant, which vectorises; the strided loop below does not */ \
+            T *restrict y = (T *)ptrs[0];                                      \
+            const uint8_t *restrict c = (const uint8_t *)ptrs[1];              \
+            if (strides[2] == 0) {                                             \
+                const T av = *(const T *)ptrs[2];                              \
+                const T *restrict b = (const T *)ptrs[3];                      \
+                for (int64_t i = 0; i < n; i++) {                              \
+                    const T bv = b[i];                                         \
+                    y[i] = c[i] ? av : bv;                                     \
+                }                                                              \
+            } else {                                                           \
+                const T *restrict a = (const T *)ptrs[2];                      \
+                const T bv = *(const T *)ptrs[3];                              \
+                for (int64_t i = 0; i < n; i++) {                              \
+                    const T av = a[i];                                         \
+                    y[i] = c[i] ? av : bv;                                     \
+                }                                                              \
+            }                                                                  \
         } else {                                                               \
             for (int64_t i = 0; i < n; i++) {                                  \
                 const T av = *(const T *)(ptrs[2] + i * strides[2]);           \
