@@ -1,6 +1,7 @@
 /* test_core.c — creation, metadata, views, copies, conversions, scopes,
  * errors, random numbers and printing. */
 #include "test.h"
+#include "core/internal.h"
 
 static const double V6[6] = {1, 2, 3, 4, 5, 6};
 
@@ -124,6 +125,34 @@ static void test_storage_reuse(void) {
             jag_release(z);
         }
     }
+}
+
+/* The block sizes behind small tensors: powers of two from 128 bytes up to
+ * 128 KiB (each size at its class's boundary and one past), plain 64-byte
+ * rounding above, and in builds without the cache. A block taken and freed at
+ * every size comes back usable. */
+static void test_small_block_classes(void) {
+    TEST_BEGIN();
+    const size_t asks[] = {1, 64, 127, 128, 129, 255, 256, 257, 4096, 4097, 65535, 65536, 65537, 131071, 131072,
+                           131073, 1000000};
+    for (size_t i = 0; i < sizeof asks / sizeof asks[0]; i++) {
+        size_t n = asks[i], want = (n + 63) / 64 * 64;
+#ifndef JAG_NO_ALLOC_CACHE
+        if (n <= 131072) {
+            want = 128;
+            while (want < n) want *= 2;
+        }
+#endif
+        CHECK_MSG(jag__small_block_bytes(n) == want, "%zu bytes: block of %zu, expected %zu", n,
+                  jag__small_block_bytes(n), want);
+        for (int round = 0; round < 2; round++) {
+            unsigned char *p = jag__small_alloc(n);
+            CHECK(p && ((uintptr_t)p & 63) == 0);
+            if (p) memset(p, 0xa5, jag__small_block_bytes(n));
+            jag__small_free(p, n);
+        }
+    }
+    jag_empty_cache();
 }
 
 char *openblas_get_corename(void); /* from the OpenBLAS this program links */
@@ -458,6 +487,6 @@ static void test_item_errors(void) {
     jag_release(x);
 }
 
-TEST_MAIN(test_status_strings, test_creation, test_from_blob, test_storage_reuse, test_blas_core_name, test_creation_errors, test_views,
+TEST_MAIN(test_status_strings, test_creation, test_from_blob, test_storage_reuse, test_small_block_classes, test_blas_core_name, test_creation_errors, test_views,
           test_view_reshape_strides, test_view_errors, test_copy_and_convert, test_copy_inplace,
           test_copy_large_parallel, test_scopes, test_random, test_format, test_item_errors)

@@ -77,9 +77,11 @@ jag_status jag__d_from_padded(const jag_grad_ctx *c, jag_tensor *const *grad_out
 /* ---- along the ragged dim of a jagged tensor ----------------------------- */
 
 static jag_status rewrap_grad(nested_state *s, jag_status st, jag_tensor *gv, jag_tensor **grad_in) {
-    if (!st) st = jag__nested_rewrap_jagged(s, gv, &grad_in[0]);
-    jag_release(gv);
-    return st;
+    if (st) {
+        jag_release(gv);
+        return st;
+    }
+    return jag__nested_rewrap_jagged_taking(s, gv, &grad_in[0]);
 }
 
 /* Rules for ops that ran along the ragged dim (see nested_reduce.c), or

@@ -17,7 +17,7 @@
 #define MIN_CLASS_SHIFT 7  /* 128 bytes */
 #define N_CLASSES 11       /* up to 128 KiB */
 #define PER_CLASS 64
-#define CLASS_MAX_BYTES ((size_t)512 << 10)
+#define CLASS_MAX_SHIFT 19 /* a class keeps at most 512 KiB */
 
 typedef struct free_list {
     void *items[N_CLASSES][PER_CLASS];
@@ -29,16 +29,19 @@ static size_t round_align(size_t n) { return (n + 63) / 64 * 64; }
 #ifndef JAG_NO_ALLOC_CACHE
 static size_t class_size(int c) { return (size_t)1 << (MIN_CLASS_SHIFT + c); }
 
-/* Blocks a class keeps: 64, fewer for classes over 8 KiB. */
+/* Blocks a class keeps: 64, fewer for classes over 8 KiB (512 KiB / size). */
 static int class_keep(int c) {
-    size_t k = CLASS_MAX_BYTES / class_size(c);
-    return k < PER_CLASS ? (int)k : PER_CLASS;
+    int shift = CLASS_MAX_SHIFT - (MIN_CLASS_SHIFT + c);
+    return shift >= 6 ? PER_CLASS : 1 << shift;
 }
 
+/* The class of n bytes (the smallest power of two >= n, from 128 bytes), or
+ * -1 over the largest: a count of leading zeros, no loop (every op takes and
+ * frees several blocks). */
 static int class_of(size_t n) {
-    for (int c = 0; c < N_CLASSES; c++)
-        if (n <= class_size(c)) return c;
-    return -1;
+    if (n <= ((size_t)1 << MIN_CLASS_SHIFT)) return 0;
+    int c = 64 - __builtin_clzll((unsigned long long)(n - 1)) - MIN_CLASS_SHIFT;
+    return c < N_CLASSES ? c : -1;
 }
 
 static _Thread_local free_list *lists;

@@ -128,6 +128,10 @@ jag_status jag__custom_run_autograd(const jag_op_info *info, const jag_value *ar
  * argument (a registered decomposition first, else the class's handler). */
 jag_status jag__subclass_run(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs,
                              jag_tensor **outs);
+/* jag_subclass_wrap without its argument checks, for jag's own classes
+ * (their sizes are known good): the same ownership of state. */
+jag_status jag__subclass_wrap_unchecked(const jag_subclass *cls, void *state, jag_dtype dtype, const int64_t *sizes,
+                                        int ndim, jag_tensor **out);
 
 /* Run `op` on boxed args; on success outs[0..n_out) hold new references.
  * Callers inside jag use this; public entry points wrap it with

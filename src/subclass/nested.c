@@ -174,18 +174,22 @@ jag_status jag__nested_wrap_jagged(const jag_tensor *values, const jag_tensor *o
     return jag__nested_wrap_jagged_at(values, offsets, lengths, ragged_id, min_seqlen, max_seqlen, 1, out);
 }
 
-jag_status jag__nested_wrap_jagged_at(const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
-                                      int64_t ragged_id, int64_t min_seqlen, int64_t max_seqlen, int ragged_idx,
-                                      jag_tensor **out) {
+/* The constructor of every jagged result; takes the reference `values` holds
+ * (released on failure too). */
+static jag_status wrap_jagged_taking(jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
+                                     int64_t ragged_id, int64_t min_seqlen, int64_t max_seqlen, int ragged_idx,
+                                     jag_tensor **out) {
     JAG_ASSERT(ragged_idx >= 1 && ragged_idx <= values->ndim);
-    const jag_subclass *cls = jag__nested_class();
     nested_state *s = jag__small_alloc(sizeof *s);
-    if (!s) return jag__error(JAG_ENOMEM, "nested: out of memory");
+    if (!s) {
+        jag_release(values);
+        return jag__error(JAG_ENOMEM, "nested: out of memory");
+    }
     memset(s, 0, sizeof *s);
     s->layout = JAG_JAGGED;
     s->ragged_idx = ragged_idx;
     s->batch = offsets->sizes[0] - 1;
-    s->values = jag_retain((jag_tensor *)values);
+    s->values = values;
     s->offsets = jag_retain((jag_tensor *)offsets);
     s->lengths = jag_retain((jag_tensor *)lengths);
     atomic_init(&s->ragged_id, ragged_id);
@@ -196,15 +200,38 @@ jag_status jag__nested_wrap_jagged_at(const jag_tensor *values, const jag_tensor
     int64_t sizes[JAG_MAX_DIMS];
     sizes[0] = s->batch;
     for (int d = 1; d <= values->ndim; d++) sizes[d] = d == ragged_idx ? -1 : values->sizes[jag__values_dim(d, ragged_idx)];
-    return jag_subclass_wrap(cls, s, values->dtype, sizes, values->ndim + 1, out);
+    return jag__subclass_wrap_unchecked(jag__nested_class(), s, values->dtype, sizes, values->ndim + 1, out);
 }
 
-jag_status jag__nested_rewrap_jagged(const nested_state *like, const jag_tensor *values, jag_tensor **out) {
+jag_status jag__nested_wrap_jagged_at(const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
+                                      int64_t ragged_id, int64_t min_seqlen, int64_t max_seqlen, int ragged_idx,
+                                      jag_tensor **out) {
+    return wrap_jagged_taking(jag_retain((jag_tensor *)values), offsets, lengths, ragged_id, min_seqlen, max_seqlen,
+                              ragged_idx, out);
+}
+
+static jag_status rewrap_check(const nested_state *like, const jag_tensor *values) {
     if (like->ragged_idx > values->ndim)
         return jag__error(JAG_EINTERNAL, "nested: values of %d dims cannot keep the ragged dim at %d", values->ndim,
                           like->ragged_idx);
+    return JAG_OK;
+}
+
+jag_status jag__nested_rewrap_jagged(const nested_state *like, const jag_tensor *values, jag_tensor **out) {
+    jag_status st = rewrap_check(like, values);
+    if (st) return st;
     return jag__nested_wrap_jagged_at(values, like->offsets, like->lengths, atomic_load(&((nested_state *)like)->ragged_id),
                                       like->min_seqlen, like->max_seqlen, like->ragged_idx, out);
+}
+
+jag_status jag__nested_rewrap_jagged_taking(const nested_state *like, jag_tensor *values, jag_tensor **out) {
+    jag_status st = rewrap_check(like, values);
+    if (st) {
+        jag_release(values);
+        return st;
+    }
+    return wrap_jagged_taking(values, like->offsets, like->lengths, atomic_load(&((nested_state *)like)->ragged_id),
+                              like->min_seqlen, like->max_seqlen, like->ragged_idx, out);
 }
 
 jag_status jag__nested_wrap_strided(const jag_tensor *buffer, const jag_tensor *sizes, const jag_tensor *strides,

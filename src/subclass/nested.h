@@ -56,6 +56,9 @@ jag_status jag__nested_wrap_jagged_at(const jag_tensor *values, const jag_tensor
 /* A jagged result with x's structure (offsets, lengths, ragged id, ragged
  * dim) around new values. */
 jag_status jag__nested_rewrap_jagged(const nested_state *like, const jag_tensor *values, jag_tensor **out);
+/* The same, taking the reference `values` holds (released on failure too):
+ * for values just made, it saves a retain and a release. */
+jag_status jag__nested_rewrap_jagged_taking(const nested_state *like, jag_tensor *values, jag_tensor **out);
 jag_status jag__nested_wrap_strided(const jag_tensor *buffer, const jag_tensor *sizes, const jag_tensor *strides,
                                     const jag_tensor *storage_offsets, int64_t ragged_id, jag_tensor **out);
 

@@ -130,8 +130,7 @@ jag_status jag__nested_cat(const char *op, const jag_value *args, int nargs, jag
         st = jag__dispatch(JAG_OP_cat, a, 2, &res);
         free(vs);
         if (st) return st;
-        st = jag__nested_rewrap_jagged(lead, res, outs);
-        jag_release(res);
+        st = jag__nested_rewrap_jagged_taking(lead, res, outs);
         if (!st)
             for (int i = 1; i < n; i++) jag__nested_same_raggedness(lead, jag__nested(xs[i]), true);
         return st;
@@ -228,9 +227,7 @@ jag_status jag__nested_unsqueeze(const char *op, nested_state *s, int outer_ndim
     jag_tensor *res = NULL;
     jag_value a[] = {jag__v_tensor(s->values), jag__v_int(d - 1)};
     if ((st = jag__dispatch(JAG_OP_unsqueeze, a, 2, &res))) return st;
-    st = jag__nested_rewrap_jagged(s, res, outs);
-    jag_release(res);
-    return st;
+    return jag__nested_rewrap_jagged_taking(s, res, outs);
 }
 
 /* embedding_bag with jagged nested indices (B, j): one bag per component.

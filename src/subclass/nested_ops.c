@@ -135,8 +135,7 @@ static jag_status pointwise_jagged(jag_op_id op, const jag_value *args, int narg
     if (!st) st = jag__dispatch(op, r.args, nargs, &res);
     release_temps(&r);
     if (st) return st;
-    st = jag__nested_rewrap_jagged(lead, res, outs);
-    jag_release(res);
+    st = jag__nested_rewrap_jagged_taking(lead, res, outs);
     if (st) return st;
     for (int i = 0; i < nargs; i++) { /* the call succeeded: remember matches */
         nested_state *s = args[i].kind == JAG_VAL_TENSOR ? jag__nested(args[i].u.t) : NULL;
@@ -280,9 +279,7 @@ static jag_status gemm_on_values(jag_op_id op, const jag_value *args, int nargs,
     jag_tensor *res = NULL;
     jag_status st = jag__dispatch(op, a, nargs, &res);
     if (st) return st;
-    st = jag__nested_rewrap_jagged(lead, res, outs);
-    jag_release(res);
-    return st;
+    return jag__nested_rewrap_jagged_taking(lead, res, outs);
 }
 
 /* ---- strided rules ------------------------------------------------------ */
@@ -547,9 +544,7 @@ static jag_status norm_on_values(jag_op_id op, const jag_value *args, int nargs,
     a[0] = jag__v_tensor(lead->values);
     jag_tensor *res = NULL;
     if ((st = jag__dispatch(op, a, nargs, &res))) return st;
-    st = jag__nested_rewrap_jagged(lead, res, outs);
-    jag_release(res);
-    return st;
+    return jag__nested_rewrap_jagged_taking(lead, res, outs);
 }
 
 /* embedding(weight, nested indices): the rows of weight for the packed
@@ -563,9 +558,7 @@ static jag_status embedding_nested(const jag_value *args, int nargs, nested_stat
     jag_tensor *res = NULL;
     jag_status st = jag__dispatch(JAG_OP_embedding, a, nargs, &res);
     if (st) return st;
-    st = jag__nested_rewrap_jagged(lead, res, outs);
-    jag_release(res);
-    return st;
+    return jag__nested_rewrap_jagged_taking(lead, res, outs);
 }
 
 /* select(nt, 0, i): component i, a view of its rows of values */
@@ -657,9 +650,7 @@ static jag_status view_jagged(const jag_value *args, int nargs, nested_state *le
     jag_tensor *v = NULL;
     jag_value a[] = {jag__v_tensor(lead->values), jag__v_ints(vs, n - 1)};
     if ((st = jag__dispatch(JAG_OP_view, a, 2, &v))) return st;
-    st = jag__nested_rewrap_jagged(lead, v, outs);
-    jag_release(v);
-    return st;
+    return jag__nested_rewrap_jagged_taking(lead, v, outs);
 }
 
 /* ---- the handler -------------------------------------------------------- */
@@ -780,8 +771,7 @@ jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag
                 jag_tensor *v = NULL;
                 jag_status st2 = jag__segment_softmax(info->api_name, lead, op == JAG_OP_log_softmax, &v);
                 if (st2) return st2;
-                st2 = jag__nested_rewrap_jagged(lead, v, outs);
-                jag_release(v);
+                st2 = jag__nested_rewrap_jagged_taking(lead, v, outs);
                 return st2;
             }
             return on_values_dims(op, args, nargs, lead, outer_ndim, outs);

@@ -113,21 +113,27 @@ jag_status jag_subclass_wrap(const jag_subclass *cls, void *state, jag_dtype dty
         return st;
     }
     jag__enter();
+    st = jag__subclass_wrap_unchecked(cls, state, dtype, sizes, ndim, out);
+    return jag__leave(st, out, st == JAG_OK);
+}
+
+jag_status jag__subclass_wrap_unchecked(const jag_subclass *cls, void *state, jag_dtype dtype, const int64_t *sizes,
+                                        int ndim, jag_tensor **out) {
     jag_tensor *t = jag__tensor_wrap(NULL, dtype, sizes, NULL, ndim, 0);
     if (!t) {
         if (cls->def.destroy_state && state) cls->def.destroy_state(state);
-        return jag__leave(jag_last_status(), NULL, 0);
+        return jag_last_status();
     }
     /* Strides mean nothing for a wrapper; keep them row-major over known sizes. */
     t->subclass = cls;
     t->state = state;
     /* made by the traced function itself: a subclass_ctor symbol */
     if (jag__trace_current && jag__trace_wants_ctor()) {
-        jag_status st2 = jag__trace_on_wrap(&t);
-        if (st2) return jag__leave(st2, NULL, 0);
+        jag_status st = jag__trace_on_wrap(&t);
+        if (st) return st;
     }
     *out = t;
-    return jag__leave(JAG_OK, out, 1);
+    return JAG_OK;
 }
 
 void jag__subclass_destroy_state(jag_tensor *t) {
