@@ -124,7 +124,7 @@ static jag_status pointwise_jagged(jag_op_id op, const jag_value *args, int narg
                 st = jag__error(JAG_ESHAPE, "%s: nested %s has %d dims, the first nested argument %d", info->api_name,
                                 arg_label(i), t->ndim, outer_ndim);
             else
-                r.args[i] = jag__v_tensor(s->values);
+                r.args[i].u.t = s->values; /* (the field alone: a whole new jag_value stalls the copy after it) */
         } else {
             jag_tensor *d = NULL;
             st = dense_for_jagged(info, i, lead, outer_ndim, t, &d);
