@@ -458,6 +458,24 @@ static void test_cat_vs_reference(void) {
     CHECK_OK(jag_cat(ls, 2, 1, &y));
     CHECK(t_equal(y, ref));
     jag_release(l1), jag_release(l2), jag_release(y), jag_release(ref);
+    /* leading size-1 dims (each part one run of the output's bytes): small
+     * contiguous parts copied whole, beside a large one, a non-contiguous
+     * one and an int32 one converted */
+    for (int d = 0; d < 3; d++) {
+        int64_t s0[3] = {1, 1, 6}, s1[3] = {1, 1, 6}, s2[3] = {1, 1, 6}, s3[3] = {1, 1, 6};
+        s0[d] = 3, s1[d] = d == 2 ? 40000 : 20000, s2[d] = 4, s3[d] = 2;
+        jag_tensor *p[4] = {t_rand(s0, 3, JAG_FLOAT32, -1, 1, 31), t_rand(s1, 3, JAG_FLOAT32, -1, 1, 32),
+                            t_rand(s2, 3, JAG_FLOAT32, -1, 1, 33), t_rand(s3, 3, JAG_INT32, -9, 9, 34)};
+        jag_tensor *q[4] = {jag_retain(p[0]), jag_retain(p[1]), t_noncontig(p[2]), jag_retain(p[3])};
+        int64_t so3[3] = {1, 1, 6};
+        so3[d] = s0[d] + s1[d] + s2[d] + s3[d];
+        jag_tensor *r3 = t_empty(so3, 3, JAG_FLOAT32), *y3 = NULL;
+        jag__ref_cat(p, 4, d, r3);
+        CHECK_OK(jag_cat(q, 4, d, &y3));
+        CHECK_MSG(y3 && t_equal(y3, r3), "cat of runs along dim %d", d);
+        jag_release(y3), jag_release(r3);
+        for (int i = 0; i < 4; i++) jag_release(p[i]), jag_release(q[i]);
+    }
 }
 
 static void test_stack(void) {

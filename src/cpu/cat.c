@@ -84,10 +84,23 @@ jag_status jag__cpu_cat(const char *op, const jag_value *args, int nargs, jag_te
     int d;
     jag_status st = jag__wrap_dim(op, "dim", (int)args[1].u.i, out->ndim, &d);
     if (st) return st;
+    /* out is contiguous: with nothing but size-1 dims before d, the part a
+     * tensor fills is one run of bytes */
+    bool runs = true;
+    for (int e = 0; e < d; e++) runs = runs && out->sizes[e] == 1;
+    size_t es = jag_dtype_size(out->dtype);
     int64_t at = 0;
     for (int i = 0; i < n; i++) {
         const jag_tensor *t = xs[i];
         if (skipped(t) || t->sizes[d] == 0) continue;
+        int64_t numel = jag_numel(t);
+        if (runs && t->dtype == out->dtype && numel < JAG_PARALLEL_GRAIN && jag_is_contiguous(t)) {
+            /* small and contiguous: one memcpy, no view (larger copies take
+             * jag__copy_into's threads) */
+            memcpy(jag__ptr(out) + (size_t)(at * out->strides[d]) * es, jag__ptr(t), (size_t)numel * es);
+            at += t->sizes[d];
+            continue;
+        }
         jag_tensor *piece = jag__tensor_view(out, t->sizes, out->strides, out->ndim, out->offset + at * out->strides[d]);
         if (!piece) return jag_last_status();
         jag__copy_into(piece, t);

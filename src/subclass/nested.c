@@ -175,14 +175,15 @@ jag_status jag__nested_wrap_jagged(const jag_tensor *values, const jag_tensor *o
 }
 
 /* The constructor of every jagged result; takes the reference `values` holds
- * (released on failure too). */
-static jag_status wrap_jagged_taking(jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
+ * and, with take_offsets, the one `offsets` holds (released on failure too). */
+static jag_status wrap_jagged_taking(jag_tensor *values, jag_tensor *offsets, bool take_offsets, const jag_tensor *lengths,
                                      int64_t ragged_id, int64_t min_seqlen, int64_t max_seqlen, int ragged_idx,
                                      jag_tensor **out) {
     JAG_ASSERT(ragged_idx >= 1 && ragged_idx <= values->ndim);
     nested_state *s = jag__small_alloc(sizeof *s);
     if (!s) {
         jag_release(values);
+        if (take_offsets) jag_release(offsets);
         return jag__error(JAG_ENOMEM, "nested: out of memory");
     }
     memset(s, 0, sizeof *s);
@@ -190,7 +191,7 @@ static jag_status wrap_jagged_taking(jag_tensor *values, const jag_tensor *offse
     s->ragged_idx = ragged_idx;
     s->batch = offsets->sizes[0] - 1;
     s->values = values;
-    s->offsets = jag_retain((jag_tensor *)offsets);
+    s->offsets = take_offsets ? offsets : jag_retain(offsets);
     s->lengths = jag_retain((jag_tensor *)lengths);
     atomic_init(&s->ragged_id, ragged_id);
     atomic_init(&s->row_ids, NULL);
@@ -206,8 +207,13 @@ static jag_status wrap_jagged_taking(jag_tensor *values, const jag_tensor *offse
 jag_status jag__nested_wrap_jagged_at(const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
                                       int64_t ragged_id, int64_t min_seqlen, int64_t max_seqlen, int ragged_idx,
                                       jag_tensor **out) {
-    return wrap_jagged_taking(jag_retain((jag_tensor *)values), offsets, lengths, ragged_id, min_seqlen, max_seqlen,
-                              ragged_idx, out);
+    return wrap_jagged_taking(jag_retain((jag_tensor *)values), (jag_tensor *)offsets, false, lengths, ragged_id,
+                              min_seqlen, max_seqlen, ragged_idx, out);
+}
+
+jag_status jag__nested_wrap_jagged_taking(jag_tensor *values, jag_tensor *offsets, int64_t ragged_id, int64_t min_seqlen,
+                                          int64_t max_seqlen, jag_tensor **out) {
+    return wrap_jagged_taking(values, offsets, true, NULL, ragged_id, min_seqlen, max_seqlen, 1, out);
 }
 
 static jag_status rewrap_check(const nested_state *like, const jag_tensor *values) {
@@ -230,7 +236,7 @@ jag_status jag__nested_rewrap_jagged_taking(const nested_state *like, jag_tensor
         jag_release(values);
         return st;
     }
-    return wrap_jagged_taking(values, like->offsets, like->lengths, atomic_load(&((nested_state *)like)->ragged_id),
+    return wrap_jagged_taking(values, like->offsets, false, like->lengths, atomic_load(&((nested_state *)like)->ragged_id),
                               like->min_seqlen, like->max_seqlen, like->ragged_idx, out);
 }
 

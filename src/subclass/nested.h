@@ -49,6 +49,10 @@ int64_t jag__new_ragged_id(void);
  * tensors given. */
 jag_status jag__nested_wrap_jagged(const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
                                    int64_t ragged_id, int64_t min_seqlen, int64_t max_seqlen, jag_tensor **out);
+/* The same (ragged dim 1, no lengths), taking the references values and
+ * offsets hold (released on failure too): for tensors just made. */
+jag_status jag__nested_wrap_jagged_taking(jag_tensor *values, jag_tensor *offsets, int64_t ragged_id, int64_t min_seqlen,
+                                          int64_t max_seqlen, jag_tensor **out);
 /* The same with the ragged dim at outer dim ragged_idx (1..values.ndim). */
 jag_status jag__nested_wrap_jagged_at(const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
                                       int64_t ragged_id, int64_t min_seqlen, int64_t max_seqlen, int ragged_idx,

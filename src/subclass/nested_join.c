@@ -165,7 +165,7 @@ jag_status jag__nested_cat(const char *op, const jag_value *args, int nargs, jag
     for (int i = 0; i < n && !st; i++) {
         nested_state *s = jag__nested(xs[i]);
         if (packed(s)) {
-            parts[i] = jag_retain(s->values);
+            parts[i] = s->values; /* borrowed: xs keeps it alive */
             for (int64_t b = 0; b < s->batch; b++) lens[at + b] = comp_len(s, b);
         } else {
             for (int64_t b = 0; b < s->batch; b++) picks[b] = b;
@@ -180,9 +180,10 @@ jag_status jag__nested_cat(const char *op, const jag_value *args, int nargs, jag
         st = jag__dispatch(JAG_OP_cat, a, 2, &vals);
     }
     if (!st && !(off = offsets_from(op, lens, total, &mn, &mx))) st = jag_last_status();
-    if (!st) st = jag__nested_wrap_jagged(vals, off, NULL, jag__new_ragged_id(), mn, mx, outs);
-    for (int i = 0; i < n; i++) jag_release(parts[i]);
-    jag_release(vals), jag_release(off);
+    if (!st) st = jag__nested_wrap_jagged_taking(vals, off, jag__new_ragged_id(), mn, mx, outs);
+    else jag_release(vals), jag_release(off);
+    for (int i = 0; i < n; i++)
+        if (!packed(jag__nested(xs[i]))) jag_release(parts[i]); /* the gathered ones */
     if (!small) free(lens), free(picks), free(parts);
     return st;
 }
