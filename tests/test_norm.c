@@ -400,6 +400,35 @@ static void test_norm_vs_ref(void) {
     }
 }
 
+/* Rows with an infinity or a NaN, first or later (float32's one-pass
+ * statistics shift by the first value: inf - inf must stay NaN, never turn
+ * into a zero variance), a row whose first value is an outlier, and rows
+ * that stay finite beside them: against the reference, NaN for NaN. */
+static void test_norm_specials(void) {
+    TEST_BEGIN();
+    enum { R = 7, D = 37 };
+    double v[R * D];
+    for (int i = 0; i < R * D; i++) v[i] = sin(0.7 * i) * 3 + 0.25;
+    v[1 * D + 0] = INFINITY;       /* first: inf */
+    v[2 * D + 5] = INFINITY;       /* later: inf */
+    v[3 * D + 36] = -INFINITY;     /* later, in the tail past the vector lanes: -inf */
+    v[4 * D + 3] = NAN;            /* later: NaN */
+    v[5 * D + 2] = INFINITY, v[5 * D + 9] = -INFINITY;
+    v[6 * D + 0] = 1e6;            /* an outlier first */
+    const int64_t sz[] = {R, D};
+    for (int f = 0; f < 2; f++) {
+        jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+        jag_tensor *x = t_from(v, sz, 2, dt);
+        check_norm_k(true, x, 1, NULL, NULL, 1e-5, 10);
+        check_norm_k(false, x, 1, NULL, NULL, 1e-5, 10);
+        jag_tensor *y = NULL;
+        CHECK_OK(jag_layer_norm(x, 1, NULL, NULL, 1e-5, &y));
+        for (int r = 1; y && r <= 5; r++) /* every element of a row with an infinity or a NaN is NaN */
+            for (int i = 0; i < D; i++) CHECK_MSG(isnan(t_get(y, r * D + i)), "%s row %d element %d: %g", jag_dtype_name(dt), r, i, t_get(y, r * D + i));
+        jag_release(y), jag_release(x);
+    }
+}
+
 static void test_norm_large_empty(void) {
     TEST_BEGIN();
     const int64_t s[] = {300, 256}, sl[] = {1, 200000}, sw[] = {256}, swl[] = {200000};
@@ -467,4 +496,4 @@ static void test_norm_errors(void) {
 }
 
 TEST_MAIN(test_softmax_hand, test_softmax_vs_ref, test_softmax_large, test_softmax_empty_0d, test_softmax_errors,
-          test_norm_hand, test_norm_vs_ref, test_norm_large_empty, test_norm_errors)
+          test_norm_hand, test_norm_vs_ref, test_norm_specials, test_norm_large_empty, test_norm_errors)

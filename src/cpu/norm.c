@@ -4,10 +4,14 @@
  *
  * x is viewed as (N, D): D is the product of the trailing normalized_ndim
  * sizes. Each row's statistics accumulate in float64 with LANES independent
- * accumulators (vectorised, stable for long rows: layer_norm is two-pass,
- * mean then squared deviations, biased as torch); the transform then runs in
- * x's dtype. Threads share rows. A non-contiguous x is first copied into out
- * and normalised in place; a non-contiguous weight or bias is copied.
+ * accumulators (vectorised, stable for long rows; the variance is biased as
+ * torch's). layer_norm on float32 takes one pass, the sums of x - x0 and its
+ * square with x0 the row's first value (exact differences in double); on
+ * float64 two passes, the mean then the squared deviations. The transform
+ * (x - mean) * rstd * w + b runs in double and rounds once to x's dtype.
+ * Threads share rows. A non-contiguous x is first copied into out and
+ * normalised in place; weight and bias are read as contiguous doubles (a
+ * converted copy when needed, once per call).
  */
 #include "../dispatch/dispatch.h"
 
@@ -15,37 +19,68 @@
 
 #define LANES 16
 
+/* The sum of a row's LANES partial sums, as a tree of independent adds that
+ * stay in registers (a loop of in-place halvings went through memory, a
+ * stall per row). */
+static inline double lane_sum(const double *s) {
+    double a[LANES / 2];
+    for (int j = 0; j < LANES / 2; j++) a[j] = s[j] + s[j + LANES / 2];
+    return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
 /* ---- kernels, per float type --------------------------------------------- */
 
+/* The affine parameters arrive as double (D each, or NULL): converted once
+ * per call for float32 rather than once per row. inv_d is 1 / D: a multiply
+ * where a division would lengthen each row's chain of dependent steps. */
 #define DEF_NORM(SUF, T)                                                       \
     /* x, y are (D); w, b are (D) or NULL; x may equal y */                    \
-    static void layer_row_##SUF(const T *x, T *y, const T *w, const T *b, int64_t D, double eps) { \
-        double s[LANES] = {0}, q[LANES] = {0};                                 \
+    static void layer_row_##SUF(const T *x, T *y, const double *w, const double *b, int64_t D, double inv_d, double eps) { \
+        double s[LANES] = {0}, q[LANES] = {0}, mean, var;                      \
         int64_t i = 0;                                                         \
-        for (; i + LANES <= D; i += LANES) {                                   \
-            _Pragma("omp simd")                                                \
-            for (int j = 0; j < LANES; j++) s[j] += (double)x[i + j];          \
-        }                                                                      \
-        for (int j = 0; i < D; i++, j++) s[j] += (double)x[i];                 \
-        for (int h = LANES / 2; h > 0; h /= 2)                                 \
-            for (int j = 0; j < h; j++) s[j] += s[j + h];                      \
-        double mean = s[0] / (double)D;                                        \
-        for (i = 0; i + LANES <= D; i += LANES) {                              \
-            _Pragma("omp simd")                                                \
-            for (int j = 0; j < LANES; j++) {                                  \
-                double d = (double)x[i + j] - mean;                            \
+        if (sizeof(T) == 4) {                                                  \
+            /* one pass: the sums of d = x - x0 and d^2, x0 the first value. \
+             * d is exact in double, and as x0 is one of the values, (mean - \
+             * x0)^2 is at most D times the variance: sum d^2 - (sum d)^2 / D \
+             * loses at most log2(D) of double's 53 bits */                  \
+            const double x0 = (double)x[0];                                    \
+            for (; i + LANES <= D; i += LANES) {                               \
+                _Pragma("omp simd")                                            \
+                for (int j = 0; j < LANES; j++) {                              \
+                    double d = (double)x[i + j] - x0;                          \
+                    s[j] += d, q[j] += d * d;                                  \
+                }                                                              \
+            }                                                                  \
+            for (int j = 0; i < D; i++, j++) {                                 \
+                double d = (double)x[i] - x0;                                  \
+                s[j] += d, q[j] += d * d;                                      \
+            }                                                                  \
+            double s1 = lane_sum(s), m2 = lane_sum(q) - s1 * (s1 * inv_d);       \
+            mean = x0 + s1 * inv_d;                                            \
+            var = (m2 < 0 ? 0 : m2) * inv_d + (x0 - x0); /* NaN stays: inf or NaN anywhere */ \
+        } else { /* float64: two passes, the mean then the squared deviations */ \
+            for (; i + LANES <= D; i += LANES) {                               \
+                _Pragma("omp simd")                                            \
+                for (int j = 0; j < LANES; j++) s[j] += (double)x[i + j];      \
+            }                                                                  \
+            for (int j = 0; i < D; i++, j++) s[j] += (double)x[i];             \
+            mean = lane_sum(s) * inv_d;                                        \
+            for (i = 0; i + LANES <= D; i += LANES) {                          \
+                _Pragma("omp simd")                                            \
+                for (int j = 0; j < LANES; j++) {                              \
+                    double d = (double)x[i + j] - mean;                        \
+                    q[j] += d * d;                                             \
+                }                                                              \
+            }                                                                  \
+            for (int j = 0; i < D; i++, j++) {                                 \
+                double d = (double)x[i] - mean;                                \
                 q[j] += d * d;                                                 \
             }                                                                  \
+            var = lane_sum(q) * inv_d;                                         \
         }                                                                      \
-        for (int j = 0; i < D; i++, j++) {                                     \
-            double d = (double)x[i] - mean;                                    \
-            q[j] += d * d;                                                     \
-        }                                                                      \
-        for (int h = LANES / 2; h > 0; h /= 2)                                 \
-            for (int j = 0; j < h; j++) q[j] += q[j + h];                      \
         /* x - mean in float64: for offset data (|mean| >> std) a mean     \
          * rounded to float32 would cost several digits */                   \
-        double rstd = 1.0 / sqrt(q[0] / (double)D + eps);                      \
+        double rstd = 1.0 / sqrt(var + eps);                                   \
         if (w && b)                                                            \
             for (i = 0; i < D; i++) y[i] = (T)(((double)x[i] - mean) * rstd * w[i] + b[i]); \
         else if (w)                                                            \
@@ -56,7 +91,7 @@
             for (i = 0; i < D; i++) y[i] = (T)(((double)x[i] - mean) * rstd);  \
     }                                                                          \
     /* x, y are (D); w is (D) or NULL; x may equal y */                        \
-    static void rms_row_##SUF(const T *x, T *y, const T *w, int64_t D, double eps) { \
+    static void rms_row_##SUF(const T *x, T *y, const double *w, int64_t D, double inv_d, double eps) { \
         double q[LANES] = {0};                                                 \
         int64_t i = 0;                                                         \
         for (; i + LANES <= D; i += LANES) {                                   \
@@ -64,21 +99,19 @@
             for (int j = 0; j < LANES; j++) q[j] += (double)x[i + j] * (double)x[i + j]; \
         }                                                                      \
         for (int j = 0; i < D; i++, j++) q[j] += (double)x[i] * (double)x[i]; \
-        for (int h = LANES / 2; h > 0; h /= 2)                                 \
-            for (int j = 0; j < h; j++) q[j] += q[j + h];                      \
-        double r = 1.0 / sqrt(q[0] / (double)D + eps);                         \
+        double r = 1.0 / sqrt(lane_sum(q) * inv_d + eps);                      \
         if (w)                                                                 \
             for (i = 0; i < D; i++) y[i] = (T)((double)x[i] * r * w[i]);       \
         else                                                                   \
             for (i = 0; i < D; i++) y[i] = (T)((double)x[i] * r);              \
     }                                                                          \
-    static void layer_run_##SUF(const T *x, T *y, const T *w, const T *b, int64_t N, int64_t D, double eps) { \
+    static void layer_run_##SUF(const T *x, T *y, const double *w, const double *b, int64_t N, int64_t D, double eps) { \
         _Pragma("omp parallel for schedule(static) if (N * D >= JAG_PARALLEL_GRAIN)") \
-        for (int64_t n = 0; n < N; n++) layer_row_##SUF(x + n * D, y + n * D, w, b, D, eps); \
+        for (int64_t n = 0; n < N; n++) layer_row_##SUF(x + n * D, y + n * D, w, b, D, 1.0 / (double)D, eps); \
     }                                                                          \
-    static void rms_run_##SUF(const T *x, T *y, const T *w, int64_t N, int64_t D, double eps) { \
+    static void rms_run_##SUF(const T *x, T *y, const double *w, int64_t N, int64_t D, double eps) { \
         _Pragma("omp parallel for schedule(static) if (N * D >= JAG_PARALLEL_GRAIN)") \
-        for (int64_t n = 0; n < N; n++) rms_row_##SUF(x + n * D, y + n * D, w, D, eps); \
+        for (int64_t n = 0; n < N; n++) rms_row_##SUF(x + n * D, y + n * D, w, D, 1.0 / (double)D, eps); \
     }
 
 DEF_NORM(f32, float)
@@ -148,19 +181,20 @@ jag_status jag__meta_rms_norm(const char *op, const jag_value *args, int nargs, 
 
 /* ---- kernels ------------------------------------------------------------- */
 
-/* A contiguous version of an optional affine tensor: *tmp holds a copy when
- * one was needed (release it), and the data pointer goes to *p. */
-static jag_status affine_data(const char *op, const jag_tensor *t, jag_tensor **tmp, const void **p) {
+/* An optional affine tensor (D elements, x's dtype) as contiguous doubles:
+ * *tmp holds a converted copy when one was needed (release it), and the
+ * data pointer goes to *p. */
+static jag_status affine_data(const char *op, const jag_tensor *t, jag_tensor **tmp, const double **p) {
     *tmp = NULL;
     *p = NULL;
     if (!t) return JAG_OK;
-    if (!jag_is_contiguous(t)) {
-        *tmp = jag__tensor_new(op, t->sizes, t->ndim, t->dtype, false, false);
+    if (t->dtype != JAG_FLOAT64 || !jag_is_contiguous(t)) {
+        *tmp = jag__tensor_new(op, t->sizes, t->ndim, JAG_FLOAT64, false, false);
         if (!*tmp) return jag_last_status();
         jag__copy_into(*tmp, t);
         t = *tmp;
     }
-    *p = jag__ptr(t);
+    *p = (const double *)jag__ptr(t);
     return JAG_OK;
 }
 
@@ -174,7 +208,7 @@ static jag_status norm_cpu(const char *op, const jag_value *args, int nargs, jag
     if (numel == 0) return JAG_OK;
     int64_t N = numel / D;
     jag_tensor *wt = NULL, *bt = NULL;
-    const void *wp, *bp;
+    const double *wp, *bp;
     if ((st = affine_data(op, w, &wt, &wp)) || (st = affine_data(op, b, &bt, &bp))) {
         jag_release(wt);
         return st;
