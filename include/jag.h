@@ -314,6 +314,15 @@ jag_status jag_add_scalar(const jag_tensor *a, double b, jag_tensor **out);
  * tensors that broadcast over the packed dims). */
 jag_status jag_where(const jag_tensor *cond, const jag_tensor *a, const jag_tensor *b,
                      jag_tensor **out);
+/* min(max(x, lo), hi) elementwise in one pass, dense or nested (the
+ * pointwise rule), differentiable: the gradient passes where lo <= x <= hi,
+ * the bounds included, as torch's. NaN stays NaN. lo = -inf or hi = +inf
+ * bounds nothing on its side. dtype: a float x keeps its dtype; an integer
+ * x (bool: int64) keeps it while its finite bounds are integral, else the
+ * result is float32. *out is a new tensor (release it). Errors: JAG_EINVAL
+ * when !(lo <= hi) (a NaN bound too) or when an integral bound is outside
+ * the integer result dtype's range. */
+jag_status jag_clamp(const jag_tensor *x, double lo, double hi, jag_tensor **out);
 /* where(mask, value, x): value where the bool mask is set, else x (dense or
  * nested; the mask as a where operand). Differentiable in x. Errors:
  * JAG_EDTYPE for a non-bool mask; as jag_where for shapes. */
@@ -859,8 +868,6 @@ jag_status jag_gradcheck(jag_gradcheck_fn fn, void *ctx, jag_tensor *const *inpu
 /* Composite ops (dense and nested alike, differentiable)                    */
 /* ------------------------------------------------------------------------ */
 
-/* min(max(x, lo), hi) elementwise (lo <= hi). */
-jag_status jag_clamp(const jag_tensor *x, double lo, double hi, jag_tensor **out);
 /* Inverted dropout: each element is zeroed with probability p and the rest
  * scaled by 1 / (1 - p), with numbers from `g` (NULL: the thread's default
  * generator), so a seeded generator reproduces the mask. With train false,

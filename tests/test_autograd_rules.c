@@ -75,7 +75,7 @@ typedef jag_status (*binary_fn)(const jag_tensor *, const jag_tensor *, jag_tens
 typedef jag_status (*scalar_fn)(const jag_tensor *, double, jag_tensor **);
 
 typedef enum {
-    K_UNARY, K_BINARY, K_SCALAR, K_ADD, K_ADD_SCALAR, K_WHERE, K_CLONE, K_TO_DTYPE,
+    K_UNARY, K_BINARY, K_SCALAR, K_ADD, K_ADD_SCALAR, K_WHERE, K_CLAMP, K_CLONE, K_TO_DTYPE,
     K_VIEW, K_RESHAPE, K_TRANSPOSE, K_PERMUTE, K_NARROW, K_SELECT, K_UNSQUEEZE, K_SQUEEZE, K_SQUEEZE_ALL,
     K_EXPAND, K_FLATTEN, K_SPLIT, K_CHUNK, K_STACK, K_CAT,
     K_SUM, K_MEAN, K_PROD, K_AMAX, K_AMIN, K_MAX, K_MIN, K_VAR, K_STD, K_LSE, K_MAX_DIM, K_MIN_DIM,
@@ -88,7 +88,8 @@ typedef struct call {
     unary_fn u;
     binary_fn b;
     scalar_fn s;
-    double x;          /* scalar operand, alpha, eps */
+    double x;          /* scalar operand, alpha, eps, clamp's lo */
+    double hi;         /* clamp's hi */
     int dims[JAG_MAX_DIMS], nd;
     bool keep;
     int64_t corr, start, len, sizes[JAG_MAX_DIMS];
@@ -111,6 +112,7 @@ static jag_status run_call(jag_tensor *const *in, int n, jag_tensor **out, void 
     case K_ADD: return jag_add(in[0], in[1], c->x, out);
     case K_ADD_SCALAR: return jag_add_scalar(in[0], c->x, out);
     case K_WHERE: return jag_where(c->cond, in[0], in[1], out);
+    case K_CLAMP: return jag_clamp(in[0], c->x, c->hi, out);
     case K_CLONE: return jag_clone(in[0], out);
     case K_TO_DTYPE: /* there and back: d/dx is 1 where float32 holds x exactly */
         if ((st = jag_to_dtype(in[0], JAG_FLOAT32, &t))) return st;
@@ -314,6 +316,18 @@ static void test_where_clone_to_dtype(void) {
     jag_release(cond), jag_release(r);
     call cl = {.k = K_CLONE};
     GC("clone", cl, leaf(S(3, 4), -2, 2, 18, 1));
+    /* clamp: finite differences away from the bounds; at them (and at NaN)
+     * by hand: 1 on a bound (torch), 0 outside and at NaN */
+    call cp = {.k = K_CLAMP, .x = -0.5, .hi = 0.7};
+    GC("clamp", cp, leaf(S(3, 4), -2, 2, 21, 0));
+    call cp1 = {.k = K_CLAMP, .x = -INFINITY, .hi = 0.25};
+    GC("clamp above", cp1, leaf(S(7), -2, 2, 22, 0));
+    jag_tensor *xc = need_grad(from((double[]){-0.5, 0.7, 0, 2, -3, NAN}, S(6))), *yc = NULL;
+    CHECK_OK(jag_clamp(xc, -0.5, 0.7, &yc));
+    jag_tensor *gc = grad_of_sum(xc, yc);
+    const double gw[6] = {1, 1, 1, 0, 0, 0};
+    for (int i = 0; gc && i < 6; i++) CHECK_MSG(t_get(gc, i) == gw[i], "clamp gradient %d: %g, expected %g", i, t_get(gc, i), gw[i]);
+    jag_release(gc), jag_release(xc);
     /* values float32 holds exactly, so the round trip is the identity */
     call td = {.k = K_TO_DTYPE};
     jag_tensor *xd = need_grad(from((double[]){0.5, -1.25, 3, 0.125}, S(2, 2)));

@@ -818,6 +818,71 @@ static void test_binary_integer_wrap(void) {
     jag_release(z);
 }
 
+/* ---- clamp ------------------------------------------------------------------------- */
+
+/* clamp against its reference over every dtype and layout and several
+ * bounds (infinite ones included); floats also against the composition of
+ * maximum and minimum with the scalars (an independent path, bit for bit);
+ * hand values with NaN and infinities; the result dtypes; errors that leave
+ * the input alone. */
+static void test_clamp(void) {
+    TEST_BEGIN();
+    const double xs[] = {-2, -0.5, 0, 0.7, 3, NAN, -INFINITY, INFINITY};
+    const double want[] = {-0.5, -0.5, 0, 0.7, 0.7, NAN, -0.5, 0.7};
+    int64_t n8 = 8;
+    for (int f = 0; f < 2; f++) {
+        jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+        jag_tensor *x = t_from(xs, &n8, 1, dt), *y = NULL;
+        double w[8];
+        for (int i = 0; i < 8; i++) w[i] = f ? want[i] : (double)(float)want[i];
+        CHECK_OK(jag_clamp(x, -0.5, 0.7, &y));
+        if (y) check_values("clamp hand values", y, dt, w, 8, 0);
+        jag_release(y), jag_release(x);
+    }
+    const double bounds[][2] = {{-0.5, 0.7}, {-2, 3}, {-INFINITY, 1}, {-1, INFINITY}, {-INFINITY, INFINITY}, {2, 2}};
+    for (int di = 0; di < N_DTYPES; di++) {
+        jag_dtype dt = all_dtypes[di];
+        for (size_t bi = 0; bi < sizeof bounds / sizeof bounds[0]; bi++) {
+            double lo = bounds[bi][0], hi = bounds[bi][1];
+            bool integral = (isinf(lo) || lo == floor(lo)) && (isinf(hi) || hi == floor(hi));
+            jag_dtype want_dt = jag_dtype_is_floating(dt) ? dt : !integral ? JAG_FLOAT32 : dt == JAG_BOOL ? JAG_INT64 : dt;
+            for (int l = 0; l < L_COUNT; l++) {
+                if (l >= L_LARGE && dt != JAG_FLOAT32 && dt != JAG_INT32) continue;
+                jag_tensor *x = make_layout(l, dt, -4, 4, 700 + 10 * (uint64_t)di + (uint64_t)l, false), *y = NULL, *r = NULL;
+                jag_value args[3] = {jag__v_tensor(x), jag__v_double(lo), jag__v_double(hi)};
+                char what[96];
+                snprintf(what, sizeof what, "%s %s [%g, %g]", jag_dtype_name(dt), layout_names[l], lo, hi);
+                CHECK_OK(jag_clamp(x, lo, hi, &y));
+                CHECK_OK(jag__ref_clamp(args, 3, &r));
+                if (y && r) {
+                    CHECK_MSG(jag_tensor_dtype(y) == want_dt, "clamp (%s): dtype %s", what, jag_dtype_name(jag_tensor_dtype(y)));
+                    check_against_ref(y, r, x, "clamp", what);
+                }
+                if (y && jag_dtype_is_floating(dt)) {
+                    jag_tensor *m = NULL, *mm = NULL;
+                    CHECK_OK(jag_maximum_scalar(x, lo, &m));
+                    if (m) CHECK_OK(jag_minimum_scalar(m, hi, &mm));
+                    CHECK_MSG(mm && t_allclose(y, mm, 0, 0), "clamp (%s): differs from minimum(maximum(x, lo), hi)", what);
+                    jag_release(m), jag_release(mm);
+                }
+                jag_release(y), jag_release(r), jag_release(x);
+            }
+        }
+    }
+    /* errors name the op and the argument, and leave no output */
+    int64_t s2 = 2;
+    const double iv[] = {1, 2};
+    jag_tensor *xi = t_from(iv, &s2, 1, JAG_INT32), *y = NULL;
+    CHECK_ERR(jag_clamp(xi, 1, 0, &y), JAG_EINVAL, "jag_clamp: arguments lo = 1 and hi = 0, expected lo <= hi");
+    CHECK_ERR(jag_clamp(xi, NAN, 1, &y), JAG_EINVAL, "expected lo <= hi");
+    CHECK_ERR(jag_clamp(xi, 0, 1e10, &y), JAG_EINVAL, "argument 'hi' is 10000000000, outside the range of int32");
+    CHECK_ERR(jag_clamp(NULL, 0, 1, &y), JAG_EINVAL, "NULL");
+    CHECK_ERR(jag_clamp(xi, 0, 1, NULL), JAG_EINVAL, "out");
+    CHECK(y == NULL);
+    CHECK(t_get(xi, 0) == 1 && t_get(xi, 1) == 2);
+    jag_release(xi);
+}
+
 /* ---- where -------------------------------------------------------------------------- */
 
 static void test_where(void) {
@@ -1330,6 +1395,6 @@ static void test_float64_ulp_sample(void) {
 
 TEST_MAIN(test_unary_vs_reference, test_unary_hand_values, test_unary_integer_wrap, test_unary_dtypes,
           test_binary_dtype_pairs, test_binary_layouts, test_binary_scalars, test_add_alpha, test_binary_hand_values,
-          test_binary_integer_wrap, test_where, test_broadcast_shapes, test_scalar_dtypes, test_zero_dim_and_empty,
+          test_binary_integer_wrap, test_where, test_clamp, test_broadcast_shapes, test_scalar_dtypes, test_zero_dim_and_empty,
           test_inputs_untouched, test_errors, test_parallel_paths, test_float32_ulp_sweep,
           test_float64_ulp_sample)

@@ -300,6 +300,39 @@ static jag_status chain_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor *
     return st;
 }
 
+/* y = clamp(tanh(x), -0.5, 0.3) * 2: clamp (two scalars) inside a fused region */
+static jag_status clamp_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *a = NULL, *b = NULL;
+    jag_status st = jag_tanh(in[0], &a);
+    if (!st) st = jag_clamp(a, -0.5, 0.3, &b);
+    if (!st) st = jag_mul_scalar(b, 2.0, &out[0]);
+    jag_release(a), jag_release(b);
+    return st;
+}
+
+static void test_fuse_clamp(void) {
+    TEST_BEGIN();
+    int64_t lens[3] = {2, 4, 3}, lens2[2] = {3000, 2500};
+    jag_tensor *x = make_jagged(lens, 3, 2, JAG_FLOAT32, 17), *x2 = make_jagged(lens2, 2, 2, JAG_FLOAT32, 18);
+    jag_tensor *in[1] = {x}, *in2[1] = {x2};
+    jag_trace *t = NULL;
+    jag_program *p = NULL;
+    CHECK_OK(jag_trace_function(clamp_fn, NULL, in, 1, NULL, 1, &t));
+    CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+    CHECK(p && strstr(fmt(jag_program_trace(p)), "fused[tanh, clamp, mul]"));
+    for (int big = 0; p && big < 2; big++) {
+        jag_tensor **args = big ? in2 : in, *got = NULL, *want = NULL;
+        CHECK_OK(jag_program_run(p, args, 1, &got, 1));
+        CHECK_OK(clamp_fn(NULL, args, 1, &want, 1));
+        CHECK(got && want && nested_close(got, want, 0, 0));
+        jag_release(got), jag_release(want);
+    }
+    jag_program_free(p);
+    jag_trace_free(t);
+    jag_release(x), jag_release(x2);
+}
+
 static void test_fuse(void) {
     TEST_BEGIN();
     int64_t lens[3] = {2, 4, 3}, lens2[3] = {3000, 1, 2500};
@@ -1052,6 +1085,6 @@ static void test_trace_inside_scope(void) {
     jag_release(w);
 }
 
-TEST_MAIN(test_holes, test_trace_inside_scope, test_bound_sizes, test_grad_pass, test_transformer_block, test_buffers_reused, test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse, test_dce_flatten_unflatten,
+TEST_MAIN(test_holes, test_trace_inside_scope, test_bound_sizes, test_grad_pass, test_transformer_block, test_buffers_reused, test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse, test_fuse_clamp, test_dce_flatten_unflatten,
           test_ctor_dce, test_scaled_program, test_user_class_program, test_strided_program, test_bad_inputs,
           test_compile_cache)

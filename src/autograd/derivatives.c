@@ -140,6 +140,7 @@ static void copy_into_(pool *p, jag_tensor *dst, const jag_tensor *src) {
 #define LTS(a, s) sca(p, jag_lt_scalar, (a), (s))
 #define GTS(a, s) sca(p, jag_gt_scalar, (a), (s))
 #define GES(a, s) sca(p, jag_ge_scalar, (a), (s))
+#define LES(a, s) sca(p, jag_le_scalar, (a), (s))
 #define RSUB(s, a) ADDS(NEG(a), (s)) /* s - a */
 #define SUM(x, d, n, k) red(p, jag_sum, (x), (d), (n), (k))
 #define MEAN(x, d, n, k) red(p, jag_mean, (x), (d), (n), (k))
@@ -623,6 +624,16 @@ RULE(where) {
     jag_tensor *zero = SCALAR(0.0, g->dtype);
     if (NEED(1)) SET(1, SUMTO(WHERE(cond, g, zero), IN(1)));
     if (NEED(2)) SET(2, SUMTO(WHERE(cond, zero, g), IN(2)));
+    END;
+}
+
+/* (x, lo, hi): g where lo <= x <= hi, the bounds included (torch); 0 where
+ * x was clamped, and at NaN */
+RULE(clamp) {
+    BEGIN;
+    const jag_tensor *g = go[0], *x = IN(0);
+    jag_tensor *inside = MUL(GES(x, c->args[1].u.d), LES(x, c->args[2].u.d)); /* bool * bool: and */
+    SET(0, WHERE(inside, g, SCALAR(0.0, g->dtype)));
     END;
 }
 
@@ -1314,6 +1325,7 @@ const jag_derivative_fn jag__derivatives[JAG_OP_BUILTIN_COUNT] = {
     [JAG_OP_div] = r_div,
     [JAG_OP_pow] = r_pow,
     [JAG_OP_maximum] = r_maximum,
+    [JAG_OP_clamp] = r_clamp,
     [JAG_OP_minimum] = r_minimum,
     [JAG_OP_where] = r_where,
     [JAG_OP_clone] = r_clone,

@@ -18,7 +18,10 @@
  *    scalar that is non-integral or outside an integer tensor's range they
  *    compare in float64 (exact, where torch's float32 would round int32
  *    values above 2^24);
- *  - where(cond, a, b): cond is bool, the result is promote(a, b).
+ *  - where(cond, a, b): cond is bool, the result is promote(a, b);
+ *  - clamp(x, lo, hi), lo <= hi: as max then min with the scalars, in one
+ *    pass; an infinite bound on its own side (lo = -inf, hi = +inf) bounds
+ *    nothing and leaves an integer dtype alone; NaN stays NaN.
  *
  * Semantics per op, as torch:
  *  - add is a + alpha * b; with an integer or bool result alpha must be
@@ -188,6 +191,49 @@ jag_status jag__meta_where(const char *op, const jag_value *args, int nargs, jag
     }
     jag__spec_set(&outs[0], jag_promote_types(a->dtype, b->dtype), sizes, ndim);
     return JAG_OK;
+}
+
+/* clamp's bounds: lo <= hi (no NaN). The result dtype: a float x keeps its
+ * dtype; an integer x (bool: int64) keeps it while every finite bound is
+ * integral (a bound outside its range is JAG_EINVAL), else float32, as max
+ * and min with those scalars would give. lo = -inf and hi = +inf bound
+ * nothing and count for neither. */
+static jag_status clamp_args(const char *op, const jag_value *args, int nargs, const jag_tensor **x, double *lo,
+                             double *hi, jag_dtype *dtype) {
+    jag_status st;
+    if ((st = jag__arg_tensor(op, args, nargs, 0, "x", x)) || (st = jag__arg_double(op, args, nargs, 1, "lo", lo)) ||
+        (st = jag__arg_double(op, args, nargs, 2, "hi", hi)))
+        return st;
+    if (!(*lo <= *hi)) return jag__error(JAG_EINVAL, "%s: arguments lo = %g and hi = %g, expected lo <= hi", op, *lo, *hi);
+    jag_dtype t = (*x)->dtype;
+    if (jag_dtype_is_floating(t)) {
+        *dtype = t;
+        return JAG_OK;
+    }
+    *dtype = t == JAG_BOOL ? JAG_INT64 : t;
+    const double bound[2] = {*lo, *hi};
+    for (int k = 0; k < 2; k++) {
+        if (bound[k] == (k ? INFINITY : -INFINITY)) continue;
+        if (!is_integral(bound[k])) {
+            *dtype = JAG_FLOAT32;
+            return JAG_OK;
+        }
+    }
+    for (int k = 0; k < 2; k++)
+        if (isfinite(bound[k]) && !fits(*dtype, bound[k]))
+            return jag__error(JAG_EINVAL, "%s: argument '%s' is %.17g, outside the range of %s (the result dtype for a %s tensor with integral bounds); convert 'x' to a wider dtype first",
+                              op, k ? "hi" : "lo", bound[k], jag_dtype_name(*dtype), jag_dtype_name(t));
+    return JAG_OK;
+}
+
+// x (...) -> y (...) in clamp_args' dtype
+jag_status jag__meta_clamp(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *x;
+    double lo, hi;
+    jag_dtype dtype = JAG_FLOAT32;
+    jag_status st = clamp_args(op, args, nargs, &x, &lo, &hi, &dtype);
+    if (st == JAG_OK) jag__spec_set(&outs[0], dtype, x->sizes, x->ndim);
+    return st;
 }
 
 /* ---- element functions ------------------------------------------------------ */
@@ -403,6 +449,33 @@ WHERE_LOOP(b, uint8_t)
 #undef WHERE_LOOP
 TABLE_ALL(where)
 
+/* clamp: ptrs[0] is y, [1] x (type T); ctx the bounds, two jag__pw_scalar
+ * of type T. Two selects: NaN fails both tests and stays. */
+#define CLAMP_LOOP(sfx, T)                                                     \
+    static void loop_clamp_##sfx(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) { \
+        const jag__pw_scalar *bound = ctx;                                     \
+        const T lo = *(const T *)&bound[0], hi = *(const T *)&bound[1];        \
+        if (strides[0] == (int64_t)sizeof(T) && strides[1] == (int64_t)sizeof(T)) { \
+            T *restrict y = (T *)ptrs[0];                                      \
+            const T *restrict x = (const T *)ptrs[1];                          \
+            for (int64_t i = 0; i < n; i++) {                                  \
+                const T v = x[i];                                              \
+                y[i] = v < lo ? lo : v > hi ? hi : v;                          \
+            }                                                                  \
+        } else {                                                               \
+            for (int64_t i = 0; i < n; i++) {                                  \
+                const T v = *(const T *)(ptrs[1] + i * strides[1]);            \
+                *(T *)(ptrs[0] + i * strides[0]) = v < lo ? lo : v > hi ? hi : v; \
+            }                                                                  \
+        }                                                                      \
+    }
+CLAMP_LOOP(f32, float)
+CLAMP_LOOP(f64, double)
+CLAMP_LOOP(i32, int32_t)
+CLAMP_LOOP(i64, int64_t)
+#undef CLAMP_LOOP
+static const jag_loop_fn clamp_loops[JAG_DTYPE_COUNT] = {loop_clamp_f32, loop_clamp_f64, loop_clamp_i32, loop_clamp_i64, NULL};
+
 /* ---- kernels ------------------------------------------------------------------ */
 
 /* One operand of a loop: its base address, element strides over the output
@@ -528,6 +601,38 @@ jag_status jag__cpu_where(const char *op, const jag_value *args, int nargs, jag_
     return JAG_OK;
 }
 
+/* A bound in dtype dt: the dtype's own extreme for an infinite bound of an
+ * integer dtype (clamp_args let only lo = -inf and hi = +inf through). */
+static void clamp_bound(jag__pw_scalar *s, jag_dtype dt, double v) {
+    if (!jag_dtype_is_floating(dt) && isinf(v)) {
+        bool neg = v < 0;
+        if (dt == JAG_INT32) s->i32 = neg ? INT32_MIN : INT32_MAX;
+        else s->i64 = neg ? INT64_MIN : INT64_MAX;
+        return;
+    }
+    jag__store_from_double(s, dt, v);
+}
+
+// x (...) any strides and dtype, y (...) contiguous: y = min(max(x, lo), hi)
+jag_status jag__cpu_clamp(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    const jag_tensor *x0;
+    double lo, hi;
+    jag_dtype dtype = JAG_FLOAT32;
+    jag_status st = clamp_args(op, args, nargs, &x0, &lo, &hi, &dtype);
+    if (st) return st;
+    jag_tensor *y = outs[0];
+    if (jag_numel(y) == 0) return JAG_OK;
+    jag_tensor *x = jag__pw_as_dtype(op, x0, y->dtype);
+    if (!x) return jag_last_status();
+    jag__pw_scalar bound[2];
+    clamp_bound(&bound[0], y->dtype, lo);
+    clamp_bound(&bound[1], y->dtype, hi);
+    loop_operand in[1] = {tensor_operand(x, y)};
+    run_loop(y, in, 1, clamp_loops[y->dtype], bound);
+    jag_release(x);
+    return JAG_OK;
+}
+
 /* ---- naive reference ----------------------------------------------------------- */
 
 /* The textbook formula of each op in double, on operands already rounded
@@ -592,6 +697,33 @@ jag_status jag__ref_binary(jag_op_id op, const jag_value *args, int nargs, jag_t
             double b = p.b ? jag__pw_round_to(ref_load(p.b, idx, y->ndim), compute) : scalar;
             v = ref_value(op, a, b, alpha, compute);
         }
+        jag__store_from_double(jag__ptr(y) + e * (int64_t)jag_dtype_size(y->dtype), y->dtype, v);
+        for (int d = y->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < y->sizes[d]) break;
+            idx[d] = 0;
+        }
+    }
+    *out = y;
+    return JAG_OK;
+}
+
+// x (...), lo, hi -> y new contiguous: through double, the bounds rounded
+// through the result dtype (an integer dtype's infinite bound bounds nothing)
+jag_status jag__ref_clamp(const jag_value *args, int nargs, jag_tensor **out) {
+    const jag_op_info *info = &jag__ops[JAG_OP_clamp];
+    const jag_tensor *x;
+    double lo, hi;
+    jag_dtype dtype = JAG_FLOAT32;
+    jag_status st = clamp_args(info->api_name, args, nargs, &x, &lo, &hi, &dtype);
+    if (st != JAG_OK) return st;
+    jag_tensor *y = jag__tensor_new(info->api_name, x->sizes, x->ndim, dtype, false, false);
+    if (!y) return jag_last_status();
+    if (!isinf(lo)) lo = jag__pw_round_to(lo, dtype);
+    if (!isinf(hi)) hi = jag__pw_round_to(hi, dtype);
+    int64_t n = jag_numel(y), idx[JAG_MAX_DIMS] = {0};
+    for (int64_t e = 0; e < n; e++) {
+        double v = jag__pw_round_to(ref_load(x, idx, y->ndim), dtype);
+        if (!isnan(v)) v = v < lo ? lo : v > hi ? hi : v;
         jag__store_from_double(jag__ptr(y) + e * (int64_t)jag_dtype_size(y->dtype), y->dtype, v);
         for (int d = y->ndim - 1; d >= 0; d--) {
             if (++idx[d] < y->sizes[d]) break;

@@ -91,5 +91,7 @@ static inline double jag__pw_round_to(double v, jag_dtype dtype) {
 jag_status jag__ref_unary(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out);
 /* Binary ops (add ... ge) and where. */
 jag_status jag__ref_binary(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out);
+/* clamp (x, lo, hi). */
+jag_status jag__ref_clamp(const jag_value *args, int nargs, jag_tensor **out);
 
 #endif /* JAG_POINTWISE_MATH_H */

@@ -52,6 +52,11 @@ jag_status jag_where(const jag_tensor *cond, const jag_tensor *a, const jag_tens
     CALL(where, jag__v_tensor(cond), jag__v_tensor(a), jag__v_tensor(b));
 }
 
+jag_status jag_clamp(const jag_tensor *x, double lo, double hi, jag_tensor **out) {
+    CHECK_OUT(clamp);
+    CALL(clamp, jag__v_tensor(x), jag__v_double(lo), jag__v_double(hi));
+}
+
 jag_status jag_clone(const jag_tensor *x, jag_tensor **out) {
     CHECK_OUT(clone);
     CALL(clone, jag__v_tensor(x));

@@ -362,23 +362,7 @@ jag_status jag_chunk(const jag_tensor *x, int chunks, int dim, jag_tensor **outs
     return split_sizes("jag_chunk", x, piece, dim, outs, cap, n_out);
 }
 
-/* ---- clamp, dropout ------------------------------------------------------ */
-
-jag_status jag_clamp(const jag_tensor *x, double lo, double hi, jag_tensor **out) {
-    if (!out) return no_out("jag_clamp");
-    if (need_tensor("jag_clamp", "x", x)) return JAG_EINVAL;
-    if (!(lo <= hi)) return jag__error(JAG_EINVAL, "jag_clamp: arguments lo = %g and hi = %g, expected lo <= hi", lo, hi);
-    jag__enter();
-    jag_tensor *m = NULL;
-    jag_value a[] = {jag__v_tensor(x), jag__v_double(lo)};
-    jag_status st = jag__dispatch(JAG_OP_maximum, a, 2, &m);
-    if (!st) {
-        jag_value b[] = {jag__v_tensor(m), jag__v_double(hi)};
-        st = jag__dispatch(JAG_OP_minimum, b, 2, out);
-    }
-    jag_release(m);
-    return jag__leave(st, out, 1);
-}
+/* ---- dropout ------------------------------------------------------------- */
 
 jag_status jag_dropout(const jag_tensor *x, double p, bool train, jag_generator *g, jag_tensor **out) {
     const char *op = "jag_dropout";

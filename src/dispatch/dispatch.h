@@ -89,6 +89,7 @@ jag_status jag__meta_binary_arith(const char *, const jag_value *, int, jag_spec
 jag_status jag__meta_binary_float(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_binary_compare(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_where(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_clamp(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_clone(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_to_dtype(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_reduce_sum(const char *, const jag_value *, int, jag_spec *);

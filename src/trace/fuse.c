@@ -80,6 +80,7 @@ bool jag__fusable_op(jag_op_id op) {
     case JAG_OP_sin: case JAG_OP_cos: case JAG_OP_tanh: case JAG_OP_sigmoid: case JAG_OP_relu: case JAG_OP_silu:
     case JAG_OP_gelu: case JAG_OP_gelu_tanh: case JAG_OP_reciprocal: case JAG_OP_square:
     case JAG_OP_add: case JAG_OP_sub: case JAG_OP_mul: case JAG_OP_div: case JAG_OP_maximum: case JAG_OP_minimum:
+    case JAG_OP_clamp:
         return true;
     default: return false;
     }
