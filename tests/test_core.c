@@ -155,6 +155,27 @@ static void test_small_block_classes(void) {
     jag_empty_cache();
 }
 
+/* A freed block comes back for the next tensor of its size, from the small
+ * lists (up to their top class, 128 KiB) or from the large-block cache: no
+ * fresh pages from the system per op. Only where the caches are on. */
+static void test_storage_blocks_come_back(void) {
+    TEST_BEGIN();
+#ifndef JAG_NO_ALLOC_CACHE
+    const int64_t counts[] = {300, 10000, 19200, 25000, 32768, 40000, 300000};
+    for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+        int64_t n = counts[i];
+        jag_tensor *a = NULL, *b = NULL;
+        CHECK_OK(jag_empty(&n, 1, JAG_FLOAT32, &a));
+        void *p = a ? jag_data(a) : NULL;
+        jag_release(a);
+        CHECK_OK(jag_empty(&n, 1, JAG_FLOAT32, &b));
+        CHECK_MSG(b && jag_data(b) == p, "%lld floats: the freed block did not come back", (long long)n);
+        jag_release(b);
+    }
+    jag_empty_cache();
+#endif
+}
+
 char *openblas_get_corename(void); /* from the OpenBLAS this program links */
 
 /* jag_blas_core() names the kernels OpenBLAS runs (test_linalg checks which). */
@@ -487,6 +508,6 @@ static void test_item_errors(void) {
     jag_release(x);
 }
 
-TEST_MAIN(test_status_strings, test_creation, test_from_blob, test_storage_reuse, test_small_block_classes, test_blas_core_name, test_creation_errors, test_views,
+TEST_MAIN(test_status_strings, test_creation, test_from_blob, test_storage_reuse, test_small_block_classes, test_storage_blocks_come_back, test_blas_core_name, test_creation_errors, test_views,
           test_view_reshape_strides, test_view_errors, test_copy_and_convert, test_copy_inplace,
           test_copy_large_parallel, test_scopes, test_random, test_format, test_item_errors)

@@ -126,6 +126,7 @@ jag_status jag_from_blob(void *data, const int64_t *sizes, const int64_t *stride
     atomic_init(&s->refcount, 1);
     s->data = data;
     s->inline_data = false;
+    s->small_data = false;
     s->capacity = 0;
     s->nbytes = 0; /* unknown: the caller vouches for the strides */
     s->release = release;

@@ -22,6 +22,7 @@ typedef struct jag_storage {
     size_t nbytes;
     size_t capacity;  /* bytes actually allocated (owned storage) */
     bool inline_data; /* data lives in the header's own small block */
+    bool small_data;  /* data is a block of small_alloc.c's lists (else glibc's, or the large cache's) */
     void (*release)(void *ctx, void *data); /* NULL: data was malloc'd by jag */
     void *release_ctx;
     bool borrowed;

@@ -101,6 +101,7 @@ jag_storage *jag__storage_new(size_t nbytes, bool zero, const char *op) {
         s->nbytes = nbytes;
         s->capacity = nbytes;
         s->inline_data = true;
+        s->small_data = false;
         s->release = NULL;
         s->release_ctx = NULL;
         s->borrowed = false;
@@ -116,10 +117,11 @@ jag_storage *jag__storage_new(size_t nbytes, bool zero, const char *op) {
     if (rounded < nbytes) rounded = 0; /* wrapped: caught below */
     size_t capacity = rounded;
     void *data = NULL;
+    bool small = rounded && rounded < CACHE_MIN_BYTES;
     if (rounded >= CACHE_MIN_BYTES) {
         data = cache_take(rounded, &capacity);
         if (!data) data = aligned_alloc(JAG_ALIGN, rounded);
-    } else if (rounded) { /* the per-thread lists of small_alloc.c */
+    } else if (small) { /* the per-thread lists of small_alloc.c (whose top class, 128 KiB, is CACHE_MIN_BYTES) */
         capacity = jag__small_block_bytes(rounded);
         data = jag__small_alloc(rounded);
     }
@@ -134,6 +136,7 @@ jag_storage *jag__storage_new(size_t nbytes, bool zero, const char *op) {
     s->nbytes = nbytes;
     s->capacity = capacity;
     s->inline_data = false;
+    s->small_data = small;
     s->release = NULL;
     s->release_ctx = NULL;
     s->borrowed = false;
@@ -156,7 +159,7 @@ void jag__storage_release(jag_storage *s) {
     if (s->borrowed) {
         if (s->release) s->release(s->release_ctx, s->data);
     } else if (s->data) {
-        if (s->capacity < CACHE_MIN_BYTES)
+        if (s->small_data) /* (by where it came from: a small block's capacity may equal CACHE_MIN_BYTES) */
             jag__small_free(s->data, s->capacity);
         else
             cache_give(s->data, s->capacity);
