@@ -603,6 +603,27 @@ static void test_losses(void) {
         jag_release(nt), jag_release(vals), jag_release(offs), jag_release(lens), jag_release(tgt_v), jag_release(tgt);
         jag_release(loss), jag_release(other), jag_release(ov), jag_release(mse);
     }
+    /* mse's nested errors: another raggedness, other trailing sizes, a
+     * strided target; no output, inputs unchanged */
+    jag_tensor *a = make_jagged(false, 95), *b = make_jagged(true, 96), *wide = NULL, *wv = NULL, *woff = NULL, *o2 = NULL;
+    int64_t ws[2] = {9, 4};
+    CHECK_OK(jag_rand_normal(ws, 2, 0, 1, JAG_FLOAT64, NULL, &wv));
+    CHECK_OK(jag_nested_offsets(a, &woff));
+    CHECK_OK(jag_nested_from_jagged(wv, woff, NULL, &wide));
+    CHECK_ERR(jag_mse_loss(a, b, &o2), JAG_ESHAPE, "jag_mse_loss: pred and target have different raggedness");
+    CHECK_ERR(jag_mse_loss(a, wide, &o2), JAG_ESHAPE, "pred's values have shape [9, 3] and target's [9, 4]");
+    jag_tensor *strided = NULL;
+    CHECK_OK(jag_nested_to_layout(a, JAG_STRIDED, &strided));
+    CHECK_ERR(jag_mse_loss(a, strided, &o2), JAG_ENOTIMPL, "jag_mse_loss: not supported for nested tensors with the strided layout");
+    CHECK_ERR(jag_mse_loss(strided, a, &o2), JAG_ENOTIMPL, "strided layout");
+    CHECK(o2 == NULL);
+    jag_tensor *av = NULL;
+    CHECK_OK(jag_nested_values(a, &av));
+    jag_tensor *a2 = make_jagged(false, 95), *av2 = NULL;
+    CHECK_OK(jag_nested_values(a2, &av2));
+    CHECK(av && av2 && t_allclose(av, av2, 0, 0));
+    jag_release(a), jag_release(b), jag_release(wide), jag_release(wv), jag_release(woff), jag_release(strided);
+    jag_release(av), jag_release(a2), jag_release(av2);
 }
 
 TEST_MAIN(test_more_reductions_over_ragged, test_more_reduction_gradients, test_losses, test_reductions_over_ragged, test_softmax_and_norms, test_gradients, test_structure_ops,

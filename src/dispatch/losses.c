@@ -152,23 +152,37 @@ jag_status jag_mse_loss(const jag_tensor *pred, const jag_tensor *target, jag_te
                               jag__shape_str(pred->sizes, pred->ndim, a, sizeof a),
                               jag__shape_str(target->sizes, target->ndim, b, sizeof b));
         }
-    } else if (ps->layout != JAG_JAGGED) {
+    } else if (ps->layout != JAG_JAGGED || jag__nested(target)->layout != JAG_JAGGED) {
         return jag__error(JAG_ENOTIMPL, "%s: not supported for nested tensors with the strided layout", op);
     }
+    nested_state *ts = jag__nested(target);
+    if (ps && !jag__nested_same_raggedness(ps, ts, true))
+        return jag__error(JAG_ESHAPE, "%s: pred and target have different raggedness (j%lld and j%lld): offsets or lengths differ",
+                          op, (long long)atomic_load(&ps->ragged_id), (long long)atomic_load(&ts->ragged_id));
+    if (ps && (ps->ragged_idx != ts->ragged_idx || ps->values->ndim != ts->values->ndim ||
+               memcmp(ps->values->sizes, ts->values->sizes, (size_t)ps->values->ndim * sizeof(int64_t)))) {
+        char a[JAG_SHAPE_BUF], b[JAG_SHAPE_BUF];
+        return jag__error(JAG_ESHAPE, "%s: pred's values have shape %s and target's %s, expected the same shape and ragged dim", op,
+                          jag__shape_str(ps->values->sizes, ps->values->ndim, a, sizeof a),
+                          jag__shape_str(ts->values->sizes, ts->values->ndim, b, sizeof b));
+    }
     jag__enter();
-    jag_tensor *d = NULL, *sq = NULL, *v = NULL, *mask = NULL;
-    jag_value a[] = {jag__v_tensor(pred), jag__v_tensor(target), jag__v_double(-1.0)};
-    st = call(JAG_OP_add, a, 3, &d); /* nested - nested checks the raggedness */
-    jag_value b[] = {jag__v_tensor(d)};
-    if (!st) st = call(JAG_OP_square, b, 1, &sq);
+    /* nested: on the packed values (the differentiable values op), so that
+     * the difference and its square are plain ops, not nested ones */
+    jag_tensor *pv = NULL, *tv = NULL, *d = NULL, *sq = NULL, *mask = NULL;
     int64_t count = jag_numel(pred);
-    if (!st && ps) {
-        jag_value c[] = {jag__v_tensor(sq)};
-        st = call(JAG_OP_values, c, 1, &v);
+    st = JAG_OK;
+    if (ps) {
+        jag_value a[] = {jag__v_tensor(pred)}, b[] = {jag__v_tensor(target)};
+        if (!(st = call(JAG_OP_values, a, 1, &pv))) st = call(JAG_OP_values, b, 1, &tv);
         if (!st) st = real_rows(ps, pred->dtype, &mask, &count);
         count *= jag__numel(ps->values->sizes + 1, ps->values->ndim - 1);
     }
-    if (!st) st = masked_mean(v ? v : sq, mask, count, out);
-    jag_release(d), jag_release(sq), jag_release(v), jag_release(mask);
+    jag_value a[] = {jag__v_tensor(pv ? pv : pred), jag__v_tensor(tv ? tv : target), jag__v_double(-1.0)};
+    if (!st) st = call(JAG_OP_add, a, 3, &d);
+    jag_value b[] = {jag__v_tensor(d)};
+    if (!st) st = call(JAG_OP_square, b, 1, &sq);
+    if (!st) st = masked_mean(sq, mask, count, out);
+    jag_release(pv), jag_release(tv), jag_release(d), jag_release(sq), jag_release(mask);
     return jag__leave(st, out, 1);
 }
