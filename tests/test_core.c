@@ -478,6 +478,58 @@ static void test_random(void) {
     jag_generator_free(g1), jag_generator_free(g2), jag_generator_free(g3);
 }
 
+/* The generator against Philox-4x32-10 itself: Random123's known answer for
+ * counter 0 under key 0, then every element of draws of several sizes (the
+ * blocks are made many at a time) against the one-block reference, from an
+ * offset left by an earlier odd-sized draw. */
+static double u01_from(uint32_t a, uint32_t b) { return (double)(((uint64_t)a << 21) ^ b) * 0x1.0p-53; }
+
+static void test_random_is_philox(void) {
+    TEST_BEGIN();
+    uint32_t w[4];
+    jag__philox_ref(0, 0, w);
+    CHECK(w[0] == 0x6627e8d5u && w[1] == 0xe169c58du && w[2] == 0xbc57ac4cu && w[3] == 0x9b00dbd8u);
+    jag_generator *g = NULL;
+    CHECK_OK(jag_generator_new(0, &g));
+    int64_t two = 2;
+    jag_tensor *t = NULL;
+    CHECK_OK(jag_rand_uniform(&two, 1, 0, 1, JAG_FLOAT64, g, &t));
+    CHECK(t && t_get(t, 0) == u01_from(w[0], w[1]) && t_get(t, 1) == u01_from(w[2], w[3]));
+    jag_release(t), jag_generator_free(g);
+    const uint64_t seed = 0x123456789abcdefull;
+    const int64_t sizes[] = {1, 63, 64, 65, 1000, 40001};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        int64_t n = sizes[si], skip = 77;
+        for (int kind = 0; kind < 3; kind++) { /* float64 uniform, float32 uniform, float64 normal */
+            jag_tensor *first = NULL, *x = NULL;
+            CHECK_OK(jag_generator_new(seed, &g));
+            CHECK_OK(jag_rand_uniform(&skip, 1, 0, 1, JAG_FLOAT32, g, &first)); /* 39 blocks */
+            if (kind == 2) CHECK_OK(jag_rand_normal(&n, 1, 0.5, 2.0, JAG_FLOAT64, g, &x));
+            else CHECK_OK(jag_rand_uniform(&n, 1, -2, 3, kind ? JAG_FLOAT32 : JAG_FLOAT64, g, &x));
+            int bad = 0;
+            for (int64_t i = 0; x && i < n && bad < 5; i++) {
+                jag__philox_ref(39 + (uint64_t)(i / 2), seed, w);
+                double u1 = u01_from(w[0], w[1]), u2 = u01_from(w[2], w[3]), want;
+                if (kind == 2) {
+                    double r = sqrt(-2.0 * log(1.0 - u1));
+                    want = 0.5 + 2.0 * r * (i % 2 ? sin(2.0 * M_PI * u2) : cos(2.0 * M_PI * u2));
+                } else {
+                    want = -2 + 5 * (i % 2 ? u2 : u1);
+                    if (kind == 1) {
+                        float f = (float)want;
+                        want = f >= 3.0f ? nextafterf(3.0f, 0) : f;
+                    }
+                }
+                double got = t_get(x, i);
+                bool ok = kind == 2 ? fabs(got - want) <= 1e-14 * (1 + fabs(want)) : got == want;
+                if (!ok) bad++;
+                CHECK_MSG(ok, "n %lld kind %d element %lld: %.17g, Philox gives %.17g", (long long)n, kind, (long long)i, got, want);
+            }
+            jag_release(first), jag_release(x), jag_generator_free(g);
+        }
+    }
+}
+
 static void test_format(void) {
     TEST_BEGIN();
     int64_t s[2] = {2, 3};
@@ -510,4 +562,4 @@ static void test_item_errors(void) {
 
 TEST_MAIN(test_status_strings, test_creation, test_from_blob, test_storage_reuse, test_small_block_classes, test_storage_blocks_come_back, test_blas_core_name, test_creation_errors, test_views,
           test_view_reshape_strides, test_view_errors, test_copy_and_convert, test_copy_inplace,
-          test_copy_large_parallel, test_scopes, test_random, test_format, test_item_errors)
+          test_copy_large_parallel, test_scopes, test_random, test_random_is_philox, test_format, test_item_errors)

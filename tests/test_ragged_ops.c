@@ -290,6 +290,57 @@ static void test_clamp_dropout_rowids(void) {
     jag_tensor *dn = NULL;
     CHECK_OK(jag_dropout(nt, 0.5, true, g1, &dn)); /* nested too */
     CHECK(jag_is_nested(dn) && jag_nested_ragged_id(dn) == jag_nested_ragged_id(nt));
+    /* the mask against its formula from the ops, from the same seed:
+     * x * ((u >= p) / (1 - p)), u = rand_like(x); a jagged x draws u over its
+     * values, so its result is the dense dropout of its values; the gradient
+     * is the mask */
+    for (int f = 0; f < 2; f++) {
+        jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+        int64_t ms[2] = {37, 5};
+        jag_tensor *x = t_rand(ms, 2, dt, -2, 2, 85), *u = NULL, *keep = NULL, *m01 = NULL, *m = NULL, *want = NULL, *got = NULL;
+        jag_generator *ga = NULL, *gb = NULL;
+        CHECK_OK(jag_generator_new(31, &ga));
+        CHECK_OK(jag_generator_new(31, &gb));
+        CHECK_OK(jag_rand_like(x, ga, &u));
+        CHECK_OK(jag_ge_scalar(u, 0.3, &keep));
+        CHECK_OK(jag_to_dtype(keep, dt, &m01));
+        CHECK_OK(jag_mul_scalar(m01, 1.0 / 0.7, &m));
+        CHECK_OK(jag_mul(x, m, &want));
+        CHECK_OK(jag_dropout(x, 0.3, true, gb, &got));
+        CHECK_MSG(got && want && t_allclose(got, want, 0, 0), "dropout %s against its formula", jag_dtype_name(dt));
+        jag_tensor *nd = NULL, *nv = NULL, *dv = NULL, *vals = NULL, *gd = NULL;
+        jag_generator *gc = NULL, *gd2 = NULL;
+        for (int holes = 0; holes < 2; holes++) {
+            jag_tensor *n64 = make_jagged(holes, 86), *nx = NULL;
+            CHECK_OK(jag_to_dtype(n64, dt, &nx));
+            CHECK_OK(jag_nested_values(nx, &vals));
+            CHECK_OK(jag_generator_new(32, &gc));
+            CHECK_OK(jag_generator_new(32, &gd2));
+            CHECK_OK(jag_set_requires_grad(nx, true));
+            CHECK_OK(jag_dropout(nx, 0.4, true, gc, &nd));
+            CHECK_OK(jag_dropout(vals, 0.4, true, gd2, &dv));
+            if (nd) CHECK_OK(jag_nested_values(nd, &nv));
+            CHECK_MSG(nv && dv && t_allclose(nv, dv, 0, 0), "nested dropout (%s, holes %d) against the dense one of its values",
+                      jag_dtype_name(dt), holes);
+            /* the gradient of sum(dropout(x)) is the mask: dv / vals where vals is not 0 */
+            jag_tensor *sum = NULL;
+            CHECK_OK(jag_sum(nv, NULL, 0, false, &sum));
+            CHECK_OK(jag_backward(sum, NULL, false));
+            CHECK_OK(jag_get_grad(nx, &gd));
+            jag_tensor *gvals = NULL;
+            if (gd) CHECK_OK(jag_nested_values(gd, &gvals));
+            for (int64_t i = 0; gvals && i < jag_numel(vals); i++) {
+                double mk = t_get(dv, i) == 0 ? 0 : 1 / 0.6;
+                if (t_get(vals, i) != 0) CHECK_MSG(fabs(t_get(gvals, i) - mk) < 1e-6, "dropout gradient element %lld", (long long)i);
+            }
+            jag_release(sum), jag_release(gvals), jag_release(gd), gd = NULL;
+            jag_release(nd), jag_release(nv), jag_release(dv), jag_release(vals), nd = nv = dv = vals = NULL;
+            jag_generator_free(gc), jag_generator_free(gd2);
+            jag_release(nx), jag_release(n64);
+        }
+        jag_generator_free(ga), jag_generator_free(gb);
+        jag_release(x), jag_release(u), jag_release(keep), jag_release(m01), jag_release(m), jag_release(want), jag_release(got);
+    }
     /* row ids and lengths */
     CHECK_OK(jag_nested_row_ids(nt, &v1));
     CHECK_OK(jag_nested_seq_lengths(nt, &v2));

@@ -40,6 +40,10 @@ size_t jag__small_block_bytes(size_t n);
 /* Frees the calling thread's lists (jag_empty_cache). */
 void jag__small_trim(void);
 
+/* One Philox-4x32-10 block of counter (counter, 0) under key (random.c's
+ * naive reference, for the tests). */
+void jag__philox_ref(uint64_t counter, uint64_t key, uint32_t out[4]);
+
 /* A new owned storage of nbytes (zeroed when `zero`), or NULL (JAG_ENOMEM set,
  * message naming `op`). */
 jag_storage *jag__storage_new(size_t nbytes, bool zero, const char *op);

@@ -364,6 +364,36 @@ jag_status jag_chunk(const jag_tensor *x, int chunks, int dim, jag_tensor **outs
 
 /* ---- dropout ------------------------------------------------------------- */
 
+/* dropout's mask from uniform u: (u >= p) / (1 - p) in dtype dt. A plain
+ * contiguous float u with data (what jag_rand_like makes) becomes the mask in
+ * place, one loop; anything else (a user subclass) goes through the ops.
+ * The same values either way: 1 or 0 in dt, times 1 / (1 - p) rounded to dt. */
+static jag_status dropout_mask(jag_tensor *u, double p, jag_dtype dt, jag_tensor **mask) {
+    double scale = 1.0 / (1.0 - p);
+    if (!u->subclass && u->dtype == dt && !jag__is_meta(u) && jag_is_contiguous(u)) {
+        int64_t n = jag_numel(u);
+        if (dt == JAG_FLOAT32) {
+            float *v = (float *)jag__ptr(u), sc = (float)scale, pf = (float)p;
+            /* u >= p as the ge op compares: in float32 against p rounded */
+            for (int64_t i = 0; i < n; i++) v[i] = v[i] >= pf ? sc : 0.0f;
+        } else {
+            double *v = (double *)jag__ptr(u);
+            for (int64_t i = 0; i < n; i++) v[i] = v[i] >= p ? scale : 0.0;
+        }
+        *mask = jag_retain(u);
+        return JAG_OK;
+    }
+    jag_tensor *keep = NULL, *m = NULL;
+    jag_value a[] = {jag__v_tensor(u), jag__v_double(p)};
+    jag_status st = jag__dispatch(JAG_OP_ge, a, 2, &keep);
+    jag_value b[] = {jag__v_tensor(keep), jag__v_int(dt)};
+    if (!st) st = jag__dispatch(JAG_OP_to_dtype, b, 2, &m);
+    jag_value c[] = {jag__v_tensor(m), jag__v_double(scale)};
+    if (!st) st = jag__dispatch(JAG_OP_mul, c, 2, mask);
+    jag_release(keep), jag_release(m);
+    return st;
+}
+
 jag_status jag_dropout(const jag_tensor *x, double p, bool train, jag_generator *g, jag_tensor **out) {
     const char *op = "jag_dropout";
     if (!out) return no_out(op);
@@ -377,20 +407,25 @@ jag_status jag_dropout(const jag_tensor *x, double p, bool train, jag_generator 
         *out = jag_retain((jag_tensor *)x);
         return jag__leave(JAG_OK, out, 1);
     }
-    /* mask = (u >= p) / (1 - p) with u uniform: a constant for autograd */
-    jag_tensor *u = NULL, *keep = NULL, *mask = NULL, *scaled = NULL;
+    /* mask = (u >= p) / (1 - p) with u uniform: a constant for autograd. A
+     * jagged x draws u over its packed values, as jag_rand_like does, and
+     * gets the mask as a nested tensor of its own structure: one nested op
+     * (the product), not one per step. */
+    nested_state *s = jag__nested(x);
+    bool jagged = s && s->layout == JAG_JAGGED;
+    jag_tensor *u = NULL, *mask = NULL;
     bool prev = jag_set_grad_enabled(false);
-    st = jag_rand_like(x, g, &u);
-    jag_value a[] = {jag__v_tensor(u), jag__v_double(p)};
-    if (!st) st = jag__dispatch(JAG_OP_ge, a, 2, &keep);
-    jag_value b[] = {jag__v_tensor(keep), jag__v_int(x->dtype)};
-    if (!st) st = jag__dispatch(JAG_OP_to_dtype, b, 2, &mask);
-    jag_value c[] = {jag__v_tensor(mask), jag__v_double(1.0 / (1.0 - p))};
-    if (!st) st = jag__dispatch(JAG_OP_mul, c, 2, &scaled);
+    st = jag_rand_like(jagged ? s->values : x, g, &u);
+    if (!st) st = dropout_mask(u, p, x->dtype, &mask);
     jag_set_grad_enabled(prev);
-    jag_value d[] = {jag__v_tensor(x), jag__v_tensor(scaled)};
+    if (!st && jagged) {
+        jag_tensor *m = mask;
+        mask = NULL;
+        st = jag__nested_rewrap_jagged_taking(s, m, &mask);
+    }
+    jag_value d[] = {jag__v_tensor(x), jag__v_tensor(mask)};
     if (!st) st = jag__dispatch(JAG_OP_mul, d, 2, out);
-    jag_release(u), jag_release(keep), jag_release(mask), jag_release(scaled);
+    jag_release(u), jag_release(mask);
     return jag__leave(st, out, 1);
 }
 
