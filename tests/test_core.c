@@ -172,6 +172,19 @@ static void test_storage_blocks_come_back(void) {
         CHECK_MSG(b && jag_data(b) == p, "%lld floats: the freed block did not come back", (long long)n);
         jag_release(b);
     }
+    /* a large block serves a slightly larger tensor too (sizes come in
+     * classes, eight per power of two): ragged batches vary in size */
+    const int64_t pairs[][2] = {{40000, 40900}, {300000, 310000}, {1000000, 1040000}};
+    for (int i = 0; i < 3; i++) {
+        jag_tensor *a = NULL, *b = NULL;
+        CHECK_OK(jag_empty(&pairs[i][0], 1, JAG_FLOAT32, &a));
+        void *p = a ? jag_data(a) : NULL;
+        jag_release(a);
+        CHECK_OK(jag_empty(&pairs[i][1], 1, JAG_FLOAT32, &b));
+        CHECK_MSG(b && jag_data(b) == p, "%lld floats after %lld: the freed block did not come back", (long long)pairs[i][1],
+                  (long long)pairs[i][0]);
+        jag_release(b);
+    }
     jag_empty_cache();
 #endif
 }

@@ -5,7 +5,9 @@
  * large malloc with fresh pages from the kernel, and touching them costs a
  * page fault per 4 KiB — more than the op itself for memory-bound ops. Keeping
  * a few recently freed large blocks and handing them back (pages already
- * mapped) is what allocators inside ML frameworks do. The cache is off in
+ * mapped) is what allocators inside ML frameworks do; large sizes come in
+ * classes so that a freed block fits the next tensor of a similar size. The
+ * cache is off in
  * sanitizer and valgrind builds (JAG_NO_ALLOC_CACHE), where reusing blocks
  * would hide use-after-free bugs. */
 #include "internal.h"
@@ -18,7 +20,7 @@
 #define CACHE_MIN_BYTES ((size_t)128 << 10) /* glibc maps blocks this large afresh (M_MMAP_THRESHOLD) */
 /* At most this many bytes (and blocks) are kept. */
 #define CACHE_MAX_BYTES ((size_t)512 << 20)
-#define CACHE_SLOTS 32
+#define CACHE_SLOTS 256
 
 typedef struct {
     void *data;
@@ -49,7 +51,7 @@ static void *cache_take(size_t bytes, size_t *real) {
         found = cache[best].data;
         *real = cache[best].bytes;
         cache_bytes -= cache[best].bytes;
-        cache[best] = cache[--cache_n];
+        memmove(cache + best, cache + best + 1, (size_t)(--cache_n - best) * sizeof cache[0]); /* oldest stay first */
     }
     pthread_mutex_unlock(&cache_lock);
     return found;
@@ -83,6 +85,17 @@ void jag_empty_cache(void) {
     cache_n = 0;
     cache_bytes = 0;
     pthread_mutex_unlock(&cache_lock);
+}
+
+/* Large blocks come in eight sizes per power of two (at most 12.5% more
+ * than asked): the sizes of a training step's tensors vary with every batch
+ * of ragged lengths, and without classes a freed block would rarely fit the
+ * next request (fresh pages, a fault per 4 KiB, each time). */
+static size_t large_class(size_t bytes) {
+    int e = 63 - __builtin_clzll((unsigned long long)bytes);
+    size_t step = (size_t)1 << (e - 3);
+    size_t up = (bytes + step - 1) / step * step;
+    return up < bytes ? bytes : up; /* (wrapped: the allocation fails on its own) */
 }
 
 /* Tiny tensors keep their bytes in the header's block: one allocation. */
@@ -119,8 +132,9 @@ jag_storage *jag__storage_new(size_t nbytes, bool zero, const char *op) {
     void *data = NULL;
     bool small = rounded && rounded < CACHE_MIN_BYTES;
     if (rounded >= CACHE_MIN_BYTES) {
-        data = cache_take(rounded, &capacity);
-        if (!data) data = aligned_alloc(JAG_ALIGN, rounded);
+        capacity = large_class(rounded);
+        data = cache_take(capacity, &capacity);
+        if (!data) data = aligned_alloc(JAG_ALIGN, capacity);
     } else if (small) { /* the per-thread lists of small_alloc.c (whose top class, 128 KiB, is CACHE_MIN_BYTES) */
         capacity = jag__small_block_bytes(rounded);
         data = jag__small_alloc(rounded);
