@@ -185,6 +185,56 @@ static void test_scatter_add(void) {
     CHECK_ERR(jag_op_call(op_id("scatter_add"), a, 4, &none), JAG_ERANGE, "index 3 is outside [0, 3)");
     CHECK(none == NULL);
     jag_release(out), jag_release(x), jag_release(src), jag_release(ix), jag_release(bad);
+    /* whole rows: an index constant along every dim but `dim` (expanded, as
+     * the backward of embedding and index_select builds it), repeats
+     * included, int32 and int64, float32 and float64; against the element
+     * formula written out here, bit for bit */
+    for (int f = 0; f < 2; f++)
+        for (int i32 = 0; i32 < 2; i32++)
+            for (int dim = 0; dim < 2; dim++) {
+                jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+                int64_t xs[3] = {3, 5, 7}, ss[3] = {3, 5, 7}, n = 9;
+                ss[dim] = n;
+                jag_tensor *xx = t_rand(xs, 3, dt, -1, 1, 40 + f), *ssrc = t_rand(ss, 3, dt, -1, 1, 42 + f);
+                int64_t raw[9] = {2, 0, 2, 1, 2, 4, 0, 2, 1}, lim = xs[dim];
+                for (int k = 0; k < 9; k++) raw[k] %= lim;
+                jag_tensor *iv64 = NULL, *ivec = NULL, *iview = NULL, *iexp = NULL, *o = NULL;
+                CHECK_OK(jag_from_data(raw, &n, 1, JAG_INT64, &iv64));
+                CHECK_OK(jag_to_dtype(iv64, i32 ? JAG_INT32 : JAG_INT64, &ivec));
+                int64_t vsz[3] = {1, 1, 1};
+                vsz[dim] = n;
+                CHECK_OK(jag_reshape(ivec, vsz, 3, &iview));
+                CHECK_OK(jag_expand(iview, ss, 3, &iexp));
+                jag_value b[4] = {{.kind = JAG_VAL_TENSOR, .u.t = xx}, {.kind = JAG_VAL_INT, .u.i = dim},
+                                  {.kind = JAG_VAL_TENSOR, .u.t = iexp}, {.kind = JAG_VAL_TENSOR, .u.t = ssrc}};
+                CHECK_OK(jag_op_call(op_id("scatter_add"), b, 4, &o));
+                double expect[105];
+                for (int e = 0; e < 105; e++) expect[e] = t_get(xx, e);
+                for (int64_t a0 = 0; a0 < ss[0]; a0++)
+                    for (int64_t a1 = 0; a1 < ss[1]; a1++)
+                        for (int64_t a2 = 0; a2 < 7; a2++) {
+                            int64_t c[3] = {a0, a1, a2};
+                            c[dim] = raw[dim ? a1 : a0];
+                            int64_t e = (c[0] * 5 + c[1]) * 7 + c[2];
+                            double v = t_get(ssrc, (a0 * ss[1] + a1) * 7 + a2);
+                            expect[e] = f ? expect[e] + v : (double)((float)expect[e] + (float)v);
+                        }
+                for (int e = 0; o && e < 105; e++)
+                    CHECK_MSG(t_get(o, e) == expect[e], "rows along dim %d (%s, %s index) element %d", dim,
+                              jag_dtype_name(dt), i32 ? "int32" : "int64", e);
+                jag_release(o), o = NULL;
+                /* an index out of range: refused before anything is written */
+                raw[4] = lim;
+                jag_tensor *bad64 = NULL, *badv = NULL, *bade = NULL;
+                CHECK_OK(jag_from_data(raw, &n, 1, JAG_INT64, &bad64));
+                CHECK_OK(jag_reshape(bad64, vsz, 3, &badv));
+                CHECK_OK(jag_expand(badv, ss, 3, &bade));
+                b[2].u.t = bade;
+                CHECK_ERR(jag_op_call(op_id("scatter_add"), b, 4, &o), JAG_ERANGE, "is outside [0,");
+                CHECK(o == NULL);
+                jag_release(bad64), jag_release(badv), jag_release(bade);
+                jag_release(xx), jag_release(ssrc), jag_release(iv64), jag_release(ivec), jag_release(iview), jag_release(iexp);
+            }
 }
 
 /* ---- the engine along the ragged dim against its naive references -------- */

@@ -458,6 +458,39 @@ jag_status jag__meta_scatter_add(const char *op, const jag_value *args, int narg
     return JAG_OK;
 }
 
+/* Whether scatter_add moves whole rows: index constant along every dim but
+ * d (stride 0 there, as the backward of embedding and index_select builds
+ * it), src and out of one shape but for dim d, src contiguous. Then slab j
+ * of src (along d) goes to slab index[j] of out, a vectorised add of
+ * `inner` elements per outer position. */
+static bool scatter_rows(const jag_tensor *index, const jag_tensor *src, const jag_tensor *out, int d) {
+    if (src->ndim == 0 || index->ndim != src->ndim || out->ndim != src->ndim || !jag_is_contiguous(src)) return false;
+    for (int k = 0; k < src->ndim; k++)
+        if (k != d && (index->strides[k] != 0 || src->sizes[k] != out->sizes[k])) return false;
+    return true;
+}
+
+static int64_t index_along(const jag_tensor *ix, int d, int64_t j) {
+    const char *p = jag__ptr(ix) + j * ix->strides[d] * (int64_t)jag_dtype_size(ix->dtype);
+    return ix->dtype == JAG_INT64 ? *(const int64_t *)p : *(const int32_t *)p;
+}
+
+// out (A, No, I) contiguous += src (A, Ns, I) contiguous at rows index[j] along the middle dim; the
+// same order of additions as the element loop (j, then the row's elements, per a)
+#define SCATTER_ROWS(SFX, T)                                                   \
+    static void scatter_rows_##SFX(T *out, const T *src, const jag_tensor *ix, int d, int64_t A, int64_t no, \
+                                   int64_t ns, int64_t inner) {                \
+        for (int64_t a = 0; a < A; a++)                                        \
+            for (int64_t j = 0; j < ns; j++) {                                 \
+                T *restrict o = out + (a * no + index_along(ix, d, j)) * inner; \
+                const T *restrict s = src + (a * ns + j) * inner;              \
+                for (int64_t k = 0; k < inner; k++) o[k] += s[k];              \
+            }                                                                  \
+    }
+SCATTER_ROWS(f32, float)
+SCATTER_ROWS(f64, double)
+#undef SCATTER_ROWS
+
 // x (s...), index and src (i...) -> out (s...) = x + src scattered at index along dim
 jag_status jag__cpu_scatter_add(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
     (void)nargs;
@@ -467,9 +500,15 @@ jag_status jag__cpu_scatter_add(const char *op, const jag_value *args, int nargs
     jag_status st = x->ndim ? jag__wrap_dim(op, "dim", (int)args[1].u.i, x->ndim, &d) : JAG_OK;
     if (st) return st;
     int64_t n = jag_numel(src), limit = x->ndim ? x->sizes[d] : 1, coord[JAG_MAX_DIMS];
-    for (int64_t f = 0; f < n; f++) { /* every index first: a failure writes nothing */
-        unravel(f, src->sizes, src->ndim, coord);
-        if ((st = ref_range(op, index_at(index, coord), limit))) return st;
+    bool rows = scatter_rows(index, src, out, d);
+    if (rows) { /* every index first: a failure writes nothing */
+        for (int64_t j = 0; n && j < src->sizes[d]; j++)
+            if ((st = ref_range(op, index_along(index, d, j), limit))) return st;
+    } else {
+        for (int64_t f = 0; f < n; f++) {
+            unravel(f, src->sizes, src->ndim, coord);
+            if ((st = ref_range(op, index_at(index, coord), limit))) return st;
+        }
     }
     if ((st = jag__cpu_copy(op, args, 1, outs))) return st;
     if (src->dtype != out->dtype) {
@@ -478,6 +517,17 @@ jag_status jag__cpu_scatter_add(const char *op, const jag_value *args, int nargs
         src = conv;
     }
     bool f64 = out->dtype == JAG_FLOAT64;
+    if (rows && n && jag_is_contiguous(src) && jag_is_contiguous(out)) {
+        int64_t A = jag__numel(out->sizes, d), inner = jag__numel(out->sizes + d + 1, out->ndim - d - 1);
+        if (f64)
+            scatter_rows_f64((double *)jag__ptr(out), (const double *)jag__ptr(src), index, d, A, out->sizes[d],
+                             src->sizes[d], inner);
+        else
+            scatter_rows_f32((float *)jag__ptr(out), (const float *)jag__ptr(src), index, d, A, out->sizes[d],
+                             src->sizes[d], inner);
+        jag_release(conv);
+        return JAG_OK;
+    }
     for (int64_t f = 0; f < n; f++) {
         unravel(f, src->sizes, src->ndim, coord);
         int64_t so = offset_of(src, coord);
