@@ -885,6 +885,16 @@ static void test_clamp(void) {
 
 /* ---- where -------------------------------------------------------------------------- */
 
+/* where(cond, a, b) against the reference */
+static void check_where(jag_tensor *cond, jag_tensor *a, jag_tensor *b, const char *what) {
+    jag_value args[3] = {jag__v_tensor(cond), jag__v_tensor(a), jag__v_tensor(b)};
+    jag_tensor *y = NULL, *r = NULL;
+    CHECK_OK(jag_where(cond, a, b, &y));
+    CHECK_OK(jag__ref_binary(JAG_OP_where, args, 3, &r));
+    if (y && r) check_against_ref(y, r, a, "where", what);
+    jag_release(y), jag_release(r);
+}
+
 static void test_where(void) {
     TEST_BEGIN();
     /* literal values, int32 with float32 -> float32 */
@@ -934,15 +944,9 @@ static void test_where(void) {
             cond = make_layout(l, JAG_BOOL, 0, 1, 50 + l, false);
             a = make_layout(l == L_EXPANDED ? L_CONTIG : l, dt, -5, 5, 60 + l, false);
             b = make_layout(l >= L_LARGE ? L_LARGE : l == L_EXPANDED ? L_NONCONTIG : l, dt, -5, 5, 70 + l, false);
-            jag_value args[3] = {jag__v_tensor(cond), jag__v_tensor(a), jag__v_tensor(b)};
-            jag_tensor *r = NULL;
             char what[96];
             snprintf(what, sizeof what, "%s %s", jag_dtype_name(dt), layout_names[l]);
-            CHECK_OK(jag_where(cond, a, b, &y));
-            CHECK_OK(jag__ref_binary(JAG_OP_where, args, 3, &r));
-            if (y && r) check_against_ref(y, r, a, "where", what);
-            jag_release(y), y = NULL;
-            jag_release(r);
+            check_where(cond, a, b, what);
             jag_release(cond), jag_release(a), jag_release(b);
         }
         /* a 0-d a or b against contiguous others (masked_fill's shape):
@@ -952,15 +956,9 @@ static void test_where(void) {
             cond = t_rand(sn, 2, JAG_BOOL, 0, 1, 80 + i * 2 + side);
             jag_tensor *full = t_rand(sn, 2, dt, -5, 5, 90 + i * 2 + side), *scalar = t_rand(NULL, 0, dt, -5, 5, 95 + i);
             a = side ? full : scalar, b = side ? scalar : full;
-            jag_value args[3] = {jag__v_tensor(cond), jag__v_tensor(a), jag__v_tensor(b)};
-            jag_tensor *r = NULL;
             char what[96];
             snprintf(what, sizeof what, "%s 0-d %s", jag_dtype_name(dt), side ? "b" : "a");
-            CHECK_OK(jag_where(cond, a, b, &y));
-            CHECK_OK(jag__ref_binary(JAG_OP_where, args, 3, &r));
-            if (y && r) check_against_ref(y, r, a, "where", what);
-            jag_release(y), y = NULL;
-            jag_release(r);
+            check_where(cond, a, b, what);
             jag_release(cond), jag_release(full), jag_release(scalar);
         }
     }
