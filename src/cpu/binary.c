@@ -519,10 +519,11 @@ static jag_status run_binary(const char *op, const operands *p, jag_tensor *y, j
     if (jag_numel(y) == 0) return JAG_OK;
     jag_loop_fn fn = loops[compute];
     JAG_ASSERT(fn != NULL);
-    jag_tensor *a = jag__pw_as_dtype(op, p->a, compute);
-    jag_tensor *b = a && p->b ? jag__pw_as_dtype(op, p->b, compute) : NULL;
+    jag_tensor *ac, *bc = NULL;
+    const jag_tensor *a = jag__pw_as_dtype(op, p->a, compute, &ac);
+    const jag_tensor *b = a && p->b ? jag__pw_as_dtype(op, p->b, compute, &bc) : NULL;
     if (!a || (p->b && !b)) {
-        jag_release(a);
+        jag_release(ac);
         return jag_last_status();
     }
     jag__pw_scalar s;
@@ -534,8 +535,8 @@ static jag_status run_binary(const char *op, const operands *p, jag_tensor *y, j
         in[1] = scalar_operand(&s, compute);
     }
     run_loop(y, in, 2, fn, ctx);
-    jag_release(a);
-    jag_release(b);
+    jag_release(ac);
+    jag_release(bc);
     return JAG_OK;
 }
 
@@ -588,16 +589,17 @@ jag_status jag__cpu_where(const char *op, const jag_value *args, int nargs, jag_
     (void)nargs;
     jag_tensor *y = outs[0];
     if (jag_numel(y) == 0) return JAG_OK;
-    jag_tensor *a = jag__pw_as_dtype(op, args[1].u.t, y->dtype);
-    jag_tensor *b = a ? jag__pw_as_dtype(op, args[2].u.t, y->dtype) : NULL;
+    jag_tensor *ac, *bc = NULL;
+    const jag_tensor *a = jag__pw_as_dtype(op, args[1].u.t, y->dtype, &ac);
+    const jag_tensor *b = a ? jag__pw_as_dtype(op, args[2].u.t, y->dtype, &bc) : NULL;
     if (!b) {
-        jag_release(a);
+        jag_release(ac);
         return jag_last_status();
     }
     loop_operand in[3] = {tensor_operand(args[0].u.t, y), tensor_operand(a, y), tensor_operand(b, y)};
     run_loop(y, in, 3, where_loops[y->dtype], NULL);
-    jag_release(a);
-    jag_release(b);
+    jag_release(ac);
+    jag_release(bc);
     return JAG_OK;
 }
 
@@ -622,14 +624,15 @@ jag_status jag__cpu_clamp(const char *op, const jag_value *args, int nargs, jag_
     if (st) return st;
     jag_tensor *y = outs[0];
     if (jag_numel(y) == 0) return JAG_OK;
-    jag_tensor *x = jag__pw_as_dtype(op, x0, y->dtype);
+    jag_tensor *xc;
+    const jag_tensor *x = jag__pw_as_dtype(op, x0, y->dtype, &xc);
     if (!x) return jag_last_status();
     jag__pw_scalar bound[2];
     clamp_bound(&bound[0], y->dtype, lo);
     clamp_bound(&bound[1], y->dtype, hi);
     loop_operand in[1] = {tensor_operand(x, y)};
     run_loop(y, in, 1, clamp_loops[y->dtype], bound);
-    jag_release(x);
+    jag_release(xc);
     return JAG_OK;
 }
 

@@ -161,10 +161,12 @@ FLOAT_LOOPS(reciprocal)
  * so that binary.o references unary.o: in the static library stubs.o (weak
  * placeholders of every kernel) sorts before unary.o, and a program that
  * names no symbol defined only here would otherwise link the stubs. */
-jag_tensor *jag__pw_as_dtype(const char *op, const jag_tensor *x, jag_dtype dtype) {
-    if (x->dtype == dtype) return jag_retain((jag_tensor *)x);
+const jag_tensor *jag__pw_as_dtype(const char *op, const jag_tensor *x, jag_dtype dtype, jag_tensor **copy) {
+    *copy = NULL;
+    if (x->dtype == dtype) return x;
     jag_tensor *t = jag__tensor_new(op, x->sizes, x->ndim, dtype, false, false);
     if (t) jag__copy_into(t, x);
+    *copy = t;
     return t;
 }
 
@@ -173,7 +175,8 @@ static jag_status run_unary(const char *op, const jag_value *args, jag_tensor *y
     if (jag_numel(y) == 0) return JAG_OK;
     jag_loop_fn fn = loops[y->dtype];
     JAG_ASSERT(fn != NULL);
-    jag_tensor *x = jag__pw_as_dtype(op, args[0].u.t, y->dtype);
+    jag_tensor *xc;
+    const jag_tensor *x = jag__pw_as_dtype(op, args[0].u.t, y->dtype, &xc);
     if (!x) return jag_last_status();
     char *base[2] = {jag__ptr(y), jag__ptr(x)};
     const int64_t *strides[2] = {y->strides, x->strides};
@@ -181,7 +184,7 @@ static jag_status run_unary(const char *op, const jag_value *args, jag_tensor *y
     jag_iter it;
     jag__iter_init(&it, y->sizes, y->ndim, 2, base, strides, elem);
     jag__iter_run(&it, fn, NULL);
-    jag_release(x);
+    jag_release(xc);
     return JAG_OK;
 }
 
