@@ -918,7 +918,8 @@ jag_status jag_mse_loss(const jag_tensor *pred, const jag_tensor *target, jag_te
 /* Library-wide settings                                                     */
 /* ------------------------------------------------------------------------ */
 
-/* jag keeps a few recently freed large blocks (>= 128 KiB, 512 MiB in all) to
+/* jag keeps recently freed large blocks (>= 128 KiB; at most 256 blocks and
+ * 512 MiB in all; sizes rounded up by at most 12.5% and at most 2 MiB) to
  * hand back to new tensors without page faults, and per thread the smaller
  * blocks of tensor data and headers (at most about 3 MiB a thread). Give
  * back to the system the large blocks and the calling thread's small ones

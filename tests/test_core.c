@@ -174,8 +174,8 @@ static void test_storage_blocks_come_back(void) {
     }
     /* a large block serves a slightly larger tensor too (sizes come in
      * classes, eight per power of two): ragged batches vary in size */
-    const int64_t pairs[][2] = {{40000, 40900}, {300000, 310000}, {1000000, 1040000}};
-    for (int i = 0; i < 3; i++) {
+    const int64_t pairs[][2] = {{40000, 40900}, {300000, 310000}, {1000000, 1040000}, {5000000, 5100000}};
+    for (int i = 0; i < 4; i++) {
         jag_tensor *a = NULL, *b = NULL;
         CHECK_OK(jag_empty(&pairs[i][0], 1, JAG_FLOAT32, &a));
         void *p = a ? jag_data(a) : NULL;

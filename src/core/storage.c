@@ -88,12 +88,15 @@ void jag_empty_cache(void) {
 }
 
 /* Large blocks come in eight sizes per power of two (at most 12.5% more
- * than asked): the sizes of a training step's tensors vary with every batch
- * of ragged lengths, and without classes a freed block would rarely fit the
+ * than asked), in steps of at most 2 MiB (so a huge tensor wastes at most
+ * that): the sizes of a training step's tensors vary with every batch of
+ * ragged lengths, and without classes a freed block would rarely fit the
  * next request (fresh pages, a fault per 4 KiB, each time). */
+#define LARGE_STEP_MAX ((size_t)2 << 20)
 static size_t large_class(size_t bytes) {
     int e = 63 - __builtin_clzll((unsigned long long)bytes);
     size_t step = (size_t)1 << (e - 3);
+    if (step > LARGE_STEP_MAX) step = LARGE_STEP_MAX;
     size_t up = (bytes + step - 1) / step * step;
     return up < bytes ? bytes : up; /* (wrapped: the allocation fails on its own) */
 }
