@@ -3,8 +3,9 @@
  * Element i of a draw uses counter (offset + i / 2, 0) under key seed (a
  * block's four words make two 53-bit uniforms), so the numbers depend only on
  * the seed and how many were drawn before, never on the thread count; blocks
- * are made 32 at a time. Written here rather than taken from a library: it is
- * 40 lines, and a dependency would not make it more reproducible. */
+ * are made 32 at a time. Written here rather than taken from a library: the
+ * generator is a few dozen lines, and a dependency would not make it more
+ * reproducible. */
 #include "internal.h"
 
 #include <math.h>
