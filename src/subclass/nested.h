@@ -169,6 +169,11 @@ jag_status jag__segment_reduce_grad_into(const char *op, const nested_state *s, 
 jag_status jag__segment_reduce(const char *op, const nested_state *s, jag_segment_kind kind, bool keepdim,
                                jag_tensor **out);
 jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor **out);
+/* x (n, C) float32 rows (row stride C), their first nc columns -> acc (nc):
+ * the column sums, each in double in row order (the ragged sum's kernel;
+ * _ref is its plain loop, with the same bits). */
+void jag__sum_rows_f32(const float *x, int64_t C, int64_t n, int64_t nc, double *acc);
+void jag__sum_rows_f32_ref(const float *x, int64_t C, int64_t n, int64_t nc, double *acc);
 /* Naive references of the two above (nested_reduce.c), for the tests: into
  * given contiguous outputs (out values-shaped; its rows in holes untouched). */
 jag_status jag__ref_segment_reduce(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor *y,
