@@ -560,32 +560,49 @@ static void test_engine_lse_growing_max(void) {
     jag_release(v), jag_release(off), jag_release(nt), jag_release(y);
 }
 
-/* The ragged sum's float32 row kernel against its plain loop, bit for bit:
- * column counts around the 64-column strips and the 8-column masked tail,
- * row counts from none up, a row stride wider than the columns. Values of
- * mixed magnitudes, so that a change of order would change bits. */
-static void test_sum_rows_kernel(void) {
+/* The ragged sum's and var's float32 row kernels against their plain
+ * loops, bit for bit: column counts around the strips (64 and 32 columns)
+ * and the 8-column masked tails, row counts from none up, a row stride
+ * wider than the columns. Values of mixed magnitudes, so that a change of
+ * order would change bits, and inf, -inf and NaN in the first row and
+ * later ones (var's x0). */
+static void test_row_kernels(void) {
     TEST_BEGIN();
-    const int64_t ncs[] = {1, 7, 8, 9, 63, 64, 65, 100, 128, 135, 256, 512};
+    const int64_t ncs[] = {1, 7, 8, 9, 31, 33, 63, 64, 65, 100, 128, 135, 256, 512};
     const int64_t ns[] = {0, 1, 2, 5, 33};
     uint64_t st = 12345;
     enum { CMAX = 520, NMAX = 33 };
     float *x = malloc(sizeof(float) * CMAX * NMAX);
-    double got[CMAX + 8], want[CMAX + 8];
+    double got[2][CMAX + 8], want[2][CMAX + 8];
     for (int i = 0; i < CMAX * NMAX; i++) {
         st = st * 6364136223846793005ull + 1442695040888963407ull;
         x[i] = (float)ldexp((double)(st >> 40) / (double)(1 << 24) - 0.5, (int)(st >> 20 & 31) - 10);
     }
+    x[3 + 5] = INFINITY, x[3 + 40] = NAN, x[3 + 530 + 70] = -INFINITY, x[3 + 2 * 525 + 7] = NAN; /* row 0, then later rows */
     for (size_t a = 0; a < sizeof ncs / sizeof *ncs; a++)
         for (size_t b = 0; b < sizeof ns / sizeof *ns; b++) {
             int64_t nc = ncs[a], n = ns[b], C = nc + 5;
-            for (int i = 0; i < CMAX + 8; i++) got[i] = want[i] = -1.0; /* the sentinel past nc must stay */
-            jag__sum_rows_f32(x + 3, C, n, nc, got);
-            jag__sum_rows_f32_ref(x + 3, C, n, nc, want);
-            CHECK_MSG(memcmp(got, want, sizeof got) == 0, "nc %lld n %lld", (long long)nc, (long long)n);
+            for (int k = 0; k < 2; k++)
+                for (int i = 0; i < CMAX + 8; i++) got[k][i] = want[k][i] = -1.0; /* the sentinels past nc must stay */
+            jag__sum_rows_f32(x + 3, C, n, nc, got[0]);
+            jag__sum_rows_f32_ref(x + 3, C, n, nc, want[0]);
+            CHECK_MSG(memcmp(got[0], want[0], sizeof got[0]) == 0, "sum: nc %lld n %lld", (long long)nc, (long long)n);
             double by_hand = 0;
             for (int64_t r = 0; r < n; r++) by_hand += (double)x[3 + r * C + nc - 1];
-            CHECK_MSG(got[nc - 1] == by_hand, "nc %lld n %lld: last column", (long long)nc, (long long)n);
+            CHECK_MSG(got[0][nc - 1] == by_hand, "sum: nc %lld n %lld: last column", (long long)nc, (long long)n);
+            jag__var_rows_f32(x + 3, C, n, nc, got[0], got[1]);
+            jag__var_rows_f32_ref(x + 3, C, n, nc, want[0], want[1]);
+            CHECK_MSG(memcmp(got, want, sizeof got) == 0, "var: nc %lld n %lld", (long long)nc, (long long)n);
+            if (n >= 2) { /* the last column's mean and M2 against the two-pass formula */
+                double mu = 0, q = 0;
+                for (int64_t r = 0; r < n; r++) mu += (double)x[3 + r * C + nc - 1];
+                mu /= (double)n;
+                for (int64_t r = 0; r < n; r++) q += ((double)x[3 + r * C + nc - 1] - mu) * ((double)x[3 + r * C + nc - 1] - mu);
+                bool ok = isfinite(q) ? fabs(got[0][nc - 1] - mu) <= 1e-12 * (1 + fabs(mu)) && fabs(got[1][nc - 1] - q) <= 1e-9 * (1 + q)
+                                      : isnan(got[1][nc - 1]);
+                CHECK_MSG(ok, "var: nc %lld n %lld: last column %g %g, want %g %g", (long long)nc, (long long)n, got[0][nc - 1],
+                          got[1][nc - 1], mu, q);
+            }
         }
     free(x);
 }
@@ -623,4 +640,4 @@ static void test_ragged_reduce_noncontiguous(void) {
 
 TEST_MAIN(test_ragged_reduce_by_hand, test_nested_mean_matches_components, test_bad_offsets_refused,
           test_varlen_attention_matches_items, test_scatter_add, test_engine_exps, test_engine_log, test_engine_matches_references, test_engine_var_offsets, test_engine_lse_growing_max,
-          test_ragged_reduce_noncontiguous, test_sum_rows_kernel)
+          test_ragged_reduce_noncontiguous, test_row_kernels)

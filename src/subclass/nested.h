@@ -174,6 +174,11 @@ jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_
  * _ref is its plain loop, with the same bits). */
 void jag__sum_rows_f32(const float *x, int64_t C, int64_t n, int64_t nc, double *acc);
 void jag__sum_rows_f32_ref(const float *x, int64_t C, int64_t n, int64_t nc, double *acc);
+/* The same rows -> mean, m2 (nc): each column's mean and sum of squared
+ * deviations, in double (the ragged var's kernel; _ref its plain loop, with
+ * the same bits). nc <= 512. */
+void jag__var_rows_f32(const float *x, int64_t C, int64_t n, int64_t nc, double *mean, double *m2);
+void jag__var_rows_f32_ref(const float *x, int64_t C, int64_t n, int64_t nc, double *mean, double *m2);
 /* Naive references of the two above (nested_reduce.c), for the tests: into
  * given contiguous outputs (out values-shaped; its rows in holes untouched). */
 jag_status jag__ref_segment_reduce(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor *y,

@@ -213,6 +213,80 @@ void jag__sum_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, double
 }
 #endif
 
+/* x (n, C) float32 rows, first nc columns -> mean, m2 (nc): each column's
+ * mean and M2 (sum of squared deviations). The sums of d = x - x0 and d^2
+ * in double, x0 the first row (d is exact; as x0 is one of the values,
+ * (mean - x0)^2 is at most n times the variance, so M2 = sum d^2 -
+ * (sum d)^2 / n loses at most log2(n) of double's 53 bits). With AVX-512
+ * (and FMA, as the plain loop's JAG__VM_FMAD) a strip of 32 columns keeps
+ * x0 and both sums in registers over all the rows: the same operations in
+ * the same order as jag__var_rows_f32_ref, the plain loop, so the same
+ * bits. */
+static void var_rows_finish(int64_t n, int64_t nc, const double *x0, double *restrict mean, double *restrict m2) {
+    double dn = (double)n;
+    for (int64_t c = 0; c < nc; c++) {
+        double s1 = mean[c], q = m2[c] - s1 * (s1 / dn);
+        mean[c] = x0[c] + s1 / dn;
+        m2[c] = (q < 0 ? 0 : q) + (x0[c] - x0[c]); /* NaN when x0 is inf or NaN */
+    }
+}
+
+void jag__var_rows_f32_ref(const float *in, int64_t C, int64_t n, int64_t nc, double *restrict mean, double *restrict m2) {
+    double x0[COL_BLOCK];
+    for (int64_t c = 0; c < nc; c++) mean[c] = 0, m2[c] = 0;
+    if (!n) return;
+    for (int64_t c = 0; c < nc; c++) x0[c] = (double)in[c];
+    for (int64_t r = 1; r < n; r++) {
+        const float *restrict x = in + r * C;
+#pragma omp simd
+        for (int64_t c = 0; c < nc; c++) {
+            double d = (double)x[c] - x0[c];
+            mean[c] += d;
+            m2[c] = JAG__VM_FMAD(d, d, m2[c]);
+        }
+    }
+    var_rows_finish(n, nc, x0, mean, m2);
+}
+
+#if defined(__AVX512F__) && defined(FP_FAST_FMA)
+void jag__var_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, double *restrict mean, double *restrict m2) {
+    double x0[COL_BLOCK];
+    if (!n) {
+        for (int64_t c = 0; c < nc; c++) mean[c] = 0, m2[c] = 0;
+        return;
+    }
+    for (int64_t c0 = 0; c0 < nc; c0 += 32) { /* 32 columns, or the last ones masked 8 at a time */
+        __mmask8 m[4];
+        __m512d z[4], s[4], q[4];
+        for (int k = 0; k < 4; k++) {
+            int64_t left = nc - c0 - 8 * k;
+            m[k] = (__mmask8)(left >= 8 ? 0xff : left > 0 ? (1u << left) - 1 : 0);
+            z[k] = _mm512_cvtps_pd(_mm256_maskz_loadu_ps(m[k], in + c0 + 8 * k));
+            s[k] = q[k] = _mm512_setzero_pd();
+        }
+        for (int64_t r = 1; r < n; r++) {
+            const float *x = in + r * C + c0;
+#pragma GCC unroll 4
+            for (int k = 0; k < 4; k++) {
+                __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_maskz_loadu_ps(m[k], x + 8 * k)), z[k]);
+                s[k] = _mm512_add_pd(s[k], d);
+                q[k] = _mm512_fmadd_pd(d, d, q[k]);
+            }
+        }
+        for (int k = 0; k < 4; k++) {
+            _mm512_mask_storeu_pd(x0 + c0 + 8 * k, m[k], z[k]);
+            _mm512_mask_storeu_pd(mean + c0 + 8 * k, m[k], s[k]);
+            _mm512_mask_storeu_pd(m2 + c0 + 8 * k, m[k], q[k]);
+        }
+    }
+    var_rows_finish(n, nc, x0, mean, m2);
+}
+#else
+void jag__var_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, double *restrict mean, double *restrict m2) {
+    jag__var_rows_f32_ref(in, C, n, nc, mean, m2);
+}
+#endif
+
 /* The kernels of one task, typed. EXP is the exp of softmax's max-shifted
  * values (arguments <= 0 when the max is finite), EXP_ANY an exp for any
  * argument (softmax where a column's max is +inf), EXP_SUM the exp of
@@ -250,34 +324,15 @@ void jag__sum_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, double
             SEG_EXT_ROWS(T, SEG_MIN_BETTER, 0)                                 \
     }                                                                          \
     /* var: the mean and M2 (sum of squared deviations) of the rows (nc      \
-     * each). float32: the sums of d = x - x0 and d^2 in double, x0 the first \
-     * row (d is exact; as x0 is one of the values, (mean - x0)^2 is at most  \
-     * n times the variance, so M2 = sum d^2 - (sum d)^2 / n loses at most    \
-     * log2(n) of double's 53 bits). float64: Welford's update. */           \
+     * each): float32 by jag__var_rows_f32; float64 by Welford's update. */   \
     static void rows_var_##SUF(const seg_plan *p, const T *in, const seg_task *t, double *restrict mean, \
                                double *restrict m2) {                          \
         int64_t C = p->C, c0 = t->c0, nc = t->nc, r0 = t->r0, e = t->r0 + t->n; \
-        for (int64_t c = 0; c < nc; c++) mean[c] = 0, m2[c] = 0;               \
-        if (sizeof(T) == 4 && t->n) {                                          \
-            double x0[COL_BLOCK];                                              \
-            for (int64_t c = 0; c < nc; c++) x0[c] = (double)in[r0 * C + c0 + c]; \
-            for (int64_t r = r0 + 1; r < e; r++) {                             \
-                const T *restrict x = in + r * C + c0;                         \
-                _Pragma("omp simd")                                            \
-                for (int64_t c = 0; c < nc; c++) {                             \
-                    double d = (double)x[c] - x0[c];                           \
-                    mean[c] += d;                                              \
-                    m2[c] = JAG__VM_FMAD(d, d, m2[c]);                         \
-                }                                                              \
-            }                                                                  \
-            double n = (double)t->n;                                           \
-            for (int64_t c = 0; c < nc; c++) {                                 \
-                double s1 = mean[c], q = m2[c] - s1 * (s1 / n);                \
-                mean[c] = x0[c] + s1 / n;                                      \
-                m2[c] = (q < 0 ? 0 : q) + (x0[c] - x0[c]); /* NaN when x0 is inf or NaN */ \
-            }                                                                  \
+        if (sizeof(T) == 4) {                                                  \
+            jag__var_rows_f32((const float *)in + r0 * C + c0, C, t->n, nc, mean, m2); \
             return;                                                            \
         }                                                                      \
+        for (int64_t c = 0; c < nc; c++) mean[c] = 0, m2[c] = 0;               \
         for (int64_t r = r0; r < e; r++) {                                     \
             const T *restrict x = in + r * C + c0;                             \
             double inv = 1.0 / (double)(r - r0 + 1);                           \
