@@ -14,9 +14,9 @@
  * each in a child process of its own so that its peak memory is its own;
  * their losses must agree, and their speed and peak memory are printed.
  *
- * The same steps also run compiled (jag_compile of the loss: traced once
- * per batch shape, forward and backward), and --print-trace shows the
- * compiled program of one step.
+ * The same steps also run compiled (jag_compile of the loss, forward and
+ * backward: one program for batches of every length), and --print-trace
+ * shows the compiled program of one step.
  *
  * Flags: --steps N (default 60), --batch B (default 32), --compare N
  * (default 0), --print-trace, --data PATH... (--mode nested|padded|compiled
@@ -270,9 +270,11 @@ static jag_tensor *loss_padded(const model *m, const batch_data *bd) {
 
 /* The training step's loss as a function the tracer records: inputs are
  * the nested ids (B, j), the labels (B) and the N_PARAMS parameters; the
- * output is the loss. jag_compile traces it once (forward, and backward
- * because the parameters require grad) and runs the compiled program on
- * every later batch. */
+ * output is the loss. jag_compile traces it on the first batch (forward,
+ * and backward because the parameters require grad); the trace of a second
+ * batch, of another length, shows that the program's fixed sizes (the heads
+ * and head size of its views) are the model's, and the first program then
+ * runs every later batch untraced. */
 static jag_status traced_loss(void *ctx, jag_tensor *const *in, int n_in, jag_tensor **out, int n_out) {
     (void)ctx, (void)n_in, (void)n_out;
     model pm;
@@ -474,8 +476,8 @@ static int compare_padded(const char *self, long steps, long batch, char **paths
     }
     printf("  %-9s %10.0f tokens/s  peak RSS %6.1f MiB\n", "nested", nested.tokens_per_s, nested.peak_rss_mib);
     printf("  %-9s %10.0f tokens/s  peak RSS %6.1f MiB\n", "padded", padded.tokens_per_s, padded.peak_rss_mib);
-    printf("  %-9s %10.0f tokens/s  peak RSS %6.1f MiB  (%d programs: one per batch shape)\n", "compiled",
-           compiled.tokens_per_s, compiled.peak_rss_mib, compiled.programs);
+    printf("  %-9s %10.0f tokens/s  peak RSS %6.1f MiB  (%d program%s for batches of every length)\n", "compiled",
+           compiled.tokens_per_s, compiled.peak_rss_mib, compiled.programs, compiled.programs == 1 ? "" : "s");
     printf("  nested runs %.2fx the speed of padded, compiled %.2fx; losses agree within %.1e (padded), %.1e (compiled)\n",
            nested.tokens_per_s / padded.tokens_per_s, compiled.tokens_per_s / padded.tokens_per_s, worst, worst_c);
     if (!(worst <= 1e-3) || !(worst_c <= 1e-3)) {

@@ -1049,9 +1049,14 @@ void jag_program_free(jag_program *p);
 /* A compiled function: fn (with ctx, both kept by pointer) traced and
  * compiled with `passes` on the first call with each new kind of inputs
  * (dtypes, ranks, subclasses and layouts, requires_grad; and sizes for
- * programs with fixed sizes), then the program for that kind runs. Free with
- * jag_compiled_free. Errors: JAG_EINVAL for NULL arguments or n_outputs
- * outside 1..64. */
+ * programs with fixed sizes), then the program for that kind runs. A program
+ * fixes sizes when a size list (view, expand, full) holds an entry equal to
+ * no input size, as view(x, [-1, heads, head_dim]) does; when inputs of other
+ * sizes are traced and give the same program, with those entries unchanged,
+ * the first program serves them too (it then requires only the input sizes
+ * that were the same in both traces to stay), and the second is dropped.
+ * Free with jag_compiled_free. Errors: JAG_EINVAL for NULL arguments or
+ * n_outputs outside 1..64. */
 jag_status jag_compile(jag_traced_fn fn, void *ctx, int n_outputs, unsigned passes, jag_compiled **out);
 /* Call it: as jag_program_run, with tracing and compiling when needed
  * (their errors are returned; nothing is cached then). */

@@ -809,6 +809,132 @@ static void test_compile_cache(void) {
     jag_release(x), jag_release(x2), jag_release(x64), jag_release(w), jag_release(w64);
 }
 
+/* ---- one program for several sizes: a later trace as evidence ------------------ */
+
+static int heads_calls; /* calls of heads_fn: a compiled call makes one when it traces */
+
+/* in: x (B, j, 8) nested, w (8, 8): y = sum over the last dim of
+ * view(linear(x) values, [-1, 2, 4]) (heads of 4) * 0.5: the 2 and the 4
+ * equal no input size, so one trace fixes the sizes */
+static jag_status heads_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    heads_calls++;
+    jag_tensor *h = NULL, *v = NULL, *r = NULL, *s = NULL;
+    int d2[1] = {2};
+    jag_status st = jag_linear(in[0], in[1], NULL, &h);
+    if (!st) st = jag_nested_values(h, &v);
+    if (!st) st = jag_view(v, (int64_t[]){-1, 2, 4}, 3, &r);
+    if (!st) st = jag_sum(r, d2, 1, false, &s);
+    if (!st) st = jag_mul_scalar(s, 0.5, &out[0]);
+    jag_release(h), jag_release(v), jag_release(r), jag_release(s);
+    return st;
+}
+
+/* the sum of heads_fn: a loss for gradients */
+static jag_status heads_loss_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    jag_tensor *y = NULL;
+    jag_status st = heads_fn(ctx, in, n, &y, n_out);
+    if (!st) st = jag_sum(y, NULL, 0, false, &out[0]);
+    jag_release(y);
+    return st;
+}
+
+/* in: x (B, T, 4) dense: view(x, [-1, T * 4]) * 2. T * 4 equals no input
+ * size; it moves with T, so traces of other T must not share a program
+ * (while traces of other B may). */
+static jag_status flat_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *r = NULL;
+    jag_status st = jag_view(in[0], (int64_t[]){-1, jag_size(in[0], 1) * 4}, 2, &r);
+    if (!st) st = jag_mul_scalar(r, 2.0, &out[0]);
+    jag_release(r);
+    return st;
+}
+
+static void test_compile_generalizes(void) {
+    TEST_BEGIN();
+    /* a model's constants: the second batch length generalizes the first program, the rest run it untraced
+     * (four components: no inner size equals the 2 or the 4) */
+    int64_t ws[2] = {8, 8}, lens[4][4] = {{2, 4, 3, 1}, {5, 1, 1, 2}, {1, 7, 2, 3}, {3, 3, 3, 3}};
+    jag_tensor *w = t_rand(ws, 2, JAG_FLOAT32, -1, 1, 61);
+    jag_compiled *c = NULL;
+    CHECK_OK(jag_compile(heads_fn, NULL, 1, JAG_PASSES_ALL, &c));
+    int traces[4] = {1, 2, 2, 2}, seen = 0;
+    for (int i = 0; i < 4; i++) {
+        jag_tensor *x = make_jagged(lens[i], 4, 8, JAG_FLOAT32, 62 + (uint64_t)i), *in[2] = {x, w}, *got = NULL, *want = NULL;
+        int before = heads_calls;
+        CHECK_OK(jag_compiled_call(c, in, 2, &got, 1));
+        seen += heads_calls - before;
+        CHECK_OK(heads_fn(NULL, in, 2, &want, 1));
+        CHECK_MSG(got && want && t_allclose(got, want, 1e-6, 1e-6), "batch %d", i);
+        CHECK_MSG(seen == traces[i], "batch %d: %d traces", i, seen);
+        CHECK_MSG(jag_compiled_num_programs(c) == 1, "batch %d: %d programs", i, jag_compiled_num_programs(c));
+        jag_release(x), jag_release(got), jag_release(want);
+    }
+    /* another batch size: the program kept the offsets' 5 (both traces had it);
+     * a trace with 7 agrees and frees it */
+    int64_t lens6[6] = {2, 1, 4, 1, 1, 2}, lens3[3] = {2, 6, 1};
+    jag_tensor *x6 = make_jagged(lens6, 6, 8, JAG_FLOAT32, 70), *in6[2] = {x6, w}, *got = NULL, *want = NULL;
+    CHECK_OK(jag_compiled_call(c, in6, 2, &got, 1));
+    CHECK_OK(heads_fn(NULL, in6, 2, &want, 1));
+    CHECK(got && want && t_allclose(got, want, 1e-6, 1e-6));
+    CHECK_MSG(jag_compiled_num_programs(c) == 1, "%d programs", jag_compiled_num_programs(c));
+    jag_release(x6), jag_release(got), jag_release(want), got = want = NULL;
+    jag_compiled_free(c);
+    /* three components: the offsets' 4 equals the head size, so the first trace reads that entry from the
+     * offsets; a batch of another size would change it, and gets a program of its own */
+    CHECK_OK(jag_compile(heads_fn, NULL, 1, JAG_PASSES_ALL, &c));
+    jag_tensor *x3 = make_jagged(lens3, 3, 8, JAG_FLOAT32, 71), *in3[2] = {x3, w};
+    jag_tensor *x6b = make_jagged(lens6, 6, 8, JAG_FLOAT32, 72), *in6b[2] = {x6b, w};
+    for (int i = 0; i < 2; i++) {
+        jag_tensor *const *inp = i ? in6b : in3;
+        CHECK_OK(jag_compiled_call(c, inp, 2, &got, 1));
+        CHECK_OK(heads_fn(NULL, inp, 2, &want, 1));
+        CHECK_MSG(got && want && t_allclose(got, want, 1e-6, 1e-6), "call %d", i);
+        CHECK_MSG(jag_compiled_num_programs(c) == 1 + i, "call %d: %d programs", i, jag_compiled_num_programs(c));
+        jag_release(got), jag_release(want), got = want = NULL;
+    }
+    jag_release(x3), jag_release(x6b);
+    jag_compiled_free(c);
+    /* with gradients: the forward and backward programs generalize together */
+    CHECK_OK(jag_set_requires_grad(w, true));
+    CHECK_OK(jag_compile(heads_loss_fn, NULL, 1, JAG_PASSES_ALL, &c));
+    for (int i = 0; i < 3; i++) {
+        jag_tensor *x = make_jagged(lens[i], 4, 8, JAG_FLOAT32, 90 + (uint64_t)i), *in[2] = {x, w};
+        jag_tensor *le = NULL, *lc = NULL, *ge = NULL, *gc = NULL;
+        CHECK_OK(heads_loss_fn(NULL, in, 2, &le, 1));
+        CHECK_OK(jag_backward(le, NULL, false));
+        CHECK_OK(jag_get_grad(w, &ge));
+        jag_zero_grad(w);
+        CHECK_OK(jag_compiled_call(c, in, 2, &lc, 1));
+        CHECK_OK(jag_backward(lc, NULL, false));
+        CHECK_OK(jag_get_grad(w, &gc));
+        jag_zero_grad(w);
+        CHECK_MSG(lc && le && t_allclose(lc, le, 1e-5, 1e-5) && gc && ge && t_allclose(gc, ge, 1e-5, 1e-5), "batch %d", i);
+        CHECK_MSG(jag_compiled_num_programs(c) == 1, "batch %d: %d programs", i, jag_compiled_num_programs(c));
+        jag_release(x), jag_release(le), jag_release(lc), jag_release(ge), jag_release(gc);
+    }
+    jag_compiled_free(c);
+
+    /* a size list entry computed from an input size: T changes it, so a trace of another T keeps its own program;
+     * B does not, so a trace of another B joins the program of its T */
+    int64_t shapes[5][3] = {{2, 3, 4}, {2, 5, 4}, {4, 3, 4}, {3, 5, 4}, {6, 3, 4}};
+    int programs[5] = {1, 2, 2, 2, 2};
+    CHECK_OK(jag_compile(flat_fn, NULL, 1, JAG_PASSES_ALL, &c));
+    for (int i = 0; i < 5; i++) {
+        jag_tensor *x = t_rand(shapes[i], 3, JAG_FLOAT32, -1, 1, 80 + (uint64_t)i), *g = NULL, *wnt = NULL;
+        CHECK_OK(jag_compiled_call(c, &x, 1, &g, 1));
+        CHECK_OK(flat_fn(NULL, &x, 1, &wnt, 1));
+        CHECK_MSG(g && wnt && jag_ndim(g) == 2 && jag_size(g, 0) == shapes[i][0] && jag_size(g, 1) == shapes[i][1] * 4 &&
+                      t_allclose(g, wnt, 0, 0),
+                  "shape %d", i);
+        CHECK_MSG(jag_compiled_num_programs(c) == programs[i], "shape %d: %d programs", i, jag_compiled_num_programs(c));
+        jag_release(x), jag_release(g), jag_release(wnt);
+    }
+    jag_compiled_free(c);
+    jag_release(w);
+}
+
 /* ---- a transformer-style block over a jagged batch, forward and backward ------ */
 
 /* in: x (B, j, D) nested, ln_w, ln_b (D), w1 (F, D), b1 (F), w2 (D, F), b2 (D)
@@ -1087,4 +1213,4 @@ static void test_trace_inside_scope(void) {
 
 TEST_MAIN(test_holes, test_trace_inside_scope, test_bound_sizes, test_grad_pass, test_transformer_block, test_buffers_reused, test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse, test_fuse_clamp, test_dce_flatten_unflatten,
           test_ctor_dce, test_scaled_program, test_user_class_program, test_strided_program, test_bad_inputs,
-          test_compile_cache)
+          test_compile_cache, test_compile_generalizes)

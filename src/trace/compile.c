@@ -1,5 +1,7 @@
 /* compile.c — passes in order, and compiled functions: one program per kind
- * of inputs, traced and compiled on first sight of that kind. */
+ * of inputs, traced and compiled on first sight of that kind; a program
+ * that fixed its sizes is generalized when a later trace shows it need not
+ * have (generalize.c). */
 #include "program.h"
 
 jag_status jag__apply_passes(const jag_trace *t, unsigned passes, jag_trace **out) {
@@ -109,6 +111,20 @@ jag_status jag_compiled_call(jag_compiled *c, jag_tensor *const *inputs, int n_i
     if (!e) {
         jag_status st = add_program(c, inputs, n_inputs, &e);
         if (st) return st;
+        /* the new trace may show that an earlier program need not have fixed
+         * its sizes (generalize.c): that one then serves these inputs too */
+        for (int i = 0; i < c->n - 1; i++) {
+            entry *old = &c->entries[i];
+            bool merged = false;
+            if (old->grad != e->grad) continue;
+            if ((st = jag__program_generalize(old->program, e->program, &merged))) return st;
+            if (merged && fits(old, inputs, n_inputs)) {
+                jag_program_free(e->program);
+                c->n--;
+                e = old;
+                break;
+            }
+        }
     }
     return jag_program_run(e->program, inputs, n_inputs, outputs, n_outputs);
 }

@@ -42,6 +42,25 @@ typedef struct jag_fused {
     int n_scratch;
 } jag_fused;
 
+bool jag__fused_same(const jag_fused *a, const jag_fused *b) {
+    if (a->dtype != b->dtype || a->n_in != b->n_in || a->n_val != b->n_val || a->n_steps != b->n_steps || a->n_out != b->n_out ||
+        memcmp(a->out_val, b->out_val, sizeof a->out_val) != 0 || memcmp(a->internal, b->internal, sizeof a->internal) != 0)
+        return false;
+    for (int i = 0; i < a->n_steps; i++) {
+        const fstep *x = &a->steps[i], *y = &b->steps[i];
+        if (x->op != y->op || x->nargs != y->nargs || x->dst != y->dst || memcmp(x->src, y->src, sizeof x->src) != 0) return false;
+        for (int k = 0; k < x->nargs && k < 3; k++) {
+            const jag_value *u = &x->args[k], *v = &y->args[k];
+            if (u->kind != v->kind) return false;
+            if (u->kind == JAG_VAL_INT && u->u.i != v->u.i) return false;
+            if (u->kind == JAG_VAL_DOUBLE && memcmp(&u->u.d, &v->u.d, sizeof u->u.d) != 0) return false;
+            if (u->kind == JAG_VAL_BOOL && u->u.b != v->u.b) return false;
+            if (u->kind == JAG_VAL_INTS || u->kind == JAG_VAL_TENSORS) return false; /* not in fused steps */
+        }
+    }
+    return true;
+}
+
 void jag__fused_free(jag_fused *f) {
     if (!f || atomic_fetch_sub(&f->refcount, 1) != 1) return;
     for (int i = 0; i < f->n_scratch; i++) free(f->scratch[i]);

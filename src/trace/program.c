@@ -23,7 +23,7 @@ void jag__exec_release(jag_exec *e) {
         jag_instr *in = &e->code[i];
         free(in->arg_slot), free(in->release), free(in->dyn_ints), free(in->dyn_cand);
     }
-    free(e->cands), free(e->cand_value), free(e->leftover);
+    free(e->cands), free(e->cand_value), free(e->kept), free(e->leftover);
     for (int g = 0; g < e->n_groups; g++) jag_release(e->keep[g]);
     free(e->keep);
     free(e->code);
@@ -131,6 +131,34 @@ static jag_status bind_sizes(jag_exec *e, jag_instr *in) {
         if (c == -2) return jag__error(JAG_ENOMEM, "jag_trace_compile: out of memory");
         if (c < 0) e->fixed_sizes = true;
         else in->dyn_cand[j] = c;
+    }
+    return JAG_OK;
+}
+
+/* The size of input x at (inner, dim) (inner -1: x itself), or -1. */
+static int64_t input_size(const jag_tensor *x, int inner, int dim) {
+    if (inner < 0) return dim < x->ndim ? x->sizes[dim] : -1;
+    jag_tensor *in[JAG_SUBCLASS_MAX_INNER] = {0};
+    int n = 0;
+    jag_subclass_meta meta;
+    if (jag__flatten_quiet(x, in, &n, &meta)) {
+        jag_clear_error();
+        return -1;
+    }
+    int64_t v = inner < n && dim < in[inner]->ndim ? in[inner]->sizes[dim] : -1;
+    for (int k = 0; k < n; k++) jag_release(in[k]);
+    return v;
+}
+
+/* A generalized program's kept sizes (generalize.c). */
+static jag_status check_kept(const jag_exec *e, jag_tensor *const *inputs) {
+    for (int c = 0; c < e->n_kept; c++) {
+        const jag_size_cand *q = &e->kept[c];
+        int64_t v = input_size(inputs[q->input], q->inner, q->dim);
+        if (v != q->traced)
+            return jag__error(JAG_ESHAPE, "jag_program_run: input %d ('%s') has size %lld at dim %d%s, expected %lld: every trace of this program had that size",
+                              q->input, e->sig[q->input].name, (long long)v, q->dim, q->inner >= 0 ? " of an inner tensor" : "",
+                              (long long)q->traced);
     }
     return JAG_OK;
 }
@@ -345,7 +373,8 @@ jag_status jag__exec_check(jag_exec *e, jag_tensor *const *inputs, int n_inputs,
         jag_status st = check_input(&e->sig[i], i, inputs[i], e->fixed_sizes || fixed);
         if (st) return st;
     }
-    return eval_sizes(e, inputs);
+    jag_status st = check_kept(e, inputs);
+    return st ? st : eval_sizes(e, inputs);
 }
 
 /* ---- running ------------------------------------------------------------------- */
@@ -741,3 +770,19 @@ jag_status jag_program_run(jag_program *p, jag_tensor *const *inputs, int n_inpu
 
 jag_exec *jag__program_plain(const jag_program *p) { return p->plain; }
 bool jag__program_grad_fixed(const jag_program *p) { return p->bwd && p->grad_fixed; }
+
+jag_status jag__program_generalize(jag_program *p, const jag_program *q, bool *merged) {
+    *merged = false;
+    /* only a program that fixes sizes, or was generalized before, gains */
+    if (!(p->plain->fixed_sizes || p->grad_fixed || p->plain->generalized) || !p->fwd != !q->fwd ||
+        p->n_saved != q->n_saved || !jag__execs_same_but_sizes(p->plain, q->plain) ||
+        (p->fwd && (!jag__execs_same_but_sizes(p->fwd, q->fwd) || !jag__execs_same_but_sizes(p->bwd, q->bwd))))
+        return JAG_OK;
+    jag_status st = jag__exec_keep_alike(p->plain, q->plain->sig);
+    if (!st && p->fwd) st = jag__exec_keep_alike(p->fwd, q->fwd->sig);
+    if (!st && p->fwd) st = jag__exec_keep_alike(p->bwd, q->bwd->sig);
+    if (st) return st;
+    p->grad_fixed = false;
+    *merged = true;
+    return JAG_OK;
+}

@@ -72,6 +72,11 @@ typedef struct jag_exec {
     jag_size_cand *cands;
     int n_cands;
     int64_t *cand_value; /* at run time */
+    /* generalized (generalize.c): the program serves inputs of other sizes
+     * than its trace's; these input sizes must keep their values */
+    bool generalized;
+    jag_size_cand *kept;
+    int n_kept;
 } jag_exec;
 
 jag_status jag__exec_new(const jag_trace *t, jag_exec **out);
@@ -81,5 +86,22 @@ jag_status jag__exec_check(jag_exec *e, jag_tensor *const *inputs, int n_inputs,
 /* own_headers: plain outputs as new headers (they get a grad_fn next). */
 jag_status jag__exec_run(jag_exec *e, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs, int n_outputs,
                          bool own_headers);
+
+/* ---- one program for several sizes (generalize.c) ------------------------- */
+
+/* Whether execs a and b, compiled from two traces of one function, are the
+ * same program but for the size-list entries a reads from its inputs, which
+ * in b are what b's inputs have at the same places. */
+bool jag__execs_same_but_sizes(const jag_exec *a, const jag_exec *b);
+/* Let e run inputs of other sizes: keep the input sizes that are the same in
+ * e's signature and `other` (and, when e was generalized before, were kept
+ * then); e no longer fixes sizes. */
+jag_status jag__exec_keep_alike(jag_exec *e, const jag_input_sig *other);
+/* When program q (traced later, from inputs of other sizes) shows that p
+ * fixed sizes it need not (see generalize.c), generalize p to serve q's
+ * inputs too: *merged says whether it did. */
+jag_status jag__program_generalize(jag_program *p, const jag_program *q, bool *merged);
+/* fuse.c: two fused regions that compute the same */
+bool jag__fused_same(const struct jag_fused *a, const struct jag_fused *b);
 
 #endif /* JAG_PROGRAM_H */

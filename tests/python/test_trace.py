@@ -119,6 +119,22 @@ def test_transformer_block_forward_and_backward():
     assert fwd.num_programs == 1
 
 
+def test_one_program_for_other_lengths_when_sizes_are_constants():
+    # view(-1, 2, 4): the 2 and the 4 are no input size, so the first trace
+    # fixes its sizes; the second batch length shows they are constants
+    rng = np.random.default_rng(5)
+    w = jag.tensor(rng.standard_normal((8, 8)), dtype=jag.float32)
+
+    def heads(x, w):
+        return (x @ w).values().view(-1, 2, 4).sum(2) * 0.5
+
+    fast = jag.compile(heads)
+    for lengths in ([2, 4, 3, 1], [5, 1, 1, 2], [1, 7, 2, 3], [3, 3, 3, 3]):
+        x = jagged(lengths, d=8, seed=sum(lengths))
+        np.testing.assert_allclose(fast(x, w).numpy(), heads(x, w).numpy(), rtol=1e-6, atol=1e-6)
+    assert fast.num_programs == 1
+
+
 def test_one_program_per_kind_of_inputs():
     fast = jag.compile(lambda x: jag.sin(x) + 1.0)
     fast(jag.randn(3))
