@@ -3,7 +3,12 @@
  * Three programs are compiled once, from fixed example inputs: the seed's
  * step (silu(sin(x) @ w) on a jagged x and a dense w), a fused pointwise
  * chain on a dense tensor, and the seed's step with w requiring grad (a
- * forward and a backward program). Each input of the fuzzer picks a program
+ * forward and a backward program). Two compiled functions (jag_compile)
+ * live across the inputs, so that later inputs generalize the programs of
+ * earlier ones: one views to constants (heads of 3), one to a size read
+ * from its input (a program must never serve an input where that size, or
+ * one that was equal to it in every trace, differs). Each input of the
+ * fuzzer picks a program or a function
  * and builds its inputs from the bytes: any count, dense, jagged (with or
  * without holes) or strided tensors of any dtype and small shapes, with
  * requires_grad or not. Every run must either fail with a status and a
@@ -35,13 +40,42 @@ static jag_status chain(void *ctx, jag_tensor *const *in, int n, jag_tensor **ou
     return st;
 }
 
+/* x (or a nested x's values) viewed as (-1, 2, 3), summed over the last dim */
+static jag_status heads(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n_out;
+    if (n != 1) return jag_sin(NULL, out); /* a wrong count: sin's error */
+    jag_tensor *v = NULL, *r = NULL, *s = NULL;
+    int d2[1] = {2};
+    jag_status st = jag_is_nested(in[0]) ? jag_nested_values(in[0], &v) : (v = jag_retain(in[0]), JAG_OK);
+    if (!st) st = jag_view(v, (int64_t[]){-1, 2, 3}, 3, &r);
+    if (!st) st = jag_sum(r, d2, 1, false, &s);
+    if (!st) st = jag_mul_scalar(s, 0.5, out);
+    jag_release(v), jag_release(r), jag_release(s);
+    return st;
+}
+
+/* x viewed as (-1, its last size) (a plain x of at least one dim): an
+ * entry read from an input size */
+static jag_status flat(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n_out;
+    if (n != 1) return jag_sin(NULL, out);
+    if (jag_is_nested(in[0]) || jag_ndim(in[0]) < 1) return jag_sin(in[0], out);
+    jag_tensor *r = NULL;
+    jag_status st = jag_view(in[0], (int64_t[]){-1, jag_size(in[0], -1)}, 2, &r);
+    if (!st) st = jag_mul_scalar(r, 2.0, out);
+    jag_release(r);
+    return st;
+}
+
 typedef struct {
     jag_traced_fn fn;
     int n_in;
     jag_program *p;
+    jag_compiled *c; /* a compiled function instead of p */
 } target;
 
-static target targets[3] = {{seed_step, 2, NULL}, {chain, 1, NULL}, {seed_step, 2, NULL}};
+static target targets[5] = {{seed_step, 2, NULL, NULL}, {chain, 1, NULL, NULL}, {seed_step, 2, NULL, NULL},
+                            {heads, 1, NULL, NULL}, {flat, 1, NULL, NULL}};
 
 static jag_tensor *jagged_example(void) {
     jag_tensor *v = NULL, *o = NULL, *nt = NULL;
@@ -66,6 +100,8 @@ static void setup(void) {
             abort();
         jag_trace_free(t);
     }
+    for (int i = 3; i < 5; i++)
+        if (jag_compile(targets[i].fn, NULL, 1, JAG_PASSES_ALL, &targets[i].c)) abort();
     jag_release(x), jag_release(w), jag_release(d);
 }
 
@@ -133,7 +169,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     static int ready;
     if (!ready) setup(), ready = 1;
     fuzz_reader r = {data, size};
-    target *t = &targets[fz_u8(&r) % 3];
+    target *t = &targets[fz_u8(&r) % 5];
     int n = t->n_in;
     uint8_t c = fz_u8(&r);
     if (c % 8 == 0) n = c / 8 % 4; /* sometimes a wrong count */
@@ -153,7 +189,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         for (int pass = 0; pass < 2; pass++) {
             jag_tensor *out = NULL;
             jag_clear_error();
-            jag_status st = jag_program_run(t->p, in, n, &out, 1);
+            jag_status st = t->c ? jag_compiled_call(t->c, in, n, &out, 1) : jag_program_run(t->p, in, n, &out, 1);
             if (st != JAG_OK) {
                 FUZZ_CHECK(st > JAG_OK && st < JAG_STATUS_COUNT && jag_last_error()[0] && out == NULL);
             } else {

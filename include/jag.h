@@ -1048,15 +1048,21 @@ void jag_program_free(jag_program *p);
 
 /* A compiled function: fn (with ctx, both kept by pointer) traced and
  * compiled with `passes` on the first call with each new kind of inputs
- * (dtypes, ranks, subclasses and layouts, requires_grad; and sizes for
- * programs with fixed sizes), then the program for that kind runs. A program
- * fixes sizes when a size list (view, expand, full) holds an entry equal to
- * no input size, as view(x, [-1, heads, head_dim]) does; when inputs of other
- * sizes are traced and give the same program, with those entries unchanged,
- * the first program serves them too (it then requires only the input sizes
- * that were the same in both traces to stay), and the second is dropped.
- * Free with jag_compiled_free. Errors: JAG_EINVAL for NULL arguments or
- * n_outputs outside 1..64. */
+ * (dtypes, ranks, subclasses and layouts, requires_grad), then the program
+ * for that kind runs. A program whose size lists (view, expand, full) hold
+ * numbers runs at first only on inputs of its traced sizes: one trace cannot
+ * tell a constant (the heads of view(x, [-1, heads, head_dim])) from an
+ * input size. A call with other sizes traces again; when the new program is
+ * the same but for those numbers, the first serves both: a number the same
+ * in both traces is a constant, one that changed is read from the input
+ * sizes that changed the same way (they must then stay equal), and input
+ * sizes that were the same in both traces must keep that value. So a
+ * training step over ragged batches is one program from its second batch
+ * on. The rule reads evidence, not the function: a number computed from
+ * input sizes otherwise than by equality (2 * C, R * heads) that, between
+ * the two traces, changed exactly as some input size did is read from that
+ * size, which is wrong on later sizes. Free with jag_compiled_free.
+ * Errors: JAG_EINVAL for NULL arguments or n_outputs outside 1..64. */
 jag_status jag_compile(jag_traced_fn fn, void *ctx, int n_outputs, unsigned passes, jag_compiled **out);
 /* Call it: as jag_program_run, with tracing and compiling when needed
  * (their errors are returned; nothing is cached then). */

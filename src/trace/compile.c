@@ -1,7 +1,8 @@
 /* compile.c — passes in order, and compiled functions: one program per kind
- * of inputs, traced and compiled on first sight of that kind; a program
- * that fixed its sizes is generalized when a later trace shows it need not
- * have (generalize.c). */
+ * of inputs, traced and compiled on first sight of that kind. A program
+ * whose size lists hold numbers that may be input sizes or constants runs
+ * only on its traced sizes until a later trace of other sizes shows which
+ * they are (generalize.c). */
 #include "program.h"
 
 jag_status jag__apply_passes(const jag_trace *t, unsigned passes, jag_trace **out) {
@@ -93,7 +94,13 @@ static jag_status add_program(jag_compiled *c, jag_tensor *const *inputs, int n,
     jag_program *p = NULL;
     if (!st) st = jag_trace_compile(t, c->passes, &p);
     jag_trace_free(t);
-    if (st) return st;
+    /* runs only on these sizes until a later trace shows what its size lists
+     * read from the inputs (generalize.c) */
+    if (!st) st = jag__program_make_static(p);
+    if (st) {
+        jag_program_free(p);
+        return st;
+    }
     c->entries[c->n] = (entry){p, grad};
     *out = &c->entries[c->n++];
     return JAG_OK;
@@ -111,8 +118,9 @@ jag_status jag_compiled_call(jag_compiled *c, jag_tensor *const *inputs, int n_i
     if (!e) {
         jag_status st = add_program(c, inputs, n_inputs, &e);
         if (st) return st;
-        /* the new trace may show that an earlier program need not have fixed
-         * its sizes (generalize.c): that one then serves these inputs too */
+        /* the new trace may show how an earlier program's size lists follow
+         * the input sizes (generalize.c): that one then serves these inputs
+         * too */
         for (int i = 0; i < c->n - 1; i++) {
             entry *old = &c->entries[i];
             bool merged = false;

@@ -771,18 +771,23 @@ jag_status jag_program_run(jag_program *p, jag_tensor *const *inputs, int n_inpu
 jag_exec *jag__program_plain(const jag_program *p) { return p->plain; }
 bool jag__program_grad_fixed(const jag_program *p) { return p->bwd && p->grad_fixed; }
 
+jag_status jag__program_make_static(jag_program *p) {
+    jag_exec *e[3] = {p->plain, p->fwd, p->bwd};
+    int n = p->fwd ? 3 : 1;
+    bool guesses = false;
+    for (int i = 0; i < n; i++) guesses |= jag__exec_guesses(e[i]);
+    jag_status st = JAG_OK;
+    for (int i = 0; guesses && !st && i < n; i++) st = jag__exec_make_static(e[i]);
+    if (!st && guesses) p->grad_fixed = false;
+    return st;
+}
+
 jag_status jag__program_generalize(jag_program *p, const jag_program *q, bool *merged) {
     *merged = false;
-    /* only a program that fixes sizes, or was generalized before, gains */
-    if (!(p->plain->fixed_sizes || p->grad_fixed || p->plain->generalized) || !p->fwd != !q->fwd ||
-        p->n_saved != q->n_saved || !jag__execs_same_but_sizes(p->plain, q->plain) ||
-        (p->fwd && (!jag__execs_same_but_sizes(p->fwd, q->fwd) || !jag__execs_same_but_sizes(p->bwd, q->bwd))))
+    if (!p->plain->generalized || !p->fwd != !q->fwd || p->n_saved != q->n_saved || p->n_cot != q->n_cot ||
+        p->n_grads != q->n_grads)
         return JAG_OK;
-    jag_status st = jag__exec_keep_alike(p->plain, q->plain->sig);
-    if (!st && p->fwd) st = jag__exec_keep_alike(p->fwd, q->fwd->sig);
-    if (!st && p->fwd) st = jag__exec_keep_alike(p->bwd, q->bwd->sig);
-    if (st) return st;
-    p->grad_fixed = false;
-    *merged = true;
-    return JAG_OK;
+    jag_exec *a[3] = {p->plain, p->fwd, p->bwd};
+    const jag_exec *b[3] = {q->plain, q->fwd, q->bwd};
+    return jag__execs_generalize(a, b, p->fwd ? 3 : 1, merged);
 }

@@ -89,17 +89,21 @@ jag_status jag__exec_run(jag_exec *e, jag_tensor *const *inputs, int n_inputs, j
 
 /* ---- one program for several sizes (generalize.c) ------------------------- */
 
-/* Whether execs a and b, compiled from two traces of one function, are the
- * same program but for the size-list entries a reads from its inputs, which
- * in b are what b's inputs have at the same places. */
-bool jag__execs_same_but_sizes(const jag_exec *a, const jag_exec *b);
-/* Let e run inputs of other sizes: keep the input sizes that are the same in
- * e's signature and `other` (and, when e was generalized before, were kept
- * then); e no longer fixes sizes. */
-jag_status jag__exec_keep_alike(jag_exec *e, const jag_input_sig *other);
-/* When program q (traced later, from inputs of other sizes) shows that p
- * fixed sizes it need not (see generalize.c), generalize p to serve q's
- * inputs too: *merged says whether it did. */
+/* Whether e guesses what its size-list entries are: any entry but -1 may
+ * be a constant or an input size (program.c reads one above 1 from an input
+ * size it equals, and takes the rest as constants), or it fixes sizes. */
+bool jag__exec_guesses(const jag_exec *e);
+/* Make e static: every entry a constant, every input size kept at its
+ * traced value (generalized: later traces may free them). */
+jag_status jag__exec_make_static(jag_exec *e);
+/* When execs b[i] (traced from inputs of other sizes) show how a[i]'s
+ * entries follow the input sizes, for every i < n (at most 3: a program's
+ * execs), generalize every a[i] to serve b[i]'s inputs too; *merged says
+ * whether they were. */
+jag_status jag__execs_generalize(jag_exec *const *a, const jag_exec *const *b, int n, bool *merged);
+/* The same for a program: static when it guesses (compile.c makes every new
+ * program so), and generalized by a later program of the same function. */
+jag_status jag__program_make_static(jag_program *p);
 jag_status jag__program_generalize(jag_program *p, const jag_program *q, bool *merged);
 /* fuse.c: two fused regions that compute the same */
 bool jag__fused_same(const struct jag_fused *a, const struct jag_fused *b);
