@@ -287,24 +287,40 @@ void jag__var_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, double
 }
 #endif
 
-/* The kernels of one task, typed. EXP is the exp of softmax's max-shifted
+/* x (n, C) float64 rows, first nc columns -> acc (nc): the column sums */
+static void sum_rows_f64(const double *in, int64_t C, int64_t n, int64_t nc, double *restrict acc) {
+    for (int64_t c = 0; c < nc; c++) acc[c] = 0;
+    for (int64_t r = 0; r < n; r++) {
+        const double *restrict x = in + r * C;
+#pragma omp simd
+        for (int64_t c = 0; c < nc; c++) acc[c] += x[c];
+    }
+}
+
+/* The same rows -> mean, m2 (nc): Welford's update */
+static void var_rows_f64(const double *in, int64_t C, int64_t n, int64_t nc, double *restrict mean, double *restrict m2) {
+    for (int64_t c = 0; c < nc; c++) mean[c] = 0, m2[c] = 0;
+    for (int64_t r = 0; r < n; r++) {
+        const double *restrict x = in + r * C;
+        double inv = 1.0 / (double)(r + 1);
+#pragma omp simd
+        for (int64_t c = 0; c < nc; c++) {
+            double v = x[c], d = v - mean[c];
+            mean[c] = JAG__VM_FMAD(d, inv, mean[c]);
+            m2[c] = JAG__VM_FMAD(d, v - mean[c], m2[c]);
+        }
+    }
+}
+
+/* The kernels of one task, typed. SUMF and VARF are the row kernels of
+ * sum and var; EXP is the exp of softmax's max-shifted
  * values (arguments <= 0 when the max is finite), EXP_ANY an exp for any
  * argument (softmax where a column's max is +inf), EXP_SUM the exp of
  * logsumexp's terms (arguments <= 0 or NaN). */
-#define DEF_SEG_ROWS(SUF, T, EXP, EXP_ANY, EXP_SUM)                                     \
-    /* sum: acc (nc) = the sum of the rows, in double */                  \
+#define DEF_SEG_ROWS(SUF, T, SUMF, VARF, EXP, EXP_ANY, EXP_SUM)                          \
+    /* sum: acc (nc) = the sum of the rows, in double (SUMF) */          \
     static void rows_sum_##SUF(const seg_plan *p, const T *in, const seg_task *t, double *restrict acc) { \
-        int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
-        if (sizeof(T) == 4) {                                                  \
-            jag__sum_rows_f32((const float *)in + t->r0 * C + c0, C, t->n, nc, acc); \
-            return;                                                            \
-        }                                                                      \
-        for (int64_t c = 0; c < nc; c++) acc[c] = 0;                           \
-        for (int64_t r = t->r0; r < e; r++) {                                  \
-            const T *restrict x = in + r * C + c0;                             \
-            _Pragma("omp simd")                                                \
-            for (int64_t c = 0; c < nc; c++) acc[c] += (double)x[c];           \
-        }                                                                      \
+        SUMF(in + t->r0 * p->C + t->c0, p->C, t->n, t->nc, acc);              \
     }                                                                          \
     /* max / min (t->n >= 1): m (nc) and, when ix is not NULL, the row of     \
      * the first extreme inside the segment (nc) */                            \
@@ -324,25 +340,10 @@ void jag__var_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, double
             SEG_EXT_ROWS(T, SEG_MIN_BETTER, 0)                                 \
     }                                                                          \
     /* var: the mean and M2 (sum of squared deviations) of the rows (nc      \
-     * each): float32 by jag__var_rows_f32; float64 by Welford's update. */   \
+     * each), by VARF */                                                       \
     static void rows_var_##SUF(const seg_plan *p, const T *in, const seg_task *t, double *restrict mean, \
                                double *restrict m2) {                          \
-        int64_t C = p->C, c0 = t->c0, nc = t->nc, r0 = t->r0, e = t->r0 + t->n; \
-        if (sizeof(T) == 4) {                                                  \
-            jag__var_rows_f32((const float *)in + r0 * C + c0, C, t->n, nc, mean, m2); \
-            return;                                                            \
-        }                                                                      \
-        for (int64_t c = 0; c < nc; c++) mean[c] = 0, m2[c] = 0;               \
-        for (int64_t r = r0; r < e; r++) {                                     \
-            const T *restrict x = in + r * C + c0;                             \
-            double inv = 1.0 / (double)(r - r0 + 1);                           \
-            _Pragma("omp simd")                                                \
-            for (int64_t c = 0; c < nc; c++) {                                 \
-                double v = (double)x[c], d = v - mean[c];                      \
-                mean[c] = JAG__VM_FMAD(d, inv, mean[c]);                       \
-                m2[c] = JAG__VM_FMAD(d, v - mean[c], m2[c]);                   \
-            }                                                                  \
-        }                                                                      \
+        VARF(in + t->r0 * p->C + t->c0, p->C, t->n, t->nc, mean, m2);         \
     }                                                                          \
     /* logsumexp: m (nc) the rows' max (a NaN wins), then s (nc) the sum of  \
      * exp(x - LSE_SHIFT(m)) in double, a second pass over the rows (in L2 by \
@@ -482,8 +483,8 @@ void jag__var_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, double
         }                                                                      \
     }
 
-DEF_SEG_ROWS(f32, float, jag__vm_exp_nonpos_f32, jag__vm_exp_f32, jag__vm_exp_sum_f32)
-DEF_SEG_ROWS(f64, double, jag__vm_exp_f64, jag__vm_exp_f64, jag__vm_exp_f64)
+DEF_SEG_ROWS(f32, float, jag__sum_rows_f32, jag__var_rows_f32, jag__vm_exp_nonpos_f32, jag__vm_exp_f32, jag__vm_exp_sum_f32)
+DEF_SEG_ROWS(f64, double, sum_rows_f64, var_rows_f64, jag__vm_exp_f64, jag__vm_exp_f64, jag__vm_exp_f64)
 #undef DEF_SEG_ROWS
 
 /* M2 / max(n - correction, 0), as the dense var: NaN when n == 0 */
