@@ -122,8 +122,12 @@ class _Compiled(_C.Compiled):
 def compile(fn=None, *, passes=None):
     """A callable that traces fn on its first call with each new kind of
     inputs (dtypes, ranks, subclasses, layouts, requires_grad), keeps one
-    program per kind and runs it; its outputs support backward(). Usable as
-    a decorator: @jag.compile or @jag.compile(passes=(...))."""
+    program per kind and runs it; its outputs support backward(). When fn's
+    views hold numbers (x.view(-1, heads, head_dim)), its first program runs
+    only on the traced sizes; the trace of a call with other sizes shows
+    which numbers are constants and which follow the inputs, and from then
+    on one program serves every length. Usable as a decorator: @jag.compile
+    or @jag.compile(passes=(...))."""
     flags = _pass_flags(passes)
 
     def make(f):
