@@ -175,9 +175,10 @@ static jag_status seg_plan_make(const char *op, const nested_state *s, int64_t C
 /* x (n, C) float32 rows, first nc columns -> acc (nc) = the column sums,
  * each in double in row order. The plain loop adds a row into acc in
  * memory: a load, two converts, an add and a store for every eight values.
- * With AVX-512 a strip of 64 columns stays in eight registers over all the
- * rows, so that only the converts and adds remain (about 20% faster out of
- * L2 here, the same bits). jag__sum_rows_f32_ref is the plain loop. */
+ * With AVX-512 the rows go in blocks that fit in L1 (read once from
+ * memory, in order); over a block, a strip of 64 columns stays in eight
+ * registers, so that only the converts and adds remain (about 20% faster
+ * out of L2 here, the same bits). jag__sum_rows_f32_ref is the plain loop. */
 void jag__sum_rows_f32_ref(const float *in, int64_t C, int64_t n, int64_t nc, double *restrict acc) {
     for (int64_t c = 0; c < nc; c++) acc[c] = 0;
     for (int64_t r = 0; r < n; r++) {
@@ -187,24 +188,30 @@ void jag__sum_rows_f32_ref(const float *in, int64_t C, int64_t n, int64_t nc, do
     }
 }
 
+/* rows of nc float32 columns that fit in 16 KiB (at least 4) */
+static inline int64_t l1_rows(int64_t nc) { return nc <= 1024 ? 4096 / (nc > 0 ? nc : 1) : 4; }
+
 #if defined(__AVX512F__)
 void jag__sum_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, double *restrict acc) {
-    int64_t c = 0;
-    for (; c + 64 <= nc; c += 64) {
-        __m512d a[8];
-        for (int k = 0; k < 8; k++) a[k] = _mm512_setzero_pd();
-        for (int64_t r = 0; r < n; r++) {
-            const float *x = in + r * C + c;
+    for (int64_t c = 0; c < nc; c++) acc[c] = 0;
+    for (int64_t r0 = 0, rb = l1_rows(nc); r0 < n; r0 += rb) {
+        int64_t e = n - r0 < rb ? n : r0 + rb, c = 0;
+        for (; c + 64 <= nc; c += 64) {
+            __m512d a[8];
+            for (int k = 0; k < 8; k++) a[k] = _mm512_loadu_pd(acc + c + 8 * k);
+            for (int64_t r = r0; r < e; r++) {
+                const float *x = in + r * C + c;
 #pragma GCC unroll 8
-            for (int k = 0; k < 8; k++) a[k] = _mm512_add_pd(a[k], _mm512_cvtps_pd(_mm256_loadu_ps(x + 8 * k)));
+                for (int k = 0; k < 8; k++) a[k] = _mm512_add_pd(a[k], _mm512_cvtps_pd(_mm256_loadu_ps(x + 8 * k)));
+            }
+            for (int k = 0; k < 8; k++) _mm512_storeu_pd(acc + c + 8 * k, a[k]);
         }
-        for (int k = 0; k < 8; k++) _mm512_storeu_pd(acc + c + 8 * k, a[k]);
-    }
-    for (; c < nc; c += 8) { /* the last < 64 columns, eight (or fewer, masked) at a time */
-        __mmask8 m = (__mmask8)(nc - c >= 8 ? 0xff : (1u << (nc - c)) - 1);
-        __m512d a = _mm512_setzero_pd();
-        for (int64_t r = 0; r < n; r++) a = _mm512_add_pd(a, _mm512_cvtps_pd(_mm256_maskz_loadu_ps(m, in + r * C + c)));
-        _mm512_mask_storeu_pd(acc + c, m, a);
+        for (; c < nc; c += 8) { /* the last < 64 columns, eight (or fewer, masked) at a time */
+            __mmask8 m = (__mmask8)(nc - c >= 8 ? 0xff : (1u << (nc - c)) - 1);
+            __m512d a = _mm512_maskz_loadu_pd(m, acc + c);
+            for (int64_t r = r0; r < e; r++) a = _mm512_add_pd(a, _mm512_cvtps_pd(_mm256_maskz_loadu_ps(m, in + r * C + c)));
+            _mm512_mask_storeu_pd(acc + c, m, a);
+        }
     }
 }
 #else
@@ -219,9 +226,9 @@ void jag__sum_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, double
  * (mean - x0)^2 is at most n times the variance, so M2 = sum d^2 -
  * (sum d)^2 / n loses at most log2(n) of double's 53 bits). With AVX-512
  * (and FMA, as the plain loop's JAG__VM_FMAD) a strip of 32 columns keeps
- * x0 and both sums in registers over all the rows: the same operations in
- * the same order as jag__var_rows_f32_ref, the plain loop, so the same
- * bits. */
+ * x0 and both sums in registers over a block of rows in L1: the same
+ * operations in the same order as jag__var_rows_f32_ref, the plain loop, so
+ * the same bits. */
 static void var_rows_finish(int64_t n, int64_t nc, const double *x0, double *restrict mean, double *restrict m2) {
     double dn = (double)n;
     for (int64_t c = 0; c < nc; c++) {
@@ -251,32 +258,35 @@ void jag__var_rows_f32_ref(const float *in, int64_t C, int64_t n, int64_t nc, do
 #if defined(__AVX512F__) && defined(FP_FAST_FMA)
 void jag__var_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, double *restrict mean, double *restrict m2) {
     double x0[COL_BLOCK];
-    if (!n) {
-        for (int64_t c = 0; c < nc; c++) mean[c] = 0, m2[c] = 0;
-        return;
-    }
-    for (int64_t c0 = 0; c0 < nc; c0 += 32) { /* 32 columns, or the last ones masked 8 at a time */
-        __mmask8 m[4];
-        __m512d z[4], s[4], q[4];
-        for (int k = 0; k < 4; k++) {
-            int64_t left = nc - c0 - 8 * k;
-            m[k] = (__mmask8)(left >= 8 ? 0xff : left > 0 ? (1u << left) - 1 : 0);
-            z[k] = _mm512_cvtps_pd(_mm256_maskz_loadu_ps(m[k], in + c0 + 8 * k));
-            s[k] = q[k] = _mm512_setzero_pd();
-        }
-        for (int64_t r = 1; r < n; r++) {
-            const float *x = in + r * C + c0;
-#pragma GCC unroll 4
+    for (int64_t c = 0; c < nc; c++) mean[c] = 0, m2[c] = 0;
+    if (!n) return;
+    for (int64_t c = 0; c < nc; c++) x0[c] = (double)in[c];
+    /* rows in blocks that fit in L1, as jag__sum_rows_f32 */
+    for (int64_t r0 = 1, rb = l1_rows(nc); r0 < n; r0 += rb) {
+        int64_t e = n - r0 < rb ? n : r0 + rb;
+        for (int64_t c0 = 0; c0 < nc; c0 += 32) { /* 32 columns, or the last ones masked 8 at a time */
+            __mmask8 m[4];
+            __m512d z[4], s[4], q[4];
             for (int k = 0; k < 4; k++) {
-                __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_maskz_loadu_ps(m[k], x + 8 * k)), z[k]);
-                s[k] = _mm512_add_pd(s[k], d);
-                q[k] = _mm512_fmadd_pd(d, d, q[k]);
+                int64_t left = nc - c0 - 8 * k;
+                m[k] = (__mmask8)(left >= 8 ? 0xff : left > 0 ? (1u << left) - 1 : 0);
+                z[k] = _mm512_maskz_loadu_pd(m[k], x0 + c0 + 8 * k);
+                s[k] = _mm512_maskz_loadu_pd(m[k], mean + c0 + 8 * k);
+                q[k] = _mm512_maskz_loadu_pd(m[k], m2 + c0 + 8 * k);
             }
-        }
-        for (int k = 0; k < 4; k++) {
-            _mm512_mask_storeu_pd(x0 + c0 + 8 * k, m[k], z[k]);
-            _mm512_mask_storeu_pd(mean + c0 + 8 * k, m[k], s[k]);
-            _mm512_mask_storeu_pd(m2 + c0 + 8 * k, m[k], q[k]);
+            for (int64_t r = r0; r < e; r++) {
+                const float *x = in + r * C + c0;
+#pragma GCC unroll 4
+                for (int k = 0; k < 4; k++) {
+                    __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_maskz_loadu_ps(m[k], x + 8 * k)), z[k]);
+                    s[k] = _mm512_add_pd(s[k], d);
+                    q[k] = _mm512_fmadd_pd(d, d, q[k]);
+                }
+            }
+            for (int k = 0; k < 4; k++) {
+                _mm512_mask_storeu_pd(mean + c0 + 8 * k, m[k], s[k]);
+                _mm512_mask_storeu_pd(m2 + c0 + 8 * k, m[k], q[k]);
+            }
         }
     }
     var_rows_finish(n, nc, x0, mean, m2);
