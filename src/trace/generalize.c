@@ -124,9 +124,8 @@ static bool same_structure(const jag_exec *a, const jag_exec *b) {
 /* ---- plans: what a second trace shows, checked before anything changes ---- */
 
 typedef struct {
-    int k, j;        /* instruction, entry */
-    int64_t traced;  /* its number in a's trace */
-    int first, n;    /* its input sizes: pos[first .. first + n) */
+    int k, j;     /* instruction, entry */
+    int first, n; /* its input sizes: pos[first .. first + n) */
 } bind_plan;
 
 typedef struct {
@@ -152,7 +151,7 @@ static bool grow(void **v, int *cap, int n, size_t sz) {
 static jag_status plan_exec(const jag_exec *a, const jag_exec *b, exec_plan *pl, bool *ok) {
     *ok = false;
     if (!a->generalized || !same_structure(a, b)) return JAG_OK;
-    for (int c = 0; c < a->n_cands; c++) { /* read sizes and a narrow's: b's must fit */
+    for (int c = 0; c < a->n_cands; c++) { /* a narrow's sizes: b's must be the traced ones */
         const jag_size_cand *q = &a->cands[c];
         if (q->pinned && sig_size(&b->sig[q->input], q->inner, q->dim) != q->traced) return JAG_OK;
     }
@@ -171,7 +170,7 @@ static jag_status plan_exec(const jag_exec *a, const jag_exec *b, exec_plan *pl,
             /* moved: with the kept input sizes that moved the same way */
             if (!grow((void **)&pl->b, &pl->cap_b, pl->nb, sizeof *pl->b)) return jag__error(JAG_ENOMEM, "jag_compiled_call: out of memory");
             bind_plan *bp = &pl->b[pl->nb];
-            *bp = (bind_plan){k, j, v1, pl->np, 0};
+            *bp = (bind_plan){k, j, pl->np, 0};
             for (int q = 0; q < a->n_kept; q++) {
                 const jag_size_cand *kp = &a->kept[q];
                 if (kp->traced != v1 || sig_size(&b->sig[kp->input], kp->inner, kp->dim) != vn) continue;
