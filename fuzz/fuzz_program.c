@@ -8,10 +8,9 @@
  * earlier ones: one views to constants (heads of 3), one to a size read
  * from its input (a program must never serve an input where that size, or
  * one that was equal to it in every trace, differs). Each input of the
- * fuzzer picks a program or a function
- * and builds its inputs from the bytes: any count, dense, jagged (with or
- * without holes) or strided tensors of any dtype and small shapes, with
- * requires_grad or not. Every run must either fail with a status and a
+ * fuzzer picks a program or a function and builds its inputs from the
+ * bytes: any count, dense, jagged (with or without holes) or strided
+ * tensors of any dtype and small shapes, with requires_grad or not. Every run must either fail with a status and a
  * message, writing no output, or succeed with the result eager code gives
  * on the same inputs; running it again on them must leave exactly as many
  * tensors alive (nothing leaks, a steady run allocates nothing new). */

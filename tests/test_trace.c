@@ -5,6 +5,7 @@
  * scaled in and out), compiled autograd, input checks, and the cache. */
 #include "test.h"
 #include "trace/trace.h"
+#include "trace/program.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -861,6 +862,40 @@ static jag_status last_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **
     return st;
 }
 
+/* in: x (..., 6) dense: view(x, [-1, 2, 3]) * 2 (the 2 and the 3 constants) */
+static jag_status thirds_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *r = NULL;
+    jag_status st = jag_view(in[0], (int64_t[]){-1, 2, 3}, 3, &r);
+    if (!st) st = jag_mul_scalar(r, 2.0, &out[0]);
+    jag_release(r);
+    return st;
+}
+
+/* A static program (what jag_compile makes of a program with size lists)
+ * runs its traced sizes and refuses others with a message naming the input,
+ * writing no output. */
+static void test_static_program(void) {
+    TEST_BEGIN();
+    int64_t s46[2] = {4, 6}, s56[2] = {5, 6};
+    jag_tensor *x = t_rand(s46, 2, JAG_FLOAT32, -1, 1, 95), *x5 = t_rand(s56, 2, JAG_FLOAT32, -1, 1, 96);
+    jag_trace *t = NULL;
+    jag_program *p = NULL;
+    CHECK_OK(jag_trace_function(thirds_fn, NULL, &x, 1, NULL, 1, &t));
+    CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+    CHECK_OK(jag__program_make_static(p));
+    jag_tensor *got = NULL, *want = NULL;
+    CHECK_OK(jag_program_run(p, &x, 1, &got, 1));
+    CHECK_OK(thirds_fn(NULL, &x, 1, &want, 1));
+    CHECK(got && want && t_allclose(got, want, 0, 0));
+    jag_release(got), jag_release(want), got = want = NULL;
+    CHECK_ERR(jag_program_run(p, &x5, 1, &got, 1), JAG_ESHAPE, "input 0 ('x0') has size 5 at dim 0, expected 4: every trace of this program had that size");
+    CHECK(got == NULL);
+    jag_program_free(p);
+    jag_trace_free(t);
+    jag_release(x), jag_release(x5);
+}
+
 static void test_compile_generalizes(void) {
     TEST_BEGIN();
     /* a model's constants: the second batch length generalizes the first program, the rest run it untraced
@@ -1254,4 +1289,4 @@ static void test_trace_inside_scope(void) {
 
 TEST_MAIN(test_holes, test_trace_inside_scope, test_bound_sizes, test_grad_pass, test_transformer_block, test_buffers_reused, test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse, test_fuse_clamp, test_dce_flatten_unflatten,
           test_ctor_dce, test_scaled_program, test_user_class_program, test_strided_program, test_bad_inputs,
-          test_compile_cache, test_compile_generalizes)
+          test_compile_cache, test_compile_generalizes, test_static_program)

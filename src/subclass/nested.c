@@ -61,6 +61,13 @@ static jag_status nested_flatten(const jag_tensor *t, jag_tensor **inner, int *n
     return JAG_OK;
 }
 
+bool jag__nested_meta_alike(const jag_subclass_meta *a, const jag_subclass_meta *b) {
+    if (a->n_ints != b->n_ints || memcmp(&a->scalar, &b->scalar, sizeof a->scalar) != 0) return false;
+    for (int i = 0; i < a->n_ints; i++) /* nested_flatten's layout: [1] ragged id, [3], [4] length bounds */
+        if (a->ints[i] != b->ints[i] && i != 1 && i != 3 && i != 4) return false;
+    return true;
+}
+
 static jag_status nested_unflatten(const jag_subclass *cls, jag_tensor *const *inner, int n,
                                    const jag_subclass_meta *meta, jag_tensor **out) {
     (void)cls;

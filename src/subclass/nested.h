@@ -33,6 +33,10 @@ typedef struct nested_state {
 
 /* The nested class (registered on first use). */
 const jag_subclass *jag__nested_class(void);
+/* Two nested tensors' flatten metadata alike but for what unflatten takes
+ * from the inner tensors (the ragged id, the length bounds): the same
+ * layout, holes and ragged dim. */
+bool jag__nested_meta_alike(const jag_subclass_meta *a, const jag_subclass_meta *b);
 /* The class once registered (NULL before: no tensor is nested then). */
 extern const jag_subclass *jag__nested_class_ptr;
 /* t's state, or NULL when t is not nested (inline: on every nested op's

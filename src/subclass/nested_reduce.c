@@ -65,9 +65,9 @@ static int64_t columns(const nested_state *s) { return jag__numel(s->values->siz
  * on the shapes alone, never on the thread count, so neither do the
  * results; blocks narrow when there are too few tasks for the threads,
  * which changes no result. Small inputs run without entering an OpenMP
- * region. Float32 sums and variances accumulate in double; exp is one of the vectorised ones of
- * vecmath.h. Tasks go to the threads in fixed runs of equal work
- * (seg_first_task). The naive references are
+ * region. Float32 sums and variances accumulate in double; exp is one of
+ * the vectorised ones of vecmath.h. Tasks go to the threads in fixed runs
+ * of equal work (seg_first_task). The naive references are
  * jag__ref_segment_reduce, jag__ref_segment_softmax and
  * jag__ref_segment_reduce_grad. */
 

@@ -32,12 +32,12 @@ static int64_t sig_size(const jag_input_sig *sg, int inner, int dim) {
 }
 
 /* Subclass metadata alike: every field, but those of a nested tensor that
- * its unflatten takes from the offsets (the ragged id, the length bounds). */
+ * its unflatten takes from its inner tensors (jag__nested_meta_alike). */
 static bool meta_same(const jag_subclass *cls, const jag_subclass_meta *a, const jag_subclass_meta *b) {
+    if (cls == jag__nested_class()) return jag__nested_meta_alike(a, b);
     if (a->n_ints != b->n_ints || memcmp(&a->scalar, &b->scalar, sizeof a->scalar) != 0) return false;
-    bool nested = cls == jag__nested_class();
     for (int i = 0; i < a->n_ints; i++)
-        if (a->ints[i] != b->ints[i] && !(nested && (i == 1 || i == 3 || i == 4))) return false;
+        if (a->ints[i] != b->ints[i]) return false;
     return true;
 }
 

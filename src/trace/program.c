@@ -135,32 +135,30 @@ static jag_status bind_sizes(jag_exec *e, jag_instr *in) {
     return JAG_OK;
 }
 
-/* The size of input x at (inner, dim) (inner -1: x itself), or -1. */
-static int64_t input_size(const jag_tensor *x, int inner, int dim) {
-    if (inner < 0) return dim < x->ndim ? x->sizes[dim] : -1;
-    jag_tensor *in[JAG_SUBCLASS_MAX_INNER] = {0};
-    int n = 0;
-    jag_subclass_meta meta;
-    if (jag__flatten_quiet(x, in, &n, &meta)) {
-        jag_clear_error();
-        return -1;
-    }
-    int64_t v = inner < n && dim < in[inner]->ndim ? in[inner]->sizes[dim] : -1;
-    for (int k = 0; k < n; k++) jag_release(in[k]);
-    return v;
-}
-
-/* A generalized program's kept sizes (generalize.c). */
+/* A generalized program's kept sizes (generalize.c). They are listed input
+ * by input, so a subclass input is flattened once for all of its own. */
 static jag_status check_kept(const jag_exec *e, jag_tensor *const *inputs) {
-    for (int c = 0; c < e->n_kept; c++) {
+    jag_tensor *in[JAG_SUBCLASS_MAX_INNER] = {0};
+    int n = 0, flat = -1; /* in[0..n): the inner tensors of input `flat` */
+    jag_status st = JAG_OK;
+    for (int c = 0; c < e->n_kept && !st; c++) {
         const jag_size_cand *q = &e->kept[c];
-        int64_t v = input_size(inputs[q->input], q->inner, q->dim);
+        const jag_tensor *x = inputs[q->input];
+        if (q->inner >= 0 && flat != q->input) {
+            for (int k = 0; k < n; k++) jag_release(in[k]), in[k] = NULL;
+            jag_subclass_meta meta;
+            n = 0, flat = q->input;
+            if (jag__flatten_quiet(x, in, &n, &meta)) jag_clear_error(), n = 0;
+        }
+        const jag_tensor *t = q->inner < 0 ? x : q->inner < n ? in[q->inner] : NULL;
+        int64_t v = t && q->dim < t->ndim ? t->sizes[q->dim] : -1;
         if (v != q->traced)
-            return jag__error(JAG_ESHAPE, "jag_program_run: input %d ('%s') has size %lld at dim %d%s, expected %lld: every trace of this program had that size",
-                              q->input, e->sig[q->input].name, (long long)v, q->dim, q->inner >= 0 ? " of an inner tensor" : "",
-                              (long long)q->traced);
+            st = jag__error(JAG_ESHAPE, "jag_program_run: input %d ('%s') has size %lld at dim %d%s, expected %lld: every trace of this program had that size",
+                            q->input, e->sig[q->input].name, (long long)v, q->dim, q->inner >= 0 ? " of an inner tensor" : "",
+                            (long long)q->traced);
     }
-    return JAG_OK;
+    for (int k = 0; k < n; k++) jag_release(in[k]);
+    return st;
 }
 
 /* Read the candidates' sizes from the inputs and check that those equal
