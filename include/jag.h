@@ -115,14 +115,23 @@ jag_dtype jag_promote_types(jag_dtype a, jag_dtype b);
 /* An opaque, reference-counted tensor handle. */
 typedef struct jag_tensor jag_tensor;
 
-/* Take one more reference on `t` (NULL is ignored). Returns `t`. */
+/* Take one more reference on `t` (NULL is ignored). Returns `t`, or NULL
+ * with jag_last_error() set when `t` was released. */
 jag_tensor *jag_retain(jag_tensor *t);
 /* Give back one reference; the tensor is freed with the last one, and its
- * storage with the last tensor using it. NULL is ignored. */
-void jag_release(jag_tensor *t);
+ * storage with the last tensor using it. NULL is ignored (JAG_OK).
+ * Released handles: a released header is marked and kept out of reuse for
+ * the next 64 releases on the same thread, so that passing it again to
+ * jag_release, to an op or to an accessor is refused with JAG_EINVAL
+ * ("tensor was released") instead of aliasing a tensor made since. This is
+ * a cheap net (one load and compare per call), not a guarantee: a handle
+ * kept long after its release may still alias a new tensor. */
+jag_status jag_release(jag_tensor *t);
 
-/* Metadata accessors; `t` must be a valid tensor. jag_size/jag_stride take a
- * possibly negative dim and return -1 when it is out of range. */
+/* Metadata accessors. A NULL or released `t` gives -1 (NULL for pointers,
+ * false for jag_is_contiguous, an invalid dtype for jag_tensor_dtype) and
+ * sets jag_last_error(). jag_size/jag_stride take a possibly negative dim
+ * and return -1 when it is out of range. */
 jag_dtype jag_tensor_dtype(const jag_tensor *t);
 int jag_ndim(const jag_tensor *t);
 int64_t jag_size(const jag_tensor *t, int dim);
@@ -258,14 +267,60 @@ jag_status jag_flatten(const jag_tensor *x, jag_tensor **out);
 jag_status jag_contiguous(const jag_tensor *x, jag_tensor **out);
 /* A contiguous copy with its own storage. */
 jag_status jag_clone(const jag_tensor *x, jag_tensor **out);
-/* Copy src into dst in place (src broadcasts to dst's shape; dtypes are
- * converted). Errors: JAG_ESHAPE when src does not broadcast to dst;
- * JAG_EINVAL when dst is read-only or has overlapping elements (expanded). */
-jag_status jag_copy_(jag_tensor *dst, const jag_tensor *src);
 /* Converted copy (a new reference to x when dtype is already x's). */
 jag_status jag_to_dtype(const jag_tensor *x, jag_dtype dtype, jag_tensor **out);
-/* Fill every element of `dst` with `value`, in place. */
-jag_status jag_fill_(jag_tensor *dst, double value);
+
+/* ------------------------------------------------------------------------ */
+/* In-place ops                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* These write into `self` (`dst`) and change nothing else. `self` is a plain
+ * tensor or a jagged nested tensor (the op writes its packed values; its
+ * offsets and lengths never change). The rules, PyTorch's:
+ * - `self` must have data and be writable: not read-only (jag_is_read_only:
+ *   a loaded file's tensors, a nested tensor's offsets and lengths), not a
+ *   meta tensor, no element reachable twice (an expanded view);
+ * - the result of the out-of-place op (jag_add, jag_mul, ...) must have
+ *   self's shape (other operands broadcast to self, never self to them),
+ *   and a dtype self can hold without leaving its kind: a float result into
+ *   an integer self is JAG_EDTYPE (float32 into float64 and back is fine);
+ * - with grad mode on, `self` or an operand that requires grad is refused
+ *   with JAG_ESTATE: autograd does not record in-place ops. Update
+ *   parameters with grad mode off (jag_set_grad_enabled(false), Python's
+ *   `with jag.no_grad()`), and use the out-of-place op inside a graph;
+ * - every write bumps the version of self's storage (jag_version), shared
+ *   by every view of it: a gradient that would read data changed since the
+ *   forward pass saved it is refused by jag_backward (JAG_ESTATE);
+ * - refused while a function is traced (JAG_ENOTIMPL).
+ * Errors leave `self` untouched. */
+
+/* Copy src into dst (src broadcasts to dst's shape; dtypes are converted).
+ * A nested dst takes a nested src of the same raggedness, or a dense src
+ * that broadcasts over its packed values (at most its trailing dims).
+ * Errors: as above; JAG_ESHAPE when src does not broadcast to dst. */
+jag_status jag_copy_(jag_tensor *dst, const jag_tensor *src);
+/* Fill every element of `self` with `value` / with 0. */
+jag_status jag_fill_(jag_tensor *self, double value);
+jag_status jag_zero_(jag_tensor *self);
+/* self += alpha * other; self -= alpha * other. */
+jag_status jag_add_(jag_tensor *self, const jag_tensor *other, double alpha);
+jag_status jag_sub_(jag_tensor *self, const jag_tensor *other, double alpha);
+/* self *= other; self /= other (true division: an integer self is
+ * JAG_EDTYPE, as torch's div_). */
+jag_status jag_mul_(jag_tensor *self, const jag_tensor *other);
+jag_status jag_div_(jag_tensor *self, const jag_tensor *other);
+/* The same with a scalar operand. */
+jag_status jag_add_scalar_(jag_tensor *self, double value);
+jag_status jag_mul_scalar_(jag_tensor *self, double value);
+jag_status jag_div_scalar_(jag_tensor *self, double value);
+/* self = clamp(self, lo, hi) (jag_clamp's bounds). */
+jag_status jag_clamp_(jag_tensor *self, double lo, double hi);
+/* The version counter of t's data (PyTorch's `_version`): 0 when made,
+ * one more at every in-place write through jag, shared by every view of
+ * the same storage; a nested tensor's is its values'. Writes through the
+ * pointer of jag_data or an exported buffer are not counted. -1 for a NULL
+ * or released t. */
+int64_t jag_version(const jag_tensor *t);
 
 /* ------------------------------------------------------------------------ */
 /* Pointwise                                                                 */
@@ -534,6 +589,11 @@ typedef struct jag_value {
 #define JAG_TAG_COMPOSITE (1u << 4) /* implemented by calling other ops; a
                                        subclass may handle it or let it
                                        decompose */
+#define JAG_TAG_GRAD_SHAPES_ONLY (1u << 5) /* its derivative reads only the
+                                       shapes of its floating inputs and
+                                       outputs, never their values: writing
+                                       to them after the call leaves its
+                                       gradient right (see jag_version) */
 
 /* The id of the op named `name` ("sin", "mm", "custom_ns::my_op").
  * Errors: JAG_EINVAL when no op has that name. */
@@ -698,8 +758,16 @@ jag_status jag_nested_from_list(jag_tensor *const *items, int n, jag_layout layo
  * values.size(0); with lengths, 0 <= offsets[0] and offsets[B] <=
  * values.size(0)) and optional int64 `lengths` (1-D, B entries, 0 <=
  * lengths[i] <= offsets[i+1] - offsets[i]). The nested tensor holds
- * references to all three. Errors: JAG_EINVAL / JAG_EDTYPE / JAG_ESHAPE
- * naming the argument and the first bad entry. */
+ * references to all three. Its structure cannot change under it: offsets
+ * and lengths that jag owns and that span their whole storage are kept as
+ * they are and become read-only (jag_is_read_only, with every view of
+ * them: in-place ops refuse them; clone them first to keep a writable
+ * copy); others (memory lent through jag_from_blob, numpy or DLPack, or a
+ * part of a larger tensor) are copied into a read-only tensor of jag's
+ * own, then validated, so that a later write by the lender cannot reach
+ * the nested tensor (they are B+1 integers next to the values).
+ * Errors: JAG_EINVAL / JAG_EDTYPE / JAG_ESHAPE naming the argument and the
+ * first bad entry. */
 jag_status jag_nested_from_jagged(const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
                                   jag_tensor **out);
 /* A jagged nested tensor from padded (B, L, D...) keeping the first
@@ -1164,8 +1232,11 @@ const char *jag_tensor_set_metadata_value(const jag_tensor_set *set, int i);
  * NULL is ignored. */
 void jag_tensor_set_free(jag_tensor_set *set);
 
-/* True when jag refuses to write into t's memory (tensors loaded with
- * JAG_LOAD_MMAP and their views). */
+/* True when jag refuses to write into t's memory: tensors loaded with
+ * JAG_LOAD_MMAP and their views, and the offsets, lengths, row ids and
+ * size tables of nested tensors and every view of their storage. In-place
+ * ops refuse such a tensor, and the Python package exports it read-only
+ * (buffer protocol, __array_interface__, numpy(), DLPack). */
 bool jag_is_read_only(const jag_tensor *t);
 
 #ifdef __cplusplus

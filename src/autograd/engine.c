@@ -2,6 +2,7 @@
  * functions and jag_backward. Derivative rules live in derivatives.c. */
 #include "autograd.h"
 
+#include <pthread.h>
 #include <stdio.h>
 
 /* ---- grad mode ---------------------------------------------------------- */
@@ -28,6 +29,7 @@ typedef struct edge {
 
 struct jag_autograd_ctx {
     jag_tensor *saved[8];
+    int64_t saved_versions[8]; /* their versions when saved */
     int n_saved;
     double values[8];
     const bool *needs;
@@ -81,6 +83,14 @@ typedef struct jag_node {
     edge *edges;
     bool *needs;
     int n_inputs;
+    /* versions of the saved tensors when the node was made: tensor inputs
+     * 0..n_inputs, then outputs (NODE_OP), or the inputs (NODE_FUNCTION);
+     * -1: not checked (values its rule never reads) */
+    int64_t *versions;
+    /* NODE_FUNCTION: the inputs' shapes and dtypes, for checking the
+     * gradients a custom backward returns; in_class: the input's subclass */
+    jag_spec *in_specs;
+    const jag_subclass **in_class;
     /* NODE_ACCUMULATE: the leaf */
     jag_tensor *leaf;
     /* NODE_FUNCTION */
@@ -142,12 +152,17 @@ static void node_release(jag_node *n) {
             }
             free(n->edges);
             free(n->needs);
+            free(n->versions);
+            free(n->in_specs);
+            free(n->in_class);
             free(n);
         }
         n = len ? stack[--len] : NULL;
     }
     free(stack);
 }
+
+const char *jag__grad_fn_name(const jag_tensor *t) { return t->grad_fn ? t->grad_fn->name : NULL; }
 
 void jag__autograd_release_tensor(jag_tensor *t) {
     node_release(t->grad_fn);
@@ -301,6 +316,101 @@ static bool any_float(jag_tensor *const *outs, int n) {
     return false;
 }
 
+/* ---- saved tensors and in-place changes ----------------------------------
+ * A node keeps its op's tensor arguments and aliases of its outputs for the
+ * derivative rule, and the version of each (the version counter of its
+ * storage, which every in-place write bumps). Backward refuses a node whose
+ * saved tensor changed since: its rule would read the new values and give a
+ * wrong gradient without a word. Ops tagged JAG_TAG_GRAD_SHAPES_ONLY read
+ * only the shapes of their floating inputs and outputs: those are not
+ * checked (their integer inputs, indices or offsets, still are). */
+static jag_status record_versions(jag_node *n, bool shapes_only) {
+    int total = n->n_inputs + n->n_out;
+    n->versions = malloc((size_t)(total ? total : 1) * sizeof *n->versions);
+    if (!n->versions) return jag__error(JAG_ENOMEM, "%s: out of memory recording autograd", n->name);
+    for (int k = 0; k < n->n_inputs; k++) {
+        const jag_tensor *t = jag__grad_input(n->args, n->nargs, k);
+        n->versions[k] = !t || (shapes_only && jag_dtype_is_floating(t->dtype)) ? -1 : jag__tensor_version(t);
+    }
+    for (int i = 0; i < n->n_out; i++)
+        n->versions[n->n_inputs + i] = shapes_only ? -1 : jag__tensor_version(n->outputs[i]);
+    return JAG_OK;
+}
+
+static jag_status modified_error(const jag_node *n, const char *what, int index, const jag_tensor *t, int64_t saved,
+                                 int64_t now) {
+    char s[JAG_SHAPE_BUF];
+    return jag__error(JAG_ESTATE,
+                      "jag_backward: %s %d of %s (%s %s) was modified by an in-place op after %s saved it for the "
+                      "gradient (its version was %lld, now %lld); change it after backward, or pass a clone",
+                      what, index, n->name, jag_dtype_name(t->dtype), jag__shape_str(t->sizes, t->ndim, s, sizeof s),
+                      n->name, (long long)saved, (long long)now);
+}
+
+static jag_status check_versions(const jag_node *n) {
+    if (n->kind == NODE_FUNCTION && n->ctx) {
+        const jag_autograd_ctx *ctx = n->ctx;
+        for (int i = 0; i < ctx->n_saved; i++) {
+            const jag_tensor *t = ctx->saved[i];
+            if (t && !ctx->traced && jag__tensor_version(t) != ctx->saved_versions[i])
+                return modified_error(n, "saved tensor", i, t, ctx->saved_versions[i], jag__tensor_version(t));
+        }
+        return JAG_OK;
+    }
+    if (!n->versions) return JAG_OK;
+    for (int k = 0; k < n->n_inputs; k++) {
+        if (n->versions[k] < 0) continue;
+        const jag_tensor *t = jag__grad_input(n->args, n->nargs, k);
+        int64_t now = jag__tensor_version(t);
+        if (now != n->versions[k]) return modified_error(n, "input", k, t, n->versions[k], now);
+    }
+    for (int i = 0; i < n->n_out; i++) {
+        int64_t was = n->versions[n->n_inputs + i], now;
+        if (was >= 0 && (now = jag__tensor_version(n->outputs[i])) != was)
+            return modified_error(n, "output", i, n->outputs[i], was, now);
+    }
+    return JAG_OK;
+}
+
+/* NODE_FUNCTION: the inputs' shapes, dtypes and classes, to check what a
+ * custom backward returns. */
+static jag_status record_input_specs(jag_node *n, jag_tensor *const *inputs) {
+    if (!n->n_inputs) return JAG_OK;
+    n->in_specs = calloc((size_t)n->n_inputs, sizeof *n->in_specs);
+    n->in_class = calloc((size_t)n->n_inputs, sizeof *n->in_class);
+    if (!n->in_specs || !n->in_class) return jag__error(JAG_ENOMEM, "%s: out of memory recording autograd", n->name);
+    for (int k = 0; k < n->n_inputs; k++) {
+        const jag_tensor *t = inputs[k];
+        n->in_specs[k].dtype = t->dtype;
+        n->in_specs[k].ndim = t->ndim;
+        memcpy(n->in_specs[k].sizes, t->sizes, sizeof t->sizes);
+        n->in_class[k] = t->subclass;
+    }
+    return JAG_OK;
+}
+
+static jag_status check_function_grad(const jag_node *n, int k, const jag_tensor *g) {
+    const jag_spec *sp = &n->in_specs[k];
+    char a[JAG_SHAPE_BUF], b[JAG_SHAPE_BUF];
+    if (!jag__tensor_live(g))
+        return jag__error(JAG_EINVAL, "jag_backward: the backward of '%s' returned a released tensor as the gradient of input %d",
+                          n->name, k);
+    if (g->subclass != n->in_class[k])
+        return jag__error(JAG_ESHAPE, "jag_backward: the backward of '%s' returned a %s gradient for input %d, a %s tensor",
+                          n->name, g->subclass ? jag_subclass_name(g->subclass) : "plain", k,
+                          n->in_class[k] ? jag_subclass_name(n->in_class[k]) : "plain");
+    bool same = g->ndim == sp->ndim;
+    for (int d = 0; same && d < sp->ndim; d++) same = g->sizes[d] == sp->sizes[d];
+    if (!same)
+        return jag__error(JAG_ESHAPE, "jag_backward: the backward of '%s' returned a gradient of shape %s for input %d of shape %s",
+                          n->name, jag__shape_str(g->sizes, g->ndim, a, sizeof a), k,
+                          jag__shape_str(sp->sizes, sp->ndim, b, sizeof b));
+    if (g->dtype != sp->dtype)
+        return jag__error(JAG_EDTYPE, "jag_backward: the backward of '%s' returned a %s gradient for input %d of dtype %s",
+                          n->name, jag_dtype_name(g->dtype), k, jag_dtype_name(sp->dtype));
+    return JAG_OK;
+}
+
 jag_status jag__autograd_dispatch(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs) {
     const jag_op_info *info = &jag__ops[op];
     jag_derivative_fn rule = op < JAG_OP_BUILTIN_COUNT ? jag__derivatives[op] : NULL;
@@ -319,6 +429,7 @@ jag_status jag__autograd_dispatch(jag_op_id op, const jag_value *args, int nargs
     }
     for (int k = 0; !st && k < n_in; k++) st = make_edge(n, k, jag__grad_input(args, nargs, k));
     if (!st) st = attach_outputs(n, args, nargs, outs, info->n_out);
+    if (!st) st = record_versions(n, (info->tags & JAG_TAG_GRAD_SHAPES_ONLY) != 0);
     if (n) node_release(n); /* the outputs hold it now */
     if (st)
         for (int i = 0; i < info->n_out; i++) jag_release(outs[i]), outs[i] = NULL;
@@ -326,6 +437,25 @@ jag_status jag__autograd_dispatch(jag_op_id op, const jag_value *args, int nargs
 }
 
 /* ---- leaves ------------------------------------------------------------- */
+
+/* A leaf's .grad is read, summed and replaced under a lock chosen by the
+ * leaf's address, so that threads running backward at once on their own
+ * graphs over a shared weight add every gradient (PyTorch allows this). One
+ * lock per leaf would grow the header of every tensor; 64 striped locks are
+ * shared by all leaves and taken once per leaf per backward. */
+#define GRAD_LOCKS 64
+static pthread_mutex_t grad_locks[GRAD_LOCKS];
+static pthread_once_t grad_locks_once = PTHREAD_ONCE_INIT;
+
+static void grad_locks_init(void) {
+    for (int i = 0; i < GRAD_LOCKS; i++) pthread_mutex_init(&grad_locks[i], NULL);
+}
+
+static pthread_mutex_t *grad_lock(const jag_tensor *leaf) {
+    pthread_once(&grad_locks_once, grad_locks_init);
+    uintptr_t h = (uintptr_t)leaf >> 6; /* headers are 64-byte aligned */
+    return &grad_locks[(h ^ (h >> 6)) % GRAD_LOCKS];
+}
 
 jag_status jag_set_requires_grad(jag_tensor *t, bool requires_grad) {
     if (!t) return jag__error(JAG_EINVAL, "jag_set_requires_grad: argument 't' is NULL");
@@ -343,16 +473,23 @@ bool jag_requires_grad(const jag_tensor *t) { return t && t->requires_grad; }
 bool jag_is_leaf(const jag_tensor *t) { return t && !t->grad_fn; }
 
 jag_status jag_get_grad(const jag_tensor *t, jag_tensor **out) {
-    if (!t || !out) return jag__error(JAG_EINVAL, "jag_get_grad: arguments must not be NULL");
+    if (!out) return jag__error(JAG_EINVAL, "jag_get_grad: argument 'out' is NULL");
+    jag_status st = jag__check_live("jag_get_grad", "t", t);
+    if (st) return st;
     jag__enter();
+    pthread_mutex_lock(grad_lock(t));
     *out = jag_retain(t->grad);
-    return jag__leave(JAG_OK, out, t->grad != NULL);
+    pthread_mutex_unlock(grad_lock(t));
+    return jag__leave(JAG_OK, out, *out != NULL);
 }
 
 void jag_zero_grad(jag_tensor *t) {
-    if (!t) return;
-    jag_release(t->grad);
+    if (!jag__tensor_live(t)) return;
+    pthread_mutex_lock(grad_lock(t));
+    jag_tensor *g = t->grad;
     t->grad = NULL;
+    pthread_mutex_unlock(grad_lock(t));
+    jag_release(g);
 }
 
 jag_status jag_detach(const jag_tensor *x, jag_tensor **out) {
@@ -374,6 +511,7 @@ jag_status jag_autograd_save(jag_autograd_ctx *ctx, jag_tensor *const *tensors, 
         if (ctx->traced) a = jag_retain(tensors[i]); /* proxies: the trace's variables */
         else if (tensors[i]) st = shallow_alias(tensors[i], &a);
         if (st) return st;
+        ctx->saved_versions[ctx->n_saved] = a ? jag__tensor_version(a) : 0;
         ctx->saved[ctx->n_saved++] = a;
     }
     return JAG_OK;
@@ -433,6 +571,7 @@ jag_status jag_function_apply(const jag_function_def *def, jag_tensor *const *in
             ctx = NULL;
         }
         for (int k = 0; !st && k < n_inputs; k++) st = make_edge(n, k, inputs[k]);
+        if (!st) st = record_input_specs(n, inputs);
         jag_value args[JAG_GRAD_MAX_INPUTS];
         for (int k = 0; k < n_inputs; k++) args[k] = jag__v_tensor(inputs[k]);
         if (!st) st = attach_outputs(n, args, n_inputs, made, def->n_outputs);
@@ -538,7 +677,7 @@ static jag_status run_node(jag_node *n, node_list *pending_leaves) {
     if (n->freed)
         return jag__error(JAG_ESTATE, "jag_backward: the graph through %s was freed by an earlier backward; pass retain_graph to backward through it again",
                           n->name);
-    jag_status st = JAG_OK;
+    jag_status st = check_versions(n);
     for (int i = 0; i < n->n_out && !st; i++)
         if (!n->slots[i]) st = zeros_like_internal(n->outputs[i], &n->slots[i]);
     if (st) return st;
@@ -558,6 +697,7 @@ static jag_status run_node(jag_node *n, node_list *pending_leaves) {
     }
     for (int k = 0; !st && k < n->n_inputs; k++) {
         if (!grads[k] || !n->edges[k].node) continue;
+        if (n->in_specs && (st = check_function_grad(n, k, grads[k]))) break;
         const jag_tensor *in = n->kind == NODE_FUNCTION ? NULL : jag__grad_input(n->args, n->nargs, k);
         if (in && !in->subclass && !grads[k]->subclass && (!same_shape(in, grads[k]) || in->dtype != grads[k]->dtype)) {
             char a[JAG_SHAPE_BUF], b[JAG_SHAPE_BUF];
@@ -638,9 +778,11 @@ jag_status jag_backward(const jag_tensor *root, const jag_tensor *grad, bool ret
     /* commit the leaves' gradients only when everything succeeded */
     for (size_t i = 0; !st && i < leaves.n; i++) {
         jag_node *a = leaves.v[i];
-        jag_tensor *g = NULL;
+        jag_tensor *g = NULL, *old = NULL;
         st = shallow_alias(a->slots[0], &g);
-        if (!st && a->leaf->grad) {
+        if (st) break;
+        pthread_mutex_lock(grad_lock(a->leaf));
+        if (a->leaf->grad) {
             jag_tensor *sum = NULL;
             jag_value v[] = {jag__v_tensor(a->leaf->grad), jag__v_tensor(g), jag__v_double(1.0)};
             st = jag__dispatch(JAG_OP_add, v, 3, &sum);
@@ -648,9 +790,11 @@ jag_status jag_backward(const jag_tensor *root, const jag_tensor *grad, bool ret
             g = sum;
         }
         if (!st) {
-            jag_release(a->leaf->grad);
+            old = a->leaf->grad;
             a->leaf->grad = g;
         }
+        pthread_mutex_unlock(grad_lock(a->leaf));
+        jag_release(old);
     }
     for (size_t i = 0; i < all.n; i++) {
         for (int s = 0; s < 4; s++) jag_release(all.v[i]->slots[s]), all.v[i]->slots[s] = NULL;

@@ -26,10 +26,20 @@ typedef struct jag_storage {
     void (*release)(void *ctx, void *data); /* NULL: data was malloc'd by jag */
     void *release_ctx;
     bool borrowed;
+    /* Bumped by every in-place write (jag__bump_version): autograd compares
+     * it with the version a saved tensor had when it was saved. Views share
+     * their storage and so their version, as in PyTorch. */
+    atomic_llong version;
+    /* No jag op may write it (a nested tensor's offsets, lengths and cached
+     * row ids, from the moment the nested tensor is built): every view of
+     * it is read-only (jag__is_read_only). */
+    bool read_only;
 } jag_storage;
 
 /* Autograd hooks the core calls (src/autograd/engine.c). */
 void jag__autograd_release_tensor(jag_tensor *t);
+/* The name of the op whose output t is ("jag_mul"), or NULL for a leaf. */
+const char *jag__grad_fn_name(const jag_tensor *t);
 
 /* Blocks under 128 KiB from per-thread free lists (small_alloc.c): 64-byte
  * aligned, uninitialised; free with the size asked for or any size up to
@@ -56,7 +66,15 @@ enum {
     JAG_FLAG_READONLY = 1u << 0,
 };
 
+/* A live header holds JAG_TENSOR_LIVE in `magic`; jag_release writes
+ * JAG_TENSOR_RELEASED into it and keeps the header out of reuse for a while
+ * (tensor.c's quarantine), so that a released handle passed back is refused
+ * instead of aliasing a new tensor. */
+#define JAG_TENSOR_LIVE 0x5447414au     /* "JAGT" */
+#define JAG_TENSOR_RELEASED 0x44414544u /* "DEAD" */
+
 struct jag_tensor {
+    uint32_t magic;
     atomic_long refcount;
     jag_dtype dtype;
     int ndim;
@@ -101,6 +119,34 @@ jag_tensor *jag__tensor_from_spec(const char *op, const jag_spec *spec, bool met
 /* A new header sharing x's storage and flags with other geometry (a view). */
 jag_tensor *jag__tensor_view(const jag_tensor *x, const int64_t *sizes, const int64_t *strides,
                              int ndim, int64_t offset);
+
+/* Whether t is a live tensor handle (not NULL, not released). */
+static inline bool jag__tensor_live(const jag_tensor *t) { return t && t->magic == JAG_TENSOR_LIVE; }
+/* JAG_OK for a live handle; else JAG_EINVAL with "op: argument 'arg' is
+ * NULL" or "... was released" (one load and compare on the hot path). */
+jag_status jag__check_handle(const char *op, const char *arg, const jag_tensor *t);
+static inline jag_status jag__check_live(const char *op, const char *arg, const jag_tensor *t) {
+    return jag__tensor_live(t) ? JAG_OK : jag__check_handle(op, arg, t);
+}
+
+/* Whether jag may write t's data: not a loaded file's (the tensor's flag)
+ * and not frozen (its storage's). */
+static inline bool jag__is_read_only(const jag_tensor *t) {
+    return (t->flags & JAG_FLAG_READONLY) || (t->storage && t->storage->read_only);
+}
+/* Make t's storage read-only for good (every view of it). */
+static inline void jag__freeze(jag_tensor *t) {
+    if (t && t->storage) t->storage->read_only = true;
+}
+
+/* In-place writes: one more version of t's storage (see jag_storage). */
+static inline void jag__bump_version(jag_tensor *t) {
+    if (t->storage) atomic_fetch_add_explicit(&t->storage->version, 1, memory_order_relaxed);
+}
+/* The version of t's data: its storage's; for a subclass tensor the sum over
+ * its inner tensors (subclass.c), so that a write to any of them shows. */
+int64_t jag__tensor_version(const jag_tensor *t);
+int64_t jag__subclass_version(const jag_tensor *t);
 
 /* Tensor headers made minus released by this thread (leak checks in tests). */
 long jag__live_tensors(void);

@@ -1,6 +1,8 @@
 /* tensor.c — tensor headers: creation of headers, lifetime, metadata. */
 #include "internal.h"
 
+#include <pthread.h>
+
 /* Tensor headers made minus released by this thread, for leak checks in
  * tests. Per thread and plain (no atomic): ops never make or release tensors
  * inside their worker threads, and a shared atomic counter cost more than the
@@ -17,6 +19,7 @@ static jag_tensor *wrap_adopting(jag_storage *storage, jag_dtype dtype, const in
         jag__error(JAG_ENOMEM, "jag: out of memory allocating a tensor header");
         return NULL;
     }
+    t->magic = JAG_TENSOR_LIVE;
     atomic_init(&t->refcount, 1);
     atomic_init(&t->ragged_id, -1);
     t->flags = 0;
@@ -74,51 +77,153 @@ jag_tensor *jag__tensor_view(const jag_tensor *x, const int64_t *sizes, const in
     return t;
 }
 
+/* ---- released handles ---------------------------------------------------
+ * A released header is marked JAG_TENSOR_RELEASED and waits in a per-thread
+ * ring of the last QUARANTINE headers before its memory goes back to the
+ * allocator, so that a handle used again soon after its release (the common
+ * mistake: a double release, or a release followed by a use) finds the mark
+ * and is refused, instead of aliasing the next tensor made in its place.
+ * The ring costs two stores per release; the checks one load and compare.
+ * It is drained at thread exit. */
+#define QUARANTINE 64
+static _Thread_local jag_tensor *quarantine[QUARANTINE];
+static _Thread_local unsigned quarantine_next;
+static _Thread_local bool quarantine_registered;
+static pthread_key_t quarantine_key;
+static pthread_once_t quarantine_once = PTHREAD_ONCE_INIT;
+
+static void quarantine_drain(void *unused) {
+    (void)unused;
+    for (int i = 0; i < QUARANTINE; i++) {
+        jag_tensor *t = quarantine[i];
+        quarantine[i] = NULL;
+        if (t) jag__small_free(t, sizeof *t);
+    }
+    quarantine_registered = false;
+}
+
+static void quarantine_make_key(void) { pthread_key_create(&quarantine_key, quarantine_drain); }
+
+static void quarantine_put(jag_tensor *t) {
+    t->magic = JAG_TENSOR_RELEASED;
+    unsigned i = quarantine_next++ % QUARANTINE;
+    jag_tensor *old = quarantine[i];
+    quarantine[i] = t;
+    if (old) {
+        jag__small_free(old, sizeof *old);
+    } else if (!quarantine_registered) { /* drained at thread exit */
+        pthread_once(&quarantine_once, quarantine_make_key);
+        pthread_setspecific(quarantine_key, (void *)1);
+        quarantine_registered = true;
+    }
+}
+
+jag_status jag__check_handle(const char *op, const char *arg, const jag_tensor *t) {
+    if (!t) return jag__error(JAG_EINVAL, "%s: argument '%s' is NULL", op, arg);
+    if (t->magic == JAG_TENSOR_RELEASED)
+        return jag__error(JAG_EINVAL, "%s: argument '%s': tensor was released", op, arg);
+    if (t->magic != JAG_TENSOR_LIVE)
+        return jag__error(JAG_EINVAL, "%s: argument '%s' is not a jag tensor (or was released long ago)", op, arg);
+    return JAG_OK;
+}
+
 jag_tensor *jag_retain(jag_tensor *t) {
-    if (t) atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
+    if (!t) return NULL;
+    if (!jag__tensor_live(t)) {
+        jag__check_handle("jag_retain", "t", t);
+        return NULL;
+    }
+    atomic_fetch_add_explicit(&t->refcount, 1, memory_order_relaxed);
     return t;
 }
 
-void jag_release(jag_tensor *t) {
-    if (!t) return;
+jag_status jag_release(jag_tensor *t) {
+    if (!t) return JAG_OK;
+    if (!jag__tensor_live(t)) return jag__check_handle("jag_release", "t", t);
     /* the last reference (most tensors die with their first): nobody else
      * can take one, so no read-modify-write (a locked instruction costs a
      * tiny op's kernel) */
     if (atomic_load_explicit(&t->refcount, memory_order_acquire) != 1 &&
         atomic_fetch_sub_explicit(&t->refcount, 1, memory_order_acq_rel) != 1)
-        return;
+        return JAG_OK;
     jag__storage_release(t->storage);
     if (t->subclass) jag__subclass_destroy_state(t);
     if (t->grad_fn || t->grad) jag__autograd_release_tensor(t);
     live_tensors--;
-    jag__small_free(t, sizeof *t);
+    quarantine_put(t);
+    return JAG_OK;
 }
 
-jag_dtype jag_tensor_dtype(const jag_tensor *t) { return t->dtype; }
-int jag_ndim(const jag_tensor *t) { return t->ndim; }
+int64_t jag__tensor_version(const jag_tensor *t) {
+    if (t->subclass) return jag__subclass_version(t);
+    return t->storage ? (int64_t)atomic_load_explicit(&t->storage->version, memory_order_relaxed) : 0;
+}
+
+bool jag_is_read_only(const jag_tensor *t) { return jag__tensor_live(t) && jag__is_read_only(t); }
+
+int64_t jag_version(const jag_tensor *t) {
+    if (jag__check_live("jag_version", "t", t)) return -1;
+    return jag__tensor_version(t);
+}
+
+/* ---- metadata: a NULL or released handle gives -1 / NULL / false with
+ * jag_last_error() saying which ---------------------------------------------- */
+#define LIVE_OR(fn, value)                                          \
+    do {                                                            \
+        if (!jag__tensor_live(t)) {                                 \
+            jag__check_handle(fn, "t", t);                          \
+            return value;                                           \
+        }                                                           \
+    } while (0)
+
+jag_dtype jag_tensor_dtype(const jag_tensor *t) {
+    LIVE_OR("jag_tensor_dtype", (jag_dtype)-1);
+    return t->dtype;
+}
+
+int jag_ndim(const jag_tensor *t) {
+    LIVE_OR("jag_ndim", -1);
+    return t->ndim;
+}
 
 int64_t jag_size(const jag_tensor *t, int dim) {
+    LIVE_OR("jag_size", -1);
     if (dim < 0) dim += t->ndim;
     if (dim < 0 || dim >= t->ndim) return -1;
     return t->sizes[dim];
 }
 
 int64_t jag_stride(const jag_tensor *t, int dim) {
+    LIVE_OR("jag_stride", -1);
     if (dim < 0) dim += t->ndim;
     if (dim < 0 || dim >= t->ndim) return -1;
     return t->strides[dim];
 }
 
-const int64_t *jag_sizes(const jag_tensor *t) { return t->sizes; }
-const int64_t *jag_strides(const jag_tensor *t) { return t->strides; }
-int64_t jag_storage_offset(const jag_tensor *t) { return t->offset; }
+const int64_t *jag_sizes(const jag_tensor *t) {
+    LIVE_OR("jag_sizes", NULL);
+    return t->sizes;
+}
+
+const int64_t *jag_strides(const jag_tensor *t) {
+    LIVE_OR("jag_strides", NULL);
+    return t->strides;
+}
+
+int64_t jag_storage_offset(const jag_tensor *t) {
+    LIVE_OR("jag_storage_offset", -1);
+    return t->offset;
+}
+
 int64_t jag_numel(const jag_tensor *t) {
+    LIVE_OR("jag_numel", -1);
     for (int d = 0; d < t->ndim; d++)
         if (t->sizes[d] < 0) return -1; /* a ragged dim */
     return jag__numel(t->sizes, t->ndim);
 }
 
 bool jag_is_contiguous(const jag_tensor *t) {
+    LIVE_OR("jag_is_contiguous", false);
     if (t->subclass) return false;
     int64_t expected = 1;
     for (int d = t->ndim - 1; d >= 0; d--) {
@@ -129,9 +234,16 @@ bool jag_is_contiguous(const jag_tensor *t) {
     return true;
 }
 
-void *jag_data(const jag_tensor *t) { return t->storage ? jag__ptr(t) : NULL; }
+void *jag_data(const jag_tensor *t) {
+    LIVE_OR("jag_data", NULL);
+    return t->storage ? jag__ptr(t) : NULL;
+}
 
 bool jag_shares_storage(const jag_tensor *a, const jag_tensor *b) {
+    if (!jag__tensor_live(a) || !jag__tensor_live(b)) {
+        if (!jag__check_live("jag_shares_storage", "a", a)) jag__check_live("jag_shares_storage", "b", b);
+        return false;
+    }
     return a->storage && a->storage == b->storage;
 }
 

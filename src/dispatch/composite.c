@@ -1,5 +1,5 @@
 /* composite.c — public ops built from dispatched ops: reshape, contiguous,
- * to_dtype, copy_, fill_, matmul, stack, split, chunk. Each runs inside
+ * to_dtype, matmul, stack, split, chunk (in-place ops: inplace.c). Each runs inside
  * jag__enter/jag__leave so that only its final outputs reach the scope. */
 #include "dispatch.h"
 #include "../subclass/nested.h"
@@ -9,8 +9,7 @@ static jag_status no_out(const char *op) {
 }
 
 static jag_status need_tensor(const char *op, const char *arg, const jag_tensor *t) {
-    if (!t) return jag__error(JAG_EINVAL, "%s: argument '%s' is NULL, expected a tensor", op, arg);
-    return JAG_OK;
+    return jag__check_live(op, arg, t);
 }
 
 /* ---- internal helpers (depth > 0: nothing recorded) --------------------- */
@@ -79,73 +78,6 @@ jag_status jag_to_dtype(const jag_tensor *x, jag_dtype dtype, jag_tensor **out) 
         st = jag__dispatch(JAG_OP_to_dtype, a, 2, out);
     }
     return jag__leave(st, out, 1);
-}
-
-/* Whether some element of t is reachable by two indices (stride 0 on a dim
- * of size > 1, or dims whose strides interleave). Conservative: sorted
- * strides must each clear the extent of the smaller dims. */
-static bool has_internal_overlap(const jag_tensor *t) {
-    if (jag_numel(t) == 0) return false; /* no elements, no overlap */
-    int64_t st[JAG_MAX_DIMS], sz[JAG_MAX_DIMS];
-    int n = 0;
-    for (int d = 0; d < t->ndim; d++)
-        if (t->sizes[d] > 1) st[n] = t->strides[d], sz[n++] = t->sizes[d];
-    for (int i = 1; i < n; i++) /* insertion sort by stride */
-        for (int j = i; j > 0 && st[j] < st[j - 1]; j--) {
-            int64_t a = st[j]; st[j] = st[j - 1]; st[j - 1] = a;
-            a = sz[j]; sz[j] = sz[j - 1]; sz[j - 1] = a;
-        }
-    int64_t extent = 0; /* largest offset reachable with the smaller dims */
-    for (int i = 0; i < n; i++) {
-        if (st[i] <= extent) return true;
-        extent += st[i] * (sz[i] - 1);
-    }
-    return false;
-}
-
-static jag_status check_writable(const char *op, const jag_tensor *dst) {
-    if (need_tensor(op, "dst", dst)) return JAG_EINVAL;
-    if (jag__require_plain(op, "dst", dst)) return JAG_ENOTIMPL;
-    if (jag__is_meta(dst)) return jag__error(JAG_EINVAL, "%s: argument 'dst' is a meta tensor with no data", op);
-    if (dst->flags & JAG_FLAG_READONLY) return jag__error(JAG_EINVAL, "%s: argument 'dst' is read-only", op);
-    if (has_internal_overlap(dst))
-        return jag__error(JAG_EINVAL, "%s: argument 'dst' has overlapping elements (an expanded view); clone it first", op);
-    return JAG_OK;
-}
-
-jag_status jag_copy_(jag_tensor *dst, const jag_tensor *src) {
-    const char *op = "jag_copy_";
-    jag_status st = check_writable(op, dst);
-    if (st) return st;
-    if (need_tensor(op, "src", src)) return JAG_EINVAL;
-    if (jag__require_plain(op, "src", src)) return JAG_ENOTIMPL;
-    if (jag__is_meta(src)) return jag__error(JAG_EINVAL, "%s: argument 'src' is a meta tensor with no data", op);
-    int64_t shape[JAG_MAX_DIMS];
-    int n;
-    if ((st = jag__broadcast_shapes(op, dst->sizes, dst->ndim, src->sizes, src->ndim, shape, &n))) return st;
-    if (n != dst->ndim || memcmp(shape, dst->sizes, (size_t)n * sizeof *shape) != 0) {
-        char a[JAG_SHAPE_BUF], b[JAG_SHAPE_BUF];
-        return jag__error(JAG_ESHAPE, "%s: argument 'src' of shape %s does not broadcast to dst's shape %s", op,
-                          jag__shape_str(src->sizes, src->ndim, a, sizeof a),
-                          jag__shape_str(dst->sizes, dst->ndim, b, sizeof b));
-    }
-    jag__enter();
-    jag_tensor *tmp = NULL;
-    if (jag_shares_storage(dst, src) && jag_numel(dst) > 0) {
-        /* src may overlap dst: read it out first */
-        if ((st = d_clone(src, &tmp))) return jag__leave(st, NULL, 0);
-        src = tmp;
-    }
-    jag__copy_into(dst, src);
-    jag_release(tmp);
-    return jag__leave(JAG_OK, NULL, 0);
-}
-
-jag_status jag_fill_(jag_tensor *dst, double value) {
-    jag_status st = check_writable("jag_fill_", dst);
-    if (st) return st;
-    jag__fill(dst, value);
-    return JAG_OK;
 }
 
 /* ---- matmul ------------------------------------------------------------- */

@@ -3,6 +3,8 @@
 #include "dispatch.h"
 #include "../autograd/autograd.h"
 
+#include <stdio.h>
+
 jag_op_info jag__ops[JAG_MAX_OPS] = {
 #define JAG_OP(name, n_in, n_out, tags, meta, cpu) {#name, "jag_" #name, n_in, n_out, tags, meta, cpu, NULL},
 #include "ops.def"
@@ -53,12 +55,34 @@ static jag_status compute_key(const jag_op_info *info, const jag_value *args, in
     return JAG_OK;
 }
 
+/* A released tensor among the arguments (a header marked by jag_release). */
+static jag_status check_handles(const jag_op_info *info, const jag_value *args, int nargs) {
+    char arg[32];
+    for (int i = 0; i < nargs; i++) {
+        if (args[i].kind == JAG_VAL_TENSOR && args[i].u.t && !jag__tensor_live(args[i].u.t)) {
+            snprintf(arg, sizeof arg, "%d", i);
+            return jag__check_handle(info->api_name, arg, args[i].u.t);
+        }
+        if (args[i].kind == JAG_VAL_TENSORS && args[i].u.tensors.v)
+            for (int j = 0; j < args[i].u.tensors.n; j++) {
+                const jag_tensor *t = args[i].u.tensors.v[j];
+                if (t && !jag__tensor_live(t)) {
+                    snprintf(arg, sizeof arg, "%d[%d]", i, j);
+                    return jag__check_handle(info->api_name, arg, t);
+                }
+            }
+    }
+    return JAG_OK;
+}
+
 static jag_status check_call(jag_op_id op, const jag_value *args, int nargs) {
     if (!jag__op_valid(op)) return jag__error(JAG_EINVAL, "jag_op_call: op id %d is not a defined op", op);
     const jag_op_info *info = &jag__ops[op];
     if (nargs != info->n_in)
         return jag__error(JAG_EINVAL, "%s: takes %d arguments, got %d", info->api_name, info->n_in, nargs);
     if (nargs > 0 && !args) return jag__error(JAG_EINVAL, "%s: argument list is NULL", info->api_name);
+    jag_status st = check_handles(info, args, nargs);
+    if (st) return st;
     if (info->custom) return jag__custom_check_args(info, args, nargs);
     return JAG_OK;
 }
@@ -122,6 +146,39 @@ static jag_status dispatch_below_trace(jag_op_id op, const jag_value *args, int 
     }
     for (int i = 0; i < info->n_out; i++) outs[i] = made[i];
     return JAG_OK;
+}
+
+jag_status jag__dispatch_into(jag_op_id op, const char *name, const jag_value *args, int nargs, jag_tensor *out,
+                              bool *done) {
+    *done = false;
+    jag_status st = check_call(op, args, nargs);
+    if (st) return st;
+    const jag_op_info *info = &jag__ops[op];
+    if (info->custom || info->n_out != 1 || !info->meta || (info->tags & (JAG_TAG_VIEW | JAG_TAG_COMPOSITE)))
+        return JAG_OK;
+    if (out->subclass || !out->storage || !jag_is_contiguous(out)) return JAG_OK;
+    for (int i = 0; i < nargs; i++) {
+        if (args[i].kind == JAG_VAL_TENSORS) return JAG_OK;
+        if (args[i].kind != JAG_VAL_TENSOR) continue;
+        const jag_tensor *t = args[i].u.t;
+        if (!t || t->subclass || !t->storage) return JAG_OK;
+        /* an operand over out's memory must be out itself, element for
+         * element: the kernel reads each element before writing it */
+        if (t->storage == out->storage &&
+            (t->offset != out->offset || t->ndim != out->ndim ||
+             memcmp(t->sizes, out->sizes, (size_t)t->ndim * sizeof *t->sizes) != 0 ||
+             memcmp(t->strides, out->strides, (size_t)t->ndim * sizeof *t->strides) != 0))
+            return JAG_OK;
+    }
+    jag_spec spec;
+    if ((st = info->meta(name, args, nargs, &spec))) return st;
+    if (spec.dtype != out->dtype || spec.ndim != out->ndim ||
+        memcmp(spec.sizes, out->sizes, (size_t)spec.ndim * sizeof *spec.sizes) != 0)
+        return JAG_OK;
+    jag_tensor *outs[1] = {out};
+    st = info->cpu(name, args, nargs, outs);
+    *done = st == JAG_OK;
+    return st;
 }
 
 /* blas_core.c corrects OpenBLAS's choice of kernels in a constructor. An

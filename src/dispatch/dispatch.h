@@ -157,6 +157,15 @@ jag_status jag__meta_full(const char *, const jag_value *, int, jag_spec *);
 bool jag__trace_wants_ctor(void);
 jag_status jag__trace_on_wrap(jag_tensor **t);
 
+/* In-place ops' fast path: run a plain op's kernel straight into `out`
+ * (`name` for messages). *done says whether it ran; it runs only when out
+ * is plain, contiguous, of the op's result dtype and shape, and every
+ * operand over out's memory is out itself. Otherwise nothing happens and
+ * the caller computes a new tensor and copies it in. Errors: the op's
+ * argument checks. */
+jag_status jag__dispatch_into(jag_op_id op, const char *name, const jag_value *args, int nargs, jag_tensor *out,
+                              bool *done);
+
 /* jag__dispatch bracketed as a public entry point (records outputs in the
  * open scope). */
 jag_status jag__call(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);

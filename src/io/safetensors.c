@@ -119,7 +119,6 @@ const char *jag_tensor_set_metadata_value(const jag_tensor_set *set, int i) {
     return set && i >= 0 && i < set->n_meta ? set->values[i] : NULL;
 }
 
-bool jag_is_read_only(const jag_tensor *t) { return t && (t->flags & JAG_FLAG_READONLY); }
 
 static bool readable(const jag_tensor *t) { return t && t->storage; }
 

@@ -200,6 +200,9 @@ static jag_status wrap_jagged_taking(jag_tensor *values, jag_tensor *offsets, bo
     s->values = values;
     s->offsets = take_offsets ? offsets : jag_retain(offsets);
     s->lengths = jag_retain((jag_tensor *)lengths);
+    /* the structure cannot change under the nested tensor (user offsets
+     * were copied if lent, see owned_index_vector) */
+    jag__freeze(s->offsets), jag__freeze(s->lengths);
     atomic_init(&s->ragged_id, ragged_id);
     atomic_init(&s->row_ids, NULL);
     atomic_init(&s->seq_lengths, NULL);
@@ -259,6 +262,7 @@ jag_status jag__nested_wrap_strided(const jag_tensor *buffer, const jag_tensor *
     s->sizes = jag_retain((jag_tensor *)sizes);
     s->strides = jag_retain((jag_tensor *)strides);
     s->storage_offsets = jag_retain((jag_tensor *)storage_offsets);
+    jag__freeze(s->sizes), jag__freeze(s->strides), jag__freeze(s->storage_offsets);
     atomic_init(&s->ragged_id, ragged_id);
     atomic_init(&s->row_ids, NULL);
     atomic_init(&s->seq_lengths, NULL);
@@ -326,6 +330,7 @@ const jag_tensor *jag__nested_row_ids(nested_state *s) {
         for (int64_t b = 0; b < s->batch; b++)
             for (int64_t r = off[b]; r < off[b + 1]; r++) p[r] = b;
     }
+    jag__freeze(ids);
     jag_tensor *expected = NULL;
     if (!atomic_compare_exchange_strong(&s->row_ids, &expected, ids)) {
         jag_release(ids); /* another thread won */
@@ -349,9 +354,17 @@ static jag_status check_index_vector(const char *op, const char *arg, const jag_
     return JAG_OK;
 }
 
-/* Contiguous int64 copy or a new reference (so entries can be read flat). */
-static jag_status contiguous_ref(const jag_tensor *t, jag_tensor **out) {
-    if (jag_is_contiguous(t)) {
+/* The offsets or lengths a nested tensor keeps, as a contiguous tensor
+ * whose memory no one else can change once it is frozen: t itself when jag
+ * owns its storage and t spans all of it (the storage is then frozen with
+ * the nested tensor, and every view of it becomes read-only), else a copy
+ * (memory lent by the caller through jag_from_blob, numpy or DLPack, or a
+ * part of a larger tensor). The caller validates the result, not t: what
+ * was checked is what is kept. */
+static jag_status owned_index_vector(const jag_tensor *t, jag_tensor **out) {
+    const jag_storage *st = t->storage;
+    if (jag_is_contiguous(t) && st && (st->read_only || (!st->borrowed && t->offset == 0 &&
+                                                         st->nbytes == (size_t)jag_numel(t) * sizeof(int64_t)))) {
         *out = jag_retain((jag_tensor *)t);
         return JAG_OK;
     }
@@ -397,7 +410,7 @@ static jag_status nested_from_jagged_checked(const char *op, const jag_tensor *v
     int64_t batch = offsets->sizes[0] - 1;
     if (lengths && (st = check_index_vector(op, "lengths", lengths, batch))) return st;
     jag_tensor *off = NULL, *len = NULL;
-    if ((st = contiguous_ref(offsets, &off)) || (lengths && (st = contiguous_ref(lengths, &len)))) goto fail;
+    if ((st = owned_index_vector(offsets, &off)) || (lengths && (st = owned_index_vector(lengths, &len)))) goto fail;
     const int64_t *o = i64(off);
     int64_t total = values->sizes[0], mn = INT64_MAX, mx = 0;
     /* Without lengths the offsets tile values exactly: start at 0, end at
@@ -468,9 +481,12 @@ jag_status jag__nested_from_components(const char *op, jag_tensor *const *items,
         if (t->dtype != items[0]->dtype)
             return jag__error(JAG_EDTYPE, "%s: item %lld has dtype %s, expected %s like item 0", op, (long long)i,
                               jag_dtype_name(t->dtype), jag_dtype_name(items[0]->dtype));
-        if (t->ndim < 1 || t->ndim != items[0]->ndim || t->ndim >= JAG_MAX_DIMS)
-            return jag__error(JAG_ESHAPE, "%s: item %lld is %d-d, expected %d-d like item 0 (and at least 1-d)", op,
-                              (long long)i, t->ndim, items[0]->ndim);
+        if (t->ndim < 1 || t->ndim >= JAG_MAX_DIMS)
+            return jag__error(JAG_ESHAPE, "%s: item %lld is %d-d, expected 1 to %d dims (a component of a nested tensor has at least one)",
+                              op, (long long)i, t->ndim, JAG_MAX_DIMS - 1);
+        if (t->ndim != items[0]->ndim)
+            return jag__error(JAG_ESHAPE, "%s: item %lld is %d-d, expected %d-d like item 0", op, (long long)i, t->ndim,
+                              items[0]->ndim);
         if (layout == JAG_JAGGED)
             for (int d = 1; d < t->ndim; d++)
                 if (t->sizes[d] != items[0]->sizes[d]) {
@@ -595,6 +611,7 @@ jag_status jag_nested_seq_lengths(const jag_tensor *nt, jag_tensor **out) {
         if (!l) return jag_last_status();
         const int64_t *o = i64(s->offsets);
         for (int64_t b = 0; b < s->batch; b++) ((int64_t *)jag__ptr(l))[b] = o[b + 1] - o[b];
+        jag__freeze(l);
         jag_tensor *expected = NULL;
         if (!atomic_compare_exchange_strong(&s->seq_lengths, &expected, l)) {
             jag_release(l); /* another thread won */

@@ -1,6 +1,7 @@
 /* subclass.c — the wrapper-subclass protocol: the class registry, outer
  * tensors, decompositions per op, and the SUBCLASS key's handler lookup. */
 #include "../dispatch/dispatch.h"
+#include "nested.h"
 
 #include <pthread.h>
 
@@ -198,4 +199,20 @@ jag_status jag__subclass_alias(const jag_tensor *t, jag_tensor **out) {
     if (!st) st = t->subclass->def.unflatten(t->subclass, inner, n, &meta, out);
     for (int i = 0; i < JAG_SUBCLASS_MAX_INNER; i++) jag_release(inner[i]);
     return st;
+}
+
+int64_t jag__subclass_version(const jag_tensor *t) {
+    const nested_state *s = jag__nested(t);
+    if (s) /* its offsets and size tables are frozen: only the data can change */
+        return jag__tensor_version(s->layout == JAG_JAGGED ? s->values : s->buffer);
+    jag_tensor *inner[JAG_SUBCLASS_MAX_INNER] = {0};
+    int n = 0;
+    jag_subclass_meta m = {0};
+    if (t->subclass->def.flatten(t, inner, &n, &m)) return -2; /* cannot tell: differs from any saved version */
+    int64_t v = 0;
+    for (int i = 0; i < n && i < JAG_SUBCLASS_MAX_INNER; i++) {
+        v += jag__tensor_version(inner[i]);
+        jag_release(inner[i]);
+    }
+    return v;
 }
