@@ -337,8 +337,11 @@ static PyObject *Tensor_get_array_interface(TensorObject *self, void *c) {
     /* numpy rejects a NULL pointer for an empty array; any aligned address
      * works there since nothing is read. */
     static double dummy;
+    /* a read-only tensor (jag_is_read_only: mapped from a file, a nested
+     * tensor's offsets) gives a read-only array */
     PyObject *r = Py_BuildValue("{s:(N,O),s:N,s:s,s:N,s:i}", "data",
-                                PyLong_FromVoidPtr(data ? data : (void *)&dummy), Py_False, "shape", shape,
+                                PyLong_FromVoidPtr(data ? data : (void *)&dummy),
+                                jag_is_read_only(t) ? Py_True : Py_False, "shape", shape,
                                 "typestr", typestr, "strides", strides, "version", 3);
     return r;
 fail:
@@ -440,6 +443,75 @@ static PyObject *Tensor_copy_(TensorObject *self, PyObject *arg) {
     if (st) return raise_status(st);
     Py_INCREF(self);
     return (PyObject *)self;
+}
+
+/* In-place ops (jag.h "In-place ops"): each returns self. The torch-like
+ * methods (add_, sub_, ..., the operators +=, ...) are in __init__.py. */
+static PyObject *Tensor_inplace_binary(TensorObject *self, PyObject *args, int which) {
+    SELF_T(self);
+    PyObject *other_obj;
+    double alpha = 1.0;
+    if (!PyArg_ParseTuple(args, "O|d", &other_obj, &alpha)) return NULL;
+    jag_tensor *other = get_tensor(other_obj, "other");
+    if (!other) return NULL;
+    jag_status st;
+    switch (which) {
+    case 0: st = jag_add_(t, other, alpha); break;
+    case 1: st = jag_sub_(t, other, alpha); break;
+    case 2: st = jag_mul_(t, other); break;
+    default: st = jag_div_(t, other); break;
+    }
+    if (st) return raise_status(st);
+    Py_INCREF(self);
+    return (PyObject *)self;
+}
+
+static PyObject *Tensor_add_(TensorObject *self, PyObject *args) { return Tensor_inplace_binary(self, args, 0); }
+static PyObject *Tensor_sub_(TensorObject *self, PyObject *args) { return Tensor_inplace_binary(self, args, 1); }
+static PyObject *Tensor_mul_(TensorObject *self, PyObject *args) { return Tensor_inplace_binary(self, args, 2); }
+static PyObject *Tensor_div_(TensorObject *self, PyObject *args) { return Tensor_inplace_binary(self, args, 3); }
+
+/* _scalar_(kind, value): kind 0 self += value, 1 self *= value, 2 self /= value */
+static PyObject *Tensor_scalar_(TensorObject *self, PyObject *args) {
+    SELF_T(self);
+    int kind;
+    double v;
+    if (!PyArg_ParseTuple(args, "id", &kind, &v)) return NULL;
+    jag_status st = kind == 0 ? jag_add_scalar_(t, v) : kind == 1 ? jag_mul_scalar_(t, v) : jag_div_scalar_(t, v);
+    if (st) return raise_status(st);
+    Py_INCREF(self);
+    return (PyObject *)self;
+}
+
+static PyObject *Tensor_clamp_(TensorObject *self, PyObject *args) {
+    SELF_T(self);
+    double lo, hi;
+    if (!PyArg_ParseTuple(args, "dd", &lo, &hi)) return NULL;
+    jag_status st = jag_clamp_(t, lo, hi);
+    if (st) return raise_status(st);
+    Py_INCREF(self);
+    return (PyObject *)self;
+}
+
+static PyObject *Tensor_zero_(TensorObject *self, PyObject *unused) {
+    (void)unused;
+    SELF_T(self);
+    jag_status st = jag_zero_(t);
+    if (st) return raise_status(st);
+    Py_INCREF(self);
+    return (PyObject *)self;
+}
+
+static PyObject *Tensor_get_version(TensorObject *self, void *c) {
+    (void)c;
+    SELF_T(self);
+    int64_t v = jag_version(t);
+    if (v < 0) {
+        const char *msg = jag_last_error();
+        PyErr_SetString(PyExc_RuntimeError, (msg && *msg) ? msg : "_version: the tensor was released");
+        return NULL;
+    }
+    return PyLong_FromLongLong((long long)v);
 }
 
 static PyObject *Tensor_shares_storage(TensorObject *self, PyObject *arg) {
@@ -545,6 +617,8 @@ static PyGetSetDef Tensor_getset[] = {
     {"grad", (getter)Tensor_get_grad, (setter)Tensor_set_grad, "accumulated gradient or None", NULL},
     {"_is_contiguous", (getter)Tensor_get_is_contiguous, NULL, NULL, NULL},
     {"__array_interface__", (getter)Tensor_get_array_interface, NULL, "zero-copy numpy view", NULL},
+    {"_version", (getter)Tensor_get_version, NULL,
+     "the version counter of the tensor's storage (torch's _version): one more at every in-place write", NULL},
     {NULL, NULL, NULL, NULL, NULL},
 };
 
@@ -557,8 +631,15 @@ static PyMethodDef Tensor_methods[] = {
     {"contiguous", (PyCFunction)Tensor_contiguous, METH_NOARGS, "contiguous tensor (self when already)"},
     {"detach", (PyCFunction)Tensor_detach, METH_NOARGS, "a leaf sharing data, not requiring grad"},
     {"_backward", (PyCFunction)Tensor_backward, METH_VARARGS, NULL},
-    {"fill_", (PyCFunction)Tensor_fill_, METH_O, "fill in place"},
-    {"copy_", (PyCFunction)Tensor_copy_, METH_O, "copy src into self in place"},
+    {"_fill_", (PyCFunction)Tensor_fill_, METH_O, NULL},
+    {"_copy_", (PyCFunction)Tensor_copy_, METH_O, NULL},
+    {"_add_", (PyCFunction)Tensor_add_, METH_VARARGS, NULL},
+    {"_sub_", (PyCFunction)Tensor_sub_, METH_VARARGS, NULL},
+    {"_mul_", (PyCFunction)Tensor_mul_, METH_VARARGS, NULL},
+    {"_div_", (PyCFunction)Tensor_div_, METH_VARARGS, NULL},
+    {"_scalar_", (PyCFunction)Tensor_scalar_, METH_VARARGS, NULL},
+    {"_clamp_", (PyCFunction)Tensor_clamp_, METH_VARARGS, NULL},
+    {"_zero_", (PyCFunction)Tensor_zero_, METH_NOARGS, NULL},
     {"_shares_storage", (PyCFunction)Tensor_shares_storage, METH_O, NULL},
     {"_values", (PyCFunction)Tensor_values, METH_NOARGS, NULL},
     {"_offsets", (PyCFunction)Tensor_offsets, METH_NOARGS, NULL},

@@ -256,7 +256,10 @@ class Tensor(_C.TensorBase):
     def numpy(self):
         """A numpy view of the same memory (no copy; the array keeps this
         tensor alive). Dense tensors only; raises for a tensor requiring grad,
-        as torch does."""
+        as torch does. A read-only tensor (``is_read_only()``: mapped from a
+        file by ``jag.load(mmap=True)``, a nested tensor's offsets) gives a
+        read-only array (``flags.writeable`` False); ``.clone().numpy()``
+        gives a writable one."""
         import numpy as np
 
         if self.requires_grad:
@@ -281,7 +284,12 @@ class Tensor(_C.TensorBase):
         """A DLPack capsule over this tensor's memory (no copy unless
         copy=True). max_version >= (1, 0) gives a versioned
         "dltensor_versioned" capsule, else a legacy "dltensor" one. CPU only:
-        stream must be None and dl_device (1, 0) or None."""
+        stream must be None and dl_device (1, 0) or None.
+
+        A read-only tensor (``is_read_only()``) is exported with the versioned
+        capsule's read-only flag set; a legacy capsule cannot carry that
+        flag, so for it a read-only tensor is copied when copy=True and is a
+        BufferError otherwise (as numpy does for a read-only array)."""
         if stream is not None:
             raise ValueError("__dlpack__: jag tensors live on the CPU; stream must be None, got %r" % (stream,))
         if dl_device is not None and tuple(dl_device) != (1, 0):
@@ -293,6 +301,15 @@ class Tensor(_C.TensorBase):
 
     def __dlpack_device__(self):
         return (1, 0)  # (kDLCPU, device 0)
+
+    def is_read_only(self):
+        """True when jag refuses to write into this tensor's memory: tensors
+        mapped from a file by ``jag.load(mmap=True)`` and their views, a
+        nested tensor's offsets and lengths. In-place ops raise on them and
+        every export (``numpy()``, the buffer protocol, DLPack) is
+        read-only; ``clone()`` gives a writable copy. For a nested tensor,
+        ask its ``values()`` or ``offsets()``."""
+        return _C._is_read_only(self)
 
     def tolist(self):
         if self.is_nested:
@@ -339,18 +356,47 @@ class Tensor(_C.TensorBase):
 
     # --- indexing ---------------------------------------------------------
     def __getitem__(self, idx):
+        """Basic indexing as torch: ints, slices (step 1), None and ``...``
+        give views. One tensor (advanced) index is supported too, giving a
+        copy as torch does: an int32/int64 tensor (or a list / numpy array
+        of ints) picks along its dim (``index_select``; negative values count
+        from the end; an n-d index puts its shape there), and a bool mask
+        whose shape matches the dims it covers gives those dims' selected
+        elements as one dim, in row-major order (``x[x > 2]`` is 1-D).
+        Differentiable; on a nested tensor an int index picks components
+        (dim 0)."""
+        return self._index(idx)[0]
+
+    def _index(self, idx):
+        """(result, advanced): the result of indexing with idx, and whether
+        a tensor index made it a copy (basic indexing gives views)."""
         if not isinstance(idx, tuple):
             idx = (idx,)
+        idx = tuple(_index_entry(i) for i in idx)
         if _builtins.sum(1 for i in idx if i is Ellipsis) > 1:
             raise IndexError("an index can only have a single ellipsis")
-        n_real = _builtins.sum(1 for i in idx if i is not None and i is not Ellipsis)
+        adv = [k for k, i in enumerate(idx) if isinstance(i, Tensor) and not _is_int_scalar_tensor(i)]
+        if len(adv) > 1:
+            raise IndexError("jag: only one tensor (advanced) index per indexing expression is supported, got %d "
+                             "(several tensor indices, which torch pairs elementwise, are not)" % len(adv))
+
+        def consumed(i):
+            if i is None or i is Ellipsis:
+                return 0
+            if isinstance(i, Tensor) and i.dtype is bool:
+                return i.ndim  # a mask covers as many dims as it has
+            return 1
+
+        n_real = _builtins.sum(consumed(i) for i in idx)
         if n_real > self.ndim:
             raise IndexError("too many indices: %d for a %d-d tensor" % (n_real, self.ndim))
-        if Ellipsis in idx:
-            k = idx.index(Ellipsis)
-            idx = idx[:k] + (slice(None),) * (self.ndim - n_real) + idx[k + 1:]
+        for k, i in enumerate(idx):
+            if i is Ellipsis:
+                idx = idx[:k] + (slice(None),) * (self.ndim - n_real) + idx[k + 1:]
+                break
         out = self
         dim = 0
+        advanced = False  # a tensor index made the result a copy
         for i in idx:
             if i is None:
                 out = _op("unsqueeze", out, dim)
@@ -370,26 +416,78 @@ class Tensor(_C.TensorBase):
                     out = out._narrow(dim, b, _builtins.max(e - b, 0))
                 dim += 1
             elif isinstance(i, (_builtins.bool,)):
-                raise IndexError("jag: boolean indices are not supported")
-            elif isinstance(i, _numbers.Integral) or (isinstance(i, Tensor) and i.ndim == 0 and not i.dtype.is_floating_point and i.dtype is not bool):
+                raise IndexError("jag: boolean (True/False) indices are not supported; a bool tensor mask is")
+            elif isinstance(i, _numbers.Integral) or _is_int_scalar_tensor(i):
                 k = _builtins.int(i)
                 size = out._sizes[dim]
                 if size >= 0 and not -size <= k < size:
                     raise IndexError("index %d is out of bounds for dim %d with size %d" % (k, dim, size))
                 out = out._select(dim, k)
+            elif isinstance(i, Tensor):
+                # beside one tensor index, ints select their dims first (torch;
+                # numpy would move the tensor's dims first when a slice
+                # separates them from an int)
+                out, m = _advanced_index(out, dim, i)
+                advanced = True
+                dim += m
             else:
-                raise IndexError("jag: only ints, slices (step 1), None and ... are valid indices, got %s"
-                                 % type(i).__name__)
-        return out
+                raise IndexError("jag: only ints, slices (step 1), None, ..., and one int or bool tensor (or list) "
+                                 "are valid indices, got %s" % type(i).__name__)
+        return out, advanced
 
     def __setitem__(self, idx, value):
-        target = self[idx]
+        """In place, as torch: ``x[basic index] = v`` writes v (a tensor,
+        scalar or array, broadcast) into the view; ``x[mask] = v`` and
+        ``x[index_tensor] = v`` write v (broadcast to the selected shape)
+        into the selected elements of x."""
+        t = tuple(_index_entry(i) for i in (idx if isinstance(idx, tuple) else (idx,)))
+        if _builtins.any(isinstance(i, Tensor) and not _is_int_scalar_tensor(i) for i in t):
+            return self._setitem_advanced(t, value)
+        target = self[t]
         if isinstance(value, Tensor):
             target.copy_(value)
         elif _scalar_ok(value):
             target.fill_(value)
         else:
             target.copy_(tensor(value, dtype=self.dtype))
+
+    def _setitem_advanced(self, idx, value):
+        """x[idx] = value with a tensor index in idx: the positions x[idx]
+        reads (as row-major element numbers of x) get value broadcast to the
+        indexed shape; x is written once, in place (copy_), so read-only
+        tensors, leaves requiring grad and the version counter behave as
+        for any in-place op. A position picked twice takes the last value."""
+        import numpy as np
+
+        if self.is_nested:
+            raise IndexError("jag: assigning through a tensor index into a nested tensor is not supported; "
+                             "assign into its values()")
+        if isinstance(value, Tensor) and value.requires_grad and is_grad_enabled():
+            raise NotImplementedError("jag: x[tensor index] = v with v requiring grad is not differentiable in "
+                                      "jag; assign v.detach(), or build the result with jag.where / index ops")
+        shape = tuple(self._sizes)
+        n = 1
+        for d in shape:
+            n *= d
+        pos = arange(n, dtype=int64).reshape(shape)._index(idx)[0]
+        picked = tuple(pos._sizes)
+        if isinstance(value, Tensor):
+            if value.is_nested:
+                raise TypeError("jag: x[index] = v: v must be dense, got a nested tensor")
+            v = value.detach().numpy()
+        else:
+            v = np.asarray(value)
+        try:
+            v = np.broadcast_to(np.asarray(v, dtype=self.dtype._np), picked)
+        except ValueError:
+            raise ValueError("jag: x[index] = v: v of shape %s does not broadcast to the indexed shape %s"
+                             % (tuple(np.shape(v)), picked)) from None
+        where_np = pos.numpy().reshape(-1)
+        full_np = np.zeros(n, dtype=self.dtype._np)
+        full_np[where_np] = v.reshape(-1)  # numpy: a repeated position keeps the last value
+        mask_np = np.zeros(n, dtype=np.bool_)
+        mask_np[where_np] = True
+        self.copy_(where(tensor(mask_np).reshape(shape), tensor(full_np).reshape(shape), self))
 
     # --- views ------------------------------------------------------------
     def reshape(self, *shape):
@@ -465,6 +563,9 @@ class Tensor(_C.TensorBase):
 
     # --- autograd ---------------------------------------------------------
     def requires_grad_(self, requires_grad=True):
+        """Set requires_grad in place and return self. Leaves only (float
+        dtypes): the output of an op is refused with a ValueError (detach()
+        it first); an integer or bool tensor cannot require grad."""
         self.requires_grad = requires_grad
         return self
 
@@ -473,8 +574,144 @@ class Tensor(_C.TensorBase):
             gradient = tensor(gradient, dtype=self.dtype)
         self._backward(gradient, _builtins.bool(retain_graph))
 
+    @property
+    def data(self):
+        """A tensor sharing this tensor's memory that is a leaf and does not
+        require grad (``detach()``), as torch's ``.data``: writes through it
+        (``w.data -= lr * w.grad``) change this tensor. In jag the version
+        counter is the storage's, so unlike torch's ``.data`` those writes
+        are seen by autograd's check of saved tensors, as after torch's
+        ``detach()``."""
+        return self.detach()
+
+    @data.setter
+    def data(self, value):
+        raise NotImplementedError("Tensor.data = ...: replacing a tensor's memory is not supported; write into it "
+                                  "instead: x.data.copy_(new), or x.copy_(new) under jag.no_grad()")
+
+    # --- in-place ops -----------------------------------------------------
+    # jag.h's in-place ops: the write happens in self's memory (a nested
+    # tensor's packed values; its structure never changes), self's shape and
+    # dtype stay (an operand broadcasts to self, a result of a higher dtype
+    # kind is refused), read-only tensors are refused, and with grad mode on
+    # so is a tensor that requires grad (update parameters under
+    # jag.no_grad()); each write bumps the storage's _version.
+
+    def add_(self, other, alpha=1):
+        """self += alpha * other, in place; returns self. other: a tensor
+        (broadcast to self's shape), a number or an array."""
+        return self._inplace("add_", 0, other, alpha)
+
+    def sub_(self, other, alpha=1):
+        """self -= alpha * other, in place; returns self."""
+        return self._inplace("sub_", 1, other, alpha)
+
+    def mul_(self, other):
+        """self *= other, in place; returns self."""
+        return self._inplace("mul_", 2, other, 1)
+
+    def div_(self, other):
+        """self /= other (true division), in place; returns self. An
+        integer self is refused (the quotient is a float), as torch."""
+        return self._inplace("div_", 3, other, 1)
+
+    def _inplace(self, name, kind, other, alpha):
+        if not _scalar_ok(alpha):
+            raise TypeError("%s: argument 'alpha' must be a number, got %s" % (name, type(alpha).__name__))
+        if kind < 2 and not self.dtype.is_floating_point and not isinstance(alpha, _numbers.Integral):
+            raise TypeError("%s: argument 'alpha' is %r, but self has dtype %s: an integer self takes an integer "
+                            "alpha (as torch)" % (name, alpha, self.dtype.name))
+        if isinstance(other, Tensor):
+            if kind == 0:
+                return self._add_(other, _builtins.float(alpha))
+            if kind == 1:
+                return self._sub_(other, _builtins.float(alpha))
+            return self._mul_(other) if kind == 2 else self._div_(other)
+        if _scalar_ok(other):
+            _check_scalar_kind(name, "other", other, self.dtype)
+            if kind == 3 and not self.dtype.is_floating_point:
+                raise TypeError("%s: self has dtype %s; true division gives a float, which an integer tensor cannot "
+                                "hold in place (use x = x / other)" % (name, self.dtype.name))
+            if self.dtype is bool or (not self.dtype.is_floating_point and _builtins.abs(other) >= 2 ** 53):
+                # a bool, or an integer a double cannot hold exactly: as a 0-d tensor of self's dtype
+                return self._inplace(name, kind, tensor(other, dtype=self.dtype), alpha)
+            if kind == 0:
+                return self._scalar_(0, _builtins.float(alpha * other))
+            if kind == 1:
+                return self._scalar_(0, -_builtins.float(alpha * other))
+            return self._scalar_(1 if kind == 2 else 2, _builtins.float(other))
+        if _is_array_like(other):
+            return self._inplace(name, kind, tensor(other), alpha)
+        raise TypeError("%s: argument 'other' must be a jag.Tensor, a number or an array, got %s"
+                        % (name, type(other).__name__))
+
+    def clamp_(self, min=None, max=None):  # noqa: A002 (torch's names)
+        """self = min(max(self, min), max), in place; returns self. At
+        least one bound; an integer self takes integer bounds (as torch)."""
+        if min is None and max is None:
+            raise ValueError("clamp_: at least one of min and max must be given")
+        for what, b in (("min", min), ("max", max)):
+            if b is None:
+                continue
+            if isinstance(b, Tensor):
+                if b.numel() != 1:
+                    raise ValueError("clamp_: argument '%s' must be a number or a one-element tensor, got shape %s"
+                                     % (what, b.shape))
+                b = b.item()
+            elif not _scalar_ok(b):
+                raise TypeError("clamp_: argument '%s' must be a number, got %s" % (what, type(b).__name__))
+            _check_scalar_kind("clamp_", what, b, self.dtype)
+        lo = -_builtins.float("inf") if min is None else _builtins.float(min)
+        hi = _builtins.float("inf") if max is None else _builtins.float(max)
+        return self._clamp_(lo, hi)
+
+    clip_ = clamp_
+
     def zero_(self):
-        return self.fill_(0)
+        """Fill self with zeros, in place; returns self."""
+        return self._zero_()
+
+    def fill_(self, value):
+        """Fill self with value (a number or a one-element tensor, converted
+        to self's dtype as torch does), in place; returns self."""
+        if isinstance(value, Tensor):
+            if value.is_nested or value.numel() != 1:
+                raise ValueError("fill_: argument 'value' must be a number or a one-element tensor, got shape %s"
+                                 % (value.shape,))
+            value = value.item()
+        if not _scalar_ok(value):
+            raise TypeError("fill_: argument 'value' must be a number, got %s" % type(value).__name__)
+        return self._fill_(_builtins.float(value))
+
+    def copy_(self, src):
+        """Copy src (a tensor broadcast to self's shape; its dtype converted
+        to self's) into self, in place; returns self. A nested self takes a
+        nested src of the same structure, or a dense one that broadcasts
+        over its packed values."""
+        if not isinstance(src, Tensor):
+            raise TypeError("copy_: argument 'src' must be a jag.Tensor, got %s (fill_ takes a number)"
+                            % type(src).__name__)
+        return self._copy_(src)
+
+    def __iadd__(self, o):
+        if not (isinstance(o, Tensor) or _scalar_ok(o) or _is_array_like(o)):
+            return NotImplemented
+        return self.add_(o)
+
+    def __isub__(self, o):
+        if not (isinstance(o, Tensor) or _scalar_ok(o) or _is_array_like(o)):
+            return NotImplemented
+        return self.sub_(o)
+
+    def __imul__(self, o):
+        if not (isinstance(o, Tensor) or _scalar_ok(o) or _is_array_like(o)):
+            return NotImplemented
+        return self.mul_(o)
+
+    def __itruediv__(self, o):
+        if not (isinstance(o, Tensor) or _scalar_ok(o) or _is_array_like(o)):
+            return NotImplemented
+        return self.div_(o)
 
     # --- nested -----------------------------------------------------------
     def values(self):
@@ -696,6 +933,92 @@ def _operator_index(x):
     return operator.index(x)
 
 
+def _check_scalar_kind(name, what, v, dt):
+    """A Python scalar written into a tensor of dtype dt in place must not
+    be of a higher kind (bool < int < float), as torch refuses."""
+    if isinstance(v, _builtins.bool) or (type(v).__module__ == "numpy" and type(v).__name__ == "bool_"):
+        return
+    if dt is bool or (not dt.is_floating_point and not isinstance(v, _numbers.Integral)):
+        kind = "an integer" if isinstance(v, _numbers.Integral) else "a float"
+        raise TypeError("%s: argument '%s' is %s (%r), which self's dtype %s cannot hold in place (as torch: the "
+                        "result type must convert to self's)" % (name, what, kind, v, dt.name))
+
+
+def _is_int_scalar_tensor(i):
+    """A 0-d int tensor: an index that acts as a Python int (as torch)."""
+    return isinstance(i, Tensor) and i.ndim == 0 and not i.is_nested and i.dtype in (int32, int64)
+
+
+def _index_entry(i):
+    """One entry of an index: a list or numpy array becomes a tensor index
+    (ints -> int64, bools -> a bool mask), as torch reads them."""
+    if isinstance(i, list) or (type(i).__module__ == "numpy" and hasattr(i, "dtype") and getattr(i, "ndim", 0) > 0):
+        import numpy as np
+
+        arr = np.asarray(i)
+        if arr.size == 0:
+            arr = arr.astype(np.int64)
+        if arr.dtype.kind == "b":
+            return tensor(arr.astype(np.bool_))
+        if arr.dtype.kind in "iu":
+            return tensor(arr.astype(np.int64))
+        raise IndexError("jag: an index list or array must hold ints or bools, got dtype %s" % arr.dtype)
+    return i
+
+
+def _mask_positions(mask):
+    """The row-major positions of the true elements of a bool tensor, as a
+    1-D int64 tensor (torch's nonzero order)."""
+    import numpy as np
+
+    return tensor(np.flatnonzero(mask.numpy()).astype(np.int64))
+
+
+def _advanced_index(x, dim, index):
+    """x indexed at dim by one tensor: (result, number of result dims that
+    replace the indexed ones)."""
+    import numpy as np
+
+    if index.dtype is bool and (x.is_nested or index.is_nested):
+        raise IndexError("jag: a bool mask index of a nested tensor is not supported; use jag.where(mask, x, "
+                         "other), or index x.values() with a mask over the values")
+    if index.is_nested:
+        raise IndexError("jag: a nested tensor cannot be used as an index")
+    if index.dtype is bool:
+        n = index.ndim
+        if n == 0:  # x[True]: a new dim of size 1; x[False]: of size 0 (torch)
+            out = _op("unsqueeze", x, dim)
+            return (out if index.item() else out._narrow(dim, 0, 0)), 1
+        sizes = tuple(x._sizes)
+        if tuple(index._sizes) != sizes[dim:dim + n]:
+            raise IndexError("the shape of the mask %s does not match the shape %s of the indexed tensor at %s"
+                             % (tuple(index._sizes), sizes[dim:dim + n],
+                                "dim %d" % dim if n == 1 else "dims %d..%d" % (dim, dim + n - 1)))
+        if n != 1:
+            x = x.reshape(*(sizes[:dim] + (-1,) + sizes[dim + n:]))
+        return _op("index_select", x, dim, _mask_positions(index)), 1
+    if index.dtype not in (int32, int64):
+        raise IndexError("tensors used as indices must be int32, int64 or bool tensors, got %s" % index.dtype.name)
+    size = x._sizes[dim]
+    if size < 0:
+        raise IndexError("jag: indexing a ragged dim with a tensor is not supported")
+    arr = index.numpy()
+    if arr.size:
+        lo, hi = _builtins.int(arr.min()), _builtins.int(arr.max())
+        bad = lo if lo < -size else hi if hi >= size else None
+        if bad is not None:
+            raise IndexError("index %d is out of bounds for dim %d with size %d" % (bad, dim, size))
+        if lo < 0:  # negative values count from the end, as torch
+            index = tensor(np.where(arr < 0, arr + size, arr).astype(np.int64))
+    if index.ndim == 1:
+        return _op("index_select", x, dim, index), 1
+    if x.is_nested:
+        raise IndexError("jag: a nested tensor's components are picked by a 1-D index, got a %d-d one" % index.ndim)
+    out = _op("index_select", x, dim, index.reshape(-1))
+    s = tuple(out._sizes)
+    return out.reshape(*(s[:dim] + tuple(index._sizes) + s[dim + 1:])), index.ndim
+
+
 # ---------------------------------------------------------------------------
 # Creation
 # ---------------------------------------------------------------------------
@@ -823,8 +1146,9 @@ def from_dlpack(x, *, device=None, copy=None):
     """A jag tensor sharing the memory of ``x``: any object with
     ``__dlpack__`` (numpy arrays, torch tensors, jag tensors) or a DLPack
     capsule. No copy, except when copy=True or when the producer marks the
-    data read-only (jag tensors are writable), has negative strides or
-    misaligned data (copy=False makes those a BufferError). CPU memory
+    data read-only (a tensor over a producer's memory is writable, so a
+    read-only jag tensor, numpy array, ... is copied), has negative strides
+    or misaligned data (copy=False makes those a BufferError). CPU memory
     only."""
     if device is not None and device not in ("cpu", (1, 0)):
         raise BufferError("from_dlpack: jag tensors live on the CPU, got device=%r" % (device,))
@@ -854,7 +1178,7 @@ def frombuffer(buffer, dtype, count=-1, offset=0, requires_grad=False):
     """A 1-D tensor over the memory of a buffer-protocol object (bytearray,
     memoryview, mmap, array.array, ...), as torch.frombuffer: no copy for a
     writable buffer (the tensor keeps the buffer alive); a read-only one
-    (bytes) is copied, since jag tensors are writable."""
+    (bytes) is copied, since a tensor over borrowed memory is writable."""
     import numpy as np
 
     dt = _to_dtype(dtype)

@@ -106,7 +106,11 @@ static void capsule_dtor_legacy(PyObject *cap) { capsule_dtor(cap, NAME_LEGACY, 
 static void capsule_dtor_versioned(PyObject *cap) { capsule_dtor(cap, NAME_VERSIONED, 1); }
 
 /* _to_dlpack(tensor, versioned, copy): a capsule over the tensor's memory
- * (over a fresh copy when copy is true). */
+ * (over a fresh copy when copy is true). A read-only tensor
+ * (jag_is_read_only) goes to a versioned capsule with
+ * JAG_DLPACK_FLAG_READ_ONLY set; a legacy capsule cannot say "read-only", so
+ * there it is copied when copy is true and refused with a BufferError
+ * otherwise (as numpy does for its read-only arrays). */
 static PyObject *m_to_dlpack(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *obj;
@@ -127,6 +131,14 @@ static PyObject *m_to_dlpack(PyObject *mod, PyObject *args) {
     jag_DLDataType dt;
     if (dl_dtype_of(jag_tensor_dtype(t), &dt)) {
         PyErr_SetString(PyExc_BufferError, "__dlpack__: unsupported dtype");
+        return NULL;
+    }
+    int read_only = !copy && jag_is_read_only(t);
+    if (read_only && !versioned) {
+        PyErr_SetString(PyExc_BufferError,
+                        "__dlpack__: the tensor is read-only (mapped from a file by jag.load(mmap=True), or a nested "
+                        "tensor's offsets/lengths) and an unversioned (DLPack 0.x) consumer cannot be told so; "
+                        "ask for max_version=(1, 0), pass copy=True, or export .clone()");
         return NULL;
     }
     exported *e = calloc(1, sizeof *e);
@@ -161,7 +173,7 @@ static PyObject *m_to_dlpack(PyObject *mod, PyObject *args) {
         e->m.versioned.version.minor = JAG_DLPACK_MINOR;
         e->m.versioned.manager_ctx = e;
         e->m.versioned.deleter = deleter_versioned;
-        e->m.versioned.flags = copy ? JAG_DLPACK_FLAG_IS_COPIED : 0;
+        e->m.versioned.flags = (copy ? JAG_DLPACK_FLAG_IS_COPIED : 0) | (read_only ? JAG_DLPACK_FLAG_READ_ONLY : 0);
         e->m.versioned.dl_tensor = dl;
         cap = PyCapsule_New(&e->m.versioned, NAME_VERSIONED, capsule_dtor_versioned);
     } else {
@@ -307,8 +319,9 @@ static PyObject *m_from_dlpack(PyObject *mod, PyObject *args) {
                                                              : "misaligned for its dtype");
             return NULL;
         }
-        /* jag tensors are always writable and need aligned, non-negative
-         * strides: copy, then hand the producer's memory back at once */
+        /* a tensor over borrowed memory is writable, and jag needs aligned,
+         * non-negative strides: copy, then hand the producer's memory back
+         * at once */
         st = jag_empty(sizes, nd, dtype, &out);
         if (st) return jagpy_raise_status(st);
         if (numel > 0) {
@@ -350,6 +363,14 @@ static int getbuffer(PyObject *self, Py_buffer *view, int flags) {
     }
     if (jag_is_meta(t)) {
         PyErr_SetString(PyExc_BufferError, "a meta tensor has no data");
+        return -1;
+    }
+    int read_only = jag_is_read_only(t);
+    if (read_only && (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE) {
+        PyErr_SetString(PyExc_BufferError,
+                        "jag.Tensor: a writable buffer was requested, but the tensor is read-only (mapped from a "
+                        "file by jag.load(mmap=True), or a nested tensor's offsets/lengths); export .clone() to "
+                        "get writable memory");
         return -1;
     }
     const char *fmt;
@@ -404,7 +425,7 @@ static int getbuffer(PyObject *self, Py_buffer *view, int flags) {
     view->buf = data ? data : (void *)empty_data;
     view->obj = Py_NewRef(self);
     view->len = numel * es;
-    view->readonly = 0; /* jag tensors are writable */
+    view->readonly = read_only;
     view->itemsize = es;
     view->format = (flags & PyBUF_FORMAT) ? (char *)fmt : NULL;
     if ((flags & PyBUF_ND) == PyBUF_ND) {

@@ -85,7 +85,36 @@ class FunctionCtx:
             for pos, g in zip(self._diff_positions, grads):
                 full[pos] = g
             grads = full
-        return self._cls.backward(self, *grads)
+        r = self._cls.backward(self, *grads)
+        self._check_grads(r)
+        return r
+
+    def _check_grads(self, r):
+        """Each gradient backward returns must have its argument's shape
+        (nested or not) and dtype; the message counts arguments as apply
+        received them (torch's index). Anything else malformed is left to
+        the C layer, which refuses it too."""
+        import jag
+
+        specs = getattr(self, "_input_specs", None)
+        grads = (r,) if r is None or isinstance(r, jag.Tensor) else r
+        if specs is None or not isinstance(grads, (tuple, list)) or len(grads) != self._n_args:
+            return
+        name = self._cls.__qualname__
+        for pos, (nested, sizes, shape, dtype) in specs.items():
+            g = grads[pos]
+            if not isinstance(g, jag.Tensor) or not self.needs_input_grad[pos]:
+                continue
+            if g.is_nested != nested:
+                raise ValueError("%s.backward returned a %s gradient for argument %d of apply, which is a %s tensor "
+                                 "of shape %s" % (name, "nested" if g.is_nested else "dense", pos,
+                                                   "nested" if nested else "dense", shape))
+            if tuple(g._sizes) != sizes:
+                raise ValueError("%s.backward returned a gradient of shape %s for argument %d of apply, expected "
+                                 "its shape %s" % (name, g.shape, pos, shape))
+            if g.dtype is not dtype:
+                raise TypeError("%s.backward returned a %s gradient for argument %d of apply, expected its dtype "
+                                "%s" % (name, g.dtype.name, pos, dtype.name))
 
     def set_materialize_grads(self, value):
         """jag's engine always gives zeros to an output that received no
@@ -153,6 +182,9 @@ class Function:
         ctx._cls = cls
         ctx._n_args = len(args)
         ctx._tensor_positions = positions
+        # what each gradient must look like: (nested, sizes, shape, dtype)
+        ctx._input_specs = {i: (args[i].is_nested, tuple(args[i]._sizes), args[i].shape, args[i].dtype)
+                            for i in positions if ctx.needs_input_grad[i]}
         if ctx._non_differentiable:
             marked = [any(o is m for m in ctx._non_differentiable) for o in outs]
             diff = tuple(i for i, m in enumerate(marked) if not m)

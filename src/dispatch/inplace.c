@@ -72,7 +72,7 @@ static jag_status refuse_grad(const char *op, const char *arg, const jag_tensor 
     if (!t->grad_fn && strcmp(arg, "self") == 0)
         return jag__error(JAG_ESTATE,
                           "%s: argument 'self' is a leaf that requires grad; in-place ops on it are refused while grad "
-                          "mode is on (update it with grad mode off: jag_set_grad_enabled(false), torch.no_grad in Python)",
+                          "mode is on (update it with grad mode off: jag_set_grad_enabled(false), jag.no_grad() in Python)",
                           op);
     const char *by = jag__grad_fn_name(t);
     return jag__error(JAG_ESTATE,

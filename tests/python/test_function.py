@@ -194,6 +194,61 @@ def test_errors_in_backward():
         jag.autograd.Function.apply(x)
 
 
+def test_wrong_gradient_shape_or_dtype_is_refused():
+    """A backward whose gradient does not match its argument is an error
+    naming the Function, the argument (counted as apply received them, as
+    torch's 'returned an invalid gradient at index 2 - got [7] but expected
+    shape compatible with [2]'), the expected and the given shape or dtype;
+    no .grad is written. (torch casts a float64 gradient to the input's
+    dtype and sums a broadcast one; jag refuses both.)"""
+
+    def make(grad_for_y):
+        class Affine(jag.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, k, y):
+                return x * k + y.sum()
+
+            @staticmethod
+            def backward(ctx, g):
+                return g * 2.0, None, grad_for_y(g)
+
+        return Affine
+
+    x = jag.ones(3, requires_grad=True)
+    y = jag.ones(2, requires_grad=True)
+    cases = [
+        (ValueError, r"Affine\.backward returned a gradient of shape \(7,\) for argument 2 of apply, expected its "
+                     r"shape \(2,\)", lambda g: jag.ones(7)),
+        (ValueError, r"Affine.*shape \(2, 2\) for argument 2.*\(2,\)", lambda g: jag.ones(2, 2)),
+        (ValueError, r"Affine.*shape \(\) for argument 2.*\(2,\)", lambda g: jag.tensor(1.0)),
+        (TypeError, r"Affine\.backward returned a float64 gradient for argument 2 of apply, expected its dtype "
+                    r"float32", lambda g: jag.ones(2, dtype=jag.float64)),
+        (ValueError, r"Affine\.backward returned a nested gradient for argument 2 of apply, which is a dense",
+         lambda g: jag.nested.nested_tensor([jag.ones(1), jag.ones(1)], layout=jag.jagged)),
+    ]
+    for exc, msg, bad in cases:
+        with pytest.raises(exc, match=msg):
+            make(bad).apply(x, 2.0, y).sum().backward()
+        assert x.grad is None and y.grad is None  # nothing was accumulated
+    make(lambda g: jag.ones(2)).apply(x, 2.0, y).sum().backward()  # the right shape: accepted
+    assert x.grad.tolist() == [2.0, 2.0, 2.0] and y.grad.tolist() == [1.0, 1.0]
+
+    class NestedGrad(jag.autograd.Function):
+        @staticmethod
+        def forward(ctx, nt):
+            return nt * 1
+
+        @staticmethod
+        def backward(ctx, g):
+            return jag.ones(3, 4)  # a dense gradient for a nested argument
+
+    nt = jag.nested.nested_tensor([jag.ones(2, 4), jag.ones(1, 4)], layout=jag.jagged).requires_grad_()
+    with pytest.raises(ValueError, match=r"NestedGrad.*dense gradient for argument 0.*nested tensor of shape "
+                                         r"\(2, j\d+, 4\)"):
+        NestedGrad.apply(nt).values().sum().backward()
+    assert nt.grad is None
+
+
 def test_retain_graph_runs_backward_twice():
     x = x64(3).requires_grad_()
     y = Exp.apply(x).sum()

@@ -365,3 +365,146 @@ def test_frombuffer_shares_writable_buffers():
     assert ro.tolist() == [5]
     with pytest.raises(TypeError):
         jag.frombuffer(buf, dtype=None)
+
+
+# ---------------------------------------------------------------------------
+# Read-only tensors: every export is read-only
+# ---------------------------------------------------------------------------
+
+PyBUF_WRITABLE = 0x0001
+PyBUF_FULL_RO = 0x0100 | 0x0004 | 0x0008 | 0x0010  # INDIRECT | FORMAT | ND | STRIDES
+
+
+def get_buffer(obj, flags):
+    """PyObject_GetBuffer(obj, flags) from C, as a consumer asking for a
+    writable buffer does; returns the readonly field and releases the view.
+    The exporter's exception (BufferError, with its message) reaches us."""
+    view = ctypes.create_string_buffer(256)  # larger than a Py_buffer
+    get = ctypes.pythonapi.PyObject_GetBuffer
+    get.argtypes = [ctypes.py_object, ctypes.c_void_p, ctypes.c_int]
+    get.restype = ctypes.c_int
+    rel = ctypes.pythonapi.PyBuffer_Release
+    rel.argtypes = [ctypes.c_void_p]
+    rel.restype = None
+    get(obj, view, flags)
+    # Py_buffer: buf, obj, len, itemsize (pointer-sized each), then int readonly
+    readonly = ctypes.c_int.from_buffer(view, 4 * ctypes.sizeof(ctypes.c_void_p)).value
+    rel(view)
+    return readonly
+
+
+def dlpack_flags(cap):
+    """The flags field of a "dltensor_versioned" capsule's
+    DLManagedTensorVersioned: {version (2 x u32), manager_ctx, deleter, flags}."""
+    p = ctypes.pythonapi.PyCapsule_GetPointer
+    p.restype = ctypes.c_void_p
+    p.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    addr = p(cap, b"dltensor_versioned")
+    return ctypes.c_uint64.from_address(addr + 8 + 2 * ctypes.sizeof(ctypes.c_void_p)).value
+
+
+DLPACK_FLAG_BITMASK_READ_ONLY = 1
+DLPACK_FLAG_BITMASK_IS_COPIED = 2
+
+
+@pytest.fixture
+def mapped(tmp_path):
+    """A (3, 4) float32 tensor loaded with jag.load(mmap=True): read-only
+    (jag.h, jag_load), and the file's bytes to check nothing reached it."""
+    path = tmp_path / "ro.safetensors"
+    jag.save({"x": jag.arange(12, dtype=jag.float32).reshape(3, 4)}, path)
+    x = jag.load(path, mmap=True)["x"]
+    yield x, np.arange(12, dtype=np.float32).reshape(3, 4)
+    assert x.tolist() == np.arange(12, dtype=np.float32).reshape(3, 4).tolist()  # nothing was written
+
+
+def test_read_only_numpy_and_array_interface(mapped):
+    x, ref = mapped
+    assert x.is_read_only() and not jag.ones(2).is_read_only()
+    for t, r in ((x, ref), (x[1], ref[1]), (x.T, ref.T), (x[:, 1:3], ref[:, 1:3])):  # views too
+        for a in (t.numpy(), np.asarray(t), np.array(t, copy=False)):
+            assert not a.flags.writeable
+            np.testing.assert_array_equal(a, r)
+            with pytest.raises(ValueError, match="read-only"):
+                a[...] = 0  # numpy refuses the write
+    assert x.numpy().ctypes.data == x.numpy().ctypes.data  # still zero-copy
+    c = x.clone()
+    assert not c.is_read_only() and c.numpy().flags.writeable
+    assert np.array(x).flags.writeable  # np.array copies by default: a copy is writable
+    assert jag.ones(3).numpy().flags.writeable  # writable tensors are unchanged
+
+
+def test_read_only_buffer_protocol(mapped):
+    x, ref = mapped
+    m = memoryview(x)
+    assert m.readonly and m.tolist() == ref.tolist()
+    with pytest.raises(TypeError):
+        m[0, 0] = 1.0  # a read-only memoryview refuses the write
+    with pytest.raises(BufferError, match=r"writable buffer was requested.*read-only.*clone\(\)"):
+        get_buffer(x, PyBUF_WRITABLE)
+    with pytest.raises(BufferError, match="read-only"):
+        get_buffer(x[1:], PyBUF_FULL_RO | PyBUF_WRITABLE)
+    assert get_buffer(x, PyBUF_FULL_RO) == 1
+    assert get_buffer(jag.ones(3), PyBUF_FULL_RO | PyBUF_WRITABLE) == 0  # writable tensors: as before
+    fb = np.frombuffer(x, dtype=np.float32)  # numpy asks for writable, then falls back to read-only
+    assert not fb.flags.writeable and fb.tolist() == ref.reshape(-1).tolist()
+
+
+def test_read_only_dlpack_versioned(mapped):
+    x, ref = mapped
+    cap = x.__dlpack__(max_version=(1, 0))
+    assert capsule_name(cap) == "dltensor_versioned"
+    assert dlpack_flags(cap) == DLPACK_FLAG_BITMASK_READ_ONLY
+    with pytest.raises(BufferError, match="read-only"):
+        jag.from_dlpack(cap, copy=False)  # jag's importer sees the flag
+    del cap
+    a = np.from_dlpack(x)  # numpy >= 2.1 asks for a versioned capsule and honours the flag
+    assert not a.flags.writeable and a.ctypes.data == x.numpy().ctypes.data
+    np.testing.assert_array_equal(a, ref)
+    y = jag.from_dlpack(x)  # a copy: a tensor over borrowed memory would be writable
+    assert not y.is_read_only() and not y._shares_storage(x)
+    y[0, 0] = 100.0
+    assert x[0, 0].item() == 0.0
+    copied = x.__dlpack__(max_version=(1, 0), copy=True)  # a copy is writable: no read-only flag
+    assert dlpack_flags(copied) == DLPACK_FLAG_BITMASK_IS_COPIED
+    assert dlpack_flags(jag.ones(2).__dlpack__(max_version=(1, 0))) == 0
+
+
+def test_read_only_dlpack_legacy(mapped):
+    x, ref = mapped
+    # DLPack 0.x cannot say "read-only": refused (as numpy refuses its
+    # read-only arrays there) unless copy=True
+    for kwargs in ({}, {"max_version": None}, {"max_version": (0, 8)}, {"copy": False}):
+        with pytest.raises(BufferError, match=r"read-only.*max_version=\(1, 0\).*copy=True.*clone\(\)"):
+            x.__dlpack__(**kwargs)
+    cap = x.__dlpack__(copy=True)
+    assert capsule_name(cap) == "dltensor"
+    c = jag.from_dlpack(cap, copy=False)  # the legacy capsule of the copy: writable, zero-copy import
+    assert c.tolist() == ref.tolist() and not c._shares_storage(x)
+    c[0, 0] = 5.0
+    assert x[0, 0].item() == 0.0
+
+
+def test_nested_offsets_and_lengths_export_read_only():
+    nt = jag.nested.nested_tensor([jag.ones(2, 3), jag.ones(0, 3), jag.ones(4, 3)], layout=jag.jagged)
+    off = nt.offsets()
+    assert off.is_read_only() and off.tolist() == [0, 2, 2, 6]
+    a = off.numpy()
+    assert not a.flags.writeable
+    assert memoryview(off).readonly
+    assert not np.from_dlpack(off).flags.writeable
+    with pytest.raises(BufferError, match="read-only"):
+        get_buffer(off, PyBUF_WRITABLE)
+    with pytest.raises(BufferError, match="read-only"):
+        off.__dlpack__()
+    with pytest.raises(ValueError, match="read-only"):
+        off.copy_(jag.tensor([0, 1, 2, 3]))
+    with pytest.raises(ValueError, match="read-only"):
+        off[1] = 0
+    assert nt.offsets().tolist() == [0, 2, 2, 6]
+    assert [c.shape[0] for c in nt.unbind()] == [2, 0, 4]
+    assert off.clone().numpy().flags.writeable
+    holes = jag.nested.nested_tensor_from_jagged(jag.ones(5, 2), offsets=[0, 2, 5], lengths=[1, 3])
+    ln = holes.lengths()
+    assert ln.is_read_only() and not ln.numpy().flags.writeable and ln.tolist() == [1, 3]
+    assert not nt.values().is_read_only() and nt.values().numpy().flags.writeable

@@ -153,6 +153,135 @@ def test_index_errors():
         t["a"]
 
 
+# Tensor (advanced) indexing: one tensor index, torch's semantics. numpy is
+# the reference below; where the two differ (ints beside a tensor index:
+# torch selects their dims first) the reference spells torch's order.
+
+def _tensor_index_cases(a):
+    m = a > 20  # (3, 4, 5)
+    i = np.array([2, 0, -1, 1])
+    return [
+        (m, m),  # x[x > 20]: 1-D, row-major
+        (m[:, :, 0], m[:, :, 0]),  # a mask over the leading dims keeps the rest
+        (m[:, 0, 0], m[:, 0, 0]),
+        ((slice(None), m[0]), (slice(None), m[0])),  # after a slice
+        ((0, m[0]), (0, m[0])),
+        ((Ellipsis, m[0, 0]), (Ellipsis, m[0, 0])),
+        (np.zeros((3, 4, 5), bool), np.zeros((3, 4, 5), bool)),  # nothing selected: shape (0,)
+        (i[:3], i[:3]),  # an int index: index_select, negative values from the end
+        ((slice(None), i), (slice(None), i)),
+        ((Ellipsis, i), (Ellipsis, i)),
+        ((0, i), (0, i)),
+        # torch selects the ints' dims first: x[1, :, i] is x[1][:, i], (4, 4)
+        # with the index's dim last (numpy would put it first)
+        ((1, slice(None), i[:2]), lambda a: a[1][:, i[:2]]),
+        ((1, None, i[:2]), lambda a: a[1][None][:, i[:2]]),  # torch: (1, 2, 5); numpy (2, 1, 5)
+        ((1, Ellipsis, i[:2]), lambda a: a[1][..., i[:2]]),
+        ((i[:2], slice(None), 1), (i[:2], slice(None), 1)),
+        ((slice(1, 3), i, 2), (slice(1, 3), i, 2)),
+        ((None, i[:2]), (None, i[:2])),
+        (np.array([[0, 1], [2, 2]]), np.array([[0, 1], [2, 2]])),  # an n-d index puts its shape there
+        ((slice(None), np.array([[0, 1], [3, 3]])), (slice(None), np.array([[0, 1], [3, 3]]))),
+        (np.array([], dtype=np.int64), np.array([], dtype=np.int64)),
+    ]
+
+
+@pytest.mark.parametrize("as_list", [False, True])
+def test_tensor_index_matches_numpy(as_list):
+    a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    t = jag.tensor(a)
+    for jidx, nidx in _tensor_index_cases(a):
+        conv = (lambda v: v.tolist()) if as_list else jag.tensor  # lists index as torch reads them
+        jt = tuple(conv(v) if isinstance(v, np.ndarray) else v for v in (jidx if isinstance(jidx, tuple) else (jidx,)))
+        r = t[jt]
+        want = nidx(a) if callable(nidx) else a[nidx]
+        assert r.shape == want.shape, (nidx, r.shape, want.shape)
+        np.testing.assert_array_equal(r.numpy(), want)
+        assert not r._shares_storage(t) or r.numel() == 0 or r.shape == ()  # a copy, as torch
+    np.testing.assert_array_equal(t[jag.tensor(np.array([2, 0], np.int32))].numpy(), a[[2, 0]])  # int32 too
+    np.testing.assert_array_equal(t[np.array([1, 0])].numpy(), a[[1, 0]])  # a numpy index array
+    # a 0-d bool tensor adds a dim of size 1 or 0, as torch
+    assert t[jag.tensor(True)].shape == (1, 3, 4, 5) and t[jag.tensor(False)].shape == (0, 3, 4, 5)
+    # a 0-d int tensor acts as an int (a view)
+    assert t[jag.tensor(1)]._shares_storage(t) and t[jag.tensor(1)].tolist() == a[1].tolist()
+    x = jag.tensor([[1.0, 5.0], [3.0, 0.5]])
+    assert x[x > 2].tolist() == [5.0, 3.0]  # torch: tensor([5., 3.])
+
+
+def test_tensor_index_is_differentiable():
+    a = np.arange(12, dtype=np.float64).reshape(3, 4) - 5
+    x = jag.tensor(a, requires_grad=True)
+    y = x[x > 0]
+    assert y.requires_grad
+    (y * y).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.where(a > 0, 2 * a, 0))
+    x2 = jag.tensor(a, requires_grad=True)
+    idx = np.array([0, 0, 2, -1])
+    (x2[:, jag.tensor(idx)] * jag.tensor([1.0, 2.0, 3.0, 4.0], dtype=jag.float64)).sum().backward()
+    want = np.zeros_like(a)
+    np.add.at(want, (slice(None), idx), np.array([1.0, 2.0, 3.0, 4.0]))  # repeats add up
+    np.testing.assert_allclose(x2.grad.numpy(), want)
+
+
+def test_tensor_index_on_nested_picks_components():
+    comps = [np.full((2, 3), 1.0, np.float32), np.full((1, 3), 2.0, np.float32), np.full((4, 3), 3.0, np.float32)]
+    nt = jag.nested.nested_tensor([jag.tensor(c) for c in comps], layout=jag.jagged)
+    for idx in ([2, 0], [-1, 1, 1]):
+        r = nt[jag.tensor(idx)]
+        assert r.is_nested and len(r.unbind()) == len(idx)
+        for got, k in zip(r.unbind(), idx):
+            np.testing.assert_array_equal(got.numpy(), comps[k])
+    with pytest.raises(IndexError, match="nested"):
+        nt[nt > 1]
+    with pytest.raises(IndexError, match="out of bounds"):
+        nt[jag.tensor([3])]
+
+
+def test_tensor_index_errors():
+    t = jag.zeros(3, 4)
+    with pytest.raises(IndexError, match="int32, int64 or bool"):
+        t[jag.tensor([1.0])]
+    with pytest.raises(IndexError, match="index 3 is out of bounds for dim 0 with size 3"):
+        t[jag.tensor([0, 3])]
+    with pytest.raises(IndexError, match="index -5 is out of bounds for dim 1 with size 4"):
+        t[:, jag.tensor([-5])]
+    with pytest.raises(IndexError, match=r"mask \(3,\) does not match the shape \(4,\).*dim 1"):
+        t[:, jag.tensor([True, False, True])]
+    with pytest.raises(IndexError, match="only one tensor"):
+        t[jag.tensor([0]), jag.tensor([1])]
+    with pytest.raises(IndexError, match="ints or bools"):
+        t[[0.5, 1.0]]
+    with pytest.raises(IndexError, match="too many indices"):
+        t[jag.ones(3, 4, 1, dtype=jag.bool)]
+
+
+def test_setitem_with_tensor_index_matches_numpy():
+    a = np.arange(60, dtype=np.float32).reshape(3, 4, 5)
+    t = jag.tensor(a)
+    ptr = t.numpy().ctypes.data
+    a[a > 30] = 0
+    t[t > 30] = 0
+    a[[0, 2]] = np.arange(5, dtype=np.float32)  # broadcast to the picked rows
+    t[jag.tensor([0, 2])] = jag.arange(5, dtype=jag.float32)
+    a[1, :, [0, -1]] = -7
+    t[1, :, jag.tensor([0, -1])] = -7
+    mask = a < 5
+    a[mask] = np.arange(mask.sum())
+    t[jag.tensor(mask)] = jag.arange(int(mask.sum()), dtype=jag.float32)
+    a[:, a[0, :, 0] > 3] = 9.5
+    t[:, jag.tensor(a[0, :, 0] > 3)] = 9.5
+    np.testing.assert_array_equal(t.numpy(), a)
+    assert t.numpy().ctypes.data == ptr  # in place
+    v = t.T  # a strided view is written in place too
+    b = a.T.copy()
+    b[b > 40] = 1
+    v[v > 40] = 1
+    np.testing.assert_array_equal(t.numpy(), b.T)
+    with pytest.raises(ValueError, match="does not broadcast"):
+        t[jag.tensor([0, 1])] = jag.ones(3)
+    np.testing.assert_array_equal(t.numpy(), b.T)  # a failed assignment changes nothing
+
+
 def test_views_and_reshape():
     a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
     t = jag.tensor(a)
