@@ -371,8 +371,7 @@ static void train(const corpus *c, run_mode mode, long steps, long batch) {
         double l;
         TRY(jag_item(loss, &l));
         TRY(jag_backward(loss, NULL, false));
-        if (mode == RUN_CHILD_COMPILED) jag_release(loss); /* a program's outputs belong to no scope */
-        TRY(jag_scope_end());
+        TRY(jag_scope_end()); /* the loss too, compiled or not: the scope's */
         adam_step(&m, 3e-3);
         tokens += (double)bd.total;
         batch_free(&bd);

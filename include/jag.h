@@ -219,8 +219,10 @@ jag_status jag_generator_new(uint64_t seed, jag_generator **out);
 void jag_generator_free(jag_generator *g);
 /* Uniform in [low, high) and normal(mean, std) float tensors. `g` may be NULL
  * for the thread's default generator (seeded by jag_manual_seed, default 0).
- * Errors: as jag_empty, plus JAG_EDTYPE for a non-float dtype and JAG_EINVAL
- * for high < low or std < 0. */
+ * Errors: as jag_empty, plus JAG_EDTYPE for a non-float dtype, JAG_EINVAL
+ * for high < low or std < 0, and JAG_ENOTIMPL inside a traced function (a
+ * program would repeat the same numbers on every run: pass them as an input;
+ * the generator does not advance). */
 jag_status jag_rand_uniform(const int64_t *sizes, int ndim, double low, double high,
                             jag_dtype dtype, jag_generator *g, jag_tensor **out);
 jag_status jag_rand_normal(const int64_t *sizes, int ndim, double mean, double std,
@@ -822,7 +824,8 @@ int64_t jag_nested_ragged_id(const jag_tensor *nt);
 int jag_nested_ragged_idx(const jag_tensor *nt);
 
 /* Tensors shaped like x (dense or nested; nested results share x's offsets).
- * rand/randn use `g` (NULL: the thread's default generator). */
+ * rand/randn use `g` (NULL: the thread's default generator); inside a
+ * traced function they fail with JAG_ENOTIMPL, as jag_rand_uniform. */
 jag_status jag_empty_like(const jag_tensor *x, jag_tensor **out);
 jag_status jag_zeros_like(const jag_tensor *x, jag_tensor **out);
 jag_status jag_ones_like(const jag_tensor *x, jag_tensor **out);
@@ -1035,9 +1038,13 @@ typedef struct jag_compiled jag_compiled;
  * n_outputs new references into outputs; return JAG_OK or an error. While
  * tracing, inputs are proxies: call jag ops on them (and jag_function_apply,
  * custom ops, subclass constructors); reading data (jag_data, jag_item) is
- * not possible. Tensors with data that the function uses without getting
- * them as inputs are captured as constants (held by the trace; they get no
- * gradient: pass parameters as inputs). */
+ * not possible, nor are random numbers (JAG_ENOTIMPL). Tensors with data
+ * that the function uses without getting them as inputs are captured as
+ * constants (held by the trace; they get no gradient: pass parameters as
+ * inputs). The function runs as code at the top level with no scope open,
+ * whatever scopes its caller has open: what its ops make is its own, to
+ * release by hand or through scopes it opens and closes itself; it cannot
+ * close a scope of its caller's. */
 typedef jag_status (*jag_traced_fn)(void *ctx, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs,
                                     int n_outputs);
 
@@ -1046,9 +1053,10 @@ typedef jag_status (*jag_traced_fn)(void *ctx, jag_tensor *const *inputs, int n_
  * and compiled autograd follow). names (may be NULL, or NULL entries) names
  * the inputs in the printed trace. *out receives a new trace (free with
  * jag_trace_free). Errors: JAG_EINVAL (NULL arguments, counts outside 0..64
- * inputs / 1..64 outputs), JAG_ESTATE (already tracing on this thread),
- * JAG_ENOTIMPL (the function does something the tracer cannot record: the
- * message says what), or whatever fn returns. */
+ * inputs / 1..64 outputs), JAG_ESTATE (already tracing on this thread; fn
+ * returned with a scope of its own still open), JAG_ENOTIMPL (the function
+ * does something the tracer cannot record: the message says what), or
+ * whatever fn returns. */
 jag_status jag_trace_function(jag_traced_fn fn, void *ctx, jag_tensor *const *inputs, int n_inputs,
                               const char *const *names, int n_outputs, jag_trace **out);
 /* Free a trace (NULL is ignored). */
@@ -1095,7 +1103,8 @@ jag_status jag_trace_grad(const jag_trace *t, jag_trace **out);
  * runs with grad mode on and inputs that require grad. Errors: as the passes. */
 jag_status jag_trace_compile(const jag_trace *t, unsigned passes, jag_program **out);
 /* Run p on inputs[0..n_inputs) (borrowed) and write its n_outputs outputs
- * (new references) to outputs. Inputs are checked first: JAG_EINVAL with a
+ * (new references, recorded in an open scope as every new tensor is) to
+ * outputs. Inputs are checked first: JAG_EINVAL with a
  * message naming the input, what was expected and what came when the count,
  * a subclass or layout, or an inner tensor does not fit; JAG_EDTYPE for a
  * dtype; JAG_ESHAPE for a rank (or a size, for a program with fixed sizes);

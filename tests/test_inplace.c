@@ -232,6 +232,39 @@ static void test_custom_function_checks(void) {
     jag_release(x), jag_release(y), jag_release(s);
 }
 
+/* A compiled program keeps what its backward reads (here x, for w's
+ * gradient): writing x after the forward pass is refused at backward. */
+static jag_status mul_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *p = NULL;
+    jag_status st = jag_mul(in[0], in[1], &p);
+    if (!st) st = jag_sum(p, NULL, 0, false, &out[0]);
+    jag_release(p);
+    return st;
+}
+
+static void test_version_counter_compiled_program(void) {
+    TEST_BEGIN();
+    const double xv[3] = {1, 2, 3}, wv[3] = {4, 5, 6};
+    jag_tensor *x = vec(xv, 3, JAG_FLOAT32), *w = vec(wv, 3, JAG_FLOAT32), *s = NULL, *g = NULL;
+    CHECK_OK(jag_set_requires_grad(w, true));
+    jag_compiled *c = NULL;
+    CHECK_OK(jag_compile(mul_fn, NULL, 1, JAG_PASSES_ALL, &c));
+    jag_tensor *in[2] = {x, w};
+    CHECK_OK(jag_compiled_call(c, in, 2, &s, 1));
+    CHECK_OK(jag_backward(s, NULL, false)); /* unchanged: d/dw = x */
+    CHECK_OK(jag_get_grad(w, &g));
+    for (int i = 0; i < 3; i++) CHECK(t_get(g, i) == xv[i]);
+    jag_release(g), jag_release(s);
+    jag_zero_grad(w);
+    CHECK_OK(jag_compiled_call(c, in, 2, &s, 1));
+    CHECK_OK(jag_mul_scalar_(x, 10));
+    CHECK_ERR(jag_backward(s, NULL, false), JAG_ESTATE, "the compiled program saved for its gradient (float32 [3]) was modified");
+    CHECK(jag_get_grad(w, &g) == JAG_OK && g == NULL);
+    jag_release(s), jag_release(x), jag_release(w);
+    jag_compiled_free(c);
+}
+
 /* Nested in-place ops write the packed values: checked per component
  * against the dense op on each component. */
 static void test_nested_inplace(void) {
@@ -372,5 +405,5 @@ static void test_released_handles(void) {
 
 TEST_MAIN(test_inplace_values, test_inplace_refusals, test_inplace_overlapping_operand, test_inplace_and_grad_mode,
           test_version_counter_refuses_stale_gradient, test_version_counter_shapes_only_ops,
-          test_custom_function_checks, test_nested_inplace, test_nested_offsets_read_only,
+          test_custom_function_checks, test_version_counter_compiled_program, test_nested_inplace, test_nested_offsets_read_only,
           test_nested_lent_offsets_copied, test_released_handles)

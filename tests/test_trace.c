@@ -1276,7 +1276,8 @@ static void test_trace_inside_scope(void) {
         jag_tensor *x = make_jagged((int64_t[]){2, 3 + i}, 2, 2, JAG_FLOAT32, 62 + (uint64_t)i), *got = NULL, *want = NULL;
         jag_tensor *in[2] = {x, w};
         CHECK_OK(jag_scope_begin());
-        CHECK_OK(jag_compiled_call(c, in, 2, &got, 1)); /* a program's outputs belong to no scope */
+        CHECK_OK(jag_compiled_call(c, in, 2, &got, 1)); /* recorded in the scope, as every new tensor */
+        CHECK(jag_scope_keep(got) == got);              /* and kept past it: ours to release */
         CHECK_OK(scoped_fn(NULL, in, 2, &want, 1));
         CHECK_OK(jag_scope_end());
         CHECK(got && want && nested_close(got, want, 1e-6, 1e-6)); /* (its helpers release by hand: no scope) */

@@ -305,7 +305,8 @@ static PyObject *Tensor_get_array_interface(TensorObject *self, void *c) {
     void *data = jag_data(t);
     if (!data) {
         if (jag_numel(t) != 0 || jag_is_meta(t)) {
-            PyErr_SetString(PyExc_TypeError, "a meta tensor has no data to convert");
+            PyErr_SetString(PyExc_TypeError, "a meta tensor has no data to convert (inside jag.trace or jag.compile tensors are "
+                                             "proxies without data: pass the value as an input, or compute it outside the function)");
             return NULL;
         }
     }

@@ -125,7 +125,9 @@ static PyObject *m_to_dlpack(PyObject *mod, PyObject *args) {
         return NULL;
     }
     if (jag_is_meta(t)) {
-        PyErr_SetString(PyExc_BufferError, "__dlpack__: a meta tensor has no data to export");
+        PyErr_SetString(PyExc_BufferError, "__dlpack__: a meta tensor has no data to export (inside jag.trace or jag.compile "
+                                           "tensors are proxies without data: pass the value as an input, or compute it outside "
+                                           "the function)");
         return NULL;
     }
     jag_DLDataType dt;
@@ -362,7 +364,8 @@ static int getbuffer(PyObject *self, Py_buffer *view, int flags) {
         return -1;
     }
     if (jag_is_meta(t)) {
-        PyErr_SetString(PyExc_BufferError, "a meta tensor has no data");
+        PyErr_SetString(PyExc_BufferError, "a meta tensor has no data (inside jag.trace or jag.compile tensors are proxies "
+                                           "without data: pass the value as an input, or compute it outside the function)");
         return -1;
     }
     int read_only = jag_is_read_only(t);

@@ -225,6 +225,17 @@ void jag__enter(void);
 /* Decrement the depth; on success at depth 0 record outs[0..n) in the open
  * scope. Returns `status`. */
 jag_status jag__leave(jag_status status, jag_tensor **outs, int n);
+/* The traced function runs as code at the top level with no scope open: its
+ * ops record in its own scopes, never in the caller's. isolate saves the
+ * caller's scope floor and API depth and starts the function's frame;
+ * open_in_frame counts the scopes the function opened and has not closed;
+ * restore returns to the caller's (none of the function's may be open). */
+void jag__scope_isolate(size_t *saved_floor, int *saved_depth);
+int jag__scope_open_in_frame(void);
+void jag__scope_restore(size_t saved_floor, int saved_depth);
+/* The thread's trace recorder (src/trace/trace.c; NULL when none). Core
+ * code reads it only to say why a proxy has no data. */
+extern _Thread_local void *jag__trace_current;
 
 /* ---- element access ----------------------------------------------------- */
 

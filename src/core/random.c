@@ -7,6 +7,7 @@
  * generator is a few dozen lines, and a dependency would not make it more
  * reproducible. */
 #include "internal.h"
+#include "../dispatch/dispatch.h"
 
 #include <math.h>
 
@@ -114,6 +115,11 @@ typedef enum { DIST_UNIFORM, DIST_NORMAL } dist;
 static jag_status draw(const char *op, const int64_t *sizes, int ndim, double a, double b, jag_dtype dtype,
                        jag_generator *g, dist kind, jag_tensor **out) {
     if (!out) return jag__error(JAG_EINVAL, "%s: argument 'out' is NULL", op);
+    /* a traced program would hold these numbers as a constant and give the
+     * same ones on every run */
+    if (jag__trace_current)
+        return jag__error(JAG_ENOTIMPL, "%s: random numbers inside a traced function are refused (the program would repeat the same numbers on every run); draw them outside and pass them as an input",
+                          op);
     if (!jag_dtype_is_floating(dtype))
         return jag__error(JAG_EDTYPE, "%s: argument 'dtype' is %s, expected float32 or float64", op, jag_dtype_name(dtype));
     if (!isfinite(a) || !isfinite(b))

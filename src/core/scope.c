@@ -6,9 +6,11 @@ typedef struct scope {
     size_t n, cap;
 } scope;
 
-/* Each thread has its own stack of scopes and its own API depth. */
+/* Each thread has its own stack of scopes and its own API depth. Scopes
+ * below `floor` belong to a caller that is tracing a function: the function
+ * runs as code at the top level with no scope open (jag__scope_isolate). */
 static _Thread_local scope *scopes;
-static _Thread_local size_t n_scopes, cap_scopes;
+static _Thread_local size_t n_scopes, cap_scopes, floor_scopes;
 static _Thread_local int api_depth;
 
 void jag__enter(void) { api_depth++; }
@@ -28,7 +30,7 @@ static bool scope_push(scope *s, jag_tensor *t) {
 jag_status jag__leave(jag_status status, jag_tensor **outs, int n) {
     JAG_ASSERT(api_depth > 0);
     api_depth--;
-    if (status != JAG_OK || api_depth != 0 || n_scopes == 0) return status;
+    if (status != JAG_OK || api_depth != 0 || n_scopes == floor_scopes) return status;
     scope *s = &scopes[n_scopes - 1];
     for (int i = 0; i < n; i++) {
         if (!outs[i]) continue;
@@ -58,12 +60,12 @@ jag_status jag_scope_begin(void) {
 }
 
 jag_tensor *jag_scope_keep(jag_tensor *t) {
-    if (!t || n_scopes == 0) return t;
+    if (!t || n_scopes == floor_scopes) return t;
     scope *s = &scopes[n_scopes - 1];
     for (size_t i = s->n; i-- > 0;) {
         if (s->items[i] != t) continue;
         s->items[i] = s->items[--s->n];
-        if (n_scopes >= 2 && !scope_push(&scopes[n_scopes - 2], t)) {
+        if (n_scopes - 1 > floor_scopes && !scope_push(&scopes[n_scopes - 2], t)) {
             /* Could not record in the parent: hand it to the caller instead,
              * which is what keep promises at the outermost level anyway. */
         }
@@ -73,7 +75,11 @@ jag_tensor *jag_scope_keep(jag_tensor *t) {
 }
 
 jag_status jag_scope_end(void) {
-    if (n_scopes == 0) return jag__error(JAG_ESTATE, "jag_scope_end: no scope is open");
+    if (n_scopes == floor_scopes) {
+        if (n_scopes > 0)
+            return jag__error(JAG_ESTATE, "jag_scope_end: no scope is open in the traced function (the caller's scopes are the caller's to close)");
+        return jag__error(JAG_ESTATE, "jag_scope_end: no scope is open");
+    }
     scope *s = &scopes[--n_scopes];
     for (size_t i = 0; i < s->n; i++) jag_release(s->items[i]);
     free(s->items);
@@ -83,4 +89,32 @@ jag_status jag_scope_end(void) {
         cap_scopes = 0;
     }
     return JAG_OK;
+}
+
+/* ---- isolation for traced functions ---------------------------------------- */
+
+/* A traced function runs as code at the top level with no scope open: its
+ * ops record in its own scopes, never in the caller's (whose scope would
+ * otherwise release the function's tensors a second time), whatever the
+ * caller's API depth. jag__scope_isolate saves the caller's floor and depth
+ * and starts a frame; jag__scope_open_in_frame counts the scopes the function
+ * opened and left open; jag__scope_restore (with none left open) returns to
+ * the caller's. Declared for the tracer in src/trace/trace.h. */
+void jag__scope_isolate(size_t *saved_floor, int *saved_depth);
+int jag__scope_open_in_frame(void);
+void jag__scope_restore(size_t saved_floor, int saved_depth);
+
+void jag__scope_isolate(size_t *saved_floor, int *saved_depth) {
+    *saved_floor = floor_scopes;
+    *saved_depth = api_depth;
+    floor_scopes = n_scopes;
+    api_depth = 0;
+}
+
+int jag__scope_open_in_frame(void) { return (int)(n_scopes - floor_scopes); }
+
+void jag__scope_restore(size_t saved_floor, int saved_depth) {
+    JAG_ASSERT(n_scopes == floor_scopes && api_depth == 0);
+    floor_scopes = saved_floor;
+    api_depth = saved_depth;
 }

@@ -259,6 +259,8 @@ jag_status jag_item_at(const jag_tensor *t, const int64_t *index, double *value)
         return jag__error(JAG_EINVAL, "jag_item_at: arguments 't', 'index' (for ndim > 0) and 'value' must not be NULL");
     jag_status st = jag__require_plain("jag_item_at", "t", t);
     if (st) return st;
+    if (jag__is_meta(t) && jag__trace_current) /* a proxy of the function being traced */
+        return jag__error(JAG_ENOTIMPL, "jag_item_at: argument 't' has no data: a tensor's data cannot be read while a function is being traced (jag_trace_function, jag_compile; jag.trace, jag.compile in Python); pass the value as an input, or compute it outside the traced function");
     if (jag__is_meta(t)) return jag__error(JAG_EINVAL, "jag_item_at: argument 't' has no data (a meta tensor)");
     int64_t off = 0;
     for (int d = 0; d < t->ndim; d++) {

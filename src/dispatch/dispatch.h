@@ -139,9 +139,9 @@ jag_status jag__subclass_wrap_unchecked(const jag_subclass *cls, void *state, ja
  * jag__enter/jag__leave (jag__call does both). */
 jag_status jag__dispatch(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);
 /* The TRACE key (src/trace/trace.c): while a thread records a trace, every
- * dispatched op goes to the recorder first. jag__trace_current is that
- * thread's recorder (NULL when none: one load on the hot path). */
-extern _Thread_local void *jag__trace_current;
+ * dispatched op goes to the recorder first. jag__trace_current (declared
+ * in internal.h) is that thread's recorder (NULL when none: one load on the
+ * hot path). */
 bool jag__tracing(void);      /* recording, and not inside a symbol */
 bool jag__tracing_any(void);  /* a recorder is open on this thread */
 jag_status jag__trace_dispatch(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);

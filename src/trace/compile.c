@@ -106,8 +106,8 @@ static jag_status add_program(jag_compiled *c, jag_tensor *const *inputs, int n,
     return JAG_OK;
 }
 
-jag_status jag_compiled_call(jag_compiled *c, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs,
-                             int n_outputs) {
+static jag_status compiled_call(jag_compiled *c, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs,
+                                int n_outputs) {
     if (!c || !outputs || (n_inputs > 0 && !inputs))
         return jag__error(JAG_EINVAL, "jag_compiled_call: arguments 'c', 'inputs' and 'outputs' must not be NULL");
     for (int i = 0; i < n_inputs; i++)
@@ -135,6 +135,16 @@ jag_status jag_compiled_call(jag_compiled *c, jag_tensor *const *inputs, int n_i
         }
     }
     return jag_program_run(e->program, inputs, n_inputs, outputs, n_outputs);
+}
+
+/* The public entry: the outputs are recorded in the caller's open scope, as
+ * every new tensor is; nothing made while tracing and compiling is (the
+ * traced function runs with no scope of the caller's open, see trace.c). */
+jag_status jag_compiled_call(jag_compiled *c, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs,
+                             int n_outputs) {
+    jag__enter();
+    jag_status st = compiled_call(c, inputs, n_inputs, outputs, n_outputs);
+    return jag__leave(st, outputs, st == JAG_OK ? n_outputs : 0);
 }
 
 int jag_compiled_num_programs(const jag_compiled *c) { return c ? c->n : 0; }

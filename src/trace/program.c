@@ -664,6 +664,7 @@ const jag_trace *jag_program_backward_trace(const jag_program *p) { return p && 
 typedef struct {
     jag_exec *bwd;
     jag_tensor **saved;
+    int64_t *saved_versions; /* their versions after the forward pass */
     int n_saved;
     int n_cot, cot_of[64], n_grads, grad_of[64], n_inputs;
 } run_state;
@@ -672,6 +673,7 @@ static void free_run_state(void *p) {
     run_state *r = p;
     for (int i = 0; i < r->n_saved; i++) jag_release(r->saved[i]);
     free(r->saved);
+    free(r->saved_versions);
     jag__exec_release(r->bwd);
     free(r);
 }
@@ -680,6 +682,20 @@ static jag_status run_backward(void *state, jag_tensor *const *grad_outputs, int
                                int n_in) {
     (void)n_out;
     run_state *r = state;
+    /* what the forward pass saved (inputs among them) must be unchanged */
+    for (int i = 0; i < r->n_saved; i++) {
+        int64_t now = jag__tensor_version(r->saved[i]);
+        if (now != r->saved_versions[i]) {
+            char s[JAG_SHAPE_BUF];
+            const jag_tensor *t = r->saved[i];
+            return jag__error(JAG_ESTATE,
+                              "jag_backward: tensor %d that the compiled program saved for its gradient (%s %s) was "
+                              "modified by an in-place op after the forward pass (its version was %lld, now %lld); "
+                              "change it after backward, or pass a clone",
+                              i, jag_dtype_name(t->dtype), jag__shape_str(t->sizes, t->ndim, s, sizeof s),
+                              (long long)r->saved_versions[i], (long long)now);
+        }
+    }
     int n = r->n_saved + r->n_cot;
     jag_tensor **in = malloc((size_t)(n ? n : 1) * sizeof *in), *g[64] = {0};
     if (!in) return jag__error(JAG_ENOMEM, "compiled backward: out of memory");
@@ -736,17 +752,21 @@ static jag_status run_program(jag_program *p, jag_tensor *const *inputs, int n_i
     atomic_fetch_add(&p->bwd->refcount, 1);
     r->n_saved = p->n_saved;
     r->saved = malloc((size_t)(p->n_saved ? p->n_saved : 1) * sizeof *r->saved);
+    r->saved_versions = malloc((size_t)(p->n_saved ? p->n_saved : 1) * sizeof *r->saved_versions);
     r->n_cot = p->n_cot, r->n_grads = p->n_grads, r->n_inputs = n_inputs;
     memcpy(r->cot_of, p->cot_of, sizeof r->cot_of);
     memcpy(r->grad_of, p->grad_of, sizeof r->grad_of);
-    if (!r->saved) {
+    if (!r->saved || !r->saved_versions) {
         for (int i = 0; i < n_all; i++) jag_release(all[i]);
         free(all);
         r->n_saved = 0;
         free_run_state(r);
         return jag__error(JAG_ENOMEM, "jag_program_run: out of memory");
     }
-    for (int i = 0; i < p->n_saved; i++) r->saved[i] = all[p->n_outputs + i];
+    for (int i = 0; i < p->n_saved; i++) {
+        r->saved[i] = all[p->n_outputs + i];
+        r->saved_versions[i] = jag__tensor_version(r->saved[i]);
+    }
     st = jag__autograd_attach("compiled program", inputs, n_inputs, all, p->n_outputs, run_backward, r, free_run_state);
     if (st) {
         for (int i = 0; i < p->n_outputs; i++) jag_release(all[i]);
@@ -758,12 +778,13 @@ static jag_status run_program(jag_program *p, jag_tensor *const *inputs, int n_i
     return JAG_OK;
 }
 
-/* The public entry: nothing made while running lands in the caller's scope
- * (the outputs are the caller's references). */
+/* The public entry: the outputs are recorded in the caller's open scope, as
+ * every new tensor is; nothing else made while running is. */
 jag_status jag_program_run(jag_program *p, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs,
                            int n_outputs) {
     jag__enter();
-    return jag__leave(run_program(p, inputs, n_inputs, outputs, n_outputs), NULL, 0);
+    jag_status st = run_program(p, inputs, n_inputs, outputs, n_outputs);
+    return jag__leave(st, outputs, st == JAG_OK ? n_outputs : 0);
 }
 
 jag_exec *jag__program_plain(const jag_program *p) { return p->plain; }

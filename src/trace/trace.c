@@ -815,7 +815,23 @@ jag_status jag_trace_function(jag_traced_fn fn, void *ctx, jag_tensor *const *in
         if (!st) prox[i] = t->vars[t->inputs[i]].proxy;
     }
     rec.suppress--;
+    /* the function runs as code at the top level with no scope open: what
+     * its ops make is its own (released by it or by its own scopes), never
+     * recorded in a scope the caller has open */
+    size_t caller_floor;
+    int caller_depth;
+    jag__scope_isolate(&caller_floor, &caller_depth);
     if (!st) st = fn(ctx, prox, n_inputs, outs, n_outputs);
+    int left = jag__scope_open_in_frame();
+    for (int k = 0; k < left; k++) { /* its outputs leave the scopes it left open */
+        for (int i = 0; i < n_outputs; i++)
+            if (outs[i]) jag_scope_keep(outs[i]);
+        jag_scope_end();
+    }
+    jag__scope_restore(caller_floor, caller_depth);
+    if (!st && left > 0)
+        st = jag__error(JAG_ESTATE, "%s: the traced function returned with %d scope%s of its own still open, expected each jag_scope_begin matched by jag_scope_end",
+                        op, left, left == 1 ? "" : "s");
     for (int i = 0; !st && i < n_outputs; i++) {
         jag_tensor *p = NULL;
         if (!outs[i]) st = jag__error(JAG_EINVAL, "%s: the function returned no output %d", op, i);

@@ -103,6 +103,7 @@ jag_status jag__flatten_quiet(const jag_tensor *t, jag_tensor **inner, int *n, j
 /* A meta tensor with t's dtype, sizes and strides. */
 jag_tensor *jag__meta_like(const jag_tensor *t);
 
+
 /* ---- the recorder -------------------------------------------------------- */
 
 typedef enum { JAG_REC_RECORD, JAG_REC_DESUGAR } jag_rec_mode;

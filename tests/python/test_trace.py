@@ -232,3 +232,55 @@ def test_compiled_calls_release_everything():
     gc.collect()
     made, rel = _C._test_blob_counts()
     assert made - made0 == rel - rel0
+
+
+def test_random_numbers_inside_a_traced_function_are_refused():
+    # never a constant baked into the program (the same numbers on every
+    # call): every random factory refuses while a function is traced, with
+    # the thread's generator, a jag.Generator or a seed
+    g = jag.Generator(3)
+    makers = [
+        lambda x: x + jag.randn(3),
+        lambda x: x + jag.rand(3),
+        lambda x: x + jag.randn(3, generator=g),
+        lambda x: x + jag.rand(3, seed=1, dtype=jag.float64).to(jag.float32),
+        lambda x: x + jag.randn_like(x),
+        lambda x: x + jag.rand_like(x, generator=g),
+        lambda x: F.dropout(x, 0.5, training=True),
+    ]
+    for fn in makers:
+        with pytest.raises(NotImplementedError, match="random numbers inside a traced function"):
+            jag.compile(fn)(jag.zeros(3))
+        with pytest.raises(NotImplementedError, match="random numbers inside a traced function"):
+            jag.trace(fn, jag.zeros(3))
+    # the refused calls drew nothing: g still gives a fresh generator's numbers
+    np.testing.assert_array_equal(jag.randn(3, generator=g).numpy(), jag.randn(3, generator=jag.Generator(3)).numpy())
+    # numbers drawn outside and passed in are new on every call
+    fast = jag.compile(lambda x, r: x + r)
+    x = jag.zeros(3)
+    r1, r2 = jag.randn(3), jag.randn(3)
+    a, b = fast(x, r1).numpy(), fast(x, r2).numpy()
+    np.testing.assert_array_equal(a, r1.numpy())
+    np.testing.assert_array_equal(b, r2.numpy())
+    assert not np.array_equal(a, b)
+
+
+def test_reading_data_inside_a_traced_function_says_why():
+    # the tensors a traced function sees are proxies: reading their data is
+    # refused with a message that says so, in every form
+    for fn in (lambda x: x * x.sum().item(), lambda x: x * float(x.sum()), lambda x: x * int(x.sum()),
+               lambda x: x if bool(x.sum() > 0) else -x):
+        with pytest.raises(NotImplementedError, match="cannot be read while a function is being traced"):
+            jag.compile(fn)(jag.ones(3))
+        with pytest.raises(NotImplementedError, match="pass the value as an input"):
+            jag.trace(fn, jag.ones(3))
+    for fn in (lambda x: x * x.numpy().sum(), lambda x: x * len(x.tolist())):
+        with pytest.raises(TypeError, match="inside jag.trace or jag.compile tensors are proxies without data"):
+            jag.compile(fn)(jag.ones(3))
+    for fn in (lambda x: x * len(memoryview(x)), lambda x: x * len(np.from_dlpack(x))):
+        with pytest.raises(BufferError, match="inside jag.trace or jag.compile tensors are proxies without data"):
+            jag.compile(fn)(jag.ones(3))
+    # the value passed as an input instead
+    fast = jag.compile(lambda x, s: x * s)
+    x = jag.tensor([1.0, 2.0, 3.0])
+    np.testing.assert_allclose(fast(x, x.sum()).numpy(), [6.0, 12.0, 18.0])
