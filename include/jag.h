@@ -216,7 +216,10 @@ bool jag_is_meta(const jag_tensor *t);
  * count. */
 typedef struct jag_generator jag_generator;
 jag_status jag_generator_new(uint64_t seed, jag_generator **out);
-void jag_generator_free(jag_generator *g);
+/* Free a generator (NULL: JAG_OK). Freeing it twice, or drawing from it
+ * after its free, is JAG_EINVAL rather than a crash while its memory is
+ * kept (the last 32 freed generators and tensor sets). */
+jag_status jag_generator_free(jag_generator *g);
 /* Uniform in [low, high) and normal(mean, std) float tensors. `g` may be NULL
  * for the thread's default generator (seeded by jag_manual_seed, default 0).
  * Errors: as jag_empty, plus JAG_EDTYPE for a non-float dtype, JAG_EINVAL

@@ -400,10 +400,42 @@ static void test_released_handles(void) {
     CHECK(!jag_is_contiguous(NULL) && jag_storage_offset(NULL) == -1 && !jag_shares_storage(NULL, y));
     CHECK(strstr(jag_last_error(), "argument 'a' is NULL"));
     CHECK(jag_numel(y) == 4); /* the live tensor is untouched */
+    char text[64];
+    CHECK(jag_format(x, text, sizeof text) > 0 && strstr(text, "released"));
     jag_release(y);
+    /* a generator freed twice, or drawn from after its free */
+    jag_generator *g = NULL;
+    CHECK_OK(jag_generator_new(3, &g));
+    CHECK_OK(jag_generator_free(g));
+    CHECK_ERR(jag_generator_free(g), JAG_EINVAL, "jag_generator_free: argument 'g' was already freed");
+    CHECK_ERR(jag_rand_normal((int64_t[]){2}, 1, 0, 1, JAG_FLOAT32, g, &z), JAG_EINVAL, "argument 'generator' was freed");
+    CHECK(z == NULL);
+    CHECK_OK(jag_generator_free(NULL));
+}
+
+/* jag_trace_format with a NULL buffer measures, as jag_format does. */
+static jag_status sin_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    return jag_sin(in[0], &out[0]);
+}
+
+static void test_trace_format_measures(void) {
+    TEST_BEGIN();
+    jag_tensor *x = NULL;
+    jag_trace *tr = NULL;
+    CHECK_OK(jag_ones((int64_t[]){3}, 1, JAG_FLOAT32, &x));
+    CHECK_OK(jag_trace_function(sin_fn, NULL, &x, 1, NULL, 1, &tr));
+    size_t need = jag_trace_format(tr, NULL, 100);
+    char *buf = malloc(need + 1);
+    CHECK(need > 10 && jag_trace_format(tr, buf, need + 1) == need && strlen(buf) == need);
+    CHECK(strstr(buf, "sin") != NULL);
+    CHECK(jag_format(NULL, NULL, 10) == strlen("(null)"));
+    free(buf);
+    jag_trace_free(tr);
+    jag_release(x);
 }
 
 TEST_MAIN(test_inplace_values, test_inplace_refusals, test_inplace_overlapping_operand, test_inplace_and_grad_mode,
           test_version_counter_refuses_stale_gradient, test_version_counter_shapes_only_ops,
           test_custom_function_checks, test_version_counter_compiled_program, test_nested_inplace, test_nested_offsets_read_only,
-          test_nested_lent_offsets_copied, test_released_handles)
+          test_nested_lent_offsets_copied, test_released_handles, test_trace_format_measures)

@@ -61,6 +61,10 @@ size_t jag_format(const jag_tensor *x, char *buf, size_t cap) {
         put(&t, "(null)");
         return t.len;
     }
+    if (!jag__tensor_live(x)) {
+        put(&t, "(released tensor)");
+        return t.len;
+    }
     char shape[JAG_SHAPE_BUF];
     jag__shape_str(x->sizes, x->ndim, shape, sizeof shape);
     if (x->subclass) {

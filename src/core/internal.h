@@ -120,6 +120,13 @@ jag_tensor *jag__tensor_from_spec(const char *op, const jag_spec *spec, bool met
 jag_tensor *jag__tensor_view(const jag_tensor *x, const int64_t *sizes, const int64_t *strides,
                              int ndim, int64_t offset);
 
+/* Objects held by pointer (generators, tensor sets) start with a magic
+ * word; their free marks it JAG_HANDLE_FREED and hands the memory to
+ * jag__handle_retire, which frees it 32 retirements later (handles.c). */
+#define JAG_HANDLE_LIVE 0x4c415648u  /* "HVAL" */
+#define JAG_HANDLE_FREED 0x45455246u /* "FREE" */
+void jag__handle_retire(void *p, void (*free_fn)(void *));
+
 /* Whether t is a live tensor handle (not NULL, not released). */
 static inline bool jag__tensor_live(const jag_tensor *t) { return t && t->magic == JAG_TENSOR_LIVE; }
 /* JAG_OK for a live handle; else JAG_EINVAL with "op: argument 'arg' is

@@ -12,6 +12,7 @@
 #include <math.h>
 
 struct jag_generator {
+    uint32_t magic; /* JAG_HANDLE_LIVE; JAG_HANDLE_FREED once freed */
     uint64_t seed;
     uint64_t offset; /* Philox blocks consumed so far */
 };
@@ -27,13 +28,21 @@ jag_status jag_generator_new(uint64_t seed, jag_generator **out) {
     if (!out) return jag__error(JAG_EINVAL, "jag_generator_new: argument 'out' is NULL");
     jag_generator *g = malloc(sizeof *g);
     if (!g) return jag__error(JAG_ENOMEM, "jag_generator_new: out of memory");
+    g->magic = JAG_HANDLE_LIVE;
     g->seed = seed;
     g->offset = 0;
     *out = g;
     return JAG_OK;
 }
 
-void jag_generator_free(jag_generator *g) { free(g); }
+jag_status jag_generator_free(jag_generator *g) {
+    if (!g) return JAG_OK;
+    if (g->magic != JAG_HANDLE_LIVE)
+        return jag__error(JAG_EINVAL, "jag_generator_free: argument 'g' was already freed");
+    g->magic = JAG_HANDLE_FREED;
+    jag__handle_retire(g, free);
+    return JAG_OK;
+}
 
 #define PHILOX_M0 0xD2511F53u
 #define PHILOX_M1 0xCD9E8D57u
@@ -128,6 +137,8 @@ static jag_status draw(const char *op, const int64_t *sizes, int ndim, double a,
         return jag__error(JAG_EINVAL, "%s: argument 'high' (%g) is below 'low' (%g)", op, b, a);
     if (kind == DIST_NORMAL && b < 0)
         return jag__error(JAG_EINVAL, "%s: argument 'std' is %g, expected >= 0", op, b);
+    if (g && g->magic != JAG_HANDLE_LIVE)
+        return jag__error(JAG_EINVAL, "%s: argument 'generator' was freed", op);
     if (!g) g = &default_generator;
     jag__enter();
     jag_tensor *t = jag__tensor_new(op, sizes, ndim, dtype, false, false);

@@ -186,6 +186,7 @@ static void put_inner(out_buf *o, const jag_trace *t, int input) {
 }
 
 size_t jag_trace_format(const jag_trace *t, char *buf, size_t cap) {
+    if (!buf) cap = 0; /* a NULL buffer only measures, as jag_format */
     out_buf o = {buf, cap, 0};
     if (cap) buf[0] = 0;
     if (!t) return 0;
