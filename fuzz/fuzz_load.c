@@ -5,8 +5,13 @@
  * loads is read entirely (every dense element, every nested component), and
  * goes through the other entry points too: jag_load on the same bytes as a
  * file, copied and mapped, gives the same result, and jag_save of what was
- * loaded loads back equal. */
+ * loaded loads back equal. The JSON reader is checked on its own as well
+ * (the header's bytes and the whole input as text): it parses or refuses
+ * with JAG_EINVAL leaving nothing allocated, a parsed document's values form
+ * one tree of exactly its nodes, and its memory stays within 4 bytes per
+ * byte of text (json.h). */
 #include "fuzz.h"
+#include "io/json.h"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -58,14 +63,53 @@ static void same_sets(const jag_tensor_set *a, const jag_tensor_set *b) {
     }
 }
 
+/* The values under n (n included), each checked: keys exactly on object
+ * members, strings inside the pool, no deeper than the reader allows, and
+ * every container ending where its descendants do. */
+static uint32_t json_walk(const jag_json_doc *d, const jag_json_node *n, bool member, int depth) {
+    FUZZ_CHECK(depth <= JAG_JSON_MAX_DEPTH);
+    FUZZ_CHECK((jag__json_key(d, n) != NULL) == member);
+    jag_json_kind k = jag__json_kind(n);
+    if (k == JAG_JSON_STRING) {
+        const char *s = jag__json_str(d, n);
+        FUZZ_CHECK(s && s >= d->pool && s + strlen(s) < d->pool + d->pool_len);
+    }
+    uint32_t count = 1;
+    for (const jag_json_node *c = jag__json_first(d, n); c; c = jag__json_next(d, n, c))
+        count += json_walk(d, c, k == JAG_JSON_OBJECT, depth + 1);
+    FUZZ_CHECK(count == jag__json_end(d, n) - (uint32_t)(n - d->nodes));
+    return count;
+}
+
+static void json_check(const char *text, size_t len, bool object) {
+    jag_json_doc d;
+    jag_status st = jag__json_parse("fuzz", "the text", text, len, object ? "an object" : NULL, &d);
+    if (st != JAG_OK) {
+        FUZZ_CHECK(st == JAG_EINVAL && strncmp(jag_last_error(), "fuzz: the text ", 15) == 0);
+        FUZZ_CHECK(d.nodes == NULL && d.ints == NULL && d.pool == NULL && d.bytes == 0);
+        return;
+    }
+    FUZZ_CHECK(d.bytes <= 4 * len + 4);
+    FUZZ_CHECK(!object || jag__json_kind(jag__json_root(&d)) == JAG_JSON_OBJECT);
+    FUZZ_CHECK(json_walk(&d, jag__json_root(&d), false, 0) == d.n_nodes);
+    jag__json_free(&d);
+}
+
 static char save_path[64];
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    json_check((const char *)data, size, false);
+    if (size >= 8) {
+        uint64_t n = 0;
+        for (int i = 7; i >= 0; i--) n = n << 8 | data[i];
+        json_check((const char *)data + 8, n < size - 8 ? (size_t)n : size - 8, true);
+    }
     long live = jag__live_tensors();
     jag_tensor_set *set = NULL;
     jag_status st = jag_load_buffer(data, size, JAG_LOAD_COPY, &set);
     if (st != JAG_OK) {
         FUZZ_CHECK(set == NULL);
+        FUZZ_CHECK(st != JAG_EINTERNAL);
         FUZZ_CHECK(strncmp(jag_last_error(), "jag_load", 8) == 0);
         FUZZ_CHECK(jag__live_tensors() == live);
         return 0;

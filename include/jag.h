@@ -1221,7 +1221,11 @@ typedef struct jag_tensor_set jag_tensor_set;
  * (their inner x.values, ... are not listed separately). Entries are sorted
  * by name. Errors: see above (JAG_EINVAL, JAG_EDTYPE, JAG_EOVERFLOW,
  * JAG_ENOTIMPL for a nested layout jag lacks), JAG_ESTATE (the file cannot
- * be opened or mapped), JAG_ENOMEM. On failure *out is untouched. */
+ * be opened or mapped, or is not a regular file: a FIFO, device or
+ * directory is refused without blocking), JAG_ENOMEM. On failure *out is
+ * untouched. Reading the JSON header takes at most 4 bytes of memory per
+ * byte of header (a header that is not an object is refused at its first
+ * byte). */
 jag_status jag_load(const char *path, unsigned flags, jag_tensor_set **out);
 /* As jag_load on the file's bytes data[0..len) in memory (copied: flags
  * must be JAG_LOAD_COPY; the caller's buffer is not kept). */
@@ -1241,8 +1245,10 @@ int jag_tensor_set_metadata_count(const jag_tensor_set *set);
 const char *jag_tensor_set_metadata_key(const jag_tensor_set *set, int i);
 const char *jag_tensor_set_metadata_value(const jag_tensor_set *set, int i);
 /* Release the set's references (tensors retained by the caller live on).
- * NULL is ignored. */
-void jag_tensor_set_free(jag_tensor_set *set);
+ * NULL is ignored (JAG_OK). Freeing a set twice is JAG_EINVAL rather than a
+ * crash while its header is kept (the last 32 freed sets and generators);
+ * the accessors read a freed set as empty. */
+jag_status jag_tensor_set_free(jag_tensor_set *set);
 
 /* True when jag refuses to write into t's memory: tensors loaded with
  * JAG_LOAD_MMAP and their views, and the offsets, lengths, row ids and

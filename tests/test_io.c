@@ -4,10 +4,14 @@
  * reference); a table of malformed files, each with its expected status and
  * message; save errors; regression tests for what fuzzing found. */
 #include "test.h"
+#include "io/json.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdint.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ---- files -------------------------------------------------------------- */
@@ -712,11 +716,196 @@ static void test_strided_unflatten_overflow(void) {
     jag_release(buf), jag_release(sz), jag_release(sd), jag_release(so);
 }
 
+/* A set freed twice is refused (it was a double free); a freed set reads
+ * as empty; tensors taken from it live on. */
+static void test_tensor_set_freed_twice(void) {
+    TEST_BEGIN();
+    const char *path = tmp_path("twice.safetensors");
+    jag_tensor *x = NULL, *kept = NULL;
+    CHECK_OK(jag_ones((int64_t[]){3}, 1, JAG_FLOAT32, &x));
+    const char *name = "x";
+    CHECK_OK(jag_save(path, &name, &x, 1, NULL, 0));
+    jag_tensor_set *set = NULL;
+    CHECK_OK(jag_load(path, JAG_LOAD_COPY, &set));
+    kept = jag_retain(jag_tensor_set_find(set, "x"));
+    CHECK_OK(jag_tensor_set_free(set));
+    CHECK_ERR(jag_tensor_set_free(set), JAG_EINVAL, "jag_tensor_set_free: argument 'set' was already freed");
+    CHECK(jag_tensor_set_count(set) == 0 && jag_tensor_set_find(set, "x") == NULL && jag_tensor_set_get(set, 0) == NULL);
+    CHECK(kept && jag_numel(kept) == 3);
+    CHECK_OK(jag_tensor_set_free(NULL));
+    jag_release(kept), jag_release(x);
+}
+
+/* ---- files that are not regular, headers built to exhaust memory -------- */
+
+/* Opening a FIFO for reading blocks until a writer comes: jag_load refuses
+ * it without blocking. The alarm turns a hang into a failure (SIGALRM ends
+ * the program). */
+static void test_load_fifo(void) {
+    TEST_BEGIN();
+    const char *path = tmp_path("fifo");
+    unlink(path);
+    CHECK(mkfifo(path, 0600) == 0);
+    for (int mode = 0; mode < 2; mode++) {
+        jag_tensor_set *set = NULL;
+        long live = jag__live_tensors();
+        alarm(20);
+        jag_status st = jag_load(path, mode ? JAG_LOAD_MMAP : JAG_LOAD_COPY, &set);
+        alarm(0);
+        CHECK_MSG(st == JAG_ESTATE, "FIFO (mode %d): got %s: %s", mode, jag_status_str(st), jag_last_error());
+        char want[700];
+        snprintf(want, sizeof want, "jag_load: argument 'path' ('%s') is not a regular file (it is a FIFO), expected a "
+                 "regular safetensors file", path);
+        CHECK_MSG(strcmp(jag_last_error(), want) == 0, "message '%s', expected '%s'", jag_last_error(), want);
+        CHECK(set == NULL && jag__live_tensors() == live);
+    }
+    unlink(path);
+    jag_tensor_set *set = NULL;
+    CHECK_ERR(jag_load(tmp_dir, 0, &set), JAG_ESTATE, "is not a regular file (it is a directory)");
+    CHECK_ERR(jag_load("/dev/null", 0, &set), JAG_ESTATE, "'/dev/null') is not a regular file (it is a character device)");
+    CHECK(set == NULL);
+}
+
+static long peak_rss_kb(void) {
+    struct rusage u;
+    getrusage(RUSAGE_SELF, &u);
+    return u.ru_maxrss;
+}
+
+/* A header of `n` bytes: `head`, then `unit` repeated, then `tail`. */
+static char *repeat_text(const char *head, const char *unit, const char *tail, size_t n, size_t *len) {
+    size_t h = strlen(head), u = strlen(unit), t = strlen(tail), k = 0;
+    char *s = malloc(n + h + u + t + 1);
+    memcpy(s, head, h), k = h;
+    while (k + u + t <= n) memcpy(s + k, unit, u), k += u;
+    memcpy(s + k, tail, t), k += t;
+    s[k] = '\0';
+    *len = k;
+    return s;
+}
+
+/* A 40 MB header [0,0,...]: refused as an array at once, with no memory
+ * beyond the file's bytes (building its 20 million values first would take
+ * over a GB). The growth of the peak RSS is an upper bound of what the load
+ * used. */
+static void test_header_array_refused_at_once(void) {
+    TEST_BEGIN();
+    size_t len, n;
+    char *text = repeat_text("[0", ",0", "]", 40000000, &len);
+    unsigned char *img = image(text, NULL, 0, &n);
+    free(text);
+    long before = peak_rss_kb();
+    jag_tensor_set *set = NULL;
+    CHECK_ERR(jag_load_buffer(img, n, JAG_LOAD_COPY, &set), JAG_EINVAL,
+              "jag_load_buffer: the header is an array, expected a JSON object");
+    long grown_mb = (peak_rss_kb() - before) / 1024;
+    CHECK_MSG(grown_mb <= 8, "refusing a 40 MB array header raised the peak RSS by %ld MB, expected at most 8", grown_mb);
+    CHECK(set == NULL);
+    free(img);
+}
+
+/* Valid JSON that is no safetensors header: the reader's memory stays
+ * within 4 bytes per byte of text (json.h) for every shape of text that
+ * packs the most values into the fewest bytes, and jag_load refuses the
+ * header with its message. */
+static void test_header_memory_bounded(void) {
+    TEST_BEGIN();
+    static const struct {
+        const char *head, *unit, *tail, *fragment;
+    } cases[] = {
+        {"{\"a\":[0", ",0", "]}", "tensor 'a': expected an object with dtype, shape and data_offsets, got an array"},
+        {"{\"a\":0", ",\"a\":0", "}", "tensor 'a': expected an object with dtype, shape and data_offsets, got an integer"},
+        {"{\"\":\"\"", ",\"\":\"\"", "}", "tensor '': expected an object with dtype, shape and data_offsets, got a string"},
+        {"{\"a\":[[]", ",[]", "]}", "tensor 'a': expected an object"},
+        {"{\"a\":[[[[[[[[]]]]]]]", ",[[[[[[[]]]]]]]", "]}", "tensor 'a': expected an object"},
+        {"{\"a\":[\"\"", ",\"\"", "]}", "tensor 'a': expected an object"},
+        {"{\"a\":[1234567890", ",1234567890", "]}", "tensor 'a': expected an object"},
+        {"{\"a\":[-1e5", ",-1e5", "]}", "tensor 'a': expected an object"},
+        {"{\"a\":{}", ",\"a\":{}", "}", "tensor 'a': field 'dtype' is missing"},
+        {"{\"a\":[{\"\":0}", ",{\"\":0}", "]}", "tensor 'a': expected an object"},
+        {"{\"a\":[true", ",true", "]}", "tensor 'a': expected an object"},
+    };
+    const size_t size = 4000000;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t len, n;
+        char *text = repeat_text(cases[i].head, cases[i].unit, cases[i].tail, size, &len);
+        jag_json_doc doc;
+        CHECK_OK(jag__json_parse("test", "the text", text, len, "an object", &doc));
+        CHECK_MSG(doc.bytes <= 4 * len + 4, "case %zu (%s...): %zu bytes for %zu of text, expected at most 4 per byte",
+                  i, cases[i].head, doc.bytes, len);
+        CHECK(jag__json_kind(jag__json_root(&doc)) == JAG_JSON_OBJECT);
+        jag__json_free(&doc);
+        /* the same header loaded: refused, the peak RSS grown by at most
+         * the reader's bound and the file's bytes */
+        unsigned char *img = image(text, NULL, 0, &n);
+        free(text);
+        long before = peak_rss_kb();
+        jag_tensor_set *set = NULL;
+        CHECK_ERR(jag_load_buffer(img, n, JAG_LOAD_COPY, &set), JAG_EINVAL, cases[i].fragment);
+        long grown_mb = (peak_rss_kb() - before) / 1024, bound_mb = (long)(5 * size / 1000000) + 16;
+        CHECK_MSG(grown_mb <= bound_mb, "case %zu (%s...): loading raised the peak RSS by %ld MB, expected at most %ld", i,
+                  cases[i].head, grown_mb, bound_mb);
+        CHECK(set == NULL);
+        free(img);
+    }
+    /* text too deep, or broken at its end, is refused by the first pass */
+    size_t len;
+    char *text = repeat_text("{\"a\":[0", ",0", "", 1000000, &len);
+    jag_json_doc doc;
+    CHECK_ERR(jag__json_parse("test", "the text", text, len, NULL, &doc), JAG_EINVAL,
+              "test: the text is not valid JSON at byte");
+    CHECK(doc.nodes == NULL && doc.pool == NULL && doc.bytes == 0);
+    free(text);
+}
+
+/* The reader's values through its accessors, by hand. */
+static void test_json_reader(void) {
+    TEST_BEGIN();
+    const char *text = " {\"k\": [1, -2, 2147483647, -2147483648, 2147483648, -2147483649, 9223372036854775807,"
+                       " -9223372036854775808, 9223372036854775808, 1.5, 1e3, 0],"
+                       " \"s\": \"a\\u00e9\\ud83d\\ude00\\n\", \"t\": true, \"f\": false, \"n\": null,"
+                       " \"o\": {\"x\": {}, \"y\": [[]]}, \"e\": []} ";
+    jag_json_doc d;
+    CHECK_OK(jag__json_parse("test", "the text", text, strlen(text), NULL, &d));
+    const jag_json_node *root = jag__json_root(&d);
+    CHECK(jag__json_kind(root) == JAG_JSON_OBJECT && jag__json_count(&d, root) == 7 && jag__json_key(&d, root) == NULL);
+    const jag_json_node *k = jag__json_get(&d, root, "k");
+    CHECK(k && jag__json_kind(k) == JAG_JSON_ARRAY && jag__json_count(&d, k) == 12);
+    const int64_t want[9] = {1, -2, 2147483647, -2147483647 - 1, 2147483648LL, -2147483649LL, INT64_MAX, INT64_MIN, 0};
+    int i = 0;
+    for (const jag_json_node *c = jag__json_first(&d, k); c; c = jag__json_next(&d, k, c), i++) {
+        CHECK(jag__json_key(&d, c) == NULL);
+        if (i < 8) CHECK_MSG(jag__json_kind(c) == JAG_JSON_INT && jag__json_int(&d, c) == want[i], "entry %d", i);
+        else if (i < 11) CHECK_MSG(jag__json_kind(c) == JAG_JSON_NUMBER, "entry %d", i);
+        else CHECK(jag__json_kind(c) == JAG_JSON_INT && jag__json_int(&d, c) == want[8]);
+    }
+    CHECK(i == 12);
+    const jag_json_node *s = jag__json_get(&d, root, "s");
+    CHECK(s && strcmp(jag__json_str(&d, s), "a\xc3\xa9\xf0\x9f\x98\x80\n") == 0 && strcmp(jag__json_key(&d, s), "s") == 0);
+    CHECK(jag__json_kind(jag__json_get(&d, root, "t")) == JAG_JSON_TRUE);
+    CHECK(jag__json_kind(jag__json_get(&d, root, "f")) == JAG_JSON_FALSE);
+    CHECK(jag__json_kind(jag__json_get(&d, root, "n")) == JAG_JSON_NULL);
+    const jag_json_node *o = jag__json_get(&d, root, "o"), *x = jag__json_get(&d, o, "x"), *y = jag__json_get(&d, o, "y");
+    CHECK(o && x && y && jag__json_count(&d, o) == 2 && jag__json_first(&d, x) == NULL && jag__json_count(&d, y) == 1);
+    CHECK(jag__json_first(&d, jag__json_first(&d, y)) == NULL);
+    const jag_json_node *e = jag__json_get(&d, root, "e");
+    CHECK(e && jag__json_kind(e) == JAG_JSON_ARRAY && jag__json_first(&d, e) == NULL && jag__json_next(&d, root, e) == NULL);
+    CHECK(jag__json_get(&d, root, "missing") == NULL && jag__json_str(&d, k) == NULL && jag__json_int(&d, s) == 0);
+    jag__json_free(&d);
+    /* a root of another kind where an object is expected */
+    CHECK_ERR(jag__json_parse("test", "the text", "\"x\"", 3, "an object", &d), JAG_EINVAL,
+              "test: the text is a string, expected an object");
+    CHECK_ERR(jag__json_parse("test", "the text", " 12", 3, "an object", &d), JAG_EINVAL, "the text is an integer");
+    CHECK_ERR(jag__json_parse("test", "the text", " [1, 2", 6, "an object", &d), JAG_EINVAL,
+              "test: the text is an array, expected an object");
+    CHECK_ERR(jag__json_parse("test", "the text", " [1, 2", 6, NULL, &d), JAG_EINVAL, "not valid JSON at byte 6");
+}
+
 static void cleanup(void) {
     if (!tmp_dir[0]) return;
     const char *names[] = {"hand.safetensors", "bytes.safetensors", "dtypes.safetensors", "mmap.safetensors",
                            "jagged.safetensors", "strided.safetensors", "misaligned.safetensors", "errors.safetensors",
-                           "bad.safetensors"};
+                           "bad.safetensors", "fifo"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(tmp_path(names[i]));
     rmdir(tmp_dir);
 }
@@ -728,4 +917,6 @@ static void test_cleanup(void) {
 
 TEST_MAIN(test_hand_made_file, test_save_bytes, test_round_trip_dtypes, test_mmap_lifetime_and_read_only,
           test_round_trip_jagged, test_round_trip_strided, test_misaligned_is_copied, test_save_errors,
-          test_malformed_table, test_malformed_framing, test_strided_unflatten_overflow, test_cleanup)
+          test_malformed_table, test_malformed_framing, test_strided_unflatten_overflow, test_load_fifo,
+          test_header_memory_bounded, test_header_array_refused_at_once, test_json_reader, test_tensor_set_freed_twice,
+          test_cleanup)

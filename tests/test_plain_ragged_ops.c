@@ -638,6 +638,75 @@ static void test_ragged_reduce_noncontiguous(void) {
     }
 }
 
+/* softmax down a component whose column holds +inf (the whole column NaN,
+ * as the dense op and torch: x - max is inf - inf), -inf only (NaN), a NaN
+ * (NaN), or a -inf among finite values (0, or -inf for log): the engine
+ * with 1 and 2 threads (a long component in several chunks too) and the
+ * naive reference, against values by hand. */
+static void test_engine_softmax_inf_columns(void) {
+    TEST_BEGIN();
+    for (int f = 0; f < 2; f++) {
+        jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+        for (int lng = 0; lng < 2; lng++) {
+            /* component 0: 3 rows (by hand below); component 1: n rows of 1, 2, 1, 2, ... with
+             * +inf in column 0, a NaN among -inf in column 1, -inf in column 3 at row n * 3 / 4 (in
+             * a later chunk when long), -inf only in column 2 */
+            int64_t n = lng ? 40000 : 4, R = 3 + n, C = 4, vs[2] = {R, C}, off3[3] = {0, 3, R}, three = 3;
+            const double c0[3][4] = {{1, -INFINITY, NAN, 1}, {INFINITY, -INFINITY, 1, -INFINITY}, {2, -INFINITY, 2, 2}};
+            double *v = malloc((size_t)(R * C) * sizeof *v);
+            for (int64_t r = 0; r < 3; r++)
+                for (int64_t c = 0; c < C; c++) v[r * C + c] = c0[r][c];
+            for (int64_t r = 0; r < n; r++)
+                for (int64_t c = 0; c < C; c++) {
+                    double sp[4] = {INFINITY, NAN, -INFINITY, -INFINITY};
+                    v[(3 + r) * C + c] = c == 2                 ? -INFINITY
+                                         : r == n * 3 / 4         ? sp[c]
+                                         : c == 1 && r > 0        ? -INFINITY
+                                                                  : (double)(1 + r % 2);
+                }
+            jag_tensor *values = t_from(v, vs, 2, dt), *off = NULL, *nt = NULL;
+            CHECK_OK(jag_from_data(off3, &three, 1, JAG_INT64, &off));
+            CHECK_OK(jag_nested_from_jagged(values, off, NULL, &nt));
+            const nested_state *s = jag__nested(nt);
+            for (int lg = 0; lg < 2; lg++) {
+                jag_tensor *y1 = NULL, *y2 = NULL, *yr = NULL;
+                set_threads(1);
+                CHECK_OK(jag__segment_softmax("engine", s, lg, &y1));
+                set_threads(2);
+                CHECK_OK(jag__segment_softmax("engine", s, lg, &y2));
+                CHECK_OK(jag_zeros(vs, 2, dt, &yr));
+                CHECK_OK(jag__ref_segment_softmax("ref", s, lg, yr));
+                CHECK(y1 && y2 && same_bits(y1, y2));
+                /* by hand: columns 0, 1, 2 NaN in both components; column 3 of component 0: 1,
+                 * -inf, 2; of component 1: finite and one -inf */
+                double e = 1 / (1 + exp(1.0)), l1 = -log1p(exp(1.0));
+                const double want3[3] = {lg ? l1 : e, lg ? -INFINITY : 0, lg ? l1 + 1 : 1 - e};
+                jag_tensor *ys[3] = {y1, y2, yr};
+                for (int k = 0; k < 3; k++) {
+                    bool ok = ys[k] != NULL;
+                    for (int64_t r = 0; ok && r < R; r++)
+                        for (int64_t c = 0; ok && c < C; c++) {
+                            double y = f ? ((const double *)jag_data(ys[k]))[r * C + c]
+                                         : ((const float *)jag_data(ys[k]))[r * C + c];
+                            if (c < 3) ok = isnan(y);
+                            else if (r < 3) ok = y == want3[r] || fabs(y - want3[r]) <= (f ? 1e-15 : 1e-6) * (1 + fabs(want3[r]));
+                            else ok = r - 3 == n * 3 / 4 ? y == (lg ? -INFINITY : 0) : !isnan(y) && !isinf(y);
+                            if (!ok)
+                                fprintf(stderr, "%s %s n %lld: %s row %lld column %lld: %.9g\n", jag_dtype_name(dt),
+                                        lg ? "log_softmax" : "softmax", (long long)n, k == 2 ? "reference" : "engine",
+                                        (long long)r, (long long)c, y);
+                        }
+                    CHECK_MSG(ok, "%s %s n %lld: %s", jag_dtype_name(dt), lg ? "log_softmax" : "softmax", (long long)n,
+                              k == 2 ? "reference" : "engine");
+                }
+                jag_release(y1), jag_release(y2), jag_release(yr);
+            }
+            jag_release(values), jag_release(off), jag_release(nt);
+            free(v);
+        }
+    }
+}
+
 TEST_MAIN(test_ragged_reduce_by_hand, test_nested_mean_matches_components, test_bad_offsets_refused,
           test_varlen_attention_matches_items, test_scatter_add, test_engine_exps, test_engine_log, test_engine_matches_references, test_engine_var_offsets, test_engine_lse_growing_max,
-          test_ragged_reduce_noncontiguous, test_row_kernels)
+          test_ragged_reduce_noncontiguous, test_row_kernels, test_engine_softmax_inf_columns)

@@ -418,5 +418,82 @@ static void test_view_heads(void) {
     jag_release(x), jag_release(h);
 }
 
+/* Products (and a join) of jagged tensors with a moved ragged dim: the
+ * message names the op called (never a part of its decomposition), the
+ * argument ragged elsewhere (not the first nested one), where its ragged dim
+ * is and what is expected; nothing is made or leaked. */
+static void test_moved_dim_errors(void) {
+    TEST_BEGIN();
+    /* x, y (3, j, 4) of the same raggedness, their transposes (3, 4, j) */
+    int64_t offs[4] = {0, 2, 2, 5}, nb = 4, vs[2] = {5, 4};
+    jag_tensor *vx = t_rand(vs, 2, JAG_FLOAT64, -1, 1, 20), *vy = t_rand(vs, 2, JAG_FLOAT64, -1, 1, 21), *off = NULL;
+    jag_tensor *x = NULL, *y = NULL;
+    CHECK_OK(jag_from_data(offs, &nb, 1, JAG_INT64, &off));
+    CHECK_OK(jag_nested_from_jagged(vx, off, NULL, &x));
+    CHECK_OK(jag_nested_from_jagged(vy, off, NULL, &y));
+    if (!x || !y) exit(2);
+    jag_tensor *xt = transposed(x, 1, 2), *yt = transposed(y, 1, 2), *out = NULL;
+    int64_t d3[3] = {3, 4, 5}, d2[2] = {4, 6};
+    jag_tensor *dense3 = t_rand(d3, 3, JAG_FLOAT64, -1, 1, 22), *dense2 = t_rand(d2, 2, JAG_FLOAT64, -1, 1, 23);
+    long live = jag__live_tensors();
+    /* x @ y^T would be ragged in two dims: argument 1 is the one ragged elsewhere */
+    CHECK_ERR(jag_bmm(x, yt, &out), JAG_ESHAPE,
+              "jag_bmm: argument 1 is a jagged nested tensor ragged in dim 2, argument 0 one ragged in dim 1; a product of "
+              "jagged tensors ragged in different dims is not supported (expected a jagged first argument not ragged in "
+              "its last dim, and a dense 1-d or 2-d second one; for a product per component, convert both to the strided "
+              "layout with jag_nested_to_layout)");
+    CHECK_ERR(jag_matmul(x, yt, &out), JAG_ESHAPE,
+              "jag_matmul: argument 1 is a jagged nested tensor ragged in dim 2, argument 0 one ragged in dim 1; a "
+              "product of jagged tensors ragged in different dims is not supported");
+    /* x^T @ y sums over the ragged dim: refused by matmul itself, not by the
+     * expand its decomposition would call */
+    CHECK_ERR(jag_matmul(xt, y, &out), JAG_ESHAPE,
+              "jag_matmul: argument 1 is a jagged nested tensor ragged in dim 1, argument 0 one ragged in dim 2; a "
+              "product of jagged tensors ragged in different dims is not supported");
+    CHECK(strstr(jag_last_error(), "expand") == NULL);
+    CHECK_ERR(jag_bmm(xt, y, &out), JAG_ESHAPE, "jag_bmm: argument 1 is a jagged nested tensor ragged in dim 1, argument 0");
+    /* one jagged argument whose ragged dim is not 1 */
+    CHECK_ERR(jag_bmm(xt, dense3, &out), JAG_ENOTIMPL,
+              "jag_bmm: argument 0 is a jagged nested tensor whose ragged dim is 2; transpose it back to dim 1 first "
+              "(expected jagged nested tensors ragged in dim 1 here); for a product per component, use the strided layout");
+    /* matmul decomposes what the nested class does not take; a part that is
+     * not supported either keeps the class's message, which names matmul */
+    jag_tensor *dense354 = t_rand((int64_t[]){3, 5, 4}, 3, JAG_FLOAT64, -1, 1, 24);
+    CHECK_ERR(jag_matmul(dense354, xt, &out), JAG_ENOTIMPL,
+              "jag_matmul: argument 1 is a jagged nested tensor ragged in its last dim (2)");
+    CHECK(strstr(jag_last_error(), "expand") == NULL);
+    jag_release(dense354);
+    CHECK_ERR(jag_mm(xt, dense2, &out), JAG_ENOTIMPL,
+              "jag_mm: argument 0 is a jagged nested tensor ragged in its last dim (2); expected its ragged dim before the "
+              "last dim");
+    /* in a tensor list: the tensor ragged elsewhere, not the first one */
+    jag_tensor *list[2] = {x, xt};
+    CHECK_ERR(jag_cat(list, 2, 0, &out), JAG_ENOTIMPL,
+              "jag_cat: argument 0 (a tensor list): tensor 1 is a jagged nested tensor whose ragged dim is 2; transpose it "
+              "back to dim 1 first");
+    CHECK(out == NULL && jag__live_tensors() == live);
+    /* what the message suggests runs: the strided layout, component by component */
+    jag_tensor *xs = NULL, *ys = NULL, *yst = NULL;
+    CHECK_OK(jag_nested_to_layout(x, JAG_STRIDED, &xs));
+    CHECK_OK(jag_nested_to_layout(y, JAG_STRIDED, &ys));
+    if (ys) yst = transposed(ys, 1, 2);
+    CHECK_OK(jag_bmm(xs, yst, &out));
+    for (int b = 0; out && b < 3; b++) {
+        jag_tensor *cx[4], *cy[4], *ycT = NULL, *want = NULL;
+        int n = 0, m = 0;
+        CHECK_OK(jag_nested_unbind(x, cx, 4, &n));
+        CHECK_OK(jag_nested_unbind(y, cy, 4, &m));
+        CHECK_OK(jag_transpose(cy[b], 0, 1, &ycT));
+        CHECK_OK(jag_mm(cx[b], ycT, &want));
+        check_component(out, b, want, "bmm of strided x, y^T");
+        jag_release(ycT), jag_release(want);
+        for (int i = 0; i < n; i++) jag_release(cx[i]);
+        for (int i = 0; i < m; i++) jag_release(cy[i]);
+    }
+    jag_release(out), jag_release(xs), jag_release(ys), jag_release(yst);
+    jag_release(dense3), jag_release(dense2), jag_release(xt), jag_release(yt);
+    jag_release(x), jag_release(y), jag_release(vx), jag_release(vy), jag_release(off);
+}
+
 TEST_MAIN(test_transpose_moves_the_ragged_dim, test_ops_on_the_moved_dim, test_errors, test_attention_heads_first,
-          test_gradients, test_traced, test_view_heads)
+          test_gradients, test_traced, test_view_heads, test_moved_dim_errors)

@@ -677,5 +677,205 @@ static void test_losses(void) {
     jag_release(av), jag_release(a2), jag_release(av2);
 }
 
+/* ---- softmax on lines holding inf and NaN ------------------------------- */
+
+/* Element r of a line of n by pattern p (x: a random value): a +inf makes
+ * the whole line NaN (inf - inf), as a NaN does and a line of -inf only;
+ * a -inf among finite values gives 0 (softmax) or -inf (log_softmax). */
+static double special_at(int p, int64_t r, int64_t n, double x) {
+    switch (p % 10) {
+    case 1: return r == n / 2 ? INFINITY : x;
+    case 2: return r == 0 ? -INFINITY : x;
+    case 3: return -INFINITY;
+    case 4: return r == n - 1 ? NAN : x;
+    case 5: return r == n / 2 ? INFINITY : r == 0 ? -INFINITY : x;
+    case 6: return r == n / 2 || r == n - 1 ? INFINITY : x;
+    case 7: return r == n - 1 ? NAN : r == n / 2 ? INFINITY : x;
+    case 8: return r == n - 1 ? NAN : r == 0 ? -INFINITY : x;
+    case 9: return r % 2 ? 1000.0 : -1000.0;
+    default: return x;
+    }
+}
+
+/* A contiguous tensor of `sizes` whose lines along `dim` follow patterns
+ * base, base + 1, ... (random values in [-3, 3) elsewhere). */
+static jag_tensor *special_tensor(const int64_t *sizes, int nd, int dim, jag_dtype dt, int base, uint64_t seed) {
+    int64_t O = 1, R = sizes[dim], I = 1, n;
+    for (int d = 0; d < dim; d++) O *= sizes[d];
+    for (int d = dim + 1; d < nd; d++) I *= sizes[d];
+    n = O * R * I;
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    uint64_t st = seed * 2654435761u + 1;
+    for (int64_t k = 0; k < n; k++) {
+        st = st * 6364136223846793005ULL + 1442695040888963407ULL;
+        v[k] = -3 + 6 * (double)(st >> 11) / 9007199254740992.0;
+    }
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t i = 0; i < I; i++)
+            for (int64_t r = 0; r < R; r++) {
+                int64_t k = (o * R + r) * I + i;
+                v[k] = special_at(base + (int)(o * I + i), r, R, v[k]);
+            }
+    jag_tensor *t = t_from(v, sizes, nd, dt);
+    free(v);
+    return t;
+}
+
+/* t's elements as doubles (row-major), n of them */
+static double *as_doubles(const jag_tensor *t, int64_t *n) {
+    jag_tensor *c = NULL;
+    if (jag_contiguous(t, &c)) exit(2);
+    *n = jag_numel(c);
+    double *v = malloc((size_t)(*n ? *n : 1) * sizeof *v);
+    for (int64_t k = 0; k < *n; k++)
+        v[k] = jag_tensor_dtype(c) == JAG_FLOAT32 ? ((const float *)jag_data(c))[k] : ((const double *)jag_data(c))[k];
+    jag_release(c);
+    return v;
+}
+
+/* softmax (log_softmax) of x along dim in double, one line at a time, by
+ * the rule special_at states */
+static double *softmax_by_hand(const jag_tensor *x, int dim, bool lg) {
+    int64_t n, O = 1, R = jag_size(x, dim), I = 1;
+    for (int d = 0; d < dim; d++) O *= jag_size(x, d);
+    for (int d = dim + 1; d < jag_ndim(x); d++) I *= jag_size(x, d);
+    double *v = as_doubles(x, &n), *y = malloc((size_t)(n ? n : 1) * sizeof *y);
+    for (int64_t o = 0; o < O; o++)
+        for (int64_t i = 0; i < I; i++) {
+            double m = -INFINITY, s = 0;
+            bool nan = false;
+            for (int64_t r = 0; r < R; r++) {
+                double a = v[(o * R + r) * I + i];
+                nan |= isnan(a);
+                m = a > m ? a : m;
+            }
+            nan |= isinf(m); /* +inf, or -inf only */
+            for (int64_t r = 0; r < R && !nan; r++) s += exp(v[(o * R + r) * I + i] - m);
+            for (int64_t r = 0; r < R; r++) {
+                double a = v[(o * R + r) * I + i] - m;
+                y[(o * R + r) * I + i] = nan ? NAN : lg ? a - log(s) : exp(a) / s;
+            }
+        }
+    free(v);
+    return y;
+}
+
+/* got against want: NaN at the same places, the same infinities, finite
+ * values within tol (relative, with 1 as the floor) */
+static bool same_softmax(const jag_tensor *got, const double *want, int64_t n, double tol, const char *what) {
+    int64_t m;
+    double *g = as_doubles(got, &m);
+    bool ok = m == n;
+    for (int64_t k = 0; ok && k < n; k++) {
+        double a = g[k], b = want[k];
+        ok = isnan(a) == isnan(b) && (isnan(a) || (isinf(a) || isinf(b) ? a == b : fabs(a - b) <= tol * (1 + fabs(b))));
+        if (!ok) fprintf(stderr, "%s: element %lld: %.9g, expected %.9g\n", what, (long long)k, a, b);
+    }
+    free(g);
+    return ok;
+}
+
+/* softmax and log_softmax of the nested nt along `dim`, whose components'
+ * dim is `cdim`: each component against the dense op on it and against
+ * the rule by hand */
+static void check_special_softmax(const jag_tensor *nt, int dim, int cdim, const char *what) {
+    bool f64 = jag_tensor_dtype(nt) == JAG_FLOAT64;
+    for (int lg = 0; lg < 2; lg++) {
+        jag_tensor *y = NULL, *cx[64], *cy[64];
+        CHECK_OK((lg ? jag_log_softmax : jag_softmax)(nt, dim, &y));
+        if (!y) continue;
+        int n = 0, ny = 0;
+        CHECK_OK(jag_nested_unbind(nt, cx, 64, &n));
+        CHECK_OK(jag_nested_unbind(y, cy, 64, &ny));
+        CHECK(n == ny);
+        for (int b = 0; b < n && b < ny; b++) {
+            char w[200];
+            snprintf(w, sizeof w, "%s %s component %d", what, lg ? "log_softmax" : "softmax", b);
+            jag_tensor *d = NULL;
+            int64_t nd;
+            CHECK_OK((lg ? jag_log_softmax : jag_softmax)(cx[b], cdim, &d));
+            double *dv = as_doubles(d, &nd), *hv = softmax_by_hand(cx[b], cdim, lg);
+            CHECK_MSG(same_softmax(cy[b], dv, nd, f64 ? 1e-12 : 1e-5, w), "%s: against the dense op", w);
+            CHECK_MSG(same_softmax(cy[b], hv, nd, f64 ? 1e-12 : 1e-5, w), "%s: against the rule by hand", w);
+            CHECK_MSG(same_softmax(d, hv, nd, f64 ? 1e-12 : 1e-5, w), "%s: the dense op against the rule by hand", w);
+            free(dv), free(hv);
+            jag_release(d);
+        }
+        for (int b = 0; b < n; b++) jag_release(cx[b]);
+        for (int b = 0; b < ny; b++) jag_release(cy[b]);
+        jag_release(y);
+    }
+}
+
+/* components of `lens` rows, trailing dims `rest`, lines along component
+ * dim `cdim` patterned (the pattern number continues across components) */
+static jag_tensor *special_nested(jag_dtype dt, const int64_t *lens, int n, const int64_t *rest, int nrest, int cdim,
+                                  uint64_t seed) {
+    jag_tensor *items[64], *nt = NULL;
+    int base = 0;
+    for (int b = 0; b < n; b++) {
+        int64_t sz[JAG_MAX_DIMS] = {lens[b]}, lines = 1;
+        for (int k = 0; k < nrest; k++) sz[k + 1] = rest[k];
+        for (int k = 0; k <= nrest; k++) lines *= k == cdim ? 1 : sz[k];
+        items[b] = special_tensor(sz, nrest + 1, cdim, dt, base, seed + (uint64_t)b);
+        base += (int)lines;
+    }
+    if (jag_nested_from_list(items, n, JAG_JAGGED, &nt)) {
+        fprintf(stderr, "special_nested: %s\n", jag_last_error());
+        exit(2);
+    }
+    for (int b = 0; b < n; b++) jag_release(items[b]);
+    return nt;
+}
+
+/* softmax / log_softmax of lines with +inf, -inf (some, or all) and NaN,
+ * along the ragged dim (the row-streaming engine, one chunk or several a
+ * component), along other dims (the dense kernel on the values: its row
+ * and its tile paths) and along a ragged dim moved by a transpose: as the
+ * dense op on each component (and torch): a +inf in a line makes all of it
+ * NaN, not only the +inf's place. */
+static void test_softmax_special_values(void) {
+    TEST_BEGIN();
+    const int64_t lens[10] = {5, 1, 0, 3, 7, 2, 10, 4, 1, 6}, ten[1] = {10}, h4d10[2] = {4, 10};
+    for (int f = 0; f < 2; f++) {
+        jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+        char w[64];
+        /* (B, j): one line a component, each with its own pattern */
+        jag_tensor *nt = special_nested(dt, lens, 10, NULL, 0, 0, 1);
+        snprintf(w, sizeof w, "%s (B, j) dim 1", jag_dtype_name(dt));
+        check_special_softmax(nt, 1, 0, w);
+        snprintf(w, sizeof w, "%s (B, j) dim -1", jag_dtype_name(dt));
+        check_special_softmax(nt, -1, 0, w);
+        jag_release(nt);
+        /* (B, j, 10) down each component: a pattern a column */
+        nt = special_nested(dt, lens, 10, ten, 1, 0, 2);
+        snprintf(w, sizeof w, "%s (B, j, 10) dim 1", jag_dtype_name(dt));
+        check_special_softmax(nt, 1, 0, w);
+        /* the same transposed to (B, 10, j): its ragged dim is 2 */
+        jag_tensor *tr = NULL;
+        CHECK_OK(jag_transpose(nt, 1, 2, &tr));
+        snprintf(w, sizeof w, "%s (B, 10, j) dim 2", jag_dtype_name(dt));
+        if (tr) check_special_softmax(tr, 2, 1, w);
+        jag_release(tr), jag_release(nt);
+        /* (B, j, 10) along its last dim: the dense row path on the values */
+        nt = special_nested(dt, lens, 10, ten, 1, 1, 3);
+        snprintf(w, sizeof w, "%s (B, j, 10) dim 2", jag_dtype_name(dt));
+        check_special_softmax(nt, 2, 1, w);
+        jag_release(nt);
+        /* (B, j, 4, 10) along dim 2: the dense tile path on the values */
+        nt = special_nested(dt, lens, 10, h4d10, 2, 1, 4);
+        snprintf(w, sizeof w, "%s (B, j, 4, 10) dim 2", jag_dtype_name(dt));
+        check_special_softmax(nt, 2, 1, w);
+        jag_release(nt);
+        /* a component long enough to be cut into chunks that threads share:
+         * the +inf, -inf and NaN of a column lie in different chunks */
+        const int64_t long_lens[3] = {3, 40000, 5};
+        nt = special_nested(dt, long_lens, 3, ten, 1, 0, 5);
+        snprintf(w, sizeof w, "%s (B, j, 10) with 40000 rows dim 1", jag_dtype_name(dt));
+        check_special_softmax(nt, 1, 0, w);
+        jag_release(nt);
+    }
+}
+
 TEST_MAIN(test_more_reductions_over_ragged, test_more_reduction_gradients, test_losses, test_reductions_over_ragged, test_softmax_and_norms, test_gradients, test_structure_ops,
-          test_clamp_dropout_rowids)
+          test_clamp_dropout_rowids, test_softmax_special_values)

@@ -5,7 +5,8 @@
  * x is viewed as (O, R, I): R is the softmax dim, O the dims before it, I
  * the dims after it. Numerically stable: each line subtracts its maximum
  * before exp, so inputs like 1000 or -1000 never overflow. A NaN anywhere in
- * a line makes the whole line NaN (as torch).
+ * a line, a +inf (inf - inf) or a line of -inf only (-inf - -inf) makes the
+ * whole line NaN (as torch).
  *
  * Fast paths (out is contiguous; a non-contiguous x is first copied into out
  * and processed in place):
@@ -158,7 +159,9 @@ static inline double exp_nonpos_f64(double x) {
             }                                                                  \
         }                                                                      \
         T f[TILE_I];                                                           \
-        for (int64_t c = 0; c < w; c++) f[c] = log_out ? (T)LOG(s[c]) : (T)(1.0 / s[c]); \
+        /* a max of +inf makes the line NaN, as the row path (inf - inf) */   \
+        for (int64_t c = 0; c < w; c++)                                        \
+            f[c] = m[c] == (T)INFINITY ? (T)NAN : log_out ? (T)LOG(s[c]) : (T)(1.0 / s[c]); \
         for (int64_t r = 0; r < R; r++) {                                      \
             const T *x = in + r * ld;                                          \
             T *y = out + r * ld;                                               \

@@ -119,9 +119,15 @@ static jag_status dispatch_below_trace(jag_op_id op, const jag_value *args, int 
     if (key == KEY_SUBCLASS) {
         st = jag__subclass_run(cls, op, args, nargs, made);
         if (st == JAG_ENOTIMPL && (info->tags & JAG_TAG_COMPOSITE)) {
-            /* the class does not handle it: decompose into ops it may */
+            /* the class does not handle it: decompose into ops it may. When
+             * a part is not supported either, the class's message is kept:
+             * it speaks of the op called, the part's of an op the caller
+             * never named. */
+            char why[512];
+            snprintf(why, sizeof why, "%s", jag_last_error());
             for (int i = 0; i < info->n_out; i++) jag_release(made[i]), made[i] = NULL;
             st = info->cpu(info->api_name, args, nargs, made);
+            if (st == JAG_ENOTIMPL) jag__error(JAG_ENOTIMPL, "%s", why);
         }
         for (int i = 0; st == JAG_OK && i < info->n_out; i++)
             if (!made[i])

@@ -3,11 +3,19 @@
 
 #include <stdio.h>
 
+/* Stored kinds (a node's tag bits 28..31): jag_json_kind, then these. */
+#define K_INT32 JAG__JSON_K_INT32 /* an int that fits 32 bits, in the node */
+#define K_INT64 JAG__JSON_K_INT64 /* a larger int, in doc->ints */
+
 typedef struct {
     const char *op, *what;
     const unsigned char *t;
     size_t len, pos;
     jag_json_doc *doc;
+    bool build; /* false: the first pass, which counts and writes nothing */
+    /* counted in both passes: nodes, ints in doc->ints, pool bytes */
+    uint32_t n_nodes, n_ints;
+    size_t n_pool;
 } parser;
 
 const char *jag__json_kind_name(jag_json_kind k) {
@@ -44,43 +52,41 @@ static void skip_ws(parser *p) {
         p->pos++;
 }
 
-static jag_status new_node(parser *p, jag_json_kind kind, int32_t *out) {
+/* A new node of stored kind `kind`; its index in *out. The second pass
+ * makes exactly the nodes the first one counted. */
+static jag_status new_node(parser *p, unsigned kind, uint32_t *out) {
     jag_json_doc *d = p->doc;
-    if (d->n_nodes == d->cap_nodes) {
-        if (d->cap_nodes >= INT32_MAX / 2)
-            return jag__error(JAG_EINVAL, "%s: %s has too many JSON values", p->op, p->what);
-        int32_t cap = d->cap_nodes ? d->cap_nodes * 2 : 64;
-        jag_json_node *n = realloc(d->nodes, (size_t)cap * sizeof *n);
-        if (!n) return jag__error(JAG_ENOMEM, "%s: out of memory parsing %s", p->op, p->what);
-        d->nodes = n;
-        d->cap_nodes = cap;
+    if (p->build) {
+        if (p->n_nodes >= d->n_nodes)
+            return jag__error(JAG_EINTERNAL, "%s: reading %s made more JSON values than it counted", p->op, p->what);
+        d->nodes[p->n_nodes] = (jag_json_node){.tag = (uint32_t)kind << 28, .val = 0};
     }
-    jag_json_node *n = &d->nodes[d->n_nodes];
-    memset(n, 0, sizeof *n);
-    n->kind = kind;
-    n->first = n->next = -1;
-    n->pos = p->pos;
-    *out = d->n_nodes++;
+    *out = p->n_nodes++;
     return JAG_OK;
 }
 
-/* Append code point cp as UTF-8 to the pool. */
-static void put_utf8(jag_json_doc *d, uint32_t cp) {
-    char *o = d->pool + d->pool_len;
+/* Append k decoded bytes to the pool (the first pass only counts them). */
+static void emit(parser *p, const void *bytes, size_t k) {
+    if (p->build) memcpy(p->doc->pool + p->n_pool, bytes, k);
+    p->n_pool += k;
+}
+
+/* Append code point cp as UTF-8. */
+static void put_utf8(parser *p, uint32_t cp) {
+    unsigned char o[4];
+    size_t k;
     if (cp < 0x80) {
-        o[0] = (char)cp;
-        d->pool_len += 1;
+        o[0] = (unsigned char)cp, k = 1;
     } else if (cp < 0x800) {
-        o[0] = (char)(0xc0 | (cp >> 6)), o[1] = (char)(0x80 | (cp & 0x3f));
-        d->pool_len += 2;
+        o[0] = (unsigned char)(0xc0 | (cp >> 6)), o[1] = (unsigned char)(0x80 | (cp & 0x3f)), k = 2;
     } else if (cp < 0x10000) {
-        o[0] = (char)(0xe0 | (cp >> 12)), o[1] = (char)(0x80 | ((cp >> 6) & 0x3f)), o[2] = (char)(0x80 | (cp & 0x3f));
-        d->pool_len += 3;
+        o[0] = (unsigned char)(0xe0 | (cp >> 12)), o[1] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f));
+        o[2] = (unsigned char)(0x80 | (cp & 0x3f)), k = 3;
     } else {
-        o[0] = (char)(0xf0 | (cp >> 18)), o[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-        o[2] = (char)(0x80 | ((cp >> 6) & 0x3f)), o[3] = (char)(0x80 | (cp & 0x3f));
-        d->pool_len += 4;
+        o[0] = (unsigned char)(0xf0 | (cp >> 18)), o[1] = (unsigned char)(0x80 | ((cp >> 12) & 0x3f));
+        o[2] = (unsigned char)(0x80 | ((cp >> 6) & 0x3f)), o[3] = (unsigned char)(0x80 | (cp & 0x3f)), k = 4;
     }
+    emit(p, o, k);
 }
 
 static int hex4(const unsigned char *s, uint32_t *out) {
@@ -121,12 +127,12 @@ static size_t utf8_len(const unsigned char *s, size_t n) {
     return k;
 }
 
-/* A string at p->pos (the opening quote), decoded into the pool. */
-static jag_status parse_string(parser *p, const char **out, size_t *out_len) {
-    jag_json_doc *d = p->doc;
+/* A string at p->pos (the opening quote), decoded into the pool; its
+ * offset there in *out. */
+static jag_status parse_string(parser *p, size_t *out) {
     if (p->pos >= p->len || p->t[p->pos] != '"') return fail(p, p->pos, "a string");
     p->pos++;
-    size_t start = d->pool_len;
+    size_t start = p->n_pool;
     for (;;) {
         if (p->pos >= p->len) return fail(p, p->pos, "'\"' closing the string");
         unsigned c = p->t[p->pos];
@@ -141,7 +147,7 @@ static jag_status parse_string(parser *p, const char **out, size_t *out_len) {
             const char *simple = strchr("\"\\/bfnrt", (int)e);
             if (e && simple) {
                 static const char map[] = "\"\\/\b\f\n\r\t";
-                d->pool[d->pool_len++] = map[simple - "\"\\/bfnrt"];
+                emit(p, &map[simple - "\"\\/bfnrt"], 1);
                 p->pos += 2;
                 continue;
             }
@@ -160,23 +166,21 @@ static jag_status parse_string(parser *p, const char **out, size_t *out_len) {
                 cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
             }
             if (cp == 0) return fail(p, p->pos - 6, "a character other than \\u0000");
-            put_utf8(d, cp);
+            put_utf8(p, cp);
             continue;
         }
         size_t k = utf8_len(p->t + p->pos, p->len - p->pos);
         if (!k) return fail(p, p->pos, "valid UTF-8");
-        memcpy(d->pool + d->pool_len, p->t + p->pos, k);
-        d->pool_len += k;
+        emit(p, p->t + p->pos, k);
         p->pos += k;
     }
-    d->pool[d->pool_len++] = '\0';
-    *out = d->pool + start;
-    *out_len = d->pool_len - start - 1;
+    emit(p, "", 1);
+    *out = start;
     return JAG_OK;
 }
 
-static jag_status parse_number(parser *p, jag_json_node *n) {
-    size_t s = p->pos;
+/* A number at p->pos: its node (an int of 32 or 64 bits, or a number). */
+static jag_status parse_number(parser *p, uint32_t *out) {
     bool neg = false, integral = true, in_range = true;
     uint64_t mag = 0;
     if (p->t[p->pos] == '-') neg = true, p->pos++;
@@ -206,48 +210,50 @@ static jag_status parse_number(parser *p, jag_json_node *n) {
             return fail(p, p->pos, "a digit in the exponent");
         while (p->pos < p->len && p->t[p->pos] >= '0' && p->t[p->pos] <= '9') p->pos++;
     }
-    n->pos = s;
-    if (integral && in_range && (neg ? mag <= (uint64_t)INT64_MAX + 1 : mag <= (uint64_t)INT64_MAX)) {
-        n->kind = JAG_JSON_INT;
-        n->i = neg ? (int64_t)(0 - mag) : (int64_t)mag;
-    } else {
-        n->kind = JAG_JSON_NUMBER;
+    if (!integral || !in_range || mag > (neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX))
+        return new_node(p, JAG_JSON_NUMBER, out);
+    int64_t v = neg ? (int64_t)(0 - mag) : (int64_t)mag;
+    bool small = v >= INT32_MIN && v <= INT32_MAX;
+    jag_status st = new_node(p, small ? K_INT32 : K_INT64, out);
+    if (st) return st;
+    if (small) {
+        if (p->build) p->doc->nodes[*out].val = (uint32_t)(int32_t)v;
+        return JAG_OK;
     }
+    if (p->build) {
+        if (p->n_ints >= p->doc->n_ints)
+            return jag__error(JAG_EINTERNAL, "%s: reading %s found more integers than it counted", p->op, p->what);
+        p->doc->ints[p->n_ints] = v;
+        p->doc->nodes[*out].val = p->n_ints;
+    }
+    p->n_ints++;
     return JAG_OK;
 }
 
-static jag_status parse_value(parser *p, int depth, int32_t *out);
+static jag_status parse_value(parser *p, int depth, uint32_t *out);
 
 /* The members of an array or object; p->pos is just past the opener. */
-static jag_status parse_children(parser *p, int depth, int32_t self, bool object) {
+static jag_status parse_children(parser *p, int depth, bool object) {
     char close = object ? '}' : ']';
-    int32_t last = -1;
     skip_ws(p);
     if (p->pos < p->len && p->t[p->pos] == close) {
         p->pos++;
         return JAG_OK;
     }
     for (;;) {
-        const char *key = NULL;
-        size_t key_len = 0;
+        size_t key = 0;
         jag_status st;
         if (object) {
             skip_ws(p);
             if (p->pos >= p->len || p->t[p->pos] != '"') return fail(p, p->pos, "a string key in the object");
-            if ((st = parse_string(p, &key, &key_len))) return st;
+            if ((st = parse_string(p, &key))) return st;
             skip_ws(p);
             if (p->pos >= p->len || p->t[p->pos] != ':') return fail(p, p->pos, "':' after the object key");
             p->pos++;
         }
-        int32_t child;
+        uint32_t child;
         if ((st = parse_value(p, depth + 1, &child))) return st;
-        jag_json_node *c = &p->doc->nodes[child];
-        c->key = key;
-        c->key_len = key_len;
-        if (last < 0) p->doc->nodes[self].first = child;
-        else p->doc->nodes[last].next = child;
-        last = child;
-        p->doc->nodes[self].count++;
+        if (object && p->build) p->doc->nodes[child].tag |= (uint32_t)(key + 1);
         skip_ws(p);
         if (p->pos < p->len && p->t[p->pos] == ',') {
             p->pos++;
@@ -261,12 +267,12 @@ static jag_status parse_children(parser *p, int depth, int32_t self, bool object
     }
 }
 
-static jag_status parse_value(parser *p, int depth, int32_t *out) {
+static jag_status parse_value(parser *p, int depth, uint32_t *out) {
     skip_ws(p);
     if (p->pos >= p->len) return fail(p, p->pos, "a value");
     unsigned c = p->t[p->pos];
     jag_status st;
-    int32_t id;
+    uint32_t id = 0;
     if (c == '{' || c == '[') {
         if (depth >= JAG_JSON_MAX_DEPTH) {
             return jag__error(JAG_EINVAL, "%s: %s nests JSON deeper than %d levels at byte %zu", p->op, p->what,
@@ -274,17 +280,15 @@ static jag_status parse_value(parser *p, int depth, int32_t *out) {
         }
         if ((st = new_node(p, c == '{' ? JAG_JSON_OBJECT : JAG_JSON_ARRAY, &id))) return st;
         p->pos++;
-        if ((st = parse_children(p, depth, id, c == '{'))) return st;
+        if ((st = parse_children(p, depth, c == '{'))) return st;
+        if (p->build) p->doc->nodes[id].val = p->n_nodes; /* past its last descendant */
     } else if (c == '"') {
         if ((st = new_node(p, JAG_JSON_STRING, &id))) return st;
-        const char *s;
-        size_t n;
-        if ((st = parse_string(p, &s, &n))) return st;
-        p->doc->nodes[id].s = s;
-        p->doc->nodes[id].len = n;
+        size_t s;
+        if ((st = parse_string(p, &s))) return st;
+        if (p->build) p->doc->nodes[id].val = (uint32_t)s;
     } else if (c == '-' || (c >= '0' && c <= '9')) {
-        if ((st = new_node(p, JAG_JSON_INT, &id))) return st;
-        if ((st = parse_number(p, &p->doc->nodes[id]))) return st;
+        if ((st = parse_number(p, &id))) return st;
     } else {
         static const struct { const char *word; jag_json_kind kind; } lits[] = {
             {"true", JAG_JSON_TRUE}, {"false", JAG_JSON_FALSE}, {"null", JAG_JSON_NULL}};
@@ -301,33 +305,81 @@ static jag_status parse_value(parser *p, int depth, int32_t *out) {
     return JAG_OK;
 }
 
-jag_status jag__json_parse(const char *op, const char *what, const char *text, size_t len, jag_json_doc *doc) {
+/* One pass over the whole text. */
+static jag_status parse_text(parser *p) {
+    uint32_t root;
+    jag_status st = parse_value(p, 0, &root);
+    if (st) return st;
+    skip_ws(p);
+    return p->pos == p->len ? JAG_OK : fail(p, p->pos, "the end of the text after the value");
+}
+
+/*
+ * Memory: the second pass allocates 8 bytes per value, 8 per integer that
+ * does not fit 32 bits and the decoded strings with their NULs, and these
+ * total at most 4 * len + 4 bytes. Every value but the root follows its own
+ * separator ('[', '{' or ',' before it or before its key), every array and
+ * object ends with a closer, and an opener is the first byte of its own
+ * value: counting first bytes, commas and closers, a text of n values has
+ * len >= 2n - 1, so the nodes take at most 4 (len + 1) bytes. The bytes
+ * not counted there pay for the rest: a string's content and closing quote
+ * (at least the bytes it decodes to, with its NUL), a key's quotes, content
+ * and ':' (the same), a 64-bit integer's other 9 or more characters (its 8
+ * bytes).
+ */
+jag_status jag__json_parse(const char *op, const char *what, const char *text, size_t len, const char *object_expected,
+                           jag_json_doc *doc) {
     memset(doc, 0, sizeof *doc);
-    parser p = {op, what, (const unsigned char *)text, len, 0, doc};
-    /* decoded strings (with their NULs) are never longer than the text */
-    doc->pool_cap = len + 1;
-    doc->pool = malloc(doc->pool_cap);
-    if (!doc->pool) return jag__error(JAG_ENOMEM, "%s: out of memory parsing %s (%zu bytes)", op, what, len);
-    int32_t root;
-    jag_status st = parse_value(&p, 0, &root);
-    if (!st) {
+    if (len > JAG_JSON_MAX_TEXT)
+        return jag__error(JAG_EINVAL, "%s: %s has %zu bytes, expected at most %zu for the JSON reader", op, what, len,
+                          JAG_JSON_MAX_TEXT);
+    parser p = {op, what, (const unsigned char *)text, len, 0, doc, false, 0, 0, 0};
+    if (object_expected) {
+        /* an array at the top is refused before it is read */
         skip_ws(&p);
-        if (p.pos != len) st = fail(&p, p.pos, "the end of the text after the value");
+        if (p.pos < len && p.t[p.pos] == '[')
+            return jag__error(JAG_EINVAL, "%s: %s is an array, expected %s", op, what, object_expected);
+        p.pos = 0;
     }
+    jag_status st = parse_text(&p);
+    if (st) return st;
+    /* the second pass, into memory of the counted sizes */
+    doc->n_nodes = p.n_nodes, doc->n_ints = p.n_ints, doc->pool_len = p.n_pool;
+    doc->bytes = (size_t)p.n_nodes * sizeof *doc->nodes + (size_t)p.n_ints * sizeof *doc->ints + p.n_pool;
+    doc->nodes = malloc((size_t)p.n_nodes * sizeof *doc->nodes);
+    doc->ints = p.n_ints ? malloc((size_t)p.n_ints * sizeof *doc->ints) : NULL;
+    doc->pool = malloc(p.n_pool ? p.n_pool : 1);
+    if (!doc->nodes || (p.n_ints && !doc->ints) || !doc->pool) {
+        jag__json_free(doc);
+        return jag__error(JAG_ENOMEM, "%s: out of memory parsing %s (%zu bytes)", op, what, len);
+    }
+    parser q = {op, what, (const unsigned char *)text, len, 0, doc, true, 0, 0, 0};
+    st = parse_text(&q);
+    if (!st && (q.n_nodes != p.n_nodes || q.n_ints != p.n_ints || q.n_pool != p.n_pool))
+        st = jag__error(JAG_EINTERNAL, "%s: reading %s twice gave different counts", op, what);
+    if (!st && object_expected && jag__json_kind(jag__json_root(doc)) != JAG_JSON_OBJECT)
+        st = jag__error(JAG_EINVAL, "%s: %s is %s, expected %s", op, what,
+                        jag__json_kind_name(jag__json_kind(jag__json_root(doc))), object_expected);
     if (st) jag__json_free(doc);
     return st;
 }
 
 void jag__json_free(jag_json_doc *doc) {
     free(doc->nodes);
+    free(doc->ints);
     free(doc->pool);
     memset(doc, 0, sizeof *doc);
 }
 
-const jag_json_node *jag__json_get(const jag_json_doc *doc, const jag_json_node *obj, const char *key) {
-    if (!obj || obj->kind != JAG_JSON_OBJECT) return NULL;
-    size_t n = strlen(key);
-    for (int32_t i = obj->first; i >= 0; i = doc->nodes[i].next)
-        if (doc->nodes[i].key_len == n && memcmp(doc->nodes[i].key, key, n) == 0) return &doc->nodes[i];
+int64_t jag__json_count(const jag_json_doc *d, const jag_json_node *n) {
+    int64_t k = 0;
+    for (const jag_json_node *c = jag__json_first(d, n); c; c = jag__json_next(d, n, c)) k++;
+    return k;
+}
+
+const jag_json_node *jag__json_get(const jag_json_doc *d, const jag_json_node *obj, const char *key) {
+    if (!obj || jag__json_kind(obj) != JAG_JSON_OBJECT) return NULL;
+    for (const jag_json_node *c = jag__json_first(d, obj); c; c = jag__json_next(d, obj, c))
+        if (strcmp(jag__json_key(d, c), key) == 0) return c;
     return NULL;
 }

@@ -20,6 +20,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -78,6 +79,7 @@ static void map_release(void *ctx, void *data) {
 /* ---- the set ------------------------------------------------------------ */
 
 struct jag_tensor_set {
+    uint32_t magic; /* JAG_HANDLE_LIVE; JAG_HANDLE_FREED once freed */
     int n;
     char **names;
     jag_tensor **tensors;
@@ -85,23 +87,40 @@ struct jag_tensor_set {
     char **keys, **values;
 };
 
-void jag_tensor_set_free(jag_tensor_set *set) {
-    if (!set) return;
+/* Frees what the set holds; the header itself is freed by
+ * jag_tensor_set_free through the handle ring (handles.c), or at once
+ * when a load fails before handing the set out. */
+static void set_free_contents(jag_tensor_set *set) {
     for (int i = 0; i < set->n; i++) free(set->names[i]), jag_release(set->tensors[i]);
     for (int i = 0; i < set->n_meta; i++) free(set->keys[i]), free(set->values[i]);
     free(set->names), free(set->tensors), free(set->keys), free(set->values);
-    free(set);
+    set->n = set->n_meta = 0;
+    set->names = set->keys = set->values = NULL;
+    set->tensors = NULL;
 }
 
-int jag_tensor_set_count(const jag_tensor_set *set) { return set ? set->n : 0; }
+jag_status jag_tensor_set_free(jag_tensor_set *set) {
+    if (!set) return JAG_OK;
+    if (set->magic != JAG_HANDLE_LIVE)
+        return jag__error(JAG_EINVAL, "jag_tensor_set_free: argument 'set' was already freed");
+    set_free_contents(set);
+    set->magic = JAG_HANDLE_FREED;
+    jag__handle_retire(set, free);
+    return JAG_OK;
+}
+
+/* A set the accessors may read (NULL and freed sets read as empty). */
+static bool set_live(const jag_tensor_set *set) { return set && set->magic == JAG_HANDLE_LIVE; }
+
+int jag_tensor_set_count(const jag_tensor_set *set) { return set_live(set) ? set->n : 0; }
 const char *jag_tensor_set_name(const jag_tensor_set *set, int i) {
-    return set && i >= 0 && i < set->n ? set->names[i] : NULL;
+    return set_live(set) && i >= 0 && i < set->n ? set->names[i] : NULL;
 }
 jag_tensor *jag_tensor_set_get(const jag_tensor_set *set, int i) {
-    return set && i >= 0 && i < set->n ? set->tensors[i] : NULL;
+    return set_live(set) && i >= 0 && i < set->n ? set->tensors[i] : NULL;
 }
 jag_tensor *jag_tensor_set_find(const jag_tensor_set *set, const char *name) {
-    if (!set || !name) return NULL;
+    if (!set_live(set) || !name) return NULL;
     int lo = 0, hi = set->n - 1; /* names are sorted */
     while (lo <= hi) {
         int mid = lo + (hi - lo) / 2, c = strcmp(set->names[mid], name);
@@ -111,12 +130,12 @@ jag_tensor *jag_tensor_set_find(const jag_tensor_set *set, const char *name) {
     }
     return NULL;
 }
-int jag_tensor_set_metadata_count(const jag_tensor_set *set) { return set ? set->n_meta : 0; }
+int jag_tensor_set_metadata_count(const jag_tensor_set *set) { return set_live(set) ? set->n_meta : 0; }
 const char *jag_tensor_set_metadata_key(const jag_tensor_set *set, int i) {
-    return set && i >= 0 && i < set->n_meta ? set->keys[i] : NULL;
+    return set_live(set) && i >= 0 && i < set->n_meta ? set->keys[i] : NULL;
 }
 const char *jag_tensor_set_metadata_value(const jag_tensor_set *set, int i) {
-    return set && i >= 0 && i < set->n_meta ? set->values[i] : NULL;
+    return set_live(set) && i >= 0 && i < set->n_meta ? set->values[i] : NULL;
 }
 
 
@@ -183,46 +202,50 @@ static int find_entry(const loader *L, const char *name) {
 /* One tensor's header entry: {"dtype": s, "shape": [ints], "data_offsets": [b, e]}. */
 static jag_status parse_entry(loader *L, const jag_json_node *v, entry *e) {
     const char *op = L->op, *nm = e->name;
-    if (v->kind != JAG_JSON_OBJECT)
+    const jag_json_doc *d = &L->doc;
+    if (jag__json_kind(v) != JAG_JSON_OBJECT)
         return jag__error(JAG_EINVAL, "%s: tensor '%.200s': expected an object with dtype, shape and data_offsets, got %s",
-                          op, nm, jag__json_kind_name(v->kind));
+                          op, nm, jag__json_kind_name(jag__json_kind(v)));
     const jag_json_node *dt = NULL, *shape = NULL, *offs = NULL;
-    for (const jag_json_node *c = jag__json_child(&L->doc, v->first); c; c = jag__json_child(&L->doc, c->next)) {
-        const jag_json_node **slot = strcmp(c->key, "dtype") == 0          ? &dt
-                                     : strcmp(c->key, "shape") == 0        ? &shape
-                                     : strcmp(c->key, "data_offsets") == 0 ? &offs
-                                                                           : NULL;
+    for (const jag_json_node *c = jag__json_first(d, v); c; c = jag__json_next(d, v, c)) {
+        const char *key = jag__json_key(d, c);
+        const jag_json_node **slot = strcmp(key, "dtype") == 0          ? &dt
+                                     : strcmp(key, "shape") == 0        ? &shape
+                                     : strcmp(key, "data_offsets") == 0 ? &offs
+                                                                        : NULL;
         if (!slot)
             return jag__error(JAG_EINVAL, "%s: tensor '%.200s': unknown field '%.64s', expected dtype, shape and data_offsets",
-                              op, nm, c->key);
-        if (*slot) return jag__error(JAG_EINVAL, "%s: tensor '%.200s': field '%s' appears twice", op, nm, c->key);
+                              op, nm, key);
+        if (*slot) return jag__error(JAG_EINVAL, "%s: tensor '%.200s': field '%s' appears twice", op, nm, key);
         *slot = c;
     }
     if (!dt || !shape || !offs)
         return jag__error(JAG_EINVAL, "%s: tensor '%.200s': field '%s' is missing", op, nm,
                           !dt ? "dtype" : !shape ? "shape" : "data_offsets");
-    if (dt->kind != JAG_JSON_STRING)
+    if (jag__json_kind(dt) != JAG_JSON_STRING)
         return jag__error(JAG_EINVAL, "%s: tensor '%.200s': field 'dtype' is %s, expected a string", op, nm,
-                          jag__json_kind_name(dt->kind));
-    jag_status st = dtype_from_name(op, nm, dt->s, &e->dtype);
+                          jag__json_kind_name(jag__json_kind(dt)));
+    jag_status st = dtype_from_name(op, nm, jag__json_str(d, dt), &e->dtype);
     if (st) return st;
-    if (shape->kind != JAG_JSON_ARRAY)
+    if (jag__json_kind(shape) != JAG_JSON_ARRAY)
         return jag__error(JAG_EINVAL, "%s: tensor '%.200s': field 'shape' is %s, expected an array of sizes", op, nm,
-                          jag__json_kind_name(shape->kind));
-    if (shape->count > JAG_MAX_DIMS)
-        return jag__error(JAG_EINVAL, "%s: tensor '%.200s': field 'shape' has %d dims, expected at most %d", op, nm,
-                          shape->count, JAG_MAX_DIMS);
+                          jag__json_kind_name(jag__json_kind(shape)));
+    int64_t ndim = jag__json_count(d, shape);
+    if (ndim > JAG_MAX_DIMS)
+        return jag__error(JAG_EINVAL, "%s: tensor '%.200s': field 'shape' has %lld dims, expected at most %d", op, nm,
+                          (long long)ndim, JAG_MAX_DIMS);
     e->ndim = 0;
     uint64_t nbytes = jag_dtype_size(e->dtype), extent = nbytes;
     bool overflow = false;
-    for (const jag_json_node *c = jag__json_child(&L->doc, shape->first); c; c = jag__json_child(&L->doc, c->next)) {
-        if (c->kind != JAG_JSON_INT || c->i < 0)
+    for (const jag_json_node *c = jag__json_first(d, shape); c; c = jag__json_next(d, shape, c)) {
+        int64_t size = jag__json_int(d, c);
+        if (jag__json_kind(c) != JAG_JSON_INT || size < 0)
             return jag__error(JAG_EINVAL, "%s: tensor '%.200s': field 'shape' entry %d is %s, expected a size >= 0", op, nm,
-                              e->ndim, c->kind == JAG_JSON_INT ? "negative" : jag__json_kind_name(c->kind));
-        e->sizes[e->ndim++] = c->i;
-        if (__builtin_mul_overflow(nbytes, (uint64_t)c->i, &nbytes)) overflow = true;
+                              e->ndim, jag__json_kind(c) == JAG_JSON_INT ? "negative" : jag__json_kind_name(jag__json_kind(c)));
+        e->sizes[e->ndim++] = size;
+        if (__builtin_mul_overflow(nbytes, (uint64_t)size, &nbytes)) overflow = true;
         /* the non-zero sizes must fit as well (jag computes strides from them) */
-        if (__builtin_mul_overflow(extent, (uint64_t)(c->i ? c->i : 1), &extent)) overflow = true;
+        if (__builtin_mul_overflow(extent, (uint64_t)(size ? size : 1), &extent)) overflow = true;
     }
     char sh[JAG_SHAPE_BUF];
     jag__shape_str(e->sizes, e->ndim, sh, sizeof sh);
@@ -230,13 +253,15 @@ static jag_status parse_entry(loader *L, const jag_json_node *v, entry *e) {
     if (overflow || extent > (uint64_t)INT64_MAX)
         return jag__error(JAG_EOVERFLOW, "%s: tensor '%.200s': shape %s of %s overflows the size of a tensor", op, nm, sh,
                           st_names[e->dtype]);
-    if (offs->kind != JAG_JSON_ARRAY || offs->count != 2)
+    if (jag__json_kind(offs) != JAG_JSON_ARRAY || jag__json_count(d, offs) != 2)
         return jag__error(JAG_EINVAL, "%s: tensor '%.200s': field 'data_offsets' is %s, expected an array [begin, end]", op,
-                          nm, offs->kind == JAG_JSON_ARRAY ? "an array of another length" : jag__json_kind_name(offs->kind));
-    const jag_json_node *b = jag__json_child(&L->doc, offs->first), *en = jag__json_child(&L->doc, b->next);
-    if (b->kind != JAG_JSON_INT || en->kind != JAG_JSON_INT || b->i < 0 || en->i < 0)
+                          nm, jag__json_kind(offs) == JAG_JSON_ARRAY ? "an array of another length"
+                                                                      : jag__json_kind_name(jag__json_kind(offs)));
+    const jag_json_node *b = jag__json_first(d, offs), *en = jag__json_next(d, offs, b);
+    if (jag__json_kind(b) != JAG_JSON_INT || jag__json_kind(en) != JAG_JSON_INT || jag__json_int(d, b) < 0 ||
+        jag__json_int(d, en) < 0)
         return jag__error(JAG_EINVAL, "%s: tensor '%.200s': field 'data_offsets' must hold two integers >= 0", op, nm);
-    e->begin = (uint64_t)b->i, e->end = (uint64_t)en->i;
+    e->begin = (uint64_t)jag__json_int(d, b), e->end = (uint64_t)jag__json_int(d, en);
     if (e->begin > e->end)
         return jag__error(JAG_EINVAL, "%s: tensor '%.200s': data_offsets [%llu, %llu] are out of order, expected begin <= end",
                           op, nm, (unsigned long long)e->begin, (unsigned long long)e->end);
@@ -287,45 +312,40 @@ static jag_status parse_nested(loader *L, const char *name, const char *value, s
     jag_json_doc d;
     char what[256];
     snprintf(what, sizeof what, "metadata '" NESTED_PREFIX "%.200s'", name);
-    jag_status st = jag__json_parse(op, what, value, len, &d);
+    jag_status st = jag__json_parse(op, what, value, len, "an object {\"layout\": ...}", &d);
     if (st) return st;
-    const jag_json_node *root = &d.nodes[0], *layout = NULL, *ridx = NULL;
-    if (root->kind != JAG_JSON_OBJECT) {
-        st = jag__error(JAG_EINVAL, "%s: %s is %s, expected an object {\"layout\": ...}", op, what,
-                        jag__json_kind_name(root->kind));
-        goto done;
-    }
-    for (const jag_json_node *c = jag__json_child(&d, root->first); c; c = jag__json_child(&d, c->next)) {
-        const jag_json_node **slot = strcmp(c->key, "layout") == 0 ? &layout : strcmp(c->key, "ragged_idx") == 0 ? &ridx : NULL;
+    const jag_json_node *root = jag__json_root(&d), *layout = NULL, *ridx = NULL;
+    for (const jag_json_node *c = jag__json_first(&d, root); c; c = jag__json_next(&d, root, c)) {
+        const char *key = jag__json_key(&d, c);
+        const jag_json_node **slot = strcmp(key, "layout") == 0 ? &layout : strcmp(key, "ragged_idx") == 0 ? &ridx : NULL;
         if (!slot || *slot) {
             st = jag__error(JAG_EINVAL, "%s: %s has %s field '%.64s', expected layout and ragged_idx", op, what,
-                            slot ? "a repeated" : "an unknown", c->key);
+                            slot ? "a repeated" : "an unknown", key);
             goto done;
         }
         *slot = c;
     }
-    if (!layout || layout->kind != JAG_JSON_STRING ||
-        (strcmp(layout->s, "jagged") != 0 && strcmp(layout->s, "strided") != 0)) {
+    const char *ls = layout ? jag__json_str(&d, layout) : NULL; /* NULL unless a string */
+    if (!ls || (strcmp(ls, "jagged") != 0 && strcmp(ls, "strided") != 0)) {
         st = jag__error(JAG_EINVAL, "%s: %s: field 'layout' is %s%.32s%s, expected \"jagged\" or \"strided\"", op, what,
-                        !layout ? "missing" : layout->kind == JAG_JSON_STRING ? "\"" : jag__json_kind_name(layout->kind),
-                        layout && layout->kind == JAG_JSON_STRING ? layout->s : "",
-                        layout && layout->kind == JAG_JSON_STRING ? "\"" : "");
+                        !layout ? "missing" : ls ? "\"" : jag__json_kind_name(jag__json_kind(layout)), ls ? ls : "",
+                        ls ? "\"" : "");
         goto done;
     }
     ne->name = name;
-    ne->layout = strcmp(layout->s, "jagged") == 0 ? JAG_JAGGED : JAG_STRIDED;
+    ne->layout = strcmp(ls, "jagged") == 0 ? JAG_JAGGED : JAG_STRIDED;
     if (ridx) {
-        if (ridx->kind != JAG_JSON_INT || ne->layout != JAG_JAGGED) {
+        if (jag__json_kind(ridx) != JAG_JSON_INT || ne->layout != JAG_JAGGED) {
             st = jag__error(JAG_EINVAL, "%s: %s: field 'ragged_idx' must be an integer, and only for the jagged layout", op, what);
             goto done;
         }
-        if (ridx->i < 1) {
+        if (jag__json_int(&d, ridx) < 1) {
             st = jag__error(JAG_EINVAL, "%s: %s: field 'ragged_idx' is %lld, expected >= 1 (dim 0 is the batch)", op, what,
-                            (long long)ridx->i);
+                            (long long)jag__json_int(&d, ridx));
             goto done;
         }
     }
-    ne->ragged_idx = ridx ? ridx->i : 1; /* checked against the values' dims once they are read */
+    ne->ragged_idx = ridx ? jag__json_int(&d, ridx) : 1; /* checked against the values' dims once they are read */
     static const char *const jagged_parts[] = {"values", "offsets", "lengths"};
     static const char *const strided_parts[] = {"buffer", "nested_sizes", "nested_strides", "storage_offsets"};
     const char *const *parts = ne->layout == JAG_JAGGED ? jagged_parts : strided_parts;
@@ -338,7 +358,7 @@ static jag_status parse_nested(loader *L, const char *name, const char *value, s
         if (idx < 0) {
             if (ne->layout == JAG_JAGGED && k == 2) break; /* lengths are optional */
             st = jag__error(JAG_EINVAL, "%s: nested tensor '%.200s' (%s): tensor '%.200s.%s' is missing from the file", op,
-                            name, layout->s, name, parts[k]);
+                            name, ls, name, parts[k]);
             goto done;
         }
         if (L->entries[idx].consumed) {
@@ -356,21 +376,24 @@ done:
 
 static jag_status metadata_check(loader *L) {
     const jag_json_node *m = L->meta;
+    const jag_json_doc *d = &L->doc;
     if (!m) return JAG_OK;
-    if (m->kind != JAG_JSON_OBJECT)
+    if (jag__json_kind(m) != JAG_JSON_OBJECT)
         return jag__error(JAG_EINVAL, "%s: __metadata__ is %s, expected an object of strings", L->op,
-                          jag__json_kind_name(m->kind));
-    for (const jag_json_node *c = jag__json_child(&L->doc, m->first); c; c = jag__json_child(&L->doc, c->next)) {
-        if (c->kind != JAG_JSON_STRING)
-            return jag__error(JAG_EINVAL, "%s: __metadata__ entry '%.200s' is %s, expected a string", L->op, c->key,
-                              jag__json_kind_name(c->kind));
+                          jag__json_kind_name(jag__json_kind(m)));
+    int64_t count = 0;
+    for (const jag_json_node *c = jag__json_first(d, m); c; c = jag__json_next(d, m, c), count++) {
+        if (jag__json_kind(c) != JAG_JSON_STRING)
+            return jag__error(JAG_EINVAL, "%s: __metadata__ entry '%.200s' is %s, expected a string", L->op,
+                              jag__json_key(d, c), jag__json_kind_name(jag__json_kind(c)));
     }
+    if (count > INT_MAX) return jag__error(JAG_EINVAL, "%s: __metadata__ has %lld entries, expected at most %d", L->op,
+                                           (long long)count, INT_MAX);
     /* duplicate keys: sorted, then neighbours (never quadratic) */
-    const char **keys = malloc((size_t)(m->count ? m->count : 1) * sizeof *keys);
+    const char **keys = malloc((size_t)(count ? count : 1) * sizeof *keys);
     if (!keys) return jag__error(JAG_ENOMEM, "%s: out of memory", L->op);
     int n = 0;
-    for (const jag_json_node *c = jag__json_child(&L->doc, m->first); c; c = jag__json_child(&L->doc, c->next))
-        keys[n++] = c->key;
+    for (const jag_json_node *c = jag__json_first(d, m); c; c = jag__json_next(d, m, c)) keys[n++] = jag__json_key(d, c);
     qsort(keys, (size_t)n, sizeof *keys, cmp_str);
     jag_status st = JAG_OK;
     for (int i = 1; i < n && !st; i++)
@@ -457,6 +480,7 @@ static jag_status build_set(loader *L, jag_tensor_set **out) {
     named *list = malloc((size_t)(n ? n : 1) * sizeof *list);
     jag_tensor_set *set = calloc(1, sizeof *set);
     if (!list || !set) goto oom;
+    set->magic = JAG_HANDLE_LIVE;
     int k = 0;
     for (int i = 0; i < L->n_entries; i++)
         if (!L->entries[i].consumed) list[k++] = (named){L->entries[i].name, L->entries[i].tensor};
@@ -469,10 +493,11 @@ static jag_status build_set(loader *L, jag_tensor_set **out) {
             free(list), free(set);
             return st;
         }
+    const jag_json_doc *d = &L->doc;
     int n_meta = 0;
     if (L->meta)
-        for (const jag_json_node *c = jag__json_child(&L->doc, L->meta->first); c; c = jag__json_child(&L->doc, c->next))
-            n_meta += strncmp(c->key, NESTED_PREFIX, strlen(NESTED_PREFIX)) != 0;
+        for (const jag_json_node *c = jag__json_first(d, L->meta); c; c = jag__json_next(d, L->meta, c))
+            n_meta += strncmp(jag__json_key(d, c), NESTED_PREFIX, strlen(NESTED_PREFIX)) != 0;
     set->names = calloc((size_t)(n ? n : 1), sizeof *set->names);
     set->tensors = calloc((size_t)(n ? n : 1), sizeof *set->tensors);
     set->keys = calloc((size_t)(n_meta ? n_meta : 1), sizeof *set->keys);
@@ -484,10 +509,10 @@ static jag_status build_set(loader *L, jag_tensor_set **out) {
         set->n = i + 1;
     }
     if (L->meta)
-        for (const jag_json_node *c = jag__json_child(&L->doc, L->meta->first); c; c = jag__json_child(&L->doc, c->next)) {
-            if (strncmp(c->key, NESTED_PREFIX, strlen(NESTED_PREFIX)) == 0) continue;
-            set->keys[set->n_meta] = dup_str(c->key);
-            set->values[set->n_meta] = dup_str(c->s);
+        for (const jag_json_node *c = jag__json_first(d, L->meta); c; c = jag__json_next(d, L->meta, c)) {
+            if (strncmp(jag__json_key(d, c), NESTED_PREFIX, strlen(NESTED_PREFIX)) == 0) continue;
+            set->keys[set->n_meta] = dup_str(jag__json_key(d, c));
+            set->values[set->n_meta] = dup_str(jag__json_str(d, c));
             set->n_meta++;
             if (!set->keys[set->n_meta - 1] || !set->values[set->n_meta - 1]) goto oom;
         }
@@ -496,32 +521,43 @@ static jag_status build_set(loader *L, jag_tensor_set **out) {
     return JAG_OK;
 oom:
     free(list);
-    jag_tensor_set_free(set);
+    if (set) set_free_contents(set), free(set);
     return jag__error(JAG_ENOMEM, "%s: out of memory", op);
 }
 
 static jag_status load_entries(loader *L, const char *header, size_t header_len) {
     const char *op = L->op;
-    jag_status st = jag__json_parse(op, "the header", header, header_len, &L->doc);
+    /* an array at the top is refused at its first byte: a header of
+     * millions of values costs nothing to refuse */
+    jag_status st = jag__json_parse(op, "the header", header, header_len, "a JSON object", &L->doc);
     if (st) return st;
-    const jag_json_node *root = &L->doc.nodes[0];
-    if (root->kind != JAG_JSON_OBJECT)
-        return jag__error(JAG_EINVAL, "%s: the header is %s, expected a JSON object", op, jag__json_kind_name(root->kind));
-    L->entries = calloc((size_t)(root->count ? root->count : 1), sizeof *L->entries);
-    if (!L->entries) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
-    for (const jag_json_node *c = jag__json_child(&L->doc, root->first); c; c = jag__json_child(&L->doc, c->next)) {
-        if (strcmp(c->key, "__metadata__") == 0) {
+    const jag_json_doc *d = &L->doc;
+    const jag_json_node *root = jag__json_root(d);
+    /* the entries grow as they are read, so that members refused early cost
+     * no memory (an entry is larger than the text of a bad member) */
+    int cap = 0;
+    for (const jag_json_node *c = jag__json_first(d, root); c; c = jag__json_next(d, root, c)) {
+        const char *key = jag__json_key(d, c);
+        if (strcmp(key, "__metadata__") == 0) {
             if (L->meta) return jag__error(JAG_EINVAL, "%s: the header has __metadata__ twice", op);
             L->meta = c;
             continue;
         }
+        if (L->n_entries == cap) {
+            if (cap > INT_MAX / 2) return jag__error(JAG_EINVAL, "%s: the header has more than %d tensors", op, cap);
+            int nc = cap ? cap * 2 : 16;
+            entry *ne = realloc(L->entries, (size_t)nc * sizeof *ne);
+            if (!ne) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+            L->entries = ne, cap = nc;
+        }
         entry *e = &L->entries[L->n_entries];
-        e->name = c->key;
+        memset(e, 0, sizeof *e);
+        e->name = key;
         if ((st = parse_entry(L, c, e))) return st;
         L->n_entries++;
     }
     if ((st = metadata_check(L))) return st;
-    qsort(L->entries, (size_t)L->n_entries, sizeof *L->entries, cmp_entry_name);
+    if (L->n_entries) qsort(L->entries, (size_t)L->n_entries, sizeof *L->entries, cmp_entry_name);
     for (int i = 1; i < L->n_entries; i++)
         if (strcmp(L->entries[i].name, L->entries[i - 1].name) == 0)
             return jag__error(JAG_EINVAL, "%s: tensor '%.200s' appears twice in the header, expected unique names", op,
@@ -530,13 +566,15 @@ static jag_status load_entries(loader *L, const char *header, size_t header_len)
     /* nested entries */
     if (L->meta) {
         int nn = 0;
-        for (const jag_json_node *c = jag__json_child(&L->doc, L->meta->first); c; c = jag__json_child(&L->doc, c->next))
-            nn += strncmp(c->key, NESTED_PREFIX, strlen(NESTED_PREFIX)) == 0;
+        for (const jag_json_node *c = jag__json_first(d, L->meta); c; c = jag__json_next(d, L->meta, c))
+            nn += strncmp(jag__json_key(d, c), NESTED_PREFIX, strlen(NESTED_PREFIX)) == 0;
         L->nested = calloc((size_t)(nn ? nn : 1), sizeof *L->nested);
         if (!L->nested) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
-        for (const jag_json_node *c = jag__json_child(&L->doc, L->meta->first); c; c = jag__json_child(&L->doc, c->next)) {
-            if (strncmp(c->key, NESTED_PREFIX, strlen(NESTED_PREFIX)) != 0) continue;
-            if ((st = parse_nested(L, c->key + strlen(NESTED_PREFIX), c->s, c->len, &L->nested[L->n_nested]))) return st;
+        for (const jag_json_node *c = jag__json_first(d, L->meta); c; c = jag__json_next(d, L->meta, c)) {
+            const char *key = jag__json_key(d, c), *value = jag__json_str(d, c);
+            if (strncmp(key, NESTED_PREFIX, strlen(NESTED_PREFIX)) != 0) continue;
+            if ((st = parse_nested(L, key + strlen(NESTED_PREFIX), value, strlen(value), &L->nested[L->n_nested])))
+                return st;
             L->n_nested++;
         }
     }
@@ -586,19 +624,38 @@ jag_status jag_load_buffer(const void *data, size_t len, unsigned flags, jag_ten
     return load_bytes(op, data ? data : (const void *)"", len, NULL, out);
 }
 
+/* A file's kind, for messages. */
+static const char *file_kind(mode_t m) {
+    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
+           : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "of another kind";
+}
+
 jag_status jag_load(const char *path, unsigned flags, jag_tensor_set **out) {
     const char *op = "jag_load";
     if (!path || !out) return jag__error(JAG_EINVAL, "%s: arguments 'path' and 'out' must not be NULL", op);
     if (flags & ~JAG_LOAD_MMAP)
         return jag__error(JAG_EINVAL, "%s: argument 'flags' is %u, expected JAG_LOAD_COPY or JAG_LOAD_MMAP", op, flags);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO with no writer (or some devices) would
+     * block; the file's kind is checked on the open descriptor (no race
+     * with a rename), then the flag is cleared */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0) return jag__error(JAG_ESTATE, "%s: cannot open '%.200s': %s", op, path, strerror(errno));
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+    if (fstat(fd, &sb) != 0) {
         int err = errno;
         close(fd);
-        return jag__error(JAG_ESTATE, "%s: '%.200s' is not a regular file%s%s", op, path, err ? ": " : "",
-                          err ? strerror(err) : "");
+        return jag__error(JAG_ESTATE, "%s: cannot read the status of '%.200s': %s", op, path, strerror(err));
+    }
+    if (!S_ISREG(sb.st_mode)) {
+        close(fd);
+        return jag__error(JAG_ESTATE, "%s: argument 'path' ('%.200s') is not a regular file (it is %s), expected a "
+                          "regular safetensors file", op, path, file_kind(sb.st_mode));
+    }
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
+        int err = errno;
+        close(fd);
+        return jag__error(JAG_ESTATE, "%s: cannot set up '%.200s' for reading: %s", op, path, strerror(err));
     }
     size_t len = (size_t)sb.st_size;
     if (len < 8) {

@@ -383,7 +383,9 @@ static void var_rows_f64(const double *in, int64_t C, int64_t n, int64_t nc, dou
     }                                                                          \
     /* softmax / log_softmax, first part: m (nc) the chunk's max (a NaN      \
      * wins), s (nc) the sum of exp(x - sh) in double with sh = SEG_SHIFT(m)  \
-     * (NaN where m is); y = exp(x - sh), or x - sh for log */                \
+     * (NaN where m is NaN or +inf: the whole column is then NaN, as in the   \
+     * dense op and torch, where x - max is inf - inf); y = exp(x - sh), or   \
+     * x - sh for log */                                                      \
     static void rows_softmax_##SUF(const seg_plan *p, const T *in, T *out, const seg_task *t, bool lg, \
                                    T *restrict m, double *restrict s) {       \
         int64_t C = p->C, c0 = t->c0, nc = t->nc, r0 = t->r0, e = t->r0 + t->n; \
@@ -404,7 +406,8 @@ static void var_rows_f64(const double *in, int64_t C, int64_t n, int64_t nc, dou
             SEG_SOFTMAX_EXPS(T, EXP, 1)                                        \
         else                                                                   \
             SEG_SOFTMAX_EXPS(T, EXP, 0)                                        \
-        for (int64_t c = 0; c < nc; c++) s[c] = m[c] != m[c] ? NAN : s[c];     \
+        /* a NaN, or +inf (inf - inf), makes the column NaN, as the dense op */ \
+        for (int64_t c = 0; c < nc; c++) s[c] = m[c] != m[c] || m[c] == INFINITY ? NAN : s[c]; \
     }                                                                          \
     /* softmax / log_softmax, last part: y = y * f (softmax) or y - f (log),  \
      * f (nc) per column */                                                    \
@@ -1464,6 +1467,7 @@ jag_status jag__ref_segment_softmax(const char *op, const nested_state *s, bool 
                 nan |= x != x;
                 m = fmax(m, x);
             }
+            nan |= m == INFINITY; /* x - max is inf - inf, as the dense op */
             double sh = isinf(m) ? 0 : m;
             for (int64_t r = r0; r < r0 + n; r++) sum += exp(LOAD(in, f64, r * C + c) - sh);
             for (int64_t r = r0; r < r0 + n; r++) {

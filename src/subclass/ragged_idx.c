@@ -224,16 +224,61 @@ int jag__nested_ragged_idx_after(jag_op_id op, const jag_value *args, int nargs,
     return r - below;
 }
 
+/* The arguments of a call with a moved ragged dim, for messages: the first
+ * tensor argument whose ragged dim is not 1 (moved, its dim in *moved_r),
+ * and the first two jagged tensor arguments ragged in different dims (a,
+ * b), -1 where there is none. */
+static void moved_args(const jag_value *args, int nargs, int *moved, int *moved_r, int *a, int *b) {
+    *moved = *a = *b = -1, *moved_r = 0;
+    for (int i = 0; i < nargs; i++) {
+        int ri = args[i].kind == JAG_VAL_TENSOR ? jag__nested_ragged_idx(args[i].u.t) : 0;
+        if (!ri) continue;
+        if (ri > 1 && *moved < 0) *moved = i, *moved_r = ri;
+        if (*a < 0) *a = i;
+        else if (*b < 0 && ri != jag__nested_ragged_idx(args[*a].u.t)) *b = i;
+    }
+}
+
+static bool is_product(jag_op_id op) {
+    return op == JAG_OP_mm || op == JAG_OP_bmm || op == JAG_OP_matmul || op == JAG_OP_linear;
+}
+
 jag_status jag__nested_dispatch_moved(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs,
                                       nested_state *lead, int outer_ndim, jag_tensor **outs, void *ctx) {
     const jag_op_info *info = &jag__ops[op];
+    const char *api = info->api_name;
     int r = lead->ragged_idx, n = outer_ndim;
-    if (!relabels(op) || nargs > 16)
-        return jag__error(JAG_ENOTIMPL, "%s: not supported for jagged nested tensors whose ragged dim is %d; "
-                          "transpose it back to dim 1 first", info->api_name, r);
-    if ((op == JAG_OP_mm || op == JAG_OP_matmul || op == JAG_OP_linear) && r == n - 1)
-        return jag__error(JAG_ENOTIMPL, "%s: the last dim of the nested tensor is its ragged dim; transpose it away first",
-                          info->api_name);
+    int mi, mr, ja, jb;
+    moved_args(args, nargs, &mi, &mr, &ja, &jb);
+    /* two jagged operands of a product ragged in different dims (x @ y^T
+     * would be ragged in two dims, x^T @ y sums over the ragged dim):
+     * refused here, whatever the op, before any decomposition is tried */
+    if (is_product(op) && jb >= 0)
+        return jag__error(JAG_ESHAPE, "%s: argument %d is a jagged nested tensor ragged in dim %d, argument %d one ragged "
+                          "in dim %d; a product of jagged tensors ragged in different dims is not supported (expected "
+                          "a jagged first argument not ragged in its last dim, and a dense 1-d or 2-d second one; for a "
+                          "product per component, convert both to the strided layout with jag_nested_to_layout)", api, jb,
+                          jag__nested_ragged_idx(args[jb].u.t), ja, jag__nested_ragged_idx(args[ja].u.t));
+    if (!relabels(op) || nargs > 16) {
+        if (mi >= 0)
+            return jag__error(JAG_ENOTIMPL, "%s: argument %d is a jagged nested tensor whose ragged dim is %d; transpose "
+                              "it back to dim 1 first (expected jagged nested tensors ragged in dim 1 here)%s", api, mi, mr,
+                              is_product(op) ? "; for a product per component, use the strided layout "
+                                               "(jag_nested_to_layout)" : "");
+        for (int i = 0; i < nargs; i++) /* in a tensor list */
+            for (int j = 0; args[i].kind == JAG_VAL_TENSORS && j < args[i].u.tensors.n; j++)
+                if ((mr = jag__nested_ragged_idx(args[i].u.tensors.v[j])) > 1)
+                    return jag__error(JAG_ENOTIMPL, "%s: argument %d (a tensor list): tensor %d is a jagged nested tensor "
+                                      "whose ragged dim is %d; transpose it back to dim 1 first (expected jagged nested "
+                                      "tensors ragged in dim 1 here)", api, i, j, mr);
+        return jag__error(JAG_ENOTIMPL, "%s: not supported for jagged nested tensors whose ragged dim is %d; transpose it "
+                          "back to dim 1 first", api, r);
+    }
+    if (is_product(op) && r == n - 1) {
+        int li = ja >= 0 ? ja : mi; /* the jagged argument */
+        return jag__error(JAG_ENOTIMPL, "%s: argument %d is a jagged nested tensor ragged in its last dim (%d); expected "
+                          "its ragged dim before the last dim (transpose it back to dim 1 first)", api, li, r);
+    }
     if (op == JAG_OP_layer_norm || op == JAG_OP_rms_norm) {
         int64_t nn;
         jag_status st = jag__arg_int(info->api_name, args, nargs, 1, "normalized_ndim", &nn);

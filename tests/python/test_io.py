@@ -1,6 +1,9 @@
 """jag.save / jag.load: round trips of every dtype and both nested layouts,
 mmap and copy, errors; interoperability with the safetensors package in both
 directions."""
+import os
+import resource
+import signal
 import struct
 
 import numpy as np
@@ -112,6 +115,44 @@ def test_save_and_load_errors(tmp_path):
     bad.write_bytes(struct.pack("<Q", len(header)) + header + b"\0\0")
     with pytest.raises(TypeError, match="'F16' has no jag equivalent"):
         jag.load(bad)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this platform")
+def test_load_refuses_a_fifo_without_blocking(tmp_path):
+    """Opening a FIFO with no writer for reading blocks: jag.load refuses it
+    at once. The alarm interrupts a blocking open, so that the test fails
+    instead of hanging."""
+    fifo = tmp_path / "pipe.safetensors"
+    os.mkfifo(fifo)
+
+    def timeout(signum, frame):
+        raise TimeoutError("jag.load blocked on a FIFO")
+
+    old = signal.signal(signal.SIGALRM, timeout)
+    signal.alarm(20)
+    try:
+        for mmap in (False, True):
+            with pytest.raises(RuntimeError, match=r"argument 'path' \('.*pipe\.safetensors'\) is not a regular file "
+                                                   r"\(it is a FIFO\), expected a regular safetensors file"):
+                jag.load(fifo, mmap=mmap)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def test_load_refuses_an_array_header_at_once(tmp_path):
+    """A 20 MB header [0,0,...] is refused as soon as its first byte is read
+    (it is no object), without building its 10 million values first (over
+    600 MB). The growth of the peak RSS bounds what the load used."""
+    path = tmp_path / "array.safetensors"
+    header = b"[" + b"0," * 10_000_000 + b"0]"
+    path.write_bytes(struct.pack("<Q", len(header)) + header)
+    del header
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ValueError, match="jag_load: the header is an array, expected a JSON object"):
+        jag.load(path)
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+    assert grown_mb < 64, "refusing the header raised the peak RSS by %.0f MB" % grown_mb
 
 
 @needs_safetensors
