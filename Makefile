@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 MAKEFLAGS += --no-print-directory
 CMAKE_FLAGS ?=
 
-.PHONY: all build setup test test-c test-python sanitize memcheck fuzz demo bench install clean
+.PHONY: all build setup test test-c test-python sanitize tsan memcheck fuzz demo bench install clean
 
 all: build
 
@@ -37,6 +37,18 @@ sanitize: setup
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DJAG_SANITIZE=ON -DJAG_BUILD_BENCH=OFF >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
+
+# The suite under ThreadSanitizer (clang, Debug at -O1, build-tsan/): every
+# test program (tests/test_threads.c runs jag from 8 threads at once) and
+# example stops at its first data race. jag's OpenMP loops run on LLVM's
+# libomp with its libarcher tool, so TSan understands OpenMP too; see
+# scripts/tsan_run.sh for the options and docs/FUZZING.md.
+tsan: setup
+	@JAG_SETUP_EXTRA="clang libclang-rt-dev libomp-dev" scripts/setup.sh
+	@cmake -S . -B build-tsan -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_C_FLAGS_DEBUG=-O1 -g" \
+		-DJAG_TSAN=ON -DJAG_BUILD_BENCH=OFF >/dev/null
+	@cmake --build build-tsan -j $(JOBS)
+	@JOBS=$(JOBS) scripts/tsan_run.sh build-tsan
 
 # The suite under valgrind: zero leaks, zero errors.
 memcheck: setup
@@ -72,4 +84,4 @@ install: build
 	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf build build-asan build-memcheck build-fuzz
+	rm -rf build build-asan build-tsan build-memcheck build-fuzz

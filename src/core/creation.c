@@ -125,7 +125,7 @@ jag_status jag_from_blob(void *data, const int64_t *sizes, const int64_t *stride
     if (!s) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
     atomic_init(&s->refcount, 1);
     atomic_init(&s->version, 0);
-    s->read_only = false;
+    atomic_init(&s->read_only, false);
     s->data = data;
     s->inline_data = false;
     s->small_data = false;

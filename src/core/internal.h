@@ -32,8 +32,10 @@ typedef struct jag_storage {
     atomic_llong version;
     /* No jag op may write it (a nested tensor's offsets, lengths and cached
      * row ids, from the moment the nested tensor is built): every view of
-     * it is read-only (jag__is_read_only). */
-    bool read_only;
+     * it is read-only (jag__is_read_only). Atomic: nested tensors on one
+     * offsets tensor are built (and their op results re-wrapped, each
+     * freezing it again) in several threads at once. */
+    atomic_bool read_only;
 } jag_storage;
 
 /* Autograd hooks the core calls (src/autograd/engine.c). */
@@ -139,11 +141,16 @@ static inline jag_status jag__check_live(const char *op, const char *arg, const 
 /* Whether jag may write t's data: not a loaded file's (the tensor's flag)
  * and not frozen (its storage's). */
 static inline bool jag__is_read_only(const jag_tensor *t) {
-    return (t->flags & JAG_FLAG_READONLY) || (t->storage && t->storage->read_only);
+    return (t->flags & JAG_FLAG_READONLY) ||
+           (t->storage && atomic_load_explicit(&t->storage->read_only, memory_order_relaxed));
 }
 /* Make t's storage read-only for good (every view of it). */
 static inline void jag__freeze(jag_tensor *t) {
-    if (t && t->storage) t->storage->read_only = true;
+    /* only ever false -> true: relaxed is enough, and a storage already
+     * frozen is not written again (no cache line bouncing between threads
+     * that wrap results on the same offsets) */
+    if (t && t->storage && !atomic_load_explicit(&t->storage->read_only, memory_order_relaxed))
+        atomic_store_explicit(&t->storage->read_only, true, memory_order_relaxed);
 }
 
 /* In-place writes: one more version of t's storage (see jag_storage). */

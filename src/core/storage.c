@@ -114,7 +114,7 @@ jag_storage *jag__storage_new(size_t nbytes, bool zero, const char *op) {
         }
         atomic_init(&s->refcount, 1);
         atomic_init(&s->version, 0);
-        s->read_only = false;
+        atomic_init(&s->read_only, false);
         s->data = (char *)s + HEADER_BYTES;
         s->nbytes = nbytes;
         s->capacity = nbytes;
@@ -152,7 +152,7 @@ jag_storage *jag__storage_new(size_t nbytes, bool zero, const char *op) {
     if (zero && data) memset(data, 0, rounded);
     atomic_init(&s->refcount, 1);
     atomic_init(&s->version, 0);
-    s->read_only = false;
+    atomic_init(&s->read_only, false);
     s->data = data;
     s->nbytes = nbytes;
     s->capacity = capacity;

@@ -363,8 +363,9 @@ static jag_status check_index_vector(const char *op, const char *arg, const jag_
  * was checked is what is kept. */
 static jag_status owned_index_vector(const jag_tensor *t, jag_tensor **out) {
     const jag_storage *st = t->storage;
-    if (jag_is_contiguous(t) && st && (st->read_only || (!st->borrowed && t->offset == 0 &&
-                                                         st->nbytes == (size_t)jag_numel(t) * sizeof(int64_t)))) {
+    if (jag_is_contiguous(t) && st &&
+        (atomic_load_explicit(&st->read_only, memory_order_relaxed) ||
+         (!st->borrowed && t->offset == 0 && st->nbytes == (size_t)jag_numel(t) * sizeof(int64_t)))) {
         *out = jag_retain((jag_tensor *)t);
         return JAG_OK;
     }
