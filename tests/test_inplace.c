@@ -309,6 +309,18 @@ static void test_nested_inplace(void) {
     for (int64_t k = 0; k < 14; k++) CHECK(t_get(values, k) == wv[k % 2]);
     CHECK_OK(jag_zero_(nt));
     for (int64_t k = 0; k < 14; k++) CHECK(t_get(values, k) == 0);
+    /* ragged dim moved (3, 2, j, 3): a dense src lines up with the outer
+     * shape, so only its last dim can broadcast over the packed values */
+    jag_tensor *v4 = t_rand((int64_t[]){7, 2, 3}, 3, JAG_FLOAT32, -1, 1, 13), *nt4 = NULL, *nt4t = NULL;
+    const double rowv[3] = {1, 2, 3};
+    jag_tensor *row = vec(rowv, 3, JAG_FLOAT32), *two = NULL;
+    CHECK_OK(jag_nested_from_jagged(v4, offsets, NULL, &nt4));
+    CHECK_OK(jag_transpose(nt4, 1, 2, &nt4t));
+    CHECK_OK(jag_ones((int64_t[]){2, 3}, 2, JAG_FLOAT32, &two));
+    CHECK_ERR(jag_copy_(nt4t, two), JAG_ESHAPE, "at most 1 trailing dim");
+    CHECK_OK(jag_copy_(nt4t, row));
+    for (int64_t k = 0; k < 42; k++) CHECK(t_get(v4, k) == rowv[k % 3]);
+    jag_release(v4), jag_release(nt4), jag_release(nt4t), jag_release(row), jag_release(two);
     for (int i = 0; i < 3; i++) jag_release(before[i]), jag_release(after[i]), jag_release(copies[i]);
     jag_release(values), jag_release(offsets), jag_release(nt), jag_release(w), jag_release(nt2);
     jag_release(v2), jag_release(o2), jag_release(other);

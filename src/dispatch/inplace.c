@@ -224,9 +224,13 @@ static jag_status nested_copy_source(const char *op, jag_tensor *self, const jag
         *out = s->values;
         return JAG_OK;
     }
-    if (src->ndim > self->ndim - 2)
-        return jag__error(JAG_ESHAPE, "%s: argument 'src' is a dense %d-d tensor; into a nested tensor it must broadcast over the packed values (at most %d dims: the trailing ones)",
-                          op, src->ndim, self->ndim - 2);
+    /* the values hold the outer dims after the batch and ragged ones in
+     * order, so a dense src lines up with them as with the outer shape only
+     * when the ragged dim is dim 1 (or src has at most the last dim) */
+    int most = d->ragged_idx == 1 || self->ndim - 2 < 1 ? self->ndim - 2 : 1;
+    if (src->ndim > most)
+        return jag__error(JAG_ESHAPE, "%s: argument 'src' is a dense %d-d tensor; into this nested tensor it must broadcast over the packed values (at most %d trailing dim%s)",
+                          op, src->ndim, most, most == 1 ? "" : "s");
     *out = src;
     return JAG_OK;
 }
