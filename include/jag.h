@@ -1154,6 +1154,123 @@ int jag_compiled_num_programs(const jag_compiled *c);
 void jag_compiled_free(jag_compiled *c);
 
 /* ------------------------------------------------------------------------ */
+/* Optimizers                                                                */
+/* ------------------------------------------------------------------------ */
+
+/* torch.optim's SGD, Adam and AdamW as fused steps: one pass over each
+ * parameter that reads param, grad and state once and writes param and
+ * state in place, in the param's dtype (float32 or float64) with the step
+ * scalars (bias corrections, step size) computed in double, in the order of
+ * torch's single-tensor updates:
+ *
+ *   SGD:   d = g + weight_decay * p
+ *          buf = d at the first step, else momentum * buf + (1 - dampening) * d
+ *          d = nesterov ? d + momentum * buf : buf        (when momentum != 0)
+ *          p = p - lr * d
+ *   Adam:  g = g + weight_decay * p          (L2 on the gradient)
+ *   AdamW: p = p * (1 - lr * weight_decay)   (decoupled decay, before the rest)
+ *   both:  m = lerp(m, g, 1 - beta1); v = beta2 * v + (1 - beta2) * g * g
+ *          amsgrad: vmax = max(vmax, v), and vmax is used for v below
+ *          p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+ *
+ * with t the parameter's step count after this step (from 1). Parameters
+ * are plain contiguous float leaves; nested parameters are not supported
+ * yet (JAG_ENOTIMPL). A step is not recorded by autograd (it runs with grad
+ * mode off, whatever the caller's mode, as torch's optimizer.step runs under
+ * no_grad) and bumps the version (jag_version) of every parameter and state
+ * tensor it writes, so a graph that saved a parameter before the step
+ * refuses its backward afterwards, as after any in-place op.
+ * Errors (nothing is written): JAG_EINVAL for a hyperparameter out of range
+ * (lr, eps, momentum, weight_decay < 0 or not finite; betas outside [0, 1);
+ * nesterov without momentum or with dampening), a read-only, non-contiguous
+ * or non-leaf parameter, a parameter given twice; JAG_EDTYPE / JAG_ESHAPE for
+ * a non-float parameter, or a gradient or state whose dtype or shape differs
+ * from its parameter's. Every parameter is checked before any is written. */
+
+/* The functional updates over lists of n tensors (what the Python
+ * optimizers call, once per parameter group). Tensors are borrowed.
+ * grads[i] NULL skips parameter i (torch skips params whose .grad is None).
+ * momentum_buffers (ignored when momentum == 0; else n entries): an entry
+ * NULL is the first step of that parameter: a new buffer is made and
+ * stored there (a NEW reference the caller owns); others are updated in
+ * place. steps[i]: parameter i's step count after this step (>= 1);
+ * max_exp_avg_sqs is read only with amsgrad (may be NULL otherwise).
+ * decoupled: AdamW's weight decay, else Adam's. Gradients may be
+ * non-contiguous (read through a contiguous copy); state must be
+ * contiguous, writable and of the parameter's shape and dtype. */
+jag_status jag_optim_sgd_update(jag_tensor *const *params, jag_tensor *const *grads, jag_tensor **momentum_buffers,
+                                int n, double lr, double momentum, double dampening, double weight_decay,
+                                bool nesterov);
+jag_status jag_optim_adam_update(jag_tensor *const *params, jag_tensor *const *grads, jag_tensor *const *exp_avgs,
+                                 jag_tensor *const *exp_avg_sqs, jag_tensor *const *max_exp_avg_sqs,
+                                 const int64_t *steps, int n, double lr, double beta1, double beta2, double eps,
+                                 double weight_decay, bool amsgrad, bool decoupled);
+
+/* An optimizer object: the parameters (one reference each, taken at
+ * creation), the hyperparameters, and per parameter its state and step
+ * count. Used from one thread at a time. */
+typedef struct jag_optimizer jag_optimizer;
+
+/* New optimizers over params[0..n) (each a plain contiguous float leaf,
+ * given once). torch's defaults: SGD(lr, momentum 0, dampening 0,
+ * weight_decay 0, nesterov false); Adam(lr 1e-3, betas (0.9, 0.999), eps
+ * 1e-8, weight_decay 0, amsgrad false); AdamW the same with weight_decay
+ * 1e-2. *out is freed with jag_optim_free. Errors: as above; JAG_ENOMEM. */
+jag_status jag_optim_sgd_new(jag_tensor *const *params, int n, double lr, double momentum, double dampening,
+                             double weight_decay, bool nesterov, jag_optimizer **out);
+jag_status jag_optim_adam_new(jag_tensor *const *params, int n, double lr, double beta1, double beta2, double eps,
+                              double weight_decay, bool amsgrad, jag_optimizer **out);
+jag_status jag_optim_adamw_new(jag_tensor *const *params, int n, double lr, double beta1, double beta2, double eps,
+                               double weight_decay, bool amsgrad, jag_optimizer **out);
+/* One step over every parameter whose .grad (jag_get_grad) is not NULL;
+ * the others are skipped and keep their step count. State is made at a
+ * parameter's first step (Adam's zeros; SGD's momentum buffer, a copy of
+ * the first update). Errors: as above (the step count and state stay). */
+jag_status jag_optim_step(jag_optimizer *opt);
+/* Forget every parameter's gradient (torch's zero_grad(set_to_none=True)). */
+jag_status jag_optim_zero_grad(jag_optimizer *opt);
+/* The learning rate used by the next steps (a scheduler's hook). Errors:
+ * JAG_EINVAL for lr < 0 or not finite. get_lr: NaN for a NULL or freed opt. */
+jag_status jag_optim_set_lr(jag_optimizer *opt, double lr);
+double jag_optim_get_lr(const jag_optimizer *opt);
+/* The number of parameters, -1 for a NULL or freed opt. */
+int jag_optim_num_params(const jag_optimizer *opt);
+/* Free the optimizer and its state, and give back its references on the
+ * parameters (NULL: JAG_OK). A second free is JAG_EINVAL while its memory
+ * is kept (as generators). */
+jag_status jag_optim_free(jag_optimizer *opt);
+
+/* Checkpoints. jag_optim_state: a NEW reference to the live state tensor
+ * `name` of parameter param_index (writes through it change the
+ * optimizer's state), or *out = NULL before that parameter's first step.
+ * Names: SGD "momentum_buffer"; Adam/AdamW "exp_avg", "exp_avg_sq" and,
+ * with amsgrad, "max_exp_avg_sq". jag_optim_set_state copies `value` (the
+ * parameter's shape and dtype) into a new state tensor that replaces the
+ * old one. Step counts: the number of steps parameter param_index has
+ * taken (Adam's bias corrections read it). Errors: JAG_ERANGE for an index
+ * outside [0, n), JAG_EINVAL for a name this optimizer has not or a negative
+ * step, JAG_EDTYPE / JAG_ESHAPE for a value unlike its parameter. */
+jag_status jag_optim_state(const jag_optimizer *opt, int param_index, const char *name, jag_tensor **out);
+jag_status jag_optim_set_state(jag_optimizer *opt, int param_index, const char *name, const jag_tensor *value);
+jag_status jag_optim_step_count(const jag_optimizer *opt, int param_index, int64_t *out);
+jag_status jag_optim_set_step_count(jag_optimizer *opt, int param_index, int64_t step);
+
+/* torch.nn.utils.clip_grad_norm_: the norm_type-norm of all the gradients
+ * of params[0..n) together (params without a gradient count for nothing),
+ * computed in double in one pass over each gradient, into *total_norm (may
+ * be NULL); norm_type is any p > 0 or INFINITY (max |g|). When
+ * max_norm / (total + 1e-6) is below 1 (or NaN), every gradient is
+ * multiplied by it (never when max_norm is +INFINITY: then the call only
+ * measures): in place (its version bumped) when only its leaf holds
+ * it, else the leaf's .grad is replaced by a scaled copy, so that no other
+ * tensor sharing its memory changes. Not while a jag_backward accumulates
+ * into the same parameters. Errors: JAG_EINVAL (norm_type <= 0 or NaN,
+ * max_norm NaN, a released param), JAG_ENOTIMPL for a nested gradient,
+ * JAG_EDTYPE for a non-float one; nothing is changed. */
+jag_status jag_clip_grad_norm(jag_tensor *const *params, int n, double max_norm, double norm_type,
+                              double *total_norm);
+
+/* ------------------------------------------------------------------------ */
 /* Files: safetensors                                                        */
 /* ------------------------------------------------------------------------ */
 

@@ -22,7 +22,7 @@ include_dir = os.path.abspath(os.environ.get("JAG_INCLUDE_DIR", os.path.join(roo
 ext = Extension(
     "jag._C",
     sources=[os.path.join("jag", f) for f in ("_C.c", "_interop.c", "_library.c", "_function.c", "_factory.c", "_nn.c",
-                                              "_trace.c", "_io.c")],
+                                              "_trace.c", "_io.c", "_optim.c")],
     depends=[os.path.join("jag", f) for f in ("_jagpy.h", "_dlpack.h")],
     include_dirs=[include_dir],
     library_dirs=[build_dir],
@@ -36,7 +36,7 @@ setup(
     name="jag",
     version="0.1.0",
     description="Python bindings of jag, a library of dense and nested tensors",
-    packages=["jag", "jag.nn"],
+    packages=["jag", "jag.nn", "jag.optim"],
     ext_modules=[ext],
     install_requires=["numpy"],
     python_requires=">=3.8",

@@ -1588,6 +1588,7 @@ def is_grad_enabled():
 
 
 from . import autograd, nested, nn, library, ops  # noqa: E402,F401
+from . import optim  # noqa: E402,F401
 from .compiler import compile, trace  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
 

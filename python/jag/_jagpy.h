@@ -58,6 +58,7 @@ int jagpy_function_init(PyObject *m); /* _function.c: autograd.Function */
 int jagpy_factory_init(PyObject *m);  /* _factory.c: jag.Generator, meta tensors */
 int jagpy_nn_init(PyObject *m);       /* _nn.c: dropout, clamp, losses */
 int jagpy_trace_init(PyObject *m);    /* _trace.c: jag.trace, jag.compile */
+int jagpy_optim_init(PyObject *m);    /* _optim.c: jag.optim's fused steps, nn.Parameter */
 /* The buffer protocol of TensorBase (set before PyType_Ready). */
 extern PyBufferProcs jagpy_buffer_procs;
 

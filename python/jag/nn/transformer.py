@@ -1,0 +1,196 @@
+"""EmbeddingBag, MultiheadAttention and TransformerEncoderLayer with
+torch.nn's parameters, names and initialisation; jagged nested inputs go
+through the nested attention op without padding."""
+import math as _math
+
+import jag as _jag
+
+from . import functional as F
+from . import init
+from .module import Module
+from .modules import Dropout, LayerNorm, Linear, _float_dtype
+from .parameter import Parameter
+
+__all__ = ["EmbeddingBag", "MultiheadAttention", "TransformerEncoderLayer"]
+
+
+class EmbeddingBag(Module):
+    """Sums, means or maxima of bags of embedding rows (weight N(0, 1)):
+    input (B, L) of fixed bags, 1-D indices with ``offsets``, or a jagged
+    nested (B, j) tensor of indices, one bag per component."""
+
+    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                 mode="mean", sparse=False, _weight=None, include_last_offset=False, padding_idx=None, dtype=None,
+                 generator=None):
+        super().__init__()
+        if max_norm is not None or scale_grad_by_freq or sparse or padding_idx is not None:
+            raise NotImplementedError("EmbeddingBag: max_norm, scale_grad_by_freq, sparse and padding_idx are not "
+                                      "supported")
+        if mode not in ("sum", "mean", "max"):
+            raise ValueError("mode has to be one of sum, mean or max")
+        self.num_embeddings = num_embeddings
+        self.embedding_dim = embedding_dim
+        self.mode = mode
+        self.include_last_offset = include_last_offset
+        self.padding_idx = None
+        if _weight is None:
+            self.weight = Parameter(_jag.empty(num_embeddings, embedding_dim, dtype=_float_dtype(dtype)))
+            init.normal_(self.weight, generator=generator)
+        else:
+            self.weight = Parameter(_weight)
+
+    def forward(self, input, offsets=None, per_sample_weights=None):
+        """F.embedding_bag; a nested input is its values with its offsets."""
+        if isinstance(input, _jag.Tensor) and input.is_nested:
+            if offsets is not None:
+                raise ValueError("EmbeddingBag: offsets must be None for a nested input")
+            if input.lengths() is not None:
+                raise NotImplementedError("EmbeddingBag: nested indices with holes (lengths) are not supported")
+            psw = per_sample_weights.values() if per_sample_weights is not None else None
+            return F.embedding_bag(input.values(), self.weight, input.offsets(), self.mode, psw,
+                                   include_last_offset=True)
+        return F.embedding_bag(input, self.weight, offsets, self.mode, per_sample_weights, self.include_last_offset)
+
+    def extra_repr(self):
+        return "%d, %d, mode=%r" % (self.num_embeddings, self.embedding_dim, self.mode)
+
+
+class MultiheadAttention(Module):
+    """softmax(q k^T / sqrt(head_dim) + mask) v over num_heads heads, with
+    torch's parameters: in_proj_weight (3E, E) (xavier_uniform_),
+    in_proj_bias (3E) zeros, out_proj a Linear(E, E) with zero bias.
+    Inputs (L, B, E), or (B, L, E) with batch_first=True; jagged nested
+    (B, j, E) inputs need batch_first=True (as torch) and need_weights=False.
+    Attention dropout is not supported (dropout must be 0)."""
+
+    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
+                 kdim=None, vdim=None, batch_first=False, dtype=None, generator=None):
+        super().__init__()
+        if embed_dim <= 0 or num_heads <= 0:
+            raise ValueError("embed_dim and num_heads must be greater than 0, got embed_dim=%s and num_heads=%s"
+                             % (embed_dim, num_heads))
+        if add_bias_kv or add_zero_attn or (kdim not in (None, embed_dim)) or (vdim not in (None, embed_dim)):
+            raise NotImplementedError("MultiheadAttention: add_bias_kv, add_zero_attn and kdim/vdim != embed_dim "
+                                      "are not supported")
+        if dropout:
+            raise NotImplementedError("MultiheadAttention: attention dropout is not supported (dropout must be 0)")
+        self.embed_dim = embed_dim
+        self.num_heads = num_heads
+        self.dropout = dropout
+        self.batch_first = batch_first
+        self.head_dim = embed_dim // num_heads
+        if self.head_dim * num_heads != embed_dim:
+            raise AssertionError("embed_dim must be divisible by num_heads")
+        dt = _float_dtype(dtype)
+        self.in_proj_weight = Parameter(_jag.empty(3 * embed_dim, embed_dim, dtype=dt))
+        if bias:
+            self.in_proj_bias = Parameter(_jag.empty(3 * embed_dim, dtype=dt))
+        else:
+            self.register_parameter("in_proj_bias", None)
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dt, generator=generator)
+        self._reset_parameters(generator)
+
+    def _reset_parameters(self, generator=None):
+        init.xavier_uniform_(self.in_proj_weight, generator=generator)
+        if self.in_proj_bias is not None:
+            init.zeros_(self.in_proj_bias)
+            init.zeros_(self.out_proj.bias)
+
+    def _proj(self, x, k):
+        E = self.embed_dim
+        w = self.in_proj_weight[k * E:(k + 1) * E]
+        b = self.in_proj_bias[k * E:(k + 1) * E] if self.in_proj_bias is not None else None
+        return F.linear(x, w, b)
+
+    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
+                average_attn_weights=True, is_causal=False):
+        """(attn_output, attn_weights): attn_weights (B, L, S) averaged over
+        heads (or (B, H, L, S)) when need_weights, else None."""
+        if key_padding_mask is not None:
+            raise NotImplementedError("MultiheadAttention: key_padding_mask is not supported; use nested inputs")
+        nested = query.is_nested
+        if nested:
+            if not self.batch_first:
+                raise AssertionError("nested tensor inputs to MultiheadAttention need batch_first=True")
+            if need_weights:
+                raise AssertionError("need_weights must be False for nested tensor inputs (as torch)")
+        elif not self.batch_first:
+            query, key, value = (t.transpose(0, 1) for t in (query, key, value))
+        B = query.shape[0]
+        H, Dh, E = self.num_heads, self.head_dim, self.embed_dim
+
+        def heads(x):  # (B, L, E) -> (B, H, L, Dh)
+            return x.reshape(B, -1, H, Dh).transpose(1, 2)
+
+        q, k, v = heads(self._proj(query, 0)), heads(self._proj(key, 1)), heads(self._proj(value, 2))
+        weights = None
+        if need_weights:
+            scores = (q @ k.transpose(-2, -1)) * (1.0 / _math.sqrt(Dh))
+            if is_causal and attn_mask is None:
+                L, S = scores.shape[-2], scores.shape[-1]
+                attn_mask = _jag.tensor([[j <= i for j in range(S)] for i in range(L)], dtype=_jag.bool)
+            if attn_mask is not None:
+                if attn_mask.dtype is _jag.bool:
+                    attn_mask = _jag.where(attn_mask, 0.0, float("-inf")).to(scores.dtype)
+                scores = scores + attn_mask
+            weights = _jag.softmax(scores, -1)
+            out = weights @ v
+            if average_attn_weights:
+                weights = _jag.mean(weights, 1)
+        else:
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal)
+        out = self.out_proj(out.transpose(1, 2).reshape(B, -1, E))
+        if not nested and not self.batch_first:
+            out = out.transpose(0, 1)
+        return out, weights
+
+
+class TransformerEncoderLayer(Module):
+    """torch's encoder layer: self-attention then a feed-forward block
+    (linear1, activation, dropout, linear2), each added to its input, with
+    LayerNorms after (norm_first=False) or before (norm_first=True). Dense
+    or jagged nested (B, j, d_model) inputs (nested: batch_first=True)."""
+
+    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
+                 batch_first=False, norm_first=False, bias=True, dtype=None, generator=None):
+        super().__init__()
+        self.self_attn = MultiheadAttention(d_model, nhead, bias=bias, batch_first=batch_first, dtype=dtype,
+                                            generator=generator)
+        self.linear1 = Linear(d_model, dim_feedforward, bias=bias, dtype=dtype, generator=generator)
+        self.dropout = Dropout(dropout)
+        self.linear2 = Linear(dim_feedforward, d_model, bias=bias, dtype=dtype, generator=generator)
+        self.norm_first = norm_first
+        self.norm1 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+        self.norm2 = LayerNorm(d_model, eps=layer_norm_eps, bias=bias, dtype=dtype)
+        self.dropout1 = Dropout(dropout)
+        self.dropout2 = Dropout(dropout)
+        if isinstance(activation, str):
+            if activation == "relu":
+                activation = F.relu
+            elif activation == "gelu":
+                activation = F.gelu
+            else:
+                raise RuntimeError("activation should be relu/gelu, not %s" % activation)
+        self.activation = activation
+
+    def _sa_block(self, x, attn_mask, is_causal):
+        x = self.self_attn(x, x, x, attn_mask=attn_mask, need_weights=False, is_causal=is_causal)[0]
+        return self.dropout1(x)
+
+    def _ff_block(self, x):
+        x = self.linear2(self.dropout(self.activation(self.linear1(x))))
+        return self.dropout2(x)
+
+    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+        """The layer on src (see the class)."""
+        if src_key_padding_mask is not None:
+            raise NotImplementedError("TransformerEncoderLayer: src_key_padding_mask is not supported; use nested "
+                                      "inputs")
+        x = src
+        if self.norm_first:
+            x = x + self._sa_block(self.norm1(x), src_mask, is_causal)
+            x = x + self._ff_block(self.norm2(x))
+        else:
+            x = self.norm1(x + self._sa_block(x, src_mask, is_causal))
+            x = self.norm2(x + self._ff_block(x))
+        return x

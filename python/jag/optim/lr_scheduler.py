@@ -1,0 +1,157 @@
+"""Learning-rate schedulers with torch.optim.lr_scheduler's formulas: each
+step() moves last_epoch on by one and writes the new lr into every
+parameter group."""
+import math as _math
+
+__all__ = ["LRScheduler", "LambdaLR", "StepLR", "CosineAnnealingLR", "LinearLR"]
+
+
+class LRScheduler:
+    """Base class: remembers each group's initial lr ("initial_lr", the
+    base_lrs) and steps once at construction, as torch."""
+
+    def __init__(self, optimizer, last_epoch=-1):
+        self.optimizer = optimizer
+        if last_epoch == -1:
+            for group in optimizer.param_groups:
+                group.setdefault("initial_lr", group["lr"])
+        else:
+            for i, group in enumerate(optimizer.param_groups):
+                if "initial_lr" not in group:
+                    raise KeyError("param 'initial_lr' is not specified in param_groups[%d] when resuming an "
+                                   "optimizer" % i)
+        self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
+        self.last_epoch = last_epoch
+        self._step_count = 0
+        self.step()
+
+    def get_lr(self):
+        """The lrs of the current last_epoch, one per group."""
+        raise NotImplementedError
+
+    def get_last_lr(self):
+        """The lrs the last step() wrote, one per group."""
+        return self._last_lr
+
+    def step(self, epoch=None):
+        """Move to the next epoch (or to ``epoch``, through the closed form
+        where the scheduler has one) and write its lrs into the groups."""
+        self._step_count += 1
+        if epoch is None:
+            self.last_epoch += 1
+            values = self.get_lr()
+        else:
+            self.last_epoch = epoch
+            values = self._get_closed_form_lr() if hasattr(self, "_get_closed_form_lr") else self.get_lr()
+        for group, lr in zip(self.optimizer.param_groups, values):
+            group["lr"] = lr
+        self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def state_dict(self):
+        """Every attribute but the optimizer."""
+        return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state_dict):
+        """Restore what state_dict returned."""
+        self.__dict__.update(state_dict)
+
+
+class LambdaLR(LRScheduler):
+    """lr = base_lr * lr_lambda(epoch); lr_lambda is one function or one
+    per group."""
+
+    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+        n = len(optimizer.param_groups)
+        if not isinstance(lr_lambda, (list, tuple)):
+            self.lr_lambdas = [lr_lambda] * n
+        else:
+            if len(lr_lambda) != n:
+                raise ValueError("Expected %d lr_lambdas, but got %d" % (n, len(lr_lambda)))
+            self.lr_lambdas = list(lr_lambda)
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        """base_lr * lambda(last_epoch) per group."""
+        return [base * lmbda(self.last_epoch) for lmbda, base in zip(self.lr_lambdas, self.base_lrs)]
+
+    def state_dict(self):
+        """As the base, without the lambdas (functions do not pickle)."""
+        return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+
+
+class StepLR(LRScheduler):
+    """lr = base_lr * gamma ** (epoch // step_size)."""
+
+    def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
+        self.step_size = step_size
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        """The lr times gamma every step_size epochs."""
+        if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
+            return [group["lr"] for group in self.optimizer.param_groups]
+        return [group["lr"] * self.gamma for group in self.optimizer.param_groups]
+
+    def _get_closed_form_lr(self):
+        return [base * self.gamma ** (self.last_epoch // self.step_size) for base in self.base_lrs]
+
+
+class CosineAnnealingLR(LRScheduler):
+    """lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2,
+    computed recursively from the previous lr as torch does."""
+
+    def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
+        self.T_max = T_max
+        self.eta_min = eta_min
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        """torch's recursive form of the cosine schedule."""
+        groups = self.optimizer.param_groups
+        if self.last_epoch == 0:
+            return [group["lr"] for group in groups]
+        if self._step_count == 1 and self.last_epoch > 0:
+            return [self.eta_min + (base - self.eta_min) * (1 + _math.cos(self.last_epoch * _math.pi / self.T_max)) / 2
+                    for base in self.base_lrs]
+        if (self.last_epoch - 1 - self.T_max) % (2 * self.T_max) == 0:
+            return [group["lr"] + (base - self.eta_min) * (1 - _math.cos(_math.pi / self.T_max)) / 2
+                    for base, group in zip(self.base_lrs, groups)]
+        return [(1 + _math.cos(_math.pi * self.last_epoch / self.T_max))
+                / (1 + _math.cos(_math.pi * (self.last_epoch - 1) / self.T_max))
+                * (group["lr"] - self.eta_min) + self.eta_min for group in groups]
+
+    def _get_closed_form_lr(self):
+        return [self.eta_min + (base - self.eta_min) * (1 + _math.cos(_math.pi * self.last_epoch / self.T_max)) / 2
+                for base in self.base_lrs]
+
+
+class LinearLR(LRScheduler):
+    """The lr multiplied by a factor going linearly from start_factor to
+    end_factor over total_iters steps (a linear warmup), then kept."""
+
+    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5, last_epoch=-1):
+        if start_factor > 1.0 or start_factor <= 0:
+            raise ValueError("Starting multiplicative factor expected to be greater than 0 and less or equal to 1.")
+        if end_factor > 1.0 or end_factor < 0:
+            raise ValueError("Ending multiplicative factor expected to be between 0 and 1.")
+        self.start_factor = start_factor
+        self.end_factor = end_factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self):
+        """torch's recursive form of the linear factor."""
+        groups = self.optimizer.param_groups
+        if self.last_epoch == 0:
+            return [group["lr"] * self.start_factor for group in groups]
+        if self.last_epoch > self.total_iters:
+            return [group["lr"] for group in groups]
+        return [group["lr"] * (1.0 + (self.end_factor - self.start_factor)
+                               / (self.total_iters * self.start_factor
+                                  + (self.last_epoch - 1) * (self.end_factor - self.start_factor)))
+                for group in groups]
+
+    def _get_closed_form_lr(self):
+        return [base * (self.start_factor + (self.end_factor - self.start_factor)
+                        * min(self.total_iters, self.last_epoch) / self.total_iters) for base in self.base_lrs]

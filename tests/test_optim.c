@@ -1,0 +1,567 @@
+/*
+ * test_optim.c — the optimizers (jag.h, "Optimizers"): several steps of
+ * SGD, Adam and AdamW against their update rules written out per element in
+ * double here (torch.optim's formulas), the fused kernels against their
+ * naive references on odd sizes, state access for checkpoints, refusals
+ * that change nothing, version counters, and clip_grad_norm against the
+ * norm computed here.
+ */
+#include "test.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdbool.h>
+
+/* src/cpu/optim.c's kernels (internal; the test links the static library). */
+typedef struct {
+    double lr, momentum, dampening, weight_decay;
+    bool nesterov;
+} sgd_hyper;
+typedef struct {
+    double lr, beta1, beta2, eps, weight_decay;
+    bool amsgrad, decoupled;
+} adam_hyper;
+void jag__optim_sgd(jag_dtype dt, void *param, const void *grad, void *buf, int64_t n, const sgd_hyper *h, bool first);
+void jag__optim_sgd_ref(jag_dtype dt, void *param, const void *grad, void *buf, int64_t n, const sgd_hyper *h,
+                        bool first);
+void jag__optim_adam(jag_dtype dt, void *param, const void *grad, void *exp_avg, void *exp_avg_sq,
+                     void *max_exp_avg_sq, int64_t n, const adam_hyper *h, int64_t step);
+void jag__optim_adam_ref(jag_dtype dt, void *param, const void *grad, void *exp_avg, void *exp_avg_sq,
+                         void *max_exp_avg_sq, int64_t n, const adam_hyper *h, int64_t step);
+double jag__optim_norm_acc(jag_dtype dt, const void *x, int64_t n, double p);
+double jag__optim_norm_acc_ref(jag_dtype dt, const void *x, int64_t n, double p);
+
+#define N 11     /* elements of the test parameter */
+#define STEPS 6
+
+/* The gradient at step s (0-based): large at first, then small, so that
+ * amsgrad's max differs from exp_avg_sq. */
+static double grad_at(int s, int i) { return (s == 0 ? 3.0 : 0.25) * sin(1.3 * i + 0.7 * s + 0.1) + 0.01 * i; }
+
+/* Give p the gradient grad_at(s, .) through backward of sum(p * c). */
+static void set_grad(jag_tensor *p, int s) {
+    double c[N];
+    for (int i = 0; i < N; i++) c[i] = grad_at(s, i);
+    int64_t n = N;
+    jag_tensor *ct = t_from(c, &n, 1, jag_tensor_dtype(p)), *pc = NULL, *loss = NULL;
+    jag_zero_grad(p);
+    CHECK_OK(jag_mul(p, ct, &pc));
+    CHECK_OK(jag_sum(pc, NULL, 0, false, &loss));
+    CHECK_OK(jag_backward(loss, NULL, false));
+    jag_release(loss), jag_release(pc), jag_release(ct);
+}
+
+static double p0_at(int i) { return 0.5 - 0.09 * i; }
+
+static jag_tensor *make_param(jag_dtype dt) {
+    double v[N];
+    for (int i = 0; i < N; i++) v[i] = p0_at(i);
+    int64_t n = N;
+    jag_tensor *p = t_from(v, &n, 1, dt);
+    CHECK_OK(jag_set_requires_grad(p, true));
+    return p;
+}
+
+/* ---- SGD against torch.optim.SGD's rule ----------------------------------- */
+
+static void sgd_case(jag_dtype dt, double lr, double mom, double damp, double wd, bool nest) {
+    jag_tensor *p = make_param(dt);
+    jag_optimizer *opt = NULL;
+    CHECK_OK(jag_optim_sgd_new(&p, 1, lr, mom, damp, wd, nest, &opt));
+    double rp[N], buf[N];
+    for (int i = 0; i < N; i++) rp[i] = p0_at(i);
+    for (int s = 0; s < STEPS; s++) {
+        set_grad(p, s);
+        int64_t v0 = jag_version(p);
+        CHECK_OK(jag_optim_step(opt));
+        CHECK(jag_version(p) == v0 + 1);
+        /* torch.optim.SGD: d = g + wd p; buf = d (first) or mom buf + (1 - damp) d;
+         * d = nesterov ? d + mom buf : buf; p -= lr d */
+        for (int i = 0; i < N; i++) {
+            double d = grad_at(s, i) + wd * rp[i];
+            if (mom != 0) {
+                buf[i] = s == 0 ? d : mom * buf[i] + (1 - damp) * d;
+                d = nest ? d + mom * buf[i] : buf[i];
+            }
+            rp[i] -= lr * d;
+        }
+    }
+    double tol = dt == JAG_FLOAT64 ? 1e-13 : 2e-6;
+    for (int i = 0; i < N; i++) CHECK_CLOSE(t_get(p, i), rp[i], tol);
+    jag_tensor *b = NULL;
+    if (mom != 0) {
+        CHECK_OK(jag_optim_state(opt, 0, "momentum_buffer", &b));
+        CHECK(b != NULL);
+        for (int i = 0; b && i < N; i++) CHECK_CLOSE(t_get(b, i), buf[i], tol);
+        jag_release(b);
+    }
+    int64_t steps = -1;
+    CHECK_OK(jag_optim_step_count(opt, 0, &steps));
+    CHECK(steps == STEPS);
+    CHECK_OK(jag_optim_free(opt));
+    jag_release(p);
+}
+
+static void test_sgd_rules(void) {
+    TEST_BEGIN();
+    for (int d = 0; d < 2; d++) {
+        jag_dtype dt = d ? JAG_FLOAT32 : JAG_FLOAT64;
+        sgd_case(dt, 0.1, 0, 0, 0, false);      /* plain */
+        sgd_case(dt, 0.1, 0, 0, 0.05, false);   /* weight decay */
+        sgd_case(dt, 0.1, 0.9, 0, 0, false);    /* momentum */
+        sgd_case(dt, 0.1, 0.9, 0.3, 0, false);  /* dampening (not at the first step) */
+        sgd_case(dt, 0.1, 0.9, 0, 0, true);     /* nesterov */
+        sgd_case(dt, 0.05, 0.8, 0, 0.1, true);  /* nesterov + weight decay */
+        sgd_case(dt, 0.05, 0.5, 0.5, 0.2, false);
+    }
+}
+
+/* ---- Adam / AdamW against torch.optim.Adam / AdamW's rule ---------------- */
+
+static void adam_case(jag_dtype dt, bool adamw, double lr, double b1, double b2, double eps, double wd, bool ams) {
+    jag_tensor *p = make_param(dt);
+    jag_optimizer *opt = NULL;
+    if (adamw) CHECK_OK(jag_optim_adamw_new(&p, 1, lr, b1, b2, eps, wd, ams, &opt));
+    else CHECK_OK(jag_optim_adam_new(&p, 1, lr, b1, b2, eps, wd, ams, &opt));
+    double rp[N], m[N] = {0}, v[N] = {0}, vmax[N] = {0};
+    for (int i = 0; i < N; i++) rp[i] = p0_at(i);
+    for (int s = 0; s < STEPS; s++) {
+        set_grad(p, s);
+        int64_t v0 = jag_version(p);
+        CHECK_OK(jag_optim_step(opt));
+        CHECK(jag_version(p) == v0 + 1);
+        int t = s + 1;
+        double bc1 = 1 - pow(b1, t), bc2 = 1 - pow(b2, t);
+        for (int i = 0; i < N; i++) {
+            double g = grad_at(s, i);
+            if (adamw) rp[i] *= 1 - lr * wd; /* decoupled */
+            else g += wd * rp[i];             /* L2 on the gradient */
+            m[i] = b1 * m[i] + (1 - b1) * g;
+            v[i] = b2 * v[i] + (1 - b2) * g * g;
+            vmax[i] = fmax(vmax[i], v[i]);
+            double vv = ams ? vmax[i] : v[i];
+            /* torch: eps is added after dividing sqrt(v) by sqrt(bc2) */
+            rp[i] -= lr / bc1 * m[i] / (sqrt(vv) / sqrt(bc2) + eps);
+        }
+    }
+    double tol = dt == JAG_FLOAT64 ? 1e-12 : 3e-6;
+    for (int i = 0; i < N; i++) CHECK_CLOSE(t_get(p, i), rp[i], tol);
+    jag_tensor *st = NULL;
+    CHECK_OK(jag_optim_state(opt, 0, "exp_avg", &st));
+    for (int i = 0; st && i < N; i++) CHECK_CLOSE(t_get(st, i), m[i], tol);
+    jag_release(st), st = NULL;
+    CHECK_OK(jag_optim_state(opt, 0, "exp_avg_sq", &st));
+    for (int i = 0; st && i < N; i++) CHECK_CLOSE(t_get(st, i), v[i], tol * (1 + fabs(v[i])));
+    jag_release(st), st = NULL;
+    if (ams) {
+        CHECK_OK(jag_optim_state(opt, 0, "max_exp_avg_sq", &st));
+        for (int i = 0; st && i < N; i++) CHECK_CLOSE(t_get(st, i), vmax[i], tol * (1 + fabs(vmax[i])));
+        jag_release(st), st = NULL;
+    } else {
+        CHECK_ERR(jag_optim_state(opt, 0, "max_exp_avg_sq", &st), JAG_EINVAL, "amsgrad");
+        CHECK(st == NULL);
+    }
+    CHECK_OK(jag_optim_free(opt));
+    jag_release(p);
+}
+
+static void test_adam_rules(void) {
+    TEST_BEGIN();
+    for (int d = 0; d < 2; d++) {
+        jag_dtype dt = d ? JAG_FLOAT32 : JAG_FLOAT64;
+        for (int w = 0; w < 2; w++)
+            for (int a = 0; a < 2; a++) {
+                adam_case(dt, w, 0.05, 0.9, 0.999, 1e-8, 0, a);
+                adam_case(dt, w, 0.05, 0.9, 0.99, 1e-3, 0.1, a); /* a large eps shows where it goes */
+                adam_case(dt, w, 0.02, 0.3, 0.5, 1e-6, 0.3, a);  /* beta1 < 0.5: torch's other lerp form */
+            }
+    }
+}
+
+/* amsgrad and the decay kinds change the result: the cases above could fail. */
+static void test_options_matter(void) {
+    TEST_BEGIN();
+    double out[4];
+    for (int k = 0; k < 4; k++) {
+        jag_tensor *p = make_param(JAG_FLOAT64);
+        jag_optimizer *opt = NULL;
+        if (k < 2) CHECK_OK(jag_optim_adam_new(&p, 1, 0.05, 0.9, 0.99, 1e-8, 0.1, k == 1, &opt));
+        else CHECK_OK(jag_optim_adamw_new(&p, 1, 0.05, 0.9, 0.99, 1e-8, 0.1, k == 3, &opt));
+        for (int s = 0; s < STEPS; s++) { set_grad(p, s); CHECK_OK(jag_optim_step(opt)); }
+        out[k] = t_get(p, 3);
+        jag_optim_free(opt);
+        jag_release(p);
+    }
+    CHECK(fabs(out[0] - out[1]) > 1e-6); /* amsgrad */
+    CHECK(fabs(out[0] - out[2]) > 1e-6); /* Adam's L2 vs AdamW's decoupled decay */
+    CHECK(fabs(out[2] - out[3]) > 1e-6);
+}
+
+/* ---- kernels against their naive references --------------------------------- */
+
+static void fill(double *x, int64_t n, double a, double b, int seed) {
+    for (int64_t i = 0; i < n; i++) x[i] = a + b * sin(0.37 * (double)i * (seed + 1) + seed);
+}
+
+static void test_kernels_vs_reference(void) {
+    TEST_BEGIN();
+    const int64_t sizes[] = {1, 7, 33, 1001, 40000 + 13}; /* the last above the parallel grain */
+    for (size_t si = 0; si < sizeof sizes / sizeof *sizes; si++) {
+        int64_t n = sizes[si];
+        double *base = malloc(sizeof(double) * (size_t)n * 5);
+        fill(base, n, 0.2, 1.0, 1);
+        fill(base + n, n, 0.0, 0.5, 2);
+        fill(base + 2 * n, n, 0.0, 0.1, 3);
+        fill(base + 3 * n, n, 0.02, 0.01, 4); /* v >= 0 */
+        fill(base + 4 * n, n, 0.03, 0.02, 5); /* vmax >= 0 */
+        for (int d = 0; d < 2; d++) {
+            jag_dtype dt = d ? JAG_FLOAT32 : JAG_FLOAT64;
+            size_t es = d ? 4 : 8;
+            char *a = malloc(es * (size_t)n * 5), *b = malloc(es * (size_t)n * 5);
+            for (int64_t i = 0; i < 5 * n; i++) {
+                if (d) ((float *)a)[i] = (float)base[i];
+                else ((double *)a)[i] = base[i];
+            }
+#define PTR(x, k) ((x) + (size_t)(k) * (size_t)n * es)
+            sgd_hyper sh[] = {{0.1, 0, 0, 0, false}, {0.1, 0.9, 0.1, 0.01, false}, {0.1, 0.9, 0, 0.01, true}};
+            for (size_t c = 0; c < 3; c++)
+                for (int first = 0; first < 2; first++) {
+                    memcpy(b, a, es * (size_t)n * 5);
+                    char *a2 = malloc(es * (size_t)n * 5);
+                    memcpy(a2, a, es * (size_t)n * 5);
+                    jag__optim_sgd(dt, PTR(a2, 0), PTR(a2, 1), sh[c].momentum ? PTR(a2, 2) : NULL, n, &sh[c], first);
+                    jag__optim_sgd_ref(dt, PTR(b, 0), PTR(b, 1), sh[c].momentum ? PTR(b, 2) : NULL, n, &sh[c], first);
+                    CHECK_MSG(memcmp(a2, b, es * (size_t)n * 5) == 0, "sgd case %zu first %d n %lld dtype %d", c, first,
+                              (long long)n, d);
+                    free(a2);
+                }
+            adam_hyper ah[] = {{1e-3, 0.9, 0.999, 1e-8, 0, false, false},
+                               {1e-2, 0.9, 0.99, 1e-6, 0.1, true, false},
+                               {1e-2, 0.4, 0.9, 1e-6, 0.1, true, true},
+                               {1e-2, 0.9, 0.999, 1e-8, 0.01, false, true}};
+            for (size_t c = 0; c < 4; c++) {
+                char *a2 = malloc(es * (size_t)n * 5);
+                memcpy(a2, a, es * (size_t)n * 5);
+                memcpy(b, a, es * (size_t)n * 5);
+                for (int64_t step = 1; step <= 3; step++) {
+                    jag__optim_adam(dt, PTR(a2, 0), PTR(a2, 1), PTR(a2, 2), PTR(a2, 3),
+                                    ah[c].amsgrad ? PTR(a2, 4) : NULL, n, &ah[c], step);
+                    jag__optim_adam_ref(dt, PTR(b, 0), PTR(b, 1), PTR(b, 2), PTR(b, 3), ah[c].amsgrad ? PTR(b, 4) : NULL,
+                                        n, &ah[c], step);
+                }
+                CHECK_MSG(memcmp(a2, b, es * (size_t)n * 5) == 0, "adam case %zu n %lld dtype %d", c, (long long)n, d);
+                free(a2);
+            }
+            const double ps[] = {2.0, 1.0, 3.0, INFINITY};
+            for (size_t k = 0; k < 4; k++) {
+                double x = jag__optim_norm_acc(dt, PTR(a, 1), n, ps[k]);
+                double r = jag__optim_norm_acc_ref(dt, PTR(a, 1), n, ps[k]);
+                CHECK_CLOSE(x, r, 1e-12 * fabs(r) + 1e-300);
+                /* the same bits whatever the thread count */
+                int nt = omp_get_max_threads();
+                omp_set_num_threads(nt > 1 ? 1 : 3);
+                double y = jag__optim_norm_acc(dt, PTR(a, 1), n, ps[k]);
+                omp_set_num_threads(nt);
+                CHECK_MSG(x == y, "norm_acc p %g n %lld: %.17g with %d threads, %.17g with another count", ps[k],
+                          (long long)n, x, nt, y);
+            }
+#undef PTR
+            free(a), free(b);
+        }
+        free(base);
+    }
+}
+
+/* ---- the functional updates, state access, refusals ------------------------------ */
+
+static void test_functional_updates(void) {
+    TEST_BEGIN();
+    /* two params, one without a gradient (skipped); momentum buffers made */
+    jag_tensor *p[2] = {make_param(JAG_FLOAT32), make_param(JAG_FLOAT32)};
+    set_grad(p[0], 0);
+    jag_tensor *g0 = NULL;
+    CHECK_OK(jag_get_grad(p[0], &g0));
+    jag_tensor *grads[2] = {g0, NULL}, *bufs[2] = {NULL, NULL};
+    int64_t v1 = jag_version(p[1]);
+    CHECK_OK(jag_optim_sgd_update(p, grads, bufs, 2, 0.1, 0.9, 0, 0, false));
+    CHECK(bufs[0] != NULL && bufs[1] == NULL);
+    CHECK(jag_version(p[1]) == v1);
+    for (int i = 0; i < N; i++) {
+        CHECK_CLOSE(t_get(p[0], i), p0_at(i) - 0.1 * grad_at(0, i), 1e-6);
+        CHECK_CLOSE(t_get(p[1], i), (float)p0_at(i), 0); /* skipped: untouched */
+        if (bufs[0]) CHECK_CLOSE(t_get(bufs[0], i), grad_at(0, i), 1e-6);
+    }
+    /* Adam through the functional form equals the object's first step */
+    jag_tensor *m = NULL, *v = NULL;
+    CHECK_OK(jag_zeros_like(p[0], &m));
+    CHECK_OK(jag_zeros_like(p[0], &v));
+    jag_tensor *ms[2] = {m, NULL}, *vs[2] = {v, NULL};
+    int64_t steps[2] = {1, 0};
+    double before = t_get(p[0], 2);
+    CHECK_OK(jag_optim_adam_update(p, grads, ms, vs, NULL, steps, 2, 0.01, 0.9, 0.999, 1e-8, 0, false, false));
+    /* the first Adam step moves by lr * sign(g) (m / sqrt(v) = g / |g|) */
+    CHECK_CLOSE(t_get(p[0], 2), before - 0.01 * (grad_at(0, 2) > 0 ? 1 : -1), 1e-6);
+    jag_release(m), jag_release(v), jag_release(bufs[0]), jag_release(g0);
+    jag_release(p[0]), jag_release(p[1]);
+}
+
+/* Snapshot of a tensor's values and version, to check that a refused call
+ * changed nothing. */
+static bool unchanged(const jag_tensor *t, const double *vals, int64_t ver) {
+    if (jag_version(t) != ver) return false;
+    for (int64_t i = 0; i < jag_numel(t); i++)
+        if (t_get(t, i) != vals[i]) return false;
+    return true;
+}
+
+static void test_refusals_change_nothing(void) {
+    TEST_BEGIN();
+    jag_tensor *a = make_param(JAG_FLOAT32), *b = make_param(JAG_FLOAT32);
+    set_grad(a, 0);
+    double va[N];
+    for (int i = 0; i < N; i++) va[i] = t_get(a, i);
+    jag_optimizer *opt = NULL;
+    /* bad hyperparameters */
+    jag_tensor *ps[2] = {a, b};
+    CHECK_ERR(jag_optim_sgd_new(ps, 2, -0.1, 0, 0, 0, false, &opt), JAG_EINVAL, "'lr'");
+    CHECK_ERR(jag_optim_sgd_new(ps, 2, 0.1, 0, 0, 0, true, &opt), JAG_EINVAL, "nesterov");
+    CHECK_ERR(jag_optim_sgd_new(ps, 2, 0.1, 0.9, 0.1, 0, true, &opt), JAG_EINVAL, "dampening");
+    CHECK_ERR(jag_optim_adam_new(ps, 2, 0.1, 1.0, 0.999, 1e-8, 0, false, &opt), JAG_EINVAL, "'beta1'");
+    CHECK_ERR(jag_optim_adamw_new(ps, 2, 0.1, 0.9, -0.5, 1e-8, 0, false, &opt), JAG_EINVAL, "'beta2'");
+    CHECK_ERR(jag_optim_adam_new(ps, 2, 0.1, 0.9, 0.999, -1, 0, false, &opt), JAG_EINVAL, "'eps'");
+    CHECK_ERR(jag_optim_adam_new(ps, 2, 0.1, 0.9, 0.999, 1e-8, NAN, false, &opt), JAG_EINVAL, "'weight_decay'");
+    jag_tensor *twice[2] = {a, a};
+    CHECK_ERR(jag_optim_adam_new(twice, 2, 0.1, 0.9, 0.999, 1e-8, 0, false, &opt), JAG_EINVAL, "same tensor");
+    /* a non-leaf and an integer tensor */
+    jag_tensor *nl = NULL, *it = NULL;
+    CHECK_OK(jag_mul_scalar(a, 2.0, &nl));
+    jag_tensor *bad[2] = {b, nl};
+    CHECK_ERR(jag_optim_sgd_new(bad, 2, 0.1, 0, 0, 0, false, &opt), JAG_EINVAL, "leaf");
+    int64_t n = N;
+    CHECK_OK(jag_zeros(&n, 1, JAG_INT64, &it));
+    bad[1] = it;
+    CHECK_ERR(jag_optim_sgd_new(bad, 2, 0.1, 0, 0, 0, false, &opt), JAG_EDTYPE, "float32 or float64");
+    CHECK(opt == NULL);
+
+    /* a step where the second param is bad writes nothing into the first */
+    CHECK_OK(jag_optim_adam_new(ps, 2, 0.1, 0.9, 0.999, 1e-8, 0, false, &opt));
+    jag_tensor *g_wrong = NULL;
+    int64_t n2 = N + 1;
+    CHECK_OK(jag_zeros(&n2, 1, JAG_FLOAT32, &g_wrong));
+    jag_tensor *grads[2] = {NULL, g_wrong};
+    jag_tensor *g0 = NULL;
+    CHECK_OK(jag_get_grad(a, &g0));
+    grads[0] = g0;
+    jag_tensor *m[2] = {NULL, NULL}, *v[2] = {NULL, NULL};
+    CHECK_OK(jag_zeros_like(a, &m[0]));
+    CHECK_OK(jag_zeros_like(a, &v[0]));
+    CHECK_OK(jag_zeros_like(b, &m[1]));
+    CHECK_OK(jag_zeros_like(b, &v[1]));
+    int64_t steps[2] = {1, 1}, va_ver = jag_version(a), vm_ver = jag_version(m[0]);
+    CHECK_ERR(jag_optim_adam_update(ps, grads, m, v, NULL, steps, 2, 0.1, 0.9, 0.999, 1e-8, 0, false, false),
+              JAG_ESHAPE, "grads[1]");
+    CHECK(unchanged(a, va, va_ver));
+    CHECK(jag_version(m[0]) == vm_ver && t_get(m[0], 0) == 0);
+    /* a wrong dtype of gradient, a wrong step */
+    jag_tensor *g64 = NULL;
+    CHECK_OK(jag_zeros(&n, 1, JAG_FLOAT64, &g64));
+    grads[1] = g64;
+    CHECK_ERR(jag_optim_adam_update(ps, grads, m, v, NULL, steps, 2, 0.1, 0.9, 0.999, 1e-8, 0, false, false),
+              JAG_EDTYPE, "grads[1]");
+    grads[1] = NULL;
+    steps[0] = 0;
+    CHECK_ERR(jag_optim_adam_update(ps, grads, m, v, NULL, steps, 2, 0.1, 0.9, 0.999, 1e-8, 0, false, false),
+              JAG_EINVAL, "steps[0]");
+    CHECK(unchanged(a, va, va_ver));
+
+    /* step count and state stay after a refused step of the object */
+    int64_t sc = -1;
+    CHECK_OK(jag_optim_step(opt)); /* a has a grad, b has none: fine */
+    CHECK_OK(jag_optim_step_count(opt, 0, &sc));
+    CHECK(sc == 1);
+    CHECK_OK(jag_optim_step_count(opt, 1, &sc));
+    CHECK(sc == 0);
+    jag_tensor *st = NULL;
+    CHECK_OK(jag_optim_state(opt, 1, "exp_avg", &st));
+    CHECK(st == NULL);
+    CHECK_ERR(jag_optim_state(opt, 2, "exp_avg", &st), JAG_ERANGE, "param_index");
+    CHECK_ERR(jag_optim_state(opt, 0, "momentum_buffer", &st), JAG_EINVAL, "'name'");
+    CHECK_ERR(jag_optim_set_lr(opt, -1), JAG_EINVAL, "'lr'");
+    CHECK(jag_optim_get_lr(opt) == 0.1);
+    CHECK_OK(jag_optim_set_lr(opt, 0.2));
+    CHECK(jag_optim_get_lr(opt) == 0.2);
+    CHECK_ERR(jag_optim_set_state(opt, 0, "exp_avg", g_wrong), JAG_ESHAPE, "value");
+    CHECK_ERR(jag_optim_set_step_count(opt, 0, -3), JAG_EINVAL, "'step'");
+    CHECK_OK(jag_optim_free(opt));
+    CHECK_ERR(jag_optim_free(opt), JAG_EINVAL, "freed");
+    CHECK(isnan(jag_optim_get_lr(opt)));
+
+    for (int k = 0; k < 2; k++) jag_release(m[k]), jag_release(v[k]);
+    jag_release(g_wrong), jag_release(g64), jag_release(g0), jag_release(nl), jag_release(it);
+    jag_release(a), jag_release(b);
+}
+
+/* A loaded (read-only) tensor as a param: the step refuses it and writes no
+ * other param. */
+static void test_read_only_param(void) {
+    TEST_BEGIN();
+    jag_tensor *a = make_param(JAG_FLOAT32);
+    set_grad(a, 0);
+    /* a read-only float leaf: a view of frozen storage is not reachable
+     * from the public API except through a loaded file */
+    const char *path = "test_optim_ro.safetensors";
+    jag_tensor *w = make_param(JAG_FLOAT32);
+    const char *names[1] = {"w"};
+    jag_tensor *ts[1] = {w};
+    CHECK_OK(jag_save(path, names, ts, 1, NULL, 0));
+    jag_tensor_set *set = NULL;
+    CHECK_OK(jag_load(path, JAG_LOAD_MMAP, &set));
+    jag_tensor *ro = jag_retain(jag_tensor_set_find(set, "w"));
+    CHECK(jag_is_read_only(ro));
+    CHECK_OK(jag_set_requires_grad(ro, true));
+    set_grad(ro, 1);
+    double va[N];
+    for (int i = 0; i < N; i++) va[i] = t_get(a, i);
+    int64_t ver = jag_version(a);
+    jag_tensor *ps[2] = {a, ro};
+    jag_optimizer *opt = NULL;
+    CHECK_OK(jag_optim_sgd_new(ps, 2, 0.1, 0.9, 0, 0, false, &opt));
+    CHECK_ERR(jag_optim_step(opt), JAG_EINVAL, "read-only");
+    CHECK(unchanged(a, va, ver));
+    jag_tensor *b = NULL;
+    CHECK_OK(jag_optim_state(opt, 0, "momentum_buffer", &b));
+    CHECK(b == NULL); /* no buffer was kept */
+    int64_t sc = -1;
+    CHECK_OK(jag_optim_step_count(opt, 0, &sc));
+    CHECK(sc == 0);
+    jag_optim_free(opt);
+    jag_release(ro), jag_tensor_set_free(set), jag_release(w), jag_release(a);
+    remove(path);
+}
+
+/* A graph that saved the param before the step refuses its backward after
+ * it (the version counter), as after an in-place op. */
+static void test_version_counter_seen_by_autograd(void) {
+    TEST_BEGIN();
+    jag_tensor *p = make_param(JAG_FLOAT64);
+    jag_tensor *sq = NULL, *loss = NULL;
+    CHECK_OK(jag_mul(p, p, &sq)); /* saves p */
+    CHECK_OK(jag_sum(sq, NULL, 0, false, &loss));
+    set_grad(p, 0);
+    jag_optimizer *opt = NULL;
+    CHECK_OK(jag_optim_sgd_new(&p, 1, 0.1, 0, 0, 0, false, &opt));
+    int64_t v0 = jag_version(p);
+    CHECK(jag_set_grad_enabled(true) == true); /* steps under grad mode on too */
+    CHECK_OK(jag_optim_step(opt));
+    CHECK(jag_is_grad_enabled());
+    CHECK(jag_version(p) == v0 + 1);
+    CHECK(jag_is_leaf(p) && jag_requires_grad(p));
+    CHECK_ERR(jag_backward(loss, NULL, false), JAG_ESTATE, "");
+    jag_optim_free(opt);
+    jag_release(loss), jag_release(sq), jag_release(p);
+}
+
+/* Checkpoint round trip: a second optimizer given the first's state and step
+ * counts continues exactly as the first. */
+static void test_state_round_trip(void) {
+    TEST_BEGIN();
+    jag_tensor *p1 = make_param(JAG_FLOAT64), *p2 = make_param(JAG_FLOAT64);
+    jag_optimizer *o1 = NULL, *o2 = NULL;
+    CHECK_OK(jag_optim_adamw_new(&p1, 1, 0.05, 0.9, 0.99, 1e-8, 0.1, true, &o1));
+    CHECK_OK(jag_optim_adamw_new(&p2, 1, 0.05, 0.9, 0.99, 1e-8, 0.1, true, &o2));
+    for (int s = 0; s < 3; s++) { set_grad(p1, s); CHECK_OK(jag_optim_step(o1)); }
+    /* p2 takes p1's values and o2 takes o1's state */
+    bool prev = jag_set_grad_enabled(false);
+    CHECK_OK(jag_copy_(p2, p1));
+    jag_set_grad_enabled(prev);
+    const char *names[] = {"exp_avg", "exp_avg_sq", "max_exp_avg_sq"};
+    for (int k = 0; k < 3; k++) {
+        jag_tensor *st = NULL;
+        CHECK_OK(jag_optim_state(o1, 0, names[k], &st));
+        CHECK_OK(jag_optim_set_state(o2, 0, names[k], st));
+        jag_release(st);
+    }
+    int64_t sc = 0;
+    CHECK_OK(jag_optim_step_count(o1, 0, &sc));
+    CHECK_OK(jag_optim_set_step_count(o2, 0, sc));
+    for (int s = 3; s < STEPS; s++) {
+        { set_grad(p1, s); CHECK_OK(jag_optim_step(o1)); }
+        { set_grad(p2, s); CHECK_OK(jag_optim_step(o2)); }
+    }
+    for (int i = 0; i < N; i++) CHECK(t_get(p1, i) == t_get(p2, i));
+    jag_optim_free(o1), jag_optim_free(o2);
+    jag_release(p1), jag_release(p2);
+}
+
+/* ---- clip_grad_norm ------------------------------------------------------ */
+
+static void test_clip_grad_norm(void) {
+    TEST_BEGIN();
+    const double types[] = {2.0, INFINITY, 1.0, 3.0};
+    for (int k = 0; k < 4; k++) {
+        double pt = types[k];
+        jag_tensor *a = make_param(JAG_FLOAT64), *b = make_param(JAG_FLOAT32), *c = make_param(JAG_FLOAT64);
+        set_grad(a, 0), set_grad(b, 2); /* c has no gradient */
+        double ref = 0;
+        for (int i = 0; i < N; i++) {
+            double x = fabs(grad_at(0, i)), y = fabs((double)(float)grad_at(2, i));
+            if (isinf(pt)) ref = fmax(ref, fmax(x, y));
+            else ref += pow(x, pt) + pow(y, pt);
+        }
+        if (!isinf(pt)) ref = pow(ref, 1 / pt);
+        jag_tensor *ps[3] = {a, b, c};
+        double total = -1;
+        /* max_norm above the norm: nothing written */
+        int64_t va = jag_version(a);
+        CHECK_OK(jag_clip_grad_norm(ps, 3, ref * 2, pt, &total));
+        CHECK_CLOSE(total, ref, 1e-12 * ref);
+        jag_tensor *g = NULL;
+        CHECK_OK(jag_get_grad(a, &g));
+        CHECK(jag_version(g) == jag_version(g)); /* read */
+        CHECK_CLOSE(t_get(g, 1), grad_at(0, 1), 0);
+        jag_release(g);
+        (void)va;
+        /* below: every gradient scaled by max_norm / (total + 1e-6) (torch's clip_coef) */
+        double maxn = ref / 4, coef = maxn / (ref + 1e-6);
+        CHECK_OK(jag_clip_grad_norm(ps, 3, maxn, pt, &total));
+        CHECK_CLOSE(total, ref, 1e-12 * ref);
+        jag_tensor *ga = NULL, *gb = NULL, *gc = NULL;
+        CHECK_OK(jag_get_grad(a, &ga));
+        CHECK_OK(jag_get_grad(b, &gb));
+        CHECK_OK(jag_get_grad(c, &gc));
+        CHECK(gc == NULL);
+        for (int i = 0; i < N; i++) {
+            CHECK_CLOSE(t_get(ga, i), grad_at(0, i) * coef, 1e-14);
+            CHECK_CLOSE(t_get(gb, i), (double)(float)grad_at(2, i) * coef, 1e-6);
+        }
+        jag_release(ga), jag_release(gb);
+        jag_release(a), jag_release(b), jag_release(c);
+    }
+}
+
+/* A gradient shared with another tensor is replaced by a scaled copy: the
+ * other tensor keeps its values. */
+static void test_clip_shared_gradient(void) {
+    TEST_BEGIN();
+    jag_tensor *a = make_param(JAG_FLOAT64);
+    set_grad(a, 0);
+    jag_tensor *keep = NULL;
+    CHECK_OK(jag_get_grad(a, &keep)); /* a second holder of the gradient */
+    double total = 0;
+    CHECK_OK(jag_clip_grad_norm(&a, 1, 0.5, 2.0, &total));
+    CHECK(total > 0.5);
+    for (int i = 0; i < N; i++) CHECK_CLOSE(t_get(keep, i), grad_at(0, i), 0);
+    jag_tensor *g = NULL;
+    CHECK_OK(jag_get_grad(a, &g));
+    CHECK(g != keep);
+    double s = 0;
+    for (int i = 0; i < N; i++) s += t_get(g, i) * t_get(g, i);
+    CHECK_CLOSE(sqrt(s), 0.5 * total / (total + 1e-6), 1e-9);
+    CHECK_ERR(jag_clip_grad_norm(&a, 1, 0.5, 0.0, &total), JAG_EINVAL, "norm_type");
+    CHECK_ERR(jag_clip_grad_norm(&a, 1, NAN, 2.0, &total), JAG_EINVAL, "max_norm");
+    jag_release(g), jag_release(keep), jag_release(a);
+}
+
+TEST_MAIN(test_sgd_rules, test_adam_rules, test_options_matter, test_kernels_vs_reference, test_functional_updates,
+          test_refusals_change_nothing, test_read_only_param, test_version_counter_seen_by_autograd,
+          test_state_round_trip, test_clip_grad_norm, test_clip_shared_gradient)
