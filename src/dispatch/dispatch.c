@@ -17,6 +17,28 @@ atomic_int jag__n_ops = JAG_OP_BUILTIN_COUNT;
 /* The keys below AUTOGRAD (which jag__dispatch checks first). */
 typedef enum { KEY_CPU, KEY_META, KEY_SUBCLASS } dispatch_key;
 
+/* A released tensor among the arguments (a header marked by jag_release):
+ * the error naming it. The key's loop below finds one at the cost of a
+ * compare per tensor it reads anyway; the trace key asks first. */
+static jag_status check_handles(const jag_op_info *info, const jag_value *args, int nargs) {
+    char arg[32];
+    for (int i = 0; i < nargs; i++) {
+        if (args[i].kind == JAG_VAL_TENSOR && args[i].u.t && !jag__tensor_live(args[i].u.t)) {
+            snprintf(arg, sizeof arg, "%d", i);
+            return jag__check_handle(info->api_name, arg, args[i].u.t);
+        }
+        if (args[i].kind == JAG_VAL_TENSORS && args[i].u.tensors.v)
+            for (int j = 0; j < args[i].u.tensors.n; j++) {
+                const jag_tensor *t = args[i].u.tensors.v[j];
+                if (t && !jag__tensor_live(t)) {
+                    snprintf(arg, sizeof arg, "%d[%d]", i, j);
+                    return jag__check_handle(info->api_name, arg, t);
+                }
+            }
+    }
+    return JAG_OK;
+}
+
 /* The key of a call: SUBCLASS when a tensor argument is a wrapper subclass
  * (the first in argument order decides the class), else META when every
  * tensor is a meta tensor, CPU when every one has data. */
@@ -38,6 +60,7 @@ static jag_status compute_key(const jag_op_info *info, const jag_value *args, in
             if (!t && args[i].kind == JAG_VAL_TENSORS)
                 return jag__error(JAG_EINVAL, "%s: tensor %d of argument %d is NULL", info->api_name, j, i);
             if (!t) return jag__error(JAG_EINVAL, "%s: argument %d is a NULL tensor", info->api_name, i);
+            if (t->magic != JAG_TENSOR_LIVE) return check_handles(info, args, nargs); /* released */
             if (t->subclass) {
                 if (!*cls) *cls = t->subclass;
             } else {
@@ -55,34 +78,12 @@ static jag_status compute_key(const jag_op_info *info, const jag_value *args, in
     return JAG_OK;
 }
 
-/* A released tensor among the arguments (a header marked by jag_release). */
-static jag_status check_handles(const jag_op_info *info, const jag_value *args, int nargs) {
-    char arg[32];
-    for (int i = 0; i < nargs; i++) {
-        if (args[i].kind == JAG_VAL_TENSOR && args[i].u.t && !jag__tensor_live(args[i].u.t)) {
-            snprintf(arg, sizeof arg, "%d", i);
-            return jag__check_handle(info->api_name, arg, args[i].u.t);
-        }
-        if (args[i].kind == JAG_VAL_TENSORS && args[i].u.tensors.v)
-            for (int j = 0; j < args[i].u.tensors.n; j++) {
-                const jag_tensor *t = args[i].u.tensors.v[j];
-                if (t && !jag__tensor_live(t)) {
-                    snprintf(arg, sizeof arg, "%d[%d]", i, j);
-                    return jag__check_handle(info->api_name, arg, t);
-                }
-            }
-    }
-    return JAG_OK;
-}
-
 static jag_status check_call(jag_op_id op, const jag_value *args, int nargs) {
     if (!jag__op_valid(op)) return jag__error(JAG_EINVAL, "jag_op_call: op id %d is not a defined op", op);
     const jag_op_info *info = &jag__ops[op];
     if (nargs != info->n_in)
         return jag__error(JAG_EINVAL, "%s: takes %d arguments, got %d", info->api_name, info->n_in, nargs);
     if (nargs > 0 && !args) return jag__error(JAG_EINVAL, "%s: argument list is NULL", info->api_name);
-    jag_status st = check_handles(info, args, nargs);
-    if (st) return st;
     if (info->custom) return jag__custom_check_args(info, args, nargs);
     return JAG_OK;
 }
@@ -93,7 +94,10 @@ jag_status jag__dispatch(jag_op_id op, const jag_value *args, int nargs, jag_ten
     jag_status st = check_call(op, args, nargs);
     if (st) return st;
     /* TRACE: above every other key, while this thread records a trace */
-    if (jag__trace_current && jag__tracing()) return jag__trace_dispatch(op, args, nargs, outs);
+    if (jag__trace_current && jag__tracing()) {
+        if ((st = check_handles(&jag__ops[op], args, nargs))) return st;
+        return jag__trace_dispatch(op, args, nargs, outs);
+    }
     return dispatch_below_trace(op, args, nargs, outs);
 }
 
