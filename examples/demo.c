@@ -9,7 +9,7 @@
  *      (q, k, v in torch's (B, H, j, Dh) layout) on every batch, packed
  *      and padded, checks that both agree document by document, and times
  *      both;
- *   4. walks through the nested-tensor proof of concept jag grew from:
+ *   4. walks through PyTorch's NestedTensor wrapper-subclass prototype:
  *      pointwise ops on a strided nested tensor, bmm with a transpose, a
  *      jagged mm, and a custom op reaching a nested decomposition.
  *
@@ -205,7 +205,7 @@ static void run_batches(const corpus *c, int64_t batch, int64_t dim) {
     jag_release(table), jag_release(m.w1), jag_release(m.b1), jag_release(m.w2), jag_release(m.b2);
 }
 
-/* ---- step 4: the proof of concept, in jag -------------------------------- */
+/* ---- step 4: PyTorch's wrapper-subclass prototype, in jag ------------------ */
 
 static void print_tensor(const char *label, const jag_tensor *t) {
     char buf[2048];
@@ -319,7 +319,7 @@ int main(int argc, char **argv) {
     free(lens);
     printf("2-3. embeddings as nested tensors, a residual feed-forward block and self-attention, packed vs padded\n");
     run_batches(&c, batch, dim);
-    printf("\n4. the nested-tensor proof of concept, step by step\n");
+    printf("\n4. PyTorch's NestedTensor wrapper-subclass prototype, step by step\n");
     seed_walkthrough();
     corpus_free(&c);
     return 0;

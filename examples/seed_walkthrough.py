@@ -1,12 +1,12 @@
-"""The seed script (a NestedTensor __torch_dispatch__ wrapper subclass with
-automatic dispatch to custom kernels), step by step in jag.
+"""PyTorch's NestedTensor wrapper-subclass prototype (a __torch_dispatch__
+subclass with automatic dispatch to custom kernels), step by step in jag.
 
 Run it after building (make build; make test-python builds the extension):
 
     .venv/bin/python examples/seed_walkthrough.py
 
-Each step prints what it shows and checks the seed's own assertions (plus a
-per-component numpy reference where the seed has none).
+Each step prints what it shows and checks the prototype's own assertions
+(plus a per-component numpy reference where it has none).
 """
 import os
 import sys
@@ -60,7 +60,7 @@ tensors = [
     jag.tensor([[3., 4.], [3., 4.], [3., 4.], [3., 4.]]),
     jag.tensor([[6., 7.], [3., 4.], [6., 7.]]),
 ]
-cpp_nt = jag.nested.nested_tensor(tensors)  # strided first, as the seed does
+cpp_nt = jag.nested.nested_tensor(tensors)  # strided first, as the prototype does
 values = cpp_nt.values().reshape(9, 2)  # the packed buffer viewed as (sum L, D)
 offsets = jag.tensor([0, 2, 6, 9])
 nt = jag.nested.nested_tensor_from_jagged(values, offsets)

@@ -143,7 +143,6 @@ jag_status jag__dispatch(jag_op_id op, const jag_value *args, int nargs, jag_ten
  * in internal.h) is that thread's recorder (NULL when none: one load on the
  * hot path). */
 bool jag__tracing(void);      /* recording, and not inside a symbol */
-bool jag__tracing_any(void);  /* a recorder is open on this thread */
 jag_status jag__trace_dispatch(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);
 /* jag__dispatch without the TRACE key (the recorder's own calls). */
 jag_status jag__dispatch_untraced(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);

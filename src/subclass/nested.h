@@ -198,9 +198,8 @@ jag_status jag__ragged_reduce_backward(const nested_state *s, const jag_segment_
                                        const jag_tensor *g, jag_tensor **out);
 jag_status jag__segment_broadcast(const char *op, const nested_state *s, const jag_tensor *g, bool mean,
                                   jag_tensor **out);
-/* Whether a reduction's dim list (or a single dim) names exactly the ragged
- * dim (1) of a jagged tensor with outer_ndim dims. */
-bool jag__is_ragged_dim_list(const jag_value *dims, int outer_ndim);
+/* Whether a single dim argument names the ragged dim (1) of a jagged tensor
+ * with outer_ndim dims. */
 bool jag__is_ragged_dim(const jag_value *dim, int outer_ndim);
 
 /* Whether a reduction's arguments reduce over the ragged dim: 1 (and *sp

@@ -449,11 +449,6 @@ bool jag__is_ragged_dim(const jag_value *dim, int outer_ndim) {
     return dim->kind == JAG_VAL_INT && (dim->u.i == 1 || dim->u.i == 1 - outer_ndim);
 }
 
-bool jag__is_ragged_dim_list(const jag_value *dims, int outer_ndim) {
-    return dims->kind == JAG_VAL_INTS && dims->u.ints.n == 1 &&
-           (dims->u.ints.v[0] == 1 || dims->u.ints.v[0] == 1 - outer_ndim);
-}
-
 /* Whether `op` (a reduction) with these arguments reduces over the ragged dim
  * (1) of a jagged tensor with outer_ndim dims: 1 and *sp filled (kind, the
  * trailing dims reduced with it, correction, keepdim), 0 when it does not,

@@ -68,13 +68,6 @@ static void put_type(out_buf *o, const jag_trace *t, const jag_tensor *p) {
     put_shape(o, t, p);
 }
 
-size_t jag__format_type(const jag_trace *t, const jag_tensor *p, char *buf, size_t cap) {
-    out_buf o = {buf, cap, 0};
-    if (cap) buf[0] = 0;
-    put_type(&o, t, p);
-    return o.len;
-}
-
 static const char *var_name(const jag_trace *t, const jag_tensor *p) {
     int v = jag__trace_var(t, p);
     return v >= 0 ? t->vars[v].name : "?";

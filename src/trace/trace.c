@@ -266,7 +266,6 @@ void jag__recorder_pop(jag_recorder *r) { jag__trace_current = r->prev; }
 jag_recorder *jag__recorder(void) { return current; }
 
 bool jag__tracing(void) { return current && !current->suppress; }
-bool jag__tracing_any(void) { return current != NULL; }
 
 /* ---- proxies -------------------------------------------------------------- */
 

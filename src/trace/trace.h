@@ -126,9 +126,6 @@ jag_recorder *jag__recorder(void);
 /* Copy variable `v` of `src` into `dst` (same proxy, name, flags); returns
  * the new id or -1. */
 int jag__trace_copy_var(jag_trace *dst, const jag_trace *src, int v);
-/* The printer of a variable's type: "f32[9, 2]" or "nested(jagged) f32[3,
- * j0, 2]" (ragged ids numbered in order of first appearance in `t`). */
-size_t jag__format_type(const jag_trace *t, const jag_tensor *p, char *buf, size_t cap);
 /* Whether the op is a pointwise kernel the fuser and executor can run on
  * tiles (fuse.c). */
 bool jag__fusable_op(jag_op_id op);
