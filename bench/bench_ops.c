@@ -1,7 +1,8 @@
 /*
  * bench_ops.c — the rest of the ragged-batch ops against their padded dense
  * equivalents: norms, the ragged reductions bench_nested does not time,
- * log_softmax, embedding, dropout, clamp and the losses. Each op runs on a
+ * log_softmax, embedding, dropout, clamp, the losses and the transcendental
+ * unary ops (exp, log, sin, cos, tanh, sigmoid, silu, gelu, gelu_tanh). Each op runs on a
  * jagged batch (values + offsets) and, interleaved in the same run, jag's
  * own dense path on the padded (B, max length, D) batch — the cheapest
  * padded version: no mask, so padded reductions and losses also average
@@ -15,11 +16,13 @@
 
 typedef enum {
     OP_LAYER_NORM, OP_RMS_NORM, OP_MEAN_RAGGED, OP_ARGMAX_RAGGED, OP_LOG_SOFTMAX_RAGGED, OP_EMBEDDING, OP_DROPOUT,
-    OP_CLAMP, OP_CROSS_ENTROPY, OP_MSE_LOSS, OP_COUNT
+    OP_CLAMP, OP_CROSS_ENTROPY, OP_MSE_LOSS, OP_EXP, OP_LOG, OP_SIN, OP_COS, OP_TANH, OP_SIGMOID, OP_SILU, OP_GELU,
+    OP_GELU_TANH, OP_COUNT
 } op_kind;
 static const char *const op_names[OP_COUNT] = {"layer_norm", "rms_norm", "mean_ragged", "argmax_ragged",
                                                "log_softmax_ragged", "embedding", "dropout", "clamp",
-                                               "cross_entropy", "mse_loss"};
+                                               "cross_entropy", "mse_loss", "exp", "log", "sin", "cos",
+                                               "tanh", "sigmoid", "silu", "gelu", "gelu_tanh"};
 
 /* One side of a comparison: the nested batch or its padded equivalent. */
 typedef struct {
@@ -49,7 +52,16 @@ static void run(void *p) {
     case OP_DROPOUT: st = jag_dropout(c->x, 0.1, true, c->gen, &o); break;
     case OP_CLAMP: st = jag_clamp(c->x, -0.5, 0.5, &o); break;
     case OP_CROSS_ENTROPY: st = jag_cross_entropy(c->logits, c->target, &o); break;
-    default: st = jag_mse_loss(c->x, c->y, &o); break;
+    case OP_MSE_LOSS: st = jag_mse_loss(c->x, c->y, &o); break;
+    case OP_EXP: st = jag_exp(c->x, &o); break;
+    case OP_LOG: st = jag_log(c->x, &o); break;
+    case OP_SIN: st = jag_sin(c->x, &o); break;
+    case OP_COS: st = jag_cos(c->x, &o); break;
+    case OP_TANH: st = jag_tanh(c->x, &o); break;
+    case OP_SIGMOID: st = jag_sigmoid(c->x, &o); break;
+    case OP_SILU: st = jag_silu(c->x, &o); break;
+    case OP_GELU: st = jag_gelu(c->x, &o); break;
+    default: st = jag_gelu_tanh(c->x, &o); break;
     }
     bench_check(st, op_names[c->op]);
     jag_release(o);

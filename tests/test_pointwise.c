@@ -1186,8 +1186,10 @@ static void test_parallel_paths(void) {
 
 /* ---- float32 accuracy sweep ------------------------------------------------------------ */
 
-/* The float32 exp, sigmoid, silu, tanh, gelu and gelu_tanh run the
- * branch-free approximations of src/cpu/vecmath.h. Each is checked over every
+/* The float32 exp, sigmoid, silu, tanh, gelu and gelu_tanh run SLEEF's
+ * exp (exp, sigmoid, silu: src/cpu/sleef_unary.c, when the build has SLEEF)
+ * or the branch-free approximations of src/cpu/vecmath.h (tanh, gelu,
+ * gelu_tanh, and all six without SLEEF). Each is checked over every
  * 1001st finite float32 bit pattern (4.29e6 inputs: every binade of both
  * signs, the denormals included) plus special values and every bit pattern
  * within 300 of the points where a formula switches or the result overflows or

@@ -19,7 +19,10 @@
 
 /* The activations, one element at a time: the branch-free approximations of
  * vecmath.h (vectorised, time independent of the values; errors listed
- * there), except gelu in float64, which is libm's erfc. */
+ * there), except gelu in float64, which is libm's erfc. Where the build has
+ * SLEEF, unary.c runs float32 sigmoid and silu and float64 gelu on it
+ * instead (sleef_unary.c, same formulas and bounds); these serve builds
+ * without it. */
 
 /* sigmoid(x) = 1 / (1 + exp(-x)), computed as 1 / (1 + e) for x >= 0 and
  * e / (1 + e) for x < 0 with e = exp(-|x|) in (0, 1], so that nothing
@@ -45,6 +48,27 @@ static inline double jag__gelu_tanh_f64(double x) {
     double u = JAG_SQRT_2_PI * (x + JAG_GELU_KAPPA * x * x * x);
     return x * jag__sigmoid_f64(2.0 * u);
 }
+
+/* ---- SLEEF array kernels (sleef_unary.c) ---------------------------------- */
+
+/* Whether this build runs the SLEEF kernels below (unary.c). */
+bool jag__unary_uses_sleef(void);
+
+#ifdef JAG_HAVE_SLEEF
+/* y (n) = f(x (n)), contiguous arrays (y == x allowed), on SLEEF's vector
+ * functions; the ops, their error bounds and why are in sleef_unary.c.
+ * unary.c runs them in place of the element functions below. */
+void jag__sleef_sin_f32(float *y, const float *x, int64_t n);
+void jag__sleef_cos_f32(float *y, const float *x, int64_t n);
+void jag__sleef_log_f32(float *y, const float *x, int64_t n);
+void jag__sleef_exp_f32(float *y, const float *x, int64_t n);
+void jag__sleef_sigmoid_f32(float *y, const float *x, int64_t n);
+void jag__sleef_silu_f32(float *y, const float *x, int64_t n);
+void jag__sleef_sin_f64(double *y, const double *x, int64_t n);
+void jag__sleef_cos_f64(double *y, const double *x, int64_t n);
+void jag__sleef_log_f64(double *y, const double *x, int64_t n);
+void jag__sleef_gelu_f64(double *y, const double *x, int64_t n);
+#endif
 
 /* ---- operands ------------------------------------------------------------ */
 

@@ -7,7 +7,9 @@
  * input of a float op), so that each loop runs on one C type. The loops run
  * under jag__iter (merged dims, OpenMP over long runs); inside, a contiguous
  * run is a plain restrict loop gcc vectorises, any other stride a strided
- * loop.
+ * loop. The ops that run SLEEF's vector functions where the build has it
+ * (sleef_unary.c) take a contiguous run in one call and a strided one
+ * through a stack buffer (ARRAY_LOOP).
  *
  * dtypes: float ops (exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, silu,
  * gelu, gelu_tanh, reciprocal) compute in float32 or float64 and promote
@@ -54,10 +56,13 @@ jag_status jag__meta_unary_float(const char *op, const jag_value *args, int narg
 /* Named <op>_<dtype>; each loop below applies one of them. exp, tanh and
  * the activations run vecmath.h's branch-free approximations (the contiguous
  * loop vectorises; libm would be a call per element), except gelu in
- * float64 (libm's erfc, see pointwise_math.h). */
+ * float64 (libm's erfc, see pointwise_math.h). Where the build has SLEEF,
+ * sin, cos, log, exp (float32), sigmoid and silu (float32) and gelu
+ * (float64) run its array kernels instead (sleef_unary.c; the loops below
+ * say which): those element functions are then unused. */
 #define LIBM_OP(name, ffn, dfn)                                                \
-    static inline float name##_f32(float x) { return ffn(x); }                \
-    static inline double name##_f64(double x) { return dfn(x); }
+    __attribute__((unused)) static inline float name##_f32(float x) { return ffn(x); } \
+    __attribute__((unused)) static inline double name##_f64(double x) { return dfn(x); }
 LIBM_OP(exp, jag__vm_exp_f32, jag__vm_exp_f64)
 LIBM_OP(log, logf, log)
 LIBM_OP(sqrt, sqrtf, sqrt)
@@ -118,13 +123,61 @@ static inline uint8_t sign_b(uint8_t x) { return x; }
         }                                                                      \
     }
 
+#ifdef JAG_HAVE_SLEEF
+/* A jag_loop_fn applying the array kernel AF of sleef_unary.c (y (n) =
+ * f(x (n)), contiguous): a contiguous run is one call; any other stride goes
+ * through a buffer on the stack, SL_BUF elements at a time: gathered,
+ * computed in place, scattered. */
+#define SL_BUF 256
+#define ARRAY_LOOP(NAME, T, AF)                                                \
+    static void NAME(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) { \
+        (void)ctx;                                                             \
+        if (strides[0] == (int64_t)sizeof(T) && strides[1] == (int64_t)sizeof(T)) { \
+            AF((T *)ptrs[0], (const T *)ptrs[1], n);                           \
+            return;                                                            \
+        }                                                                      \
+        char *y = ptrs[0];                                                     \
+        const char *x = ptrs[1];                                               \
+        const int64_t ys = strides[0], xs = strides[1];                        \
+        T buf[SL_BUF];                                                         \
+        for (int64_t i0 = 0; i0 < n; i0 += SL_BUF) {                           \
+            int64_t m = n - i0 < SL_BUF ? n - i0 : SL_BUF;                     \
+            for (int64_t i = 0; i < m; i++) buf[i] = *(const T *)(x + (i0 + i) * xs); \
+            AF(buf, buf, m);                                                   \
+            for (int64_t i = 0; i < m; i++) *(T *)(y + (i0 + i) * ys) = buf[i]; \
+        }                                                                      \
+    }
+#endif
+
 /* Loops and the table [dtype] -> loop (NULL: the META function never lets
- * that dtype through) for each op. */
+ * that dtype through) for each op. The float ops' loops apply the element
+ * functions above, or (SLEEF_LOOPS*) the SLEEF array kernels where the
+ * build has SLEEF. */
+#define FLOAT_TABLE(op)                                                        \
+    static const jag_loop_fn op##_loops[JAG_DTYPE_COUNT] = {                   \
+        [JAG_FLOAT32] = loop_##op##_f32, [JAG_FLOAT64] = loop_##op##_f64};
 #define FLOAT_LOOPS(op)                                                        \
     UNARY_LOOP(loop_##op##_f32, float, op##_f32)                               \
     UNARY_LOOP(loop_##op##_f64, double, op##_f64)                              \
-    static const jag_loop_fn op##_loops[JAG_DTYPE_COUNT] = {                   \
-        [JAG_FLOAT32] = loop_##op##_f32, [JAG_FLOAT64] = loop_##op##_f64};
+    FLOAT_TABLE(op)
+#ifdef JAG_HAVE_SLEEF
+#define SLEEF_LOOPS(op)                                                        \
+    ARRAY_LOOP(loop_##op##_f32, float, jag__sleef_##op##_f32)                  \
+    ARRAY_LOOP(loop_##op##_f64, double, jag__sleef_##op##_f64)                 \
+    FLOAT_TABLE(op)
+#define SLEEF_LOOPS_F32(op)                                                    \
+    ARRAY_LOOP(loop_##op##_f32, float, jag__sleef_##op##_f32)                  \
+    UNARY_LOOP(loop_##op##_f64, double, op##_f64)                              \
+    FLOAT_TABLE(op)
+#define SLEEF_LOOPS_F64(op)                                                    \
+    UNARY_LOOP(loop_##op##_f32, float, op##_f32)                               \
+    ARRAY_LOOP(loop_##op##_f64, double, jag__sleef_##op##_f64)                 \
+    FLOAT_TABLE(op)
+#else
+#define SLEEF_LOOPS(op) FLOAT_LOOPS(op)
+#define SLEEF_LOOPS_F32(op) FLOAT_LOOPS(op)
+#define SLEEF_LOOPS_F64(op) FLOAT_LOOPS(op)
+#endif
 #define NUMBER_LOOPS(op, bool_loop)                                            \
     UNARY_LOOP(loop_##op##_f32, float, op##_f32)                               \
     UNARY_LOOP(loop_##op##_f64, double, op##_f64)                              \
@@ -142,16 +195,16 @@ NUMBER_LOOPS(abs, loop_abs_b)
 NUMBER_LOOPS(relu, NULL)
 NUMBER_LOOPS(square, NULL)
 NUMBER_LOOPS(sign, loop_sign_b)
-FLOAT_LOOPS(exp)
-FLOAT_LOOPS(log)
+SLEEF_LOOPS_F32(exp)
+SLEEF_LOOPS(log)
 FLOAT_LOOPS(sqrt)
 FLOAT_LOOPS(rsqrt)
-FLOAT_LOOPS(sin)
-FLOAT_LOOPS(cos)
+SLEEF_LOOPS(sin)
+SLEEF_LOOPS(cos)
 FLOAT_LOOPS(tanh)
-FLOAT_LOOPS(sigmoid)
-FLOAT_LOOPS(silu)
-FLOAT_LOOPS(gelu)
+SLEEF_LOOPS_F32(sigmoid)
+SLEEF_LOOPS_F32(silu)
+SLEEF_LOOPS_F64(gelu)
 FLOAT_LOOPS(gelu_tanh)
 FLOAT_LOOPS(reciprocal)
 
@@ -196,6 +249,16 @@ static jag_status run_unary(const char *op, const jag_value *args, jag_tensor *y
     }
 JAG_UNARY_OP_LIST(JAG_X_KERNEL)
 #undef JAG_X_KERNEL
+
+/* Whether the float ops that have SLEEF kernels run them in this build (the
+ * tests state their error bounds per build). */
+bool jag__unary_uses_sleef(void) {
+#ifdef JAG_HAVE_SLEEF
+    return true;
+#else
+    return false;
+#endif
+}
 
 /* ---- naive reference ------------------------------------------------------- */
 

@@ -1,0 +1,287 @@
+/*
+ * sleef_unary.c — the pointwise kernels that run SLEEF's vectorised
+ * functions (libsleef-dev): sin, cos and log in float32 and float64; exp,
+ * sigmoid and silu in float32 (on SLEEF's exp); gelu in float64 (its erfc).
+ *
+ * Why SLEEF: glibc's sinf, cosf, logf, sin, cos, log and erfc are one call
+ * per element (gcc vectorises libm calls only under -ffast-math, which the
+ * project does not use: NaN and inf must behave), 3-13 ns an element here;
+ * SLEEF's vector forms evaluate 16 floats or 8 doubles in about the time of
+ * one such call, over the whole range (Payne-Hanek reduction for huge sin and
+ * cos arguments) and with IEEE special values. Its float32 exp is also a
+ * little faster than vecmath.h's (0.30 against 0.39 ns an element in L1),
+ * and sigmoid and silu on it 1.3 and 1.7 times faster. Where vecmath.h's
+ * hand-written code is as fast or faster it stays, measured the same way:
+ * tanh (SLEEF's u10 tanh is 2.3 times slower in float32, 1.8 in float64;
+ * its u35 one is 3.5 ulp), float32 gelu and gelu_tanh (computed in double
+ * for 0.5 ulp; SLEEF's float erfc is 2.5 times slower and 1.5 ulp), exp,
+ * sigmoid, silu and gelu_tanh in float64 (SLEEF's double exp is no faster);
+ * and so do vecmath.h's callers outside the pointwise ops (softmax, the
+ * ragged reductions).
+ *
+ * Error bounds, in ulps of the result against the exact value
+ * (tests/test_unary_accuracy.c asserts them over every binade, the
+ * denormals and the special values):
+ *     sin, cos, log (both dtypes), exp (float32)   SLEEF's u10: 1.0 ulp
+ *     sigmoid (float32)   2.41 ulp, as vecmath.h's (see sl_sigmoid_f)
+ *     silu (float32)      2.75 ulp, as vecmath.h's (see sl_silu_f)
+ *     gelu (float64)      0.5 x erfc(-x / sqrt 2), Sleef_erfcd*_u15: erfc
+ *                         within 1.5 ulp of erfc at the rounded argument,
+ *                         2.0 ulp for the product (as libm's erfc there,
+ *                         whose argument rounds the same way).
+ *
+ * Vector width: the one the build targets, as the other kernels choose
+ * their AVX-512 paths: __m512 (16 floats, 8 doubles) when __AVX512F__,
+ * __m256 with AVX2 and FMA, else (JAG_PORTABLE builds: SSE2 is all the
+ * compiler may assume) __m128 through SLEEF's own dispatcher, which picks
+ * SSE2, SSE4.1 or AVX2 code when the program runs (valgrind, which runs the
+ * portable build, decodes all three). The AVX-512 names (Sleef_sinf16_u10)
+ * are the AVX-512F code itself, the AVX2 ones are named by their ISA
+ * (Sleef_sinf8_u10avx2): a native build calls no dispatcher.
+ *
+ * Each array kernel below is y[i] = f(x[i]) for i < n on contiguous arrays;
+ * y == x is allowed (the strided loop of unary.c computes in place in its
+ * buffer). The last n % W elements go through one zero-padded vector (f(0)
+ * of the padding lanes is computed and dropped; the project does not trap
+ * on floating-point exceptions). The naive reference of each op is
+ * jag__ref_unary (unary.c), the textbook formula through libm in double.
+ *
+ * Without SLEEF (JAG_HAVE_SLEEF undefined: CMake did not find it, or
+ * -DJAG_USE_SLEEF=OFF) this file is empty and unary.c runs libm.
+ */
+#include "pointwise_math.h"
+
+#ifdef JAG_HAVE_SLEEF
+
+/* After pointwise_math.h on purpose: sleef.h defines FP_FAST_FMA(F) when
+ * the target has AVX2, which would change vecmath.h's JAG__VM_FMA if that
+ * header came later. */
+#include <sleef.h>
+
+#include <string.h>
+
+#if defined(__AVX512F__)
+#define SL_F32 __m512
+#define SL_F64 __m512d
+#define SL_WF 16
+#define SL_WD 8
+#define SL_LOADF _mm512_loadu_ps
+#define SL_STOREF _mm512_storeu_ps
+#define SL_LOADD _mm512_loadu_pd
+#define SL_STORED _mm512_storeu_pd
+#define SL_SINF Sleef_sinf16_u10
+#define SL_COSF Sleef_cosf16_u10
+#define SL_LOGF Sleef_logf16_u10
+#define SL_EXPF Sleef_expf16_u10
+#define SL_SIND Sleef_sind8_u10
+#define SL_COSD Sleef_cosd8_u10
+#define SL_LOGD Sleef_logd8_u10
+#define SL_ERFCD Sleef_erfcd8_u15
+typedef __mmask16 sl_mf;
+typedef __mmask8 sl_md;
+#define SL_ABSF(x) _mm512_abs_ps(x)
+#define SL_ABSD(x) _mm512_abs_pd(x)
+#define SL_LTF(a, b) _mm512_cmp_ps_mask(a, b, _CMP_LT_OQ)
+#define SL_LTD(a, b) _mm512_cmp_pd_mask(a, b, _CMP_LT_OQ)
+#define SL_ANDNOTMD(a, b) ((sl_md)(~(a) & (b)))
+#define SL_BITSF(m) ((unsigned)(m))
+#define SL_BITSD(m) ((unsigned)(m))
+#define SL_SELF(m, t, f) _mm512_mask_blend_ps(m, f, t)
+#define SL_SELD(m, t, f) _mm512_mask_blend_pd(m, f, t)
+#define SL_SET1F _mm512_set1_ps
+#define SL_SET1D _mm512_set1_pd
+#elif defined(__AVX2__) && defined(__FMA__)
+#define SL_F32 __m256
+#define SL_F64 __m256d
+#define SL_WF 8
+#define SL_WD 4
+#define SL_LOADF _mm256_loadu_ps
+#define SL_STOREF _mm256_storeu_ps
+#define SL_LOADD _mm256_loadu_pd
+#define SL_STORED _mm256_storeu_pd
+#define SL_SINF Sleef_sinf8_u10avx2
+#define SL_COSF Sleef_cosf8_u10avx2
+#define SL_LOGF Sleef_logf8_u10avx2
+#define SL_EXPF Sleef_expf8_u10avx2
+#define SL_SIND Sleef_sind4_u10avx2
+#define SL_COSD Sleef_cosd4_u10avx2
+#define SL_LOGD Sleef_logd4_u10avx2
+#define SL_ERFCD Sleef_erfcd4_u15avx2
+typedef __m256 sl_mf;
+typedef __m256d sl_md;
+#define SL_ABSF(x) _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x)
+#define SL_ABSD(x) _mm256_andnot_pd(_mm256_set1_pd(-0.0), x)
+#define SL_LTF(a, b) _mm256_cmp_ps(a, b, _CMP_LT_OQ)
+#define SL_LTD(a, b) _mm256_cmp_pd(a, b, _CMP_LT_OQ)
+#define SL_ANDNOTMD(a, b) _mm256_andnot_pd(a, b)
+#define SL_BITSF(m) ((unsigned)_mm256_movemask_ps(m))
+#define SL_BITSD(m) ((unsigned)_mm256_movemask_pd(m))
+#define SL_SELF(m, t, f) _mm256_blendv_ps(f, t, m)
+#define SL_SELD(m, t, f) _mm256_blendv_pd(f, t, m)
+#define SL_SET1F _mm256_set1_ps
+#define SL_SET1D _mm256_set1_pd
+#else
+#define SL_F32 __m128
+#define SL_F64 __m128d
+#define SL_WF 4
+#define SL_WD 2
+#define SL_LOADF _mm_loadu_ps
+#define SL_STOREF _mm_storeu_ps
+#define SL_LOADD _mm_loadu_pd
+#define SL_STORED _mm_storeu_pd
+#define SL_SINF Sleef_sinf4_u10
+#define SL_COSF Sleef_cosf4_u10
+#define SL_LOGF Sleef_logf4_u10
+#define SL_EXPF Sleef_expf4_u10
+#define SL_SIND Sleef_sind2_u10
+#define SL_COSD Sleef_cosd2_u10
+#define SL_LOGD Sleef_logd2_u10
+#define SL_ERFCD Sleef_erfcd2_u15
+typedef __m128 sl_mf;
+typedef __m128d sl_md;
+#define SL_ABSF(x) _mm_andnot_ps(_mm_set1_ps(-0.0f), x)
+#define SL_ABSD(x) _mm_andnot_pd(_mm_set1_pd(-0.0), x)
+#define SL_LTF(a, b) _mm_cmplt_ps(a, b)
+#define SL_LTD(a, b) _mm_cmplt_pd(a, b)
+#define SL_ANDNOTMD(a, b) _mm_andnot_pd(a, b)
+#define SL_BITSF(m) ((unsigned)_mm_movemask_ps(m))
+#define SL_BITSD(m) ((unsigned)_mm_movemask_pd(m))
+#define SL_SELF(m, t, f) _mm_or_ps(_mm_and_ps(m, t), _mm_andnot_ps(m, f))
+#define SL_SELD(m, t, f) _mm_or_pd(_mm_and_pd(m, t), _mm_andnot_pd(m, f))
+#define SL_SET1F _mm_set1_ps
+#define SL_SET1D _mm_set1_pd
+#endif
+#define SL_ALLF ((1u << SL_WF) - 1u)
+#define SL_ALLD ((1u << SL_WD) - 1u)
+
+/* ---- sin and cos: results that do not depend on the other lanes ---------- */
+
+/* SLEEF's sin and cos (u10) choose their argument reduction once per
+ * vector: when every lane is below a threshold, a short Cody-Waite
+ * reduction; else a longer one (float64: below 1e14) or Payne-Hanek for
+ * every lane. Each is within the bound, but a lane's last bit would then
+ * depend on its neighbours, so on the layout and on where the threads split
+ * a row. So each lane is computed in a vector of its own class: the lanes
+ * of a class with the others replaced by a value of the same class (0, 1e6,
+ * 1e300: the branch is then the class's), one call per class present;
+ * a vector of one class (the usual case) is one call. The thresholds are
+ * SLEEF 3.5's (TRIGRANGEMAX2f = 125 for float; TRIGRANGEMAX2 = 15,
+ * TRIGRANGEMAX = 1e14 for double); tests/test_unary_accuracy.c checks that
+ * strided and contiguous inputs give the same bits. */
+#define SL_T0F 125.0f
+#define SL_T0D 15.0
+#define SL_T1D 1e14
+
+/* NAME(x) = F(x) lane by lane, float32: classes below 125 and the rest */
+#define SL_TRIG_F(NAME, F)                                                     \
+    static inline SL_F32 NAME(SL_F32 x) {                                      \
+        sl_mf small = SL_LTF(SL_ABSF(x), SL_SET1F(SL_T0F));                    \
+        unsigned bits = SL_BITSF(small);                                       \
+        if (bits == SL_ALLF) return F(x);                                      \
+        SL_F32 r = F(SL_SELF(small, SL_SET1F(1e30f), x));                      \
+        if (bits) r = SL_SELF(small, F(SL_SELF(small, x, SL_SET1F(0.0f))), r); \
+        return r;                                                              \
+    }
+
+/* NAME(x) = F(x) lane by lane, float64: classes below 15, below 1e14, the
+ * rest (NaN and inf with it) */
+#define SL_TRIG_D(NAME, F)                                                     \
+    static inline SL_F64 NAME(SL_F64 x) {                                      \
+        SL_F64 a = SL_ABSD(x);                                                 \
+        sl_md small = SL_LTD(a, SL_SET1D(SL_T0D));                             \
+        unsigned bits = SL_BITSD(small);                                       \
+        if (bits == SL_ALLD) return F(x);                                      \
+        sl_md below1 = SL_LTD(a, SL_SET1D(SL_T1D));                            \
+        sl_md mid = SL_ANDNOTMD(small, below1);                                \
+        unsigned mbits = SL_BITSD(mid), hbits = SL_ALLD & ~SL_BITSD(below1);   \
+        SL_F64 r = SL_SET1D(0.0);                                              \
+        if (bits) r = F(SL_SELD(small, x, SL_SET1D(0.0)));                     \
+        if (mbits) r = SL_SELD(mid, F(SL_SELD(mid, x, SL_SET1D(1e6))), r);     \
+        if (hbits) r = SL_SELD(below1, r, F(SL_SELD(below1, SL_SET1D(1e300), x))); \
+        return r;                                                              \
+    }
+
+SL_TRIG_F(sl_sin_f, SL_SINF)
+SL_TRIG_F(sl_cos_f, SL_COSF)
+SL_TRIG_D(sl_sin_d, SL_SIND)
+SL_TRIG_D(sl_cos_d, SL_COSD)
+
+/* gelu(x) = 0.5 x erfc(-x / sqrt 2), the order of operations of
+ * jag__gelu_f64 (pointwise_math.h), on one vector. */
+static inline SL_F64 sl_gelu_d(SL_F64 x) {
+    SL_F64 half_x = x * 0.5;
+    return half_x * SL_ERFCD(x * -JAG_SQRT1_2);
+}
+
+/* ---- sigmoid and silu in float32, on SLEEF's exp ---------------------------- */
+
+/* sigmoid(x) = 1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0, e =
+ * exp(-|x|) in (0, 1] (vecmath.h's stable form): nothing overflows, and the
+ * negative tail keeps its accuracy down to the denormals (e is exp's result
+ * there, within its 1 ulp). NaN gives NaN, +-inf give 1 and 0. Measured
+ * 2.402 ulp at most over every float with |x| in [2^-12, 128), as
+ * vecmath.h's (beyond, the result is 1 or e itself). */
+static inline SL_F32 sl_sigmoid_f(SL_F32 x) {
+    SL_F32 zero = SL_SET1F(0.0f), one = SL_SET1F(1.0f);
+    SL_F32 e = SL_EXPF(zero - SL_ABSF(x));
+    return SL_SELF(SL_LTF(x, zero), e, one) / (one + e);
+}
+
+/* silu(x) = x / (1 + exp(-x)): exp's error (1 ulp) passes to 1 + exp(-x)
+ * scaled by exp(-x) / (1 + exp(-x)) < 1, then two roundings; measured
+ * 2.403 ulp at most over every float with |x| in [2^-12, 128) (the stable
+ * form of sigmoid times x, x e / (1 + e), rounds once more: 3.39 ulp).
+ * Below -80 exp(-x) heads for overflow and the result for the denormals:
+ * those lanes take vecmath.h's silu, which keeps the denormal results'
+ * accuracy by scaling 2^k last (and gives NaN at -inf, -inf * 0, as torch);
+ * every lane's result depends on its own x only. */
+static inline SL_F32 sl_silu_f(SL_F32 x) {
+    SL_F32 zero = SL_SET1F(0.0f), one = SL_SET1F(1.0f);
+    SL_F32 y = x / (one + SL_EXPF(zero - x));
+    sl_mf far = SL_LTF(x, SL_SET1F(-80.0f));
+    if (SL_BITSF(far)) {
+        float t[SL_WF];
+        SL_STOREF(t, x);
+        for (int i = 0; i < SL_WF; i++) t[i] = jag__vm_silu_f32(t[i]);
+        y = SL_SELF(far, SL_LOADF(t), y);
+    }
+    return y;
+}
+
+/* y (n) = F(x (n)), T elements, VT vectors of W lanes: whole vectors, then
+ * the tail through one zero-padded vector. */
+#define SL_ARRAY(NAME, T, VT, W, LOAD, STORE, F)                                 \
+    void NAME(T *y, const T *x, int64_t n) {                                     \
+        int64_t i = 0;                                                           \
+        for (; i + (W) <= n; i += (W)) {                                         \
+            VT v = LOAD(x + i);                                                  \
+            STORE(y + i, F(v));                                                  \
+        }                                                                        \
+        if (i < n) {                                                             \
+            T buf[W];                                                            \
+            memset(buf, 0, sizeof buf);                                          \
+            memcpy(buf, x + i, (size_t)(n - i) * sizeof(T));                     \
+            VT v = LOAD(buf);                                                    \
+            STORE(buf, F(v));                                                    \
+            memcpy(y + i, buf, (size_t)(n - i) * sizeof(T));                     \
+        }                                                                        \
+    }
+
+// x is (n) float32 contiguous, y is (n): y = sin(x), cos(x), log(x), exp(x)
+SL_ARRAY(jag__sleef_sin_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, sl_sin_f)
+SL_ARRAY(jag__sleef_cos_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, sl_cos_f)
+SL_ARRAY(jag__sleef_log_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, SL_LOGF)
+SL_ARRAY(jag__sleef_exp_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, SL_EXPF)
+// x is (n) float32 contiguous, y is (n): y = sigmoid(x), silu(x)
+SL_ARRAY(jag__sleef_sigmoid_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, sl_sigmoid_f)
+SL_ARRAY(jag__sleef_silu_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, sl_silu_f)
+// x is (n) float64 contiguous, y is (n): y = sin(x), cos(x), log(x), gelu(x)
+SL_ARRAY(jag__sleef_sin_f64, double, SL_F64, SL_WD, SL_LOADD, SL_STORED, sl_sin_d)
+SL_ARRAY(jag__sleef_cos_f64, double, SL_F64, SL_WD, SL_LOADD, SL_STORED, sl_cos_d)
+SL_ARRAY(jag__sleef_log_f64, double, SL_F64, SL_WD, SL_LOADD, SL_STORED, SL_LOGD)
+SL_ARRAY(jag__sleef_gelu_f64, double, SL_F64, SL_WD, SL_LOADD, SL_STORED, sl_gelu_d)
+
+#else
+/* ISO C wants a translation unit to declare something. */
+typedef int jag__sleef_unary_unused;
+#endif /* JAG_HAVE_SLEEF */

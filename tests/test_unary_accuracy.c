@@ -1,0 +1,498 @@
+/* test_unary_accuracy.c — the float unary ops (exp, log, sqrt, rsqrt, sin,
+ * cos, tanh, sigmoid, silu, gelu, gelu_tanh, reciprocal) in float32 and
+ * float64 against libm references over the whole float range, in ulps.
+ *
+ * Inputs: every binade of both signs (the denormals included), each with
+ * evenly spaced and pseudo-random significands; the bit patterns next to
+ * the points where a result overflows, turns denormal, underflows or
+ * saturates (exp, sigmoid, silu, tanh, gelu); huge arguments of sin and cos
+ * (1e6, 1e20, FLT_MAX, 1e300, DBL_MAX); +-0, +-inf, NaN. float32 results are
+ * compared with libm's double functions, float64 ones with its long double
+ * functions (64-bit significand on x86-64), each the op's stable formula.
+ * The error is |y - ref| in ulps of the result's dtype at the reference
+ * (the smallest denormal in the denormals); a NaN reference must give NaN
+ * and only it, a reference that rounds to +-inf must give it exactly, and a
+ * zero must keep its sign. So the special values are checked exactly:
+ * exp(-inf) = 0, exp(inf) = inf, log(0) = -inf, log(-1) = NaN,
+ * sin(inf) = NaN, tanh(+-inf) = +-1, sigmoid(-inf) = 0, silu(-inf) = NaN
+ * (-inf * 0, as torch), NaN in NaN out, ...
+ *
+ * The bounds are those of the kernels (src/cpu/sleef_unary.c for SLEEF's,
+ * src/cpu/vecmath.h for the hand-written ones), stated per build: with
+ * SLEEF sin, cos and log (both dtypes), exp (float32) are SLEEF's u10
+ * functions, 1.0 ulp; without it sin, cos and log are glibc's, within the
+ * maxima its manual lists for x86-64 (1 ulp), and exp vecmath.h's. float64 gelu is 0.5 x erfc(-x / sqrt 2)
+ * and float64 gelu_tanh x sigmoid(2u): their arguments -x / sqrt 2 and 2u
+ * round in double first, an error no double formula avoids and that the
+ * steep erfc and exp amplify (|2u| 2^-53 relative), so their references
+ * take the same rounded argument and the bounds are those of erfc (SLEEF's
+ * 1.5 ulp, or glibc's) and of sigmoid, each plus the final product's
+ * rounding.
+ *
+ * Also: vecmath.h's float32 exp, sigmoid and silu called directly (the
+ * public ops run SLEEF's where the build has it; other kernels still run
+ * these); a strided input (every other element, and a transposed matrix)
+ * gives the same bits as the contiguous one, and every length from 1 to 70
+ * (the vector loops' tails) the same bits as the long run. */
+#include "test.h"
+
+#include "cpu/pointwise_math.h"
+
+#include <float.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef jag_status (*unary_fn)(const jag_tensor *, jag_tensor **);
+
+/* ---- references -------------------------------------------------------------- */
+
+#define SQRT1_2 0.70710678118654752440
+#define SQRT_2_PI 0.79788456080286535588
+#define KAPPA 0.044715
+
+static double sig_d(double x) {
+    double e = exp(-fabs(x));
+    return (x >= 0 ? 1.0 : e) / (1.0 + e);
+}
+static long double sig_l(long double x) {
+    long double e = expl(-fabsl(x));
+    return (x >= 0 ? 1.0L : e) / (1.0L + e);
+}
+
+/* float32: the exact formulas in double (the argument of a float32 input is
+ * exact in double; gelu's and gelu_tanh's kernels compute in double too). */
+static double ref32(jag_op_id op, double x) {
+    switch (op) {
+    case JAG_OP_exp: return exp(x);
+    case JAG_OP_log: return log(x);
+    case JAG_OP_sqrt: return sqrt(x);
+    case JAG_OP_rsqrt: return 1.0 / sqrt(x);
+    case JAG_OP_sin: return sin(x);
+    case JAG_OP_cos: return cos(x);
+    case JAG_OP_tanh: return tanh(x);
+    case JAG_OP_sigmoid: return sig_d(x);
+    case JAG_OP_silu: return x * sig_d(x);
+    case JAG_OP_gelu: return 0.5 * x * erfc(-x * SQRT1_2);
+    case JAG_OP_gelu_tanh: return x * sig_d(2.0 * SQRT_2_PI * (x + KAPPA * x * x * x));
+    case JAG_OP_reciprocal: return 1.0 / x;
+    default: return NAN;
+    }
+}
+
+/* float64: long double formulas; gelu and gelu_tanh from the argument the
+ * kernels round in double (see the file comment). */
+static long double ref64(jag_op_id op, double x) {
+    long double xl = x;
+    switch (op) {
+    case JAG_OP_exp: return expl(xl);
+    case JAG_OP_log: return logl(xl);
+    case JAG_OP_sqrt: return sqrtl(xl);
+    case JAG_OP_rsqrt: return 1.0L / sqrtl(xl);
+    case JAG_OP_sin: return sinl(xl);
+    case JAG_OP_cos: return cosl(xl);
+    case JAG_OP_tanh: return tanhl(xl);
+    case JAG_OP_sigmoid: return sig_l(xl);
+    case JAG_OP_silu: return xl * sig_l(xl);
+    case JAG_OP_gelu: {
+        double z = -x * SQRT1_2;
+        return 0.5L * xl * erfcl((long double)z);
+    }
+    case JAG_OP_gelu_tanh: {
+        double u = SQRT_2_PI * (x + KAPPA * x * x * x);
+        return xl * sig_l((long double)(2.0 * u));
+    }
+    case JAG_OP_reciprocal: return 1.0L / xl;
+    default: return NAN;
+    }
+}
+
+/* ---- ulps -------------------------------------------------------------------- */
+
+static double ulp_err32(float y, double ref) {
+    if (isnan(ref) || isnan(y)) return isnan(ref) && isnan(y) ? 0 : INFINITY;
+    float rf = (float)ref;
+    if (isinf(rf) || isinf(y)) return y == rf ? 0 : INFINITY;
+    if (y == 0 && ref == 0 && !signbit(y) != !signbit(ref)) return INFINITY;
+    double a = fabs(ref), ulp = 0x1p-149;
+    if (a >= 0x1p-126) {
+        int e;
+        frexp(a, &e);
+        ulp = ldexp(1.0, e - 24);
+    }
+    return fabs((double)y - ref) / ulp;
+}
+
+static double ulp_err64(double y, long double ref) {
+    if (isnan(ref) || isnan(y)) return isnan(ref) && isnan(y) ? 0 : INFINITY;
+    double rd = (double)ref;
+    if (isinf(rd) || isinf(y)) return y == rd ? 0 : INFINITY;
+    if (y == 0 && ref == 0 && !signbit(y) != !signbit(ref)) return INFINITY;
+    long double a = fabsl(ref), ulp = 0x1p-1074L;
+    if (a >= 0x1p-1022L) {
+        int e;
+        frexpl(a, &e);
+        ulp = ldexpl(1.0L, e - 53);
+    }
+    return (double)(fabsl((long double)y - ref) / ulp);
+}
+
+/* ---- the ops and their bounds -------------------------------------------------- */
+
+typedef struct {
+    const char *name;
+    jag_op_id id;
+    unary_fn fn;
+    /* max ulps: float32 with SLEEF, float32 without, float64 with, without */
+    double b32_sleef, b32_libm, b64_sleef, b64_libm;
+    bool den_scaled; /* float64 denormal results: the bound times |x| */
+} op_case;
+
+/* exp: SLEEF u10 (float32) / vecmath.h 1.010 (float32 without SLEEF, and
+ * float64). log, sin, cos: SLEEF u10 / glibc (1 ulp). tanh, gelu_tanh,
+ * float32 gelu, float64 sigmoid and silu: vecmath.h (its table). float32
+ * sigmoid and silu: SLEEF's exp in sleef_unary.c or vecmath.h, the same
+ * bounds. float64 gelu: SLEEF's erfc (1.5 ulp) or glibc's (its manual
+ * lists up to 5 ulp, by platform; 2.1 measured on x86-64), plus the
+ * product's rounding. sqrt,
+ * reciprocal: IEEE, correctly rounded. rsqrt: 1 / sqrt, two roundings.
+ * float64 gelu and gelu_tanh whose result is denormal: x times a factor
+ * (erfc(z) / 2, sigmoid(2u)) that is itself denormal, rounded before the
+ * product, whose error grows with |x|: there the bound is |x| times the
+ * stated one (den_scaled). */
+static const op_case ops[] = {
+    {"exp", JAG_OP_exp, jag_exp, 1.0, 1.01, 1.01, 1.01, false},
+    {"log", JAG_OP_log, jag_log, 1.0, 1.0, 1.0, 1.0, false},
+    {"sqrt", JAG_OP_sqrt, jag_sqrt, 0.5, 0.5, 0.5, 0.5, false},
+    {"rsqrt", JAG_OP_rsqrt, jag_rsqrt, 1.5, 1.5, 1.5, 1.5, false},
+    {"sin", JAG_OP_sin, jag_sin, 1.0, 1.0, 1.0, 1.0, false},
+    {"cos", JAG_OP_cos, jag_cos, 1.0, 1.0, 1.0, 1.0, false},
+    {"tanh", JAG_OP_tanh, jag_tanh, 1.52, 1.52, 1.52, 1.52, false},
+    {"sigmoid", JAG_OP_sigmoid, jag_sigmoid, 2.41, 2.41, 2.39, 2.39, false},
+    {"silu", JAG_OP_silu, jag_silu, 2.75, 2.75, 2.75, 2.75, false},
+    {"gelu", JAG_OP_gelu, jag_gelu, 0.51, 0.51, 2.0, 5.5, true},
+    {"gelu_tanh", JAG_OP_gelu_tanh, jag_gelu_tanh, 0.57, 0.57, 2.9, 2.9, true},
+    {"reciprocal", JAG_OP_reciprocal, jag_reciprocal, 0.5, 0.5, 0.5, 0.5, false},
+};
+#define N_OPS ((int)(sizeof ops / sizeof ops[0]))
+
+/* ---- inputs ------------------------------------------------------------------- */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15u;
+static uint64_t rng(void) {
+    rng_state ^= rng_state << 13, rng_state ^= rng_state >> 7, rng_state ^= rng_state << 17;
+    return rng_state;
+}
+
+/* float32: per binade (biased exponent 0, the denormals, to 254) and sign,
+ * PER_BINADE / 2 evenly spaced significands and as many random ones; NEAR
+ * bit patterns either side of each edge; the special values. */
+enum { PER_BINADE32 = 1024, NEAR32 = 64 };
+static const float edges32[] = {
+    88.7228394f,  -87.3365479f, -103.972076f, -103.278931f, /* exp: overflow, denormal, zero */
+    9.01092052f,  -9.01092052f, 0.625f,       -0.625f,      /* tanh: saturates to 1; its switch */
+    16.6355324f,  -16.6355324f, -88.7228394f, -103.972076f, /* sigmoid: saturates to 1; denormal; 0 */
+    -91.8f,       -120.0f,      90.0f,        -20.0f,       /* silu's denormals; the clamps */
+    1.0f,         -1.0f,        -14.5f,       -16.0f,       /* gelu's forms; its underflow */
+    1e6f,         1e20f,        FLT_MAX,      -FLT_MAX,     /* huge sin and cos arguments */
+    0x1p-126f,    -0x1p-126f,   1.0f,         0.0f};
+static const float specials32[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, -NAN, FLT_MAX, -FLT_MAX, FLT_MIN, -FLT_MIN,
+                                   0x1p-149f, -0x1p-149f, 1e6f, -1e6f, 1e20f, -1e20f, 1.0f, -1.0f, 3.14159274f};
+
+static int64_t inputs32(float **out) {
+    int64_t cap = 2 * 255 * PER_BINADE32 + (int64_t)(sizeof edges32 / sizeof edges32[0]) * (2 * NEAR32 + 1) +
+                  (int64_t)(sizeof specials32 / sizeof specials32[0]);
+    float *xs = malloc((size_t)cap * sizeof *xs);
+    if (!xs) return 0;
+    int64_t n = 0;
+    for (uint32_t sign = 0; sign < 2; sign++)
+        for (uint32_t e = 0; e < 255; e++)
+            for (uint32_t k = 0; k < PER_BINADE32; k++) {
+                uint32_t m = k < PER_BINADE32 / 2 ? (uint32_t)((uint64_t)k * 0x7fffffu / (PER_BINADE32 / 2 - 1))
+                                                 : (uint32_t)(rng() >> 41);
+                uint32_t b = sign << 31 | e << 23 | (m & 0x7fffffu);
+                memcpy(&xs[n++], &b, sizeof b);
+            }
+    for (size_t i = 0; i < sizeof edges32 / sizeof edges32[0]; i++) {
+        uint32_t b;
+        memcpy(&b, &edges32[i], sizeof b);
+        for (int d = -NEAR32; d <= NEAR32; d++) {
+            int64_t mag = (int64_t)(b & 0x7fffffffu) + d;
+            if (mag < 0 || mag > 0x7f7fffff) continue;
+            uint32_t m = (uint32_t)mag | (b & 0x80000000u);
+            memcpy(&xs[n++], &m, sizeof m);
+        }
+    }
+    for (size_t i = 0; i < sizeof specials32 / sizeof specials32[0]; i++) xs[n++] = specials32[i];
+    *out = xs;
+    return n;
+}
+
+/* float64: the same with PER_BINADE64 per binade (biased exponents 0 to
+ * 2046). */
+enum { PER_BINADE64 = 192, NEAR64 = 32 };
+static const double edges64[] = {
+    709.782712893384,    -708.3964185322641,   -745.1332191019411,  -744.4400719213812, /* exp */
+    19.061547465398498,  -19.061547465398498,  0.625,               -0.625,             /* tanh */
+    36.736800569677101,  -36.736800569677101,  -709.782712893384,   -745.1332191019411, /* sigmoid */
+    -760.0,              710.0,                -750.0,              -38.5,              /* silu, clamps, gelu */
+    -26.5,               -27.3,                1e6,                 1e22,               /* gelu's underflow; sin */
+    1e300,               DBL_MAX,              -DBL_MAX,            0x1p-1022,          /* huge; DBL_MIN */
+    -0x1p-1022,          1.0,                  -1.0,                0.0};
+static const double specials64[] = {0.0, -0.0, INFINITY, -INFINITY, NAN, -NAN, DBL_MAX, -DBL_MAX, DBL_MIN, -DBL_MIN,
+                                    0x1p-1074, -0x1p-1074, 1e6, -1e6, 1e22, 1e300, -1e300, 1.0, -1.0,
+                                    3.141592653589793};
+
+static int64_t inputs64(double **out) {
+    int64_t cap = 2 * 2047 * PER_BINADE64 + (int64_t)(sizeof edges64 / sizeof edges64[0]) * (2 * NEAR64 + 1) +
+                  (int64_t)(sizeof specials64 / sizeof specials64[0]);
+    double *xs = malloc((size_t)cap * sizeof *xs);
+    if (!xs) return 0;
+    int64_t n = 0;
+    for (uint64_t sign = 0; sign < 2; sign++)
+        for (uint64_t e = 0; e < 2047; e++)
+            for (uint64_t k = 0; k < PER_BINADE64; k++) {
+                uint64_t m = k < PER_BINADE64 / 2 ? k * (0xfffffffffffffu / (PER_BINADE64 / 2 - 1)) : rng() >> 12;
+                uint64_t b = sign << 63 | e << 52 | (m & 0xfffffffffffffu);
+                memcpy(&xs[n++], &b, sizeof b);
+            }
+    for (size_t i = 0; i < sizeof edges64 / sizeof edges64[0]; i++) {
+        uint64_t b;
+        memcpy(&b, &edges64[i], sizeof b);
+        for (int d = -NEAR64; d <= NEAR64; d++) {
+            uint64_t mag = (b & 0x7fffffffffffffffu) + (uint64_t)(int64_t)d;
+            if ((int64_t)(b & 0x7fffffffffffffffu) + d < 0 || mag > 0x7fefffffffffffffu) continue;
+            uint64_t m = mag | (b & 0x8000000000000000u);
+            memcpy(&xs[n++], &m, sizeof m);
+        }
+    }
+    for (size_t i = 0; i < sizeof specials64 / sizeof specials64[0]; i++) xs[n++] = specials64[i];
+    *out = xs;
+    return n;
+}
+
+/* ---- the sweeps ---------------------------------------------------------------- */
+
+static void test_float32_sweep(void) {
+    TEST_BEGIN();
+    bool sleef = jag__unary_uses_sleef();
+    printf("test_unary_accuracy: SLEEF kernels %s\n", sleef ? "on" : "off (libm)");
+    float *xs = NULL;
+    int64_t n = inputs32(&xs);
+    CHECK(n > 500000);
+    if (!xs) return;
+    jag_tensor *x = NULL;
+    CHECK_OK(jag_from_data(xs, &n, 1, JAG_FLOAT32, &x));
+    for (int o = 0; x && o < N_OPS; o++) {
+        jag_tensor *y = NULL;
+        CHECK_OK(ops[o].fn(x, &y));
+        if (!y) continue;
+        CHECK(jag_tensor_dtype(y) == JAG_FLOAT32 && jag_numel(y) == n && jag_is_contiguous(y));
+        const float *ys = jag_data(y);
+        double worst = 0, bound = sleef ? ops[o].b32_sleef : ops[o].b32_libm;
+        int64_t at = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double err = ulp_err32(ys[i], ref32(ops[o].id, xs[i]));
+            if (!(err <= worst)) worst = err, at = i;
+        }
+        printf("  float32 %-10s max %.3f ulp (bound %.2f)\n", ops[o].name, worst, bound);
+        CHECK_MSG(worst <= bound, "float32 %s: %.3f ulp at x = %a (got %a, reference %a), bound %.2f", ops[o].name,
+                  worst, xs[at], ys[at], ref32(ops[o].id, xs[at]), bound);
+        jag_release(y);
+    }
+    jag_release(x);
+    free(xs);
+}
+
+static void test_float64_sweep(void) {
+    TEST_BEGIN();
+    if (LDBL_MANT_DIG < 64) return;
+    /* Under valgrind long double arithmetic runs in double precision: the
+     * references would be no better than the kernels (the sweep runs in
+     * `make test` and under the sanitizers). */
+    volatile long double one = 1.0L, tiny = 0x1p-60L;
+    if (one + tiny == one) {
+        printf("test_float64_sweep: long double has no extra precision in this run (valgrind); sweep not run\n");
+        return;
+    }
+    bool sleef = jag__unary_uses_sleef();
+    double *xs = NULL;
+    int64_t n = inputs64(&xs);
+    CHECK(n > 500000);
+    if (!xs) return;
+    jag_tensor *x = NULL;
+    CHECK_OK(jag_from_data(xs, &n, 1, JAG_FLOAT64, &x));
+    for (int o = 0; x && o < N_OPS; o++) {
+        jag_tensor *y = NULL;
+        CHECK_OK(ops[o].fn(x, &y));
+        if (!y) continue;
+        CHECK(jag_tensor_dtype(y) == JAG_FLOAT64 && jag_numel(y) == n && jag_is_contiguous(y));
+        const double *ys = jag_data(y);
+        double worst = 0, bound = sleef ? ops[o].b64_sleef : ops[o].b64_libm;
+        int64_t at = 0;
+        for (int64_t i = 0; i < n; i++) {
+            long double ref = ref64(ops[o].id, xs[i]);
+            double err = ulp_err64(ys[i], ref);
+            if (ops[o].den_scaled && fabsl(ref) < 0x1p-1022L && fabs(xs[i]) > 1) err /= fabs(xs[i]);
+            if (!(err <= worst)) worst = err, at = i;
+        }
+        printf("  float64 %-10s max %.3f ulp (bound %.2f)\n", ops[o].name, worst, bound);
+        CHECK_MSG(worst <= bound, "float64 %s: %.3f ulp at x = %a (got %a, reference %La), bound %.2f", ops[o].name,
+                  worst, xs[at], ys[at], ref64(ops[o].id, xs[at]), bound);
+        jag_release(y);
+    }
+    jag_release(x);
+    free(xs);
+}
+
+/* vecmath.h's float32 exp, sigmoid and silu, called directly: where the
+ * build has SLEEF the public ops run sleef_unary.c instead, but softmax, the
+ * ragged reductions and silu's far negative lanes still run these. Same
+ * inputs and references, vecmath.h's bounds (with FMA or without: this file
+ * is compiled without -march=native). */
+static void test_vecmath_float32(void) {
+    TEST_BEGIN();
+    float *xs = NULL;
+    int64_t n = inputs32(&xs);
+    CHECK(n > 500000);
+    if (!xs) return;
+    static const struct {
+        const char *name;
+        jag_op_id id;
+        float (*fn)(float);
+        double bound;
+    } fns[] = {{"jag__vm_exp_f32", JAG_OP_exp, jag__vm_exp_f32, 1.01},
+               {"jag__vm_sigmoid_f32", JAG_OP_sigmoid, jag__vm_sigmoid_f32, 2.41},
+               {"jag__vm_silu_f32", JAG_OP_silu, jag__vm_silu_f32, 2.75}};
+    for (size_t f = 0; f < sizeof fns / sizeof fns[0]; f++) {
+        double worst = 0;
+        int64_t at = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double err = ulp_err32(fns[f].fn(xs[i]), ref32(fns[f].id, xs[i]));
+            if (!(err <= worst)) worst = err, at = i;
+        }
+        CHECK_MSG(worst <= fns[f].bound, "%s: %.3f ulp at x = %a, bound %.2f", fns[f].name, worst, xs[at],
+                  fns[f].bound);
+    }
+    free(xs);
+}
+
+/* ---- special values, exactly -------------------------------------------------- */
+
+static void check_exact(const char *name, unary_fn fn, jag_dtype dt, const double *x, const double *want, int n) {
+    int64_t len = n;
+    jag_tensor *t = NULL, *c = NULL, *y = NULL;
+    CHECK_OK(jag_from_data(x, &len, 1, JAG_FLOAT64, &t));
+    CHECK_OK(jag_to_dtype(t, dt, &c));
+    CHECK_OK(fn(c, &y));
+    for (int i = 0; y && i < n; i++) {
+        double g = dt == JAG_FLOAT32 ? (double)((const float *)jag_data(y))[i] : ((const double *)jag_data(y))[i];
+        bool ok = isnan(want[i]) ? isnan(g) : g == want[i] && !signbit(g) == !signbit(want[i]);
+        CHECK_MSG(ok, "%s(%s) of %g is %g, expected %g", name, jag_dtype_name(dt), x[i], g, want[i]);
+    }
+    jag_release(y), jag_release(c), jag_release(t);
+}
+
+static void test_special_values(void) {
+    TEST_BEGIN();
+    const double inf = INFINITY, nan = NAN;
+    static const struct {
+        const char *name;
+        unary_fn fn;
+        double x[8], want[8];
+        int n;
+    } cases[] = {
+        {"exp", jag_exp, {-inf, inf, nan, 0, -0.0, -1e4, 1e4}, {0, inf, nan, 1, 1, 0, inf}, 7},
+        {"log", jag_log, {0, -0.0, -1, inf, -inf, nan, 1}, {-inf, -inf, nan, inf, nan, nan, 0}, 7},
+        {"sin", jag_sin, {inf, -inf, nan, 0, -0.0}, {nan, nan, nan, 0, -0.0}, 5},
+        {"cos", jag_cos, {inf, -inf, nan, 0, -0.0}, {nan, nan, nan, 1, 1}, 5},
+        {"tanh", jag_tanh, {inf, -inf, nan, 0, -0.0, 30, -30}, {1, -1, nan, 0, -0.0, 1, -1}, 7},
+        {"sigmoid", jag_sigmoid, {inf, -inf, nan, 0, 1e4, -1e4}, {1, 0, nan, 0.5, 1, 0}, 6},
+        {"silu", jag_silu, {inf, -inf, nan, 0, -0.0, -1e4}, {inf, nan, nan, 0, -0.0, -0.0}, 6},
+        {"gelu", jag_gelu, {inf, -inf, nan, 0, -0.0, -1e4}, {inf, nan, nan, 0, -0.0, -0.0}, 6},
+        {"gelu_tanh", jag_gelu_tanh, {inf, -inf, nan, 0, -0.0, -1e4}, {inf, nan, nan, 0, -0.0, -0.0}, 6},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        check_exact(cases[k].name, cases[k].fn, JAG_FLOAT32, cases[k].x, cases[k].want, cases[k].n);
+        check_exact(cases[k].name, cases[k].fn, JAG_FLOAT64, cases[k].x, cases[k].want, cases[k].n);
+    }
+}
+
+/* ---- layouts and tails: the same bits ---------------------------------------- */
+
+static bool same_bits(const jag_tensor *a, const jag_tensor *b) {
+    jag_tensor *ca = NULL, *cb = NULL;
+    bool ok = jag_contiguous(a, &ca) == JAG_OK && jag_contiguous(b, &cb) == JAG_OK && jag_numel(ca) == jag_numel(cb) &&
+              jag_tensor_dtype(ca) == jag_tensor_dtype(cb) &&
+              !memcmp(jag_data(ca), jag_data(cb), (size_t)jag_numel(ca) * jag_dtype_size(jag_tensor_dtype(ca)));
+    jag_release(ca), jag_release(cb);
+    return ok;
+}
+
+/* A (rows, cols) matrix of `dt` with values spread over [-40, 40] (tails,
+ * saturations and huge sin arguments among them). */
+static jag_tensor *spread(int64_t rows, int64_t cols, jag_dtype dt) {
+    int64_t n = rows * cols, s[2] = {rows, cols};
+    double *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; v && i < n; i++) {
+        double u = (double)(rng() >> 11) * 0x1p-53;
+        v[i] = i % 17 == 0 ? ldexp(u, 60) : u * 80 - 40;
+    }
+    jag_tensor *t = NULL, *c = NULL;
+    if (v && jag_from_data(v, s, 2, JAG_FLOAT64, &t) == JAG_OK) jag_to_dtype(t, dt, &c);
+    jag_release(t);
+    free(v);
+    return c;
+}
+
+static void test_layouts_and_tails(void) {
+    TEST_BEGIN();
+    const jag_dtype dts[2] = {JAG_FLOAT32, JAG_FLOAT64};
+    for (int d = 0; d < 2; d++) {
+        jag_tensor *m = spread(67, 300, dts[d]); /* odd shapes: every tail length */
+        CHECK(m != NULL);
+        if (!m) continue;
+        jag_tensor *mt = NULL, *mtc = NULL, *m3 = NULL, *sl = NULL, *slc = NULL;
+        int64_t s3[3] = {67, 150, 2};
+        CHECK_OK(jag_transpose(m, 0, 1, &mt)); /* (300, 67), strided */
+        CHECK_OK(jag_contiguous(mt, &mtc));    /* the same values, contiguous */
+        CHECK_OK(jag_view(m, s3, 3, &m3));
+        CHECK_OK(jag_select(m3, 2, 1, &sl)); /* (67, 150): every other column */
+        CHECK_OK(jag_contiguous(sl, &slc));
+        for (int o = 0; o < N_OPS; o++) {
+            jag_tensor *a = NULL, *b = NULL;
+            CHECK_OK(ops[o].fn(mt, &a));
+            CHECK_OK(ops[o].fn(mtc, &b));
+            CHECK_MSG(a && b && same_bits(a, b), "%s (%s): transposed input differs from contiguous", ops[o].name,
+                      jag_dtype_name(dts[d]));
+            jag_release(a), jag_release(b);
+            a = b = NULL;
+            CHECK_OK(ops[o].fn(sl, &a));
+            CHECK_OK(ops[o].fn(slc, &b));
+            CHECK_MSG(a && b && same_bits(a, b), "%s (%s): sliced input differs from contiguous", ops[o].name,
+                      jag_dtype_name(dts[d]));
+            jag_release(a), jag_release(b);
+            /* lengths 1..70 of the flat values against the same elements of
+             * the whole run */
+            jag_tensor *flat = NULL, *whole = NULL;
+            int64_t all = jag_numel(m);
+            CHECK_OK(jag_reshape(m, &all, 1, &flat));
+            CHECK_OK(ops[o].fn(flat, &whole));
+            for (int64_t len = 1; flat && whole && len <= 70; len++) {
+                jag_tensor *part = NULL, *pc = NULL, *py = NULL, *wy = NULL;
+                int64_t start = 3 * len;
+                CHECK_OK(jag_narrow(flat, 0, start, len, &part));
+                CHECK_OK(jag_contiguous(part, &pc));
+                CHECK_OK(ops[o].fn(pc, &py));
+                CHECK_OK(jag_narrow(whole, 0, start, len, &wy));
+                CHECK_MSG(py && wy && same_bits(py, wy), "%s (%s): length %lld differs from the long run", ops[o].name,
+                          jag_dtype_name(dts[d]), (long long)len);
+                jag_release(part), jag_release(pc), jag_release(py), jag_release(wy);
+            }
+            jag_release(flat), jag_release(whole);
+        }
+        jag_release(mt), jag_release(mtc), jag_release(m3), jag_release(sl), jag_release(slc), jag_release(m);
+    }
+}
+
+TEST_MAIN(test_float32_sweep, test_float64_sweep, test_vecmath_float32, test_special_values, test_layouts_and_tails)
