@@ -13,23 +13,7 @@
 #include <stdbool.h>
 
 /* src/cpu/optim.c's kernels (internal; the test links the static library). */
-typedef struct {
-    double lr, momentum, dampening, weight_decay;
-    bool nesterov;
-} sgd_hyper;
-typedef struct {
-    double lr, beta1, beta2, eps, weight_decay;
-    bool amsgrad, decoupled;
-} adam_hyper;
-void jag__optim_sgd(jag_dtype dt, void *param, const void *grad, void *buf, int64_t n, const sgd_hyper *h, bool first);
-void jag__optim_sgd_ref(jag_dtype dt, void *param, const void *grad, void *buf, int64_t n, const sgd_hyper *h,
-                        bool first);
-void jag__optim_adam(jag_dtype dt, void *param, const void *grad, void *exp_avg, void *exp_avg_sq,
-                     void *max_exp_avg_sq, int64_t n, const adam_hyper *h, int64_t step);
-void jag__optim_adam_ref(jag_dtype dt, void *param, const void *grad, void *exp_avg, void *exp_avg_sq,
-                         void *max_exp_avg_sq, int64_t n, const adam_hyper *h, int64_t step);
-double jag__optim_norm_acc(jag_dtype dt, const void *x, int64_t n, double p);
-double jag__optim_norm_acc_ref(jag_dtype dt, const void *x, int64_t n, double p);
+#include "../src/cpu/optim.h"
 
 #define N 11     /* elements of the test parameter */
 #define STEPS 6
@@ -223,7 +207,7 @@ static void test_kernels_vs_reference(void) {
                 else ((double *)a)[i] = base[i];
             }
 #define PTR(x, k) ((x) + (size_t)(k) * (size_t)n * es)
-            sgd_hyper sh[] = {{0.1, 0, 0, 0, false}, {0.1, 0.9, 0.1, 0.01, false}, {0.1, 0.9, 0, 0.01, true}};
+            jag__sgd_hyper sh[] = {{0.1, 0, 0, 0, false}, {0.1, 0.9, 0.1, 0.01, false}, {0.1, 0.9, 0, 0.01, true}};
             for (size_t c = 0; c < 3; c++)
                 for (int first = 0; first < 2; first++) {
                     memcpy(b, a, es * (size_t)n * 5);
@@ -235,7 +219,7 @@ static void test_kernels_vs_reference(void) {
                               (long long)n, d);
                     free(a2);
                 }
-            adam_hyper ah[] = {{1e-3, 0.9, 0.999, 1e-8, 0, false, false},
+            jag__adam_hyper ah[] = {{1e-3, 0.9, 0.999, 1e-8, 0, false, false},
                                {1e-2, 0.9, 0.99, 1e-6, 0.1, true, false},
                                {1e-2, 0.4, 0.9, 1e-6, 0.1, true, true},
                                {1e-2, 0.9, 0.999, 1e-8, 0.01, false, true}};

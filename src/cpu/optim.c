@@ -17,36 +17,10 @@
  * per torch op (grad + wd * param, the momentum update, ...), with
  * temporaries: what the fused kernels must equal bit for bit.
  */
-#include "../core/internal.h"
+#include "optim.h"
 
 #include <math.h>
-#include <stdbool.h>
-#include <stdint.h>
 #include <stdlib.h>
-
-/* The hyperparameters of one SGD call (torch.optim.SGD's). */
-typedef struct jag__sgd_hyper {
-    double lr, momentum, dampening, weight_decay;
-    bool nesterov;
-} jag__sgd_hyper;
-
-/* The hyperparameters of one Adam/AdamW call and the step scalars for the
- * step count `step` (>= 1), computed in double. */
-typedef struct jag__adam_hyper {
-    double lr, beta1, beta2, eps, weight_decay;
-    bool amsgrad, decoupled; /* decoupled: AdamW's weight decay */
-} jag__adam_hyper;
-
-void jag__optim_sgd(jag_dtype dt, void *param, const void *grad, void *buf, int64_t n, const jag__sgd_hyper *h,
-                    bool first);
-void jag__optim_sgd_ref(jag_dtype dt, void *param, const void *grad, void *buf, int64_t n, const jag__sgd_hyper *h,
-                        bool first);
-void jag__optim_adam(jag_dtype dt, void *param, const void *grad, void *exp_avg, void *exp_avg_sq,
-                     void *max_exp_avg_sq, int64_t n, const jag__adam_hyper *h, int64_t step);
-void jag__optim_adam_ref(jag_dtype dt, void *param, const void *grad, void *exp_avg, void *exp_avg_sq,
-                         void *max_exp_avg_sq, int64_t n, const jag__adam_hyper *h, int64_t step);
-double jag__optim_norm_acc(jag_dtype dt, const void *x, int64_t n, double p);
-double jag__optim_norm_acc_ref(jag_dtype dt, const void *x, int64_t n, double p);
 
 /* The step scalars of Adam at step `step`, as torch computes them in
  * Python floats: step_size = lr / (1 - beta1^step), bc2_sqrt =

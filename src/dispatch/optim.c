@@ -12,28 +12,11 @@
  * do; the update is never recorded by autograd (torch's optimizers step
  * under no_grad).
  */
-#include "../core/internal.h"
+#include "../cpu/optim.h"
 
 #include <math.h>
 #include <stdio.h>
 
-/* ---- the kernels (src/cpu/optim.c) ---------------------------------------- */
-
-typedef struct jag__sgd_hyper {
-    double lr, momentum, dampening, weight_decay;
-    bool nesterov;
-} jag__sgd_hyper;
-
-typedef struct jag__adam_hyper {
-    double lr, beta1, beta2, eps, weight_decay;
-    bool amsgrad, decoupled;
-} jag__adam_hyper;
-
-void jag__optim_sgd(jag_dtype dt, void *param, const void *grad, void *buf, int64_t n, const jag__sgd_hyper *h,
-                    bool first);
-void jag__optim_adam(jag_dtype dt, void *param, const void *grad, void *exp_avg, void *exp_avg_sq,
-                     void *max_exp_avg_sq, int64_t n, const jag__adam_hyper *h, int64_t step);
-double jag__optim_norm_acc(jag_dtype dt, const void *x, int64_t n, double p);
 
 /* ---- checks ------------------------------------------------------------------ */
 
