@@ -500,3 +500,40 @@ def test_transformer_encoder_layer_dense_and_nested(norm_first):
         opt.step()
         losses.append(float(loss))
     assert losses[-1] < losses[0]
+
+
+def test_transformer_encoder_stacks_independent_copies():
+    jag.manual_seed(21)
+    layer = nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True, dtype=jag.float64)
+    enc = nn.TransformerEncoder(layer, num_layers=2, norm=nn.LayerNorm(8, dtype=jag.float64))
+    names = [n for n, _ in enc.named_parameters()]
+    assert names[0] == "layers.0.self_attn.in_proj_weight" and names[-2:] == ["norm.weight", "norm.bias"]
+    assert len(names) == 2 * 12 + 2  # torch's names: layers.<i>.<layer's names>, then norm
+    # deep copies, as torch's _get_clones: equal values, separate storage
+    for (n0, p0), (n1, p1) in zip(enc.layers[0].named_parameters(), enc.layers[1].named_parameters()):
+        assert n0 == n1 and p0 is not p1 and p1.requires_grad
+        np.testing.assert_array_equal(npy(p0), npy(p1))
+    with jag.no_grad():
+        enc.layers[1].linear1.weight.mul_(2.0)  # the copies train apart
+    assert not np.array_equal(npy(enc.layers[0].linear1.weight), npy(enc.layers[1].linear1.weight))
+    np.testing.assert_array_equal(npy(layer.linear1.weight), npy(enc.layers[0].linear1.weight))
+    sds = [{k: npy(v) for k, v in enc.layers[i].state_dict().items()} for i in range(2)]
+    nw, nb = npy(enc.norm.weight), npy(enc.norm.bias)
+
+    def np_encoder(x):
+        for sd in sds:
+            x = np_layer(x, sd, 2, False)
+        return np_layer_norm(x, nw, nb, 1e-5)
+
+    x = np.random.default_rng(22).standard_normal((2, 5, 8))
+    np.testing.assert_allclose(npy(enc(jag.tensor(x))), np_encoder(x), rtol=1e-9, atol=1e-11)
+    nt, parts = nested([(3, 8), (6, 8), (1, 8)], 23)
+    for o, p in zip(enc(nt).unbind(), parts):
+        np.testing.assert_allclose(npy(o), np_encoder(p[None])[0], rtol=1e-9, atol=1e-11)
+    # gradients reach every layer's parameters
+    enc(nt).values().sum().backward()
+    assert all(p.grad is not None for p in enc.parameters())
+    with pytest.raises(ValueError, match="num_layers"):
+        nn.TransformerEncoder(layer, 0)
+    with pytest.raises(TypeError, match="encoder_layer"):
+        nn.TransformerEncoder("layer", 2)

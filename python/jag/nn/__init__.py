@@ -1,6 +1,7 @@
 """jag.nn: torch.nn's names over jag: Module, Parameter, the layers
 (Linear, Embedding, LayerNorm, RMSNorm, Dropout, GELU, ReLU, SiLU,
-Sequential, ModuleList, ModuleDict), init, utils (clip_grad_norm_) and the
+Sequential, ModuleList, ModuleDict, MultiheadAttention,
+TransformerEncoderLayer, TransformerEncoder), init, utils (clip_grad_norm_) and the
 functional API (jag.nn.functional)."""
 from . import functional  # noqa: F401
 from .parameter import Parameter  # noqa: F401
@@ -9,4 +10,5 @@ from . import init  # noqa: F401
 from .modules import (Dropout, Embedding, GELU, Identity, LayerNorm, Linear, ModuleDict, ModuleList,  # noqa: F401
                       ReLU, RMSNorm, Sequential, SiLU)
 from . import utils  # noqa: F401
-from .transformer import EmbeddingBag, MultiheadAttention, TransformerEncoderLayer  # noqa: F401,E402
+from .transformer import (EmbeddingBag, MultiheadAttention, TransformerEncoder,  # noqa: F401,E402
+                          TransformerEncoderLayer)

@@ -1,6 +1,7 @@
-"""EmbeddingBag, MultiheadAttention and TransformerEncoderLayer with
-torch.nn's parameters, names and initialisation; jagged nested inputs go
+"""EmbeddingBag, MultiheadAttention, TransformerEncoderLayer and
+TransformerEncoder with torch.nn's parameters, names and initialisation; jagged nested inputs go
 through the nested attention op without padding."""
+import copy as _copy
 import math as _math
 
 import jag as _jag
@@ -8,10 +9,10 @@ import jag as _jag
 from . import functional as F
 from . import init
 from .module import Module
-from .modules import Dropout, LayerNorm, Linear, _float_dtype
+from .modules import Dropout, LayerNorm, Linear, ModuleList, _float_dtype
 from .parameter import Parameter
 
-__all__ = ["EmbeddingBag", "MultiheadAttention", "TransformerEncoderLayer"]
+__all__ = ["EmbeddingBag", "MultiheadAttention", "TransformerEncoderLayer", "TransformerEncoder"]
 
 
 class EmbeddingBag(Module):
@@ -193,4 +194,54 @@ class TransformerEncoderLayer(Module):
         else:
             x = self.norm1(x + self._sa_block(x, src_mask, is_causal))
             x = self.norm2(x + self._ff_block(x))
+        return x
+
+
+def _clone_module(module):
+    """A deep copy of module with its own parameters and buffers (copies of
+    the data, same requires_grad), as torch's copy.deepcopy of a module."""
+    memo = {}
+    for m in module.modules():
+        for p in m._parameters.values():
+            if p is not None and id(p) not in memo:
+                memo[id(p)] = Parameter(p.detach().clone(), p.requires_grad)
+        for b in m._buffers.values():
+            if b is not None and id(b) not in memo:
+                memo[id(b)] = b.detach().clone()
+    return _copy.deepcopy(module, memo)
+
+
+class TransformerEncoder(Module):
+    """torch's stack of ``num_layers`` copies of ``encoder_layer`` (each an
+    independent deep copy: the layers start equal and train apart, as in
+    torch), then the optional final ``norm``. Dense or jagged nested
+    (B, j, d_model) inputs; nested inputs need no padding mask, so
+    ``enable_nested_tensor`` and ``mask_check`` are accepted for torch's
+    signature and change nothing.
+
+        layer = jag.nn.TransformerEncoderLayer(64, 4, 256, batch_first=True)
+        enc = jag.nn.TransformerEncoder(layer, num_layers=2)
+        out = enc(nt)                      # nt: (B, j, 64) jagged
+    """
+
+    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
+        super().__init__()
+        if not isinstance(encoder_layer, Module):
+            raise TypeError("TransformerEncoder: encoder_layer must be a jag.nn.Module, got %s"
+                            % type(encoder_layer).__name__)
+        if not isinstance(num_layers, int) or isinstance(num_layers, bool) or num_layers < 1:
+            raise ValueError("TransformerEncoder: num_layers must be an int >= 1, got %r" % (num_layers,))
+        self.layers = ModuleList([_clone_module(encoder_layer) for _ in range(num_layers)])
+        self.num_layers = num_layers
+        self.norm = norm
+        self.enable_nested_tensor = enable_nested_tensor
+        self.mask_check = mask_check
+
+    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+        """The layers in order on src, then norm (see the class)."""
+        x = src
+        for layer in self.layers:
+            x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))
+        if self.norm is not None:
+            x = self.norm(x)
         return x
