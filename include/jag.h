@@ -1255,6 +1255,46 @@ jag_status jag_optim_set_state(jag_optimizer *opt, int param_index, const char *
 jag_status jag_optim_step_count(const jag_optimizer *opt, int param_index, int64_t *out);
 jag_status jag_optim_set_step_count(jag_optimizer *opt, int param_index, int64_t step);
 
+/* Checkpoint files: everything a C program needs to resume training in one
+ * safetensors file (see "Files: safetensors"). jag_optim_save writes
+ * parameter i under param_names[i] (param_names NULL: "param.<i>"), each
+ * state tensor that exists as "optim.state.<i>.<name>" (the names above),
+ * the caller's metadata pairs (as jag_save's) and, under the metadata key
+ * JAG_OPTIMIZER_KEY, a JSON description:
+ *   {"kind": "sgd" | "adam" | "adamw", "lr": "<%.17g>", ... the other
+ *    hyperparameters of jag_optim_*_new by their argument names (doubles as
+ *    strings of 17 significant digits, so that they read back exactly;
+ *    amsgrad, nesterov as true/false) ...,
+ *    "params": [{"name": "<param_names[i]>", "step": <step count>}, ...]}
+ * The optimizer is not changed. Errors: JAG_EINVAL for a NULL or freed
+ * opt, NULL path or a NULL param_names[i]; jag_save's errors (duplicate or
+ * empty names, a metadata key starting with "jag.", JAG_ESTATE when the
+ * file cannot be written: an existing file is then left as it was).
+ *
+ * jag_optim_load restores into `opt`, from a set loaded from such a file
+ * (jag_load), the parameters' values (copied into opt's parameters, their
+ * versions bumped), the state (copied: the set is not referenced
+ * afterwards), the step counts and the hyperparameters (lr, betas, ...,
+ * amsgrad, nesterov: the saved ones replace opt's). opt must be of the saved
+ * kind (SGD / Adam / AdamW) over as many parameters, parameter i with the
+ * dtype and shape of the saved one. So a program resumes by loading the
+ * file, building its parameters (from the set's tensors or anew), making an
+ * optimizer of the same kind over them and calling jag_optim_load; its
+ * next steps are those the saved optimizer would have taken, bit for bit.
+ * The set's other tensors and metadata are ignored. Errors (opt is left
+ * exactly as it was): JAG_EINVAL for a NULL or freed argument, a set without
+ * JAG_OPTIMIZER_KEY or whose description is malformed (a missing field,
+ * a hyperparameter jag_optim_*_new would refuse, a negative step), another
+ * kind of optimizer or number of parameters, a tensor missing from the set
+ * (a parameter, or the state of a parameter that has taken steps), a
+ * read-only parameter of opt; JAG_EDTYPE / JAG_ESHAPE for a saved tensor
+ * whose dtype / shape differs from opt's parameter (the message names the
+ * tensor and the parameter); JAG_ENOMEM. */
+typedef struct jag_tensor_set jag_tensor_set;
+jag_status jag_optim_save(const jag_optimizer *opt, const char *path, const char *const *param_names,
+                          const char *const *metadata, int n_metadata);
+jag_status jag_optim_load(jag_optimizer *opt, const jag_tensor_set *set);
+
 /* torch.nn.utils.clip_grad_norm_: the norm_type-norm of all the gradients
  * of params[0..n) together (params without a gradient count for nothing),
  * computed in double in one pass over each gradient, into *total_norm (may
@@ -1323,6 +1363,28 @@ jag_status jag_clip_grad_norm(jag_tensor *const *params, int n, double max_norm,
 jag_status jag_save(const char *path, const char *const *names, jag_tensor *const *tensors, int n,
                     const char *const *metadata, int n_metadata);
 
+/* Described files. Besides "jag.nested.*", jag owns two metadata keys, each
+ * holding a JSON document that says what the file's tensors make up:
+ *   JAG_OBJECT_KEY     the Python package's jag.save of an object (nested
+ *                      dicts, lists and tuples of tensors, numbers, strings,
+ *                      None): the object with each tensor replaced by the
+ *                      name it has in the file;
+ *   JAG_OPTIMIZER_KEY  jag_optim_save's optimizer: its kind, its
+ *                      hyperparameters and, per parameter, its name and
+ *                      step count (see "Optimizers").
+ * Other readers see them as ordinary string metadata. */
+#define JAG_OBJECT_KEY "jag.object"
+#define JAG_OPTIMIZER_KEY "jag.optimizer"
+
+/* As jag_save, plus the metadata entry `key` (JAG_OBJECT_KEY or
+ * JAG_OPTIMIZER_KEY) = `description`, a JSON text (RFC 8259, checked with
+ * the reader jag_load uses). n may be 0 here (names and tensors may then
+ * be NULL): a file may hold a description alone. Borrows everything.
+ * Errors: as jag_save; JAG_EINVAL for another key or a description that is
+ * NULL or not valid JSON (the message gives the byte). */
+jag_status jag_save_described(const char *path, const char *const *names, jag_tensor *const *tensors, int n,
+                              const char *const *metadata, int n_metadata, const char *key, const char *description);
+
 /* A loaded set of named tensors (and the file's other metadata). */
 typedef struct jag_tensor_set jag_tensor_set;
 
@@ -1357,10 +1419,16 @@ const char *jag_tensor_set_name(const jag_tensor_set *set, int i);
 jag_tensor *jag_tensor_set_get(const jag_tensor_set *set, int i);
 /* The tensor named `name` (BORROWED), or NULL. */
 jag_tensor *jag_tensor_set_find(const jag_tensor_set *set, const char *name);
-/* The file's __metadata__ entries other than jag's own, in file order. */
+/* The file's __metadata__ entries other than jag's own ("jag.nested.*",
+ * JAG_OBJECT_KEY, JAG_OPTIMIZER_KEY), in file order. */
 int jag_tensor_set_metadata_count(const jag_tensor_set *set);
 const char *jag_tensor_set_metadata_key(const jag_tensor_set *set, int i);
 const char *jag_tensor_set_metadata_value(const jag_tensor_set *set, int i);
+/* The value of the described-file key `key` (JAG_OBJECT_KEY or
+ * JAG_OPTIMIZER_KEY) in the file (valid while the set lives), or NULL when
+ * the file has none (or for another key). It comes from the file as it is:
+ * its reader checks it (it is valid UTF-8; jag_load does not parse it). */
+const char *jag_tensor_set_description(const jag_tensor_set *set, const char *key);
 /* Release the set's references (tensors retained by the caller live on).
  * NULL is ignored (JAG_OK). Freeing a set twice is JAG_EINVAL rather than a
  * crash while its header is kept (the last 32 freed sets and generators);

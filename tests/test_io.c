@@ -2,7 +2,8 @@
  * layouts (holes, empty components) in copy and mmap modes, compared element
  * by element; files made by hand (the format, not jag_save, is the
  * reference); a table of malformed files, each with its expected status and
- * message; save errors; regression tests for what fuzzing found. */
+ * message; save errors; described files (a JSON description under a key
+ * jag owns); regression tests for what fuzzing found. */
 #include "test.h"
 #include "io/json.h"
 
@@ -905,9 +906,92 @@ static void cleanup(void) {
     if (!tmp_dir[0]) return;
     const char *names[] = {"hand.safetensors", "bytes.safetensors", "dtypes.safetensors", "mmap.safetensors",
                            "jagged.safetensors", "strided.safetensors", "misaligned.safetensors", "errors.safetensors",
-                           "bad.safetensors", "fifo"};
+                           "bad.safetensors", "fifo", "twice.safetensors", "huge.safetensors", "described.safetensors",
+                           "described_bad.safetensors"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) unlink(tmp_path(names[i]));
     rmdir(tmp_dir);
+}
+
+/* ---- described files ---------------------------------------------------- */
+
+/* jag_save_described writes the description as one more string entry of
+ * __metadata__ (the bytes are the format's, checked by hand), jag_load hands
+ * it back apart from the caller's metadata, and a description alone (no
+ * tensors) is a valid file. */
+static void test_described_file(void) {
+    TEST_BEGIN();
+    float v[2] = {1.0f, 2.0f};
+    int64_t s2 = 2;
+    jag_tensor *a = NULL;
+    CHECK_OK(jag_from_data(v, &s2, 1, JAG_FLOAT32, &a));
+    const char *names[] = {"a"};
+    const char *meta[] = {"k", "v"};
+    const char *path = tmp_path("described.safetensors");
+    CHECK_OK(jag_save_described(path, names, &a, 1, meta, 1, JAG_OBJECT_KEY, "{\"dict\":[[\"a\",{\"tensor\":\"a\"}]]}"));
+    const char *want = "{\"__metadata__\":{\"k\":\"v\",\"jag.object\":\"{\\\"dict\\\":[[\\\"a\\\",{\\\"tensor\\\":\\\"a\\\"}]]}\"},"
+                       "\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}";
+    size_t n;
+    unsigned char *got = read_bytes(path, &n);
+    CHECK(n > 8 + strlen(want) && memcmp(got + 8, want, strlen(want)) == 0);
+    free(got);
+    jag_tensor_set *set = NULL;
+    CHECK_OK(jag_load(path, JAG_LOAD_COPY, &set));
+    CHECK(jag_tensor_set_count(set) == 1 && same_dense(jag_tensor_set_find(set, "a"), a));
+    CHECK(jag_tensor_set_metadata_count(set) == 1 && strcmp(jag_tensor_set_metadata_key(set, 0), "k") == 0);
+    const char *d = jag_tensor_set_description(set, JAG_OBJECT_KEY);
+    CHECK(d && strcmp(d, "{\"dict\":[[\"a\",{\"tensor\":\"a\"}]]}") == 0);
+    CHECK(jag_tensor_set_description(set, JAG_OPTIMIZER_KEY) == NULL);
+    CHECK(jag_tensor_set_description(set, "k") == NULL && jag_tensor_set_description(set, NULL) == NULL);
+    jag_tensor_set_free(set);
+    CHECK(jag_tensor_set_description(set, JAG_OBJECT_KEY) == NULL); /* freed: read as empty */
+
+    /* no tensors: the description alone */
+    CHECK_OK(jag_save_described(path, NULL, NULL, 0, NULL, 0, JAG_OPTIMIZER_KEY, "[1, 2.5, \"x\"]"));
+    got = read_bytes(path, &n);
+    const char *alone = "{\"__metadata__\":{\"jag.optimizer\":\"[1, 2.5, \\\"x\\\"]\"}}";
+    CHECK(n == 8 + (strlen(alone) + 7) / 8 * 8 && memcmp(got + 8, alone, strlen(alone)) == 0);
+    free(got);
+    CHECK_OK(jag_load(path, JAG_LOAD_MMAP, &set));
+    CHECK(jag_tensor_set_count(set) == 0 && jag_tensor_set_metadata_count(set) == 0);
+    CHECK(strcmp(jag_tensor_set_description(set, JAG_OPTIMIZER_KEY), "[1, 2.5, \"x\"]") == 0);
+    jag_tensor_set_free(set);
+
+    /* a file made by another writer with the key reads the same way */
+    size_t len;
+    unsigned char *img = image("{\"__metadata__\":{\"jag.object\":\"null\",\"other\":\"1\"}}", NULL, 0, &len);
+    CHECK_OK(jag_load_buffer(img, len, JAG_LOAD_COPY, &set));
+    CHECK(strcmp(jag_tensor_set_description(set, JAG_OBJECT_KEY), "null") == 0);
+    CHECK(jag_tensor_set_metadata_count(set) == 1 && strcmp(jag_tensor_set_metadata_key(set, 0), "other") == 0);
+    jag_tensor_set_free(set);
+    free(img);
+    jag_release(a);
+}
+
+static void test_described_errors(void) {
+    TEST_BEGIN();
+    int64_t s1 = 1;
+    float v = 1.0f;
+    jag_tensor *a = NULL;
+    CHECK_OK(jag_from_data(&v, &s1, 1, JAG_FLOAT32, &a));
+    const char *names[] = {"a"};
+    const char *path = tmp_path("described_bad.safetensors");
+    unlink(path);
+    CHECK_ERR(jag_save_described(path, names, &a, 1, NULL, 0, "jag.other", "{}"), JAG_EINVAL, "argument 'key' is 'jag.other'");
+    CHECK_ERR(jag_save_described(path, names, &a, 1, NULL, 0, NULL, "{}"), JAG_EINVAL, "argument 'key' is NULL");
+    CHECK_ERR(jag_save_described(path, names, &a, 1, NULL, 0, JAG_OBJECT_KEY, NULL), JAG_EINVAL, "'description' is NULL");
+    CHECK_ERR(jag_save_described(path, names, &a, 1, NULL, 0, JAG_OBJECT_KEY, "{\"a\":"), JAG_EINVAL,
+              "argument 'description' is not valid JSON at byte 5");
+    CHECK_ERR(jag_save_described(path, names, &a, 1, NULL, 0, JAG_OBJECT_KEY, "[NaN]"), JAG_EINVAL, "not valid JSON");
+    CHECK_ERR(jag_save_described(path, names, &a, -1, NULL, 0, JAG_OBJECT_KEY, "{}"), JAG_EINVAL, "n >= 0");
+    CHECK_ERR(jag_save_described(path, NULL, NULL, 1, NULL, 0, JAG_OBJECT_KEY, "{}"), JAG_EINVAL, "n >= 0");
+    /* the keys stay jag's own: callers cannot write them as metadata */
+    const char *meta[] = {JAG_OBJECT_KEY, "{}"};
+    CHECK_ERR(jag_save(path, names, &a, 1, meta, 1), JAG_EINVAL, "reserves");
+    CHECK_ERR(jag_save_described(path, names, &a, 1, meta, 1, JAG_OPTIMIZER_KEY, "{}"), JAG_EINVAL, "reserves");
+    /* jag_save itself still wants a tensor */
+    CHECK_ERR(jag_save(path, NULL, NULL, 0, NULL, 0), JAG_EINVAL, "n >= 1");
+    CHECK(access(path, F_OK) != 0); /* nothing was written */
+    jag_release(a);
 }
 
 static void test_cleanup(void) {
@@ -919,4 +1003,4 @@ TEST_MAIN(test_hand_made_file, test_save_bytes, test_round_trip_dtypes, test_mma
           test_round_trip_jagged, test_round_trip_strided, test_misaligned_is_copied, test_save_errors,
           test_malformed_table, test_malformed_framing, test_strided_unflatten_overflow, test_load_fifo,
           test_header_memory_bounded, test_header_array_refused_at_once, test_json_reader, test_tensor_set_freed_twice,
-          test_cleanup)
+          test_described_file, test_described_errors, test_cleanup)

@@ -2,7 +2,9 @@
  * test_optim.c — the optimizers (jag.h, "Optimizers"): several steps of
  * SGD, Adam and AdamW against their update rules written out per element in
  * double here (torch.optim's formulas), the fused kernels against their
- * naive references on odd sizes, state access for checkpoints, refusals
+ * naive references on odd sizes, state access for checkpoints, checkpoint
+ * files (a run resumed from one is bit for bit a run that never stopped;
+ * refused loads change nothing), refusals
  * that change nothing, version counters, and clip_grad_norm against the
  * norm computed here.
  */
@@ -11,6 +13,7 @@
 #include <math.h>
 #include <omp.h>
 #include <stdbool.h>
+#include <unistd.h>
 
 /* src/cpu/optim.c's kernels (internal; the test links the static library). */
 #include "../src/cpu/optim.h"
@@ -477,6 +480,312 @@ static void test_state_round_trip(void) {
     jag_release(p1), jag_release(p2);
 }
 
+/* ---- checkpoint files (jag_optim_save / jag_optim_load) ------------------ */
+
+static const char *ckpt_path(const char *name) {
+    static char buf[2][512];
+    static int k;
+    char *b = buf[k++ % 2];
+    const char *base = getenv("TMPDIR");
+    snprintf(b, 512, "%s/jag_test_optim_%d_%s", base && *base ? base : "/tmp", (int)getpid(), name);
+    return b;
+}
+
+/* A second parameter, shaped (1, N) with other values: several parameters,
+ * shapes and step counts go through the file. */
+static jag_tensor *make_param_2d(jag_dtype dt, double scale) {
+    double v[N];
+    for (int i = 0; i < N; i++) v[i] = scale * cos(0.4 * i + 0.2);
+    int64_t sizes[2] = {1, N};
+    jag_tensor *p = t_from(v, sizes, 2, dt);
+    CHECK_OK(jag_set_requires_grad(p, true));
+    return p;
+}
+
+enum { CK_SGD, CK_ADAM_AMSGRAD, CK_ADAMW };
+
+static jag_optimizer *ckpt_optimizer(int which, jag_tensor **params, double lr) {
+    jag_optimizer *o = NULL;
+    if (which == CK_SGD) CHECK_OK(jag_optim_sgd_new(params, 2, lr, 0.9, 0.0, 0.01, true, &o));
+    else if (which == CK_ADAM_AMSGRAD) CHECK_OK(jag_optim_adam_new(params, 2, lr, 0.8, 0.95, 1e-6, 0.02, true, &o));
+    else CHECK_OK(jag_optim_adamw_new(params, 2, lr, 0.9, 0.99, 1e-8, 0.1, false, &o));
+    return o;
+}
+
+/* Steps [from, to): the second parameter has no gradient at step 2 (it is
+ * skipped, so the two step counts differ); the learning rate drops after
+ * step 1 (a schedule: the file must keep it). */
+static void ckpt_train(jag_optimizer *o, jag_tensor **params, int from, int to, double lr) {
+    for (int s = from; s < to; s++) {
+        set_grad(params[0], s);
+        if (s == 2) jag_zero_grad(params[1]);
+        else set_grad(params[1], s + 1);
+        CHECK_OK(jag_optim_step(o));
+        if (s == 1) CHECK_OK(jag_optim_set_lr(o, lr * 0.5));
+    }
+}
+
+static bool same_bits(const jag_tensor *a, const jag_tensor *b) {
+    return jag_tensor_dtype(a) == jag_tensor_dtype(b) && t_same_shape(a, b) &&
+           memcmp(jag_data(a), jag_data(b), (size_t)jag_numel(a) * jag_dtype_size(jag_tensor_dtype(a))) == 0;
+}
+
+/* A new leaf with its own copy of a tensor of the set. */
+static jag_tensor *param_from_set(const jag_tensor_set *set, const char *name) {
+    jag_tensor *t = jag_tensor_set_find(set, name), *p = NULL;
+    CHECK(t != NULL);
+    CHECK_OK(jag_clone(t, &p));
+    CHECK_OK(jag_set_requires_grad(p, true));
+    return p;
+}
+
+/* Save after K steps, resume in a fresh optimizer over fresh parameters
+ * (one built from the file, one with other values that jag_optim_load
+ * overwrites) and other hyperparameters: the parameters after STEPS steps
+ * are those of a run that never stopped, bit for bit. */
+static void ckpt_resume_case(int which, jag_dtype dt) {
+    enum { K = 3 };
+    const double lr = which == CK_SGD ? 0.05 : 0.02;
+    jag_tensor *ref[2] = {make_param(dt), make_param_2d(dt, 0.7)};
+    jag_optimizer *o_ref = ckpt_optimizer(which, ref, lr);
+    ckpt_train(o_ref, ref, 0, STEPS, lr);
+
+    jag_tensor *a[2] = {make_param(dt), make_param_2d(dt, 0.7)};
+    jag_optimizer *o_a = ckpt_optimizer(which, a, lr);
+    ckpt_train(o_a, a, 0, K, lr);
+    const char *path = ckpt_path("resume.safetensors");
+    const char *names[] = {"layer.weight", "layer.bias"};
+    const char *meta[] = {"epoch", "3"};
+    CHECK_OK(jag_optim_save(o_a, path, names, meta, 1));
+    int64_t saved_steps[2];
+    for (int i = 0; i < 2; i++) CHECK_OK(jag_optim_step_count(o_a, i, &saved_steps[i]));
+    CHECK(saved_steps[0] == K && saved_steps[1] == K - 1);
+    jag_optim_free(o_a);
+    jag_release(a[0]), jag_release(a[1]);
+
+    jag_tensor_set *set = NULL;
+    CHECK_OK(jag_load(path, JAG_LOAD_MMAP, &set));
+    CHECK(jag_tensor_set_metadata_count(set) == 1 && strcmp(jag_tensor_set_metadata_key(set, 0), "epoch") == 0);
+    jag_tensor *b[2] = {param_from_set(set, "layer.weight"), make_param_2d(dt, -2.0)};
+    jag_optimizer *o_b = ckpt_optimizer(which, b, 1.0); /* lr 1.0: the file's must replace it */
+    if (which == CK_ADAM_AMSGRAD) { /* and amsgrad off: the file turns it back on */
+        jag_optim_free(o_b);
+        CHECK_OK(jag_optim_adam_new(b, 2, 1.0, 0.5, 0.5, 1.0, 0.0, false, &o_b));
+    }
+    CHECK_OK(jag_optim_load(o_b, set));
+    jag_tensor_set_free(set); /* the optimizer keeps copies */
+    CHECK(jag_optim_get_lr(o_b) == lr * 0.5);
+    for (int i = 0; i < 2; i++) {
+        int64_t sc = -1;
+        CHECK_OK(jag_optim_step_count(o_b, i, &sc));
+        CHECK(sc == saved_steps[i]);
+    }
+    ckpt_train(o_b, b, K, STEPS, lr);
+    for (int i = 0; i < 2; i++) CHECK_MSG(same_bits(b[i], ref[i]), "case %d dtype %s param %d", which, jag_dtype_name(dt), i);
+    /* the state too: the next steps would agree */
+    const char *st_name = which == CK_SGD ? "momentum_buffer" : "exp_avg_sq";
+    for (int i = 0; i < 2; i++) {
+        jag_tensor *s_ref = NULL, *s_b = NULL;
+        CHECK_OK(jag_optim_state(o_ref, i, st_name, &s_ref));
+        CHECK_OK(jag_optim_state(o_b, i, st_name, &s_b));
+        CHECK(s_ref && s_b && same_bits(s_ref, s_b));
+        jag_release(s_ref), jag_release(s_b);
+    }
+    unlink(path);
+    jag_optim_free(o_ref), jag_optim_free(o_b);
+    for (int i = 0; i < 2; i++) jag_release(ref[i]), jag_release(b[i]);
+}
+
+static void test_checkpoint_resume(void) {
+    TEST_BEGIN();
+    ckpt_resume_case(CK_SGD, JAG_FLOAT32);
+    ckpt_resume_case(CK_ADAM_AMSGRAD, JAG_FLOAT64);
+    ckpt_resume_case(CK_ADAMW, JAG_FLOAT32);
+}
+
+/* What an optimizer holds, to show that a refused load changed nothing. */
+typedef struct opt_snapshot {
+    double values[2][N], lr;
+    int64_t steps[2], versions[2];
+    jag_tensor *state[2][2]; /* exp_avg, exp_avg_sq: the live tensors */
+    double state_values[2][2][N];
+} opt_snapshot;
+
+static void snapshot(jag_optimizer *o, jag_tensor **p, opt_snapshot *s) {
+    const char *names[2] = {"exp_avg", "exp_avg_sq"};
+    s->lr = jag_optim_get_lr(o);
+    for (int i = 0; i < 2; i++) {
+        for (int e = 0; e < N; e++) s->values[i][e] = t_get(p[i], e);
+        s->versions[i] = jag_version(p[i]);
+        CHECK_OK(jag_optim_step_count(o, i, &s->steps[i]));
+        for (int k = 0; k < 2; k++) {
+            CHECK_OK(jag_optim_state(o, i, names[k], &s->state[i][k]));
+            for (int e = 0; e < N; e++) s->state_values[i][k][e] = t_get(s->state[i][k], e);
+        }
+    }
+}
+
+static bool optimizer_unchanged(jag_optimizer *o, jag_tensor **p, opt_snapshot *s) {
+    const char *names[2] = {"exp_avg", "exp_avg_sq"};
+    bool same = jag_optim_get_lr(o) == s->lr;
+    for (int i = 0; i < 2; i++) {
+        int64_t sc = -1;
+        CHECK_OK(jag_optim_step_count(o, i, &sc));
+        same = same && sc == s->steps[i] && jag_version(p[i]) == s->versions[i];
+        for (int e = 0; e < N; e++) same = same && t_get(p[i], e) == s->values[i][e];
+        for (int k = 0; k < 2; k++) {
+            jag_tensor *now = NULL;
+            CHECK_OK(jag_optim_state(o, i, names[k], &now));
+            same = same && now == s->state[i][k];
+            for (int e = 0; e < N; e++) same = same && t_get(now, e) == s->state_values[i][k][e];
+            jag_release(now);
+        }
+    }
+    return same;
+}
+
+static void snapshot_free(opt_snapshot *s) {
+    for (int i = 0; i < 2; i++)
+        for (int k = 0; k < 2; k++) jag_release(s->state[i][k]);
+}
+
+/* Load `path` into o; the load fails with status and message, o unchanged. */
+static void check_refused_load(jag_optimizer *o, jag_tensor **p, const char *path, jag_status status, const char *msg) {
+    opt_snapshot s;
+    snapshot(o, p, &s);
+    jag_tensor_set *set = NULL;
+    CHECK_OK(jag_load(path, JAG_LOAD_COPY, &set));
+    CHECK_ERR(jag_optim_load(o, set), status, msg);
+    CHECK_MSG(optimizer_unchanged(o, p, &s), "after the refused load (%s)", msg);
+    jag_tensor_set_free(set);
+    snapshot_free(&s);
+}
+
+/* A file with the given description and tensors "w" (N) and "b" (1, N) of
+ * dtype dt, and the state of parameter 0 unless `no_state`. */
+static void write_described(const char *path, jag_dtype dt, const char *description, bool no_state) {
+    jag_tensor *w = make_param(dt), *b = make_param_2d(dt, 1.0), *m = make_param(dt), *v = make_param(dt);
+    const char *names[] = {"w", "b", "optim.state.0.exp_avg", "optim.state.0.exp_avg_sq"};
+    jag_tensor *ts[] = {w, b, m, v};
+    CHECK_OK(jag_save_described(path, names, ts, no_state ? 2 : 4, NULL, 0, JAG_OPTIMIZER_KEY, description));
+    jag_release(w), jag_release(b), jag_release(m), jag_release(v);
+}
+
+static void test_checkpoint_refusals(void) {
+    TEST_BEGIN();
+    const char *path = ckpt_path("refused.safetensors");
+    jag_tensor *p[2] = {make_param(JAG_FLOAT64), make_param_2d(JAG_FLOAT64, 0.3)};
+    jag_optimizer *o = NULL;
+    CHECK_OK(jag_optim_adam_new(p, 2, 0.01, 0.9, 0.999, 1e-8, 0.0, false, &o));
+    ckpt_train(o, p, 0, 2, 0.01); /* state and step counts exist: a refused load must keep them */
+
+    /* save */
+    const char *bad_names[] = {"w", NULL};
+    CHECK_ERR(jag_optim_save(NULL, path, NULL, NULL, 0), JAG_EINVAL, "'opt' is NULL");
+    CHECK_ERR(jag_optim_save(o, NULL, NULL, NULL, 0), JAG_EINVAL, "'path' is NULL");
+    CHECK_ERR(jag_optim_save(o, path, bad_names, NULL, 0), JAG_EINVAL, "param_names[1]");
+    const char *dup[] = {"w", "w"};
+    CHECK_ERR(jag_optim_save(o, path, dup, NULL, 0), JAG_EINVAL, "jag_optim_save: jag_save_described: the name 'w' is given twice");
+    const char *reserved[] = {"jag.x", "1"};
+    CHECK_ERR(jag_optim_save(o, path, NULL, reserved, 1), JAG_EINVAL, "reserves");
+    CHECK_ERR(jag_optim_save(o, "/nonexistent-dir/x.safetensors", NULL, NULL, 0), JAG_ESTATE, "cannot create");
+    CHECK(access(path, F_OK) != 0);
+
+    /* load: arguments, and a file that is no optimizer checkpoint */
+    jag_tensor_set *set = NULL;
+    CHECK_ERR(jag_optim_load(NULL, set), JAG_EINVAL, "'opt' is NULL");
+    CHECK_ERR(jag_optim_load(o, NULL), JAG_EINVAL, "'set' is NULL");
+    const char *wn[] = {"w"};
+    CHECK_OK(jag_save(path, wn, p, 1, NULL, 0));
+    check_refused_load(o, p, path, JAG_EINVAL, "has no metadata 'jag.optimizer'");
+
+    /* another kind, another number of parameters */
+    jag_tensor *q[2] = {make_param(JAG_FLOAT64), make_param_2d(JAG_FLOAT64, 0.3)};
+    jag_optimizer *other = NULL;
+    CHECK_OK(jag_optim_sgd_new(q, 2, 0.1, 0.0, 0.0, 0.0, false, &other));
+    CHECK_OK(jag_optim_save(other, path, NULL, NULL, 0));
+    check_refused_load(o, p, path, JAG_EINVAL, "the set holds a \"sgd\" optimizer; argument 'opt' is \"adam\"");
+    jag_optim_free(other);
+    CHECK_OK(jag_optim_adamw_new(q, 2, 0.1, 0.9, 0.999, 1e-8, 0.0, false, &other));
+    CHECK_OK(jag_optim_save(other, path, NULL, NULL, 0));
+    check_refused_load(o, p, path, JAG_EINVAL, "\"adamw\" optimizer");
+    jag_optim_free(other);
+    CHECK_OK(jag_optim_adam_new(q, 1, 0.1, 0.9, 0.999, 1e-8, 0.0, false, &other));
+    CHECK_OK(jag_optim_save(other, path, NULL, NULL, 0));
+    check_refused_load(o, p, path, JAG_EINVAL, "the set holds 1 parameters; argument 'opt' has 2");
+    jag_optim_free(other);
+
+    /* shapes and dtypes: the message names the tensor and the parameter */
+    jag_tensor *r[2] = {make_param(JAG_FLOAT64), make_param(JAG_FLOAT64)};
+    CHECK_OK(jag_optim_adam_new(r, 2, 0.1, 0.9, 0.999, 1e-8, 0.0, false, &other));
+    CHECK_OK(jag_optim_save(other, path, NULL, NULL, 0));
+    check_refused_load(o, p, path, JAG_ESHAPE, "tensor 'param.1' has shape [11]; expected [1, 11] (the optimizer's params[1])");
+    jag_optim_free(other);
+    jag_release(r[1]);
+    r[1] = make_param_2d(JAG_FLOAT32, 0.3);
+    CHECK_OK(jag_optim_adam_new(r, 2, 0.1, 0.9, 0.999, 1e-8, 0.0, false, &other));
+    set_grad(r[0], 0), set_grad(r[1], 0);
+    CHECK_OK(jag_optim_step(other));
+    CHECK_OK(jag_optim_save(other, path, NULL, NULL, 0));
+    check_refused_load(o, p, path, JAG_EDTYPE, "tensor 'param.1' has dtype float32; expected float64");
+    jag_optim_free(other);
+
+    /* malformed descriptions */
+    static const struct {
+        const char *desc;
+        bool no_state;
+        const char *msg;
+    } bad[] = {
+        {"[]", false, "metadata 'jag.optimizer' is an array, expected an object"},
+        {"{\"lr\":\"0.1\"}", false, "field 'kind' is missing; expected a string"},
+        {"{\"kind\":\"adam\",\"lr\":\"-1\",\"beta1\":\"0.9\",\"beta2\":\"0.9\",\"eps\":\"0\",\"weight_decay\":\"0\","
+         "\"amsgrad\":false,\"params\":[]}", false, "argument 'lr' is -1"},
+        {"{\"kind\":\"adam\",\"lr\":\"0.1x\",\"beta1\":\"0.9\",\"beta2\":\"0.9\",\"eps\":\"0\",\"weight_decay\":\"0\","
+         "\"amsgrad\":false,\"params\":[]}", false, "field 'lr' is \"0.1x\"; expected a number"},
+        {"{\"kind\":\"adam\",\"lr\":\"0.1\",\"beta1\":\"1\",\"beta2\":\"0.9\",\"eps\":\"0\",\"weight_decay\":\"0\","
+         "\"amsgrad\":false,\"params\":[]}", false, "expected 0 <= beta1 < 1"},
+        {"{\"kind\":\"adam\",\"lr\":\"0.1\",\"beta1\":\"0.9\",\"beta2\":\"0.9\",\"eps\":\"0\",\"weight_decay\":\"0\","
+         "\"params\":[]}", false, "field 'amsgrad' is missing; expected true or false"},
+        {"{\"kind\":\"adam\",\"lr\":\"0.1\",\"beta1\":\"0.9\",\"beta2\":\"0.9\",\"eps\":\"0\",\"weight_decay\":\"0\","
+         "\"amsgrad\":false,\"params\":[{\"name\":\"w\",\"step\":-1},{\"name\":\"b\",\"step\":0}]}", false,
+         "params[0] has step -1; expected >= 0"},
+        {"{\"kind\":\"adam\",\"lr\":\"0.1\",\"beta1\":\"0.9\",\"beta2\":\"0.9\",\"eps\":\"0\",\"weight_decay\":\"0\","
+         "\"amsgrad\":false,\"params\":[{\"name\":\"w\",\"step\":1},{\"name\":\"nope\",\"step\":0}]}", false,
+         "parameter 1's tensor 'nope' is missing from the set"},
+        /* parameter 0 has taken 4 steps, so its state must be there; the failure comes after parameter 0's state was
+         * read: what was made is dropped */
+        {"{\"kind\":\"adam\",\"lr\":\"0.1\",\"beta1\":\"0.9\",\"beta2\":\"0.9\",\"eps\":\"0\",\"weight_decay\":\"0\","
+         "\"amsgrad\":false,\"params\":[{\"name\":\"w\",\"step\":4},{\"name\":\"b\",\"step\":4}]}", false,
+         "tensor 'optim.state.1.exp_avg' is missing from the set; expected it after 4 steps"},
+        {"{\"kind\":\"adam\",\"lr\":\"0.1\",\"beta1\":\"0.9\",\"beta2\":\"0.9\",\"eps\":\"0\",\"weight_decay\":\"0\","
+         "\"amsgrad\":false,\"params\":[{\"name\":\"w\",\"step\":4},{\"name\":\"b\",\"step\":0}]}", true,
+         "tensor 'optim.state.0.exp_avg' is missing"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_described(path, JAG_FLOAT64, bad[i].desc, bad[i].no_state);
+        check_refused_load(o, p, path, JAG_EINVAL, bad[i].msg);
+    }
+    /* the same file with a valid description loads (the table's files differ from it in one place each) */
+    write_described(path, JAG_FLOAT64,
+                    "{\"kind\":\"adam\",\"lr\":\"0.125\",\"beta1\":\"0.9\",\"beta2\":\"0.9\",\"eps\":\"0\",\"weight_decay\":\"0\","
+                    "\"amsgrad\":false,\"params\":[{\"name\":\"w\",\"step\":4},{\"name\":\"b\",\"step\":0}]}", false);
+    CHECK_OK(jag_load(path, JAG_LOAD_COPY, &set));
+    CHECK_OK(jag_optim_load(o, set));
+    jag_tensor_set_free(set);
+    int64_t sc = -1;
+    jag_tensor *st = NULL;
+    CHECK(jag_optim_get_lr(o) == 0.125);
+    CHECK_OK(jag_optim_step_count(o, 1, &sc));
+    CHECK(sc == 0);
+    CHECK_OK(jag_optim_state(o, 1, "exp_avg", &st));
+    CHECK(st == NULL); /* parameter 1 starts again: no state in the file */
+    for (int e = 0; e < N; e++) CHECK(t_get(p[1], e) == 1.0 * cos(0.4 * e + 0.2));
+
+    unlink(path);
+    jag_optim_free(o);
+    for (int i = 0; i < 2; i++) jag_release(p[i]), jag_release(q[i]), jag_release(r[i]);
+}
+
 /* ---- clip_grad_norm ------------------------------------------------------ */
 
 static void test_clip_grad_norm(void) {
@@ -553,4 +862,5 @@ static void test_clip_shared_gradient(void) {
 
 TEST_MAIN(test_sgd_rules, test_adam_rules, test_options_matter, test_kernels_vs_reference, test_functional_updates,
           test_refusals_change_nothing, test_read_only_param, test_version_counter_seen_by_autograd,
-          test_state_round_trip, test_clip_grad_norm, test_clip_shared_gradient)
+          test_state_round_trip, test_checkpoint_resume, test_checkpoint_refusals, test_clip_grad_norm,
+          test_clip_shared_gradient)

@@ -16,13 +16,28 @@ static PyObject *(*io_wrap)(jag_tensor *);          /* steals the reference */
 static jag_tensor *(*io_get)(PyObject *, const char *); /* borrowed, or NULL with TypeError */
 static PyObject *(*io_raise)(jag_status);
 
-/* _save(path, names: list[str], tensors: list[Tensor], metadata: list[(str, str)]) */
+/* _save(path, names: list[str], tensors: list[Tensor], metadata: list[(str, str)], object: str | None = None)
+ * object: the JSON description of the object the tensors belong to, kept
+ * under JAG_OBJECT_KEY (jag_save_described); None: jag_save. */
 static PyObject *m_save(PyObject *mod, PyObject *args) {
     (void)mod;
-    PyObject *path_obj, *names, *tensors, *meta;
-    if (!PyArg_ParseTuple(args, "O&O!O!O!", PyUnicode_FSConverter, &path_obj, &PyList_Type, &names, &PyList_Type,
-                          &tensors, &PyList_Type, &meta))
+    PyObject *path_obj, *names, *tensors, *meta, *object = Py_None;
+    if (!PyArg_ParseTuple(args, "O&O!O!O!|O", PyUnicode_FSConverter, &path_obj, &PyList_Type, &names, &PyList_Type,
+                          &tensors, &PyList_Type, &meta, &object))
         return NULL;
+    const char *description = NULL;
+    if (object != Py_None) {
+        if (!PyUnicode_Check(object)) {
+            PyErr_Format(PyExc_TypeError, "jag.save: the object description must be a str, got %.100s",
+                         Py_TYPE(object)->tp_name);
+            Py_DECREF(path_obj);
+            return NULL;
+        }
+        if (!(description = PyUnicode_AsUTF8(object))) {
+            Py_DECREF(path_obj);
+            return NULL;
+        }
+    }
     Py_ssize_t n = PyList_GET_SIZE(names), nm = PyList_GET_SIZE(meta);
     PyObject *r = NULL;
     const char **cnames = NULL, **cmeta = NULL;
@@ -61,7 +76,9 @@ static PyObject *m_save(PyObject *mod, PyObject *args) {
     }
     jag_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = jag_save(PyBytes_AS_STRING(path_obj), cnames, ts, (int)n, cmeta, (int)nm);
+    st = description ? jag_save_described(PyBytes_AS_STRING(path_obj), cnames, ts, (int)n, cmeta, (int)nm,
+                                          JAG_OBJECT_KEY, description)
+                     : jag_save(PyBytes_AS_STRING(path_obj), cnames, ts, (int)n, cmeta, (int)nm);
     Py_END_ALLOW_THREADS
     if (st) {
         io_raise(st);
@@ -75,7 +92,7 @@ done:
     return r;
 }
 
-/* _load(path, mmap: bool) -> (list[(name, Tensor)], list[(key, value)]) */
+/* _load(path, mmap: bool) -> (list[(name, Tensor)], list[(key, value)], object description: str | None) */
 static PyObject *m_load(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *path_obj;
@@ -108,7 +125,9 @@ static PyObject *m_load(PyObject *mod, PyObject *args) {
         }
         Py_DECREF(pair);
     }
-    r = PyTuple_Pack(2, items, meta);
+    const char *object = jag_tensor_set_description(set, JAG_OBJECT_KEY);
+    if (object) r = Py_BuildValue("(OOs)", items, meta, object);
+    else r = Py_BuildValue("(OOO)", items, meta, Py_None);
 done:
     Py_XDECREF(items);
     Py_XDECREF(meta);
@@ -124,8 +143,8 @@ static PyObject *m_is_read_only(PyObject *mod, PyObject *o) {
 }
 
 static PyMethodDef io_methods[] = {
-    {"_save", m_save, METH_VARARGS, "jag_save(path, names, tensors, metadata pairs)"},
-    {"_load", m_load, METH_VARARGS, "jag_load(path, mmap) -> (name/tensor pairs, metadata pairs)"},
+    {"_save", m_save, METH_VARARGS, "jag_save(path, names, tensors, metadata pairs[, object description])"},
+    {"_load", m_load, METH_VARARGS, "jag_load(path, mmap) -> (name/tensor pairs, metadata pairs, object description)"},
     {"_is_read_only", m_is_read_only, METH_O, NULL},
     {NULL, NULL, 0, NULL},
 };

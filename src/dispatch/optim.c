@@ -2,7 +2,9 @@
  * optim.c — the optimizers of the public API (jag.h, "Optimizers"): the
  * functional updates jag_optim_sgd_update / jag_optim_adam_update over lists
  * of tensors, the jag_optimizer object built on them (parameters, state,
- * step counts) and jag_clip_grad_norm. The element loops are the fused
+ * step counts), its checkpoints (jag_optim_save / jag_optim_load: one
+ * safetensors file with the parameters, the state and a JSON description)
+ * and jag_clip_grad_norm. The element loops are the fused
  * kernels of src/cpu/optim.c.
  *
  * Every update validates all its tensors and makes every buffer it needs
@@ -14,7 +16,10 @@
  */
 #include "../cpu/optim.h"
 
+#include "../io/json.h"
+
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 
 
@@ -520,6 +525,329 @@ jag_status jag_optim_set_step_count(jag_optimizer *opt, int param_index, int64_t
     if (step < 0) return jag__error(JAG_EINVAL, "%s: argument 'step' is %lld; expected step >= 0", op, (long long)step);
     opt->steps[param_index] = step;
     return JAG_OK;
+}
+
+/* ---- checkpoints ----------------------------------------------------------- */
+
+/* Files written by jag_optim_save hold the parameters under their names,
+ * the state as "optim.state.<i>.<state name>" and, under JAG_OPTIMIZER_KEY,
+ *   {"kind": "sgd" | "adam" | "adamw", <hyperparameters>,
+ *    "params": [{"name": ..., "step": ...}, ...]}
+ * with every double as a "%.17g" string (jag's JSON reader keeps integers
+ * only; 17 significant digits give the same double back). */
+
+static const char *const kind_names[] = {"sgd", "adam", "adamw"};
+#define STATE_NAME_FMT "optim.state.%d.%s"
+
+/* The state slots an optimizer of this kind and hyperparameters keeps. */
+static bool slot_used(int kind, const jag__adam_hyper *ah, int s) {
+    if (kind == OPT_SGD) return s == ST_MOMENTUM;
+    return s == ST_EXP_AVG || s == ST_EXP_AVG_SQ || (s == ST_MAX_EXP_AVG_SQ && ah->amsgrad);
+}
+
+typedef struct strbuf {
+    char *p;
+    size_t len, cap;
+    bool oom;
+} strbuf;
+
+static void text_add(strbuf *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void text_add(strbuf *t, const char *fmt, ...) {
+    if (t->oom) return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int w = vsnprintf(t->p ? t->p + t->len : NULL, t->p ? t->cap - t->len : 0, fmt, ap);
+        va_end(ap);
+        if (w < 0) {
+            t->oom = true;
+            return;
+        }
+        if (t->p && t->len + (size_t)w < t->cap) {
+            t->len += (size_t)w;
+            return;
+        }
+        size_t cap = t->cap ? t->cap : 256;
+        while (cap <= t->len + (size_t)w) cap *= 2;
+        char *p = realloc(t->p, cap);
+        if (!p) {
+            t->oom = true;
+            return;
+        }
+        t->p = p, t->cap = cap;
+    }
+}
+
+/* A JSON string literal of s (its bytes as they are; jag_save_described
+ * checks the whole text). */
+static void text_json_string(strbuf *t, const char *s) {
+    text_add(t, "\"");
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c == '"' || *c == '\\') text_add(t, "\\%c", *c);
+        else if (*c < 0x20) text_add(t, "\\u%04x", *c);
+        else text_add(t, "%c", *c);
+    }
+    text_add(t, "\"");
+}
+
+static void describe(const jag_optimizer *o, const char *const *names, strbuf *t) {
+    text_add(t, "{\"kind\":\"%s\",", kind_names[o->kind]);
+    if (o->kind == OPT_SGD)
+        text_add(t, "\"lr\":\"%.17g\",\"momentum\":\"%.17g\",\"dampening\":\"%.17g\",\"weight_decay\":\"%.17g\",\"nesterov\":%s,",
+                 o->sgd.lr, o->sgd.momentum, o->sgd.dampening, o->sgd.weight_decay, o->sgd.nesterov ? "true" : "false");
+    else
+        text_add(t, "\"lr\":\"%.17g\",\"beta1\":\"%.17g\",\"beta2\":\"%.17g\",\"eps\":\"%.17g\",\"weight_decay\":\"%.17g\",\"amsgrad\":%s,",
+                 o->adam.lr, o->adam.beta1, o->adam.beta2, o->adam.eps, o->adam.weight_decay,
+                 o->adam.amsgrad ? "true" : "false");
+    text_add(t, "\"params\":[");
+    for (int i = 0; i < o->n; i++) {
+        text_add(t, "%s{\"name\":", i ? "," : "");
+        text_json_string(t, names[i]);
+        text_add(t, ",\"step\":%lld}", (long long)o->steps[i]);
+    }
+    text_add(t, "]}");
+}
+
+jag_status jag_optim_save(const jag_optimizer *opt, const char *path, const char *const *param_names,
+                          const char *const *metadata, int n_metadata) {
+    const char *op = "jag_optim_save";
+    jag_status st = check_opt(op, opt);
+    if (st) return st;
+    if (!path) return jag__error(JAG_EINVAL, "%s: argument 'path' is NULL", op);
+    int n = opt->n, cap = n * (1 + ST_COUNT) + 1;
+    const char **names = calloc((size_t)cap, sizeof *names);
+    char **owned = calloc((size_t)cap, sizeof *owned); /* the names made here */
+    jag_tensor **tensors = calloc((size_t)cap, sizeof *tensors);
+    strbuf desc = {0};
+    int k = 0;
+    if (!names || !owned || !tensors) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    for (int i = 0; !st && i < n; i++) {
+        if (param_names && !param_names[i])
+            st = jag__error(JAG_EINVAL, "%s: argument 'param_names[%d]' is NULL; expected a name", op, i);
+        else if (!param_names && !(owned[k] = malloc(32)))
+            st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
+        if (st) break;
+        if (!param_names) snprintf(owned[k], 32, "param.%d", i);
+        names[k] = param_names ? param_names[i] : owned[k];
+        tensors[k++] = opt->params[i];
+    }
+    for (int i = 0; !st && i < n; i++)
+        for (int s = 0; !st && s < ST_COUNT; s++) {
+            if (!opt->state[s][i]) continue;
+            size_t len = strlen(STATE_NAME_FMT) + strlen(state_names[s]) + 16;
+            if (!(owned[k] = malloc(len))) {
+                st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
+                break;
+            }
+            snprintf(owned[k], len, STATE_NAME_FMT, i, state_names[s]);
+            names[k] = owned[k];
+            tensors[k++] = opt->state[s][i];
+        }
+    if (!st) {
+        describe(opt, names, &desc);
+        if (desc.oom) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    }
+    if (!st && (st = jag_save_described(path, names, tensors, k, metadata, n_metadata, JAG_OPTIMIZER_KEY, desc.p))) {
+        char msg[768];
+        snprintf(msg, sizeof msg, "%s", jag_last_error());
+        st = jag__error(st, "%s: %s", op, msg);
+    }
+    for (int i = 0; owned && i < cap; i++) free(owned[i]);
+    free(names), free(owned), free(tensors), free(desc.p);
+    return st;
+}
+
+/* The member `key` of the description's root, of kind `kind`, or an error. */
+static jag_status desc_member(const char *op, const jag_json_doc *d, const jag_json_node *obj, const char *key,
+                              jag_json_kind kind, const jag_json_node **out) {
+    const jag_json_node *m = jag__json_get(d, obj, key);
+    if (!m || jag__json_kind(m) != kind)
+        return jag__error(JAG_EINVAL, "%s: metadata '" JAG_OPTIMIZER_KEY "': field '%s' is %s; expected %s", op, key,
+                          m ? jag__json_kind_name(jag__json_kind(m)) : "missing", jag__json_kind_name(kind));
+    *out = m;
+    return JAG_OK;
+}
+
+static jag_status desc_double(const char *op, const jag_json_doc *d, const jag_json_node *root, const char *key,
+                              double *out) {
+    const jag_json_node *m = NULL;
+    jag_status st = desc_member(op, d, root, key, JAG_JSON_STRING, &m);
+    if (st) return st;
+    const char *s = jag__json_str(d, m);
+    char *end = NULL;
+    *out = strtod(s, &end);
+    if (!*s || *end)
+        return jag__error(JAG_EINVAL, "%s: metadata '" JAG_OPTIMIZER_KEY "': field '%s' is \"%.64s\"; expected a number",
+                          op, key, s);
+    return JAG_OK;
+}
+
+static jag_status desc_bool(const char *op, const jag_json_doc *d, const jag_json_node *root, const char *key,
+                            bool *out) {
+    const jag_json_node *m = jag__json_get(d, root, key);
+    jag_json_kind k = m ? jag__json_kind(m) : JAG_JSON_NULL;
+    if (!m || (k != JAG_JSON_TRUE && k != JAG_JSON_FALSE))
+        return jag__error(JAG_EINVAL, "%s: metadata '" JAG_OPTIMIZER_KEY "': field '%s' is %s; expected true or false",
+                          op, key, m ? jag__json_kind_name(k) : "missing");
+    *out = k == JAG_JSON_TRUE;
+    return JAG_OK;
+}
+
+/* The hyperparameters of the description, checked as jag_optim_*_new does. */
+static jag_status desc_hyper(const char *op, const jag_json_doc *d, const jag_json_node *root, int kind,
+                             jag__sgd_hyper *sh, jag__adam_hyper *ah) {
+    jag_status st;
+    if (kind == OPT_SGD) {
+        if ((st = desc_double(op, d, root, "lr", &sh->lr)) || (st = desc_double(op, d, root, "momentum", &sh->momentum)) ||
+            (st = desc_double(op, d, root, "dampening", &sh->dampening)) ||
+            (st = desc_double(op, d, root, "weight_decay", &sh->weight_decay)) ||
+            (st = desc_bool(op, d, root, "nesterov", &sh->nesterov)))
+            return st;
+        return check_sgd_hyper(op, sh);
+    }
+    if ((st = desc_double(op, d, root, "lr", &ah->lr)) || (st = desc_double(op, d, root, "beta1", &ah->beta1)) ||
+        (st = desc_double(op, d, root, "beta2", &ah->beta2)) || (st = desc_double(op, d, root, "eps", &ah->eps)) ||
+        (st = desc_double(op, d, root, "weight_decay", &ah->weight_decay)) ||
+        (st = desc_bool(op, d, root, "amsgrad", &ah->amsgrad)))
+        return st;
+    ah->decoupled = kind == OPT_ADAMW;
+    return check_adam_hyper(op, ah);
+}
+
+/* The set's tensor `name` fits the optimizer's parameter i: plain, with
+ * data, of its dtype and shape. */
+static jag_status check_saved(const char *op, const char *name, const jag_tensor *t, int i, const jag_tensor *p) {
+    char a[JAG_SHAPE_BUF], b[JAG_SHAPE_BUF];
+    if (jag__is_subclass(t) || jag__is_meta(t))
+        return jag__error(JAG_EINVAL, "%s: the set's tensor '%.200s' is not a plain tensor with data", op, name);
+    if (t->dtype != p->dtype)
+        return jag__error(JAG_EDTYPE, "%s: the set's tensor '%.200s' has dtype %s; expected %s (the optimizer's params[%d])",
+                          op, name, jag_dtype_name(t->dtype), jag_dtype_name(p->dtype), i);
+    if (t->ndim != p->ndim || memcmp(t->sizes, p->sizes, sizeof(int64_t) * (size_t)p->ndim))
+        return jag__error(JAG_ESHAPE, "%s: the set's tensor '%.200s' has shape %s; expected %s (the optimizer's params[%d])",
+                          op, name, jag__shape_str(t->sizes, t->ndim, a, sizeof a), jag__shape_str(p->sizes, p->ndim, b, sizeof b),
+                          i);
+    return JAG_OK;
+}
+
+/* What a load prepares before it changes anything. */
+typedef struct restore {
+    jag__sgd_hyper sgd;
+    jag__adam_hyper adam;
+    int64_t *steps;
+    jag_tensor **values;          /* the parameters' new values (contiguous) */
+    jag_tensor **state[ST_COUNT]; /* new state tensors (NULL: none) */
+} restore;
+
+static jag_status prepare_param(const char *op, const jag_optimizer *o, const jag_tensor_set *set, const jag_json_doc *d,
+                                const jag_json_node *entry, int i, restore *r) {
+    jag_status st;
+    const jag_json_node *nm = NULL, *stp = NULL;
+    if (jag__json_kind(entry) != JAG_JSON_OBJECT)
+        return jag__error(JAG_EINVAL, "%s: metadata '" JAG_OPTIMIZER_KEY "': params[%d] is %s; expected an object", op, i,
+                          jag__json_kind_name(jag__json_kind(entry)));
+    if ((st = desc_member(op, d, entry, "name", JAG_JSON_STRING, &nm)) ||
+        (st = desc_member(op, d, entry, "step", JAG_JSON_INT, &stp)))
+        return st;
+    const char *name = jag__json_str(d, nm);
+    r->steps[i] = jag__json_int(d, stp);
+    if (r->steps[i] < 0)
+        return jag__error(JAG_EINVAL, "%s: metadata '" JAG_OPTIMIZER_KEY "': params[%d] has step %lld; expected >= 0", op,
+                          i, (long long)r->steps[i]);
+    jag_tensor *p = o->params[i], *t = jag_tensor_set_find(set, name);
+    if (!t)
+        return jag__error(JAG_EINVAL, "%s: parameter %d's tensor '%.200s' is missing from the set", op, i, name);
+    if ((st = check_saved(op, name, t, i, p)) || (st = check_writable(op, i, p))) return st;
+    if ((st = jag_contiguous(t, &r->values[i]))) return st;
+    for (int s = 0; s < ST_COUNT; s++) {
+        if (!slot_used(o->kind, &r->adam, s)) continue;
+        char sname[64];
+        snprintf(sname, sizeof sname, STATE_NAME_FMT, i, state_names[s]);
+        const jag_tensor *v = jag_tensor_set_find(set, sname);
+        bool needed = r->steps[i] > 0 && (o->kind != OPT_SGD || r->sgd.momentum != 0);
+        if (!v) {
+            if (needed)
+                return jag__error(JAG_EINVAL, "%s: tensor '%s' is missing from the set; expected it after %lld steps", op,
+                                  sname, (long long)r->steps[i]);
+            continue;
+        }
+        if ((st = check_saved(op, sname, v, i, p)) || (st = jag_empty(p->sizes, p->ndim, p->dtype, &r->state[s][i])))
+            return st;
+        jag__copy_into(r->state[s][i], v);
+    }
+    return JAG_OK;
+}
+
+static jag_status load_prepare(const char *op, const jag_optimizer *o, const jag_tensor_set *set, const char *text,
+                               restore *r) {
+    jag_json_doc d;
+    jag_status st = jag__json_parse(op, "metadata '" JAG_OPTIMIZER_KEY "'", text, strlen(text), "an object", &d);
+    if (st) return st;
+    const jag_json_node *root = jag__json_root(&d), *kind = NULL, *params = NULL;
+    if ((st = desc_member(op, &d, root, "kind", JAG_JSON_STRING, &kind))) goto done;
+    const char *ks = jag__json_str(&d, kind);
+    if (strcmp(ks, kind_names[o->kind]) != 0) {
+        st = jag__error(JAG_EINVAL, "%s: the set holds a \"%.32s\" optimizer; argument 'opt' is \"%s\"", op, ks,
+                        kind_names[o->kind]);
+        goto done;
+    }
+    if ((st = desc_hyper(op, &d, root, o->kind, &r->sgd, &r->adam)) ||
+        (st = desc_member(op, &d, root, "params", JAG_JSON_ARRAY, &params)))
+        goto done;
+    int64_t count = jag__json_count(&d, params);
+    if (count != o->n) {
+        st = jag__error(JAG_EINVAL, "%s: the set holds %lld parameters; argument 'opt' has %d", op, (long long)count, o->n);
+        goto done;
+    }
+    int i = 0;
+    for (const jag_json_node *c = jag__json_first(&d, params); c && !st; c = jag__json_next(&d, params, c), i++)
+        st = prepare_param(op, o, set, &d, c, i, r);
+done:
+    jag__json_free(&d);
+    return st;
+}
+
+static void restore_free(restore *r, int n) {
+    release_all(r->values, n);
+    free(r->values), free(r->steps);
+    for (int s = 0; s < ST_COUNT; s++) release_all(r->state[s], n), free(r->state[s]);
+}
+
+jag_status jag_optim_load(jag_optimizer *opt, const jag_tensor_set *set) {
+    const char *op = "jag_optim_load";
+    jag_status st = check_opt(op, opt);
+    if (st) return st;
+    if (!set) return jag__error(JAG_EINVAL, "%s: argument 'set' is NULL", op);
+    const char *text = jag_tensor_set_description(set, JAG_OPTIMIZER_KEY);
+    if (!text)
+        return jag__error(JAG_EINVAL, "%s: the set has no metadata '" JAG_OPTIMIZER_KEY "'; expected a file written by "
+                          "jag_optim_save", op);
+    int n = opt->n;
+    size_t cap = (size_t)(n > 0 ? n : 1);
+    restore r = {.steps = calloc(cap, sizeof(int64_t)), .values = calloc(cap, sizeof(jag_tensor *))};
+    bool ok = r.steps && r.values;
+    for (int s = 0; s < ST_COUNT; s++) ok = ok && (r.state[s] = calloc(cap, sizeof(jag_tensor *)));
+    jag__enter();
+    st = ok ? load_prepare(op, opt, set, text, &r) : jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    if (!st) {
+        /* nothing below can fail */
+        for (int i = 0; i < n; i++) {
+            jag_tensor *p = opt->params[i];
+            if (jag_data(p) != jag_data(r.values[i])) {
+                memcpy(jag_data(p), jag_data(r.values[i]), (size_t)jag_numel(p) * jag_dtype_size(p->dtype));
+                jag__bump_version(p);
+            }
+            for (int s = 0; s < ST_COUNT; s++) {
+                jag_release(opt->state[s][i]);
+                opt->state[s][i] = r.state[s][i], r.state[s][i] = NULL;
+            }
+            opt->steps[i] = r.steps[i];
+        }
+        if (opt->kind == OPT_SGD) opt->sgd = r.sgd;
+        else opt->adam = r.adam;
+    }
+    restore_free(&r, n);
+    return jag__leave(st, NULL, 0);
 }
 
 /* ---- clip_grad_norm ------------------------------------------------------- */

@@ -78,6 +78,17 @@ static void map_release(void *ctx, void *data) {
 
 /* ---- the set ------------------------------------------------------------ */
 
+/* The metadata keys jag owns besides jag.nested.*: each holds a JSON
+ * document describing what the file's tensors make up (jag_save_described). */
+static const char *const described_keys[] = {JAG_OBJECT_KEY, JAG_OPTIMIZER_KEY};
+#define N_DESCRIBED ((int)(sizeof described_keys / sizeof described_keys[0]))
+
+static int described_index(const char *key) {
+    for (int k = 0; k < N_DESCRIBED; k++)
+        if (strcmp(key, described_keys[k]) == 0) return k;
+    return -1;
+}
+
 struct jag_tensor_set {
     uint32_t magic; /* JAG_HANDLE_LIVE; JAG_HANDLE_FREED once freed */
     int n;
@@ -85,6 +96,7 @@ struct jag_tensor_set {
     jag_tensor **tensors;
     int n_meta;
     char **keys, **values;
+    char *described[N_DESCRIBED]; /* the values of described_keys, or NULL */
 };
 
 /* Frees what the set holds; the header itself is freed by
@@ -93,6 +105,7 @@ struct jag_tensor_set {
 static void set_free_contents(jag_tensor_set *set) {
     for (int i = 0; i < set->n; i++) free(set->names[i]), jag_release(set->tensors[i]);
     for (int i = 0; i < set->n_meta; i++) free(set->keys[i]), free(set->values[i]);
+    for (int k = 0; k < N_DESCRIBED; k++) free(set->described[k]), set->described[k] = NULL;
     free(set->names), free(set->tensors), free(set->keys), free(set->values);
     set->n = set->n_meta = 0;
     set->names = set->keys = set->values = NULL;
@@ -136,6 +149,10 @@ const char *jag_tensor_set_metadata_key(const jag_tensor_set *set, int i) {
 }
 const char *jag_tensor_set_metadata_value(const jag_tensor_set *set, int i) {
     return set_live(set) && i >= 0 && i < set->n_meta ? set->values[i] : NULL;
+}
+const char *jag_tensor_set_description(const jag_tensor_set *set, const char *key) {
+    int k = set_live(set) && key ? described_index(key) : -1;
+    return k >= 0 ? set->described[k] : NULL;
 }
 
 
@@ -304,6 +321,11 @@ static jag_status check_tiling(loader *L) {
                         (unsigned long long)L->data_len, (unsigned long long)pos);
     free(by);
     return st;
+}
+
+/* A key of __metadata__ that the set does not list as the caller's. */
+static bool jag_owned_key(const char *key) {
+    return strncmp(key, NESTED_PREFIX, strlen(NESTED_PREFIX)) == 0 || described_index(key) >= 0;
 }
 
 /* Parse a nested entry's value: a JSON object in a string. */
@@ -497,7 +519,7 @@ static jag_status build_set(loader *L, jag_tensor_set **out) {
     int n_meta = 0;
     if (L->meta)
         for (const jag_json_node *c = jag__json_first(d, L->meta); c; c = jag__json_next(d, L->meta, c))
-            n_meta += strncmp(jag__json_key(d, c), NESTED_PREFIX, strlen(NESTED_PREFIX)) != 0;
+            n_meta += !jag_owned_key(jag__json_key(d, c));
     set->names = calloc((size_t)(n ? n : 1), sizeof *set->names);
     set->tensors = calloc((size_t)(n ? n : 1), sizeof *set->tensors);
     set->keys = calloc((size_t)(n_meta ? n_meta : 1), sizeof *set->keys);
@@ -510,7 +532,12 @@ static jag_status build_set(loader *L, jag_tensor_set **out) {
     }
     if (L->meta)
         for (const jag_json_node *c = jag__json_first(d, L->meta); c; c = jag__json_next(d, L->meta, c)) {
-            if (strncmp(jag__json_key(d, c), NESTED_PREFIX, strlen(NESTED_PREFIX)) == 0) continue;
+            int dk = described_index(jag__json_key(d, c));
+            if (dk >= 0) {
+                if (!(set->described[dk] = dup_str(jag__json_str(d, c)))) goto oom;
+                continue;
+            }
+            if (jag_owned_key(jag__json_key(d, c))) continue;
             set->keys[set->n_meta] = dup_str(jag__json_key(d, c));
             set->values[set->n_meta] = dup_str(jag__json_str(d, c));
             set->n_meta++;
@@ -831,11 +858,14 @@ static jag_status add_tensor(saver *S, const char *name, const jag_tensor *t) {
     return JAG_OK;
 }
 
+/* n_min: 1 for jag_save, 0 for jag_save_described (the description alone
+ * may be the whole content). */
 static jag_status check_save_args(const char *op, const char *path, const char *const *names, jag_tensor *const *tensors,
-                                  int n, const char *const *metadata, int n_metadata) {
+                                  int n, int n_min, const char *const *metadata, int n_metadata) {
     if (!path) return jag__error(JAG_EINVAL, "%s: argument 'path' is NULL", op);
-    if (n < 1 || !names || !tensors)
-        return jag__error(JAG_EINVAL, "%s: arguments 'names' and 'tensors' must hold n >= 1 entries (n is %d)", op, n);
+    if (n < n_min || (n > 0 && (!names || !tensors)))
+        return jag__error(JAG_EINVAL, "%s: arguments 'names' and 'tensors' must hold n >= %d entries (n is %d)", op, n_min,
+                          n);
     if (n_metadata < 0 || (n_metadata > 0 && !metadata))
         return jag__error(JAG_EINVAL, "%s: argument 'metadata' is NULL or n_metadata (%d) is negative", op, n_metadata);
     for (int i = 0; i < n; i++) {
@@ -891,11 +921,24 @@ static jag_status write_file(const char *op, const char *path, const strbuf *hea
     return JAG_OK;
 }
 
-jag_status jag_save(const char *path, const char *const *names, jag_tensor *const *tensors, int n,
-                    const char *const *metadata, int n_metadata) {
-    const char *op = "jag_save";
-    jag_status st = check_save_args(op, path, names, tensors, n, metadata, n_metadata);
-    if (st) return st;
+/* The described entry (key, value) of jag_save_described: a key jag owns
+ * and a JSON document. */
+static jag_status check_description(const char *op, const char *key, const char *description) {
+    if (!key || described_index(key) < 0)
+        return jag__error(JAG_EINVAL, "%s: argument 'key' is %s%.200s%s; expected JAG_OBJECT_KEY (\"" JAG_OBJECT_KEY
+                          "\") or JAG_OPTIMIZER_KEY (\"" JAG_OPTIMIZER_KEY "\")", op, key ? "'" : "NULL", key ? key : "",
+                          key ? "'" : "");
+    if (!description) return jag__error(JAG_EINVAL, "%s: argument 'description' is NULL", op);
+    jag_json_doc doc;
+    jag_status st = jag__json_parse(op, "argument 'description'", description, strlen(description), NULL, &doc);
+    if (!st) jag__json_free(&doc);
+    return st;
+}
+
+static jag_status save_file(const char *op, const char *path, const char *const *names, jag_tensor *const *tensors,
+                            int n, const char *const *metadata, int n_metadata, const char *described_key,
+                            const char *description) {
+    jag_status st = JAG_OK;
     jag__enter();
     bool grad = jag_set_grad_enabled(false); /* contiguous copies are not part of any graph */
     saver S = {.op = op};
@@ -903,7 +946,7 @@ jag_status jag_save(const char *path, const char *const *names, jag_tensor *cons
     out_tensor **by_name = NULL;
     for (int i = 0; i < n && !st; i++) st = add_tensor(&S, names[i], tensors[i]);
     if (st) goto done;
-    by_name = malloc((size_t)S.n * sizeof *by_name);
+    by_name = malloc((size_t)(S.n ? S.n : 1) * sizeof *by_name);
     if (!by_name) {
         st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
         goto done;
@@ -916,10 +959,10 @@ jag_status jag_save(const char *path, const char *const *names, jag_tensor *cons
                             "name.offsets, name.lengths, name.buffer, name.nested_sizes, name.nested_strides, "
                             "name.storage_offsets)", op, by_name[i]->name);
     if (st) goto done;
-    qsort(S.outs, (size_t)S.n, sizeof *S.outs, cmp_out);
+    if (S.n) qsort(S.outs, (size_t)S.n, sizeof *S.outs, cmp_out); /* none: a described file's description alone */
     /* the header */
     sb_str(&h, "{");
-    bool any_meta = n_metadata > 0 || S.meta.len > 0;
+    bool any_meta = n_metadata > 0 || S.meta.len > 0 || described_key;
     if (any_meta) {
         sb_str(&h, "\"__metadata__\":{");
         for (int k = 0; k < n_metadata; k++) {
@@ -928,7 +971,14 @@ jag_status jag_save(const char *path, const char *const *names, jag_tensor *cons
             sb_str(&h, ":");
             sb_json_string(&h, metadata[2 * k + 1]);
         }
-        if (S.meta.len) sb_put(&h, S.meta.p + (n_metadata ? 0 : 1), S.meta.len - (n_metadata ? 0 : 1));
+        if (described_key) {
+            if (n_metadata) sb_str(&h, ",");
+            sb_json_string(&h, described_key);
+            sb_str(&h, ":");
+            sb_json_string(&h, description);
+        }
+        bool first = !n_metadata && !described_key; /* S.meta's members each start with a comma */
+        if (S.meta.len) sb_put(&h, S.meta.p + (first ? 1 : 0), S.meta.len - (first ? 1 : 0));
         sb_str(&h, "}");
     }
     uint64_t pos = 0;
@@ -964,4 +1014,19 @@ done:
     free(by_name);
     jag_set_grad_enabled(grad);
     return jag__leave(st, NULL, 0);
+}
+
+jag_status jag_save(const char *path, const char *const *names, jag_tensor *const *tensors, int n,
+                    const char *const *metadata, int n_metadata) {
+    const char *op = "jag_save";
+    jag_status st = check_save_args(op, path, names, tensors, n, 1, metadata, n_metadata);
+    return st ? st : save_file(op, path, names, tensors, n, metadata, n_metadata, NULL, NULL);
+}
+
+jag_status jag_save_described(const char *path, const char *const *names, jag_tensor *const *tensors, int n,
+                              const char *const *metadata, int n_metadata, const char *key, const char *description) {
+    const char *op = "jag_save_described";
+    jag_status st = check_save_args(op, path, names, tensors, n, 0, metadata, n_metadata);
+    if (!st) st = check_description(op, key, description);
+    return st ? st : save_file(op, path, names, tensors, n, metadata, n_metadata, key, description);
 }
