@@ -72,7 +72,7 @@ demo: build
 	@$(BUILD)/examples/demo
 	@echo
 	@echo "5. training a small transformer on the same ragged text, nested end to end"
-	@$(BUILD)/examples/train_ragged --steps 100 --compare 10 --print-trace
+	@$(BUILD)/examples/train_ragged --steps 100 --compare 10 --repeats 3 --print-trace
 
 # Benchmarks on the Release build: bench/results/<date>-<host>.json, then
 # bench/report.md and its plots (matplotlib in .venv, see scripts/bench_setup.sh).

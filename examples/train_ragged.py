@@ -1,21 +1,31 @@
 """train_ragged.py — the model of train_ragged.c, in Python with jag's
-torch-like names: a small transformer classifier trained on real ragged
+torch-like modules: a small transformer classifier trained on real ragged
 text, nested end to end (no padding anywhere).
 
 Data: the fortune files of Debian's fortunes-min, or --data PATH... (a file:
 one document per line; a directory: one document per file); the label of a
-document is the path it came from. The tokenizer, the shuffle, the
-initialisation and the optimiser are those of train_ragged.c, so both print
-the same losses.
+document is the path it came from. Documents longer than 128 tokens are cut
+to their first 128.
 
-Model: embedding -> [layer_norm -> attention over the ragged dim -> +x] ->
-[layer_norm -> linear -> gelu -> linear -> +x] -> mean over the ragged dim
--> linear -> cross entropy. Optimiser: Adam, written with jag ops.
+Validation: document d is held out when u[d] < 0.1, u = jag.rand(n_docs,
+dtype=jag.float64, generator=jag.Generator(1)); its loss and accuracy are
+printed at the end of every epoch and after the last step, next to the
+majority class's accuracy (the most common label of the training split).
 
-    python examples/train_ragged.py [--steps N] [--batch B] [--data PATH]...
+Batches: jag.utils.data.TokenBudgetBatchSampler (at most --max-tokens
+tokens a batch, seed 0, set_epoch at every epoch) and a DataLoader that
+makes the next batches on a background thread (num_workers=1).
+
+Model: Embedding -> [LayerNorm -> MultiheadAttention (4 heads, no biases)
+over the ragged dim -> +x] -> [LayerNorm -> Linear -> gelu -> Linear -> +x]
+-> mean over the ragged dim -> Linear -> cross entropy; jag.optim.Adam (lr
+3e-3). The tokenizer, the split, the batches, the initialisation (the
+modules' own, from jag.manual_seed(42)) and the optimiser are those of
+train_ragged.c, so both print the same losses.
+
+    python examples/train_ragged.py [--steps N] [--max-tokens T] [--data PATH]...
 """
 import argparse
-import math
 import os
 import re
 import string
@@ -25,10 +35,12 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
 
 import jag  # noqa: E402
+import jag.nn as nn  # noqa: E402
 import jag.nn.functional as F  # noqa: E402
+from jag.utils.data import DataLoader, Dataset, TokenBudgetBatchSampler, collate_nested  # noqa: E402
 
-D, H = 64, 4
-DH, HID = D // H, 4 * D
+D, H, HID, MAX_LEN = 64, 4, 256, 128
+LR, INIT_SEED, SPLIT_SEED, VAL_FRACTION, SAMPLER_SEED = 3e-3, 42, 1, 0.1, 0
 FORTUNES = ["/usr/share/games/fortunes/" + f for f in ("fortunes", "literature", "riddles")]
 PUNCT = string.punctuation.encode()
 
@@ -82,80 +94,88 @@ def load_corpus(paths, per_line):
     return c
 
 
-# ---- the model ----------------------------------------------------------------
+# ---- the data ------------------------------------------------------------------
 
-def init_params(vocab, classes):
-    s = 1.0 / math.sqrt(D)
-    shapes = [
-        ((vocab, D), "randn", 0.5), ((D,), "ones", None), ((D,), "zeros", None),
-        ((3 * D, D), "randn", s), ((D, D), "randn", s), ((D,), "ones", None), ((D,), "zeros", None),
-        ((HID, D), "randn", s), ((HID,), "zeros", None), ((D, HID), "randn", 1.0 / math.sqrt(HID)),
-        ((D,), "zeros", None), ((classes, D), "randn", s), ((classes,), "zeros", None),
-    ]
-    params = []
-    for shape, kind, std in shapes:
-        p = jag.randn(*shape) * std if kind == "randn" else getattr(jag, kind)(*shape)
-        params.append(p.detach().requires_grad_())
-    return params
+class Documents(Dataset):
+    """The documents docs[i] of the corpus (cut to MAX_LEN tokens): item i
+    is (token ids as an int64 tensor, label). collate_nested makes a batch
+    (ids: a jagged nested (B, j) tensor, labels: (B,)) without padding."""
 
+    def __init__(self, corpus, docs):
+        self.items = [(jag.tensor(corpus.docs[d][:MAX_LEN], dtype=jag.int64), corpus.labels[d]) for d in docs]
 
-def nested_view(nt, offsets, *sizes):
-    """(B, j, X) nested -> (B, j, *sizes), through its values (differentiable)."""
-    return jag.nested.nested_tensor_from_jagged(nt.values().reshape(-1, *sizes), offsets)
+    def __len__(self):
+        return len(self.items)
+
+    def __getitem__(self, i):
+        return self.items[i]
+
+    def lengths(self):
+        return [ids.shape[0] for ids, _ in self.items]
 
 
-def forward(p, ids, offsets, labels):
-    emb, ln1_w, ln1_b, wqkv, wo, ln2_w, ln2_b, w1, b1, w2, b2, wc, bc = p
-    x = F.embedding(ids, emb)                                  # (B, j, D)
-    h = F.layer_norm(x, (D,), ln1_w, ln1_b, 1e-5)
-    qkv = F.linear(h, wqkv)                                    # (B, j, 3D)
-    q, k, v = (nested_view(qkv.narrow(2, i * D, D), offsets, H, DH) for i in range(3))
-    att = F.scaled_dot_product_attention(q, k, v)              # (B, j, H, DH)
-    x2 = x + F.linear(nested_view(att, offsets, D), wo)        # residual
-    h2 = F.layer_norm(x2, (D,), ln2_w, ln2_b, 1e-5)
-    x3 = x2 + F.linear(F.gelu(F.linear(h2, w1, b1)), w2, b2)   # residual
-    pool = x3.mean(dim=1)                                      # (B, D): mean over each document
-    return F.cross_entropy(F.linear(pool, wc, bc), labels)
+def split_documents(n_docs):
+    """(train, validation) document ids: d is held out when u[d] < 0.1."""
+    u = jag.rand(n_docs, dtype=jag.float64, generator=jag.Generator(SPLIT_SEED)).tolist()
+    val = [d for d in range(n_docs) if u[d] < VAL_FRACTION]
+    train = [d for d in range(n_docs) if u[d] >= VAL_FRACTION]
+    return train, val
 
 
-class Adam:
-    def __init__(self, params, lr=3e-3, betas=(0.9, 0.999), eps=1e-8):
-        self.lr, self.b1, self.b2, self.eps, self.step_count = lr, betas[0], betas[1], eps, 0
-        self.m = [jag.zeros_like(p) for p in params]
-        self.v = [jag.zeros_like(p) for p in params]
+# ---- the model ------------------------------------------------------------------
 
-    def step(self, params):
-        self.step_count += 1
-        c1, c2 = 1 - self.b1 ** self.step_count, 1 - self.b2 ** self.step_count
-        with jag.no_grad():
-            for i, p in enumerate(params):
-                g = p.grad
-                if g is None:
-                    continue
-                self.m[i] = self.m[i] * self.b1 + g * (1 - self.b1)
-                self.v[i] = self.v[i] * self.b2 + (g * g) * (1 - self.b2)
-                den = jag.sqrt(self.v[i] * (1 / c2)) + self.eps
-                params[i] = jag.add(p, self.m[i] / den, alpha=-self.lr / c1).requires_grad_()
+class Classifier(nn.Module):
+    """One pre-norm transformer encoder layer over each document, mean
+    pooled, then a linear classifier."""
+
+    def __init__(self, vocab, classes):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, D)
+        self.norm1 = nn.LayerNorm(D)
+        self.attn = nn.MultiheadAttention(D, H, bias=False, batch_first=True)
+        self.norm2 = nn.LayerNorm(D)
+        self.ff1 = nn.Linear(D, HID)
+        self.ff2 = nn.Linear(HID, D)
+        self.head = nn.Linear(D, classes)
+
+    def forward(self, ids):
+        """ids (B, j) nested -> logits (B, classes)."""
+        x = self.embed(ids)                                              # (B, j, D)
+        h = self.norm1(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]                # residual
+        x = x + self.ff2(F.gelu(self.ff1(self.norm2(x))))                # residual
+        return self.head(x.mean(dim=1))                                  # mean over each document
 
 
-def shuffled(n):
-    """The fixed shuffle of train_ragged.c (a 64-bit LCG)."""
-    order, s = list(range(n)), 12345
-    for i in range(n - 1, 0, -1):
-        s = (s * 6364136223846793005 + 1442695040888963407) % (1 << 64)
-        j = (s >> 33) % (i + 1)
-        order[i], order[j] = order[j], order[i]
-    return order
+def evaluate(model, loader, n):
+    """(mean cross entropy, accuracy) over the n documents of loader."""
+    total, correct = 0.0, 0
+    with jag.no_grad():
+        for ids, labels in loader:
+            logits = model(ids)
+            total += F.cross_entropy(logits, labels).item() * labels.shape[0]
+            correct += int((logits.argmax(dim=1) == labels).sum().item())
+    return total / n, correct / n
+
+
+def majority_accuracy(labels, train, val, classes):
+    """The share of validation documents whose label is the training
+    split's most common one (the lowest on ties)."""
+    count = [0] * classes
+    for d in train:
+        count[labels[d]] += 1
+    best = max(range(classes), key=lambda k: (count[k], -k))
+    return sum(labels[d] == best for d in val) / len(val)
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--steps", type=int, default=60)
-    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--max-tokens", type=int, default=640)
     ap.add_argument("--data", action="append", default=[], metavar="PATH")
     a = ap.parse_args(argv)
-    if a.steps < 1 or a.batch < 1:
-        ap.error("--steps and --batch must be positive")
+    if a.steps < 1 or a.max_tokens < MAX_LEN:
+        ap.error("--steps must be positive and --max-tokens at least %d (the longest document)" % MAX_LEN)
     try:
         c = load_corpus(a.data, True) if a.data else load_corpus(FORTUNES, False)
     except SystemExit as e:
@@ -163,40 +183,61 @@ def main(argv=None):
             raise SystemExit(str(e) + " (the fortunes-min package: scripts/setup.sh installs it)")
         raise
     classes = max(len(a.data) if a.data else 3, 2)
+    train_docs, val_docs = split_documents(len(c.docs))
+    if not train_docs:
+        raise SystemExit("train: all %d documents were drawn for validation: give more documents" % len(c.docs))
     print("training on %d documents (%d tokens, %d words), %d classes (the path each came from)"
           % (len(c.docs), sum(len(d) for d in c.docs), len(c.vocab), classes))
-    jag.manual_seed(42)
-    params = init_params(len(c.vocab), classes)
-    opt = Adam(params)
-    order, cursor = shuffled(len(c.docs)), 0
-    first = avg = None
-    tokens, t0 = 0, time.perf_counter()
-    for step in range(1, a.steps + 1):
-        nb = min(a.batch, len(c.docs))
-        docs, labels = [], []
-        for _ in range(nb):
-            d = order[cursor % len(c.docs)]
-            cursor += 1
-            docs.append(c.docs[d][:128])  # a bound on the longest document
-            labels.append(c.labels[d])
-        offsets = [0]
-        for d in docs:
-            offsets.append(offsets[-1] + len(d))
-        flat = [t for d in docs for t in d]
-        offsets_t = jag.tensor(offsets, dtype=jag.int64)
-        ids = jag.nested.nested_tensor_from_jagged(jag.tensor(flat, dtype=jag.int64), offsets_t)
-        loss = forward(params, ids, offsets_t, jag.tensor(labels, dtype=jag.int64))
-        value = loss.item()
-        loss.backward()
-        opt.step(params)
-        tokens += len(flat)
-        avg = value if step == 1 else 0.9 * avg + 0.1 * value
-        first = value if step == 1 else first
-        if step == 1 or step % 10 == 0 or step == a.steps:
-            print("  step %4d  loss %.4f (smoothed %.4f)  %8.0f tokens/s"
-                  % (step, value, avg, tokens / (time.perf_counter() - t0)))
-    print("loss %.4f -> %.4f (smoothed) over %d steps: %s"
-          % (first, avg, a.steps, "it learns" if avg < first else "it did not fall"))
+    print("held out for validation: %d documents (u[d] < %.1f, u the uniforms of generator seed %d), "
+          "%d left to train on" % (len(val_docs), VAL_FRACTION, SPLIT_SEED, len(train_docs)))
+
+    train_set, val_set = Documents(c, train_docs), Documents(c, val_docs)
+    sampler = TokenBudgetBatchSampler(train_set.lengths(), a.max_tokens, shuffle=True, seed=SAMPLER_SEED)
+    loader = DataLoader(train_set, batch_sampler=sampler, collate_fn=collate_nested, num_workers=1)
+    val_loader = DataLoader(val_set, collate_fn=collate_nested,
+                            batch_sampler=TokenBudgetBatchSampler(val_set.lengths(), a.max_tokens, shuffle=False))
+    jag.manual_seed(INIT_SEED)
+    model = Classifier(len(c.vocab), classes)
+    opt = jag.optim.Adam(model.parameters(), lr=LR)
+    print("batches of at most %d tokens (TokenBudgetBatchSampler, seed %d): %d in the first epoch"
+          % (a.max_tokens, SAMPLER_SEED, len(sampler)))
+
+    step, epoch, first, avg, accuracy = 0, 0, None, None, None
+    tokens, seconds = 0, 0.0
+    while step < a.steps:
+        sampler.set_epoch(epoch)
+        n_batches, t0 = len(loader), time.perf_counter()
+        for b, (ids, labels) in enumerate(loader):
+            step += 1
+            loss = F.cross_entropy(model(ids), labels)
+            value = loss.item()
+            loss.backward()
+            opt.step()
+            opt.zero_grad()
+            now = time.perf_counter()
+            seconds, t0 = seconds + (now - t0), now
+            tokens += ids.values().shape[0]
+            avg = value if step == 1 else 0.9 * avg + 0.1 * value
+            first = value if step == 1 else first
+            if step == 1 or step % 10 == 0 or step == a.steps:
+                print("  step %4d/%d  epoch %d  loss %.4f (smoothed %.4f)  %6.0f tokens/s"
+                      % (step, a.steps, epoch + 1, value, avg, tokens / seconds), flush=True)
+            epoch_done = b == n_batches - 1
+            if val_docs and (epoch_done or step == a.steps):
+                loss_v, accuracy = evaluate(model, val_loader, len(val_docs))
+                when = "epoch %d done" % (epoch + 1) if epoch_done else "step %d" % step
+                print("  %s: validation loss %.4f  accuracy %.1f%%" % (when, loss_v, 100 * accuracy), flush=True)
+                t0 = time.perf_counter()  # the evaluation is not training time
+            if step == a.steps:
+                break
+        epoch += 1
+    if val_docs:
+        print("validation accuracy %.1f%% after %d steps (majority class %.1f%%; %d held-out documents); "
+              "training loss %.4f -> %.4f (smoothed)"
+              % (100 * accuracy, a.steps, 100 * majority_accuracy(c.labels, train_docs, val_docs, classes),
+                 len(val_docs), first, avg))
+    else:
+        print("no document was held out (too few documents): training loss %.4f -> %.4f (smoothed)" % (first, avg))
 
 
 if __name__ == "__main__":
