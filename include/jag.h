@@ -945,8 +945,9 @@ jag_status jag_gradcheck(jag_gradcheck_fn fn, void *ctx, jag_tensor *const *inpu
 /* Inverted dropout: each element is zeroed with probability p and the rest
  * scaled by 1 / (1 - p), with numbers from `g` (NULL: the thread's default
  * generator), so a seeded generator reproduces the mask. With train false,
- * or p == 0, a new reference to x. Errors: JAG_EINVAL for p outside [0, 1),
- * JAG_EDTYPE for a non-float x. */
+ * or p == 0, a new reference to x; with p == 1, x * 0 (torch's result: zeros,
+ * NaN where x is inf or NaN; no numbers drawn). Errors: JAG_EINVAL for p
+ * outside [0, 1], JAG_EDTYPE for a non-float x. */
 jag_status jag_dropout(const jag_tensor *x, double p, bool train, jag_generator *g, jag_tensor **out);
 
 /* Scaled dot-product attention, softmax(q k^T * scale [causal]) v, for

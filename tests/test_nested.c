@@ -466,6 +466,27 @@ static void test_non_ragged_dims(void) {
     release_all(items, 3);
 }
 
+/* narrow along the ragged dim: each component's rows [start, start + length)
+ * with the length clipped to the component (a view with holes); a start past
+ * a component's end is refused as dense narrow refuses it, and nothing is
+ * made. */
+static void test_narrow_ragged_start_past_end(void) {
+    TEST_BEGIN();
+    int64_t lens[3] = {2, 4, 3};
+    jag_tensor *items[3], *nt = NULL, *y = NULL, *want[3];
+    make_items(items, 3, lens, 2, 31);
+    CHECK_OK(jag_nested_from_list(items, 3, JAG_JAGGED, &nt));
+    CHECK_OK(jag_narrow(nt, 1, 2, 2, &y)); /* component 0 ends at 2: empty, not past its end */
+    for (int i = 0; i < 3; i++) CHECK_OK(jag_narrow(items[i], 0, 2, lens[i] - 2 < 2 ? lens[i] - 2 : 2, &want[i]));
+    CHECK(components_equal(y, want, 3, 0));
+    release_all(want, 3);
+    jag_release(y), y = NULL;
+    CHECK_ERR(jag_narrow(nt, 1, 3, 1, &y), JAG_ERANGE, "past the end of component 0 (length 2)");
+    CHECK(y == NULL);
+    jag_release(nt);
+    release_all(items, 3);
+}
+
 static void test_unsupported_and_fallback(void) {
     TEST_BEGIN();
     int64_t lens[2] = {2, 3};
@@ -714,4 +735,4 @@ TEST_MAIN(test_fuzz_regressions, test_shared_lengths_different_offsets, test_rev
           test_holes, test_padding_round_trip, test_layout_conversion, test_unary_pointwise, test_binary_nested_nested,
           test_binary_nested_dense, test_jagged_mm_linear, test_strided_bmm_transpose, test_non_ragged_dims,
           test_unsupported_and_fallback, test_like_factories_and_clone, test_printing, test_flatten_unflatten,
-          test_batch_one_and_plain_errors)
+          test_batch_one_and_plain_errors, test_narrow_ragged_start_past_end)

@@ -187,7 +187,7 @@ static jag_status run_select(jag_tensor *const *in, int n, jag_tensor **out, voi
 static jag_status run_narrow(jag_tensor *const *in, int n, jag_tensor **out, void *ctx) {
     (void)n, (void)ctx;
     jag_tensor *y = NULL;
-    jag_status st = jag_narrow(in[0], 1, 1, 2, &y);
+    jag_status st = jag_narrow(in[0], 1, 0, 2, &y);
     if (!st) st = jag_nested_to_padded(y, 0.0, NULL, 0, out);
     jag_release(y);
     return st;
@@ -205,12 +205,16 @@ static void test_structure_ops(void) {
         int n = unbind_all(nt, c);
         CHECK_OK(jag_select(nt, 0, 2, &sel)); /* one component, no unbinding */
         CHECK(!jag_is_nested(sel) && t_allclose(sel, c[2], 0, 0));
-        CHECK_OK(jag_narrow(nt, 1, 1, 2, &nar)); /* rows 1..2 of each component: holes */
+        /* a start past a component's end is refused, as dense narrow refuses it
+         * (component 1 of make_jagged is empty) */
+        CHECK_ERR(jag_narrow(nt, 1, 1, 2, &nar), JAG_ERANGE, "past the end of component 1");
+        CHECK(nar == NULL);
+        CHECK_OK(jag_narrow(nt, 1, 0, 2, &nar)); /* rows 0..1 of each component: holes */
         CHECK(jag_is_nested(nar) && jag_nested_ragged_id(nar) != jag_nested_ragged_id(nt));
         int m = unbind_all(nar, nc);
         CHECK(m == n);
         for (int b = 0; b < n; b++) {
-            int64_t lb = jag_size(c[b], 0), from = lb < 1 ? lb : 1, len = lb - from < 2 ? lb - from : 2;
+            int64_t lb = jag_size(c[b], 0), from = 0, len = lb < 2 ? lb : 2;
             jag_tensor *want = NULL;
             CHECK_OK(jag_narrow(c[b], 0, from, len, &want));
             CHECK_MSG(t_allclose(nc[b], want, 0, 0), "narrow comp %d", b);
@@ -285,8 +289,31 @@ static void test_clamp_dropout_rowids(void) {
     CHECK_CLOSE((double)zeros / (double)big, 0.25, 0.02);
     CHECK_OK(jag_dropout(v, 0.25, false, g1, &same));
     CHECK(same == v);
-    CHECK_ERR(jag_dropout(v, 1.0, true, g1, &o), JAG_EINVAL, "expected 0 <= p < 1");
+    CHECK_ERR(jag_dropout(v, 1.5, true, g1, &o), JAG_EINVAL, "expected 0 <= p <= 1");
     CHECK(o == NULL);
+    { /* p == 1: torch returns input * 0 (zeros; NaN where the input is inf
+       * or NaN), gradient 0, dense and nested alike */
+        int64_t four = 4;
+        float xs[4] = {1.5f, -2.0f, INFINITY, 0.25f};
+        jag_tensor *x = NULL, *all = NULL, *loss = NULL, *gx = NULL, *an = NULL;
+        CHECK_OK(jag_from_data(xs, &four, 1, JAG_FLOAT32, &x));
+        CHECK_OK(jag_set_requires_grad(x, true));
+        CHECK_OK(jag_dropout(x, 1.0, true, g1, &all));
+        CHECK(t_get(all, 0) == 0 && t_get(all, 1) == 0 && isnan(t_get(all, 2)) && t_get(all, 3) == 0);
+        CHECK_OK(jag_sum(all, NULL, 0, false, &loss));
+        CHECK_OK(jag_backward(loss, NULL, false));
+        CHECK_OK(jag_get_grad(x, &gx));
+        for (int i = 0; i < 4; i++) CHECK(t_get(gx, i) == 0);
+        CHECK_OK(jag_dropout(nt, 1.0, true, g1, &an));
+        CHECK(jag_is_nested(an) && jag_nested_ragged_id(an) == jag_nested_ragged_id(nt));
+        jag_tensor *parts[16];
+        int np_ = unbind_all(an, parts);
+        for (int b = 0; b < np_; b++) {
+            for (int64_t i = 0; i < jag_numel(parts[b]); i++) CHECK(t_get(parts[b], i) == 0);
+            jag_release(parts[b]);
+        }
+        jag_release(x), jag_release(all), jag_release(loss), jag_release(gx), jag_release(an);
+    }
     jag_tensor *dn = NULL;
     CHECK_OK(jag_dropout(nt, 0.5, true, g1, &dn)); /* nested too */
     CHECK(jag_is_nested(dn) && jag_nested_ragged_id(dn) == jag_nested_ragged_id(nt));

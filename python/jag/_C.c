@@ -1042,6 +1042,24 @@ static PyObject *m_manual_seed(PyObject *mod, PyObject *arg) {
     Py_RETURN_NONE;
 }
 
+/* _set_num_threads(n): n > 0 (the Python layer refuses others, as torch). */
+static PyObject *m_set_num_threads(PyObject *mod, PyObject *arg) {
+    (void)mod;
+    long n = PyLong_AsLong(arg);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    if (n <= 0 || n > INT32_MAX) {
+        PyErr_Format(PyExc_ValueError, "set_num_threads: expected a positive number of threads, got %ld", n);
+        return NULL;
+    }
+    jag_set_num_threads((int)n);
+    Py_RETURN_NONE;
+}
+
+static PyObject *m_get_num_threads(PyObject *mod, PyObject *u) {
+    (void)mod; (void)u;
+    return PyLong_FromLong(jag_get_num_threads());
+}
+
 static PyObject *m_promote_types(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *a, *b;
@@ -1178,6 +1196,8 @@ static PyMethodDef module_methods[] = {
     {"_set_grad_enabled", m_set_grad_enabled, METH_O, NULL},
     {"_is_grad_enabled", m_is_grad_enabled, METH_NOARGS, NULL},
     {"_manual_seed", m_manual_seed, METH_O, NULL},
+    {"_set_num_threads", m_set_num_threads, METH_O, NULL},
+    {"_get_num_threads", m_get_num_threads, METH_NOARGS, NULL},
     {"_promote_types", m_promote_types, METH_VARARGS, NULL},
     {"_gradcheck", m_gradcheck, METH_VARARGS, NULL},
     {"_test_blob", m_test_blob, METH_O, NULL},

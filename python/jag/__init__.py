@@ -126,6 +126,31 @@ def manual_seed(seed):
     _C._manual_seed(seed)
 
 
+def get_num_threads():
+    """The number of threads jag's kernels (and OpenBLAS) use, as
+    torch.get_num_threads."""
+    return _C._get_num_threads()
+
+
+def set_num_threads(n):
+    """Use n threads in jag's kernels and OpenBLAS (OpenMP), as
+    torch.set_num_threads: n must be a positive int."""
+    n = _operator_index(n)
+    if n <= 0:
+        raise ValueError("set_num_threads: expected a positive number of threads, got %d" % n)
+    _C._set_num_threads(n)
+
+
+def _check_device(name, device):
+    """jag tensors live on the CPU: device may be None, "cpu", "cpu:0" or an
+    object that prints so (a torch.device); anything else is an error."""
+    if device is None:
+        return
+    text = str(device)
+    if text not in ("cpu", "cpu:0"):
+        raise ValueError("%s: jag tensors live on the CPU; argument 'device' must be 'cpu', got %r" % (name, device))
+
+
 # ---------------------------------------------------------------------------
 # Tensor
 # ---------------------------------------------------------------------------
@@ -244,7 +269,13 @@ class Tensor(_C.TensorBase):
             n *= s
         return n
 
-    def is_contiguous(self):
+    def is_contiguous(self, memory_format=None):
+        """Whether the elements are laid out densely in row-major order. A
+        jagged nested tensor is contiguous (torch's answer) when its values
+        are, it has no holes (lengths) and its ragged dim is dim 1."""
+        if self.is_nested and self.layout is jagged:
+            return (self.lengths() is None and self._ragged_idx == 1 and
+                    _op("values", self.detach())._is_contiguous)
         return self._is_contiguous
 
     def __len__(self):
@@ -333,8 +364,39 @@ class Tensor(_C.TensorBase):
             raise TypeError("only integer tensors can be used as an index")
         return _builtins.int(self.item())
 
-    def to(self, dtype):
-        return _op("to_dtype", self, _to_dtype(dtype).code)
+    def to(self, *args, **kwargs):
+        """As torch's Tensor.to: ``to(dtype)``, ``to(device)``,
+        ``to(device, dtype)``, ``to(other)`` (other's dtype) or keywords
+        ``dtype=``, ``device=``, ``copy=``, ``non_blocking=``. jag tensors
+        live on the CPU: the device must be "cpu". Returns self when nothing
+        changes (and copy is False), else a new tensor."""
+        dt, device = None, None
+        for a in args:
+            if isinstance(a, Tensor):
+                dt = a.dtype
+            elif isinstance(a, str) or type(a).__name__ == "device":
+                device = a
+            else:
+                dt = a
+        if len(args) > 2:
+            raise TypeError("to: expected at most 2 positional arguments (device, dtype), got %d" % len(args))
+        dt = kwargs.pop("dtype", dt)
+        device = kwargs.pop("device", device)
+        copy = kwargs.pop("copy", False)
+        kwargs.pop("non_blocking", None)
+        kwargs.pop("memory_format", None)
+        if kwargs:
+            raise TypeError("to: unexpected keyword argument %r" % next(iter(kwargs)))
+        _check_device("to", device)
+        dt = _to_dtype(dt)
+        if dt is not None and dt is not self.dtype:
+            return _op("to_dtype", self, dt.code)
+        return self.clone() if copy else self
+
+    def cpu(self):
+        """self: jag tensors live on the CPU (as torch's Tensor.cpu() on a
+        CPU tensor)."""
+        return self
 
     def float(self):
         return self.to(float32)
@@ -353,6 +415,11 @@ class Tensor(_C.TensorBase):
 
     def clone(self):
         return _op("clone", self)
+
+    def to_padded_tensor(self, padding, output_size=None):
+        """A dense tensor with every component copied in and the rest filled
+        with ``padding`` (as jag.nested.to_padded_tensor). Differentiable."""
+        return nested.to_padded_tensor(self, padding, output_size)
 
     # --- indexing ---------------------------------------------------------
     def __getitem__(self, idx):
@@ -412,7 +479,10 @@ class Tensor(_C.TensorBase):
                         continue
                     raise NotImplementedError("jag: slicing a ragged dim is not supported")
                 b, e, _ = slice(start, stop).indices(size)
-                if not (b == 0 and e == size):  # a full slice is a no-op (also on a nested batch dim)
+                if out.is_nested and dim == 0:  # components b..e-1 (torch refuses; as index_select)
+                    if not (b == 0 and e == size):
+                        out = _op("index_select", out, 0, arange(b, _builtins.max(e, b), dtype=int64))
+                elif not (b == 0 and e == size):  # a full slice is a no-op
                     out = out._narrow(dim, b, _builtins.max(e - b, 0))
                 dim += 1
             elif isinstance(i, (_builtins.bool,)):
@@ -422,7 +492,7 @@ class Tensor(_C.TensorBase):
                 size = out._sizes[dim]
                 if size >= 0 and not -size <= k < size:
                     raise IndexError("index %d is out of bounds for dim %d with size %d" % (k, dim, size))
-                out = out._select(dim, k)
+                out = out.select(dim, k)
             elif isinstance(i, Tensor):
                 # beside one tensor index, ints select their dims first (torch;
                 # numpy would move the tensor's dims first when a slice
@@ -500,7 +570,10 @@ class Tensor(_C.TensorBase):
         return _op("transpose", self, dim0, dim1)
 
     def permute(self, *dims):
-        return _op("permute", self, list(_shape_arg(dims)))
+        dims = _shape_arg(dims)
+        if self.is_nested and self.layout is jagged:
+            return nested._permute(self, dims)
+        return _op("permute", self, list(dims))
 
     @property
     def T(self):
@@ -519,12 +592,43 @@ class Tensor(_C.TensorBase):
         return self._narrow(dim, start, length)
 
     def select(self, dim, index):
+        """The slice at ``index`` along ``dim``, without that dim. On a
+        jagged tensor: dim 0 picks a component, the ragged dim picks row
+        ``index`` of every component (a dense (B, D...) tensor), a later
+        dim its entry; each differentiable."""
+        if self.is_nested and self.layout is jagged:
+            d = nested._outer_dim(self, _operator_index(dim), "select")
+            k = _operator_index(index)
+            if d == 0:
+                if not -len(self) <= k < len(self):
+                    raise IndexError("select: index %d is out of range for a batch of %d" % (k, len(self)))
+                return nested._unbind_jagged(self)[k] if self.requires_grad else self._select(0, k)
+            if d == self._ragged_idx:
+                return nested._select_ragged(self, k)
+            if self._ragged_idx == 1:
+                return nested._select_dense_dim(self, d, k)
         return self._select(dim, index)
 
     def unsqueeze(self, dim):
         return _op("unsqueeze", self, dim)
 
     def squeeze(self, dim=None):
+        """self without size-1 dims (all of them, or ``dim``: an int or a
+        tuple), a view; on a jagged tensor only dims after the ragged one
+        are dropped."""
+        if self.is_nested and self.layout is jagged:
+            dims = range(2, self.ndim) if dim is None else dim if isinstance(dim, (tuple, list)) else (dim,)
+            out = self
+            for d in sorted((nested._outer_dim(self, _builtins.int(d), "squeeze") for d in dims), reverse=True):
+                if dim is not None:
+                    nested._check_dense_dim(self, d, "squeeze")
+                out = nested._squeeze(out, d)
+            return out
+        if isinstance(dim, (tuple, list)):
+            out = self
+            for d in sorted((_builtins.int(d) % _builtins.max(self.ndim, 1) for d in dim), reverse=True):
+                out = out.squeeze(d)
+            return out
         if dim is None:
             out = self
             for d in reversed(range(self.ndim)):
@@ -536,8 +640,73 @@ class Tensor(_C.TensorBase):
     def expand(self, *sizes):
         return _op("expand", self, list(_shape_arg(sizes)))
 
-    def flatten(self):
-        return self._flatten()
+    def flatten(self, start_dim=0, end_dim=-1):
+        """Dims start_dim..end_dim merged into one (a view when the memory
+        allows, as torch). On a jagged tensor, dims after the ragged one."""
+        n = _builtins.max(self.ndim, 1)
+        s = start_dim + n if start_dim < 0 else start_dim
+        e = end_dim + n if end_dim < 0 else end_dim
+        if not (0 <= s < n and 0 <= e < n):
+            raise IndexError("flatten: dims (%d, %d) out of range for a %d-d tensor" % (start_dim, end_dim, self.ndim))
+        if s > e:
+            raise ValueError("flatten: start_dim %d comes after end_dim %d" % (start_dim, end_dim))
+        if self.is_nested:
+            return nested._flatten(self, s, e) if s != e else self
+        if self.ndim == 0 or (s == 0 and e == n - 1):
+            return self._flatten()
+        if s == e:
+            return self
+        sizes = tuple(self._sizes)
+        merged = 1
+        for d in sizes[s:e + 1]:
+            merged *= d
+        return self.reshape(sizes[:s] + (merged,) + sizes[e + 1:])
+
+    def split(self, split_size_or_sections, dim=0):
+        """Views of consecutive pieces along dim: pieces of split_size (the
+        last may be shorter) or of the listed sizes, as torch. A nested
+        tensor splits along a dim after the ragged one."""
+        d = dim + self.ndim if dim < 0 else dim
+        if not 0 <= d < self.ndim:
+            raise IndexError("split: dim %d out of range for a %d-d tensor" % (dim, self.ndim))
+        if self.is_nested:
+            nested._check_dense_dim(self, d, "split")
+        sizes = nested._split_sizes(self._sizes[d], split_size_or_sections, "split")
+        out, start = [], 0
+        for n in sizes:
+            out.append(self.narrow(d, start, n))
+            start += n
+        return tuple(out)
+
+    def chunk(self, chunks, dim=0):
+        """At most ``chunks`` views along dim, each of ceil(size / chunks)
+        (the last may be shorter), as torch."""
+        chunks = _operator_index(chunks)
+        if chunks <= 0:
+            raise ValueError("chunk: chunks must be positive, got %d" % chunks)
+        d = dim + self.ndim if dim < 0 else dim
+        if not 0 <= d < self.ndim:
+            raise IndexError("chunk: dim %d out of range for a %d-d tensor" % (dim, self.ndim))
+        size = self._sizes[d]
+        if size < 0 or (self.is_nested and d == 0):
+            nested._check_dense_dim(self, d, "chunk")
+        return self.split(_builtins.max(-(-size // chunks), 1) if size else 0, d)
+
+    def masked_fill(self, mask, value):
+        """self with ``value`` where ``mask`` (a bool tensor broadcasting to
+        self, or a nested mask of the same structure) is True.
+        Differentiable with respect to self (and a tensor value)."""
+        if not isinstance(mask, Tensor) or mask.dtype is not bool:
+            raise TypeError("masked_fill: argument 'mask' must be a bool jag.Tensor")
+        if isinstance(value, Tensor):
+            if value.is_nested or value.ndim != 0:
+                raise ValueError("masked_fill: argument 'value' must be a number or a 0-d tensor, got shape %s"
+                                 % (value.shape,))
+        elif _scalar_ok(value):
+            value = _scalar_like(value, self)
+        else:
+            raise TypeError("masked_fill: argument 'value' must be a number, got %s" % type(value).__name__)
+        return _op("where", mask, value.to(self.dtype), self)
 
     def unflatten(self, dim, sizes):
         """Dim `dim` split into `sizes` (one of them may be -1), a view as
@@ -734,9 +903,14 @@ class Tensor(_C.TensorBase):
         return self._lengths()
 
     def unbind(self, dim=0):
+        """The components (a nested tensor) or the slices along dim 0 (a
+        dense tensor), as views. Differentiable: on a jagged tensor that
+        requires grad, gradients of the components reach its values."""
         if dim != 0:
             raise NotImplementedError("unbind: only dim=0 is supported")
         if self.is_nested:
+            if self.layout is jagged and self.requires_grad and is_grad_enabled():
+                return nested._unbind_jagged(self)
             return tuple(self._unbind_nested())
         return tuple(self._select(0, i) for i in range(len(self)))
 
@@ -1030,12 +1204,13 @@ def _finish(t, requires_grad):
     return t
 
 
-def tensor(data, dtype=None, requires_grad=False):
+def tensor(data, dtype=None, requires_grad=False, device=None):
     """A new tensor holding a copy of ``data`` (nested lists, scalars, numpy
     arrays, jag tensors). dtype defaults as torch: float32 for floats, int64
     for ints, bool for bools; a numpy array keeps its dtype (float64 too)."""
     import numpy as np
 
+    _check_device("tensor", device)
     dt = _to_dtype(dtype)
     if isinstance(data, Tensor):
         if data.is_nested:
@@ -1080,25 +1255,27 @@ def _factory(kind, size, dtype, requires_grad, a=0.0, b=1.0):
                    requires_grad)
 
 
-def zeros(*size, dtype=None, requires_grad=False):
+def zeros(*size, dtype=None, requires_grad=False, device=None):
+    _check_device("zeros", device)
     return _factory("zeros", size, dtype, requires_grad)
 
 
-def ones(*size, dtype=None, requires_grad=False):
+def ones(*size, dtype=None, requires_grad=False, device=None):
+    _check_device("ones", device)
     return _factory("ones", size, dtype, requires_grad)
 
 
 def empty(*size, dtype=None, requires_grad=False, device=None):
     """Uninitialised memory; device="meta" gives a meta tensor (shape and
     dtype, no data: ops on it only infer shapes and dtypes)."""
-    if device is not None and device != "cpu":
-        if device != "meta":
-            raise ValueError("empty: device must be 'cpu' or 'meta', got %r" % (device,))
+    if device is not None and str(device) == "meta":
         return _C._meta(_shape_arg(size), (_to_dtype(dtype) or float32).code)
+    _check_device("empty", device)
     return _factory("empty", size, dtype, requires_grad)
 
 
-def full(size, fill_value, dtype=None, requires_grad=False):
+def full(size, fill_value, dtype=None, requires_grad=False, device=None):
+    _check_device("full", device)
     if dtype is None:
         if isinstance(fill_value, _builtins.bool):
             dtype = bool
@@ -1111,10 +1288,11 @@ def full(size, fill_value, dtype=None, requires_grad=False):
     return _factory("full", (tuple(size),), dtype, requires_grad, fill_value)
 
 
-def rand(*size, dtype=None, requires_grad=False, generator=None, seed=None):
+def rand(*size, dtype=None, requires_grad=False, generator=None, seed=None, device=None):
     """Uniform [0, 1) numbers from ``generator`` (a jag.Generator), from a
     fresh generator seeded with ``seed``, or from the thread's default one
     (jag.manual_seed)."""
+    _check_device("rand", device)
     g = _generator_arg(generator, seed)
     if g is None:
         return _factory("rand", size, dtype, requires_grad, 0.0, 1.0)
@@ -1122,8 +1300,9 @@ def rand(*size, dtype=None, requires_grad=False, generator=None, seed=None):
     return _finish(_C._random("rand", _shape_arg(size), dt.code, 0.0, 1.0, g), requires_grad)
 
 
-def randn(*size, dtype=None, requires_grad=False, generator=None, seed=None):
+def randn(*size, dtype=None, requires_grad=False, generator=None, seed=None, device=None):
     """Standard normal numbers; generator and seed as for rand."""
+    _check_device("randn", device)
     g = _generator_arg(generator, seed)
     if g is None:
         return _factory("randn", size, dtype, requires_grad, 0.0, 1.0)
@@ -1131,7 +1310,8 @@ def randn(*size, dtype=None, requires_grad=False, generator=None, seed=None):
     return _finish(_C._random("randn", _shape_arg(size), dt.code, 0.0, 1.0, g), requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, requires_grad=False):
+def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None):
+    _check_device("arange", device)
     if end is None:
         start, end = 0, start
     if dtype is None:
@@ -1218,7 +1398,8 @@ def _generator_arg(generator, seed):
     return generator._g
 
 
-def _like(kind, x, dtype=None, requires_grad=False, value=0.0):
+def _like(kind, x, dtype=None, requires_grad=False, value=0.0, device=None):
+    _check_device("%s_like" % kind, device)
     if not isinstance(x, Tensor):
         raise TypeError("%s_like: expected a jag.Tensor, got %s" % (kind, type(x).__name__))
     t = _C._like(kind, x, _builtins.float(value))
@@ -1228,23 +1409,24 @@ def _like(kind, x, dtype=None, requires_grad=False, value=0.0):
     return _finish(t, requires_grad)
 
 
-def empty_like(x, dtype=None, requires_grad=False):
-    return _like("empty", x, dtype, requires_grad)
+def empty_like(x, dtype=None, requires_grad=False, device=None):
+    return _like("empty", x, dtype, requires_grad, device=device)
 
 
-def zeros_like(x, dtype=None, requires_grad=False):
-    return _like("zeros", x, dtype, requires_grad)
+def zeros_like(x, dtype=None, requires_grad=False, device=None):
+    return _like("zeros", x, dtype, requires_grad, device=device)
 
 
-def ones_like(x, dtype=None, requires_grad=False):
-    return _like("ones", x, dtype, requires_grad)
+def ones_like(x, dtype=None, requires_grad=False, device=None):
+    return _like("ones", x, dtype, requires_grad, device=device)
 
 
-def full_like(x, fill_value, dtype=None, requires_grad=False):
-    return _like("full", x, dtype, requires_grad, fill_value)
+def full_like(x, fill_value, dtype=None, requires_grad=False, device=None):
+    return _like("full", x, dtype, requires_grad, fill_value, device=device)
 
 
-def _random_like(kind, x, dtype, requires_grad, generator, seed):
+def _random_like(kind, x, dtype, requires_grad, generator, seed, device=None):
+    _check_device("%s_like" % kind, device)
     g = _generator_arg(generator, seed)
     if g is None:
         return _like(kind, x, dtype, requires_grad)
@@ -1257,14 +1439,14 @@ def _random_like(kind, x, dtype, requires_grad, generator, seed):
     return _finish(t, requires_grad)
 
 
-def rand_like(x, dtype=None, requires_grad=False, generator=None, seed=None):
+def rand_like(x, dtype=None, requires_grad=False, generator=None, seed=None, device=None):
     """Uniform [0, 1) numbers shaped like x (nested results share x's
     offsets); generator and seed as for rand."""
-    return _random_like("rand", x, dtype, requires_grad, generator, seed)
+    return _random_like("rand", x, dtype, requires_grad, generator, seed, device)
 
 
-def randn_like(x, dtype=None, requires_grad=False, generator=None, seed=None):
-    return _random_like("randn", x, dtype, requires_grad, generator, seed)
+def randn_like(x, dtype=None, requires_grad=False, generator=None, seed=None, device=None):
+    return _random_like("randn", x, dtype, requires_grad, generator, seed, device)
 
 
 def clamp(input, min=None, max=None):  # noqa: A002 (torch's names)
@@ -1384,6 +1566,11 @@ def _make_reduction(name):
     def f(input, dim=None, keepdim=False):
         if not isinstance(input, Tensor):
             raise TypeError("jag.%s: expected a jag.Tensor, got %s" % (name, type(input).__name__))
+        if dim is None and input.is_nested and name in ("sum", "mean", "prod", "amax", "amin"):
+            if keepdim:
+                raise ValueError("jag.%s: keepdim=True needs dims; a nested tensor reduced over every dim is 0-d"
+                                 % name)
+            return nested._reduce_all(name, input)
         return _op(name, input, _dims(dim), _builtins.bool(keepdim))
 
     f.__name__ = name
@@ -1428,7 +1615,7 @@ def max(input, dim=None, keepdim=False):  # noqa: A001
     if isinstance(dim, Tensor):
         return maximum(input, dim)
     if dim is None:
-        return _op("max", input, [], False)
+        return nested._reduce_all("max", input) if input.is_nested else _op("max", input, [], False)
     return _MinMax(_op("max_dim", input, _builtins.int(dim), _builtins.bool(keepdim)))
 
 
@@ -1436,7 +1623,7 @@ def min(input, dim=None, keepdim=False):  # noqa: A001
     if isinstance(dim, Tensor):
         return minimum(input, dim)
     if dim is None:
-        return _op("min", input, [], False)
+        return nested._reduce_all("min", input) if input.is_nested else _op("min", input, [], False)
     return _MinMax(_op("min_dim", input, _builtins.int(dim), _builtins.bool(keepdim)))
 
 

@@ -10,7 +10,7 @@ import builtins as _builtins
 from . import _C
 
 __all__ = ["nested_tensor", "as_nested_tensor", "nested_tensor_from_jagged", "to_padded_tensor",
-           "nested_tensor_from_padded", "narrow"]
+           "nested_tensor_from_padded", "narrow", "masked_select"]
 
 
 def _jag():
@@ -28,11 +28,14 @@ def _component(x, dtype):
     return jag.tensor(x, dtype=dtype)
 
 
-def nested_tensor(tensor_list, dtype=None, layout=None, requires_grad=False):
+def nested_tensor(tensor_list, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
     """A nested tensor holding copies of the components (tensors, arrays or
     lists). layout: jag.strided (default, as torch) or jag.jagged (every
-    component the same size after dim 0)."""
+    component the same size after dim 0). device: "cpu" (or None)."""
     jag = _jag()
+    jag._check_device("nested_tensor", device)
+    if pin_memory:
+        raise ValueError("nested_tensor: pin_memory=True needs an accelerator; jag tensors live on the CPU")
     layout = jag.strided if layout is None else layout
     if layout is not jag.jagged and layout is not jag.strided:
         raise ValueError("nested_tensor: layout must be jag.jagged or jag.strided, got %r" % (layout,))
@@ -49,12 +52,13 @@ def nested_tensor(tensor_list, dtype=None, layout=None, requires_grad=False):
     return nt
 
 
-def as_nested_tensor(ts, dtype=None, layout=None):
+def as_nested_tensor(ts, dtype=None, device=None, layout=None):
     """As torch.nested.as_nested_tensor: a dense (B, L, D...) tensor becomes a
     jagged nested tensor viewing it (no copy; differentiable, every item of
     length L) with layout=jag.jagged, or a strided copy; a list of tensors is
     copied as nested_tensor does."""
     jag = _jag()
+    jag._check_device("as_nested_tensor", device)
     if isinstance(ts, jag.Tensor) and not ts.is_nested:
         if ts.ndim < 2:
             raise ValueError("as_nested_tensor: a tensor needs at least 2 dims (B, L, ...), got %d" % ts.ndim)
@@ -66,7 +70,29 @@ def as_nested_tensor(ts, dtype=None, layout=None):
             values = x.reshape((B * L,) + tuple(x.shape[2:]))
             return nested_tensor_from_jagged(values, [i * L for i in range(B + 1)])
         return nested_tensor(list(x.unbind()), layout=layout)
+    if isinstance(ts, (list, tuple)) and layout is jag.jagged and jag.is_grad_enabled() and \
+            _builtins.any(isinstance(t, jag.Tensor) and t.requires_grad for t in ts):
+        return _jagged_keeping_graph(ts, dtype)
     return nested_tensor(ts, dtype=dtype, layout=layout)
+
+
+def _jagged_keeping_graph(ts, dtype):
+    """A jagged nested tensor whose values are the components concatenated
+    with differentiable ops, so gradients flow back to the listed tensors."""
+    jag = _jag()
+    dt = jag._to_dtype(dtype)
+    items = [_component(x, dt) for x in ts]
+    if not items:
+        raise ValueError("as_nested_tensor: expected at least one component")
+    trailing = tuple(items[0].shape[1:])
+    for i, t in enumerate(items):
+        if t.ndim < 1 or tuple(t.shape[1:]) != trailing:
+            raise ValueError("as_nested_tensor: component %d has shape %s; with layout=jag.jagged every component "
+                             "must be (L_i%s)" % (i, tuple(t.shape), "".join(", %d" % d for d in trailing)))
+    offsets = [0]
+    for t in items:
+        offsets.append(offsets[-1] + t.shape[0])
+    return nested_tensor_from_jagged(jag.cat(items, 0), offsets)
 
 
 def _int64(x, name):
@@ -79,10 +105,15 @@ def _int64(x, name):
     return t.to(jag.int64)
 
 
-def nested_tensor_from_jagged(values, offsets=None, lengths=None, jagged_dim=None):
+def nested_tensor_from_jagged(values, offsets=None, lengths=None, jagged_dim=None, min_seqlen=None,
+                              max_seqlen=None):
     """A jagged nested tensor viewing ``values`` (no copy): component i is
     values[offsets[i]:offsets[i+1]] (or offsets[i] + lengths[i] with
-    lengths). Differentiable with respect to values."""
+    lengths). Differentiable with respect to values. ``min_seqlen`` and
+    ``max_seqlen`` (torch's cached bounds) are accepted and checked against
+    the data: jag computes them from the offsets, so a value that is not the
+    shortest (longest) component's length is an error rather than a stale
+    cache."""
     jag = _jag()
     if offsets is None:
         raise ValueError("nested_tensor_from_jagged: offsets are required")
@@ -92,7 +123,18 @@ def nested_tensor_from_jagged(values, offsets=None, lengths=None, jagged_dim=Non
         raise TypeError("nested_tensor_from_jagged: values must be a jag.Tensor")
     offsets = _int64(offsets, "offsets")
     lengths = None if lengths is None else _int64(lengths, "lengths")
-    return jag._op("nested_from_jagged", values, offsets, lengths)
+    nt = jag._op("nested_from_jagged", values, offsets, lengths)
+    if min_seqlen is not None or max_seqlen is not None:
+        seq = _component_lengths(nt)
+        for name, given, true in (("min_seqlen", min_seqlen, _builtins.min(seq, default=0)),
+                                  ("max_seqlen", max_seqlen, _builtins.max(seq, default=0))):
+            if given is None:
+                continue
+            given = _builtins.int(given.item() if isinstance(given, jag.Tensor) else given)
+            if given != true:
+                raise ValueError("nested_tensor_from_jagged: %s is %d but the components' lengths give %d"
+                                 % (name, given, true))
+    return nt
 
 
 def to_padded_tensor(input, padding, output_size=None):
@@ -149,3 +191,212 @@ def narrow(tensor, dim, start, length, layout=None):
     values = tensor.contiguous().reshape((B * L,) + tuple(tensor.shape[2:]))
     offsets = [i * L + a for i, a in enumerate(starts)] + [B * L]
     return nested_tensor_from_jagged(values, offsets, lengths)
+
+
+def masked_select(tensor, mask):
+    """As torch.nested.masked_select: a jagged nested tensor whose component
+    i holds the elements of row i of ``tensor`` (its last dim; the leading
+    dims are flattened into the batch) where ``mask`` is True, in order.
+    ``mask`` broadcasts to ``tensor``'s shape. Differentiable with respect
+    to tensor."""
+    jag = _jag()
+    if not isinstance(tensor, jag.Tensor) or tensor.is_nested:
+        raise TypeError("jag.nested.masked_select: argument 'tensor' must be a dense jag.Tensor")
+    if not isinstance(mask, jag.Tensor) or mask.is_nested or mask.dtype is not jag.bool:
+        raise TypeError("jag.nested.masked_select: argument 'mask' must be a dense bool jag.Tensor")
+    if tensor.ndim < 1:
+        raise ValueError("jag.nested.masked_select: argument 'tensor' must have at least 1 dim, got a 0-d tensor")
+    import numpy as np
+
+    try:
+        m = np.broadcast_to(mask.numpy(), tuple(tensor.shape))
+    except ValueError:
+        raise ValueError("jag.nested.masked_select: mask of shape %s does not broadcast to tensor's shape %s"
+                         % (tuple(mask.shape), tuple(tensor.shape))) from None
+    rows = m.reshape(-1, tensor.shape[-1]) if tensor.shape[-1] else m.reshape(-1, 0)
+    counts = rows.sum(axis=1).astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    picked = jag.tensor(np.flatnonzero(m).astype(np.int64))
+    values = jag.index_select(tensor.reshape(-1), 0, picked)
+    return nested_tensor_from_jagged(values, jag.tensor(offsets))
+
+
+# ---------------------------------------------------------------------------
+# torch's tensor habits on nested tensors, composed of differentiable ops
+# ---------------------------------------------------------------------------
+
+
+def _component_lengths(nt):
+    """Each component's length along the ragged dim (a jagged tensor), as
+    Python ints."""
+    lengths = nt.lengths()
+    if lengths is not None:
+        return lengths.tolist()
+    o = nt.offsets().tolist()
+    return [o[i + 1] - o[i] for i in range(len(o) - 1)]
+
+
+def _is_jagged(x):
+    jag = _jag()
+    return isinstance(x, jag.Tensor) and x.is_nested and x.layout is jag.jagged
+
+
+def _unbind_jagged(nt):
+    """The components of a jagged tensor as views of its values() (holes
+    skipped, a moved ragged dim put back in place), so that gradients of
+    the components flow to the nested tensor."""
+    v = nt.values()
+    r = nt._ragged_idx
+    out = []
+    for o, n in zip(nt.offsets().tolist(), _component_lengths(nt)):
+        c = v.narrow(0, o, n)
+        if r > 1:  # values hold the ragged rows first; the component has them at dim r - 1
+            c = c.permute(*(list(range(1, r)) + [0] + list(range(r, c.ndim))))
+        out.append(c)
+    return tuple(out)
+
+
+_REDUCE_ALL_PADDING = {"sum": 0.0, "prod": 1.0, "amax": -float("inf"), "amin": float("inf"),
+                       "max": -float("inf"), "min": float("inf")}
+
+
+def _reduce_all(name, nt):
+    """A reduction over every dim of a nested tensor: a 0-d dense tensor over
+    its valid elements (holes excluded), differentiable. sum and mean of a
+    jagged tensor reduce each component along the ragged dim first (no
+    padding); the others reduce the padded tensor, padded with the
+    reduction's identity, so ties split the gradient as torch's dense rule."""
+    jag = _jag()
+    n_valid = _builtins.sum(_component_numels(nt))
+    if name in ("amax", "amin", "max", "min") and n_valid == 0:
+        raise ValueError("jag.%s: the nested tensor has no elements; a reduction over every dim has no identity "
+                         "(as torch)" % name)
+    if name in ("sum", "mean") and nt.layout is jag.jagged and n_valid > 0:
+        per_component = jag._op("sum", nt, list(range(1, nt.ndim)), False)
+        total = jag._op("sum", per_component, [], False)
+    elif name == "mean":
+        total = _reduce_all("sum", nt)
+    elif not nt.dtype.is_floating_point:
+        flat = [c.reshape(-1) for c in nt.unbind()]
+        return jag._op(name, jag.cat(flat, 0), [], False)
+    else:
+        total = jag._op(name, to_padded_tensor(nt, _REDUCE_ALL_PADDING[name]), [], False)
+    if name == "mean":
+        return total / _builtins.float(n_valid) if n_valid else total * _builtins.float("nan")
+    return total
+
+
+def _component_numels(nt):
+    jag = _jag()
+    if nt.layout is jag.jagged:
+        per_row = 1
+        for k, s in enumerate(nt._sizes):
+            if k != 0 and s >= 0:
+                per_row *= s
+        return [n * per_row for n in _component_lengths(nt)]
+    return [c.numel() for c in nt.unbind()]
+
+
+def _select_ragged(nt, index):
+    """nt[:, index] of a jagged (B, j, D...) tensor: row ``index`` of every
+    component (negative counts from each component's end), a dense
+    (B, D...) tensor gathered from the values; differentiable."""
+    jag = _jag()
+    if nt._ragged_idx != 1:
+        raise NotImplementedError("select: indexing the ragged dim is supported with the ragged dim at dim 1, got %d"
+                                  % nt._ragged_idx)
+    rows = []
+    for b, (o, n) in enumerate(zip(nt.offsets().tolist(), _component_lengths(nt))):
+        k = index + n if index < 0 else index
+        if not 0 <= k < n:
+            raise IndexError("select: index %d is out of range for component %d of length %d along the ragged dim"
+                             % (index, b, n))
+        rows.append(o + k)
+    return jag.index_select(nt.values(), 0, jag.tensor(rows, dtype=jag.int64))
+
+
+def _outer_dim(nt, dim, name):
+    n = nt.ndim
+    if not -n <= dim < n:
+        raise IndexError("%s: dim %d is out of range for a nested tensor with %d dims" % (name, dim, n))
+    return dim + n if dim < 0 else dim
+
+
+def _check_dense_dim(nt, d, name):
+    if d == 0:
+        raise NotImplementedError("%s: not supported along the batch dim (0) of a nested tensor" % name)
+    if nt._sizes[d] < 0:
+        raise NotImplementedError("%s: not supported along the ragged dim (%d) of a nested tensor" % (name, d))
+
+
+def _view_keeping_ragged(nt, sizes, name):
+    """nt viewed with new sizes for the dims after the ragged one (a jagged
+    tensor with its ragged dim at 1): one differentiable view of the
+    values."""
+    jag = _jag()
+    if nt._ragged_idx != 1:
+        raise NotImplementedError("%s: a jagged tensor whose ragged dim was moved (to dim %d) is not supported; "
+                                  "transpose it back first" % (name, nt._ragged_idx))
+    return jag._op("view", nt, [nt._sizes[0], -1] + [_builtins.int(s) for s in sizes])
+
+
+def _select_dense_dim(nt, d, index):
+    """select(d, index) of a jagged tensor along a dim after the ragged one:
+    index_select of one entry, then a view dropping the dim (both
+    differentiable on the values)."""
+    jag = _jag()
+    size = nt._sizes[d]
+    if not -size <= index < size:
+        raise IndexError("select: index %d is out of range for dim %d of size %d" % (index, d, size))
+    picked = jag._op("index_select", nt, d, jag.tensor([index % size], dtype=jag.int64))
+    return _view_keeping_ragged(picked, [s for k, s in enumerate(nt._sizes) if k not in (0, 1, d)], "select")
+
+
+def _squeeze(nt, d):
+    if nt._sizes[d] != 1:
+        return nt
+    return _view_keeping_ragged(nt, [s for k, s in enumerate(nt._sizes) if k not in (0, 1, d)], "squeeze")
+
+
+def _flatten(nt, start, end):
+    _check_dense_dim(nt, start, "flatten")
+    for d in range(start, end + 1):
+        _check_dense_dim(nt, d, "flatten")
+    merged = 1
+    for d in range(start, end + 1):
+        merged *= nt._sizes[d]
+    sizes = list(nt._sizes[2:start]) + [merged] + list(nt._sizes[end + 1:])
+    return _view_keeping_ragged(nt, sizes, "flatten")
+
+
+def _permute(nt, dims):
+    """permute of a nested tensor keeping the batch dim first, as a chain of
+    transposes (each differentiable; a transpose of the ragged dim moves
+    it)."""
+    n = nt.ndim
+    perm = [_outer_dim(nt, _builtins.int(d), "permute") for d in dims]
+    if sorted(perm) != list(range(n)):
+        raise ValueError("permute: dims %s are not a permutation of the %d dims" % (list(dims), n))
+    if perm[0] != 0:
+        raise NotImplementedError("permute: the batch dim (0) of a nested tensor must stay first")
+    out, order = nt, list(range(n))  # order[k]: the original dim now at position k
+    for k in range(1, n):
+        j = order.index(perm[k])
+        if j != k:
+            out = out.transpose(k, j)
+            order[k], order[j] = order[j], order[k]
+    return out
+
+
+def _split_sizes(size, split_size_or_sections, name):
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sections = [_builtins.int(s) for s in split_size_or_sections]
+        if _builtins.sum(sections) != size or _builtins.any(s < 0 for s in sections):
+            raise ValueError("%s: split sizes %s do not add up to the dim's size %d" % (name, sections, size))
+        return sections
+    step = _builtins.int(split_size_or_sections)
+    if step <= 0 and not (step == 0 and size == 0):
+        raise ValueError("%s: split_size must be positive, got %d" % (name, step))
+    if size == 0:
+        return [0]
+    return [_builtins.min(step, size - a) for a in range(0, size, step)]

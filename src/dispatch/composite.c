@@ -330,7 +330,7 @@ jag_status jag_dropout(const jag_tensor *x, double p, bool train, jag_generator 
     const char *op = "jag_dropout";
     if (!out) return no_out(op);
     if (need_tensor(op, "x", x)) return JAG_EINVAL;
-    if (!(p >= 0 && p < 1)) return jag__error(JAG_EINVAL, "%s: argument 'p' is %g, expected 0 <= p < 1", op, p);
+    if (!(p >= 0 && p <= 1)) return jag__error(JAG_EINVAL, "%s: argument 'p' is %g, expected 0 <= p <= 1", op, p);
     if (!jag_dtype_is_floating(x->dtype))
         return jag__error(JAG_EDTYPE, "%s: argument 'x' has dtype %s, expected a float dtype", op, jag_dtype_name(x->dtype));
     jag__enter();
@@ -338,6 +338,10 @@ jag_status jag_dropout(const jag_tensor *x, double p, bool train, jag_generator 
     if (!train || p == 0) {
         *out = jag_retain((jag_tensor *)x);
         return jag__leave(JAG_OK, out, 1);
+    }
+    if (p == 1) { /* every element dropped: x * 0, as torch (NaN where x is inf or NaN, gradient 0) */
+        jag_value z[] = {jag__v_tensor(x), jag__v_double(0.0)};
+        return jag__leave(jag__dispatch(JAG_OP_mul, z, 2, out), out, 1);
     }
     /* mask = (u >= p) / (1 - p) with u uniform: a constant for autograd. A
      * jagged x draws u over its packed values, as jag_rand_like does, and

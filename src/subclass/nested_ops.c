@@ -578,7 +578,9 @@ static jag_status select_component(const jag_value *args, int nargs, nested_stat
 }
 
 /* narrow(nt, 1, start, length): each component's rows [start, start+length)
- * (clipped to the component), a view of the same values with holes */
+ * (the length clipped to the component), a view of the same values with
+ * holes. A start past a component's end is refused, as dense narrow refuses
+ * a start past the dim's size. */
 static jag_status narrow_ragged(const jag_value *args, int nargs, nested_state *lead, jag_tensor **outs) {
     const jag_op_info *info = &jag__ops[JAG_OP_narrow];
     int64_t start, length;
@@ -599,9 +601,17 @@ static jag_status narrow_ragged(const jag_value *args, int nargs, nested_state *
     }
     const int64_t *o = (const int64_t *)jag__ptr(lead->offsets);
     const int64_t *l = lead->lengths ? (const int64_t *)jag__ptr(lead->lengths) : NULL;
+    for (int64_t b = 0; b < B; b++) {
+        int64_t lb = l ? l[b] : o[b + 1] - o[b];
+        if (start > lb) {
+            jag_release(off), jag_release(len);
+            return jag__error(JAG_ERANGE, "%s: start %lld along the ragged dim is past the end of component %lld (length %lld)",
+                              info->api_name, (long long)start, (long long)b, (long long)lb);
+        }
+    }
     int64_t *no = (int64_t *)jag__ptr(off), *nl = (int64_t *)jag__ptr(len), mn = INT64_MAX, mx = 0;
     for (int64_t b = 0; b < B; b++) {
-        int64_t lb = l ? l[b] : o[b + 1] - o[b], skip = start < lb ? start : lb;
+        int64_t lb = l ? l[b] : o[b + 1] - o[b], skip = start;
         no[b] = o[b] + skip;
         nl[b] = lb - skip < length ? lb - skip : length;
         mn = nl[b] < mn ? nl[b] : mn, mx = nl[b] > mx ? nl[b] : mx;

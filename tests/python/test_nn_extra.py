@@ -94,8 +94,17 @@ def test_dropout_mask_scale_and_reproducibility():
     np.testing.assert_allclose(x.grad.numpy(), v)
     assert F.dropout(x.detach(), 0.25, training=False).tolist() == [1.0] * 4000
     assert F.dropout(x.detach(), 0.0).tolist() == [1.0] * 4000
+    # p=1: torch's input * 0 (zeros, NaN where the input is inf), gradient 0
+    x.grad = None
+    z = F.dropout(x, 1.0)
+    assert z.detach().numpy().tolist() == [0.0] * 4000
+    z.sum().backward()
+    assert x.grad.numpy().tolist() == [0.0] * 4000
+    assert np.isnan(F.dropout(jag.tensor([float("inf"), 2.0]), 1.0).numpy()).tolist() == [True, False]
+    nt = jag.nested.nested_tensor([jag.ones(2, 3), jag.ones(1, 3)], layout=jag.jagged)
+    assert [p.numpy().tolist() for p in F.dropout(nt, 1.0).unbind()] == [[[0.0] * 3] * 2, [[0.0] * 3]]
     with pytest.raises(ValueError):
-        F.dropout(x, 1.0)
+        F.dropout(x, 1.5)
     with pytest.raises(TypeError):
         F.dropout(jag.ones(3, dtype=jag.int64), 0.5)
 

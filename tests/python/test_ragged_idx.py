@@ -56,7 +56,7 @@ def test_attention_in_torch_layout(causal, hq, hk):
     assert out._ragged_idx == 2 and out.shape[1] == hq
     for part, a, b, c in zip(out.unbind(), qs, ks, vs):
         want = np_attention(a.transpose(1, 0, 2), b.transpose(1, 0, 2), c.transpose(1, 0, 2), causal)
-        np.testing.assert_allclose(part.numpy(), want, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(part.detach().numpy(), want, rtol=1e-10, atol=1e-12)
 
 
 def test_gradients_match_the_untransposed_program():
@@ -99,7 +99,7 @@ def test_view_and_unflatten_make_heads():
     for h in (x.unflatten(-1, (2, -1)), x.view(3, x.shape[1], 2, 4), x.reshape(3, -1, 2, 4)):
         assert h.shape[2:] == (2, 4) and h.shape[1] == x.shape[1]
         for part, c in zip(h.unbind(), cs):
-            np.testing.assert_array_equal(part.numpy(), c.reshape(-1, 2, 4))
+            np.testing.assert_array_equal(part.detach().numpy(), c.reshape(-1, 2, 4))
     (x.unflatten(-1, (2, 4)).transpose(1, 2).values() * 3).sum().backward()
     np.testing.assert_array_equal(x.grad.values().numpy(), np.full((8, 8), 3.0))
     with pytest.raises(ValueError, match="sizes \\[3, 3\\] ask for 9"):
