@@ -5,7 +5,11 @@
  *        real/padded elements * 1.2);
  *   node overhead: backward through a chain of tiny ops, ns per node
  *        (target: under 1 us of engine bookkeeping per node; the figure
- *        includes the tiny op each rule runs, so it is an upper bound).
+ *        includes the tiny op each rule runs, so it is an upper bound);
+ *   norms: layer_norm, rms_norm, softmax, log_softmax over the last dim of
+ *        (8192, 768) float32, dense and nested of the same rows: forward
+ *        time, backward time (forward + backward, less the forward, measured
+ *        interleaved) and their ratio (target: backward <= 2.5 x forward).
  */
 #include "../examples/corpus.h"
 #include "bench.h"
@@ -118,10 +122,94 @@ static void bench_node_overhead(void) {
     jag_release(c.x);
 }
 
+typedef enum { NORM_LAYER, NORM_RMS, NORM_SOFTMAX, NORM_LOG_SOFTMAX } norm_kind;
+static const char *const norm_names[] = {"layer_norm", "rms_norm", "softmax", "log_softmax"};
+
+typedef struct {
+    norm_kind kind;
+    jag_tensor *x, *w, *b, *g; /* x requires grad; g the output gradient */
+} norm_ctx;
+
+static jag_tensor *run_norm_op(norm_ctx *c) {
+    jag_tensor *y = NULL;
+    switch (c->kind) {
+    case NORM_LAYER: bench_check(jag_layer_norm(c->x, 1, c->w, c->b, 1e-5, &y), "layer_norm"); break;
+    case NORM_RMS: bench_check(jag_rms_norm(c->x, 1, c->w, 1e-6, &y), "rms_norm"); break;
+    case NORM_SOFTMAX: bench_check(jag_softmax(c->x, -1, &y), "softmax"); break;
+    case NORM_LOG_SOFTMAX: bench_check(jag_log_softmax(c->x, -1, &y), "log_softmax"); break;
+    }
+    return y;
+}
+
+static void run_norm_forward(void *p) {
+    bench_check(jag_scope_begin(), "scope");
+    run_norm_op(p);
+    bench_check(jag_scope_end(), "scope");
+}
+
+static void run_norm_forward_backward(void *p) {
+    norm_ctx *c = p;
+    bench_check(jag_scope_begin(), "scope");
+    bench_check(jag_backward(run_norm_op(c), c->g, false), "backward");
+    bench_check(jag_scope_end(), "scope");
+    jag_zero_grad(c->x), jag_zero_grad(c->w), jag_zero_grad(c->b);
+}
+
+/* (rows, dim) float32, dense or a nested batch of components of 1..255
+ * rows (the same rows in all), weight and bias requiring grad. */
+static void bench_norm(norm_kind kind, bool nested, int64_t rows, int64_t dim) {
+    norm_ctx c = {.kind = kind};
+    jag_tensor *xv = NULL, *gv = NULL, *offsets = NULL;
+    bench_check(jag_rand_normal((int64_t[]){rows, dim}, 2, 1, 2, JAG_FLOAT32, NULL, &xv), "x");
+    bench_check(jag_rand_normal((int64_t[]){rows, dim}, 2, 0, 1, JAG_FLOAT32, NULL, &gv), "g");
+    int64_t batch = 0;
+    if (nested) {
+        int64_t *offs = malloc((size_t)(rows + 1) * sizeof *offs);
+        uint64_t s = 88172645463325252ull;
+        offs[0] = 0;
+        while (offs[batch] < rows) {
+            s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+            int64_t len = 1 + (int64_t)(s % 255);
+            offs[batch + 1] = offs[batch] + len < rows ? offs[batch] + len : rows;
+            batch++;
+        }
+        int64_t nb1 = batch + 1;
+        bench_check(jag_from_data(offs, &nb1, 1, JAG_INT64, &offsets), "offsets");
+        free(offs);
+        bench_check(jag_nested_from_jagged(xv, offsets, NULL, &c.x), "nested x");
+        bench_check(jag_nested_from_jagged(gv, offsets, NULL, &c.g), "nested g");
+    } else {
+        c.x = jag_retain(xv), c.g = jag_retain(gv);
+    }
+    bench_check(jag_set_requires_grad(c.x, true), "requires_grad");
+    if (kind == NORM_LAYER || kind == NORM_RMS) {
+        bench_check(jag_rand_normal(&dim, 1, 1, 0.1, JAG_FLOAT32, NULL, &c.w), "w");
+        bench_check(jag_set_requires_grad(c.w, true), "requires_grad");
+    }
+    if (kind == NORM_LAYER) {
+        bench_check(jag_rand_normal(&dim, 1, 0, 0.1, JAG_FLOAT32, NULL, &c.b), "b");
+        bench_check(jag_set_requires_grad(c.b, true), "requires_grad");
+    }
+    bench_stats sf, sfb;
+    bench_pair(run_norm_forward, &c, run_norm_forward_backward, &c, 10, bench_quick ? 0.3 : 1.0, &sf, &sfb);
+    double bwd = sfb.median - sf.median, ratio = bwd / sf.median;
+    char params_json[200], values_json[300];
+    snprintf(params_json, sizeof params_json, "\"op\": \"%s\", \"layout\": \"%s\", \"rows\": %lld, \"D\": %lld, \"components\": %lld",
+             norm_names[kind], nested ? "jagged" : "dense", (long long)rows, (long long)dim, (long long)batch);
+    snprintf(values_json, sizeof values_json,
+             "\"forward_s\": %.6g, \"backward_s\": %.6g, \"backward_over_forward\": %.3f, \"meets_target\": %s", sf.median, bwd,
+             ratio, ratio <= 2.5 ? "true" : "false");
+    bench_emit("autograd", "norm_backward_over_forward", params_json, values_json);
+    jag_release(c.x), jag_release(c.g), jag_release(c.w), jag_release(c.b);
+    jag_release(xv), jag_release(gv), jag_release(offsets);
+}
+
 int main(int argc, char **argv) {
     bench_parse_args(argc, argv);
     jag_manual_seed(5);
     bench_node_overhead();
+    for (int k = NORM_LAYER; k <= NORM_LOG_SOFTMAX; k++)
+        for (int nested = 0; nested < 2; nested++) bench_norm((norm_kind)k, nested, 8192, 768);
     corpus c;
     char err[256] = "";
     int have = corpus_load_fortunes(&c, err, sizeof err) == 0;

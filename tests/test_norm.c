@@ -1,7 +1,12 @@
 /* test_norm.c — softmax, log_softmax, layer_norm, rms_norm: hand-computed
  * values, the fast kernels against the naive references (jag__ref_*, same
  * boxed arguments) and against float64 references computed here, over dims,
- * dtypes, layouts and sizes; stability for large inputs; error paths. */
+ * dtypes, layouts and sizes; stability for large inputs; error paths. The
+ * fused backward ops (layer_norm_backward, rms_norm_backward,
+ * softmax_backward, log_softmax_backward) and the forms that return their
+ * statistics (native_layer_norm, native_rms_norm): against their naive
+ * references, formulas computed here, finite differences (gradcheck, in
+ * float64), and nested tensors against their components. */
 #include "test.h"
 
 #include "dispatch/dispatch.h"
@@ -11,6 +16,10 @@ jag_status jag__ref_softmax(const char *, const jag_value *, int, jag_tensor **)
 jag_status jag__ref_log_softmax(const char *, const jag_value *, int, jag_tensor **);
 jag_status jag__ref_layer_norm(const char *, const jag_value *, int, jag_tensor **);
 jag_status jag__ref_rms_norm(const char *, const jag_value *, int, jag_tensor **);
+jag_status jag__ref_layer_norm_backward(const char *, const jag_value *, int, jag_tensor **);
+jag_status jag__ref_rms_norm_backward(const char *, const jag_value *, int, jag_tensor **);
+jag_status jag__ref_softmax_backward(const char *, const jag_value *, int, jag_tensor **);
+jag_status jag__ref_log_softmax_backward(const char *, const jag_value *, int, jag_tensor **);
 
 /* Run the reference for `op` into an output made from the META spec. */
 static jag_status run_ref(jag_op_id op, kern_fn ref, const jag_value *args, int nargs, jag_tensor **out) {
@@ -495,5 +504,365 @@ static void test_norm_errors(void) {
     jag_release(x), jag_release(xi), jag_release(w), jag_release(w2), jag_release(w64), jag_release(s0);
 }
 
-TEST_MAIN(test_softmax_hand, test_softmax_vs_ref, test_softmax_large, test_softmax_empty_0d, test_softmax_errors,
+/* ---- fused backward ops ---------------------------------------------------- */
+
+/* Run the reference for `op` into outputs made from the META specs. */
+static jag_status run_ref_n(jag_op_id op, kern_fn ref, const jag_value *args, int nargs, jag_tensor **outs) {
+    const jag_op_info *info = &jag__ops[op];
+    jag_spec spec[4];
+    jag_status st = info->meta(info->api_name, args, nargs, spec);
+    if (st) return st;
+    for (int k = 0; k < info->n_out; k++) outs[k] = jag__tensor_from_spec(info->api_name, &spec[k], false);
+    return ref(info->api_name, args, nargs, outs);
+}
+
+static void release_n(jag_tensor **t, int n) {
+    for (int k = 0; k < n; k++) jag_release(t[k]), t[k] = NULL;
+}
+
+/* native_layer_norm / native_rms_norm: y equals layer_norm's / rms_norm's
+ * bit for bit; mean and rstd are each row's mean and 1 / sqrt(var + eps)
+ * (rms: 1 / sqrt(mean(x^2) + eps)), computed here in double; shapes are x's
+ * leading sizes then nd ones (torch's native_layer_norm). */
+static void check_native(bool layer, const jag_tensor *x, int nd, const jag_tensor *w, const jag_tensor *b, double eps,
+                         jag_tensor **stats) {
+    jag_value a[5] = {jag__v_tensor(x), jag__v_int(nd), jag__v_tensor(w)};
+    int nargs = layer ? 5 : 4;
+    if (layer) a[3] = jag__v_tensor(b), a[4] = jag__v_double(eps);
+    else a[3] = jag__v_double(eps);
+    jag_tensor *o[3] = {0}, *y = NULL;
+    CHECK_OK(jag__dispatch(layer ? JAG_OP_native_layer_norm : JAG_OP_native_rms_norm, a, nargs, o));
+    CHECK_OK(layer ? jag_layer_norm(x, nd, w, b, eps, &y) : jag_rms_norm(x, nd, w, eps, &y));
+    if (!o[0] || !y) {
+        release_n(o, 3), jag_release(y);
+        return;
+    }
+    CHECK(t_allclose(o[0], y, 0, 0));
+    bool f32 = jag_tensor_dtype(x) == JAG_FLOAT32;
+    int n = jag_ndim(x);
+    int64_t D = 1;
+    for (int d = n - nd; d < n; d++) D *= jag_size(x, d);
+    jag_tensor *mean = layer ? o[1] : NULL, *rstd = layer ? o[2] : o[1];
+    CHECK(jag_ndim(rstd) == n && jag_tensor_dtype(rstd) == jag_tensor_dtype(x));
+    for (int d = 0; d < n; d++) CHECK(jag_size(rstd, d) == (d < n - nd ? jag_size(x, d) : 1));
+    for (int64_t r = 0; r < jag_numel(rstd); r++) {
+        double m = 0, v = 0;
+        for (int64_t i = 0; i < D; i++) m += t_get(x, r * D + i) / (double)D;
+        if (!layer) m = 0;
+        for (int64_t i = 0; i < D; i++) v += (t_get(x, r * D + i) - m) * (t_get(x, r * D + i) - m) / (double)D;
+        double want = 1 / sqrt(v + eps), tol = f32 ? 1e-6 : 1e-12;
+        CHECK_MSG(fabs(t_get(rstd, r) - want) <= tol * want, "row %lld rstd %.9g vs %.9g", (long long)r, t_get(rstd, r), want);
+        if (mean) CHECK_MSG(fabs(t_get(mean, r) - m) <= tol * (1 + fabs(m)), "row %lld mean %.9g vs %.9g", (long long)r, t_get(mean, r), m);
+    }
+    stats[0] = layer ? o[1] : NULL, stats[1] = layer ? o[2] : o[1];
+    jag_release(o[0]);
+    jag_release(y);
+}
+
+/* The backward op against its reference (same boxed arguments), with the
+ * statistics given (native_*'s, also as a non-contiguous copy) and not. */
+static void check_norm_backward(bool layer, const jag_tensor *x, const jag_tensor *g, int nd, const jag_tensor *w,
+                                double eps, double tol) {
+    jag_tensor *stats[2] = {0};
+    check_native(layer, x, nd, w, NULL, eps, stats);
+    jag_tensor *sn[2] = {stats[0] ? t_noncontig(stats[0]) : NULL, stats[1] ? t_noncontig(stats[1]) : NULL};
+    jag_op_id op = layer ? JAG_OP_layer_norm_backward : JAG_OP_rms_norm_backward;
+    int n_out = layer ? 3 : 2;
+    for (int given = 0; given < 3; given++) {
+        jag_tensor *const *st = given == 1 ? stats : sn;
+        jag_value a[7];
+        int k = 0;
+        a[k++] = jag__v_tensor(g), a[k++] = jag__v_tensor(x);
+        if (layer) a[k++] = jag__v_tensor(given ? st[0] : NULL);
+        a[k++] = jag__v_tensor(given ? st[1] : NULL);
+        a[k++] = jag__v_tensor(w), a[k++] = jag__v_int(nd), a[k++] = jag__v_double(eps);
+        jag_tensor *o[3] = {0}, *r[3] = {0};
+        CHECK_OK(jag__dispatch(op, a, k, o));
+        CHECK_OK(run_ref_n(op, layer ? jag__ref_layer_norm_backward : jag__ref_rms_norm_backward, a, k, r));
+        for (int i = 0; i < n_out && o[i] && r[i]; i++)
+            CHECK_MSG(t_allclose(o[i], r[i], tol, tol), "%s output %d, nd %d, w %d, stats %d (%s)",
+                      layer ? "layer_norm_backward" : "rms_norm_backward", i, nd, w != NULL, given,
+                      jag_dtype_name(jag_tensor_dtype(x)));
+        release_n(o, 3), release_n(r, 3);
+    }
+    release_n(stats, 2), release_n(sn, 2);
+}
+
+static void test_norm_backward_vs_ref(void) {
+    TEST_BEGIN();
+    const int64_t s3[] = {4, 5, 6}, one[] = {7, 1}, flat[] = {3, 40};
+    for (int f = 0; f < 2; f++) {
+        jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+        double tol = f ? 1e-11 : 2e-6;
+        jag_tensor *x = t_rand(s3, 3, dt, -3, 5, 101), *g = t_rand(s3, 3, dt, -1, 1, 102);
+        for (int nd = 1; nd <= 3; nd++) {
+            jag_tensor *w = t_rand(s3 + (3 - nd), nd, dt, 0.5, 2, 103), *wn = t_noncontig(w);
+            for (int v = 0; v < 3; v++) {
+                jag_tensor *xv = variant(x, v), *gv = variant(g, 2 - v);
+                for (int layer = 0; layer < 2; layer++) {
+                    check_norm_backward(layer, xv, gv, nd, NULL, 1e-5, tol);
+                    check_norm_backward(layer, xv, gv, nd, v ? wn : w, 1e-5, tol);
+                }
+                jag_release(xv), jag_release(gv);
+            }
+            jag_release(w), jag_release(wn);
+        }
+        jag_release(x), jag_release(g);
+        /* one column: layer_norm's xhat is 0, so dx is 0 and dw is 0 */
+        x = t_rand(one, 2, dt, -3, 3, 104), g = t_rand(one, 2, dt, -1, 1, 105);
+        for (int layer = 0; layer < 2; layer++) check_norm_backward(layer, x, g, 1, NULL, 1e-5, tol);
+        jag_tensor *o[3] = {0};
+        jag_value a[7] = {jag__v_tensor(g), jag__v_tensor(x), jag__v_tensor(NULL), jag__v_tensor(NULL),
+                          jag__v_tensor(NULL), jag__v_int(1), jag__v_double(1e-5)};
+        CHECK_OK(jag__dispatch(JAG_OP_layer_norm_backward, a, 7, o));
+        double zeros[7] = {0}, gsum = 0;
+        for (int i = 0; i < 7; i++) gsum += t_get(g, i);
+        if (o[0]) CHECK(values_are(o[0], zeros, 0) && values_are(o[1], zeros, 0) && values_are(o[2], &gsum, tol));
+        release_n(o, 3);
+        jag_release(x), jag_release(g);
+        /* rows whose variance is below eps: eps dominates rstd */
+        double xs[120];
+        for (int i = 0; i < 120; i++) xs[i] = (i / 40) * 2.0 + 1e-3 * sin(i * 1.7);
+        x = t_from(xs, flat, 2, dt), g = t_rand(flat, 2, dt, -1, 1, 106);
+        jag_tensor *w = t_rand(flat + 1, 1, dt, 0.5, 2, 107);
+        for (int layer = 0; layer < 2; layer++) {
+            check_norm_backward(layer, x, g, 1, w, 1e-2, tol);
+            check_norm_backward(layer, x, g, 1, NULL, 1e-5, tol);
+        }
+        jag_release(x), jag_release(g), jag_release(w);
+    }
+}
+
+/* dx of softmax / log_softmax along dim computed here in double from the
+ * outputs (torch's _softmax_backward_data: y (g - sum(g y)); log_softmax:
+ * g - exp(y) sum(g)) against the backward op and its reference. */
+static void check_softmax_backward(const jag_tensor *x, const jag_tensor *g, int dim, bool log_out, double tol) {
+    jag_tensor *y = NULL, *o = NULL, *r = NULL;
+    CHECK_OK(log_out ? jag_log_softmax(x, dim, &y) : jag_softmax(x, dim, &y));
+    if (!y) return;
+    jag_op_id op = log_out ? JAG_OP_log_softmax_backward : JAG_OP_softmax_backward;
+    jag_value a[3] = {jag__v_tensor(g), jag__v_tensor(y), jag__v_int(dim)};
+    CHECK_OK(jag__dispatch(op, a, 3, &o));
+    CHECK_OK(run_ref(op, log_out ? jag__ref_log_softmax_backward : jag__ref_softmax_backward, a, 3, &r));
+    if (o && r) {
+        CHECK_MSG(t_allclose(o, r, tol, tol), "%s dim %d (%s)", log_out ? "log_softmax" : "softmax", dim,
+                  jag_dtype_name(jag_tensor_dtype(x)));
+        int nd = jag_ndim(x), d = dim < 0 ? dim + nd : dim;
+        int64_t O = 1, R = jag_size(x, d), I = 1;
+        for (int e = 0; e < d; e++) O *= jag_size(x, e);
+        for (int e = d + 1; e < nd; e++) I *= jag_size(x, e);
+        for (int64_t oo = 0; oo < O; oo++)
+            for (int64_t i = 0; i < I; i++) {
+                double s = 0;
+                for (int64_t k = 0; k < R; k++) {
+                    int64_t at = (oo * R + k) * I + i;
+                    s += log_out ? t_get(g, at) : t_get(g, at) * t_get(y, at);
+                }
+                for (int64_t k = 0; k < R; k++) {
+                    int64_t at = (oo * R + k) * I + i;
+                    double gv = t_get(g, at), yv = t_get(y, at), want = log_out ? gv - exp(yv) * s : yv * (gv - s);
+                    CHECK_MSG(fabs(t_get(o, at) - want) <= tol * (1 + fabs(want)), "element %lld: %.9g vs %.9g",
+                              (long long)at, t_get(o, at), want);
+                }
+            }
+    }
+    jag_release(y), jag_release(o), jag_release(r);
+}
+
+static void test_softmax_backward_vs_ref(void) {
+    TEST_BEGIN();
+    const int64_t s3[] = {4, 5, 70}, one[] = {6, 1};
+    for (int f = 0; f < 2; f++) {
+        jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+        double tol = f ? 1e-12 : 2e-6;
+        jag_tensor *x = t_rand(s3, 3, dt, -4, 4, 111), *g = t_rand(s3, 3, dt, -1, 1, 112);
+        for (int v = 0; v < 3; v++) {
+            jag_tensor *xv = variant(x, v), *gv = variant(g, (v + 1) % 3);
+            for (int dim = -1; dim < 3; dim++)
+                for (int lg = 0; lg < 2; lg++) check_softmax_backward(xv, gv, dim, lg, tol);
+            jag_release(xv), jag_release(gv);
+        }
+        jag_release(x), jag_release(g);
+        x = t_rand(one, 2, dt, -4, 4, 113), g = t_rand(one, 2, dt, -1, 1, 114);
+        for (int dim = 0; dim < 2; dim++)
+            for (int lg = 0; lg < 2; lg++) check_softmax_backward(x, g, dim, lg, tol);
+        jag_release(x), jag_release(g);
+    }
+}
+
+/* gradcheck (float64 finite differences) through the ops whose derivative
+ * rules call the backward ops: native_layer_norm / native_rms_norm (saved
+ * statistics) and layer_norm / rms_norm (statistics computed again). */
+typedef struct {
+    jag_op_id op;
+    int nd, has_w, has_b;
+    double eps;
+} norm_call;
+
+static jag_status run_norm_call(jag_tensor *const *in, int n, jag_tensor **out, void *ctx) {
+    const norm_call *c = ctx;
+    bool layer = c->op == JAG_OP_layer_norm || c->op == JAG_OP_native_layer_norm;
+    const jag_tensor *w = c->has_w ? in[1] : NULL, *b = c->has_b ? in[1 + c->has_w] : NULL;
+    jag_value a[5] = {jag__v_tensor(in[0]), jag__v_int(c->nd), jag__v_tensor(w)};
+    int nargs = layer ? 5 : 4;
+    if (layer) a[3] = jag__v_tensor(b), a[4] = jag__v_double(c->eps);
+    else a[3] = jag__v_double(c->eps);
+    jag_tensor *o[3] = {0};
+    jag_status st = jag__dispatch(c->op, a, nargs, o);
+    *out = o[0];
+    jag_release(o[1]), jag_release(o[2]);
+    (void)n;
+    return st;
+}
+
+static void test_norm_backward_gradcheck(void) {
+    TEST_BEGIN();
+    const jag_op_id ops[4] = {JAG_OP_native_layer_norm, JAG_OP_layer_norm, JAG_OP_native_rms_norm, JAG_OP_rms_norm};
+    const int64_t shapes[3][3] = {{2, 3, 4}, {5, 1, 1}, {3, 6, 1}};
+    for (int si = 0; si < 3; si++)
+        for (int oi = 0; oi < 4; oi++)
+            for (int wb = 0; wb < 4; wb++) {
+                bool layer = oi < 2;
+                if (!layer && (wb >> 1)) continue;
+                const int64_t *sz = si == 2 ? (const int64_t[]){3, 6} : shapes[si];
+                int ndim = si == 2 ? 2 : 3, nd = si == 0 ? 2 : 1;
+                norm_call c = {ops[oi], nd, wb & 1, wb >> 1, si == 1 ? 1e-3 : 1e-5};
+                jag_tensor *x = t_rand(sz, ndim, JAG_FLOAT64, -2, 2, 120 + (uint64_t)si), *in[3];
+                if (si == 2) { /* rows near constant: eps dominates */
+                    double *p = jag_data(x);
+                    for (int i = 0; i < 18; i++) p[i] = (i / 6) + 1e-3 * p[i];
+                    c.eps = 1e-4;
+                }
+                int n = 0;
+                in[n++] = variant(x, si == 0 ? 1 : 2);
+                if (c.has_w) in[n++] = t_rand(sz + (ndim - nd), nd, JAG_FLOAT64, 0.5, 1.5, 130);
+                if (c.has_b) in[n++] = t_rand(sz + (ndim - nd), nd, JAG_FLOAT64, -1, 1, 131);
+                for (int i = 0; i < n; i++) CHECK_OK(jag_set_requires_grad(in[i], true));
+                jag_status st = jag_gradcheck(run_norm_call, &c, in, n, 1e-6, 1e-6, 1e-5);
+                CHECK_MSG(st == JAG_OK, "%s shape %d w %d b %d: %s", jag_op_name(c.op), si, c.has_w, c.has_b, jag_last_error());
+                for (int i = 0; i < n; i++) jag_release(in[i]);
+                jag_release(x);
+            }
+}
+
+/* Nested (B, j, D) layer_norm / rms_norm / softmax / log_softmax over the
+ * last dim: the gradients of x (per component) and of weight and bias (the
+ * sum over components) equal those of each component run as a dense tensor. */
+static jag_status run_last_dim(int kind, const jag_tensor *x, const jag_tensor *w, const jag_tensor *b, jag_tensor **y) {
+    switch (kind) {
+    case 0: return jag_layer_norm(x, 1, w, b, 1e-5, y);
+    case 1: return jag_rms_norm(x, 1, w, 1e-5, y);
+    case 2: return jag_softmax(x, -1, y);
+    default: return jag_log_softmax(x, -1, y);
+    }
+}
+
+/* *sum += leaf's gradient (a new tensor; *sum may start NULL). */
+static void add_grad(const jag_tensor *leaf, jag_tensor **sum) {
+    jag_tensor *g = NULL, *s = NULL;
+    if (!leaf) return;
+    CHECK_OK(jag_get_grad(leaf, &g));
+    if (!g) return;
+    if (*sum) {
+        CHECK_OK(jag_add(*sum, g, 1.0, &s));
+    } else {
+        CHECK_OK(jag_clone(g, &s));
+    }
+    jag_release(*sum);
+    *sum = s;
+    jag_release(g);
+}
+
+static void test_norm_backward_nested(void) {
+    TEST_BEGIN();
+    enum { B = 3, D = 5, R = 9 };
+    const int64_t offs[B + 1] = {0, 4, 4, 9}, nb1 = B + 1, vs[2] = {R, D}, ds = D;
+    for (int kind = 0; kind < 4; kind++) {
+        jag_tensor *vals = t_rand(vs, 2, JAG_FLOAT64, -2, 2, 140), *gvals = t_rand(vs, 2, JAG_FLOAT64, -1, 1, 141);
+        jag_tensor *off = NULL, *nt = NULL, *gn = NULL, *y = NULL, *w = NULL, *b = NULL;
+        CHECK_OK(jag_from_data(offs, &nb1, 1, JAG_INT64, &off));
+        CHECK_OK(jag_nested_from_jagged(vals, off, NULL, &nt));
+        CHECK_OK(jag_nested_from_jagged(gvals, off, NULL, &gn));
+        if (kind < 2) {
+            w = t_rand(&ds, 1, JAG_FLOAT64, 0.5, 1.5, 142);
+            CHECK_OK(jag_set_requires_grad(w, true));
+        }
+        if (kind == 0) {
+            b = t_rand(&ds, 1, JAG_FLOAT64, -1, 1, 143);
+            CHECK_OK(jag_set_requires_grad(b, true));
+        }
+        CHECK_OK(jag_set_requires_grad(nt, true));
+        CHECK_OK(run_last_dim(kind, nt, w, b, &y));
+        CHECK_OK(jag_backward(y, gn, false));
+        jag_tensor *gx = NULL, *gw = NULL, *gb = NULL, *gxc[B] = {0}, *gc[B] = {0};
+        CHECK_OK(jag_get_grad(nt, &gx));
+        if (w) CHECK_OK(jag_get_grad(w, &gw));
+        if (b) CHECK_OK(jag_get_grad(b, &gb));
+        int got = 0;
+        CHECK_OK(jag_nested_unbind(gx, gxc, B, &got));
+        CHECK_OK(jag_nested_unbind(gn, gc, B, &got));
+        jag_tensor *sw = NULL, *sb = NULL;
+        for (int k = 0; k < B; k++) {
+            int64_t len = offs[k + 1] - offs[k];
+            jag_tensor *xc = NULL, *xd = NULL, *yc = NULL, *wc = NULL, *bc = NULL;
+            CHECK_OK(jag_narrow(vals, 0, offs[k], len, &xc));
+            CHECK_OK(jag_clone(xc, &xd));
+            CHECK_OK(jag_set_requires_grad(xd, true));
+            if (w) { /* the same values, a leaf of its own */
+                wc = t_rand(&ds, 1, JAG_FLOAT64, 0.5, 1.5, 142);
+                CHECK_OK(jag_set_requires_grad(wc, true));
+            }
+            if (b) {
+                bc = t_rand(&ds, 1, JAG_FLOAT64, -1, 1, 143);
+                CHECK_OK(jag_set_requires_grad(bc, true));
+            }
+            CHECK_OK(run_last_dim(kind, xd, wc, bc, &yc));
+            CHECK_OK(jag_backward(yc, gc[k], false));
+            jag_tensor *gxd = NULL;
+            CHECK_OK(jag_get_grad(xd, &gxd));
+            CHECK_MSG(len == 0 || (gxd && gxc[k] && t_allclose(gxc[k], gxd, 1e-12, 1e-12)), "kind %d component %d", kind, k);
+            add_grad(wc, &sw);
+            add_grad(bc, &sb);
+            jag_release(xc), jag_release(xd), jag_release(yc), jag_release(wc), jag_release(bc), jag_release(gxd);
+        }
+        if (gw && sw) CHECK(t_allclose(gw, sw, 1e-12, 1e-12));
+        if (gb && sb) CHECK(t_allclose(gb, sb, 1e-12, 1e-12));
+        CHECK(!w || gw);
+        CHECK(!b || gb);
+        release_n(gxc, B), release_n(gc, B);
+        jag_release(sw), jag_release(sb), jag_release(gx), jag_release(gw), jag_release(gb);
+        jag_release(vals), jag_release(gvals), jag_release(off), jag_release(nt), jag_release(gn), jag_release(y);
+        jag_release(w), jag_release(b);
+    }
+}
+
+static void test_norm_backward_errors(void) {
+    TEST_BEGIN();
+    const int64_t s2[] = {3, 4}, s3[] = {3, 5}, sw[] = {4}, sst[] = {3, 1};
+    jag_tensor *x = t_rand(s2, 2, JAG_FLOAT64, -1, 1, 150), *g = t_rand(s3, 2, JAG_FLOAT64, -1, 1, 151);
+    jag_tensor *gf = t_rand(s2, 2, JAG_FLOAT32, -1, 1, 152), *w = t_rand(sw, 1, JAG_FLOAT64, 1, 2, 153);
+    jag_tensor *st = t_rand(sst, 2, JAG_FLOAT64, 1, 2, 154), *bad = t_rand(sw, 1, JAG_FLOAT64, 1, 2, 155), *o[3] = {0};
+    jag_value none = jag__v_tensor(NULL);
+    jag_value a1[7] = {jag__v_tensor(g), jag__v_tensor(x), none, none, jag__v_tensor(w), jag__v_int(1), jag__v_double(1e-5)};
+    CHECK_ERR(jag__dispatch(JAG_OP_layer_norm_backward, a1, 7, o), JAG_ESHAPE, "argument 'g' has shape [3, 5], expected [3, 4]");
+    jag_value a2[7] = {jag__v_tensor(gf), jag__v_tensor(x), none, none, jag__v_tensor(w), jag__v_int(1), jag__v_double(1e-5)};
+    CHECK_ERR(jag__dispatch(JAG_OP_layer_norm_backward, a2, 7, o), JAG_EDTYPE, "argument 'g' has dtype float32");
+    jag_value a3[7] = {jag__v_tensor(gf), jag__v_tensor(gf), jag__v_tensor(st), none, none, jag__v_int(1), jag__v_double(1e-5)};
+    CHECK_ERR(jag__dispatch(JAG_OP_layer_norm_backward, a3, 7, o), JAG_EINVAL, "'mean' and 'rstd' must be given together");
+    jag_value a4[6] = {jag__v_tensor(x), jag__v_tensor(x), jag__v_tensor(bad), none, jag__v_int(1), jag__v_double(1e-5)};
+    CHECK_ERR(jag__dispatch(JAG_OP_rms_norm_backward, a4, 6, o), JAG_ESHAPE, "argument 'rstd' has shape [4], expected [3, 1]");
+    jag_value a5[6] = {jag__v_tensor(x), jag__v_tensor(x), jag__v_tensor(st), jag__v_tensor(bad), jag__v_int(3), jag__v_double(1e-5)};
+    CHECK_ERR(jag__dispatch(JAG_OP_rms_norm_backward, a5, 6, o), JAG_EINVAL, "argument 'normalized_ndim' is 3");
+    jag_value a6[3] = {jag__v_tensor(g), jag__v_tensor(x), jag__v_int(1)};
+    CHECK_ERR(jag__dispatch(JAG_OP_softmax_backward, a6, 3, o), JAG_ESHAPE, "argument 'g' has shape [3, 5], expected [3, 4]");
+    jag_value a7[3] = {jag__v_tensor(x), jag__v_tensor(x), jag__v_int(2)};
+    CHECK_ERR(jag__dispatch(JAG_OP_log_softmax_backward, a7, 3, o), JAG_ERANGE, "argument 'dim' is 2");
+    jag_value a8[3] = {jag__v_tensor(gf), jag__v_tensor(x), jag__v_int(0)};
+    CHECK_ERR(jag__dispatch(JAG_OP_softmax_backward, a8, 3, o), JAG_EDTYPE, "argument 'g' has dtype float32, expected float64");
+    CHECK(o[0] == NULL && o[1] == NULL && o[2] == NULL);
+    jag_release(x), jag_release(g), jag_release(gf), jag_release(w), jag_release(st), jag_release(bad);
+}
+
+TEST_MAIN(test_norm_backward_vs_ref, test_softmax_backward_vs_ref, test_norm_backward_gradcheck, test_norm_backward_nested,
+          test_norm_backward_errors, test_softmax_hand, test_softmax_vs_ref, test_softmax_large, test_softmax_empty_0d, test_softmax_errors,
           test_norm_hand, test_norm_vs_ref, test_norm_specials, test_norm_large_empty, test_norm_errors)

@@ -887,24 +887,39 @@ RULE(linear) {
 
 /* ---- normalisation ------------------------------------------------------- */
 
-/* softmax: y (g - sum(g y)) along dim */
-RULE(softmax) {
+/* The rules below call the fused backward ops (softmax.c, norm.c), one op
+ * each. These ops have no derivative of their own: rules run with grad mode
+ * off (jag has no second derivatives). */
+
+/* Run a backward op; its outputs go into the pool (r[k], NULL on failure). */
+static void run_backward_op(pool *p, jag_op_id op, const jag_value *a, int n, jag_tensor **r) {
+    int n_out = jag__ops[op].n_out;
+    for (int k = 0; k < n_out; k++) r[k] = NULL;
+    if (p->st) return;
+    jag_tensor *o[4] = {0};
+    jag_status st = jag__dispatch(op, a, n, o);
+    for (int k = 0; k < n_out; k++) r[k] = take(p, st, o[k]);
+}
+
+/* The output gradient in the dtype of `like` (the op's output). */
+static const jag_tensor *grad_as(pool *p, const jag_tensor *g, const jag_tensor *like) {
+    return g && like && g->dtype != like->dtype ? TO(g, like->dtype) : g;
+}
+
+/* softmax / log_softmax: softmax_backward / log_softmax_backward (g, y, dim):
+ * y (g - sum(g y)) and g - exp(y) sum(g) along dim */
+static jag_status softmax_grad(const jag_grad_ctx *c, jag_tensor *const *go, jag_tensor **gi, jag_op_id bw) {
     BEGIN;
     const jag_tensor *y = c->outputs[0];
-    int dim = (int)c->args[1].u.i;
-    jag_tensor *gy = MUL(go[0], y);
-    SET(0, SUB(gy, MUL(y, SUM(gy, &dim, 1, true))));
+    jag_value a[] = {jag__v_tensor(grad_as(p, go[0], y)), jag__v_tensor(y), c->args[1]};
+    jag_tensor *r[1];
+    run_backward_op(p, bw, a, 3, r);
+    SET(0, r[0]);
     END;
 }
 
-/* log_softmax: g - exp(y) sum(g) along dim */
-RULE(log_softmax) {
-    BEGIN;
-    const jag_tensor *g = go[0];
-    int dim = (int)c->args[1].u.i;
-    SET(0, SUB(g, MUL(EXP(c->outputs[0]), SUM(g, &dim, 1, true))));
-    END;
-}
+RULE(softmax) { return softmax_grad(c, go, gi, JAG_OP_softmax_backward); }
+RULE(log_softmax) { return softmax_grad(c, go, gi, JAG_OP_log_softmax_backward); }
 
 /* The tensor input number of argument `pos` (-1 when it is absent). */
 static int input_of_arg(const jag_grad_ctx *c, int pos) {
@@ -915,52 +930,47 @@ static int input_of_arg(const jag_grad_ctx *c, int pos) {
     return k;
 }
 
-/* Sum t over x's leading (non-normalised) dims: the shape of weight/bias. */
-static jag_tensor *sum_leading(pool *p, const jag_tensor *t, int lead) {
-    int dims[JAG_MAX_DIMS];
-    for (int d = 0; d < lead; d++) dims[d] = d;
-    return lead ? red(p, jag_sum, t, dims, lead, false) : (jag_tensor *)t;
-}
-
-/* layer_norm (x, nd, w, b, eps) over the trailing nd dims (M elements):
- * xhat = (x - mu) r, r = 1 / sqrt(var + eps), y = xhat w + b.
- * gb = sum g, gw = sum g xhat (over the leading dims); with h = g w:
- * gx = r (h - mean(h) - xhat mean(h xhat)). */
-RULE(layer_norm) {
+/* layer_norm (x, nd, w, b, eps) and native_layer_norm (the same, and the
+ * outputs mean, rstd): layer_norm_backward (g, x, mean, rstd, w, nd, eps)
+ * -> gx, gw = sum g xhat, gb = sum g over the leading dims. layer_norm
+ * keeps only y, so the op computes the statistics again from x (each row
+ * is then read from cache a second time); native_layer_norm's saved ones
+ * are reused (its mean and rstd take no gradient). */
+static jag_status layer_norm_grad(const jag_grad_ctx *c, jag_tensor *const *go, jag_tensor **gi, bool saved) {
     BEGIN;
-    const jag_tensor *x = IN(0), *g = go[0];
-    int nd = (int)c->args[1].u.i, n = x->ndim, lead = n - nd, dims[JAG_MAX_DIMS];
+    const jag_tensor *x = IN(0);
     int kw = input_of_arg(c, 2), kb = input_of_arg(c, 3);
-    for (int i = 0; i < nd; i++) dims[i] = lead + i;
-    jag_tensor *xc = SUB(x, MEAN(x, dims, nd, true));
-    jag_tensor *r = RSQRT(ADDS(MEAN(SQUARE(xc), dims, nd, true), c->args[4].u.d));
-    jag_tensor *xhat = MUL(xc, r);
-    if (NEED(kb)) SET(kb, sum_leading(p, g, lead));
-    if (NEED(kw)) SET(kw, sum_leading(p, MUL(g, xhat), lead));
-    if (NEED(0)) {
-        jag_tensor *h = kw >= 0 ? MUL(g, IN(kw)) : (jag_tensor *)g;
-        jag_tensor *t = SUB(SUB(h, MEAN(h, dims, nd, true)), MUL(xhat, MEAN(MUL(h, xhat), dims, nd, true)));
-        SET(0, MUL(r, t));
-    }
+    jag_value none = jag__v_tensor(NULL);
+    jag_value a[] = {jag__v_tensor(grad_as(p, go[0], x)), jag__v_tensor(x),
+                     saved ? jag__v_tensor(c->outputs[1]) : none, saved ? jag__v_tensor(c->outputs[2]) : none,
+                     c->args[2], c->args[1], c->args[4]};
+    jag_tensor *r[3];
+    run_backward_op(p, JAG_OP_layer_norm_backward, a, 7, r);
+    SET(0, r[0]);
+    if (kw >= 0) SET(kw, r[1]);
+    if (kb >= 0) SET(kb, r[2]);
     END;
 }
 
-/* rms_norm (x, nd, w, eps): r = 1 / sqrt(mean(x^2) + eps), y = x r w.
- * gw = sum g x r; with h = g w: gx = r (h - x r^2 mean(h x)). */
-RULE(rms_norm) {
+/* rms_norm (x, nd, w, eps) and native_rms_norm (and the output rstd):
+ * rms_norm_backward (g, x, rstd, w, nd, eps) -> gx, gw = sum g x rstd. */
+static jag_status rms_norm_grad(const jag_grad_ctx *c, jag_tensor *const *go, jag_tensor **gi, bool saved) {
     BEGIN;
-    const jag_tensor *x = IN(0), *g = go[0];
-    int nd = (int)c->args[1].u.i, n = x->ndim, lead = n - nd, dims[JAG_MAX_DIMS];
+    const jag_tensor *x = IN(0);
     int kw = input_of_arg(c, 2);
-    for (int i = 0; i < nd; i++) dims[i] = lead + i;
-    jag_tensor *r = RSQRT(ADDS(MEAN(SQUARE(x), dims, nd, true), c->args[3].u.d));
-    if (NEED(kw)) SET(kw, sum_leading(p, MUL(g, MUL(x, r)), lead));
-    if (NEED(0)) {
-        jag_tensor *h = kw >= 0 ? MUL(g, IN(kw)) : (jag_tensor *)g;
-        SET(0, MUL(r, SUB(h, MUL(MUL(x, SQUARE(r)), MEAN(MUL(h, x), dims, nd, true)))));
-    }
+    jag_value a[] = {jag__v_tensor(grad_as(p, go[0], x)), jag__v_tensor(x),
+                     saved ? jag__v_tensor(c->outputs[1]) : jag__v_tensor(NULL), c->args[2], c->args[1], c->args[3]};
+    jag_tensor *r[2];
+    run_backward_op(p, JAG_OP_rms_norm_backward, a, 6, r);
+    SET(0, r[0]);
+    if (kw >= 0) SET(kw, r[1]);
     END;
 }
+
+RULE(layer_norm) { return layer_norm_grad(c, go, gi, false); }
+RULE(native_layer_norm) { return layer_norm_grad(c, go, gi, true); }
+RULE(rms_norm) { return rms_norm_grad(c, go, gi, false); }
+RULE(native_rms_norm) { return rms_norm_grad(c, go, gi, true); }
 
 /* ---- indexing and joining ------------------------------------------------ */
 
@@ -1275,6 +1285,8 @@ NESTED_BY_RUNNER(softmax)
 NESTED_BY_RUNNER(log_softmax)
 NESTED_BY_RUNNER(layer_norm)
 NESTED_BY_RUNNER(rms_norm)
+NESTED_BY_RUNNER(native_layer_norm)
+NESTED_BY_RUNNER(native_rms_norm)
 NESTED_BY_RUNNER(index_select)
 NESTED_BY_RUNNER(gather)
 NESTED_BY_RUNNER(embedding)
@@ -1357,6 +1369,8 @@ const jag_derivative_fn jag__derivatives[JAG_OP_BUILTIN_COUNT] = {
     [JAG_OP_log_softmax] = d_log_softmax,
     [JAG_OP_layer_norm] = d_layer_norm,
     [JAG_OP_rms_norm] = d_rms_norm,
+    [JAG_OP_native_layer_norm] = d_native_layer_norm,
+    [JAG_OP_native_rms_norm] = d_native_rms_norm,
     [JAG_OP_index_select] = d_index_select,
     [JAG_OP_gather] = d_gather,
     [JAG_OP_scatter_add] = r_scatter_add,

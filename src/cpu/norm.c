@@ -1,6 +1,7 @@
 /*
- * norm.c — layer_norm and rms_norm over the trailing dims, their META
- * functions and naive references.
+ * norm.c — layer_norm and rms_norm over the trailing dims, the forms that
+ * also return their row statistics (native_layer_norm, native_rms_norm),
+ * their fused backward ops, META functions and naive references.
  *
  * x is viewed as (N, D): D is the product of the trailing normalized_ndim
  * sizes. Each row's statistics accumulate in float64 with LANES independent
@@ -35,7 +36,7 @@ static inline double lane_sum(const double *s) {
  * where a division would lengthen each row's chain of dependent steps. */
 #define DEF_NORM(SUF, T)                                                       \
     /* x, y are (D); w, b are (D) or NULL; x may equal y */                    \
-    static void layer_row_##SUF(const T *x, T *y, const double *w, const double *b, int64_t D, double inv_d, double eps) { \
+    static void layer_stats_##SUF(const T *x, int64_t D, double inv_d, double *mean_out, double *var_out) { \
         double s[LANES] = {0}, q[LANES] = {0}, mean, var;                      \
         int64_t i = 0;                                                         \
         if (sizeof(T) == 4) {                                                  \
@@ -78,9 +79,19 @@ static inline double lane_sum(const double *s) {
             }                                                                  \
             var = lane_sum(q) * inv_d;                                         \
         }                                                                      \
+        *mean_out = mean, *var_out = var;                                      \
+    }                                                                          \
+    /* x, y are (D); w, b are (D) or NULL; x may equal y; the row's mean and  \
+     * 1 / sqrt(var + eps) go to *mo and *ro when they are not NULL */       \
+    static void layer_row_##SUF(const T *x, T *y, const double *w, const double *b, int64_t D, double inv_d, double eps, \
+                                T *mo, T *ro) {                                \
+        double mean, var;                                                      \
+        int64_t i;                                                             \
+        layer_stats_##SUF(x, D, inv_d, &mean, &var);                           \
         /* x - mean in float64: for offset data (|mean| >> std) a mean     \
          * rounded to float32 would cost several digits */                   \
         double rstd = 1.0 / sqrt(var + eps);                                   \
+        if (mo) *mo = (T)mean, *ro = (T)rstd;                                  \
         if (w && b)                                                            \
             for (i = 0; i < D; i++) y[i] = (T)(((double)x[i] - mean) * rstd * w[i] + b[i]); \
         else if (w)                                                            \
@@ -91,7 +102,8 @@ static inline double lane_sum(const double *s) {
             for (i = 0; i < D; i++) y[i] = (T)(((double)x[i] - mean) * rstd);  \
     }                                                                          \
     /* x, y are (D); w is (D) or NULL; x may equal y */                        \
-    static void rms_row_##SUF(const T *x, T *y, const double *w, int64_t D, double inv_d, double eps) { \
+    /* 1 / sqrt(mean(x^2) + eps) of a row x (D) */                           \
+    static double rms_rstd_##SUF(const T *x, int64_t D, double inv_d, double eps) { \
         double q[LANES] = {0};                                                 \
         int64_t i = 0;                                                         \
         for (; i + LANES <= D; i += LANES) {                                   \
@@ -99,23 +111,126 @@ static inline double lane_sum(const double *s) {
             for (int j = 0; j < LANES; j++) q[j] += (double)x[i + j] * (double)x[i + j]; \
         }                                                                      \
         for (int j = 0; i < D; i++, j++) q[j] += (double)x[i] * (double)x[i]; \
-        double r = 1.0 / sqrt(lane_sum(q) * inv_d + eps);                      \
+        return 1.0 / sqrt(lane_sum(q) * inv_d + eps);                          \
+    }                                                                          \
+    static void rms_row_##SUF(const T *x, T *y, const double *w, int64_t D, double inv_d, double eps, T *ro) { \
+        int64_t i;                                                             \
+        double r = rms_rstd_##SUF(x, D, inv_d, eps);                           \
+        if (ro) *ro = (T)r;                                                    \
         if (w)                                                                 \
             for (i = 0; i < D; i++) y[i] = (T)((double)x[i] * r * w[i]);       \
         else                                                                   \
             for (i = 0; i < D; i++) y[i] = (T)((double)x[i] * r);              \
     }                                                                          \
-    static void layer_run_##SUF(const T *x, T *y, const double *w, const double *b, int64_t N, int64_t D, double eps) { \
+    /* mo, ro: (N) row statistics, or NULL */                                \
+    static void layer_run_##SUF(const T *x, T *y, const double *w, const double *b, int64_t N, int64_t D, double eps, \
+                                T *mo, T *ro) {                                \
         _Pragma("omp parallel for schedule(static) if (N * D >= JAG_PARALLEL_GRAIN)") \
-        for (int64_t n = 0; n < N; n++) layer_row_##SUF(x + n * D, y + n * D, w, b, D, 1.0 / (double)D, eps); \
+        for (int64_t n = 0; n < N; n++)                                        \
+            layer_row_##SUF(x + n * D, y + n * D, w, b, D, 1.0 / (double)D, eps, mo ? mo + n : NULL, ro ? ro + n : NULL); \
     }                                                                          \
-    static void rms_run_##SUF(const T *x, T *y, const double *w, int64_t N, int64_t D, double eps) { \
+    static void rms_run_##SUF(const T *x, T *y, const double *w, int64_t N, int64_t D, double eps, T *ro) { \
         _Pragma("omp parallel for schedule(static) if (N * D >= JAG_PARALLEL_GRAIN)") \
-        for (int64_t n = 0; n < N; n++) rms_row_##SUF(x + n * D, y + n * D, w, D, 1.0 / (double)D, eps); \
+        for (int64_t n = 0; n < N; n++) rms_row_##SUF(x + n * D, y + n * D, w, D, 1.0 / (double)D, eps, ro ? ro + n : NULL); \
     }
 
 DEF_NORM(f32, float)
 DEF_NORM(f64, double)
+
+/* ---- backward kernels, per float type --------------------------------------
+ *
+ * One row at a time, in double, rounded once: with xhat = (x - mean) rstd
+ * and h = g w, layer_norm's dx = rstd (h - mean(h) - xhat mean(h xhat)),
+ * rms_norm's dx = rstd (h - x rstd^2 mean(h x)). The statistics are the
+ * forward's when given, else the row's own, computed as the forward does
+ * (the row is then read from L1 a second time, not from memory). dw and db
+ * are sums over rows: each of NBLK fixed blocks of rows (by N alone) adds
+ * its rows in order into its own partial sums, and the blocks are added in
+ * block order, so the result does not depend on the thread count. w is
+ * never NULL here (ones when the op has no weight). */
+#define NBLK 64
+
+#define DEF_NORM_BACKWARD(SUF, T)                                              \
+    static void layer_back_row_##SUF(const T *x, const T *g, T *dx, const double *w, double mean, double rstd, \
+                                     int64_t D, double inv_d, double *dw, double *db) { \
+        double sa[LANES] = {0}, sb[LANES] = {0};                               \
+        int64_t i = 0;                                                         \
+        for (; i + LANES <= D; i += LANES) {                                   \
+            _Pragma("omp simd")                                                \
+            for (int j = 0; j < LANES; j++) {                                  \
+                double gv = (double)g[i + j], xh = ((double)x[i + j] - mean) * rstd, h = gv * w[i + j]; \
+                sa[j] += h, sb[j] += h * xh;                                   \
+                dw[i + j] += gv * xh, db[i + j] += gv;                         \
+            }                                                                  \
+        }                                                                      \
+        for (int j = 0; i < D; i++, j++) {                                     \
+            double gv = (double)g[i], xh = ((double)x[i] - mean) * rstd, h = gv * w[i]; \
+            sa[j] += h, sb[j] += h * xh;                                       \
+            dw[i] += gv * xh, db[i] += gv;                                     \
+        }                                                                      \
+        double a = lane_sum(sa) * inv_d, b = lane_sum(sb) * inv_d;             \
+        _Pragma("omp simd")                                                    \
+        for (i = 0; i < D; i++) {                                              \
+            double xh = ((double)x[i] - mean) * rstd;                          \
+            dx[i] = (T)(rstd * (((double)g[i] * w[i] - a) - xh * b));          \
+        }                                                                      \
+    }                                                                          \
+    static void rms_back_row_##SUF(const T *x, const T *g, T *dx, const double *w, double r, int64_t D, \
+                                   double inv_d, double *dw) {                 \
+        double sc[LANES] = {0};                                                \
+        int64_t i = 0;                                                         \
+        for (; i + LANES <= D; i += LANES) {                                   \
+            _Pragma("omp simd")                                                \
+            for (int j = 0; j < LANES; j++) {                                  \
+                double gv = (double)g[i + j], xv = (double)x[i + j];           \
+                sc[j] += gv * w[i + j] * xv;                                   \
+                dw[i + j] += gv * xv * r;                                      \
+            }                                                                  \
+        }                                                                      \
+        for (int j = 0; i < D; i++, j++) {                                     \
+            double gv = (double)g[i], xv = (double)x[i];                       \
+            sc[j] += gv * w[i] * xv;                                           \
+            dw[i] += gv * xv * r;                                              \
+        }                                                                      \
+        double k = r * r * (lane_sum(sc) * inv_d);                             \
+        _Pragma("omp simd")                                                    \
+        for (i = 0; i < D; i++) dx[i] = (T)(r * ((double)g[i] * w[i] - (double)x[i] * k)); \
+    }                                                                          \
+    /* mean, rstd: (N) saved statistics or NULL; part: NBLK x 2D zeroed */    \
+    static void layer_back_run_##SUF(const T *x, const T *g, T *dx, const double *w, const double *mean, \
+                                     const double *rstd, int64_t N, int64_t D, double eps, int64_t nblk, double *part) { \
+        double inv_d = 1.0 / (double)D;                                        \
+        _Pragma("omp parallel for schedule(static) if (N * D >= JAG_PARALLEL_GRAIN)") \
+        for (int64_t k = 0; k < nblk; k++) {                                   \
+            double *dw = part + k * 2 * D, *db = dw + D;                       \
+            for (int64_t n = k * N / nblk; n < (k + 1) * N / nblk; n++) {      \
+                double m, r;                                                   \
+                if (rstd) {                                                    \
+                    m = mean[n], r = rstd[n];                                  \
+                } else {                                                       \
+                    double var;                                                \
+                    layer_stats_##SUF(x + n * D, D, inv_d, &m, &var);          \
+                    r = 1.0 / sqrt(var + eps);                                 \
+                }                                                              \
+                layer_back_row_##SUF(x + n * D, g + n * D, dx + n * D, w, m, r, D, inv_d, dw, db); \
+            }                                                                  \
+        }                                                                      \
+    }                                                                          \
+    static void rms_back_run_##SUF(const T *x, const T *g, T *dx, const double *w, const double *rstd, int64_t N, \
+                                   int64_t D, double eps, int64_t nblk, double *part) { \
+        double inv_d = 1.0 / (double)D;                                        \
+        _Pragma("omp parallel for schedule(static) if (N * D >= JAG_PARALLEL_GRAIN)") \
+        for (int64_t k = 0; k < nblk; k++) {                                   \
+            double *dw = part + k * D;                                         \
+            for (int64_t n = k * N / nblk; n < (k + 1) * N / nblk; n++) {      \
+                double r = rstd ? rstd[n] : rms_rstd_##SUF(x + n * D, D, inv_d, eps); \
+                rms_back_row_##SUF(x + n * D, g + n * D, dx + n * D, w, r, D, inv_d, dw); \
+            }                                                                  \
+        }                                                                      \
+    }
+
+DEF_NORM_BACKWARD(f32, float)
+DEF_NORM_BACKWARD(f64, double)
 
 /* ---- META ---------------------------------------------------------------- */
 
@@ -179,6 +294,119 @@ jag_status jag__meta_rms_norm(const char *op, const jag_value *args, int nargs, 
     return st;
 }
 
+/* The statistics' shape: x's leading sizes, then nd ones (torch's). */
+static int stats_shape(const jag_tensor *x, int nd, int64_t *sizes) {
+    for (int d = 0; d < x->ndim; d++) sizes[d] = d < x->ndim - nd ? x->sizes[d] : 1;
+    return x->ndim;
+}
+
+/* native_layer_norm: (y, mean, rstd); native_rms_norm: (y, rstd). */
+static jag_status meta_native(const char *op, const jag_value *args, int nargs, jag_spec *outs, bool layer) {
+    const jag_tensor *x, *w, *b;
+    int nd = 0;
+    double eps = 0;
+    jag_status st = parse(op, args, nargs, layer, &x, &nd, &w, &b, &eps);
+    if (st) return st;
+    int64_t ss[JAG_MAX_DIMS];
+    int sn = stats_shape(x, nd, ss);
+    jag__spec_set(&outs[0], x->dtype, x->sizes, x->ndim);
+    for (int k = 1; k <= (layer ? 2 : 1); k++) jag__spec_set(&outs[k], x->dtype, ss, sn);
+    return JAG_OK;
+}
+
+jag_status jag__meta_native_layer_norm(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    return meta_native(op, args, nargs, outs, true);
+}
+
+jag_status jag__meta_native_rms_norm(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    return meta_native(op, args, nargs, outs, false);
+}
+
+/* The arguments of layer_norm_backward (g, x, mean or none, rstd or none,
+ * weight or none, normalized_ndim, eps) and rms_norm_backward (g, x, rstd or
+ * none, weight or none, normalized_ndim, eps). */
+typedef struct norm_bwd {
+    const jag_tensor *g, *x, *mean, *rstd, *w;
+    int nd;
+    double eps;
+} norm_bwd;
+
+/* A saved statistic: x's dtype, shaped as stats_shape says. */
+static jag_status check_stat(const char *op, const char *name, const jag_tensor *x, int nd, const jag_tensor *t) {
+    if (!t) return JAG_OK;
+    int64_t want[JAG_MAX_DIMS];
+    int wn = stats_shape(x, nd, want);
+    bool same = t->ndim == wn;
+    for (int d = 0; same && d < wn; d++) same = t->sizes[d] == want[d];
+    if (!same) {
+        char b[JAG_SHAPE_BUF], c[JAG_SHAPE_BUF];
+        return jag__error(JAG_ESHAPE, "%s: argument '%s' has shape %s, expected %s (x's leading sizes, then %d ones)", op,
+                          name, jag__shape_str(t->sizes, t->ndim, b, sizeof b), jag__shape_str(want, wn, c, sizeof c), nd);
+    }
+    if (t->dtype != x->dtype)
+        return jag__error(JAG_EDTYPE, "%s: argument '%s' has dtype %s, expected %s (x's dtype)", op, name,
+                          jag_dtype_name(t->dtype), jag_dtype_name(x->dtype));
+    return JAG_OK;
+}
+
+static jag_status parse_backward(const char *op, const jag_value *args, int nargs, bool layer, norm_bwd *a) {
+    int64_t n;
+    jag_status st;
+    int k = layer ? 3 : 2; /* rstd's position */
+    a->mean = NULL;
+    if ((st = jag__arg_tensor(op, args, nargs, 0, "g", &a->g)) || (st = jag__arg_tensor(op, args, nargs, 1, "x", &a->x)) ||
+        (layer && (st = jag__arg_opt_tensor(op, args, nargs, 2, "mean", &a->mean))) ||
+        (st = jag__arg_opt_tensor(op, args, nargs, k, "rstd", &a->rstd)) ||
+        (st = jag__arg_opt_tensor(op, args, nargs, k + 1, "weight", &a->w)) ||
+        (st = jag__arg_int(op, args, nargs, k + 2, "normalized_ndim", &n)) ||
+        (st = jag__arg_double(op, args, nargs, k + 3, "eps", &a->eps)))
+        return st;
+    const jag_tensor *x = a->x, *g = a->g;
+    if (!jag_dtype_is_floating(x->dtype))
+        return jag__error(JAG_EDTYPE, "%s: argument 'x' has dtype %s, expected float32 or float64", op,
+                          jag_dtype_name(x->dtype));
+    if (n < 1 || n > x->ndim)
+        return jag__error(JAG_EINVAL, "%s: argument 'normalized_ndim' is %lld, expected 1..%d (x is %d-d)", op,
+                          (long long)n, x->ndim, x->ndim);
+    a->nd = (int)n;
+    bool same = g->ndim == x->ndim;
+    for (int d = 0; same && d < x->ndim; d++) same = g->sizes[d] == x->sizes[d];
+    if (!same) {
+        char b[JAG_SHAPE_BUF], c[JAG_SHAPE_BUF];
+        return jag__error(JAG_ESHAPE, "%s: argument 'g' has shape %s, expected %s (x's shape)", op,
+                          jag__shape_str(g->sizes, g->ndim, b, sizeof b), jag__shape_str(x->sizes, x->ndim, c, sizeof c));
+    }
+    if (g->dtype != x->dtype)
+        return jag__error(JAG_EDTYPE, "%s: argument 'g' has dtype %s, expected %s (x's dtype)", op,
+                          jag_dtype_name(g->dtype), jag_dtype_name(x->dtype));
+    if (layer && !a->mean != !a->rstd)
+        return jag__error(JAG_EINVAL, "%s: arguments 'mean' and 'rstd' must be given together (or both none)", op);
+    if ((st = check_stat(op, "mean", x, a->nd, a->mean)) || (st = check_stat(op, "rstd", x, a->nd, a->rstd)) ||
+        (st = check_affine(op, "weight", x, a->nd, a->w)))
+        return st;
+    return JAG_OK;
+}
+
+/* layer_norm_backward: (dx, dweight, dbias); rms_norm_backward: (dx,
+ * dweight). dx has x's shape, the others x's trailing nd sizes. */
+static jag_status meta_backward(const char *op, const jag_value *args, int nargs, jag_spec *outs, bool layer) {
+    norm_bwd a;
+    jag_status st = parse_backward(op, args, nargs, layer, &a);
+    if (st) return st;
+    const jag_tensor *x = a.x;
+    jag__spec_set(&outs[0], x->dtype, x->sizes, x->ndim);
+    for (int k = 1; k <= (layer ? 2 : 1); k++) jag__spec_set(&outs[k], x->dtype, x->sizes + (x->ndim - a.nd), a.nd);
+    return JAG_OK;
+}
+
+jag_status jag__meta_layer_norm_backward(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    return meta_backward(op, args, nargs, outs, true);
+}
+
+jag_status jag__meta_rms_norm_backward(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    return meta_backward(op, args, nargs, outs, false);
+}
+
 /* ---- kernels ------------------------------------------------------------- */
 
 /* An optional affine tensor (D elements, x's dtype) as contiguous doubles:
@@ -198,7 +426,23 @@ static jag_status affine_data(const char *op, const jag_tensor *t, jag_tensor **
     return JAG_OK;
 }
 
-static jag_status norm_cpu(const char *op, const jag_value *args, int nargs, jag_tensor **outs, bool layer) {
+/* A tensor as contiguous data of its own dtype: *tmp holds a copy when one
+ * was needed (release it). */
+static jag_status contiguous_data(const char *op, const jag_tensor *t, jag_tensor **tmp, const void **p) {
+    *tmp = NULL;
+    if (!jag_is_contiguous(t)) {
+        *tmp = jag__tensor_new(op, t->sizes, t->ndim, t->dtype, false, false);
+        if (!*tmp) return jag_last_status();
+        jag__copy_into(*tmp, t);
+        t = *tmp;
+    }
+    *p = jag__ptr(t);
+    return JAG_OK;
+}
+
+/* layer_norm / rms_norm and their native forms: outs[0] is y, then (layer)
+ * mean and rstd or (rms) rstd when `stats`. */
+static jag_status norm_cpu(const char *op, const jag_value *args, int nargs, jag_tensor **outs, bool layer, bool stats) {
     const jag_tensor *x, *w, *b;
     int nd = 0;
     double eps = 0;
@@ -220,12 +464,13 @@ static jag_status norm_cpu(const char *op, const jag_value *args, int nargs, jag
     }
     const void *xp = jag__ptr(src);
     void *yp = jag__ptr(outs[0]);
+    void *mp = stats && layer ? jag__ptr(outs[1]) : NULL, *rp = stats ? jag__ptr(outs[layer ? 2 : 1]) : NULL;
     if (x->dtype == JAG_FLOAT32) {
-        if (layer) layer_run_f32(xp, yp, wp, bp, N, D, eps);
-        else rms_run_f32(xp, yp, wp, N, D, eps);
+        if (layer) layer_run_f32(xp, yp, wp, bp, N, D, eps, mp, rp);
+        else rms_run_f32(xp, yp, wp, N, D, eps, rp);
     } else {
-        if (layer) layer_run_f64(xp, yp, wp, bp, N, D, eps);
-        else rms_run_f64(xp, yp, wp, N, D, eps);
+        if (layer) layer_run_f64(xp, yp, wp, bp, N, D, eps, mp, rp);
+        else rms_run_f64(xp, yp, wp, N, D, eps, rp);
     }
     jag_release(wt);
     jag_release(bt);
@@ -235,12 +480,90 @@ static jag_status norm_cpu(const char *op, const jag_value *args, int nargs, jag
 /* x is (N, D) over the trailing dims, weight and bias (D), out x's shape:
  * (x - mean) / sqrt(var + eps) * weight + bias, biased var */
 jag_status jag__cpu_layer_norm(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return norm_cpu(op, args, nargs, outs, true);
+    return norm_cpu(op, args, nargs, outs, true, false);
 }
 
 /* x is (N, D), weight (D), out x's shape: x / sqrt(mean(x^2) + eps) * weight */
 jag_status jag__cpu_rms_norm(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return norm_cpu(op, args, nargs, outs, false);
+    return norm_cpu(op, args, nargs, outs, false, false);
+}
+
+/* layer_norm, and each row's mean and 1 / sqrt(var + eps) */
+jag_status jag__cpu_native_layer_norm(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    return norm_cpu(op, args, nargs, outs, true, true);
+}
+
+/* rms_norm, and each row's 1 / sqrt(mean(x^2) + eps) */
+jag_status jag__cpu_native_rms_norm(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    return norm_cpu(op, args, nargs, outs, false, true);
+}
+
+static jag_status norm_backward_cpu(const char *op, const jag_value *args, int nargs, jag_tensor **outs, bool layer) {
+    norm_bwd a;
+    jag_status st = parse_backward(op, args, nargs, layer, &a);
+    if (st) return st;
+    const jag_tensor *x = a.x;
+    int64_t numel = jag_numel(x), D = jag__numel(x->sizes + (x->ndim - a.nd), a.nd);
+    int n_par = layer ? 2 : 1;
+    if (D == 0) return JAG_OK; /* every output is empty */
+    int64_t N = numel / D;
+    if (N == 0) { /* no rows: the parameters' gradients are sums of nothing */
+        for (int k = 1; k <= n_par; k++) jag__fill(outs[k], 0.0);
+        return JAG_OK;
+    }
+    int64_t nblk = N < NBLK ? N : NBLK;
+    jag_tensor *tmp[5] = {0};
+    const void *xp = NULL, *gp = NULL;
+    const double *wp = NULL, *mp = NULL, *rp = NULL;
+    double *ones = NULL, *part = calloc((size_t)(nblk * n_par * D), sizeof *part);
+    if (!part) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    if (!st) st = contiguous_data(op, x, &tmp[0], &xp);
+    if (!st) st = contiguous_data(op, a.g, &tmp[1], &gp);
+    if (!st) st = affine_data(op, a.w, &tmp[2], &wp);
+    if (!st) st = affine_data(op, a.mean, &tmp[3], &mp);
+    if (!st) st = affine_data(op, a.rstd, &tmp[4], &rp);
+    if (!st && !wp) {
+        if (!(ones = malloc((size_t)D * sizeof *ones))) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
+        for (int64_t i = 0; !st && i < D; i++) ones[i] = 1.0;
+        wp = ones;
+    }
+    if (!st) {
+        bool f32 = x->dtype == JAG_FLOAT32;
+        void *dx = jag__ptr(outs[0]);
+        if (layer && f32) layer_back_run_f32(xp, gp, dx, wp, mp, rp, N, D, a.eps, nblk, part);
+        else if (layer) layer_back_run_f64(xp, gp, dx, wp, mp, rp, N, D, a.eps, nblk, part);
+        else if (f32) rms_back_run_f32(xp, gp, dx, wp, rp, N, D, a.eps, nblk, part);
+        else rms_back_run_f64(xp, gp, dx, wp, rp, N, D, a.eps, nblk, part);
+        /* the blocks' partial sums, added in block order */
+        for (int k = 1; k <= n_par; k++) {
+            char *o = jag__ptr(outs[k]);
+            const double *pk = part + (k - 1) * D;
+            for (int64_t i = 0; i < D; i++) {
+                double s = 0;
+                for (int64_t blk = 0; blk < nblk; blk++) s += pk[blk * n_par * D + i];
+                if (f32) ((float *)o)[i] = (float)s;
+                else ((double *)o)[i] = s;
+            }
+        }
+    }
+    for (int i = 0; i < 5; i++) jag_release(tmp[i]);
+    free(ones);
+    free(part);
+    return st;
+}
+
+/* g, x (N, D) over the trailing dims, the forward's mean and rstd (N) or
+ * none, weight (D) or none -> dx (x's shape), dweight = sum_rows g xhat,
+ * dbias = sum_rows g (D): layer_norm's gradients (torch's
+ * native_layer_norm_backward) */
+jag_status jag__cpu_layer_norm_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    return norm_backward_cpu(op, args, nargs, outs, true);
+}
+
+/* g, x (N, D), the forward's rstd (N) or none, weight (D) or none -> dx,
+ * dweight = sum_rows g x rstd: rms_norm's gradients */
+jag_status jag__cpu_rms_norm_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    return norm_backward_cpu(op, args, nargs, outs, false);
 }
 
 /* ---- naive references ---------------------------------------------------- */
@@ -293,4 +616,61 @@ jag_status jag__ref_layer_norm(const char *op, const jag_value *args, int nargs,
 jag_status jag__ref_rms_norm(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
 jag_status jag__ref_rms_norm(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
     return ref_norm(op, args, nargs, outs, false);
+}
+
+/* The backward ops one element at a time in double: the statistics given,
+ * else each row's own (two plain passes); dw and db summed over rows in
+ * row order. */
+static jag_status ref_norm_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs, bool layer) {
+    norm_bwd a;
+    jag_status st = parse_backward(op, args, nargs, layer, &a);
+    if (st) return st;
+    const jag_tensor *x = a.x, *g = a.g;
+    int64_t numel = jag_numel(x), D = jag__numel(x->sizes + (x->ndim - a.nd), a.nd);
+    int n_par = layer ? 2 : 1;
+    double *acc = calloc((size_t)(2 * (D ? D : 1)), sizeof *acc);
+    if (!acc) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    size_t es = jag_dtype_size(x->dtype);
+    for (int64_t n = 0; D > 0 && n < numel / D; n++) {
+        double mean = 0, var = 0, rstd;
+        if (a.rstd) {
+            mean = a.mean ? ref_get(a.mean, n) : 0;
+            rstd = ref_get(a.rstd, n);
+        } else {
+            for (int64_t i = 0; i < D; i++) mean += ref_get(x, n * D + i);
+            mean = layer ? mean / (double)D : 0;
+            for (int64_t i = 0; i < D; i++) var += (ref_get(x, n * D + i) - mean) * (ref_get(x, n * D + i) - mean);
+            rstd = 1.0 / sqrt(var / (double)D + a.eps);
+        }
+        double s1 = 0, s2 = 0; /* layer: sum h, sum h xhat; rms: sum h x */
+        for (int64_t i = 0; i < D; i++) {
+            double gv = ref_get(g, n * D + i), h = gv * (a.w ? ref_get(a.w, i) : 1.0);
+            double xh = (ref_get(x, n * D + i) - mean) * rstd;
+            s1 += h;
+            s2 += layer ? h * xh : h * ref_get(x, n * D + i);
+            acc[i] += gv * xh;
+            acc[D + i] += gv;
+        }
+        for (int64_t i = 0; i < D; i++) {
+            double xv = ref_get(x, n * D + i), h = ref_get(g, n * D + i) * (a.w ? ref_get(a.w, i) : 1.0);
+            double d = layer ? rstd * (h - s1 / (double)D - (xv - mean) * rstd * s2 / (double)D)
+                             : rstd * (h - xv * rstd * rstd * s2 / (double)D);
+            jag__store_from_double(jag__ptr(outs[0]) + (n * D + i) * (int64_t)es, x->dtype, d);
+        }
+    }
+    for (int k = 1; k <= n_par; k++)
+        for (int64_t i = 0; i < D; i++)
+            jag__store_from_double(jag__ptr(outs[k]) + i * (int64_t)es, x->dtype, acc[(k - 1) * D + i]);
+    free(acc);
+    return JAG_OK;
+}
+
+jag_status jag__ref_layer_norm_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
+jag_status jag__ref_layer_norm_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    return ref_norm_backward(op, args, nargs, outs, true);
+}
+
+jag_status jag__ref_rms_norm_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
+jag_status jag__ref_rms_norm_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    return ref_norm_backward(op, args, nargs, outs, false);
 }

@@ -1,6 +1,7 @@
 /*
- * softmax.c — softmax and log_softmax along one dim, their META function and
- * naive references.
+ * softmax.c — softmax and log_softmax along one dim, their fused backward
+ * ops (softmax_backward, log_softmax_backward), META functions and naive
+ * references.
  *
  * x is viewed as (O, R, I): R is the softmax dim, O the dims before it, I
  * the dims after it. Numerically stable: each line subtracts its maximum
@@ -192,6 +193,83 @@ static inline double exp_nonpos_f64(double x) {
 DEF_SOFTMAX(f32, float, exp_nonpos_f32, log)
 DEF_SOFTMAX(f64, double, exp_nonpos_f64, log)
 
+/* ---- backward kernels, per float type ------------------------------------
+ *
+ * From the forward's output y and the gradient g along each line:
+ * softmax's dx = y (g - sum g y), log_softmax's dx = g - exp(y) sum g
+ * (torch's _softmax_backward_data / _log_softmax_backward_data). Sums in
+ * double, each dx computed in double and rounded once. y of log_softmax is
+ * <= 0, so exp_nonpos applies. The same (O, R, I) paths as the forward. */
+#define DEF_SOFTMAX_BACKWARD(SUF, T, EXP)                                      \
+    /* g, y, dx are (n) */                                                     \
+    static void back_row_##SUF(const T *g, const T *y, T *dx, int64_t n, bool log_out) { \
+        double s[LANES] = {0};                                                 \
+        int64_t i = 0;                                                         \
+        if (log_out) {                                                         \
+            for (; i + LANES <= n; i += LANES) {                               \
+                _Pragma("omp simd")                                            \
+                for (int j = 0; j < LANES; j++) s[j] += (double)g[i + j];      \
+            }                                                                  \
+            for (int j = 0; i < n; i++, j++) s[j] += (double)g[i];             \
+        } else {                                                               \
+            for (; i + LANES <= n; i += LANES) {                               \
+                _Pragma("omp simd")                                            \
+                for (int j = 0; j < LANES; j++) s[j] += (double)g[i + j] * (double)y[i + j]; \
+            }                                                                  \
+            for (int j = 0; i < n; i++, j++) s[j] += (double)g[i] * (double)y[i]; \
+        }                                                                      \
+        for (int w = LANES / 2; w > 0; w /= 2)                                 \
+            for (int j = 0; j < w; j++) s[j] += s[j + w];                      \
+        double sum = s[0];                                                     \
+        if (log_out) {                                                         \
+            _Pragma("omp simd")                                                \
+            for (i = 0; i < n; i++) dx[i] = (T)((double)g[i] - (double)EXP(y[i]) * sum); \
+        } else {                                                               \
+            _Pragma("omp simd")                                                \
+            for (i = 0; i < n; i++) dx[i] = (T)((double)y[i] * ((double)g[i] - sum)); \
+        }                                                                      \
+    }                                                                          \
+    /* g, y, dx are (R, ld) from a tile's first column; w columns */          \
+    static void back_tile_##SUF(const T *g, const T *y, T *dx, int64_t R, int64_t ld, int64_t w, bool log_out) { \
+        double s[TILE_I];                                                      \
+        for (int64_t c = 0; c < w; c++) s[c] = 0;                              \
+        for (int64_t r = 0; r < R; r++) {                                      \
+            const T *gr = g + r * ld, *yr = y + r * ld;                        \
+            if (log_out)                                                       \
+                for (int64_t c = 0; c < w; c++) s[c] += (double)gr[c];         \
+            else                                                               \
+                for (int64_t c = 0; c < w; c++) s[c] += (double)gr[c] * (double)yr[c]; \
+        }                                                                      \
+        for (int64_t r = 0; r < R; r++) {                                      \
+            const T *gr = g + r * ld, *yr = y + r * ld;                        \
+            T *o = dx + r * ld;                                                \
+            if (log_out)                                                       \
+                for (int64_t c = 0; c < w; c++) o[c] = (T)((double)gr[c] - (double)EXP(yr[c]) * s[c]); \
+            else                                                               \
+                for (int64_t c = 0; c < w; c++) o[c] = (T)((double)yr[c] * ((double)gr[c] - s[c])); \
+        }                                                                      \
+    }                                                                          \
+    static void back_run_##SUF(const T *g, const T *y, T *dx, int64_t O, int64_t R, int64_t I, bool log_out) { \
+        bool par = O * R * I >= JAG_PARALLEL_GRAIN;                            \
+        if (I == 1) {                                                          \
+            _Pragma("omp parallel for schedule(static) if (par)")              \
+            for (int64_t o = 0; o < O; o++) back_row_##SUF(g + o * R, y + o * R, dx + o * R, R, log_out); \
+            return;                                                            \
+        }                                                                      \
+        int64_t tw = TILE_I;                                                   \
+        while (par && tw > TILE_MIN && O * ((I + tw - 1) / tw) < jag_get_num_threads()) tw /= 2; \
+        int64_t nb = (I + tw - 1) / tw;                                        \
+        _Pragma("omp parallel for schedule(static) if (par)")                  \
+        for (int64_t t = 0; t < O * nb; t++) {                                 \
+            int64_t o = t / nb, c0 = (t % nb) * tw, off = o * R * I + c0;      \
+            int64_t w = I - c0 < tw ? I - c0 : tw;                             \
+            back_tile_##SUF(g + off, y + off, dx + off, R, I, w, log_out);     \
+        }                                                                      \
+    }
+
+DEF_SOFTMAX_BACKWARD(f32, float, exp_nonpos_f32)
+DEF_SOFTMAX_BACKWARD(f64, double, exp_nonpos_f64)
+
 /* ---- META ---------------------------------------------------------------- */
 
 static jag_status parse(const char *op, const jag_value *args, int nargs, const jag_tensor **x, int *dim) {
@@ -218,6 +296,45 @@ jag_status jag__meta_softmax(const char *op, const jag_value *args, int nargs, j
                           jag_dtype_name(x->dtype));
     jag__spec_set(&outs[0], x->dtype, x->sizes, x->ndim);
     return JAG_OK;
+}
+
+/* (g, y, dim): g and y of one shape and float dtype. */
+static jag_status parse_backward(const char *op, const jag_value *args, int nargs, const jag_tensor **g,
+                                 const jag_tensor **y, int *dim) {
+    jag_status st;
+    int64_t d;
+    if ((st = jag__arg_tensor(op, args, nargs, 0, "g", g)) || (st = jag__arg_tensor(op, args, nargs, 1, "y", y)) ||
+        (st = jag__arg_int(op, args, nargs, 2, "dim", &d)))
+        return st;
+    int nd = (*y)->ndim ? (*y)->ndim : 1;
+    if (d < -nd || d >= nd)
+        return jag__error(JAG_ERANGE, "%s: argument 'dim' is %lld, expected a dim in [%d, %d] for a %d-d tensor", op,
+                          (long long)d, -nd, nd - 1, (*y)->ndim);
+    *dim = (int)(d < 0 ? d + nd : d);
+    if (!jag_dtype_is_floating((*y)->dtype))
+        return jag__error(JAG_EDTYPE, "%s: argument 'y' has dtype %s, expected float32 or float64", op,
+                          jag_dtype_name((*y)->dtype));
+    bool same = (*g)->ndim == (*y)->ndim;
+    for (int e = 0; same && e < (*y)->ndim; e++) same = (*g)->sizes[e] == (*y)->sizes[e];
+    if (!same) {
+        char b[JAG_SHAPE_BUF], c[JAG_SHAPE_BUF];
+        return jag__error(JAG_ESHAPE, "%s: argument 'g' has shape %s, expected %s (y's shape)", op,
+                          jag__shape_str((*g)->sizes, (*g)->ndim, b, sizeof b),
+                          jag__shape_str((*y)->sizes, (*y)->ndim, c, sizeof c));
+    }
+    if ((*g)->dtype != (*y)->dtype)
+        return jag__error(JAG_EDTYPE, "%s: argument 'g' has dtype %s, expected %s (y's dtype)", op,
+                          jag_dtype_name((*g)->dtype), jag_dtype_name((*y)->dtype));
+    return JAG_OK;
+}
+
+/* (g, y, dim) -> dx of y's shape and dtype. */
+jag_status jag__meta_softmax_backward(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *g, *y;
+    int dim = 0;
+    jag_status st = parse_backward(op, args, nargs, &g, &y, &dim);
+    if (st == JAG_OK) jag__spec_set(&outs[0], y->dtype, y->sizes, y->ndim);
+    return st;
 }
 
 /* ---- kernels ------------------------------------------------------------- */
@@ -257,6 +374,50 @@ jag_status jag__cpu_softmax(const char *op, const jag_value *args, int nargs, ja
 /* x is (O, R, I) around dim, out is x's shape: x - max - log(sum exp) */
 jag_status jag__cpu_log_softmax(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
     return softmax_cpu(op, args, nargs, outs, true);
+}
+
+/* A tensor as contiguous data of its own dtype: *tmp holds a copy when one
+ * was needed (release it). */
+static jag_status contiguous_data(const char *op, const jag_tensor *t, jag_tensor **tmp, const void **p) {
+    *tmp = NULL;
+    if (!jag_is_contiguous(t)) {
+        *tmp = jag__tensor_new(op, t->sizes, t->ndim, t->dtype, false, false);
+        if (!*tmp) return jag_last_status();
+        jag__copy_into(*tmp, t);
+        t = *tmp;
+    }
+    *p = jag__ptr(t);
+    return JAG_OK;
+}
+
+static jag_status softmax_backward_cpu(const char *op, const jag_value *args, int nargs, jag_tensor **outs,
+                                       bool log_out) {
+    const jag_tensor *g, *y;
+    int dim = 0;
+    jag_status st = parse_backward(op, args, nargs, &g, &y, &dim);
+    if (st) return st;
+    if (jag_numel(y) == 0) return JAG_OK;
+    int64_t O, R, I;
+    split_dims(y, dim, &O, &R, &I);
+    jag_tensor *tg = NULL, *ty = NULL;
+    const void *gp = NULL, *yp = NULL;
+    if (!(st = contiguous_data(op, g, &tg, &gp)) && !(st = contiguous_data(op, y, &ty, &yp))) {
+        if (y->dtype == JAG_FLOAT32) back_run_f32(gp, yp, (float *)jag__ptr(outs[0]), O, R, I, log_out);
+        else back_run_f64(gp, yp, (double *)jag__ptr(outs[0]), O, R, I, log_out);
+    }
+    jag_release(tg);
+    jag_release(ty);
+    return st;
+}
+
+/* g, y = softmax(x) along dim -> dx = y (g - sum(g y)) along dim */
+jag_status jag__cpu_softmax_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    return softmax_backward_cpu(op, args, nargs, outs, false);
+}
+
+/* g, y = log_softmax(x) along dim -> dx = g - exp(y) sum(g) along dim */
+jag_status jag__cpu_log_softmax_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    return softmax_backward_cpu(op, args, nargs, outs, true);
 }
 
 /* ---- naive references ---------------------------------------------------- */
@@ -304,4 +465,52 @@ jag_status jag__ref_softmax(const char *op, const jag_value *args, int nargs, ja
 jag_status jag__ref_log_softmax(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
 jag_status jag__ref_log_softmax(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
     return ref_softmax(op, args, nargs, outs, true);
+}
+
+/* The backward ops one line at a time through double and libm, reading g
+ * and y by their strides. */
+static double ref_at(const jag_tensor *t, int64_t lin) {
+    int64_t off = 0;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        off += (lin % t->sizes[d]) * t->strides[d];
+        lin /= t->sizes[d];
+    }
+    return jag__load_as_double(jag__ptr(t) + off * (int64_t)jag_dtype_size(t->dtype), t->dtype);
+}
+
+static jag_status ref_softmax_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs,
+                                       bool log_out) {
+    const jag_tensor *g, *y;
+    int dim = 0;
+    jag_status st = parse_backward(op, args, nargs, &g, &y, &dim);
+    if (st) return st;
+    int64_t O, R, I;
+    split_dims(y, dim, &O, &R, &I);
+    size_t es = jag_dtype_size(y->dtype);
+    for (int64_t o = 0; o < O; o++) {
+        for (int64_t i = 0; i < I; i++) {
+            double s = 0;
+            for (int64_t r = 0; r < R; r++) {
+                int64_t lin = (o * R + r) * I + i;
+                s += log_out ? ref_at(g, lin) : ref_at(g, lin) * ref_at(y, lin);
+            }
+            for (int64_t r = 0; r < R; r++) {
+                int64_t lin = (o * R + r) * I + i;
+                double gv = ref_at(g, lin), yv = ref_at(y, lin);
+                jag__store_from_double(jag__ptr(outs[0]) + lin * (int64_t)es, y->dtype,
+                                       log_out ? gv - exp(yv) * s : yv * (gv - s));
+            }
+        }
+    }
+    return JAG_OK;
+}
+
+jag_status jag__ref_softmax_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
+jag_status jag__ref_softmax_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    return ref_softmax_backward(op, args, nargs, outs, false);
+}
+
+jag_status jag__ref_log_softmax_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
+jag_status jag__ref_log_softmax_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    return ref_softmax_backward(op, args, nargs, outs, true);
 }

@@ -115,6 +115,11 @@ jag_status jag__meta_scatter_add(const char *, const jag_value *, int, jag_spec 
 jag_status jag__meta_varlen_attention(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_varlen_attention_backward(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_ragged_reduce_backward(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_native_layer_norm(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_native_rms_norm(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_layer_norm_backward(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_rms_norm_backward(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_softmax_backward(const char *, const jag_value *, int, jag_spec *);
 
 /* Custom ops (custom_op.c): check args against the schema; run the kernel
  * for a key (`meta` selects the Meta kernel). */
