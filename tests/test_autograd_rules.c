@@ -1091,7 +1091,7 @@ static void test_table(void) {
     const int none[] = {JAG_OP_eq, JAG_OP_ne, JAG_OP_lt, JAG_OP_le, JAG_OP_gt, JAG_OP_ge, JAG_OP_argmax, JAG_OP_argmin,
                         JAG_OP_ragged_reduce_backward, JAG_OP_varlen_attention_backward,
                         JAG_OP_layer_norm_backward, JAG_OP_rms_norm_backward, JAG_OP_softmax_backward,
-                        JAG_OP_log_softmax_backward};
+                        JAG_OP_log_softmax_backward, JAG_OP_mean_backward};
     for (int op = 0; op < JAG_OP_BUILTIN_COUNT; op++) {
         bool want_null = false;
         for (size_t i = 0; i < sizeof none / sizeof none[0]; i++) want_null = want_null || none[i] == op;

@@ -9,7 +9,7 @@
 typedef jag_status (*kern_fn)(const char *, const jag_value *, int, jag_tensor **);
 #define DECL_REF(n) jag_status jag__ref_##n(const char *, const jag_value *, int, jag_tensor **);
 DECL_REF(sum) DECL_REF(mean) DECL_REF(prod) DECL_REF(amax) DECL_REF(amin) DECL_REF(var) DECL_REF(std) DECL_REF(logsumexp)
-DECL_REF(max_dim) DECL_REF(min_dim) DECL_REF(argmax) DECL_REF(argmin)
+DECL_REF(max_dim) DECL_REF(min_dim) DECL_REF(argmax) DECL_REF(argmin) DECL_REF(mean_backward)
 
 static const jag_dtype all_dtypes[] = {JAG_FLOAT32, JAG_FLOAT64, JAG_INT32, JAG_INT64, JAG_BOOL};
 
@@ -811,6 +811,69 @@ static void test_logsumexp_hand(void) {
     jag_release(xi);
 }
 
-TEST_MAIN(test_logsumexp_hand, test_sum_hand, test_int_sums_exact, test_mean_var_std_hand, test_extrema_hand, test_empty,
+/* mean_backward (g, sizes) = expand(g, sizes) / N, N = numel(sizes) /
+ * numel(g): the kernel against its reference (bit for bit) and against the
+ * formula computed here, for g with each set of dims kept as 1, contiguous
+ * and transposed, float32 and float64; META's refusals. */
+static void test_mean_backward(void) {
+    TEST_BEGIN();
+    jag_op_id op;
+    CHECK_OK(jag_op_find("mean_backward", &op));
+    const int64_t sizes[3] = {4, 5, 3};
+    for (int f = 0; f < 2; f++) {
+        jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+        for (int keep = 0; keep < 8; keep++) { /* bit d set: dim d reduced (size 1 in g) */
+            int64_t gs[3], n_g = 1;
+            for (int d = 0; d < 3; d++) gs[d] = keep >> d & 1 ? 1 : sizes[d], n_g *= gs[d];
+            for (int tr = 0; tr < 2; tr++) {
+                jag_tensor *g = NULL, *gt = NULL, *y = NULL, *r = NULL;
+                if (tr) { /* a transposed (non-contiguous) g of the same sizes */
+                    int64_t sw[3] = {gs[0], gs[2], gs[1]};
+                    gt = t_rand(sw, 3, dt, -2, 2, 40 + (uint64_t)keep);
+                    CHECK_OK(jag_transpose(gt, 1, 2, &g));
+                } else {
+                    g = t_rand(gs, 3, dt, -2, 2, 30 + (uint64_t)keep);
+                }
+                jag_value a[2] = {{.kind = JAG_VAL_TENSOR, .u.t = g}, {.kind = JAG_VAL_INTS, .u.ints = {sizes, 3}}};
+                CHECK_OK(jag_op_call(op, a, 2, &y));
+                CHECK_OK(run_ref(op, jag__ref_mean_backward, a, 2, &r));
+                CHECK_MSG(y && r && t_allclose(y, r, 0, 0), "keep %d tr %d dtype %d: kernel vs reference", keep, tr, f);
+                double inv = 1.0 / (double)(60 / n_g); /* N = 60 / numel(g) */
+                bool ok = y && jag_numel(y) == 60;
+                for (int64_t i = 0; ok && i < 60; i++) {
+                    int64_t k[3] = {i / 15, i / 3 % 5, i % 3}, gi[3];
+                    for (int d = 0; d < 3; d++) gi[d] = gs[d] == 1 ? 0 : k[d];
+                    jag_tensor *e = NULL;
+                    double gv = 0;
+                    if (!jag_select(g, 0, gi[0], &e)) {
+                        jag_tensor *e2 = NULL, *e3 = NULL;
+                        if (!jag_select(e, 0, gi[1], &e2) && !jag_select(e2, 0, gi[2], &e3)) gv = t_get(e3, 0);
+                        jag_release(e2), jag_release(e3);
+                    }
+                    jag_release(e);
+                    double want = f ? gv * inv : (double)((float)gv * (float)inv);
+                    ok = t_get(y, i) == want;
+                }
+                CHECK_MSG(ok, "keep %d tr %d dtype %d: expand(g) / N", keep, tr, f);
+                jag_release(g), jag_release(gt), jag_release(y), jag_release(r);
+            }
+        }
+    }
+    int64_t gs[3] = {4, 2, 3}, neg[3] = {4, -5, 3};
+    jag_tensor *g = t_rand(gs, 3, JAG_FLOAT32, -1, 1, 7), *gi = NULL, *o = NULL;
+    jag_value a[2] = {{.kind = JAG_VAL_TENSOR, .u.t = g}, {.kind = JAG_VAL_INTS, .u.ints = {sizes, 3}}};
+    CHECK_ERR(jag_op_call(op, a, 2, &o), JAG_ESHAPE, "jag_mean_backward: argument 'g' has size 2 at dim 1, expected 5 or 1");
+    a[1].u.ints.n = 2;
+    CHECK_ERR(jag_op_call(op, a, 2, &o), JAG_ESHAPE, "argument 'g' has 3 dims and 'sizes' 2 entries");
+    a[1].u.ints.v = neg, a[1].u.ints.n = 3;
+    CHECK_ERR(jag_op_call(op, a, 2, &o), JAG_EINVAL, "argument 'sizes' has -5 at dim 1");
+    CHECK_OK(jag_zeros(gs, 3, JAG_INT64, &gi));
+    a[0].u.t = gi;
+    CHECK_ERR(jag_op_call(op, a, 2, &o), JAG_EDTYPE, "argument 'g' has dtype int64");
+    CHECK(o == NULL);
+    jag_release(g), jag_release(gi);
+}
+
+TEST_MAIN(test_mean_backward, test_logsumexp_hand, test_sum_hand, test_int_sums_exact, test_mean_var_std_hand, test_extrema_hand, test_empty,
           test_size1_and_0d, test_dims_ops_vs_ref, test_index_ops_vs_ref, test_large, test_long_row_accuracy,
           test_thread_count_invariance, test_errors)

@@ -717,11 +717,20 @@ RULE(sum) {
     END;
 }
 
+/* mean_backward (g kept-dims view, x's sizes): expand(g) / N with N read
+ * from the sizes when it runs, so that a traced program serves every
+ * batch size (a double 1 / N would be a constant of the trace) */
 RULE(mean) {
     BEGIN;
     const jag_tensor *x = IN(0);
     reduce_info r = reduce_dims(x, &c->args[1]);
-    SET(0, MULS(EXPAND(keepdim_view(p, go[0], x, &r), x->sizes, x->ndim), 1.0 / (double)r.count));
+    jag_tensor *gk = keepdim_view(p, go[0], x, &r), *gx = NULL;
+    if (!p->st) {
+        jag_value a[] = {jag__v_tensor(gk), jag__v_ints(x->sizes, x->ndim)};
+        jag_status st = jag__dispatch(JAG_OP_mean_backward, a, 2, &gx);
+        gx = take(p, st, gx);
+    }
+    SET(0, gx);
     END;
 }
 

@@ -118,6 +118,7 @@ jag_status jag__meta_ragged_reduce_backward(const char *, const jag_value *, int
 jag_status jag__meta_native_layer_norm(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_native_rms_norm(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_layer_norm_backward(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_mean_backward(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_rms_norm_backward(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_softmax_backward(const char *, const jag_value *, int, jag_spec *);
 

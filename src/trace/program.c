@@ -91,7 +91,7 @@ static int find_cands(jag_exec *e, int64_t v) {
     return first;
 }
 
-/* view, expand and full take sizes as a list: an entry above 1 that equals
+/* view, expand, mean_backward and full take sizes as a list: an entry above 1 that equals
  * some input size when traced is taken from that input at run time (every
  * input size that was equal then must be equal at run time: the entry
  * cannot tell them apart); an entry that equals none fixes the program's
@@ -115,7 +115,9 @@ static jag_status bind_sizes(jag_exec *e, jag_instr *in) {
             if (e->cands[k].traced == v) e->cands[k].pinned = true;
         return JAG_OK;
     }
-    int a = s->op == JAG_OP_view || s->op == JAG_OP_expand ? 1 : s->op == JAG_OP_full ? 0 : -1;
+    int a = s->op == JAG_OP_view || s->op == JAG_OP_expand || s->op == JAG_OP_mean_backward ? 1
+            : s->op == JAG_OP_full                                                          ? 0
+                                                                                            : -1;
     if (a < 0 || a >= s->nargs || s->args[a].kind != JAG_VAL_INTS) return JAG_OK;
     int n = s->args[a].u.ints.n;
     in->dyn_ints = malloc((size_t)(n ? n : 1) * sizeof *in->dyn_ints);
@@ -492,7 +494,10 @@ static jag_status run_instr(jag_exec *e, jag_instr *in) {
             if (a[i].kind == JAG_VAL_TENSOR && a[i].u.t->subclass) direct = false;
             else if (a[i].kind == JAG_VAL_TENSORS) direct = false;
         if (direct) {
-            bool same = in->have_specs && in->n_args <= 4;
+            /* the specs of the last run serve while the tensor arguments
+             * keep their shapes, unless the op takes a size list read from
+             * the inputs (full, mean_backward): its numbers change them */
+            bool same = in->have_specs && in->n_args <= 4 && in->size_arg < 0;
             for (int j = 0; same && j < in->n_args; j++) {
                 const jag_tensor *x = e->slots[in->arg_slot[j]];
                 same = x->dtype == in->in_dtype[j] && x->ndim == in->in_ndim[j] &&

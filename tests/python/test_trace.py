@@ -135,6 +135,36 @@ def test_one_program_for_other_lengths_when_sizes_are_constants():
     assert fast.num_programs == 1
 
 
+def test_one_program_for_every_batch_size_with_mean_in_the_loss():
+    # a training step whose loss is a mean over the batch (cross_entropy):
+    # mean's gradient divides by the batch size, read from the inputs at run
+    # time (mean_backward's size list), so the program of the first two
+    # batch sizes serves every other one, and its gradients are eager's
+    rng = np.random.default_rng(8)
+    emb = jag.tensor(rng.standard_normal((20, 6)), dtype=jag.float32, requires_grad=True)
+    w = jag.tensor(rng.standard_normal((3, 6)), dtype=jag.float32, requires_grad=True)
+
+    def loss_fn(ids, labels, emb, w):
+        pooled = F.embedding(ids, emb).mean(1)  # (B, 6)
+        return F.cross_entropy(pooled @ w.t(), labels) + (pooled * pooled).mean(0).sum()
+
+    fast = jag.compile(loss_fn)
+    for lengths in ([3, 4], [2, 5, 1], [4, 4, 4, 2], [1], [6, 2, 3, 3, 3]):
+        ids = jag.nested.nested_tensor([jag.tensor(rng.integers(0, 20, n), dtype=jag.int64) for n in lengths],
+                                       layout=jag.jagged)
+        labels = jag.tensor(rng.integers(0, 3, len(lengths)), dtype=jag.int64)
+        grads = []
+        for f in (fast, loss_fn):
+            emb.grad = w.grad = None
+            loss = f(ids, labels, emb, w)
+            loss.backward()
+            grads.append((float(loss), emb.grad.numpy().copy(), w.grad.numpy().copy()))
+        assert grads[0][0] == pytest.approx(grads[1][0], rel=1e-6)
+        for got, want in zip(grads[0][1:], grads[1][1:]):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert fast.num_programs == 1
+
+
 def test_one_program_per_kind_of_inputs():
     fast = jag.compile(lambda x: jag.sin(x) + 1.0)
     fast(jag.randn(3))
