@@ -10,10 +10,17 @@ it again and again, as torch.compile does.
     y = fast(nt, w)                # kind of inputs, then runs that program
     y.sum().backward()             # outputs support autograd
 
+    fast_model = jag.compile(model)   # a module: its parameters and buffers,
+    y = fast_model(nt)                # like the tensors a function reads from
+                                      # its closure and globals, are inputs
+
 The passes: desugar (subclass symbols become the ops their handlers run on
 the inner tensors), dce (drops what no output needs), fuse (pointwise chains
 run in one pass over memory) and grad (appends the backward program).
 """
+import dis as _dis
+import types as _types
+
 from . import _C
 
 __all__ = ["trace", "compile", "Trace", "Program"]
@@ -102,21 +109,263 @@ class Trace:
 def trace(fn, *example_inputs, names=None):
     """Trace fn(*example_inputs) on proxies of the inputs (only their kind and
     sizes are read; requires_grad too). names: one name per input for the
-    printed program. fn returns a tensor or a tuple of tensors."""
+    printed program. fn returns a tensor or a tuple of tensors. Tensors fn
+    reads from outside its inputs are constants of the trace (jag.compile
+    passes them as inputs instead)."""
     if names is not None:
         names = tuple(names)
     return Trace(_C._trace(fn, tuple(example_inputs), names))
 
 
-class _Compiled(_C.Compiled):
-    """fn compiled on its first call with each new kind of inputs."""
+# ---- tensors read from outside the arguments -------------------------------
+#
+# A program's inputs are the tensors it receives; anything else it reads is a
+# constant of the program. So that the parameters a function or module reads
+# stay live (gradients reach them, updates and rebindings are seen), the
+# tensors a call reads directly from outside its arguments are collected
+# before each call and passed after the arguments; while tracing, the
+# function runs with their proxies in their places.
+
+_MAX_LAYOUTS = 64  # what-is-read layouts kept per compiled callable
+
+
+_module_class_found = []
+
+
+def _module_class():
+    """jag.nn.Module (imported on first use: jag.nn imports jag)."""
+    if not _module_class_found:
+        from .nn.module import Module
+
+        _module_class_found.append(Module)
+    return _module_class_found[0]
+
+
+def _loaded_globals(code):
+    """The global names code loads, and those the code objects defined in it
+    load (inner functions, lambdas, comprehensions: they get the globals of
+    the frame that makes them), each once, in order."""
+    names = []
+    stack = [code]
+    while stack:
+        c = stack.pop(0)
+        for ins in _dis.get_instructions(c):
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval not in names:
+                names.append(ins.argval)
+        stack.extend(k for k in c.co_consts if isinstance(k, _types.CodeType))
+    return tuple(names)
+
+
+class _Reads:
+    """The outer tensors one call reads, where each is read from, and a key
+    that names those places (cells, global names, modules by identity and
+    type, parameter and buffer names; not the tensors) and the training
+    flags of the modules involved: calls with the same key run the same
+    programs, chosen among by the tensors' kinds as for arguments."""
+
+    __slots__ = ("tensors", "key", "cells", "globals", "entries", "_ids", "_modules")
+
+    def __init__(self):
+        self.tensors, self.key = [], []
+        self.cells, self.globals, self.entries = [], [], []
+        self._ids, self._modules = {}, set()
+
+    def _slot(self, t):
+        j = self._ids.get(id(t))
+        if j is None:
+            j = self._ids[id(t)] = len(self.tensors)
+            self.tensors.append(t)
+        return j
+
+    def add_module(self, module):
+        """Every parameter and buffer of module and its descendants (each
+        module once, each tensor one input however many places hold it).
+        The key names each module by identity and type, so that a child
+        replaced by another module traces again."""
+        tensor_class, seen, ids, tensors = _C.TensorBase, self._modules, self._ids, self.tensors
+        key, entries = self.key, self.entries
+        stack = [module]
+        while stack:
+            m = stack.pop()
+            if m is None or id(m) in seen:
+                continue
+            seen.add(id(m))
+            d = m.__dict__
+            key.append((id(m), type(m), bool(d.get("training", m.training))))
+            for kind in ("_parameters", "_buffers"):
+                table = d[kind]
+                for name, v in table.items():
+                    if isinstance(v, tensor_class):
+                        j = ids.get(id(v))
+                        if j is None:
+                            j = ids[id(v)] = len(tensors)
+                            tensors.append(v)
+                        entries.append((table, name, j))
+                        key.append((kind, name, j))
+            children = d["_modules"]
+            if children:
+                stack.extend(reversed(children.values()))
+
+    def add_function(self, fn, global_names):
+        """The tensors (and modules) fn holds in its closure cells or finds
+        in its globals under the names its code loads."""
+        module_class = _module_class()
+        for i, cell in enumerate(fn.__closure__ or ()):
+            try:
+                v = cell.cell_contents
+            except ValueError:  # an empty cell
+                continue
+            if isinstance(v, _C.TensorBase):
+                j = self._slot(v)
+                self.cells.append((i, j))
+                self.key.append(("cell", i, j))
+            elif isinstance(v, module_class):
+                self.add_module(v)
+        g = fn.__globals__
+        for name in global_names:
+            v = g.get(name)
+            if isinstance(v, _C.TensorBase):
+                j = self._slot(v)
+                self.globals.append((name, j))
+                self.key.append(("global", name, j))
+            elif isinstance(v, module_class):
+                self.add_module(v)
+
+
+def _with_proxies(fn, reads, proxies):
+    """fn rebuilt over new closure cells and a copy of its globals where
+    reads found tensors, those holding proxies instead (fn itself when
+    reads found none in either)."""
+    if not reads.cells and not reads.globals:
+        return fn
+    closure = fn.__closure__
+    if reads.cells:
+        closure = list(closure)
+        for i, j in reads.cells:
+            closure[i] = _types.CellType(proxies[j])
+        closure = tuple(closure)
+    g = fn.__globals__
+    if reads.globals:
+        g = dict(g)
+        for name, j in reads.globals:
+            g[name] = proxies[j]
+    f = _types.FunctionType(fn.__code__, g, fn.__name__, fn.__defaults__, closure)
+    f.__kwdefaults__ = fn.__kwdefaults__
+    return f
+
+
+class _Target:
+    """What jag.compile was given, seen as: a function whose closure and
+    globals are read, and/or modules whose parameters and buffers are read.
+    A callable of another kind reads nothing (everything else it reads is a
+    constant of its programs)."""
+
+    __slots__ = ("obj", "fn", "self_", "module", "global_names")
+
+    def __init__(self, obj):
+        self.obj, self.fn, self.self_, self.module, self.global_names = obj, None, None, None, ()
+        module_class = _module_class()
+        if isinstance(obj, module_class):
+            self.module = obj
+            return
+        fn = obj
+        if isinstance(obj, _types.MethodType):
+            fn, self.self_ = obj.__func__, obj.__self__
+            if isinstance(self.self_, module_class):
+                self.module = self.self_
+        if isinstance(fn, _types.FunctionType):
+            self.fn = fn
+            self.global_names = _loaded_globals(fn.__code__)
+
+    def reads(self):
+        """What a call made now would read."""
+        r = _Reads()
+        if self.module is not None:
+            r.add_module(self.module)
+        if self.fn is not None:
+            r.add_function(self.fn, self.global_names)
+        return r
+
+    def call(self, reads, proxies, args):
+        """Call the target on args with proxies in the places reads names;
+        every module entry swapped is restored, even when the call raises."""
+        entries = reads.entries
+        saved = [table[name] for table, name, _ in entries]
+        try:
+            for table, name, j in entries:
+                table[name] = proxies[j]
+            if self.fn is None:
+                return self.obj(*args)
+            f = _with_proxies(self.fn, reads, proxies)
+            return f(*args) if self.self_ is None else f(self.self_, *args)
+        finally:
+            for (table, name, _), v in zip(entries, saved):
+                table[name] = v
+
+
+class _Compiled:
+    """fn compiled on its first call with each new kind of inputs, the
+    tensors it reads from outside its arguments passed as inputs too."""
+
+    def __init__(self, fn, flags):
+        self._fn = fn
+        self._flags = flags
+        self._target = _Target(fn)
+        self._by_reads = {}  # key of what is read -> _C.Compiled
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            raise TypeError("jag.compile: the compiled function takes its inputs by position only")
+        reads = self._target.reads()
+        key = tuple(reads.key)
+        c = self._by_reads.get(key)
+        if c is None:
+            c = self._compiled_for(key, len(reads.tensors))
+        if not reads.tensors:
+            return c(*args)
+        if len(args) + len(reads.tensors) > 64:
+            raise ValueError("jag.compile: %d inputs and %d tensors read from outside them (parameters, "
+                             "closure, globals): at most 64 in all" % (len(args), len(reads.tensors)))
+        return c(*args, *reads.tensors)
+
+    def _compiled_for(self, key, n_read):
+        if n_read == 0:
+            c = _C.Compiled(self._fn, self._flags)
+        else:
+            target = self._target
+
+            def traced(*args):
+                reads = target.reads()
+                if tuple(reads.key) != key:
+                    raise RuntimeError("jag.compile: what %r reads from outside its arguments changed while it "
+                                       "was traced" % (target.obj,))
+                n = len(args) - n_read
+                return target.call(reads, args[n:], args[:n])
+
+            c = _C.Compiled(traced, self._flags)
+        if len(self._by_reads) >= _MAX_LAYOUTS:
+            del self._by_reads[next(iter(self._by_reads))]
+        self._by_reads[key] = c
+        return c
+
+    @property
+    def num_programs(self):
+        """Programs kept: one per kind of inputs (and of the tensors read)."""
+        return sum(c.num_programs for c in self._by_reads.values())
 
     @property
     def __wrapped__(self):
         return self._fn
 
+    def __getattr__(self, name):
+        # the compiled module's attributes (parameters(), train(), ...)
+        fn = self.__dict__.get("_fn")
+        if fn is None or name.startswith("__"):
+            raise AttributeError("%r object has no attribute %r" % (type(self).__name__, name))
+        return getattr(fn, name)
+
     def __repr__(self):
-        return "<jag.compile of %r: %d program(s)>" % (getattr(self, "_fn", None), self.num_programs)
+        return "<jag.compile of %r: %d program(s)>" % (self._fn, self.num_programs)
 
 
 def compile(fn=None, *, passes=None):
@@ -127,12 +376,51 @@ def compile(fn=None, *, passes=None):
     only on the traced sizes; the trace of a call with other sizes shows
     which numbers are constants and which follow the inputs, and from then
     on one program serves every length. Usable as a decorator: @jag.compile
-    or @jag.compile(passes=(...))."""
+    or @jag.compile(passes=(...)).
+
+    Tensors fn reads from outside its arguments are inputs of the program
+    too, as torch.compile lifts them: on every call their current values
+    are passed, so gradients reach them (w.grad is filled as in eager mode),
+    in-place updates (an optimizer's step) are seen by the next call, and
+    rebinding a name to another tensor is seen (a tensor of the same kind
+    runs the same program, another kind traces a new one). They are:
+
+    - the tensors in fn's closure cells and the tensors bound to the global
+      names fn's code loads (fn.__code__ and the code defined inside it,
+      looked up in fn.__globals__ at each call);
+    - every parameter and buffer (recursively) of a jag.nn.Module given as
+      fn, of the module a bound method fn belongs to (model.forward), and of
+      a module held in such a closure cell or global.
+
+    A tensor read another way stays a constant of the program: the program
+    holds the tensor it read while tracing, so rebinding the name is not
+    seen and no gradient reaches it. That is a tensor inside a container (a
+    list or dict of tensors), an attribute of an object other than a
+    module, a default argument value, or one that another function (a
+    helper fn calls) reads from its own globals or closure. Pass such
+    tensors as arguments. Lifted tensors are proxies while fn is traced, as
+    arguments are: their data cannot be read then (w.item(), w.numpy()).
+
+    Values that are not tensors (a closed-over float, a module's eps) are
+    constants of the program as they were when traced. Other callables
+    (functools.partial, objects with __call__ that are not modules) lift
+    nothing.
+
+    jag.compile(module) returns a callable that runs the module's forward;
+    the module's other attributes are reached through it (parameters(),
+    train(), eval()). A module is known by its identity: replacing a child
+    module traces again.
+
+    A module's training flag (and those of its descendants) is part of what
+    selects a program: a call after module.eval() or module.train() runs a
+    program traced in that mode. Dropout that is active (training mode,
+    p > 0) draws random numbers, which a traced function refuses: compile
+    such a model in eval() mode, or run its training steps eagerly."""
     flags = _pass_flags(passes)
 
     def make(f):
-        c = _Compiled(f, flags)
-        c._fn = f
-        return c
+        if not callable(f):
+            raise TypeError("jag.compile: expected a callable, got %s" % type(f).__name__)
+        return _Compiled(f, flags)
 
     return make if fn is None else make(fn)
