@@ -23,7 +23,8 @@ test: build
 	@$(MAKE) test-python
 
 # --- Python package (python/, tests/python/) -------------------------------
-# Makes .venv (scripts/python_env.sh: numpy, pytest), builds the extension
+# Makes .venv (scripts/python_env.sh: numpy, pytest, scikit-build-core; a .pth
+# puts python/ on .venv's path), builds the extension
 # jag._C in place (python/jag/) against $(BUILD)/libjag.so with an rpath to
 # it (python/setup.py), then runs pytest on tests/python.
 test-python: build
@@ -77,8 +78,11 @@ demo: build
 # Benchmarks on the Release build: bench/results/<date>-<host>.json, then
 # bench/report.md and its plots (matplotlib in .venv, see scripts/bench_setup.sh).
 # BENCH_ARGS=--quick: under two minutes; BENCH_ARGS="--threads N": OpenMP threads.
+# TORCH=1: also jag against PyTorch on the same data (bench/bench_torch.py, the
+# report's summary); installs torch from PyPI into .venv-bench once (about 5 GB).
+TORCH ?=
 bench: build
-	@scripts/bench.sh $(BUILD) $(BENCH_ARGS)
+	@scripts/bench.sh $(BUILD) $(BENCH_ARGS) $(if $(filter 1,$(TORCH)),--torch)
 
 install: build
 	@cmake --install $(BUILD) --prefix $(PREFIX)

@@ -44,7 +44,7 @@ WANTED_LENGTHS = [("uniform", ("uniform",)),
                   ("all equal", ("allequal", "equal", "constant", "fixed")),
                   ("corpus (fortunes)", ("corpus", "fortunes", "real"))]
 PLOTS = {"nested": "nested_speedup.png", "memory": "memory_bandwidth.png",
-         "gemm": "gemm_gflops.png", "dispatch": "dispatch_overhead.png"}
+         "gemm": "gemm_gflops.png", "dispatch": "dispatch_overhead.png", "torch": "vs_torch.png"}
 
 
 # ---- collect --------------------------------------------------------------
@@ -221,6 +221,8 @@ def collect(a):
         "programs": programs,
         "problems": problems,
         "figures": figures,
+        # why the comparison with PyTorch (bench/bench_torch.py) did not run, if it did not
+        "torch_note": a.torch_note or None,
     }
     os.makedirs(os.path.dirname(os.path.abspath(a.out)), exist_ok=True)
     tmp = a.out + ".tmp"
@@ -299,6 +301,7 @@ class Torch:
                 self.figs[(f["name"], json.dumps(f.get("params", {}), sort_keys=True))] = f["values"]
                 # bench_python may run under another interpreter (JAG_BENCH_PYTHON) than the collector
                 self.version = self.version or f["values"].get("version")
+        self.version = self.version or torch_version_of(res)
 
     def cell(self, fig, key, digits=2):
         v = self.figs.get((fig["name"], json.dumps(fig.get("params", {}), sort_keys=True)))
@@ -350,6 +353,175 @@ def quantized_times(figures, tick=0.004, floor=0.003, ceil=0.05, tol=0.015):
 
 def by_name(figures, name, bench=None):
     return [f for f in figures if f["name"] == name and (bench is None or f.get("bench") == bench)]
+
+
+# ---- render: jag vs torch (bench/bench_torch.py) ---------------------------
+
+ENCODER_LABELS = [("jag_eager", "jag eager (nested)"), ("jag_compiled", "jag compiled (jag.compile, nested)"),
+                  ("torch_padded", "torch eager, padded + src_key_padding_mask"),
+                  ("torch_compiled_padded", "torch.compile, padded + src_key_padding_mask"),
+                  ("torch_nested", "torch nested (jagged)")]
+
+
+def torch_rows(figures):
+    """The summary's rows, in order: (op, sizes, jag s, torch nested s or
+    why not, torch padded/dense s, ratio vs nested, ratio vs padded/dense,
+    agree, figure)."""
+    rows = []
+    for f in by_name(figures, "nested_op", "vs_torch"):
+        p, v = f["params"], f["values"]
+        sizes = "B=%s, D=%s, %s tokens (max %s, %.0f%% real)" % (
+            p["B"], p["D"], p["tokens"], p["max_len"], 100 * p["real_over_padded"])
+        rows.append({"op": p["op"], "kind": "nested", "sizes": sizes, "jag": v["jag_s"],
+                     "nested": v.get("torch_nested_s", v.get("torch_nested")), "padded": v["torch_padded_s"],
+                     "ratio_nested": v.get("ratio_nested"), "ratio_padded": v["ratio_padded"],
+                     "agree": v.get("agree"), "diff": v.get("max_abs_diff"), "with": v.get("compared_with")})
+    for f in by_name(figures, "dense_op", "vs_torch"):
+        p, v = f["params"], f["values"]
+        rows.append({"op": p["op"], "kind": "dense", "sizes": p["size"], "jag": v["jag_s"], "nested": None,
+                     "padded": v["torch_s"], "ratio_nested": None, "ratio_padded": v["ratio"],
+                     "agree": v.get("agree"), "diff": v.get("max_abs_diff"), "with": "torch dense"})
+    return rows
+
+
+def fmt_ratio(r):
+    if r is None:
+        return "—"
+    return "**%.2f×**" % r if r < 1 else "%.2f×" % r
+
+
+def torch_version_of(res):
+    for f in by_name(res["figures"], "config", "vs_torch"):
+        return f["values"].get("torch_version")
+    return None
+
+
+def torch_summary(res, plots):
+    """The report's opening section: jag against torch, or how to get it."""
+    figures = res["figures"]
+    out = ["## jag vs torch", ""]
+    missing = by_name(figures, "torch_missing", "vs_torch")
+    rows = torch_rows(figures)
+    enc = by_name(figures, "encoder_step", "vs_torch")
+    if not rows and not enc:
+        why = res.get("torch_note") or (
+            "bench_torch ran but torch did not import (%s)" % missing[0]["values"]["reason"] if missing
+            else "the comparison was not requested")
+        prog = [p for p in res["programs"] if p["program"] == "bench_torch" and p["exit"] != 0]
+        if prog:
+            why = "bench_torch failed (exit %s)" % prog[0]["exit"]
+        return out + ["> **torch was not part of this run:** %s. To compare jag with PyTorch on the same data, run "
+                      "`make bench TORCH=1` (it installs torch from PyPI into `.venv-bench`, about 5 GB, once; "
+                      "`JAG_BENCH_TORCH_PYTHON=/path/to/python` uses an interpreter that already has torch)." % why, ""]
+    cfg = by_name(figures, "config", "vs_torch")
+    c = cfg[0]["values"] if cfg else {}
+    out += ["torch %s against jag on the same numbers (generated once with numpy, handed to both), timed "
+            "interleaved in the same run, both on %s thread(s) (jag.set_num_threads, torch.set_num_threads). "
+            "**Ratio = torch time / jag time: above 1, jag is faster** (below 1 in bold). jag is called through "
+            "its Python API, which adds about 0.5–1 µs per op to the C call, as torch's Python layer adds its "
+            "own; at these sizes (tens of µs and more per op) that is a few percent at most. The nested rows run "
+            "on a batch of long-tailed lengths: torch nested is a `torch.nested` jagged tensor (or the error "
+            "torch gives for the op), torch padded is the same batch padded to its longest item with torch's "
+            "dense op (the padding itself not timed). Before timing, each jag result is compared with torch's "
+            "(\"agree\": max |difference| ≤ 1e-3, 3.2e-2 for mm over K = 1024)." % (
+                c.get("torch_version", "?"), c.get("jag_threads", "?")), ""]
+    if rows:
+        out += ["| op | sizes | jag | torch nested | torch padded / dense | ratio vs torch nested | "
+                "ratio vs torch padded / dense | agree |", "|---|---|---|---|---|---|---|---|"]
+        for r in rows:
+            nested = "(dense op)" if r["kind"] == "dense" else (
+                fmt_time(r["nested"]) if isinstance(r["nested"], (int, float)) else str(r["nested"]))
+            agree = "—" if r["agree"] is None else ("yes" if r["agree"] else "**no** (%s off by %s)" % (
+                r["with"], fmt(r["diff"], 6)))
+            out.append("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+                r["op"], r["sizes"], fmt_time(r["jag"]), nested, fmt_time(r["padded"]), fmt_ratio(r["ratio_nested"]),
+                fmt_ratio(r["ratio_padded"]), agree))
+        out.append("")
+    if "torch" in plots:
+        out += ["![torch time / jag time per op](%s)" % plots["torch"], ""]
+    for f in enc:
+        p, v = f["params"], f["values"]
+        out += ["### Training step: %s" % p["model"], "",
+                "One step = %s, on a ragged batch of %s long-tailed lengths (%s tokens, longest %s, %.0f%% of the "
+                "padded batch real). Time per step timed interleaved as above; tokens/s count the real tokens. "
+                "Peak memory: each side alone in a fresh process, its peak RSS during its first 4 steps over its RSS "
+                "at the end of its setup (%s, from /proc/self/status; a compiled side's includes compiling; "
+                "\"first step\" is that process's first step, compiling included). Both models hold the same "
+                "weights: jag's forward and torch's (padded, on the real rows) differ by at most %s." % (
+                    p["step"], p["B"], p["tokens"], p["max_len"], 100 * p["real_over_padded"],
+                    v.get("peak_method", "?"), fmt(v.get("forward_max_abs_diff"), 6)), "",
+                "| side | time per step | tokens/s | vs jag eager (time / jag eager's) | peak memory over setup | first step |",
+                "|---|---|---|---|---|---|"]
+        for key, label in ENCODER_LABELS:
+            if key + "_s" in v:
+                out.append("| %s | %s | %s | %s | %s MiB | %s |" % (
+                    label, with_range(v, key + "_s"), fmt(v[key + "_tokens_per_s"], 0),
+                    "%.2f×" % v[key + "_over_jag_eager"] if key + "_over_jag_eager" in v else "—",
+                    fmt(v.get(key + "_peak_mib"), 1), fmt_time(v.get(key + "_first_step_s"))))
+            else:
+                out.append("| %s | %s | — | — | — | — |" % (label, v.get(key, "not measured")))
+        out.append("")
+    return out
+
+
+def plot_torch(res, out_dir, plt, subtitle):
+    """Bars of torch time / jag time per op (log scale; right of 1: jag faster)."""
+    rows = torch_rows(res["figures"])
+    if not rows:
+        return None
+    labels, vs_nested, vs_padded = [], [], []
+    for r in rows:
+        labels.append("%s (%s)" % (r["op"], r["sizes"].split(",")[0] if r["kind"] == "nested" else r["sizes"]))
+        vs_nested.append(r["ratio_nested"])
+        vs_padded.append(r["ratio_padded"])
+    fig, ax = plt.subplots(figsize=(9, 0.32 * len(rows) + 1.8))
+    y = list(range(len(rows)))[::-1]
+    h = 0.4
+    ax.barh([yi + h / 2 for yi, r in zip(y, vs_nested) if r], [r for r in vs_nested if r], h,
+            color="tab:blue", label="torch nested (jagged) / jag")
+    ax.barh([yi - h / 2 for yi in y], vs_padded, h, color="tab:orange", label="torch padded (nested ops) or dense / jag")
+    ax.axvline(1.0, color="black", linewidth=1)
+    ax.set_xscale("log")
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels, fontsize=8)
+    ax.set_xlabel("torch time / jag time (right of 1: jag faster)")
+    ax.set_title("jag vs torch, same data, same threads\n" + subtitle, fontsize=10)
+    ax.legend(fontsize=8, loc="lower right", framealpha=0.9)
+    from matplotlib.ticker import FuncFormatter
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: "%g" % v))
+    fig.tight_layout()
+    fig.savefig(os.path.join(out_dir, PLOTS["torch"]))
+    plt.close(fig)
+    return PLOTS["torch"]
+
+
+def figure_tables(figures):
+    """Figures without a section of their own: one table per (bench, name),
+    a column per parameter and value."""
+    groups = {}
+    for f in figures:
+        groups.setdefault((f.get("bench"), f["name"]), []).append(f)
+    out = []
+    for (bench, name), fs in groups.items():
+        pkeys, vkeys = [], []
+        for f in fs:
+            pkeys += [k for k in f.get("params", {}) if k not in pkeys]
+            vkeys += [k for k in f.get("values", {}) if k not in vkeys]
+
+        def cell(x):
+            if isinstance(x, float):
+                return "%.4g" % x
+            if isinstance(x, (dict, list)):
+                return "`%s`" % json.dumps(x)
+            return "—" if x is None else str(x).replace("|", "\\|")
+
+        out += ["### %s / %s" % (bench, name), "", "| " + " | ".join(pkeys + vkeys) + " |",
+                "|" + "---|" * len(pkeys + vkeys)]
+        for f in fs:
+            out.append("| " + " | ".join([cell(f.get("params", {}).get(k)) for k in pkeys] +
+                                         [cell(f["values"].get(k)) for k in vkeys]) + " |")
+        out.append("")
+    return out
 
 
 # ---- render: plots ----------------------------------------------------------
@@ -547,6 +719,10 @@ def plot_all(res, out_dir):
         fig.savefig(os.path.join(out_dir, PLOTS["dispatch"]))
         plt.close(fig)
         made["dispatch"] = PLOTS["dispatch"]
+
+    # 5. jag vs torch
+    if plot_torch(res, out_dir, plt, subtitle):
+        made["torch"] = PLOTS["torch"]
     return made
 
 
@@ -611,7 +787,9 @@ def report(res, results_rel, plots, plots_note):
                     "machine lowers bandwidth and widens the spread: %s to confirm a verdict near its "
                     "target." % (load, ticks, hint), ""]
 
-    # -- summary
+    out += torch_summary(res, plots)
+
+    # -- targets
     pw = by_name(figures, "pointwise_vs_memcpy", "dense")
     mm = sorted(by_name(figures, "mm_vs_blas", "dense"), key=lambda f: f["params"]["n"])
     do = by_name(figures, "dispatch_overhead")
@@ -939,12 +1117,11 @@ def report(res, results_rel, plots, plots_note):
     # -- anything else
     known = {"pointwise_vs_memcpy", "mm_vs_blas", "dispatch_overhead", "nested_vs_padded", "python_overhead",
              "op_vs_padded", "blas_core"}
-    other = [f for f in figures if f["name"] not in known and f.get("bench") != "torch"]
+    other = [f for f in figures if f["name"] not in known and f.get("bench") not in ("torch", "vs_torch")]
     if other:
-        out += ["## Other figures", ""]
-        for f in other:
-            out.append("- `%s/%s` %s: %s" % (f.get("bench"), f["name"], json.dumps(f.get("params")), json.dumps(f.get("values"))))
-        out.append("")
+        out += ["## Other figures", "", "Figures without a section of their own, one table per benchmark and "
+                "figure name (seconds unless the column says otherwise).", ""]
+        out += figure_tables(other)
 
     # -- how
     out += ["## How these figures are made", "",
@@ -959,6 +1136,12 @@ def report(res, results_rel, plots, plots_note):
             "(shown as [min – max] beside a time wherever the figure carries `<time>_min` and `<time>_max`; "
             "so far only the pointwise op times do).",
             "- Plots: matplotlib in the project's `.venv` (made by `scripts/bench_setup.sh`), Agg backend.",
+            "- jag vs torch: `make bench TORCH=1` (or `scripts/bench.sh BUILD --torch`) also runs "
+            "`bench/bench_torch.py` in `.venv-bench`, a separate environment with torch from PyPI "
+            "(`scripts/bench_setup.sh --torch`; kept apart from `.venv` so that `make test` never installs "
+            "torch's 5 GB). Its sides are timed interleaved in rounds as above (3 in quick runs); a side slower "
+            "than 0.25 s per call (0.5 s in full runs) is timed once. torch.compile gets %s s for its first "
+            "steps in quick runs, %s s in full runs." % (120, 600),
             ""]
     timing = ["%s %s s (exit %s)" % (p["program"], fmt(p.get("wall_s"), 1), p["exit"]) for p in res["programs"]]
     if timing:
@@ -1002,6 +1185,7 @@ def main():
     c.add_argument("--build", required=True)
     c.add_argument("--out", required=True)
     c.add_argument("--mode", default="full", choices=("full", "quick"))
+    c.add_argument("--torch-note", default="", help="why bench_torch did not run (from scripts/bench.sh)")
     r = sub.add_parser("render", help="results JSON -> bench/report.md and PNGs")
     r.add_argument("results")
     r.add_argument("--report", default=os.path.join(ROOT, "bench", "report.md"))

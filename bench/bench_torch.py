@@ -1,0 +1,496 @@
+"""jag against PyTorch on the same data, in one run.
+
+Every figure times jag (through its Python API) and torch on the same
+numbers, generated once with numpy and handed to both: the sides of a
+figure are timed interleaved in rounds (each round: a warm-up call, then
+repeats of each side in turn), so both see the same machine state; a time
+is the median of the round medians, *_min / *_max the range of the round
+medians. jag and torch run on the same number of threads (OMP_NUM_THREADS,
+else one per usable core: jag.set_num_threads and torch.set_num_threads).
+
+jag's Python layer adds about 0.5-1 us per op to the C call
+(bench/bench_python.py measures it); torch's Python layer adds its own. The
+sizes here make each op take tens of microseconds or more, so that fixed
+cost is a few percent at most; on tiny tensors it is not.
+
+Figures (one JSON line each, "bench": "vs_torch"):
+
+  nested_op      an op on a jagged batch of long-tailed lengths: jag nested,
+                 torch.nested jagged (or torch's error when it refuses the
+                 op), torch dense on the same batch padded to the longest
+                 length (the padding is not timed). Before timing, jag's
+                 result is compared with torch's (nested, else the padded
+                 result's real rows): max_abs_diff and agree.
+  dense_op       the same op on plain tensors: jag vs torch.
+  encoder_step   one training step (forward + backward of a loss summed over
+                 the real tokens) of TransformerEncoderLayer(256, 4, 1024) on
+                 a ragged batch: jag eager nested, jag.compile, torch padded
+                 eager (src_key_padding_mask), torch.compile on the padded
+                 batch, torch nested (or torch's error). Tokens/s count the
+                 real tokens. Peak memory: each side runs alone in a fresh
+                 process (this file with --memory SIDE): its peak RSS during
+                 its first 4 steps over its RSS at the end of its setup
+                 (imports, model, data), from /proc/self/status (VmHWM,
+                 reset by /proc/self/clear_refs; ru_maxrss would start at
+                 the parent's peak, which Linux carries across exec); a
+                 compiled side's peak includes compiling.
+
+Usage: python bench/bench_torch.py [--quick]
+       python bench/bench_torch.py --memory SIDE [--quick]   (one side's peak)
+"""
+import json
+import os
+import resource
+import signal
+import statistics
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+try:
+    import jag
+except ImportError:  # from the source tree: the in-place built package
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
+    import jag
+import jag.nn.functional as JF
+
+QUICK = "--quick" in sys.argv[1:]
+ROUNDS = 5 if not QUICK else 3
+SAMPLES = 3                       # timed samples per side per round
+BUDGET = 0.1 if not QUICK else 0.02   # seconds per side per round
+SLOW_S = 0.5 if not QUICK else 0.25   # a side slower than this per call is timed once
+ENCODER = {"d_model": 256, "nhead": 4, "dim_feedforward": 1024, "batch": 32}
+COMPILE_LIMIT_S = 120 if QUICK else 600  # one side's memory process (torch.compile's compiling included)
+ATOL = {"float32": 1e-3}
+
+
+def thread_count():
+    env = os.environ.get("OMP_NUM_THREADS", "")
+    if env.isdigit() and int(env) > 0:
+        return int(env)
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def emit(name, params, values):
+    print(json.dumps({"bench": "vs_torch", "name": name, "params": params, "values": values}), flush=True)
+
+
+def first_line(e):
+    text = str(e).strip().splitlines()
+    return "%s: %s" % (type(e).__name__, text[0][:300] if text else "")
+
+
+# ---- timing -----------------------------------------------------------------
+
+def per_call(fn, n):
+    t0 = time.perf_counter()
+    for _ in range(n):
+        fn()
+    return (time.perf_counter() - t0) / n
+
+
+def calls_per_sample(fn):
+    """(calls per timed sample so that a round of SAMPLES samples takes about
+    BUDGET seconds, at least one; seconds of one call)."""
+    t = per_call(fn, 1)  # the first call: warm-up and a first estimate
+    n = 1
+    while t * n < BUDGET / (4 * SAMPLES) and n < 1 << 20:
+        n *= 4
+        t = per_call(fn, n)
+    return max(1, int(BUDGET / SAMPLES / max(t, 1e-9))), t
+
+
+def interleaved(fns, slow_s=None):
+    """{key: (median, min, max)} seconds per call of each side, timed in
+    ROUNDS rounds, each running every side in turn. A side slower than
+    slow_s (default SLOW_S) per call is timed once, so that one slow path
+    (torch's fallbacks) does not take the whole run's time; every side has
+    been called once before (a result check or a first step)."""
+    slow_s = SLOW_S if slow_s is None else slow_s
+    counts = {k: calls_per_sample(f) for k, f in fns.items()}
+    rounds = {k: [] for k in fns}
+    for r in range(ROUNDS):
+        for k, f in fns.items():
+            n, t = counts[k]
+            if t > slow_s:  # its one call in calls_per_sample (after a first call elsewhere) is the time
+                if r == 0:
+                    rounds[k].append(t)
+                continue
+            f()
+            rounds[k].append(statistics.median(per_call(f, n) for _ in range(SAMPLES)))
+    return {k: (statistics.median(r), min(r), max(r)) for k, r in rounds.items()}
+
+
+def timed_values(times, prefix_of):
+    out = {}
+    for k, (med, lo, hi) in times.items():
+        p = prefix_of[k]
+        out[p + "_s"], out[p + "_s_min"], out[p + "_s_max"] = med, lo, hi
+    return out
+
+
+# ---- data -----------------------------------------------------------------
+
+def long_tailed_lengths(rng, batch, scale, low, high):
+    """Pareto(1.2) lengths: most short, a few long (as bench_python's)."""
+    return [int(min(high, max(low, (rng.pareto(1.2) + 1.0) * scale))) for _ in range(batch)]
+
+
+class Batch:
+    """One ragged batch of float32 rows, as jag nested, torch nested and
+    torch padded tensors over the same numbers."""
+
+    def __init__(self, torch, rng, lengths, dim):
+        self.lengths = lengths
+        self.offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        self.values = rng.standard_normal((int(self.offsets[-1]), dim)).astype(np.float32)
+        self.max_len = max(lengths)
+        padded = np.zeros((len(lengths), self.max_len, dim), np.float32)
+        for b, n in enumerate(lengths):
+            padded[b, :n] = self.values[self.offsets[b]:self.offsets[b + 1]]
+        self.jag = jag.nested.nested_tensor_from_jagged(jag.from_numpy(self.values), jag.from_numpy(self.offsets))
+        self.torch_nested = torch.nested.nested_tensor_from_jagged(torch.from_numpy(self.values),
+                                                                   torch.from_numpy(self.offsets))
+        self.padded = torch.from_numpy(padded)
+        self.pad_mask = torch.from_numpy(np.arange(self.max_len)[None, :] >= np.array(lengths)[:, None])
+
+    def real_rows(self, padded):
+        """The real rows of a (B, L, ...) array, packed as the nested values."""
+        return np.concatenate([padded[b, :n] for b, n in enumerate(self.lengths)])
+
+    def params(self):
+        tokens = int(self.offsets[-1])
+        return {"B": len(self.lengths), "lengths": "long-tailed", "tokens": tokens, "max_len": self.max_len,
+                "real_over_padded": tokens / (len(self.lengths) * self.max_len)}
+
+
+def to_numpy(t):
+    return t.detach().numpy() if hasattr(t, "detach") else t.numpy()
+
+
+# ---- nested ops -----------------------------------------------------------
+
+def nested_cases(torch, rng, batch, dim):
+    """(op, jag fn, torch nested fn, torch padded fn, rows) per op: rows maps
+    (side, result) to a numpy array of the real rows, to compare sides."""
+    F = torch.nn.functional
+    x, tn, tp = batch.jag, batch.torch_nested, batch.padded
+    w_np = (rng.standard_normal((dim, dim)) / np.sqrt(dim)).astype(np.float32)
+    b_np = rng.standard_normal(dim).astype(np.float32)
+    g_np = (1 + 0.1 * rng.standard_normal(dim)).astype(np.float32)
+    jw, jb, jg = jag.from_numpy(w_np), jag.from_numpy(b_np), jag.from_numpy(g_np)
+    tw, tb, tg = torch.from_numpy(w_np), torch.from_numpy(b_np), torch.from_numpy(g_np)
+
+    def rows(side, r):  # (B, j, D) results
+        return to_numpy(r.values()) if side != "padded" else batch.real_rows(to_numpy(r))
+
+    def dense_rows(side, r):  # (B, D) results
+        return to_numpy(r)
+
+    heads = 4
+    hd = dim // heads
+    jq = x.unflatten(-1, (heads, hd)).transpose(1, 2)             # (B, H, j, hd)
+    tq = tn.unflatten(-1, (heads, hd)).transpose(1, 2)
+    pq = tp.unflatten(-1, (heads, hd)).transpose(1, 2)            # (B, H, L, hd)
+    key_ok = (~batch.pad_mask)[:, None, None, :]                   # True: takes part
+
+    def attn_rows(side, r):  # (B, H, j, hd) -> rows of (j, H * hd)
+        if side == "padded":
+            return batch.real_rows(to_numpy(r.transpose(1, 2))).reshape(-1, dim)
+        return to_numpy(r.transpose(1, 2).values()).reshape(-1, dim)
+
+    vocab = 10000
+    table_np = rng.standard_normal((vocab, dim)).astype(np.float32)
+    idx_np = rng.integers(0, vocab, int(batch.offsets[-1])).astype(np.int64)
+    starts_np = batch.offsets[:-1].copy()
+    pidx_np = np.zeros((len(batch.lengths), batch.max_len), np.int64)
+    for b, n in enumerate(batch.lengths):
+        pidx_np[b, :n] = idx_np[batch.offsets[b]:batch.offsets[b + 1]]
+    jt, ji, js = jag.from_numpy(table_np), jag.from_numpy(idx_np), jag.from_numpy(starts_np)
+    tt, ti, ts = torch.from_numpy(table_np), torch.from_numpy(idx_np), torch.from_numpy(starts_np)
+    pidx = torch.from_numpy(pidx_np)
+    keep = (~batch.pad_mask).unsqueeze(-1).float()
+    counts = torch.tensor(batch.lengths, dtype=torch.float32).unsqueeze(-1)
+
+    return [
+        ("relu", lambda: jag.relu(x), lambda: torch.relu(tn), lambda: torch.relu(tp), rows),
+        ("gelu", lambda: JF.gelu(x), lambda: F.gelu(tn), lambda: F.gelu(tp), rows),
+        ("sin", lambda: jag.sin(x), lambda: torch.sin(tn), lambda: torch.sin(tp), rows),
+        ("exp", lambda: jag.exp(x), lambda: torch.exp(tn), lambda: torch.exp(tp), rows),
+        ("add", lambda: x + x, lambda: tn + tn, lambda: tp + tp, rows),
+        ("linear (D x D weight + bias)", lambda: JF.linear(x, jw, jb), lambda: F.linear(tn, tw, tb),
+         lambda: F.linear(tp, tw, tb), rows),
+        ("layer_norm", lambda: JF.layer_norm(x, (dim,), jg, jb), lambda: F.layer_norm(tn, (dim,), tg, tb),
+         lambda: F.layer_norm(tp, (dim,), tg, tb), rows),
+        ("softmax (last dim)", lambda: jag.softmax(x, -1), lambda: torch.softmax(tn, -1),
+         lambda: torch.softmax(tp, -1), rows),
+        ("sum (ragged dim)", lambda: x.sum(dim=1), lambda: tn.sum(dim=1), lambda: tp.sum(dim=1), dense_rows),
+        ("sdpa (%d heads)" % heads, lambda: JF.scaled_dot_product_attention(jq, jq, jq),
+         lambda: F.scaled_dot_product_attention(tq, tq, tq),
+         lambda: F.scaled_dot_product_attention(pq, pq, pq, attn_mask=key_ok), attn_rows),
+        # torch's own ragged form of embedding_bag is indices + offsets (no torch.nested);
+        # padded: embedding of the padded indices, masked mean
+        ("embedding_bag (mean, vocab %d)" % vocab, lambda: JF.embedding_bag(ji, jt, js, mode="mean"),
+         lambda: F.embedding_bag(ti, tt, ts, mode="mean"),
+         lambda: (F.embedding(pidx, tt) * keep).sum(1) / counts, dense_rows),
+    ]
+
+
+def bench_nested(torch, threads):
+    rng = np.random.default_rng(0)
+    shapes = [(32, 256)] if QUICK else [(32, 256), (64, 512)]
+    for B, D in shapes:
+        batch = Batch(torch, rng, long_tailed_lengths(rng, B, 16, 8, 512), D)
+        for op, jfn, tfn, pfn, rows in nested_cases(torch, rng, batch, D):
+            params = dict(batch.params(), op=op, D=D)
+            values = {"threads": threads}
+            sides = {"jag": jfn, "padded": pfn}
+            try:
+                ref = ("nested", rows("nested", tfn()))
+                sides["nested"] = tfn
+            except Exception as e:  # noqa: BLE001 - torch refused the op: say why
+                values["torch_nested"] = "unsupported: " + first_line(e)
+                ref = ("padded", rows("padded", pfn()))
+            mine = rows("jag", jfn())
+            diff = float(np.max(np.abs(mine - ref[1]))) if mine.shape == ref[1].shape else float("inf")
+            values.update(compared_with="torch " + ref[0], max_abs_diff=diff, agree=diff <= ATOL["float32"])
+            times = interleaved(sides)
+            values.update(timed_values(times, {"jag": "jag", "nested": "torch_nested", "padded": "torch_padded"}))
+            if "nested" in times:
+                values["ratio_nested"] = times["nested"][0] / times["jag"][0]
+            values["ratio_padded"] = times["padded"][0] / times["jag"][0]
+            emit("nested_op", params, values)
+
+
+# ---- dense ops --------------------------------------------------------------
+
+def bench_dense(torch, threads):
+    F = torch.nn.functional
+    rng = np.random.default_rng(1)
+    cases = []
+    for m in (8, 128, 1024):
+        a = rng.standard_normal((m, 1024)).astype(np.float32)
+        b = rng.standard_normal((1024, 1024)).astype(np.float32)
+        ja, jb, ta, tb = jag.from_numpy(a), jag.from_numpy(b), torch.from_numpy(a), torch.from_numpy(b)
+        cases.append(("mm", "%d x 1024 @ 1024 x 1024" % m, 2.0 * m * 1024 * 1024,
+                      (lambda ja=ja, jb=jb: jag.mm(ja, jb)), (lambda ta=ta, tb=tb: torch.mm(ta, tb))))
+    for n in (1 << 20, 1 << 24):
+        x = rng.standard_normal((n // 1024, 1024)).astype(np.float32)
+        jx, tx = jag.from_numpy(x), torch.from_numpy(x)
+        ones, zeros = np.ones(1024, np.float32), np.zeros(1024, np.float32)
+        jw, jb, tw, tb = jag.from_numpy(ones), jag.from_numpy(zeros), torch.from_numpy(ones), torch.from_numpy(zeros)
+        size = "(%d, 1024), %dM elements" % (n // 1024, n >> 20)
+        cases += [
+            ("relu", size, None, lambda jx=jx: jag.relu(jx), lambda tx=tx: torch.relu(tx)),
+            ("gelu", size, None, lambda jx=jx: JF.gelu(jx), lambda tx=tx: F.gelu(tx)),
+            ("sin", size, None, lambda jx=jx: jag.sin(jx), lambda tx=tx: torch.sin(tx)),
+            ("exp", size, None, lambda jx=jx: jag.exp(jx), lambda tx=tx: torch.exp(tx)),
+            ("softmax (last dim)", size, None, lambda jx=jx: jag.softmax(jx, -1), lambda tx=tx: torch.softmax(tx, -1)),
+            ("layer_norm", size, None, lambda jx=jx, jw=jw, jb=jb: JF.layer_norm(jx, (1024,), jw, jb),
+             lambda tx=tx, tw=tw, tb=tb: F.layer_norm(tx, (1024,), tw, tb)),
+        ]
+    for op, size, flops, jfn, tfn in cases:
+        diff = float(np.max(np.abs(to_numpy(jfn()) - to_numpy(tfn()))))
+        tol = ATOL["float32"] * (32 if op == "mm" else 1)  # sums of 1024 products of N(0, 1) numbers
+        times = interleaved({"jag": jfn, "torch": tfn})
+        values = dict(timed_values(times, {"jag": "jag", "torch": "torch"}), threads=threads,
+                      ratio=times["torch"][0] / times["jag"][0], max_abs_diff=diff, agree=diff <= tol)
+        if flops:
+            values.update(jag_gflops=flops / times["jag"][0] / 1e9, torch_gflops=flops / times["torch"][0] / 1e9)
+        emit("dense_op", {"op": op, "size": size}, values)
+
+
+# ---- the encoder training step ----------------------------------------------
+
+ENCODER_SIDES = ("jag_eager", "jag_compiled", "torch_padded", "torch_compiled_padded", "torch_nested")
+
+
+class Encoder:
+    """The same TransformerEncoderLayer (same weights) in jag and torch, a
+    ragged batch and one training step per side."""
+
+    def __init__(self, torch):
+        from jag import nn
+        e = ENCODER
+        rng = np.random.default_rng(2)
+        self.batch = Batch(torch, rng, long_tailed_lengths(rng, e["batch"], 8, 5, 200), e["d_model"])
+        jag.manual_seed(0)
+        kw = dict(dropout=0.0, batch_first=True, activation="gelu")
+        self.jag_layer = nn.TransformerEncoderLayer(e["d_model"], e["nhead"], e["dim_feedforward"], **kw)
+        self.torch_layer = torch.nn.TransformerEncoderLayer(e["d_model"], e["nhead"], e["dim_feedforward"], **kw)
+        with torch.no_grad():
+            for k, v in self.jag_layer.state_dict().items():
+                self.torch_layer.state_dict()[k].copy_(torch.from_numpy(np.array(v.numpy())))
+        self.keep = (~self.batch.pad_mask).unsqueeze(-1).float()
+        self.torch = torch
+        self.jag_compiled = None
+        self.torch_compiled = None
+
+    def step(self, side):
+        """A callable running one forward + backward of `side`."""
+        b = self.batch
+        if side == "jag_eager":
+            def run():
+                self.jag_layer.zero_grad()
+                self.jag_layer(b.jag).values().sum().backward()
+        elif side == "jag_compiled":
+            self.jag_compiled = self.jag_compiled or jag.compile(self.jag_layer)
+
+            def run():
+                self.jag_layer.zero_grad()
+                self.jag_compiled(b.jag).values().sum().backward()
+        elif side in ("torch_padded", "torch_compiled_padded"):
+            layer = self.torch_layer
+            if side == "torch_compiled_padded":
+                self.torch_compiled = self.torch_compiled or self.torch.compile(self.torch_layer)
+                layer = self.torch_compiled
+
+            def run():
+                self.torch_layer.zero_grad(set_to_none=True)
+                (layer(b.padded, src_key_padding_mask=b.pad_mask) * self.keep).sum().backward()
+        elif side == "torch_nested":
+            def run():
+                self.torch_layer.zero_grad(set_to_none=True)
+                self.torch_layer(b.torch_nested).values().sum().backward()
+        else:
+            raise ValueError("bench_torch: unknown encoder side %r (known: %s)" % (side, ", ".join(ENCODER_SIDES)))
+        return run
+
+
+def status_kib(field):
+    """A field of /proc/self/status in KiB (VmRSS, VmHWM), or None."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def reset_peak():
+    """Sets this process's peak RSS (VmHWM) to its current RSS: True when
+    Linux allowed it (/proc/self/clear_refs, 5)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def memory_child(side):
+    """--memory SIDE: this process runs SIDE alone; prints one JSON object.
+    The peak is VmHWM, this process's own peak RSS: ru_maxrss would not do,
+    as Linux carries the parent's peak across fork and exec into it."""
+    import torch
+    torch.set_num_threads(thread_count())
+    jag.set_num_threads(thread_count())
+    enc = Encoder(torch)
+    run = enc.step(side)
+    exact = reset_peak()
+    base = status_kib("VmRSS") if exact else status_kib("VmHWM")
+    if base is None:  # no /proc: ru_maxrss, which may start at the parent's peak
+        base, exact = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, False
+    t0 = time.perf_counter()
+    try:
+        run()
+    except Exception as e:  # noqa: BLE001 - the side does not run: say why
+        print(json.dumps({"error": first_line(e)}), flush=True)
+        return
+    first = time.perf_counter() - t0
+    for _ in range(3):
+        run()
+    peak = status_kib("VmHWM") or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(json.dumps({"peak_growth_mib": (peak - base) / 1024.0, "first_step_s": first,
+                      "peak_method": "VmHWM after a reset" if exact else "peak growth (lower bound)"}), flush=True)
+
+
+def measure_memory(side):
+    """Runs memory_child(side) in a fresh process (its own process group, so
+    that a time limit ends torch.compile's workers too): its result, or why
+    none."""
+    cmd = [sys.executable, os.path.abspath(__file__), "--memory", side] + (["--quick"] if QUICK else [])
+    limit = COMPILE_LIMIT_S
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return {"error": "did not finish its first steps within %d s on this machine" % limit}
+    for line in reversed(out.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    err = [line for line in err.strip().splitlines() if line.strip()]
+    return {"error": "exit %d: %s" % (proc.returncode, err[-1][:300] if err else "no message")}
+
+
+def bench_encoder(torch, threads):
+    memory = {side: measure_memory(side) for side in ENCODER_SIDES}
+    enc = Encoder(torch)
+    runs, values = {}, {"threads": threads}
+    # the same model on both sides: jag's forward against torch's on the real rows
+    b = enc.batch
+    with torch.no_grad():
+        ref = b.real_rows(to_numpy(enc.torch_layer(b.padded, src_key_padding_mask=b.pad_mask)))
+    with jag.no_grad():
+        mine = to_numpy(enc.jag_layer(b.jag).values())
+    values["forward_max_abs_diff"] = float(np.max(np.abs(mine - ref)))
+    for side in ENCODER_SIDES:
+        m = memory[side]
+        if "error" in m:
+            values[side] = ("unsupported: " if side == "torch_nested" else "failed: ") + m["error"]
+            continue
+        values[side + "_peak_mib"] = m["peak_growth_mib"]
+        values[side + "_first_step_s"] = m["first_step_s"]
+        values["peak_method"] = m["peak_method"]
+        run = enc.step(side)
+        try:
+            run()
+        except Exception as e:  # noqa: BLE001 - ran alone but not here: say why
+            values[side] = "failed: " + first_line(e)
+            continue
+        runs[side] = run
+    times = interleaved(runs, slow_s=float("inf"))  # every round, however long a step takes
+    tokens = enc.batch.params()["tokens"]
+    values.update(timed_values(times, {k: k for k in times}))
+    for side, (med, _, _) in times.items():
+        values[side + "_tokens_per_s"] = tokens / med
+    if "jag_eager" in times:
+        for side in times:
+            values[side + "_over_jag_eager"] = times[side][0] / times["jag_eager"][0]
+    e = ENCODER
+    emit("encoder_step", dict(enc.batch.params(), model="TransformerEncoderLayer(%d, %d, %d), gelu, dropout 0" % (
+        e["d_model"], e["nhead"], e["dim_feedforward"]), step="forward + backward of the sum over real tokens"),
+         values)
+
+
+def main():
+    if "--memory" in sys.argv[1:]:
+        memory_child(sys.argv[sys.argv.index("--memory") + 1])
+        return
+    threads = thread_count()
+    try:
+        import torch
+    except Exception as e:  # noqa: BLE001 - no torch: one figure saying why
+        emit("torch_missing", {}, {"reason": first_line(e), "python": sys.executable})
+        return
+    torch.set_num_threads(threads)
+    jag.set_num_threads(threads)
+    emit("config", {}, {"torch_version": torch.__version__, "jag_threads": jag.get_num_threads(),
+                        "torch_threads": torch.get_num_threads(), "python": sys.executable,
+                        "rounds": ROUNDS, "samples": SAMPLES, "budget_s": BUDGET})
+    bench_nested(torch, threads)
+    bench_dense(torch, threads)
+    bench_encoder(torch, threads)
+
+
+if __name__ == "__main__":
+    main()
