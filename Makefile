@@ -35,7 +35,7 @@ test-python: build
 
 # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 sanitize: setup
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DJAG_SANITIZE=ON -DJAG_BUILD_BENCH=OFF >/dev/null
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DJAG_SANITIZE=ON -DJAG_USE_MPI=OFF -DJAG_BUILD_BENCH=OFF >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
@@ -47,13 +47,13 @@ sanitize: setup
 tsan: setup
 	@JAG_SETUP_EXTRA="clang libclang-rt-dev libomp-dev" scripts/setup.sh
 	@cmake -S . -B build-tsan -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_C_FLAGS_DEBUG=-O1 -g" \
-		-DJAG_TSAN=ON -DJAG_BUILD_BENCH=OFF >/dev/null
+		-DJAG_TSAN=ON -DJAG_USE_MPI=OFF -DJAG_BUILD_BENCH=OFF >/dev/null
 	@cmake --build build-tsan -j $(JOBS)
 	@JOBS=$(JOBS) scripts/tsan_run.sh build-tsan
 
 # The suite under valgrind: zero leaks, zero errors.
 memcheck: setup
-	@cmake -S . -B build-memcheck -DCMAKE_BUILD_TYPE=Debug -DJAG_PORTABLE=ON -DJAG_BUILD_BENCH=OFF >/dev/null
+	@cmake -S . -B build-memcheck -DCMAKE_BUILD_TYPE=Debug -DJAG_PORTABLE=ON -DJAG_USE_MPI=OFF -DJAG_BUILD_BENCH=OFF >/dev/null
 	@cmake --build build-memcheck -j $(JOBS)
 	@scripts/memcheck.sh build-memcheck
 
@@ -65,7 +65,7 @@ FUZZ_TARGETS ?= fuzz_load fuzz_nested fuzz_ops fuzz_program
 fuzz: setup
 	@scripts/fuzz_setup.sh
 	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_C_FLAGS_DEBUG=-O1 -g" \
-		-DJAG_FUZZ=ON -DJAG_BUILD_TESTS=OFF -DJAG_BUILD_BENCH=OFF -DJAG_BUILD_EXAMPLES=OFF >/dev/null
+		-DJAG_FUZZ=ON -DJAG_USE_MPI=OFF -DJAG_BUILD_TESTS=OFF -DJAG_BUILD_BENCH=OFF -DJAG_BUILD_EXAMPLES=OFF >/dev/null
 	@cmake --build build-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
 	@scripts/fuzz_run.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 

@@ -1443,6 +1443,194 @@ jag_status jag_tensor_set_free(jag_tensor_set *set);
  * (buffer protocol, __array_interface__, numpy(), DLPack). */
 bool jag_is_read_only(const jag_tensor *t);
 
+/* ------------------------------------------------------------------------ */
+/* Distributed training (MPI)                                                */
+/* ------------------------------------------------------------------------ */
+
+/*
+ * Data-parallel training over MPI: a process group, collectives
+ * on dense and nested tensors, and gradient averaging for data-parallel
+ * training (DDP).
+ *
+ * The conventions above hold here (statuses and jag_last_error(), ownership of
+ * `out` tensors, borrowed arguments). On top of them:
+ *
+ * Availability. These functions exist in every libjag. A libjag built without
+ *           MPI (CMake says so when it configures) has jag_dist_is_available()
+ *           false, and every other function below fails with JAG_ENOTIMPL
+ *           ("jag was built without MPI").
+ *
+ * Collectives. Every rank of the group calls the same collective in the same
+ *           order (as MPI). Each call first exchanges a small header (one
+ *           MPI_Allreduce of a few int64: whether this rank accepted its
+ *           arguments, the dtype, the element count, the op, ...), so that
+ *           a rank refusing its arguments, or ranks that disagree on dtype
+ *           or size, make EVERY rank return an error (JAG_EINVAL,
+ *           JAG_EDTYPE, JAG_ESHAPE naming the function, the quantity and
+ *           the smallest and largest values among ranks) instead of a hang
+ *           or a wrong result. Ranks that call different collectives, or
+ *           one that never calls, cannot be detected: MPI blocks.
+ *           A tensor written in place keeps its value when any rank fails
+ *           before the payload moves (the header is exchanged before).
+ *
+ * Dtypes.   float32 and float64 (every op); int32 and int64 (sum, max, min;
+ *           not avg). bool is refused (JAG_EDTYPE). jag has no bfloat16 or
+ *           float16 dtype yet, so neither is offered here.
+ *
+ * Nested.   A nested tensor is reduced and broadcast on its packed values
+ *           (a jagged tensor's values, holes included; a strided one's
+ *           buffer): ranks must agree on the component count and the
+ *           element count. jag_dist_all_gather gathers whole components
+ *           with their lengths (ranks may hold different numbers of
+ *           components of different lengths).
+ *
+ * Failures of the job. jag sets MPI_ERRORS_RETURN on its communicator, so an
+ *           error MPI reports becomes JAG_EINTERNAL with MPI's own message.
+ *           A rank that dies (crash, kill, exit without jag_dist_finalize)
+ *           is not such an error: Open MPI's mpirun notices the dead process
+ *           and terminates every other rank of the job (they print "mpirun
+ *           noticed that process rank N ... exited"), whatever the error
+ *           handler; without mpirun, the survivors block in their next
+ *           collective. jag sets no timeout of its own: a collective waits
+ *           as long as MPI does.
+ *
+ * Threads.  MPI is initialised with MPI_THREAD_SERIALIZED: call these
+ *           functions from one thread at a time. jag's OpenMP threads never
+ *           call MPI.
+ */
+
+/* ------------------------------------------------------------------------ */
+/* The process group                                                         */
+/* ------------------------------------------------------------------------ */
+
+/* True when this libjag was built with MPI. */
+bool jag_dist_is_available(void);
+
+/* Join the job that mpirun (or another MPI launcher) started: initialises
+ * MPI if nobody has (then jag_dist_finalize finalises it) and makes jag's
+ * group a duplicate of MPI_COMM_WORLD. A process run without a launcher is
+ * a group of one. Errors: JAG_ESTATE when already initialised (call
+ * jag_dist_finalize first), JAG_EINTERNAL when MPI fails to start,
+ * JAG_ENOTIMPL without MPI. */
+jag_status jag_dist_init(void);
+/* Use the caller's communicator instead: `mpi_comm` points at an MPI_Comm
+ * (a `MPI_Comm *`, typed void * so that this header needs no mpi.h) of an
+ * MPI the caller has initialised. jag duplicates it (the caller may free
+ * its own) and never finalises MPI. Errors: JAG_EINVAL for NULL,
+ * JAG_ESTATE when MPI is not initialised or jag already is. */
+jag_status jag_dist_init_comm(const void *mpi_comm);
+/* Free jag's communicator; finalise MPI if jag_dist_init initialised it.
+ * Every rank calls it. Not initialised: JAG_OK (nothing to do). */
+jag_status jag_dist_finalize(void);
+/* Whether jag_dist_init / jag_dist_init_comm succeeded and no finalize
+ * since. */
+bool jag_dist_is_initialized(void);
+/* This process's rank in [0, world size), and the number of ranks; -1 when
+ * not initialised. */
+int jag_dist_rank(void);
+int jag_dist_world_size(void);
+/* Block until every rank has called it. Errors: JAG_ESTATE when not
+ * initialised. */
+jag_status jag_dist_barrier(void);
+
+/* ------------------------------------------------------------------------ */
+/* Collectives                                                               */
+/* ------------------------------------------------------------------------ */
+
+typedef enum jag_reduce_op {
+    JAG_REDUCE_SUM,
+    JAG_REDUCE_AVG, /* the sum divided by the world size (floating dtypes) */
+    JAG_REDUCE_MAX,
+    JAG_REDUCE_MIN,
+    JAG_REDUCE_OP_COUNT
+} jag_reduce_op;
+
+/* "sum", "avg", "max", "min"; "invalid" otherwise. */
+const char *jag_reduce_op_name(jag_reduce_op op);
+
+/* Reduce `t` elementwise over all ranks, in place (torch.distributed.
+ * all_reduce): every rank ends with the same values. `t` dense or nested
+ * (its packed values), writable (not read-only); a non-contiguous `t` is
+ * reduced through a contiguous copy and written back. max/min of a NaN
+ * follow MPI's comparison (not NaN-propagating as torch.maximum).
+ * Errors: JAG_EINVAL (NULL or released t, read-only t, bad op, not
+ * initialised is JAG_ESTATE), JAG_EDTYPE (bool; avg on integers; dtypes
+ * differ between ranks), JAG_ESHAPE (element counts or component counts
+ * differ between ranks). On error t is unchanged. */
+jag_status jag_dist_all_reduce(jag_tensor *t, jag_reduce_op op);
+
+/* Copy rank `src`'s `t` into every other rank's `t`, in place
+ * (torch.distributed.broadcast). Every rank passes a tensor of the same
+ * dtype and element count (nested: the same component count). Errors: as
+ * jag_dist_all_reduce; JAG_ERANGE for src outside [0, world size) or
+ * ranks disagreeing on src. */
+jag_status jag_dist_broadcast(jag_tensor *t, int src);
+
+/* Every rank's `t`, on every rank: outs[r] (r < world size <= cap) is a
+ * NEW reference holding rank r's tensor (outs[rank] a copy of t).
+ * Dense: every rank's t has the same dtype and shape (as torch's
+ * all_gather); the outputs are views into one shared buffer.
+ * Nested (jagged, ragged dim 1, no holes): ranks agree on the dtype and the
+ * sizes after the ragged dim; each may hold any number of components of
+ * any lengths; outs[r] is a jagged nested tensor with rank r's components
+ * and lengths. At most INT_MAX elements per rank (MPI's counts).
+ * Errors: JAG_EINVAL (cap < world size, NULL outs), JAG_ESHAPE / JAG_EDTYPE
+ * (ranks disagree), JAG_ENOTIMPL (a strided nested tensor, holes, a
+ * transposed ragged dim). On error no outs[r] is written. */
+jag_status jag_dist_all_gather(const jag_tensor *t, jag_tensor **outs, int cap);
+
+/* Reduce `input` elementwise over all ranks and give rank r the r-th of
+ * world size equal slices along dim 0 (torch.distributed.
+ * reduce_scatter_tensor): *out is a NEW contiguous tensor of shape
+ * (input.size(0) / world size, input.size(1), ...). Dense tensors only.
+ * Errors: JAG_ESHAPE (input.size(0) not divisible by the world size; shapes
+ * differ between ranks; a 0-d input), JAG_EDTYPE as jag_dist_all_reduce,
+ * JAG_ENOTIMPL for a nested input. */
+jag_status jag_dist_reduce_scatter(const jag_tensor *input, jag_reduce_op op, jag_tensor **out);
+
+/* ------------------------------------------------------------------------ */
+/* Data-parallel training (torch's DistributedDataParallel, in C)            */
+/* ------------------------------------------------------------------------ */
+
+/* Gradient averaging over a fixed list of parameters. Every rank runs the
+ * same model on its own part of the global batch; after backward,
+ * jag_ddp_sync_grads leaves every rank with the average of the ranks'
+ * gradients, so identical optimizer steps keep the replicas identical.
+ * For the averaged gradient to be the gradient of the global batch's mean
+ * loss, scale each rank's loss by (its share of the global batch) * world
+ * size when ranks hold unequal shares. */
+typedef struct jag_ddp jag_ddp;
+
+/* A DDP over params[0..n) (plain contiguous float leaves, writable; each
+ * once; the same list, in the same order, on every rank). Collective:
+ * broadcasts rank 0's parameter values into every rank's parameters (in
+ * place), so the replicas start equal. Gradients are averaged in buckets of
+ * at most `bucket_bytes` bytes (0: 25 MiB, torch's bucket_cap_mb=25), made
+ * from the parameters in reverse order (the order backward finishes them)
+ * and never mixing dtypes; a parameter larger than a bucket gets one of its
+ * own. The DDP holds a reference on each parameter until jag_ddp_free.
+ * Errors: JAG_EINVAL (n < 1, NULL or repeated parameter, nested or
+ * non-contiguous or read-only parameter), JAG_EDTYPE (non-float),
+ * JAG_ESHAPE (ranks disagree on the parameter count, shapes or dtypes),
+ * JAG_ESTATE (not initialised), JAG_ENOMEM. */
+jag_status jag_ddp_new(jag_tensor *const *params, int n, size_t bucket_bytes, jag_ddp **out);
+/* Average the gradients over the ranks. Collective. A parameter with no
+ * gradient on some ranks counts as zeros there; one with a gradient on no
+ * rank keeps none. Each bucket is packed and its MPI_Iallreduce started
+ * before the next is packed; the averaged values become each parameter's
+ * new gradient (a new tensor: tensors that held the old gradient keep
+ * their values). Errors: JAG_EDTYPE / JAG_ESHAPE (a gradient unlike its
+ * parameter, on any rank), JAG_EINVAL (NULL ddp); on error no gradient
+ * changes. */
+jag_status jag_ddp_sync_grads(jag_ddp *ddp);
+/* The number of buckets and the parameters of bucket `b` (indices into the
+ * params given to jag_ddp_new, in bucket order; *n_out of them) — for
+ * tests and tuning. Errors: JAG_ERANGE for b outside [0, buckets). */
+int jag_ddp_num_buckets(const jag_ddp *ddp);
+jag_status jag_ddp_bucket_params(const jag_ddp *ddp, int b, const int **indices, int *n_out);
+/* Give back the parameters' references and free the DDP (NULL: JAG_OK). */
+jag_status jag_ddp_free(jag_ddp *ddp);
+
 #ifdef __cplusplus
 }
 #endif

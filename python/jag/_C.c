@@ -1246,7 +1246,7 @@ PyMODINIT_FUNC PyInit__C(void) {
     /* the bindings that live in their own files */
     if (jagpy_interop_init(m) < 0 || jagpy_library_init(m) < 0 || jagpy_function_init(m) < 0 ||
         jagpy_factory_init(m) < 0 || jagpy_nn_init(m) < 0 || jagpy_trace_init(m) < 0 ||
-        jagpy_optim_init(m) < 0) {
+        jagpy_optim_init(m) < 0 || jagpy_dist_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

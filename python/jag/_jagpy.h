@@ -59,6 +59,7 @@ int jagpy_factory_init(PyObject *m);  /* _factory.c: jag.Generator, meta tensors
 int jagpy_nn_init(PyObject *m);       /* _nn.c: dropout, clamp, losses */
 int jagpy_trace_init(PyObject *m);    /* _trace.c: jag.trace, jag.compile */
 int jagpy_optim_init(PyObject *m);    /* _optim.c: jag.optim's fused steps, nn.Parameter */
+int jagpy_dist_init(PyObject *m);     /* _dist.c: jag.distributed */
 /* The buffer protocol of TensorBase (set before PyType_Ready). */
 extern PyBufferProcs jagpy_buffer_procs;
 

@@ -9,6 +9,7 @@ from .module import Module  # noqa: F401
 from . import init  # noqa: F401
 from .modules import (Dropout, Embedding, GELU, Identity, LayerNorm, Linear, ModuleDict, ModuleList,  # noqa: F401
                       ReLU, RMSNorm, Sequential, SiLU)
+from . import parallel  # noqa: F401,E402
 from . import utils  # noqa: F401
 from .transformer import (EmbeddingBag, MultiheadAttention, TransformerEncoder,  # noqa: F401,E402
                           TransformerEncoderLayer)
