@@ -462,6 +462,60 @@ def test_multihead_attention_dense_and_nested():
         mha(nt, nt, nt)
 
 
+def np_gqa(xq, xkv, Wi, bi, Wo, bo, H, KV, mask=None):
+    """Grouped-query attention in numpy: KV key/value heads, query head h
+    reading key/value head h // (H / KV); mask additive (L, S)."""
+    L, E = xq.shape
+    S, Dh = xkv.shape[0], E // H
+    q = xq @ Wi[:E].T + bi[:E]
+    k = xkv @ Wi[E:E + KV * Dh].T + bi[E:E + KV * Dh]
+    v = xkv @ Wi[E + KV * Dh:].T + bi[E + KV * Dh:]
+    q, k, v = q.reshape(L, H, Dh), k.reshape(S, KV, Dh), v.reshape(S, KV, Dh)
+    out = np.empty((L, H, Dh))
+    for h in range(H):
+        g = h // (H // KV)
+        s = q[:, h] @ k[:, g].T / math.sqrt(Dh) + (0 if mask is None else mask)
+        w = np.exp(s - s.max(-1, keepdims=True))
+        out[:, h] = (w / w.sum(-1, keepdims=True)) @ v[:, g]
+    return out.reshape(L, E) @ Wo.T + bo
+
+
+def test_multihead_attention_grouped_query_cross_lengths_and_nested_masks():
+    jag.manual_seed(31)
+    H, KV, E = 4, 2, 8
+    mha = nn.MultiheadAttention(E, H, batch_first=True, dtype=jag.float64, num_kv_heads=KV)
+    assert tuple(mha.in_proj_weight.shape) == (E + 2 * KV * (E // H), E)
+    with jag.no_grad():
+        mha.in_proj_bias.copy_(jag.randn(E + 2 * KV * (E // H), dtype=jag.float64))
+    Wi, bi, Wo, bo = (npy(t) for t in (mha.in_proj_weight, mha.in_proj_bias, mha.out_proj.weight,
+                                       mha.out_proj.bias))
+    r = np.random.default_rng(32)
+    # dense, with and without the weights
+    xq, xkv = r.standard_normal((2, 5, E)), r.standard_normal((2, 3, E))
+    want = np.stack([np_gqa(xq[b], xkv[b], Wi, bi, Wo, bo, H, KV) for b in range(2)])
+    for need in (False, True):
+        out = mha(jag.tensor(xq), jag.tensor(xkv), jag.tensor(xkv), need_weights=need)[0]
+        np.testing.assert_allclose(npy(out), want, rtol=1e-10, atol=1e-12)
+    # nested query and key/value of other lengths per item, with a nested
+    # additive mask of (L_b, S_b) per item
+    lq, lk = [3, 1, 4], [2, 5, 1]
+    qs = [r.standard_normal((n, E)) for n in lq]
+    ks = [r.standard_normal((n, E)) for n in lk]
+    masks = [np.where(r.random((a, b)) < 0.3, -1e9, r.standard_normal((a, b))) for a, b in zip(lq, lk)]
+    for m in masks:
+        m[:, 0] = 0.0  # every query sees at least one key
+    nq = jag.nested.nested_tensor([jag.tensor(x) for x in qs], layout=jag.jagged)
+    nk = jag.nested.nested_tensor([jag.tensor(x) for x in ks], layout=jag.jagged)
+    nm = jag.nested.nested_tensor([jag.tensor(m) for m in masks])  # strided
+    for mask in (None, nm):
+        outs = mha(nq, nk, nk, need_weights=False, attn_mask=mask)[0].unbind()
+        for b, o in enumerate(outs):
+            want = np_gqa(qs[b], ks[b], Wi, bi, Wo, bo, H, KV, None if mask is None else masks[b])
+            np.testing.assert_allclose(npy(o), want, rtol=1e-9, atol=1e-11)
+    with pytest.raises(ValueError, match="num_kv_heads"):
+        nn.MultiheadAttention(E, H, num_kv_heads=3)
+
+
 def np_layer(x, sd, H, norm_first):
     ln = lambda t, k: np_layer_norm(t, sd[k + ".weight"], sd[k + ".bias"], 1e-5)  # noqa: E731
     sa = lambda t: np_mha(t, sd["self_attn.in_proj_weight"], sd["self_attn.in_proj_bias"],  # noqa: E731

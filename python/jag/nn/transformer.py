@@ -61,11 +61,18 @@ class MultiheadAttention(Module):
     torch's parameters: in_proj_weight (3E, E) (xavier_uniform_),
     in_proj_bias (3E) zeros, out_proj a Linear(E, E) with zero bias.
     Inputs (L, B, E), or (B, L, E) with batch_first=True; jagged nested
-    (B, j, E) inputs need batch_first=True (as torch) and need_weights=False.
+    (B, j, E) inputs need batch_first=True (as torch) and need_weights=False;
+    query and key/value may be nested tensors of different lengths per item
+    (cross-attention), and attn_mask a strided nested tensor of (L_b, S_b)
+    additive (float) or bool masks.
+    num_kv_heads (a jag extension; torch's module has no such argument):
+    grouped-query attention with fewer key/value heads, each shared by
+    num_heads / num_kv_heads query heads; in_proj_weight is then
+    (E + 2 * num_kv_heads * head_dim, E), query rows first.
     Attention dropout is not supported (dropout must be 0)."""
 
     def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
-                 kdim=None, vdim=None, batch_first=False, dtype=None, generator=None):
+                 kdim=None, vdim=None, batch_first=False, dtype=None, generator=None, num_kv_heads=None):
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0:
             raise ValueError("embed_dim and num_heads must be greater than 0, got embed_dim=%s and num_heads=%s"
@@ -82,10 +89,16 @@ class MultiheadAttention(Module):
         self.head_dim = embed_dim // num_heads
         if self.head_dim * num_heads != embed_dim:
             raise AssertionError("embed_dim must be divisible by num_heads")
+        kv = num_heads if num_kv_heads is None else num_kv_heads
+        if not isinstance(kv, int) or isinstance(kv, bool) or kv <= 0 or num_heads % kv:
+            raise ValueError("MultiheadAttention: num_kv_heads must be a positive divisor of num_heads=%d, got %r"
+                             % (num_heads, num_kv_heads))
+        self.num_kv_heads = kv
+        rows = embed_dim + 2 * kv * self.head_dim
         dt = _float_dtype(dtype)
-        self.in_proj_weight = Parameter(_jag.empty(3 * embed_dim, embed_dim, dtype=dt))
+        self.in_proj_weight = Parameter(_jag.empty(rows, embed_dim, dtype=dt))
         if bias:
-            self.in_proj_bias = Parameter(_jag.empty(3 * embed_dim, dtype=dt))
+            self.in_proj_bias = Parameter(_jag.empty(rows, dtype=dt))
         else:
             self.register_parameter("in_proj_bias", None)
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias, dtype=dt, generator=generator)
@@ -98,9 +111,11 @@ class MultiheadAttention(Module):
             init.zeros_(self.out_proj.bias)
 
     def _proj(self, x, k):
-        E = self.embed_dim
-        w = self.in_proj_weight[k * E:(k + 1) * E]
-        b = self.in_proj_bias[k * E:(k + 1) * E] if self.in_proj_bias is not None else None
+        """x projected by block k of in_proj (0: query, 1: key, 2: value)."""
+        E, KV = self.embed_dim, self.num_kv_heads * self.head_dim
+        lo, hi = (0, E) if k == 0 else (E + (k - 1) * KV, E + k * KV)
+        w = self.in_proj_weight[lo:hi]
+        b = self.in_proj_bias[lo:hi] if self.in_proj_bias is not None else None
         return F.linear(x, w, b)
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
@@ -120,12 +135,16 @@ class MultiheadAttention(Module):
         B = query.shape[0]
         H, Dh, E = self.num_heads, self.head_dim, self.embed_dim
 
-        def heads(x):  # (B, L, E) -> (B, H, L, Dh)
-            return x.reshape(B, -1, H, Dh).transpose(1, 2)
+        def heads(x, n):  # (B, L, n Dh) -> (B, n, L, Dh)
+            return x.reshape(B, -1, n, Dh).transpose(1, 2)
 
-        q, k, v = heads(self._proj(query, 0)), heads(self._proj(key, 1)), heads(self._proj(value, 2))
+        KV = self.num_kv_heads
+        q, k, v = heads(self._proj(query, 0), H), heads(self._proj(key, 1), KV), heads(self._proj(value, 2), KV)
         weights = None
         if need_weights:
+            if KV != H:  # each key/value head serves H / KV query heads in a row
+                S = k.shape[2]
+                k, v = (t.unsqueeze(2).expand(B, KV, H // KV, S, Dh).reshape(B, H, S, Dh) for t in (k, v))
             scores = (q @ k.transpose(-2, -1)) * (1.0 / _math.sqrt(Dh))
             if is_causal and attn_mask is None:
                 L, S = scores.shape[-2], scores.shape[-1]
