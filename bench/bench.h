@@ -16,6 +16,10 @@
 #include <string.h>
 #include <time.h>
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 typedef struct bench_stats {
     double median, min, max; /* seconds per run */
     int repeats;
@@ -75,6 +79,30 @@ static inline void bench_pair(void (*fa)(void *), void *ca, void (*fb)(void *), 
     sa->median = ma[ROUNDS / 2], sa->min = ma[0], sa->max = ma[ROUNDS - 1];
     sb->median = mb[ROUNDS / 2], sb->min = mb[0], sb->max = mb[ROUNDS - 1];
     sa->repeats = sb->repeats = ROUNDS;
+}
+
+/* The baseline of the bandwidth figures: memcpy of `bytes` from src to a
+ * warm dst, split across the same OpenMP threads the ops use (the
+ * machine's copy bandwidth, not one core's); it moves 2 x bytes. */
+typedef struct bench_copy {
+    const void *src;
+    void *dst;
+    size_t bytes;
+} bench_copy;
+
+static inline void bench_run_copy(void *p) {
+    bench_copy *c = p;
+#pragma omp parallel
+    {
+        int t = 0, nt = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num(), nt = omp_get_num_threads();
+#endif
+        size_t b = c->bytes / 64 * (size_t)t / (size_t)nt * 64;
+        size_t e = t == nt - 1 ? c->bytes : c->bytes / 64 * (size_t)(t + 1) / (size_t)nt * 64;
+        memcpy((char *)c->dst + b, (const char *)c->src + b, e - b);
+    }
+    __asm__ volatile("" : : "r"(c->dst) : "memory"); /* the copy is not dead */
 }
 
 /* One figure as a JSON line: {"bench": ..., "name": ..., params..., values...} */

@@ -38,38 +38,17 @@ static void run_pw(void *p) {
     jag_release(o);
 }
 
-/* The baseline: memcpy of the same bytes into a warm destination — the
- * machine's copy bandwidth. */
-typedef struct {
-    const void *src;
-    void *dst;
-    size_t bytes;
-} alloc_copy_ctx;
-
-/* memcpy split across the same OpenMP threads the ops use: the machine's
- * copy bandwidth, not one core's. */
-static void run_alloc_copy(void *p) {
-    alloc_copy_ctx *c = p;
-#pragma omp parallel
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        size_t b = c->bytes / 64 * (size_t)t / (size_t)nt * 64, e = t == nt - 1 ? c->bytes : c->bytes / 64 * (size_t)(t + 1) / (size_t)nt * 64;
-        memcpy((char *)c->dst + b, (const char *)c->src + b, e - b);
-    }
-    __asm__ volatile("" : : "r"(c->dst) : "memory"); /* the copy is not dead */
-}
-
 static void bench_pointwise(int64_t n) {
     int64_t shape[1] = {n};
     jag_tensor *a = NULL, *b = NULL;
     bench_check(jag_rand_uniform(shape, 1, -2, 2, JAG_FLOAT32, NULL, &a), "rand");
     bench_check(jag_rand_uniform(shape, 1, -2, 2, JAG_FLOAT32, NULL, &b), "rand");
     size_t bytes = (size_t)n * 4;
-    alloc_copy_ctx mc = {jag_data(a), aligned_alloc(64, (bytes + 63) / 64 * 64), bytes};
+    bench_copy mc = {jag_data(a), aligned_alloc(64, (bytes + 63) / 64 * 64), bytes};
     for (int op = 0; op < OP_COUNT; op++) {
         pw_ctx pc = {(pw_op)op, a, b};
         bench_stats so, sm;
-        bench_pair(run_pw, &pc, run_alloc_copy, &mc, 20, 1.0, &so, &sm);
+        bench_pair(run_pw, &pc, bench_run_copy, &mc, 20, 1.0, &so, &sm);
         /* bytes the op moves: inputs read + output written; memcpy moves 2x */
         double op_bytes = (double)bytes * (pw_inputs[op] + 1), copy_bytes = 2.0 * (double)bytes;
         double op_gbs = op_bytes / so.median / 1e9, copy_gbs = copy_bytes / sm.median / 1e9;

@@ -233,22 +233,6 @@ static void bench_embedding_bag(const corpus *cp, const char *dist, int64_t batc
 
 /* ---- ops along the ragged dim vs the copy bandwidth --------------------- */
 
-typedef struct {
-    const void *src;
-    void *dst;
-    size_t bytes;
-} copy_ctx;
-
-static void run_copy(void *p) {
-    copy_ctx *c = p;
-#pragma omp parallel
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        size_t b = c->bytes / 64 * (size_t)t / (size_t)nt * 64, e = t == nt - 1 ? c->bytes : c->bytes / 64 * (size_t)(t + 1) / (size_t)nt * 64;
-        memcpy((char *)c->dst + b, (const char *)c->src + b, e - b);
-    }
-    __asm__ volatile("" : : "r"(c->dst) : "memory");
-}
 
 typedef struct {
     jag_tensor *x;
@@ -284,9 +268,9 @@ static void bench_ragged_bandwidth(const char *dist, const corpus *cp, int64_t b
         op_ctx c = {op, nt, NULL, NULL, NULL, NULL};
         /* bytes the op moves: values read, plus the output written */
         size_t moved = vbytes + (op == OP_SOFTMAX_RAGGED ? vbytes : (size_t)(batch * dim * 4));
-        copy_ctx cc = {jag_data(values), aligned_alloc(64, (moved / 2 + 63) / 64 * 64), moved / 2};
+        bench_copy cc = {jag_data(values), aligned_alloc(64, (moved / 2 + 63) / 64 * 64), moved / 2};
         bench_stats so, sc, so2, se;
-        bench_pair(run_op, &c, run_copy, &cc, 10, bench_quick ? 0.2 : 0.5, &so, &sc);
+        bench_pair(run_op, &c, bench_run_copy, &cc, 10, bench_quick ? 0.2 : 0.5, &so, &sc);
         double op_gbs = (double)moved / so.median / 1e9, copy_gbs = 2.0 * (double)cc.bytes / sc.median / 1e9;
         char exp_vals[96] = "";
         if (op == OP_SOFTMAX_RAGGED || op == OP_LOGSUMEXP_RAGGED) {

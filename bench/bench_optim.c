@@ -28,24 +28,6 @@ static void run_step(void *p) {
     bench_check(jag_optim_step(c->opt), "jag_optim_step");
 }
 
-typedef struct {
-    const void *src;
-    void *dst;
-    size_t bytes;
-} copy_ctx;
-
-/* memcpy split across the OpenMP threads the step uses. */
-static void run_copy(void *p) {
-    copy_ctx *c = p;
-#pragma omp parallel
-    {
-        int t = omp_get_thread_num(), nt = omp_get_num_threads();
-        size_t b = c->bytes / 64 * (size_t)t / (size_t)nt * 64;
-        size_t e = t == nt - 1 ? c->bytes : c->bytes / 64 * (size_t)(t + 1) / (size_t)nt * 64;
-        memcpy((char *)c->dst + b, (const char *)c->src + b, e - b);
-    }
-    __asm__ volatile("" : : "r"(c->dst) : "memory");
-}
 
 /* n_tensors parameters of `rows` x `cols` floats, each with a gradient
  * (from one backward of sum(p * 0.001)). */
@@ -77,12 +59,12 @@ static void bench_step(int kind, const char *label, int n_tensors, int64_t rows,
     double elements = (double)n_tensors * (double)rows * (double)cols;
     double step_bytes = elements * 4.0 * (kind == KIND_ADAMW ? 7.0 : 5.0);
     size_t copy_bytes = (size_t)(step_bytes / 2.0);
-    copy_ctx cc = {aligned_alloc(64, (copy_bytes + 63) / 64 * 64), aligned_alloc(64, (copy_bytes + 63) / 64 * 64),
+    bench_copy cc = {aligned_alloc(64, (copy_bytes + 63) / 64 * 64), aligned_alloc(64, (copy_bytes + 63) / 64 * 64),
                    copy_bytes};
     memset((void *)cc.src, 1, copy_bytes);
     memset(cc.dst, 0, copy_bytes);
     bench_stats ss, sm;
-    bench_pair(run_step, &sc, run_copy, &cc, 20, 1.0, &ss, &sm);
+    bench_pair(run_step, &sc, bench_run_copy, &cc, 20, 1.0, &ss, &sm);
     double step_gbs = step_bytes / ss.median / 1e9, copy_gbs = step_bytes / sm.median / 1e9;
     char params_json[256], values[384];
     snprintf(params_json, sizeof params_json,
