@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 MAKEFLAGS += --no-print-directory
 CMAKE_FLAGS ?=
 
-.PHONY: all build setup test test-c test-python sanitize tsan memcheck fuzz demo bench install clean
+.PHONY: all build setup test test-c test-python test-torch sanitize tsan memcheck fuzz demo bench install clean
 
 all: build
 
@@ -32,6 +32,17 @@ test-python: build
 	@cd python && JAG_BUILD_DIR=$(abspath $(BUILD)) ../.venv/bin/python setup.py -q build_ext --inplace --force >/dev/null
 	@JAG_BUILD_DIR=$(abspath $(BUILD)) .venv/bin/python -m pytest tests/python -q
 # --- end Python package ----------------------------------------------------
+
+# jag <-> torch.nested interop (tests/python/test_torch_interop.py; skipped by
+# make test, whose .venv has no torch) in .venv-bench, where
+# scripts/bench_setup.sh --torch installs torch from PyPI (about 5 GB, once),
+# with pytest added.
+test-torch: build
+	@scripts/python_env.sh >/dev/null
+	@cd python && JAG_BUILD_DIR=$(abspath $(BUILD)) ../.venv/bin/python setup.py -q build_ext --inplace --force >/dev/null
+	@py=$$(scripts/bench_setup.sh --torch) || { echo "test-torch: $$py"; exit 1; }; \
+		$$py -c 'import pytest' 2>/dev/null || $$py -m pip install -q --disable-pip-version-check pytest; \
+		JAG_BUILD_DIR=$(abspath $(BUILD)) $$py -m pytest tests/python/test_torch_interop.py -q
 
 # The same suite under AddressSanitizer + UndefinedBehaviorSanitizer.
 sanitize: setup

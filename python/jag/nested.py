@@ -8,8 +8,9 @@ jag.strided, as in torch.nested.nested_tensor.
 import builtins as _builtins
 
 from . import _C
+from ._torch_interop import from_torch
 
-__all__ = ["nested_tensor", "as_nested_tensor", "nested_tensor_from_jagged", "to_padded_tensor",
+__all__ = ["from_torch", "nested_tensor", "as_nested_tensor", "nested_tensor_from_jagged", "to_padded_tensor",
            "nested_tensor_from_padded", "narrow", "masked_select"]
 
 
