@@ -206,8 +206,19 @@ static const struct {
     {"sigmoid", jag_sigmoid, -3, 3},  {"relu", jag_relu, 0.1, 2},     {"silu", jag_silu, -3, 3},
     {"gelu", jag_gelu, -3, 3},        {"gelu_tanh", jag_gelu_tanh, -3, 3}, {"reciprocal", jag_reciprocal, 0.5, 2},
     {"square", jag_square, -2, 2},    {"sign", jag_sign, 0.1, 2},
+    {"log1p", jag_log1p, -0.5, 3},    {"expm1", jag_expm1, -2, 2},    {"erf", jag_erf, -2, 2},
+    {"erfc", jag_erfc, -2, 2},        {"selu", jag_selu, 0.1, 2},     {"mish", jag_mish, -3, 3},
+    {"logsigmoid", jag_logsigmoid, -5, 5}, {"hardswish", jag_hardswish, -2.9, 2.9},
+    {"hardsigmoid", jag_hardsigmoid, -2.9, 2.9}, {"floor", jag_floor, 0.1, 0.9}, {"round", jag_round, 0.1, 0.4},
 };
 #define N_UNARY (int)(sizeof unary_ops / sizeof unary_ops[0])
+
+static jag_status softplus_threshold_1(const jag_tensor *x, double beta, jag_tensor **out) {
+    return jag_softplus(x, beta, 1.0, out);
+}
+static jag_status hardtanh_upper_1(const jag_tensor *x, double min_val, jag_tensor **out) {
+    return jag_hardtanh(x, min_val, 1.0, out);
+}
 
 static void test_unary_dense(void) {
     TEST_BEGIN();
@@ -219,7 +230,8 @@ static void test_unary_dense(void) {
         GC(unary_ops[i].name, c, leaf(S(0, 3), lo, hi, 70 + i, 0));   /* empty */
         GC(unary_ops[i].name, c, leaf(S(2, 1, 3), lo, hi, 90 + i, 1)); /* size-1 dim */
         /* the negative side too for the ops with a kink at 0 */
-        if (unary_ops[i].f == jag_abs || unary_ops[i].f == jag_relu || unary_ops[i].f == jag_sign)
+        if (unary_ops[i].f == jag_abs || unary_ops[i].f == jag_relu || unary_ops[i].f == jag_sign ||
+            unary_ops[i].f == jag_selu)
             GC(unary_ops[i].name, c, leaf(S(5), -2, -0.1, 120 + i, 0));
     }
     /* gelu near 0, where its rule switches to the series, and far out */
@@ -227,6 +239,18 @@ static void test_unary_dense(void) {
     GC("gelu special", g, need_grad(from((double[]){0, 1e-9, -1e-9, 2e-8, -7, 7, -30, 1e-3}, S(8))));
     call gt = {.k = K_UNARY, .u = jag_gelu_tanh};
     GC("gelu_tanh special", gt, need_grad(from((double[]){0, 1e-9, -5, 5, -12}, S(5))));
+    /* the parametrised activations, across their kinks (random points, none
+     * within the difference step of one) */
+    call lr = {.k = K_SCALAR, .s = jag_leaky_relu, .x = 0.3};
+    call el = {.k = K_SCALAR, .s = jag_elu, .x = 1.3};
+    call sp = {.k = K_SCALAR, .s = softplus_threshold_1, .x = 2.0};
+    call ht = {.k = K_SCALAR, .s = hardtanh_upper_1, .x = -0.5};
+    for (int layout = 0; layout < 3; layout++) {
+        GC("leaky_relu", lr, leaf(S(3, 4), -2, 2, 200 + layout, layout));
+        GC("elu", el, leaf(S(3, 4), -2, 2, 210 + layout, layout));
+        GC("softplus", sp, leaf(S(3, 4), -2, 2, 220 + layout, layout));
+        GC("hardtanh", ht, leaf(S(3, 4), -2, 2, 230 + layout, layout));
+    }
 }
 
 /* ---- binary pointwise ----------------------------------------------------- */

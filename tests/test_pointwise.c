@@ -133,10 +133,17 @@ static void unary_range(jag_op_id id, double *lo, double *hi) {
     if (id == JAG_OP_exp) *lo = -20, *hi = 20;
     if (id == JAG_OP_log || id == JAG_OP_sqrt || id == JAG_OP_rsqrt) *lo = -1, *hi = 50;
     if (id == JAG_OP_gelu || id == JAG_OP_gelu_tanh || id == JAG_OP_sigmoid || id == JAG_OP_silu) *lo = -12, *hi = 12;
+    if (id == JAG_OP_log1p) *lo = -1.5, *hi = 50;
+    if (id == JAG_OP_expm1) *lo = -20, *hi = 20;
+    if (id == JAG_OP_selu || id == JAG_OP_mish || id == JAG_OP_logsigmoid) *lo = -15, *hi = 15;
+}
+
+static bool is_rounding(jag_op_id id) {
+    return id == JAG_OP_floor || id == JAG_OP_ceil || id == JAG_OP_round || id == JAG_OP_trunc;
 }
 
 static bool unary_rejects(jag_op_id id, jag_dtype dt) {
-    return dt == JAG_BOOL && (id == JAG_OP_neg || id == JAG_OP_relu);
+    return dt == JAG_BOOL && (id == JAG_OP_neg || id == JAG_OP_relu || is_rounding(id));
 }
 
 static void test_unary_vs_reference(void) {
@@ -403,6 +410,204 @@ static void test_unary_dtypes(void) {
             jag_release(y);
             jag_release(x);
         }
+    }
+}
+
+/* ---- the parametrised unary ops --------------------------------------------------- */
+
+/* leaky_relu, elu, softplus and hardtanh with a few argument sets each,
+ * every dtype and layout, against the naive reference (the textbook
+ * formula in double, the scalars rounded through the result dtype). */
+static void test_param_unary_vs_reference(void) {
+    TEST_BEGIN();
+    struct { const char *name; jag_op_id id; int np; double p[3][2]; } ops[] = {
+        {"leaky_relu", JAG_OP_leaky_relu, 1, {{0.01, 0}, {0.2, 0}, {-1.5, 0}}},
+        {"elu", JAG_OP_elu, 1, {{1.0, 0}, {0.3, 0}, {2.5, 0}}},
+        {"softplus", JAG_OP_softplus, 2, {{1.0, 20.0}, {2.0, 3.0}, {-0.5, 1.0}}},
+        {"hardtanh", JAG_OP_hardtanh, 2, {{-1.0, 1.0}, {-0.25, 2.0}, {0.5, 0.5}}},
+    };
+    for (size_t o = 0; o < sizeof ops / sizeof ops[0]; o++) {
+        for (int k = 0; k < 3; k++) {
+            for (int di = 0; di < N_DTYPES; di++) {
+                jag_dtype dt = all_dtypes[di];
+                for (int l = 0; l < L_COUNT; l++) {
+                    if (l >= L_LARGE && dt != JAG_FLOAT32) continue;
+                    jag_tensor *x = make_layout(l, dt, -8, 8, 500 + (uint64_t)(o * 97 + k * 13 + di * 7 + l), false);
+                    jag_tensor *y = NULL, *r = NULL;
+                    jag_value args[3] = {jag__v_tensor(x), jag__v_double(ops[o].p[k][0]), jag__v_double(ops[o].p[k][1])};
+                    char what[96];
+                    snprintf(what, sizeof what, "%s, %s, params %g %g", jag_dtype_name(dt), layout_names[l],
+                             ops[o].p[k][0], ops[o].p[k][1]);
+                    switch (ops[o].id) {
+                    case JAG_OP_leaky_relu: CHECK_OK(jag_leaky_relu(x, ops[o].p[k][0], &y)); break;
+                    case JAG_OP_elu: CHECK_OK(jag_elu(x, ops[o].p[k][0], &y)); break;
+                    case JAG_OP_softplus: CHECK_OK(jag_softplus(x, ops[o].p[k][0], ops[o].p[k][1], &y)); break;
+                    default: CHECK_OK(jag_hardtanh(x, ops[o].p[k][0], ops[o].p[k][1], &y)); break;
+                    }
+                    CHECK_OK(jag__ref_unary_param(ops[o].id, args, 1 + ops[o].np, &r));
+                    if (y && r) {
+                        CHECK_MSG(jag_tensor_dtype(y) == (jag_dtype_is_floating(dt) ? dt : JAG_FLOAT32),
+                                  "%s (%s): dtype %s", ops[o].name, what, jag_dtype_name(jag_tensor_dtype(y)));
+                        check_against_ref(y, r, x, ops[o].name, what);
+                    }
+                    jag_release(y);
+                    jag_release(r);
+                    jag_release(x);
+                }
+            }
+        }
+    }
+}
+
+static jag_status leaky_default(const jag_tensor *x, jag_tensor **o) { return jag_leaky_relu(x, 0.01, o); }
+static jag_status leaky_neg(const jag_tensor *x, jag_tensor **o) { return jag_leaky_relu(x, -2.0, o); }
+static jag_status elu_default(const jag_tensor *x, jag_tensor **o) { return jag_elu(x, 1.0, o); }
+static jag_status elu_half(const jag_tensor *x, jag_tensor **o) { return jag_elu(x, 0.5, o); }
+static jag_status softplus_default(const jag_tensor *x, jag_tensor **o) { return jag_softplus(x, 1.0, 20.0, o); }
+static jag_status softplus_b2t1(const jag_tensor *x, jag_tensor **o) { return jag_softplus(x, 2.0, 1.0, o); }
+static jag_status hardtanh_default(const jag_tensor *x, jag_tensor **o) { return jag_hardtanh(x, -1.0, 1.0, o); }
+static jag_status hardtanh_0_6(const jag_tensor *x, jag_tensor **o) { return jag_hardtanh(x, 0.0, 6.0, o); }
+
+/* Hand values of the ops added to the pointwise set: closed forms (ln 2,
+ * e - 1, ...) and, for erf/erfc/log1p/expm1 elsewhere, values from Python's
+ * math module (correctly rounded libm-level double). torch's results at the
+ * special values (inf, NaN, signed zeros) are the formulas' IEEE values. */
+static void test_more_unary_hand_values(void) {
+    TEST_BEGIN();
+    const double inf = INFINITY, nan = NAN;
+    { /* floor, ceil, trunc, round (halves to even, as torch.round) */
+        double x[] = {2.5, -2.5, 0.5, -0.5, 1.5, 2.7, -2.7, -0.0, inf, -inf, nan, 0x1p100};
+        double fl[] = {2, -3, 0, -1, 1, 2, -3, -0.0, inf, -inf, nan, 0x1p100};
+        double ce[] = {3, -2, 1, -0.0, 2, 3, -2, -0.0, inf, -inf, nan, 0x1p100};
+        double tr[] = {2, -2, 0, -0.0, 1, 2, -2, -0.0, inf, -inf, nan, 0x1p100};
+        double ro[] = {2, -2, 0, -0.0, 2, 3, -3, -0.0, inf, -inf, nan, 0x1p100};
+        CHECK_FLOAT_VALUES(jag_floor, x, fl);
+        CHECK_FLOAT_VALUES(jag_ceil, x, ce);
+        CHECK_FLOAT_VALUES(jag_trunc, x, tr);
+        CHECK_FLOAT_VALUES(jag_round, x, ro);
+        /* 2^52 + 1 is odd and whole: round keeps it (x + 0.5 would tie up). */
+        double big[] = {4503599627370497.0}, bigw[] = {4503599627370497.0};
+        check_unary_values("jag_round", jag_round, JAG_FLOAT64, big, bigw, 1, JAG_FLOAT64);
+        double ix[] = {-7, 0, 5};
+        for (int k = 0; k < 2; k++) {
+            jag_dtype dt = k ? JAG_INT64 : JAG_INT32;
+            check_unary_values("jag_floor", jag_floor, dt, ix, ix, 3, dt);
+            check_unary_values("jag_ceil", jag_ceil, dt, ix, ix, 3, dt);
+            check_unary_values("jag_round", jag_round, dt, ix, ix, 3, dt);
+            check_unary_values("jag_trunc", jag_trunc, dt, ix, ix, 3, dt);
+        }
+    }
+    {
+        double x[] = {0, -0.0, 1, -0.5, -1, -2, inf, nan, 1e-10, 1e10};
+        double w[] = {0, -0.0, 0.69314718055994531, -0.69314718055994531, -inf, nan, inf, nan, 9.999999999500001e-11,
+                      23.025850930040455};
+        CHECK_FLOAT_VALUES(jag_log1p, x, w);
+    }
+    {
+        double x[] = {0, -0.0, 1, -1, inf, -inf, nan, 1e-10, -50};
+        double w[] = {0, -0.0, 1.7182818284590452, -0.63212055882855767, inf, -1, nan, 1.00000000005e-10, -1};
+        CHECK_FLOAT_VALUES(jag_expm1, x, w);
+        double x2[] = {50, 100}, w32[] = {5.184705528587072e+21, inf}, w64[] = {5.184705528587072e+21, 2.6881171418161356e+43};
+        check_unary_values("jag_expm1", jag_expm1, JAG_FLOAT32, x2, w32, 2, JAG_FLOAT32);
+        check_unary_values("jag_expm1", jag_expm1, JAG_FLOAT64, x2, w64, 2, JAG_FLOAT64);
+    }
+    {
+        double x[] = {0, -0.0, 0.5, -1, 3, inf, -inf, nan, 1e-10};
+        double w[] = {0, -0.0, 0.5204998778130465, -0.8427007929497149, 0.9999779095030014, 1, -1, nan,
+                      1.1283791670955126e-10};
+        CHECK_FLOAT_VALUES(jag_erf, x, w);
+    }
+    {
+        double x[] = {0, -0.0, 0.5, -1, 3, inf, -inf, nan, 12};
+        double w[] = {1, 1, 0.4795001221869535, 1.842700792949715, 2.2090496998585438e-05, 0, 2, nan,
+                      1.3562611692059042e-64};
+        /* erfc(12) is below float32's range: 0 there */
+        double w32[] = {1, 1, 0.4795001221869535, 1.842700792949715, 2.2090496998585438e-05, 0, 2, nan, 0};
+        check_unary_values("jag_erfc", jag_erfc, JAG_FLOAT64, x, w, 9, JAG_FLOAT64);
+        check_unary_values("jag_erfc", jag_erfc, JAG_FLOAT32, x, w32, 9, JAG_FLOAT32);
+    }
+    { /* selu = scale (x > 0 ? x : alpha (e^x - 1)) */
+        double x[] = {0, -0.0, 1, -1, -50, inf, -inf, nan};
+        double w[] = {0, -0.0, 1.0507009873554805, -1.1113307378125625, -1.7580993408473766, inf, -1.7580993408473766, nan};
+        CHECK_FLOAT_VALUES(jag_selu, x, w);
+    }
+    { /* hardswish = x relu6(x + 3) / 6: -inf * 0 is NaN, as torch */
+        double x[] = {0, -0.0, 1, -1, -3, 3, -4, 4, inf, -inf, nan};
+        double w[] = {0, -0.0, 0.66666666666666667, -0.33333333333333333, -0.0, 3, -0.0, 4, inf, nan, nan};
+        CHECK_FLOAT_VALUES(jag_hardswish, x, w);
+    }
+    { /* hardsigmoid = relu6(x + 3) / 6 */
+        double x[] = {0, -0.0, 1, -1, -3, 3, -4, 4, inf, -inf, nan};
+        double w[] = {0.5, 0.5, 0.66666666666666667, 0.33333333333333333, 0, 1, 0, 1, 1, 0, nan};
+        CHECK_FLOAT_VALUES(jag_hardsigmoid, x, w);
+    }
+    { /* mish = x tanh(log(1 + e^x)); mish(-inf) = -inf * 0 = NaN, as torch */
+        double x[] = {0, -0.0, 1, -1, -10, 5, 1000, -1000, inf, -inf, nan};
+        double w[] = {0, -0.0, 0.8650983882673103, -0.30340146137410895, -0.00045398899185674697, 4.999552077529406, 1000,
+                      -0.0, inf, nan, nan};
+        CHECK_FLOAT_VALUES(jag_mish, x, w);
+    }
+    { /* logsigmoid = -log(1 + e^-x), no overflow either way */
+        double x[] = {0, 1, -1, -100, 40, -1000, inf, -inf, nan};
+        double w[] = {-0.69314718055994531, -0.31326168751822286, -1.3132616875182228, -100, -4.248354255291589e-18,
+                      -1000, 0, -inf, nan};
+        CHECK_FLOAT_VALUES(jag_logsigmoid, x, w);
+    }
+    {
+        double x[] = {2, -2, 0, -0.0, inf, -inf, nan}, w[] = {2, -0.02, 0, -0.0, inf, -inf, nan};
+        check_unary_values("leaky_relu(0.01)", leaky_default, JAG_FLOAT64, x, w, 7, JAG_FLOAT64);
+        double w2[] = {2, 4, -0.0, 0.0, inf, inf, nan}; /* 0 * -2 = -0, as torch's x * slope */
+        check_unary_values("leaky_relu(-2)", leaky_neg, JAG_FLOAT64, x, w2, 7, JAG_FLOAT64);
+        check_unary_values("leaky_relu(-2)", leaky_neg, JAG_FLOAT32, x, w2, 7, JAG_FLOAT32);
+    }
+    {
+        double x[] = {2, -1, 0, -0.0, inf, -inf, nan}, w[] = {2, -0.63212055882855767, 0, -0.0, inf, -1, nan};
+        check_unary_values("elu(1)", elu_default, JAG_FLOAT64, x, w, 7, JAG_FLOAT64);
+        check_unary_values("elu(1)", elu_default, JAG_FLOAT32, x, w, 7, JAG_FLOAT32);
+        double w2[] = {2, -0.31606027941427883, 0, -0.0, inf, -0.5, nan};
+        check_unary_values("elu(0.5)", elu_half, JAG_FLOAT64, x, w2, 7, JAG_FLOAT64);
+    }
+    { /* softplus: log(1 + e^(beta x)) / beta, x itself once beta x > threshold */
+        double x[] = {0, 1, -1, 21, 19, -50, 1000, -1000, inf, -inf, nan};
+        double w[] = {0.69314718055994531, 1.3132616875182228, 0.31326168751822286, 21, 19.000000005602796,
+                      1.9287498479639178e-22, 1000, 0, inf, 0, nan};
+        check_unary_values("softplus(1, 20)", softplus_default, JAG_FLOAT64, x, w, 11, JAG_FLOAT64);
+        double x2[] = {1, -1, 0, 0.6}, w2[] = {1, 0.06346400552148625, 0.34657359027997264, 0.6};
+        check_unary_values("softplus(2, 1)", softplus_b2t1, JAG_FLOAT64, x2, w2, 4, JAG_FLOAT64);
+        check_unary_values("softplus(2, 1)", softplus_b2t1, JAG_FLOAT32, x2, w2, 4, JAG_FLOAT32);
+    }
+    {
+        double x[] = {2, -2, 0.5, -0.0, inf, -inf, nan}, w[] = {1, -1, 0.5, -0.0, 1, -1, nan};
+        check_unary_values("hardtanh(-1, 1)", hardtanh_default, JAG_FLOAT64, x, w, 7, JAG_FLOAT64);
+        double w2[] = {2, 0, 0.5, -0.0, 6, 0, nan};
+        check_unary_values("hardtanh(0, 6)", hardtanh_0_6, JAG_FLOAT32, x, w2, 7, JAG_FLOAT32);
+        double ix[] = {-3, 1, 9}, iw[] = {0, 1, 6};
+        check_unary_values("hardtanh(0, 6)", hardtanh_0_6, JAG_INT64, ix, iw, 3, JAG_FLOAT32);
+    }
+    /* Integer and bool inputs of the float ops promote to float32. */
+    {
+        double ix[] = {0, 1, -1}, w[] = {0, 1.7182818284590452, -0.63212055882855767};
+        check_unary_values("jag_expm1", jag_expm1, JAG_INT32, ix, w, 3, JAG_FLOAT32);
+        double bx[] = {1, 0}, bw[] = {0.69314718055994531, 0};
+        check_unary_values("jag_log1p", jag_log1p, JAG_BOOL, bx, bw, 2, JAG_FLOAT32);
+    }
+    /* Argument errors name the op and the argument; nothing is made. */
+    {
+        int64_t n = 2;
+        jag_tensor *x = NULL, *y = NULL;
+        CHECK_OK(jag_zeros(&n, 1, JAG_FLOAT32, &x));
+        CHECK_ERR(jag_hardtanh(x, 1.0, -1.0, &y), JAG_EINVAL, "jag_hardtanh: argument 'min_val'");
+        CHECK(y == NULL);
+        CHECK_ERR(jag_softplus(x, 0.0, 20.0, &y), JAG_EINVAL, "jag_softplus: argument 'beta'");
+        CHECK(y == NULL);
+        CHECK_ERR(jag_elu(x, 1.0, NULL), JAG_EINVAL, "jag_elu: argument 'out'");
+        jag_release(x);
+        int64_t bn = 1;
+        uint8_t b = 1;
+        CHECK_OK(jag_from_data(&b, &bn, 1, JAG_BOOL, &x));
+        CHECK_ERR(jag_floor(x, &y), JAG_EDTYPE, "jag_floor: argument 'x' is bool");
+        CHECK(y == NULL);
+        jag_release(x);
     }
 }
 
@@ -1393,7 +1598,7 @@ static void test_float64_ulp_sample(void) {
     free(xs);
 }
 
-TEST_MAIN(test_unary_vs_reference, test_unary_hand_values, test_unary_integer_wrap, test_unary_dtypes,
+TEST_MAIN(test_unary_vs_reference, test_unary_hand_values, test_param_unary_vs_reference, test_more_unary_hand_values, test_unary_integer_wrap, test_unary_dtypes,
           test_binary_dtype_pairs, test_binary_layouts, test_binary_scalars, test_add_alpha, test_binary_hand_values,
           test_binary_integer_wrap, test_where, test_clamp, test_broadcast_shapes, test_scalar_dtypes, test_zero_dim_and_empty,
           test_inputs_untouched, test_errors, test_parallel_paths, test_float32_ulp_sweep,

@@ -637,6 +637,84 @@ RULE(clamp) {
     END;
 }
 
+/* ---- more unary ops ------------------------------------------------------ */
+
+/* floor, ceil, round, trunc: zero almost everywhere, zero everywhere as torch */
+RULE(rounding) { BEGIN; SET(0, ZEROS_LIKE(IN(0))); END; }
+/* d log(1 + x) = 1 / (1 + x) */
+RULE(log1p) { BEGIN; SET(0, DIV(go[0], ADDS(IN(0), 1.0))); END; }
+/* d (e^x - 1) = e^x = y + 1 */
+RULE(expm1) { BEGIN; SET(0, MUL(go[0], ADDS(c->outputs[0], 1.0))); END; }
+/* d erf(x) = 2 / sqrt(pi) e^(-x^2); erfc's is its negative */
+#define JAG_2_SQRTPI 1.12837916709551257390
+RULE(erf) { BEGIN; SET(0, MUL(go[0], MULS(EXP(NEG(SQUARE(IN(0)))), JAG_2_SQRTPI))); END; }
+RULE(erfc) { BEGIN; SET(0, MUL(go[0], MULS(EXP(NEG(SQUARE(IN(0)))), -JAG_2_SQRTPI))); END; }
+/* selu: x > 0 ? scale : scale alpha e^x (torch's elu_backward) */
+RULE(selu) {
+    BEGIN;
+    const jag_tensor *g = go[0], *x = IN(0);
+    const double scale = 1.0507009873554804934193349852946, alpha = 1.6732632423543772848170429916717;
+    SET(0, WHERE(GTS(x, 0.0), MULS(g, scale), MUL(g, MULS(EXP(x), scale * alpha))));
+    END;
+}
+/* elu: x > 0 ? 1 : alpha e^x (alpha at 0, as torch) */
+RULE(elu) {
+    BEGIN;
+    const jag_tensor *g = go[0], *x = IN(0);
+    SET(0, WHERE(GTS(x, 0.0), g, MUL(g, MULS(EXP(x), c->args[1].u.d))));
+    END;
+}
+/* leaky_relu: x > 0 ? 1 : negative_slope */
+RULE(leaky_relu) {
+    BEGIN;
+    const jag_tensor *g = go[0];
+    SET(0, WHERE(GTS(IN(0), 0.0), g, MULS(g, c->args[1].u.d)));
+    END;
+}
+/* hardtanh: 1 where min_val < x < max_val, the bounds excluded (torch) */
+RULE(hardtanh) {
+    BEGIN;
+    const jag_tensor *g = go[0], *x = IN(0);
+    jag_tensor *inside = MUL(GTS(x, c->args[1].u.d), LTS(x, c->args[2].u.d)); /* bool * bool: and */
+    SET(0, WHERE(inside, g, SCALAR(0.0, g->dtype)));
+    END;
+}
+/* hardswish: x < -3 ? 0 : x <= 3 ? x / 3 + 1/2 : 1 (torch) */
+RULE(hardswish) {
+    BEGIN;
+    const jag_tensor *g = go[0], *x = IN(0);
+    jag_tensor *mid = WHERE(LES(x, 3.0), MUL(g, ADDS(DIVS(x, 3.0), 0.5)), g);
+    SET(0, WHERE(LTS(x, -3.0), SCALAR(0.0, g->dtype), mid));
+    END;
+}
+/* hardsigmoid: 1/6 where -3 < x < 3, else 0 (torch) */
+RULE(hardsigmoid) {
+    BEGIN;
+    const jag_tensor *g = go[0], *x = IN(0);
+    jag_tensor *inside = MUL(GTS(x, -3.0), LTS(x, 3.0));
+    SET(0, WHERE(inside, DIVS(g, 6.0), SCALAR(0.0, g->dtype)));
+    END;
+}
+/* softplus: beta x > threshold ? 1 : sigmoid(beta x) */
+RULE(softplus) {
+    BEGIN;
+    const jag_tensor *g = go[0];
+    jag_tensor *bx = MULS(IN(0), c->args[1].u.d);
+    SET(0, WHERE(GTS(bx, c->args[2].u.d), g, MUL(g, SIGMOID(bx))));
+    END;
+}
+static jag_tensor *softplus_(pool *p, const jag_tensor *x) { POOL_RUN(jag_softplus(x, 1.0, 20.0, &o)); }
+/* mish = x t, t = tanh(softplus(x)): t + x sigmoid(x) (1 - t^2) */
+RULE(mish) {
+    BEGIN;
+    const jag_tensor *x = IN(0);
+    jag_tensor *t = TANH(softplus_(p, x));
+    SET(0, MUL(go[0], ADD(t, MUL(MUL(x, SIGMOID(x)), RSUB(1.0, SQUARE(t))))));
+    END;
+}
+/* d log(sigmoid(x)) = sigmoid(-x) */
+RULE(logsigmoid) { BEGIN; SET(0, MUL(go[0], SIGMOID(NEG(IN(0))))); END; }
+
 RULE(clone) { BEGIN; SET(0, go[0]); END; }
 /* the gradient goes back to the input's dtype (set_grad converts) */
 RULE(to_dtype) { BEGIN; SET(0, go[0]); END; }
@@ -1397,4 +1475,21 @@ const jag_derivative_fn jag__derivatives[JAG_OP_BUILTIN_COUNT] = {
     [JAG_OP_ragged_reduce] = jag__d_ragged_reduce,
     [JAG_OP_varlen_attention] = jag__d_varlen_attention,
     [JAG_OP_scaled_dot_product_attention_masked] = jag__d_sdpa,
+    [JAG_OP_floor] = r_rounding,
+    [JAG_OP_ceil] = r_rounding,
+    [JAG_OP_round] = r_rounding,
+    [JAG_OP_trunc] = r_rounding,
+    [JAG_OP_log1p] = r_log1p,
+    [JAG_OP_expm1] = r_expm1,
+    [JAG_OP_erf] = r_erf,
+    [JAG_OP_erfc] = r_erfc,
+    [JAG_OP_selu] = r_selu,
+    [JAG_OP_hardswish] = r_hardswish,
+    [JAG_OP_hardsigmoid] = r_hardsigmoid,
+    [JAG_OP_mish] = r_mish,
+    [JAG_OP_logsigmoid] = r_logsigmoid,
+    [JAG_OP_leaky_relu] = r_leaky_relu,
+    [JAG_OP_elu] = r_elu,
+    [JAG_OP_softplus] = r_softplus,
+    [JAG_OP_hardtanh] = r_hardtanh,
 };

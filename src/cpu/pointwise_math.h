@@ -49,6 +49,48 @@ static inline double jag__gelu_tanh_f64(double x) {
     return x * jag__sigmoid_f64(2.0 * u);
 }
 
+/* ---- the activations of torch.nn.functional, in double ----------------- */
+
+/* Each computes in double; the float32 kernels call them and round once, so
+ * their float32 results are within half an ulp of the double value. NaN
+ * gives NaN through every one. Formulas as torch's CPU kernels. */
+
+#define JAG_SELU_ALPHA 1.6732632423543772848170429916717
+#define JAG_SELU_SCALE 1.0507009873554804934193349852946
+
+/* log(1 + e^x) without overflow: max(x, 0) + log1p(e^-|x|). */
+static inline double jag__softplus1_f64(double x) { return fmax(x, 0.0) + log1p(exp(-fabs(x))); }
+
+/* selu(x) = scale (x > 0 ? x : alpha (e^x - 1)). */
+static inline double jag__selu_f64(double x) {
+    return JAG_SELU_SCALE * (x > 0 ? x : JAG_SELU_ALPHA * expm1(x));
+}
+/* hardswish(x) = x min(max(x + 3, 0), 6) / 6 (-inf gives NaN, as torch). */
+static inline double jag__hardswish_f64(double x) { return x * fmin(fmax(x + 3.0, 0.0), 6.0) / 6.0; }
+/* hardsigmoid(x) = min(max(x + 3, 0), 6) / 6. */
+static inline double jag__hardsigmoid_f64(double x) {
+    return isnan(x) ? x : fmin(fmax(x + 3.0, 0.0), 6.0) / 6.0;
+}
+/* mish(x) = x tanh(softplus(x)). */
+static inline double jag__mish_f64(double x) { return x * tanh(jag__softplus1_f64(x)); }
+/* logsigmoid(x) = -softplus(-x) = min(x, 0) - log1p(e^-|x|). */
+static inline double jag__logsigmoid_f64(double x) { return fmin(x, 0.0) - log1p(exp(-fabs(x))); }
+
+/* The parametrised ones; p holds the op's scalar arguments after x. */
+/* leaky_relu(x, slope) = x > 0 ? x : slope x */
+static inline double jag__leaky_relu_f64(double x, const double *p) { return x > 0 ? x : x * p[0]; }
+/* elu(x, alpha) = x > 0 ? x : alpha (e^x - 1) */
+static inline double jag__elu_f64(double x, const double *p) { return x > 0 ? x : p[0] * expm1(x); }
+/* softplus(x, beta, threshold) = beta x > threshold ? x : log(1 + e^(beta x)) / beta */
+static inline double jag__softplus_f64(double x, const double *p) {
+    double bx = x * p[0];
+    return bx > p[1] ? x : jag__softplus1_f64(bx) / p[0];
+}
+/* hardtanh(x, min_val, max_val) = min(max(x, min_val), max_val) */
+static inline double jag__hardtanh_f64(double x, const double *p) {
+    return isnan(x) ? x : x < p[0] ? p[0] : x > p[1] ? p[1] : x;
+}
+
 /* ---- SLEEF array kernels (sleef_unary.c) ---------------------------------- */
 
 /* Whether this build runs the SLEEF kernels below (unary.c). */
@@ -118,6 +160,10 @@ static inline double jag__pw_round_to(double v, jag_dtype dtype) {
 jag_status jag__ref_unary(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out);
 /* Binary ops (add ... ge) and where. */
 jag_status jag__ref_binary(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out);
+/* The parametrised unary ops (leaky_relu, elu, softplus, hardtanh): x and
+ * their scalar arguments, each scalar rounded through the dtype the op
+ * computes in as the kernel does. */
+jag_status jag__ref_unary_param(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out);
 /* clamp (x, lo, hi). */
 jag_status jag__ref_clamp(const jag_value *args, int nargs, jag_tensor **out);
 

@@ -1,5 +1,5 @@
 /*
- * unary.c — elementwise ops of one tensor (neg ... sign): their META
+ * unary.c — elementwise ops of one tensor (neg ... hardtanh): their META
  * functions, their CPU kernels and the naive reference.
  *
  * Every kernel writes y = f(x) where y is the contiguous output and x has any
@@ -12,9 +12,11 @@
  * through a stack buffer (ARRAY_LOOP).
  *
  * dtypes: float ops (exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, silu,
- * gelu, gelu_tanh, reciprocal) compute in float32 or float64 and promote
- * integer and bool inputs to float32. neg, abs, relu, square and sign keep
- * the input dtype; for bool, as torch: abs and sign are the identity, square
+ * gelu, gelu_tanh, reciprocal, log1p, expm1, erf, erfc, selu, hardswish,
+ * hardsigmoid, mish, logsigmoid and the parametrised leaky_relu, elu,
+ * softplus, hardtanh) compute in float32 or float64 and promote
+ * integer and bool inputs to float32. neg, abs, relu, square, sign, floor,
+ * ceil, round and trunc keep the input dtype (the last four refuse bool); for bool, as torch: abs and sign are the identity, square
  * gives int64 (torch's square is pow(x, 2)), neg and relu are JAG_EDTYPE.
  * Integer neg, abs and square wrap on overflow as torch does
  * (abs(INT32_MIN) == INT32_MIN), computed in unsigned so there is no UB.
@@ -31,7 +33,8 @@ jag_status jag__meta_unary_keep(const char *op, const jag_value *args, int nargs
     if (st != JAG_OK) return st;
     jag_dtype dtype = x->dtype;
     if (dtype == JAG_BOOL) {
-        if (jag__pw_op_is(op, "neg") || jag__pw_op_is(op, "relu"))
+        if (jag__pw_op_is(op, "neg") || jag__pw_op_is(op, "relu") || jag__pw_op_is(op, "floor") ||
+            jag__pw_op_is(op, "ceil") || jag__pw_op_is(op, "round") || jag__pw_op_is(op, "trunc"))
             return jag__error(JAG_EDTYPE,
                               "%s: argument 'x' is bool, expected float32, float64, int32 or int64 "
                               "(convert it with jag_to_dtype first)",
@@ -49,6 +52,37 @@ jag_status jag__meta_unary_float(const char *op, const jag_value *args, int narg
     if (st != JAG_OK) return st;
     jag__spec_set(&outs[0], jag_dtype_is_floating(x->dtype) ? x->dtype : JAG_FLOAT32, x->sizes, x->ndim);
     return JAG_OK;
+}
+
+/* The scalar arguments of the parametrised ops: how many follow x, their
+ * names for messages. */
+static int param_names(const char *op, const char **names) {
+    if (jag__pw_op_is(op, "leaky_relu")) { names[0] = "negative_slope"; return 1; }
+    if (jag__pw_op_is(op, "elu")) { names[0] = "alpha"; return 1; }
+    if (jag__pw_op_is(op, "softplus")) { names[0] = "beta"; names[1] = "threshold"; return 2; }
+    names[0] = "min_val";
+    names[1] = "max_val";
+    return 2; /* hardtanh */
+}
+
+// (x, scalars...) -> y (...) float: float32 for integer/bool x, else x's dtype.
+// softplus: beta != 0; hardtanh: min_val <= max_val (torch's checks).
+jag_status jag__meta_unary_param(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const char *names[2];
+    int np = param_names(op, names);
+    double prm[2] = {0, 0};
+    if (nargs != 1 + np)
+        return jag__error(JAG_EINVAL, "%s: expected %d arguments (x and %d scalars), got %d", op, 1 + np, np, nargs);
+    for (int k = 0; k < np; k++) {
+        jag_status st = jag__arg_double(op, args, nargs, 1 + k, names[k], &prm[k]);
+        if (st != JAG_OK) return st;
+    }
+    if (jag__pw_op_is(op, "softplus") && prm[0] == 0)
+        return jag__error(JAG_EINVAL, "%s: argument 'beta' is 0, expected a nonzero number", op);
+    if (jag__pw_op_is(op, "hardtanh") && !(prm[0] <= prm[1]))
+        return jag__error(JAG_EINVAL, "%s: argument 'min_val' (%g) is greater than 'max_val' (%g), expected min_val <= max_val",
+                          op, prm[0], prm[1]);
+    return jag__meta_unary_float(op, args, 1, outs);
 }
 
 /* ---- element functions ---------------------------------------------------- */
@@ -73,7 +107,23 @@ LIBM_OP(sigmoid, jag__sigmoid_f32, jag__sigmoid_f64)
 LIBM_OP(silu, jag__silu_f32, jag__silu_f64)
 LIBM_OP(gelu, jag__gelu_f32, jag__gelu_f64)
 LIBM_OP(gelu_tanh, jag__gelu_tanh_f32, jag__gelu_tanh_f64)
+/* log1p, expm1, erf, erfc: glibc, one call per element (bounds in tests/test_unary_accuracy.c) */
+LIBM_OP(log1p, log1pf, log1p)
+LIBM_OP(expm1, expm1f, expm1)
+LIBM_OP(erf, erff, erf)
+LIBM_OP(erfc, erfcf, erfc)
 #undef LIBM_OP
+
+/* The activations of pointwise_math.h: double, rounded once for float32. */
+#define VIA_DOUBLE_OP(name)                                                    \
+    static inline float name##_f32(float x) { return (float)jag__##name##_f64(x); } \
+    static inline double name##_f64(double x) { return jag__##name##_f64(x); }
+VIA_DOUBLE_OP(selu)
+VIA_DOUBLE_OP(hardswish)
+VIA_DOUBLE_OP(hardsigmoid)
+VIA_DOUBLE_OP(mish)
+VIA_DOUBLE_OP(logsigmoid)
+#undef VIA_DOUBLE_OP
 
 static inline float rsqrt_f32(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt_f64(double x) { return 1.0 / sqrt(x); }
@@ -86,7 +136,11 @@ static inline double reciprocal_f64(double x) { return 1.0 / x; }
     static inline T abs_##sfx(T x) { return x < 0 ? (T)((U)0 - (U)x) : x; }    \
     static inline T relu_##sfx(T x) { return x < 0 ? 0 : x; }                  \
     static inline T square_##sfx(T x) { return (T)((U)x * (U)x); }            \
-    static inline T sign_##sfx(T x) { return (T)((x > 0) - (x < 0)); }
+    static inline T sign_##sfx(T x) { return (T)((x > 0) - (x < 0)); }       \
+    static inline T floor_##sfx(T x) { return x; }                            \
+    static inline T ceil_##sfx(T x) { return x; }                             \
+    static inline T round_##sfx(T x) { return x; }                            \
+    static inline T trunc_##sfx(T x) { return x; }
 KEEP_OPS(i32, int32_t, uint32_t)
 KEEP_OPS(i64, int64_t, uint64_t)
 #undef KEEP_OPS
@@ -100,6 +154,16 @@ KEEP_OPS(i64, int64_t, uint64_t)
     static inline T sign_##sfx(T x) { return x > 0 ? (T)1 : x < 0 ? (T)-1 : x; }
 KEEP_OPS_FLOAT(f32, float, fabsf)
 KEEP_OPS_FLOAT(f64, double, fabs)
+/* round: halves to even, as torch.round (nearbyint in the default rounding
+ * mode, which the project never changes). */
+#define ROUNDING_OPS(sfx, T, s)                                                \
+    static inline T floor_##sfx(T x) { return floor##s(x); }                  \
+    static inline T ceil_##sfx(T x) { return ceil##s(x); }                    \
+    static inline T round_##sfx(T x) { return nearbyint##s(x); }              \
+    static inline T trunc_##sfx(T x) { return trunc##s(x); }
+ROUNDING_OPS(f32, float, f)
+ROUNDING_OPS(f64, double, )
+#undef ROUNDING_OPS
 #undef KEEP_OPS_FLOAT
 
 static inline uint8_t abs_b(uint8_t x) { return x; }
@@ -207,6 +271,45 @@ SLEEF_LOOPS_F32(silu)
 SLEEF_LOOPS_F64(gelu)
 FLOAT_LOOPS(gelu_tanh)
 FLOAT_LOOPS(reciprocal)
+NUMBER_LOOPS(floor, NULL)
+NUMBER_LOOPS(ceil, NULL)
+NUMBER_LOOPS(round, NULL)
+NUMBER_LOOPS(trunc, NULL)
+FLOAT_LOOPS(log1p)
+FLOAT_LOOPS(expm1)
+FLOAT_LOOPS(erf)
+FLOAT_LOOPS(erfc)
+FLOAT_LOOPS(selu)
+FLOAT_LOOPS(hardswish)
+FLOAT_LOOPS(hardsigmoid)
+FLOAT_LOOPS(mish)
+FLOAT_LOOPS(logsigmoid)
+
+/* The parametrised ops: ctx is their scalar arguments (double[2]), already
+ * rounded through the dtype the loop computes in (float32: as torch, which
+ * converts them to the tensor's type). */
+#define PARAM_LOOP(NAME, T, F)                                                 \
+    static void NAME(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) { \
+        const double *prm = (const double *)ctx;                               \
+        if (strides[0] == (int64_t)sizeof(T) && strides[1] == (int64_t)sizeof(T)) { \
+            T *restrict y = (T *)ptrs[0];                                      \
+            const T *restrict x = (const T *)ptrs[1];                          \
+            for (int64_t i = 0; i < n; i++) y[i] = (T)F(x[i], prm);            \
+        } else {                                                               \
+            char *y = ptrs[0];                                                 \
+            const char *x = ptrs[1];                                           \
+            const int64_t ys = strides[0], xs = strides[1];                    \
+            for (int64_t i = 0; i < n; i++) *(T *)(y + i * ys) = (T)F(*(const T *)(x + i * xs), prm); \
+        }                                                                      \
+    }
+#define PARAM_LOOPS(op)                                                        \
+    PARAM_LOOP(loop_##op##_f32, float, jag__##op##_f64)                        \
+    PARAM_LOOP(loop_##op##_f64, double, jag__##op##_f64)                       \
+    FLOAT_TABLE(op)
+PARAM_LOOPS(leaky_relu)
+PARAM_LOOPS(elu)
+PARAM_LOOPS(softplus)
+PARAM_LOOPS(hardtanh)
 
 /* ---- kernels ----------------------------------------------------------------- */
 
@@ -224,7 +327,8 @@ const jag_tensor *jag__pw_as_dtype(const char *op, const jag_tensor *x, jag_dtyp
 }
 
 // x is (...) any strides and dtype, y is (...) contiguous: y = f(x)
-static jag_status run_unary(const char *op, const jag_value *args, jag_tensor *y, const jag_loop_fn *loops) {
+static jag_status run_unary_ctx(const char *op, const jag_value *args, jag_tensor *y, const jag_loop_fn *loops,
+                                void *ctx) {
     if (jag_numel(y) == 0) return JAG_OK;
     jag_loop_fn fn = loops[y->dtype];
     JAG_ASSERT(fn != NULL);
@@ -236,10 +340,34 @@ static jag_status run_unary(const char *op, const jag_value *args, jag_tensor *y
     size_t elem[2] = {jag_dtype_size(y->dtype), jag_dtype_size(y->dtype)};
     jag_iter it;
     jag__iter_init(&it, y->sizes, y->ndim, 2, base, strides, elem);
-    jag__iter_run(&it, fn, NULL);
+    jag__iter_run(&it, fn, ctx);
     jag_release(xc);
     return JAG_OK;
 }
+
+static jag_status run_unary(const char *op, const jag_value *args, jag_tensor *y, const jag_loop_fn *loops) {
+    return run_unary_ctx(op, args, y, loops, NULL);
+}
+
+/* The scalar arguments of a parametrised op (nargs - 1 of them), rounded
+ * through `dtype`. */
+static void load_params(const jag_value *args, int nargs, jag_dtype dtype, double *prm) {
+    prm[0] = prm[1] = 0;
+    for (int k = 0; k + 1 < nargs && k < 2; k++) prm[k] = jag__pw_round_to(args[1 + k].u.d, dtype);
+}
+
+// jag__cpu_leaky_relu ... jag__cpu_hardtanh: (x, scalars) -> y = name(x; scalars)
+#define PARAM_KERNEL(name)                                                     \
+    jag_status jag__cpu_##name(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
+        double prm[2];                                                         \
+        load_params(args, nargs, outs[0]->dtype, prm);                         \
+        return run_unary_ctx(op, args, outs[0], name##_loops, prm);            \
+    }
+PARAM_KERNEL(leaky_relu)
+PARAM_KERNEL(elu)
+PARAM_KERNEL(softplus)
+PARAM_KERNEL(hardtanh)
+#undef PARAM_KERNEL
 
 // jag__cpu_neg ... jag__cpu_sign: x is (...), y is (...): y = name(x)
 #define JAG_X_KERNEL(name)                                                     \
@@ -282,6 +410,26 @@ static double ref_value(jag_op_id op, double x) {
     case JAG_OP_reciprocal: return 1.0 / x;
     case JAG_OP_square: return x * x;
     case JAG_OP_sign: return x > 0 ? 1.0 : x < 0 ? -1.0 : x;
+    case JAG_OP_floor: return floor(x);
+    case JAG_OP_ceil: return ceil(x);
+    case JAG_OP_round: /* halves to even */
+        return x == floor(x) ? x : x - floor(x) == 0.5 ? 2.0 * floor(0.5 * x + 0.5) : floor(x + 0.5);
+    case JAG_OP_trunc: return x < 0 ? ceil(x) : floor(x);
+    case JAG_OP_log1p: { /* log(u) x / (u - 1), u = 1 + x rounded: corrects u's rounding */
+        double u = 1.0 + x;
+        return u == 1.0 ? x : isinf(u) ? u : log(u) * x / (u - 1.0);
+    }
+    case JAG_OP_expm1: { /* 2 t / (1 - t), t = tanh(x / 2): no cancellation near 0 */
+        double t = tanh(0.5 * x);
+        return fabs(x) < 1.0 ? 2.0 * t / (1.0 - t) : exp(x) - 1.0;
+    }
+    case JAG_OP_erf: return erf(x);
+    case JAG_OP_erfc: return erfc(x);
+    case JAG_OP_selu: return x > 0 ? JAG_SELU_SCALE * x : JAG_SELU_SCALE * JAG_SELU_ALPHA * (exp(x) - 1.0);
+    case JAG_OP_hardswish: return x <= -3 ? x * 0.0 : x >= 3 ? x : x * (x + 3.0) / 6.0;
+    case JAG_OP_hardsigmoid: return x <= -3 ? 0.0 : x >= 3 ? 1.0 : (x + 3.0) / 6.0;
+    case JAG_OP_mish: return x * tanh(log(1.0 + exp(x)));
+    case JAG_OP_logsigmoid: return -log(1.0 + exp(-x));
     default: JAG_ASSERT(!"not a unary op"); return 0;
     }
 }
@@ -302,6 +450,44 @@ jag_status jag__ref_unary(jag_op_id op, const jag_value *args, int nargs, jag_te
         for (int d = 0; d < x->ndim; d++) off += idx[d] * x->strides[d];
         double v = jag__pw_round_to(jag__load_as_double(jag__ptr(x) + off * (int64_t)xs, x->dtype), y->dtype);
         jag__store_from_double(jag__ptr(y) + e * (int64_t)ys, y->dtype, ref_value(op, v));
+        for (int d = y->ndim - 1; d >= 0; d--) {
+            if (++idx[d] < y->sizes[d]) break;
+            idx[d] = 0;
+        }
+    }
+    *out = y;
+    return JAG_OK;
+}
+
+/* The textbook formula of each parametrised op, in double. */
+static double ref_param_value(jag_op_id op, double x, const double *p) {
+    switch (op) {
+    case JAG_OP_leaky_relu: return x > 0 ? x : p[0] * x;
+    case JAG_OP_elu: return x > 0 ? x : p[0] * (exp(x) - 1.0);
+    case JAG_OP_softplus: return p[0] * x > p[1] ? x : log(1.0 + exp(p[0] * x)) / p[0];
+    case JAG_OP_hardtanh: return isnan(x) ? x : fmin(fmax(x, p[0]), p[1]);
+    default: JAG_ASSERT(!"not a parametrised unary op"); return 0;
+    }
+}
+
+// (x, scalars) -> y (...) new contiguous, one element at a time (x contiguous or not)
+jag_status jag__ref_unary_param(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out) {
+    const jag_op_info *info = &jag__ops[op];
+    jag_spec spec;
+    jag_status st = info->meta(info->api_name, args, nargs, &spec);
+    if (st != JAG_OK) return st;
+    jag_tensor *y = jag__tensor_from_spec(info->api_name, &spec, false);
+    if (!y) return jag_last_status();
+    double prm[2];
+    load_params(args, nargs, y->dtype, prm);
+    const jag_tensor *x = args[0].u.t;
+    int64_t n = jag_numel(y), idx[JAG_MAX_DIMS] = {0};
+    size_t xs = jag_dtype_size(x->dtype), ys = jag_dtype_size(y->dtype);
+    for (int64_t e = 0; e < n; e++) {
+        int64_t off = 0;
+        for (int d = 0; d < x->ndim; d++) off += idx[d] * x->strides[d];
+        double v = jag__pw_round_to(jag__load_as_double(jag__ptr(x) + off * (int64_t)xs, x->dtype), y->dtype);
+        jag__store_from_double(jag__ptr(y) + e * (int64_t)ys, y->dtype, ref_param_value(op, v, prm));
         for (int d = y->ndim - 1; d >= 0; d--) {
             if (++idx[d] < y->sizes[d]) break;
             idx[d] = 0;

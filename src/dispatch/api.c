@@ -57,6 +57,26 @@ jag_status jag_clamp(const jag_tensor *x, double lo, double hi, jag_tensor **out
     CALL(clamp, jag__v_tensor(x), jag__v_double(lo), jag__v_double(hi));
 }
 
+jag_status jag_leaky_relu(const jag_tensor *x, double negative_slope, jag_tensor **out) {
+    CHECK_OUT(leaky_relu);
+    CALL(leaky_relu, jag__v_tensor(x), jag__v_double(negative_slope));
+}
+
+jag_status jag_elu(const jag_tensor *x, double alpha, jag_tensor **out) {
+    CHECK_OUT(elu);
+    CALL(elu, jag__v_tensor(x), jag__v_double(alpha));
+}
+
+jag_status jag_softplus(const jag_tensor *x, double beta, double threshold, jag_tensor **out) {
+    CHECK_OUT(softplus);
+    CALL(softplus, jag__v_tensor(x), jag__v_double(beta), jag__v_double(threshold));
+}
+
+jag_status jag_hardtanh(const jag_tensor *x, double min_val, double max_val, jag_tensor **out) {
+    CHECK_OUT(hardtanh);
+    CALL(hardtanh, jag__v_tensor(x), jag__v_double(min_val), jag__v_double(max_val));
+}
+
 jag_status jag_clone(const jag_tensor *x, jag_tensor **out) {
     CHECK_OUT(clone);
     CALL(clone, jag__v_tensor(x));

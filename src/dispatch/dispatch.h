@@ -85,6 +85,7 @@ static inline bool jag__op_valid(jag_op_id op) { return op >= 0 && op < atomic_l
 #undef JAG_OP
 jag_status jag__meta_unary_keep(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_unary_float(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_unary_param(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_binary_arith(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_binary_float(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_binary_compare(const char *, const jag_value *, int, jag_spec *);

@@ -100,6 +100,10 @@ bool jag__fusable_op(jag_op_id op) {
     case JAG_OP_gelu: case JAG_OP_gelu_tanh: case JAG_OP_reciprocal: case JAG_OP_square:
     case JAG_OP_add: case JAG_OP_sub: case JAG_OP_mul: case JAG_OP_div: case JAG_OP_maximum: case JAG_OP_minimum:
     case JAG_OP_clamp:
+    case JAG_OP_floor: case JAG_OP_ceil: case JAG_OP_round: case JAG_OP_trunc: case JAG_OP_log1p: case JAG_OP_expm1:
+    case JAG_OP_erf: case JAG_OP_erfc: case JAG_OP_selu: case JAG_OP_hardswish: case JAG_OP_hardsigmoid:
+    case JAG_OP_mish: case JAG_OP_logsigmoid: case JAG_OP_leaky_relu: case JAG_OP_elu: case JAG_OP_softplus:
+    case JAG_OP_hardtanh:
         return true;
     default: return false;
     }

@@ -34,6 +34,68 @@ def tanh(input):
     return _op("tanh", input)
 
 
+def _no_inplace(name, inplace):
+    if inplace:
+        raise NotImplementedError("%s(inplace=True) is not supported" % name)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    """x if x > 0 else negative_slope * x."""
+    _no_inplace("leaky_relu", inplace)
+    return _op("leaky_relu", input, _builtins.float(negative_slope))
+
+
+def elu(input, alpha=1.0, inplace=False):
+    """x if x > 0 else alpha * (exp(x) - 1)."""
+    _no_inplace("elu", inplace)
+    return _op("elu", input, _builtins.float(alpha))
+
+
+def selu(input, inplace=False):
+    """scale * elu(x, alpha) with torch's constants (alpha 1.6732..., scale 1.0507...)."""
+    _no_inplace("selu", inplace)
+    return _op("selu", input)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta * x)) / beta, or x where beta * x > threshold."""
+    return _op("softplus", input, _builtins.float(beta), _builtins.float(threshold))
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """min(max(x, min_val), max_val); the gradient is zero at the bounds, as torch."""
+    _no_inplace("hardtanh", inplace)
+    return _op("hardtanh", input, _builtins.float(min_val), _builtins.float(max_val))
+
+
+def relu6(input, inplace=False):
+    """hardtanh(x, 0, 6)."""
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+def hardswish(input, inplace=False):
+    """x * relu6(x + 3) / 6."""
+    _no_inplace("hardswish", inplace)
+    return _op("hardswish", input)
+
+
+def hardsigmoid(input, inplace=False):
+    """relu6(x + 3) / 6."""
+    _no_inplace("hardsigmoid", inplace)
+    return _op("hardsigmoid", input)
+
+
+def mish(input, inplace=False):
+    """x * tanh(softplus(x))."""
+    _no_inplace("mish", inplace)
+    return _op("mish", input)
+
+
+def logsigmoid(input):
+    """log(sigmoid(x)), computed without overflow."""
+    return _op("logsigmoid", input)
+
+
 def softmax(input, dim, dtype=None):
     return _jag.softmax(input, dim, dtype=dtype)
 

@@ -265,6 +265,101 @@ class ReLU(Module):
         return "inplace=True" if self.inplace else ""
 
 
+class LeakyReLU(Module):
+    """F.leaky_relu with a fixed negative_slope."""
+
+    def __init__(self, negative_slope=0.01, inplace=False):
+        super().__init__()
+        self.negative_slope = negative_slope
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.leaky_relu(input, self.negative_slope, self.inplace)
+
+    def extra_repr(self):
+        return "negative_slope=%s%s" % (self.negative_slope, ", inplace=True" if self.inplace else "")
+
+
+class ELU(Module):
+    """F.elu with a fixed alpha."""
+
+    def __init__(self, alpha=1.0, inplace=False):
+        super().__init__()
+        self.alpha = alpha
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.elu(input, self.alpha, self.inplace)
+
+    def extra_repr(self):
+        return "alpha=%s%s" % (self.alpha, ", inplace=True" if self.inplace else "")
+
+
+class Softplus(Module):
+    """F.softplus with fixed beta and threshold."""
+
+    def __init__(self, beta=1.0, threshold=20.0):
+        super().__init__()
+        self.beta = beta
+        self.threshold = threshold
+
+    def forward(self, input):
+        return F.softplus(input, self.beta, self.threshold)
+
+    def extra_repr(self):
+        return "beta=%s, threshold=%s" % (self.beta, self.threshold)
+
+
+class Hardtanh(Module):
+    """F.hardtanh with fixed bounds."""
+
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+        super().__init__()
+        if min_val > max_val:
+            raise ValueError("Hardtanh: min_val (%s) is greater than max_val (%s)" % (min_val, max_val))
+        self.min_val = min_val
+        self.max_val = max_val
+        self.inplace = inplace
+
+    def forward(self, input):
+        return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
+
+    def extra_repr(self):
+        return "min_val=%s, max_val=%s%s" % (self.min_val, self.max_val, ", inplace=True" if self.inplace else "")
+
+
+def _simple_activation(name, doc):
+    fn = getattr(F, name.lower())
+
+    class _Activation(Module):
+        def __init__(self, inplace=False):
+            super().__init__()
+            self.inplace = inplace
+
+        def forward(self, input):
+            return fn(input, self.inplace)
+
+        def extra_repr(self):
+            return "inplace=True" if self.inplace else ""
+
+    _Activation.__name__ = _Activation.__qualname__ = name
+    _Activation.__doc__ = doc
+    return _Activation
+
+
+SELU = _simple_activation("SELU", "F.selu: scale * elu(x, alpha) with torch's constants.")
+Hardswish = _simple_activation("Hardswish", "F.hardswish: x * relu6(x + 3) / 6.")
+Hardsigmoid = _simple_activation("Hardsigmoid", "F.hardsigmoid: relu6(x + 3) / 6.")
+Mish = _simple_activation("Mish", "F.mish: x * tanh(softplus(x)).")
+
+
+class LogSigmoid(Module):
+    """F.logsigmoid: log(sigmoid(x))."""
+
+    def forward(self, input):
+        return F.logsigmoid(input)
+
+
 class SiLU(Module):
     """x * sigmoid(x)."""
 
