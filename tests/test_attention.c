@@ -579,12 +579,12 @@ static jag_tensor *nested_mask(const int64_t *lq, const int64_t *lk, int n, int6
 
 /* float32 gradients through the op (the tiled backward, with the output
  * gradient of a sum: one value broadcast to every row) against float64's,
- * with and without a mask (whose gradient is the scores') */
+ * causal, or with a mask (whose gradient is the scores'), or neither */
 static void test_float32_gradients(void) {
     TEST_BEGIN();
     int64_t lq[4] = {70, 0, 5, 130}, lk[4] = {100, 3, 1, 130};
     for (int causal = 0; causal < 2; causal++)
-        for (int masked = 0; masked < 2; masked++) {
+        for (int masked = 0; masked < 2 - causal; masked++) { /* a mask with causal is refused (test_mask_with_causal) */
             jag_tensor *in[2][4] = {{jagged(lq, 4, 4, 16, 80), jagged(lk, 4, 2, 16, 81), jagged(lk, 4, 2, 16, 82),
                                      nested_mask(lq, lk, 4, 4, false, JAG_FLOAT64, 83)}};
             jag_tensor *g[2][4] = {{0}};
@@ -617,40 +617,40 @@ static void test_float32_gradients(void) {
 static void test_masked_jagged(void) {
     TEST_BEGIN();
     int64_t lq[4] = {3, 0, 5, 2}, lk[4] = {4, 2, 5, 3}, dh = 4;
-    for (int causal = 0; causal < 2; causal++)
-        for (int heads = 0; heads <= 2; heads++) {
-            int64_t hq = 2, hk = 1;
-            jag_tensor *q = jagged(lq, 4, hq, dh, 31), *k = jagged(lk, 4, hk, dh, 32), *v = jagged(lk, 4, hk, dh, 33), *y = NULL;
-            jag_tensor *m = nested_mask(lq, lk, 4, heads == 2 ? hq : heads, true, JAG_FLOAT64, 40);
-            CHECK_OK(jag_scaled_dot_product_attention_masked(q, k, v, m, causal, 0.0, &y));
-            jag_tensor *qc[4], *kc[4], *vc[4], *yc[4], *mc[4];
-            int n;
-            CHECK_OK(jag_nested_unbind(q, qc, 4, &n));
-            CHECK_OK(jag_nested_unbind(k, kc, 4, &n));
-            CHECK_OK(jag_nested_unbind(v, vc, 4, &n));
-            CHECK_OK(jag_nested_unbind(y, yc, 4, &n));
-            CHECK_OK(jag_nested_unbind(m, mc, 4, &n));
-            for (int b = 0; b < 4; b++) {
-                double want[256];
-                ref_item_masked(qc[b], kc[b], vc[b], mc[b], causal, 0.5, want);
-                for (int64_t i = 0; i < jag_numel(yc[b]); i++)
-                    CHECK_MSG(fabs(t_get(yc[b], i) - want[i]) < 1e-12, "masked item %d elem %lld: %g vs %g (causal %d heads %d)", b,
-                              (long long)i, t_get(yc[b], i), want[i], causal, heads);
-                jag_release(qc[b]), jag_release(kc[b]), jag_release(vc[b]), jag_release(yc[b]), jag_release(mc[b]);
-            }
-            /* float32 (the tiled kernel) agrees with float64 */
-            jag_tensor *q32 = NULL, *k32 = NULL, *v32 = NULL, *m32 = NULL, *y32 = NULL, *a = NULL, *bb = NULL;
-            CHECK_OK(jag_to_dtype(q, JAG_FLOAT32, &q32));
-            CHECK_OK(jag_to_dtype(k, JAG_FLOAT32, &k32));
-            CHECK_OK(jag_to_dtype(v, JAG_FLOAT32, &v32));
-            CHECK_OK(jag_to_dtype(m, JAG_FLOAT32, &m32));
-            CHECK_OK(jag_scaled_dot_product_attention_masked(q32, k32, v32, m32, causal, 0.0, &y32));
-            CHECK_OK(jag_nested_values(y, &a));
-            CHECK_OK(jag_nested_values(y32, &bb));
-            CHECK(t_allclose(bb, a, 1e-5, 1e-6));
-            jag_release(q32), jag_release(k32), jag_release(v32), jag_release(m32), jag_release(y32), jag_release(a), jag_release(bb);
-            jag_release(q), jag_release(k), jag_release(v), jag_release(m), jag_release(y);
+    const bool causal = false; /* a mask with causal is refused (test_mask_with_causal) */
+    for (int heads = 0; heads <= 2; heads++) {
+        int64_t hq = 2, hk = 1;
+        jag_tensor *q = jagged(lq, 4, hq, dh, 31), *k = jagged(lk, 4, hk, dh, 32), *v = jagged(lk, 4, hk, dh, 33), *y = NULL;
+        jag_tensor *m = nested_mask(lq, lk, 4, heads == 2 ? hq : heads, true, JAG_FLOAT64, 40);
+        CHECK_OK(jag_scaled_dot_product_attention_masked(q, k, v, m, causal, 0.0, &y));
+        jag_tensor *qc[4], *kc[4], *vc[4], *yc[4], *mc[4];
+        int n;
+        CHECK_OK(jag_nested_unbind(q, qc, 4, &n));
+        CHECK_OK(jag_nested_unbind(k, kc, 4, &n));
+        CHECK_OK(jag_nested_unbind(v, vc, 4, &n));
+        CHECK_OK(jag_nested_unbind(y, yc, 4, &n));
+        CHECK_OK(jag_nested_unbind(m, mc, 4, &n));
+        for (int b = 0; b < 4; b++) {
+            double want[256];
+            ref_item_masked(qc[b], kc[b], vc[b], mc[b], causal, 0.5, want);
+            for (int64_t i = 0; i < jag_numel(yc[b]); i++)
+                CHECK_MSG(fabs(t_get(yc[b], i) - want[i]) < 1e-12, "masked item %d elem %lld: %g vs %g (causal %d heads %d)", b,
+                          (long long)i, t_get(yc[b], i), want[i], causal, heads);
+            jag_release(qc[b]), jag_release(kc[b]), jag_release(vc[b]), jag_release(yc[b]), jag_release(mc[b]);
         }
+        /* float32 (the tiled kernel) agrees with float64 */
+        jag_tensor *q32 = NULL, *k32 = NULL, *v32 = NULL, *m32 = NULL, *y32 = NULL, *a = NULL, *bb = NULL;
+        CHECK_OK(jag_to_dtype(q, JAG_FLOAT32, &q32));
+        CHECK_OK(jag_to_dtype(k, JAG_FLOAT32, &k32));
+        CHECK_OK(jag_to_dtype(v, JAG_FLOAT32, &v32));
+        CHECK_OK(jag_to_dtype(m, JAG_FLOAT32, &m32));
+        CHECK_OK(jag_scaled_dot_product_attention_masked(q32, k32, v32, m32, causal, 0.0, &y32));
+        CHECK_OK(jag_nested_values(y, &a));
+        CHECK_OK(jag_nested_values(y32, &bb));
+        CHECK(t_allclose(bb, a, 1e-5, 1e-6));
+        jag_release(q32), jag_release(k32), jag_release(v32), jag_release(m32), jag_release(y32), jag_release(a), jag_release(bb);
+        jag_release(q), jag_release(k), jag_release(v), jag_release(m), jag_release(y);
+    }
     /* errors */
     jag_tensor *q = jagged(lq, 4, 2, dh, 34), *k = jagged(lk, 4, 1, dh, 35), *o = NULL;
     int64_t lk2[4] = {4, 2, 5, 4};
@@ -670,17 +670,17 @@ static jag_status run_masked(jag_tensor *const *in, int n, jag_tensor **out, voi
 static void test_masked_gradients_and_dense(void) {
     TEST_BEGIN();
     int64_t lq[3] = {3, 0, 4}, lk[3] = {2, 3, 4}, dh = 3;
-    for (int causal = 0; causal < 2; causal++)
-        for (int heads = 0; heads <= 2; heads += 2) {
-            bool cz = causal;
-            jag_tensor *q = jagged(lq, 3, 2, dh, 51), *k = jagged(lk, 3, 2, dh, 52), *v = jagged(lk, 3, 2, dh, 53);
-            jag_tensor *m = nested_mask(lq, lk, 3, heads, false, JAG_FLOAT64, 54);
-            jag_tensor *in[4] = {q, k, v, m};
-            for (int i = 0; i < 4; i++) CHECK_OK(jag_set_requires_grad(in[i], true));
-            jag_status st = jag_gradcheck(run_masked, &cz, in, 4, 1e-6, 1e-7, 1e-6);
-            CHECK_MSG(st == JAG_OK, "jagged masked causal %d heads %d: %s", causal, heads, jag_last_error());
-            for (int i = 0; i < 4; i++) jag_release(in[i]);
-        }
+    const bool causal = false; /* a mask with causal is refused (test_mask_with_causal) */
+    for (int heads = 0; heads <= 2; heads += 2) {
+        bool cz = causal;
+        jag_tensor *q = jagged(lq, 3, 2, dh, 51), *k = jagged(lk, 3, 2, dh, 52), *v = jagged(lk, 3, 2, dh, 53);
+        jag_tensor *m = nested_mask(lq, lk, 3, heads, false, JAG_FLOAT64, 54);
+        jag_tensor *in[4] = {q, k, v, m};
+        for (int i = 0; i < 4; i++) CHECK_OK(jag_set_requires_grad(in[i], true));
+        jag_status st = jag_gradcheck(run_masked, &cz, in, 4, 1e-6, 1e-7, 1e-6);
+        CHECK_MSG(st == JAG_OK, "jagged masked causal %d heads %d: %s", causal, heads, jag_last_error());
+        for (int i = 0; i < 4; i++) jag_release(in[i]);
+    }
     /* dense: against composed dense ops, and gradients with a broadcast mask */
     int64_t qs[4] = {2, 2, 3, 4}, ks[4] = {2, 2, 5, 4}, ms[4] = {1, 2, 3, 5};
     jag_tensor *q = t_rand(qs, 4, JAG_FLOAT64, -1, 1, 60), *k = t_rand(ks, 4, JAG_FLOAT64, -1, 1, 61);
@@ -702,7 +702,7 @@ static void test_masked_gradients_and_dense(void) {
     jag_release(kt), jag_release(s), jag_release(ss), jag_release(sm), jag_release(p), jag_release(want), jag_release(y);
     jag_tensor *in[4] = {q, k, v, m};
     for (int i = 0; i < 4; i++) CHECK_OK(jag_set_requires_grad(in[i], true));
-    bool cz = true;
+    bool cz = false;
     CHECK_OK(jag_gradcheck(run_masked, &cz, in, 4, 1e-6, 1e-7, 1e-6));
     int64_t bs[2] = {4, 4};
     jag_tensor *badm = t_rand(bs, 2, JAG_FLOAT64, -1, 1, 64), *o = NULL;
@@ -712,4 +712,40 @@ static void test_masked_gradients_and_dense(void) {
     for (int i = 0; i < 4; i++) jag_release(in[i]);
 }
 
-TEST_MAIN(test_float32_gradients, test_backward_vs_reference, test_backward_finite_differences, test_backward_threads_agree, test_masked_jagged, test_masked_gradients_and_dense, test_tiled_vs_reference, test_jagged_forward, test_jagged_holes_float32, test_dense_forward_and_errors, test_gradients, test_long_float32)
+/* torch's scaled_dot_product_attention raises "Explicit attn_mask should
+ * not be set when is_causal=True": jag refuses a mask with causal the same
+ * way, dense and nested (jagged, and in torch's (B, H, j, D) layout), with
+ * and without gradients, and leaves the output untouched. A NULL mask with
+ * causal is the plain causal op. */
+static void test_mask_with_causal(void) {
+    TEST_BEGIN();
+    int64_t qs[4] = {2, 2, 3, 4}, ks[4] = {2, 2, 5, 4}, ms[2] = {3, 5};
+    jag_tensor *q = t_rand(qs, 4, JAG_FLOAT64, -1, 1, 70), *k = t_rand(ks, 4, JAG_FLOAT64, -1, 1, 71);
+    jag_tensor *m = t_rand(ms, 2, JAG_FLOAT64, -1, 1, 72), *o = NULL;
+    CHECK_ERR(jag_scaled_dot_product_attention_masked(q, k, k, m, true, 0, &o), JAG_EINVAL,
+              "argument 'mask' is set with causal = true");
+    CHECK(o == NULL);
+    CHECK_OK(jag_set_requires_grad(q, true));
+    CHECK_ERR(jag_scaled_dot_product_attention_masked(q, k, k, m, true, 0, &o), JAG_EINVAL,
+              "should not be set when causal is true");
+    CHECK(o == NULL);
+    jag_release(q), jag_release(k), jag_release(m);
+    int64_t lq[3] = {3, 0, 4}, lk[3] = {2, 3, 4};
+    jag_tensor *qj = jagged(lq, 3, 2, 3, 73), *kj = jagged(lk, 3, 2, 3, 74);
+    jag_tensor *mj = nested_mask(lq, lk, 3, 0, false, JAG_FLOAT64, 75);
+    CHECK_ERR(jag_scaled_dot_product_attention_masked(qj, kj, kj, mj, true, 0, &o), JAG_EINVAL,
+              "argument 'mask' is set with causal = true");
+    CHECK(o == NULL);
+    jag_tensor *qt = NULL, *kt = NULL;
+    CHECK_OK(jag_transpose(qj, 1, 2, &qt));
+    CHECK_OK(jag_transpose(kj, 1, 2, &kt));
+    CHECK_ERR(jag_scaled_dot_product_attention_masked(qt, kt, kt, mj, true, 0, &o), JAG_EINVAL,
+              "argument 'mask' is set with causal = true");
+    CHECK(o == NULL);
+    /* the same call without causal runs */
+    CHECK_OK(jag_scaled_dot_product_attention_masked(qj, kj, kj, mj, false, 0, &o));
+    CHECK(o != NULL);
+    jag_release(o), jag_release(qt), jag_release(kt), jag_release(qj), jag_release(kj), jag_release(mj);
+}
+
+TEST_MAIN(test_mask_with_causal, test_float32_gradients, test_backward_vs_reference, test_backward_finite_differences, test_backward_threads_agree, test_masked_jagged, test_masked_gradients_and_dense, test_tiled_vs_reference, test_jagged_forward, test_jagged_holes_float32, test_dense_forward_and_errors, test_gradients, test_long_float32)

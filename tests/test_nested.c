@@ -127,8 +127,9 @@ static void test_from_jagged_view_and_validation(void) {
     }
     CHECK(jag__live_tensors() == live);
     jag_tensor *f = NULL, *out = NULL, *o2 = NULL, *empty = NULL;
-    CHECK_OK(jag_to_dtype(offsets, JAG_INT32, &f));
-    CHECK_ERR(jag_nested_from_jagged(values, f, NULL, &out), JAG_EDTYPE, "argument 'offsets' has dtype int32, expected int64");
+    CHECK_OK(jag_to_dtype(offsets, JAG_FLOAT32, &f));
+    CHECK_ERR(jag_nested_from_jagged(values, f, NULL, &out), JAG_EDTYPE,
+              "argument 'offsets' has dtype float32, expected int64 or int32");
     int64_t two[2] = {2, 2};
     CHECK_OK(jag_zeros(two, 2, JAG_INT64, &o2));
     CHECK_ERR(jag_nested_from_jagged(values, o2, NULL, &out), JAG_ESHAPE, "'offsets' is 2-d, expected 1-d");
@@ -142,6 +143,55 @@ static void test_from_jagged_view_and_validation(void) {
     CHECK(out == NULL);
     jag_release(f), jag_release(o2), jag_release(empty), jag_release(lb), jag_release(ls);
     jag_release(values), jag_release(offsets);
+}
+
+/* int32 offsets and lengths (torch accepts them) are widened to the int64
+ * structure jag stores: the same components as int64 ones, the caller's
+ * int32 tensors left writable and unread afterwards, bad entries refused
+ * with the int64 messages. */
+static void test_int32_offsets_and_lengths(void) {
+    TEST_BEGIN();
+    int64_t vs[2] = {9, 2};
+    jag_tensor *values = t_rand(vs, 2, JAG_FLOAT64, -1, 1, 15);
+    int32_t o32[4] = {0, 2, 6, 9}, l32[3] = {1, 0, 3};
+    int64_t n4 = 4, n3 = 3;
+    jag_tensor *offsets = NULL, *lengths = NULL, *nt = NULL, *held = NULL, *comps[3];
+    CHECK_OK(jag_from_data(o32, &n4, 1, JAG_INT32, &offsets));
+    CHECK_OK(jag_from_data(l32, &n3, 1, JAG_INT32, &lengths));
+    for (int holes = 0; holes < 2; holes++) {
+        CHECK_OK(jag_nested_from_jagged(values, offsets, holes ? lengths : NULL, &nt));
+        CHECK_OK(jag_nested_offsets(nt, &held));
+        CHECK(held && jag_tensor_dtype(held) == JAG_INT64 && jag_size(held, 0) == 4);
+        for (int i = 0; i < 4; i++) CHECK(held && ((const int64_t *)jag_data(held))[i] == o32[i]);
+        int n = 0;
+        CHECK_OK(jag_nested_unbind(nt, comps, 3, &n));
+        CHECK(n == 3);
+        for (int b = 0; b < 3 && n == 3; b++) {
+            int64_t len = holes ? l32[b] : o32[b + 1] - o32[b];
+            CHECK(jag_size(comps[b], 0) == len && jag_size(comps[b], 1) == 2);
+            for (int64_t i = 0; i < len * 2; i++) CHECK(t_get(comps[b], i) == t_get(values, o32[b] * 2 + i));
+        }
+        CHECK(!jag_is_read_only(offsets) && !jag_is_read_only(lengths));
+        release_all(comps, n);
+        jag_release(held), jag_release(nt);
+    }
+    /* the nested tensor kept its own copy: writing the int32 offsets changes nothing */
+    CHECK_OK(jag_nested_from_jagged(values, offsets, NULL, &nt));
+    ((int32_t *)jag_data(offsets))[1] = 5;
+    int n = 0;
+    CHECK_OK(jag_nested_unbind(nt, comps, 3, &n));
+    CHECK(n == 3 && jag_size(comps[0], 0) == 2 && jag_size(comps[1], 0) == 4);
+    release_all(comps, n);
+    jag_release(nt);
+    ((int32_t *)jag_data(offsets))[1] = 2;
+    int32_t bad_o[4] = {0, 6, 2, 9}, bad_l[3] = {1, 5, 0};
+    jag_tensor *bo = NULL, *bl = NULL, *out = NULL;
+    CHECK_OK(jag_from_data(bad_o, &n4, 1, JAG_INT32, &bo));
+    CHECK_OK(jag_from_data(bad_l, &n3, 1, JAG_INT32, &bl));
+    CHECK_ERR(jag_nested_from_jagged(values, bo, NULL, &out), JAG_EINVAL, "'offsets' decreases at entry 2");
+    CHECK_ERR(jag_nested_from_jagged(values, offsets, bl, &out), JAG_EINVAL, "'lengths' entry 1 is 5, expected 0..4");
+    CHECK(out == NULL);
+    jag_release(bo), jag_release(bl), jag_release(offsets), jag_release(lengths), jag_release(values);
 }
 
 static void test_holes(void) {
@@ -732,7 +782,7 @@ static void test_fuzz_regressions(void) {
 }
 
 TEST_MAIN(test_fuzz_regressions, test_shared_lengths_different_offsets, test_review_edge_cases, test_from_list_jagged, test_from_list_strided, test_from_list_errors, test_from_jagged_view_and_validation,
-          test_holes, test_padding_round_trip, test_layout_conversion, test_unary_pointwise, test_binary_nested_nested,
+          test_int32_offsets_and_lengths, test_holes, test_padding_round_trip, test_layout_conversion, test_unary_pointwise, test_binary_nested_nested,
           test_binary_nested_dense, test_jagged_mm_linear, test_strided_bmm_transpose, test_non_ragged_dims,
           test_unsupported_and_fallback, test_like_factories_and_clone, test_printing, test_flatten_unflatten,
           test_batch_one_and_plain_errors, test_narrow_ragged_start_past_end)

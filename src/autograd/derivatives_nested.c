@@ -268,11 +268,34 @@ static jag_status jagged_structural(const jag_grad_ctx *c, jag_tensor *const *gr
     return JAG_OK;
 }
 
+/* matmul of a jagged a (B, j, D) by a dense batch of matrices w (B, D, E):
+ * per component, ga_b = g_b w_b^T (the same op: g @ w^T, nested by dense
+ * (B, E, D)) and gw_b = a_b^T g_b, summed over the component's rows, which
+ * is a_pad^T g_pad with both padded with zeros to the longest component
+ * (padding rows add nothing). Other matmuls are not handled here. */
+static jag_status matmul_per_item_grad(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in,
+                                       bool *handled) {
+    const jag_tensor *a = c->args[0].kind == JAG_VAL_TENSOR ? c->args[0].u.t : NULL;
+    const jag_tensor *w = c->nargs > 1 && c->args[1].kind == JAG_VAL_TENSOR ? c->args[1].u.t : NULL;
+    nested_state *s = jag__nested(a);
+    if (!s || s->layout != JAG_JAGGED || !w || jag__nested(w) || a->ndim != 3 || w->ndim != 3) return JAG_OK;
+    *handled = true;
+    jag_status st = JAG_OK;
+    jag_tensor *wt = NULL, *ap = NULL, *apt = NULL, *gp = NULL;
+    if (c->needs[0] && !(st = jag_transpose(w, 1, 2, &wt))) st = jag_matmul(grad_out[0], wt, &grad_in[0]);
+    if (!st && c->needs[1] && !(st = jag_nested_to_padded(a, 0.0, NULL, 0, &ap)) && !(st = jag_transpose(ap, 1, 2, &apt)) &&
+        !(st = jag_nested_to_padded(grad_out[0], 0.0, NULL, 0, &gp)))
+        st = jag_matmul(apt, gp, &grad_in[1]);
+    jag_release(wt), jag_release(ap), jag_release(apt), jag_release(gp);
+    return st;
+}
+
 jag_status jag__d_jagged_ragged(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in,
                                 bool *handled) {
     *handled = false;
     jag_status sst = jagged_structural(c, grad_out, grad_in, handled);
     if (*handled || sst) return sst;
+    if (c->op == JAG_OP_matmul) return matmul_per_item_grad(c, grad_out, grad_in, handled);
     const jag_tensor *x = c->args[0].kind == JAG_VAL_TENSOR ? c->args[0].u.t : NULL;
     nested_state *s = jag__nested(x);
     if (!s || s->layout != JAG_JAGGED || !c->needs[0]) return JAG_OK;

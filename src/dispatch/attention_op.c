@@ -316,6 +316,14 @@ jag_status jag__composite_sdpa(const char *op, const jag_value *args, int nargs,
     double scale;
     jag_status st;
     if ((st = parse_args(op, args, nargs, &q, &k, &v, &mask, &causal, &scale))) return st;
+    /* torch refuses an explicit mask with is_causal ("Explicit attn_mask
+     * should not be set when is_causal=True"): a causal mask is part of the
+     * mask then */
+    if (mask && causal)
+        return jag__error(JAG_EINVAL,
+                          "%s: argument 'mask' is set with causal = true, expected one of them: an explicit mask should "
+                          "not be set when causal is true (put the causal part into the mask)",
+                          op);
     if (jag__nested_ragged_idx(q) > 1 || jag__nested_ragged_idx(k) > 1 || jag__nested_ragged_idx(v) > 1)
         return sdpa_heads_first(op, args, nargs, outs);
     if (!mask && jag__nested(q)) return sdpa_jagged(op, q, k, v, causal, scale, outs);

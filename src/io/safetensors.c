@@ -466,6 +466,10 @@ static jag_status make_nested(loader *L, nested_entry *ne) {
         if (ne->ragged_idx > in[0]->ndim)
             return nested_fail(L, ne, jag__error(JAG_EINVAL, "ragged_idx %lld, expected 1..%d for values with %d dims",
                                                  (long long)ne->ragged_idx, in[0]->ndim, in[0]->ndim));
+        for (int k = 1; k < ne->n_inner; k++) /* the format stores them int64 (jag_save writes int64) */
+            if (in[k]->dtype != JAG_INT64)
+                return nested_fail(L, ne, jag__error(JAG_EDTYPE, "argument '%s' has dtype %s, expected int64",
+                                                     k == 1 ? "offsets" : "lengths", jag_dtype_name(in[k]->dtype)));
         jag_tensor *t = NULL;
         st = jag_nested_from_jagged(in[0], in[1], ne->n_inner > 2 ? in[2] : NULL, &t);
         if (!st && ne->ragged_idx != 1) {

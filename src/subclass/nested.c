@@ -344,8 +344,9 @@ const jag_tensor *jag__nested_row_ids(nested_state *s) {
 static jag_status check_index_vector(const char *op, const char *arg, const jag_tensor *t, int64_t want_n) {
     if (!t) return jag__error(JAG_EINVAL, "%s: argument '%s' is NULL", op, arg);
     if (t->subclass) return jag__error(JAG_EINVAL, "%s: argument '%s' is a nested tensor, expected a plain 1-d tensor", op, arg);
-    if (t->dtype != JAG_INT64)
-        return jag__error(JAG_EDTYPE, "%s: argument '%s' has dtype %s, expected int64", op, arg, jag_dtype_name(t->dtype));
+    if (t->dtype != JAG_INT64 && t->dtype != JAG_INT32)
+        return jag__error(JAG_EDTYPE, "%s: argument '%s' has dtype %s, expected int64 or int32", op, arg,
+                          jag_dtype_name(t->dtype));
     if (t->ndim != 1) return jag__error(JAG_ESHAPE, "%s: argument '%s' is %d-d, expected 1-d", op, arg, t->ndim);
     if (want_n >= 0 && t->sizes[0] != want_n)
         return jag__error(JAG_ESHAPE, "%s: argument '%s' has %lld entries, expected %lld", op, arg,
@@ -360,9 +361,14 @@ static jag_status check_index_vector(const char *op, const char *arg, const jag_
  * the nested tensor, and every view of it becomes read-only), else a copy
  * (memory lent by the caller through jag_from_blob, numpy or DLPack, or a
  * part of a larger tensor). The caller validates the result, not t: what
- * was checked is what is kept. */
+ * was checked is what is kept. int32 entries are widened into a new int64
+ * tensor: the stored structure is always int64. */
 static jag_status owned_index_vector(const jag_tensor *t, jag_tensor **out) {
     const jag_storage *st = t->storage;
+    if (t->dtype == JAG_INT32) {
+        jag_value w[] = {jag__v_tensor(t), jag__v_int(JAG_INT64)};
+        return jag__dispatch(JAG_OP_to_dtype, w, 2, out);
+    }
     if (jag_is_contiguous(t) && st &&
         (atomic_load_explicit(&st->read_only, memory_order_relaxed) ||
          (!st->borrowed && t->offset == 0 && st->nbytes == (size_t)jag_numel(t) * sizeof(int64_t)))) {

@@ -256,6 +256,52 @@ static jag_status on_values_dims(jag_op_id op, const jag_value *args, int nargs,
     return st;
 }
 
+/* matmul of a jagged (B, j, D) by a dense (B, D, E): component b times
+ * matrix b (torch's nested @ dense per batch item) -> jagged (B, j, E) with
+ * a's structure. One mm per component on its rows of the values, written
+ * into the matching rows of new values (rows in holes are zero). Runs below
+ * autograd: the matmul rule (derivatives_nested.c) gives both gradients. */
+static jag_status matmul_per_item(const char *op, nested_state *lead, const jag_tensor *w, jag_tensor **outs) {
+    const jag_tensor *v = lead->values;
+    if (w->sizes[0] != lead->batch || w->sizes[1] != v->sizes[1])
+        return jag__error(JAG_ESHAPE, "%s: argument 1 has shape (%lld, %lld, %lld), expected (B, D, E) = (%lld, %lld, E) "
+                          "for a nested (B, j, D) argument 0",
+                          op, (long long)w->sizes[0], (long long)w->sizes[1], (long long)w->sizes[2], (long long)lead->batch,
+                          (long long)v->sizes[1]);
+    if (w->dtype != v->dtype)
+        return jag__error(JAG_EDTYPE, "%s: argument 1 has dtype %s, expected %s like argument 0", op, jag_dtype_name(w->dtype),
+                          jag_dtype_name(v->dtype));
+    if (!v->storage || !w->storage || !lead->offsets->storage)
+        return jag__error(JAG_ENOTIMPL, "%s: a nested tensor times a batch of matrices needs data (it cannot be traced yet)", op);
+    int64_t shape[2] = {v->sizes[0], w->sizes[2]};
+    jag_tensor *res = jag__tensor_new(op, shape, 2, v->dtype, true, false);
+    if (!res) return jag_last_status();
+    const int64_t *o = (const int64_t *)jag__ptr(lead->offsets);
+    const int64_t *l = lead->lengths ? (const int64_t *)jag__ptr(lead->lengths) : NULL;
+    jag_status st = JAG_OK;
+    for (int64_t b = 0; b < lead->batch && !st; b++) {
+        int64_t n = l ? l[b] : o[b + 1] - o[b];
+        if (n == 0) continue;
+        jag_tensor *rows = NULL, *mat = NULL, *prod = NULL;
+        jag_value nr[] = {jag__v_tensor(v), jag__v_int(0), jag__v_int(o[b]), jag__v_int(n)};
+        jag_value sel[] = {jag__v_tensor(w), jag__v_int(0), jag__v_int(b)};
+        if (!(st = jag__dispatch(JAG_OP_narrow, nr, 4, &rows)) && !(st = jag__dispatch(JAG_OP_select, sel, 3, &mat))) {
+            jag_value mm[] = {jag__v_tensor(rows), jag__v_tensor(mat)};
+            if (!(st = jag__dispatch(JAG_OP_mm, mm, 2, &prod))) {
+                jag_tensor *dst = jag__tensor_view(res, prod->sizes, res->strides, 2, o[b] * res->strides[0]);
+                if (!dst) st = jag_last_status();
+                else jag__copy_into(dst, prod), jag_release(dst);
+            }
+        }
+        jag_release(rows), jag_release(mat), jag_release(prod);
+    }
+    if (st) {
+        jag_release(res);
+        return st;
+    }
+    return jag__nested_rewrap_jagged_taking(lead, res, outs);
+}
+
 /* mm / matmul / linear with a nested first argument and dense rest: one op on
  * values (sum L, D) — a single GEMM over every row of the batch. */
 static jag_status gemm_on_values(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
@@ -271,8 +317,11 @@ static jag_status gemm_on_values(jag_op_id op, const jag_value *args, int nargs,
     if (outer_ndim < 3 || (op == JAG_OP_mm && outer_ndim != 3))
         return jag__error(JAG_ESHAPE, "%s: argument 0 is a nested tensor with %d dims, expected (B, j, D%s)", info->api_name,
                           outer_ndim, op == JAG_OP_mm ? "" : "...");
+    if (op == JAG_OP_matmul && args[1].u.t->ndim == 3 && outer_ndim == 3)
+        return matmul_per_item(info->api_name, lead, args[1].u.t, outs);
     if (op == JAG_OP_matmul && args[1].u.t->ndim > 2)
-        return not_supported(info, JAG_JAGGED, "the dense operand must be 1-d or 2-d");
+        return not_supported(info, JAG_JAGGED,
+                             "the dense operand must be 1-d, 2-d, or 3-d (B, D, E) beside a (B, j, D) nested tensor");
     jag_value a[MAX_ARGS];
     for (int i = 0; i < nargs; i++) a[i] = args[i];
     a[0] = jag__v_tensor(lead->values);
@@ -517,7 +566,8 @@ int jag__ragged_reduction(jag_op_id op, const jag_value *args, int nargs, int ou
 /* reductions over the ragged dim, alone or with trailing dims: (B, j, D...)
  * -> dense (B, kept D...) [and the indices of max_dim / min_dim] */
 static jag_status reduce_ragged(jag_op_id op, nested_state *lead, const jag_segment_spec *sp, jag_tensor **outs) {
-    if (sp->kind < JAG_SEG_MAX) return jag__ragged_reduce(lead, sp, outs); /* traceable: a plain op */
+    bool int_values = lead->values->storage && !jag_dtype_is_floating(lead->values->dtype); /* torch's dtypes: nested_reduce.c */
+    if (sp->kind < JAG_SEG_MAX && !int_values) return jag__ragged_reduce(lead, sp, outs); /* traceable: a plain op */
     return jag__segment_reduce_dims(jag__ops[op].api_name, lead, sp, outs);
 }
 

@@ -1050,9 +1050,91 @@ jag_status jag__segment_reduce_into(const char *op, const nested_state *s, const
     return JAG_OK;
 }
 
+/* ---- integer values ---------------------------------------------------- */
+
+static int64_t int_at(const void *p, jag_dtype dt, int64_t i) {
+    switch (dt) {
+    case JAG_INT32: return ((const int32_t *)p)[i];
+    case JAG_INT64: return ((const int64_t *)p)[i];
+    default: return ((const uint8_t *)p)[i]; /* bool */
+    }
+}
+
+static void int_store(void *p, jag_dtype dt, int64_t i, int64_t v) {
+    switch (dt) {
+    case JAG_INT32: ((int32_t *)p)[i] = (int32_t)v; break;
+    case JAG_INT64: ((int64_t *)p)[i] = v; break;
+    default: ((uint8_t *)p)[i] = (uint8_t)v; break; /* bool */
+    }
+}
+
+/* sum, mean, amax and amin of integer (or bool) values over the ragged dim
+ * and the trailing dims in sp->mask, with torch's result dtypes: sum int64
+ * (wrapping on overflow, as torch), mean float32 (torch's default dtype; the
+ * int64 sum divided by the count in double; NaN for an empty component),
+ * amax / amin the values' dtype (an empty component gives the dtype's
+ * lowest / highest value, as torch's padded reduction does). One plain pass
+ * over each component's rows; column c of a row adds into the output column
+ * it keeps. */
+static jag_status segment_reduce_int(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor **outs) {
+    jag_segment_kind kind = sp->kind; /* SUM, MEAN, AMAX or AMIN */
+    jag_dtype dt = s->values->dtype;
+    int64_t shape[JAG_MAX_DIMS];
+    int nd = seg_out_shape(s, sp->mask, sp->keepdim, shape);
+    jag_dtype odt = kind == JAG_SEG_SUM ? JAG_INT64 : kind == JAG_SEG_MEAN ? JAG_FLOAT32 : dt;
+    int64_t C = columns(s), n_out = jag__numel(shape + 1, nd - 1);
+    jag_tensor *v = NULL, *y = jag__tensor_new(op, shape, nd, odt, false, false);
+    int64_t *col = malloc((size_t)(C > 0 ? C : 1) * sizeof *col), *acc = malloc((size_t)(n_out > 0 ? n_out : 1) * sizeof *acc);
+    int64_t *cnt = malloc((size_t)(n_out > 0 ? n_out : 1) * sizeof *cnt);
+    jag_status st = !y ? jag_last_status() : (!col || !acc || !cnt) ? jag__error(JAG_ENOMEM, "%s: out of memory", op) : JAG_OK;
+    if (!st) st = contiguous_values(s, &v);
+    if (st) goto done;
+    /* col[c]: the output column that values column c reduces into */
+    for (int64_t c = 0; c < C; c++) {
+        int64_t rem = c, o = 0, stride_in = C, stride_out = n_out;
+        for (int d = 1; d < s->values->ndim; d++) {
+            int64_t sz = s->values->sizes[d];
+            stride_in /= sz;
+            int64_t i = rem / stride_in;
+            rem %= stride_in;
+            if (!(sp->mask >> d & 1)) stride_out /= sz, o += i * stride_out;
+        }
+        col[c] = o;
+    }
+    int64_t lo = dt == JAG_INT32 ? INT32_MIN : dt == JAG_INT64 ? INT64_MIN : 0;
+    int64_t hi = dt == JAG_INT32 ? INT32_MAX : dt == JAG_INT64 ? INT64_MAX : 1;
+    const void *src = jag__ptr(v);
+    void *dst = jag__ptr(y);
+    for (int64_t b = 0; b < s->batch; b++) {
+        int64_t start = i64p(s->offsets)[b], len = seg_len(s, b);
+        for (int64_t k = 0; k < n_out; k++) acc[k] = kind == JAG_SEG_AMAX ? lo : kind == JAG_SEG_AMIN ? hi : 0, cnt[k] = 0;
+        for (int64_t r = start; r < start + len; r++)
+            for (int64_t c = 0; c < C; c++) {
+                int64_t x = int_at(src, dt, r * C + c), *a = &acc[col[c]];
+                if (kind == JAG_SEG_AMAX) *a = x > *a ? x : *a;
+                else if (kind == JAG_SEG_AMIN) *a = x < *a ? x : *a;
+                else *a = (int64_t)((uint64_t)*a + (uint64_t)x), cnt[col[c]]++;
+            }
+        for (int64_t k = 0; k < n_out; k++) {
+            if (kind == JAG_SEG_MEAN) ((float *)dst)[b * n_out + k] = cnt[k] ? (float)((double)acc[k] / (double)cnt[k]) : NAN;
+            else int_store(dst, odt, b * n_out + k, acc[k]);
+        }
+    }
+done:
+    free(col), free(acc), free(cnt), jag_release(v);
+    if (st) {
+        jag_release(y);
+        return st;
+    }
+    outs[0] = y;
+    return JAG_OK;
+}
+
 // values (rows, D...) with segments of rows; mask as above -> outs[0] (B, kept D...) dense [outs[1] int64 indices
 // for max/min; argmax/argmin: outs[0] the indices alone]
 jag_status jag__segment_reduce_dims(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor **outs) {
+    if (s->values->storage && !jag_dtype_is_floating(s->values->dtype) && sp->kind <= JAG_SEG_AMIN)
+        return segment_reduce_int(op, s, sp, outs); /* the others need float values */
     jag_status st = need_float_data(op, s);
     if (st) return st;
     jag_segment_kind kind = sp->kind;

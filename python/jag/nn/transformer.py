@@ -158,7 +158,10 @@ class MultiheadAttention(Module):
             if average_attn_weights:
                 weights = _jag.mean(weights, 1)
         else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, is_causal=is_causal)
+            # is_causal with a mask: torch's module drops the mask and keeps
+            # is_causal (the mask is taken to be the causal one it hints at)
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if is_causal else attn_mask,
+                                                 is_causal=is_causal)
         out = self.out_proj(out.transpose(1, 2).reshape(B, -1, E))
         if not nested and not self.batch_first:
             out = out.transpose(0, 1)
