@@ -371,5 +371,92 @@ static void test_padding_gradients(void) {
     jag_release(values), jag_release(offsets), jag_release(lengths), jag_release(nt);
 }
 
+/* Post-accumulate-grad hooks (torch's register_post_accumulate_grad_hook):
+ * a hook sees the leaf's final gradient of this backward, i.e. the sum of
+ * every path into the leaf, and runs once per backward that reaches it. */
+typedef struct hook_log {
+    int calls;
+    double seen[4];   /* the leaf's .grad when the hook ran */
+    int order[4];     /* which hook ran, in order */
+    int *counter;     /* shared between hooks: call order */
+    int tag;
+    int64_t self;     /* removes itself when > 0 */
+    bool fail;        /* fails (with a public call's error) */
+    int freed;
+} hook_log;
+
+static jag_status log_hook(jag_tensor *leaf, void *ctx) {
+    hook_log *h = ctx;
+    jag_tensor *g = NULL;
+    if (jag_get_grad(leaf, &g) == JAG_OK && g)
+        for (int64_t i = 0; i < jag_numel(g) && i < 4; i++) h->seen[i] = t_get(g, i);
+    jag_release(g);
+    if (h->counter) h->order[h->calls] = (*h->counter)++ * 10 + h->tag;
+    h->calls++;
+    if (h->self > 0) jag_remove_post_accumulate_grad_hook(h->self), h->self = 0;
+    return h->fail ? jag_remove_post_accumulate_grad_hook(-7) : JAG_OK;
+}
+
+static void free_log(void *ctx) { ((hook_log *)ctx)->freed++; }
+
+static void test_post_accumulate_grad_hooks(void) {
+    TEST_BEGIN();
+    double v[4] = {0.5, -1.0, 2.0, 0.0};
+    int64_t four = 4;
+    jag_tensor *x = t_from(v, &four, 1, JAG_FLOAT64), *w = t_from(v, &four, 1, JAG_FLOAT64);
+    jag_tensor *unused = t_from(v, &four, 1, JAG_FLOAT64), *sq = NULL, *e = NULL, *s = NULL, *t = NULL, *w3 = NULL;
+    jag_tensor *tw = NULL, *loss = NULL;
+    CHECK_OK(jag_set_requires_grad(x, true));
+    CHECK_OK(jag_set_requires_grad(w, true));
+    CHECK_OK(jag_set_requires_grad(unused, true));
+    int counter = 0;
+    hook_log hx = {0}, hw1 = {.counter = &counter, .tag = 1}, hw2 = {.counter = &counter, .tag = 2}, hu = {0};
+    int64_t idx = 0, idw1 = 0, idw2 = 0, idu = 0;
+    CHECK_OK(jag_register_post_accumulate_grad_hook(x, log_hook, &hx, free_log, &idx));
+    CHECK_OK(jag_register_post_accumulate_grad_hook(w, log_hook, &hw1, free_log, &idw1));
+    CHECK_OK(jag_register_post_accumulate_grad_hook(w, log_hook, &hw2, free_log, &idw2));
+    CHECK_OK(jag_register_post_accumulate_grad_hook(unused, log_hook, &hu, free_log, &idu));
+    CHECK(idx > 0 && idw1 != idx && idw2 != idw1);
+    /* loss = sum(x*x + exp(x)) + sum(3 w): x reaches the loss by two ops */
+    CHECK_OK(jag_mul(x, x, &sq));
+    CHECK_OK(jag_exp(x, &e));
+    CHECK_OK(jag_add(sq, e, 1.0, &s));
+    CHECK_OK(jag_sum(s, NULL, 0, false, &t));
+    CHECK_OK(jag_mul_scalar(w, 3.0, &w3));
+    CHECK_OK(jag_sum(w3, NULL, 0, false, &tw));
+    CHECK_OK(jag_add(t, tw, 1.0, &loss));
+    CHECK_OK(jag_backward(loss, NULL, true));
+    CHECK(hx.calls == 1 && hw1.calls == 1 && hw2.calls == 1);
+    for (int i = 0; i < 4; i++) CHECK_CLOSE(hx.seen[i], 2 * v[i] + exp(v[i]), 1e-12);
+    for (int i = 0; i < 4; i++) CHECK_CLOSE(hw1.seen[i], 3.0, 0);
+    CHECK(hw1.order[0] == 1 && hw2.order[0] == 12); /* registration order */
+    CHECK(hu.calls == 0); /* no gradient reached it */
+    /* a second backward: the hook sees the accumulated .grad */
+    hw1.self = idw1; /* removes itself while running */
+    CHECK_OK(jag_backward(loss, NULL, true));
+    CHECK(hx.calls == 2 && hw1.calls == 2 && hw2.calls == 2 && hw1.freed == 1);
+    for (int i = 0; i < 4; i++) CHECK_CLOSE(hx.seen[i], 2 * (2 * v[i] + exp(v[i])), 1e-12);
+    CHECK_ERR(jag_remove_post_accumulate_grad_hook(idw1), JAG_EINVAL, "not a registered hook");
+    CHECK_OK(jag_backward(loss, NULL, true));
+    CHECK(hw1.calls == 2 && hw2.calls == 3);
+    /* a failing hook stops backward with its error */
+    hw2.fail = true;
+    CHECK_ERR(jag_backward(loss, NULL, false), JAG_EINVAL, "'handle' (-7) is not a registered hook");
+    /* bad arguments */
+    int64_t h = 0;
+    CHECK_ERR(jag_register_post_accumulate_grad_hook(sq, log_hook, &hx, NULL, &h), JAG_EINVAL, "not a leaf");
+    CHECK_ERR(jag_register_post_accumulate_grad_hook(x, NULL, &hx, NULL, &h), JAG_EINVAL, "'fn' is NULL");
+    jag_tensor *plain = t_from(v, &four, 1, JAG_FLOAT64);
+    CHECK_ERR(jag_register_post_accumulate_grad_hook(plain, log_hook, &hx, NULL, &h), JAG_EINVAL, "does not require grad");
+    CHECK(h == 0);
+    CHECK_OK(jag_remove_post_accumulate_grad_hook(idx));
+    CHECK_OK(jag_remove_post_accumulate_grad_hook(idw2));
+    CHECK_OK(jag_remove_post_accumulate_grad_hook(idu));
+    CHECK(hx.freed == 1 && hw2.freed == 1 && hu.freed == 1);
+    jag_release(x), jag_release(w), jag_release(unused), jag_release(sq), jag_release(e), jag_release(s);
+    jag_release(t), jag_release(w3), jag_release(tw), jag_release(loss), jag_release(plain);
+}
+
 TEST_MAIN(test_padding_gradients, test_leaf_flags, test_backward_hand_values, test_backward_errors, test_unused_outputs_and_long_chain,
-          test_custom_function, test_seed_4a_4b, test_nested_through_builtin_ops)
+          test_custom_function, test_seed_4a_4b, test_nested_through_builtin_ops,
+          test_post_accumulate_grad_hooks)

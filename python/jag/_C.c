@@ -426,6 +426,84 @@ static PyObject *Tensor_backward(TensorObject *self, PyObject *args) {
     Py_RETURN_NONE;
 }
 
+/* Tensor.register_post_accumulate_grad_hook: a C hook that calls the
+ * Python callable with the tensor (as torch, the return value is ignored).
+ * The registration keeps the callable and the tensor object alive until
+ * the handle's remove(). A callable that raises stops backward and its
+ * exception is the one backward raises. */
+typedef struct py_grad_hook {
+    PyObject *hook;
+    PyObject *tensor;
+} py_grad_hook;
+
+static jag_status py_grad_hook_call(jag_tensor *leaf, void *ctx) {
+    (void)leaf;
+    py_grad_hook *h = ctx;
+    PyGILState_STATE gs = PyGILState_Ensure();
+    PyObject *r = PyObject_CallOneArg(h->hook, h->tensor);
+    jag_status st = JAG_OK;
+    if (!r) {
+        jagpy_stash_exception();
+        st = JAG_EINVAL;
+    }
+    Py_XDECREF(r);
+    PyGILState_Release(gs);
+    return st;
+}
+
+static void py_grad_hook_free(void *ctx) {
+    py_grad_hook *h = ctx;
+    PyGILState_STATE gs = PyGILState_Ensure();
+    Py_XDECREF(h->hook);
+    Py_XDECREF(h->tensor);
+    PyGILState_Release(gs);
+    PyMem_RawFree(h);
+}
+
+static PyObject *m_remove_post_accumulate_grad_hook(PyObject *Py_UNUSED(mod), PyObject *arg) {
+    long long id = PyLong_AsLongLong(arg);
+    if (id == -1 && PyErr_Occurred()) return NULL;
+    jag_status st = jag_remove_post_accumulate_grad_hook((int64_t)id);
+    if (st) return raise_status(st);
+    Py_RETURN_NONE;
+}
+
+static PyObject *Tensor_register_post_accumulate_grad_hook(TensorObject *self, PyObject *hook) {
+    SELF_T(self);
+    if (!PyCallable_Check(hook))
+        return PyErr_Format(PyExc_TypeError, "register_post_accumulate_grad_hook: argument 'hook' must be callable, got %s",
+                            Py_TYPE(hook)->tp_name);
+    if (!jag_requires_grad(t))
+        return PyErr_Format(PyExc_RuntimeError, "register_post_accumulate_grad_hook: cannot register a hook on a tensor "
+                            "that doesn't require gradient");
+    if (!jag_is_leaf(t))
+        return PyErr_Format(PyExc_RuntimeError, "register_post_accumulate_grad_hook: post accumulate grad hooks cannot "
+                            "be registered on non-leaf tensors");
+    PyObject *mod = PyImport_ImportModule("jag.utils.hooks");
+    PyObject *cls = mod ? PyObject_GetAttrString(mod, "RemovableHandle") : NULL;
+    PyObject *remove = cls ? PyObject_GetAttrString((PyObject *)Py_TYPE(self), "_remove_post_accumulate_grad_hook") : NULL;
+    Py_XDECREF(mod);
+    py_grad_hook *h = remove ? PyMem_RawMalloc(sizeof *h) : NULL;
+    if (remove && !h) PyErr_NoMemory();
+    if (!h) {
+        Py_XDECREF(cls), Py_XDECREF(remove);
+        return NULL;
+    }
+    Py_INCREF(hook), Py_INCREF(self);
+    h->hook = hook, h->tensor = (PyObject *)self;
+    int64_t id = 0;
+    jag_status st = jag_register_post_accumulate_grad_hook(t, py_grad_hook_call, h, py_grad_hook_free, &id);
+    if (st) {
+        py_grad_hook_free(h);
+        Py_DECREF(cls), Py_DECREF(remove);
+        return raise_status(st);
+    }
+    PyObject *handle = PyObject_CallFunction(cls, "OL", remove, (long long)id);
+    Py_DECREF(cls), Py_DECREF(remove);
+    if (!handle) jag_remove_post_accumulate_grad_hook(id);
+    return handle;
+}
+
 static PyObject *Tensor_fill_(TensorObject *self, PyObject *arg) {
     SELF_T(self);
     double v = PyFloat_AsDouble(arg);
@@ -632,6 +710,10 @@ static PyMethodDef Tensor_methods[] = {
     {"contiguous", (PyCFunction)Tensor_contiguous, METH_NOARGS, "contiguous tensor (self when already)"},
     {"detach", (PyCFunction)Tensor_detach, METH_NOARGS, "a leaf sharing data, not requiring grad"},
     {"_backward", (PyCFunction)Tensor_backward, METH_VARARGS, NULL},
+    {"register_post_accumulate_grad_hook", (PyCFunction)Tensor_register_post_accumulate_grad_hook, METH_O,
+     "register_post_accumulate_grad_hook(hook) -> RemovableHandle: hook(tensor) runs during backward once this "
+     "leaf's .grad holds all of this backward's gradient (torch.Tensor.register_post_accumulate_grad_hook)"},
+    {"_remove_post_accumulate_grad_hook", (PyCFunction)m_remove_post_accumulate_grad_hook, METH_O | METH_STATIC, NULL},
     {"_fill_", (PyCFunction)Tensor_fill_, METH_O, NULL},
     {"_copy_", (PyCFunction)Tensor_copy_, METH_O, NULL},
     {"_add_", (PyCFunction)Tensor_add_, METH_VARARGS, NULL},

@@ -139,6 +139,18 @@ static PyObject *d_ddp_sync(PyObject *Py_UNUSED(self), PyObject *cap) {
     Py_RETURN_NONE;
 }
 
+/* _dist_ddp_set_require_sync(ddp, flag): no_sync */
+static PyObject *d_ddp_set_require_sync(PyObject *Py_UNUSED(self), PyObject *args) {
+    PyObject *cap;
+    int flag;
+    if (!PyArg_ParseTuple(args, "Op", &cap, &flag)) return NULL;
+    jag_ddp *ddp = PyCapsule_GetPointer(cap, "jag.ddp");
+    if (!ddp) return NULL;
+    jag_status st = jag_ddp_set_require_sync(ddp, flag != 0);
+    if (st) return jagpy_raise_status(st);
+    Py_RETURN_NONE;
+}
+
 static PyObject *d_ddp_buckets(PyObject *Py_UNUSED(self), PyObject *cap) {
     jag_ddp *ddp = PyCapsule_GetPointer(cap, "jag.ddp");
     if (!ddp) return NULL;
@@ -171,6 +183,7 @@ static PyMethodDef dist_methods[] = {
     {"_dist_ddp_new", d_ddp_new, METH_VARARGS, NULL},
     {"_dist_ddp_sync", d_ddp_sync, METH_O, NULL},
     {"_dist_ddp_buckets", d_ddp_buckets, METH_O, NULL},
+    {"_dist_ddp_set_require_sync", d_ddp_set_require_sync, METH_VARARGS, NULL},
     {NULL, NULL, 0, NULL},
 };
 

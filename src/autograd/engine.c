@@ -4,6 +4,8 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* ---- grad mode ---------------------------------------------------------- */
 
@@ -457,6 +459,131 @@ static pthread_mutex_t *grad_lock(const jag_tensor *leaf) {
     return &grad_locks[(h ^ (h >> 6)) % GRAD_LOCKS];
 }
 
+/* ---- post-accumulate-grad hooks ------------------------------------------
+ * One registry for the process: hooks are few (one per parameter) and
+ * looked up once per backward, so a list under a mutex suffices. A
+ * backward snapshots which leaves have hooks; hooks themselves are looked
+ * up by id when they run, so that one removed meanwhile does not run. */
+
+typedef struct grad_hook {
+    int64_t id;
+    jag_tensor *leaf; /* a reference */
+    jag_post_accumulate_grad_hook fn;
+    void *ctx;
+    void (*free_ctx)(void *);
+} grad_hook;
+
+static pthread_mutex_t hooks_lock = PTHREAD_MUTEX_INITIALIZER;
+static grad_hook *hooks;
+static size_t n_hooks, cap_hooks;
+static int64_t next_hook_id = 1;
+static atomic_long hooks_live;
+
+jag_status jag_register_post_accumulate_grad_hook(jag_tensor *leaf, jag_post_accumulate_grad_hook fn, void *ctx,
+                                                  void (*free_ctx)(void *), int64_t *handle) {
+    const char *op = "jag_register_post_accumulate_grad_hook";
+    if (!fn || !handle) return jag__error(JAG_EINVAL, "%s: argument '%s' is NULL", op, fn ? "handle" : "fn");
+    jag_status st = jag__check_live(op, "leaf", leaf);
+    if (st) return st;
+    if (leaf->grad_fn)
+        return jag__error(JAG_EINVAL, "%s: argument 'leaf' is the output of %s, not a leaf; only leaves accumulate a gradient",
+                          op, leaf->grad_fn->name);
+    if (!leaf->requires_grad)
+        return jag__error(JAG_EINVAL, "%s: argument 'leaf' does not require grad; expected a leaf that requires grad", op);
+    pthread_mutex_lock(&hooks_lock);
+    if (n_hooks == cap_hooks) {
+        size_t cap = cap_hooks ? cap_hooks * 2 : 16;
+        grad_hook *g = realloc(hooks, cap * sizeof *g);
+        if (!g) {
+            pthread_mutex_unlock(&hooks_lock);
+            return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+        }
+        hooks = g, cap_hooks = cap;
+    }
+    int64_t id = next_hook_id++;
+    hooks[n_hooks++] = (grad_hook){id, jag_retain(leaf), fn, ctx, free_ctx};
+    atomic_fetch_add(&hooks_live, 1);
+    pthread_mutex_unlock(&hooks_lock);
+    *handle = id;
+    return JAG_OK;
+}
+
+jag_status jag_remove_post_accumulate_grad_hook(int64_t handle) {
+    grad_hook h = {0};
+    pthread_mutex_lock(&hooks_lock);
+    for (size_t i = 0; i < n_hooks; i++)
+        if (hooks[i].id == handle) {
+            h = hooks[i];
+            memmove(hooks + i, hooks + i + 1, (n_hooks - i - 1) * sizeof *hooks);
+            n_hooks--;
+            atomic_fetch_sub(&hooks_live, 1);
+            break;
+        }
+    if (!n_hooks) free(hooks), hooks = NULL, cap_hooks = 0;
+    pthread_mutex_unlock(&hooks_lock);
+    if (!h.id)
+        return jag__error(JAG_EINVAL, "jag_remove_post_accumulate_grad_hook: argument 'handle' (%lld) is not a registered "
+                          "hook (never registered, or removed already)", (long long)handle);
+    if (h.free_ctx) h.free_ctx(h.ctx);
+    jag_release(h.leaf);
+    return JAG_OK;
+}
+
+static int cmp_ptr(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Run leaf's hooks in registration order. */
+static jag_status run_grad_hooks(jag_tensor *leaf) {
+    int64_t ids_small[8], *ids = ids_small;
+    size_t n = 0;
+    pthread_mutex_lock(&hooks_lock);
+    for (size_t i = 0; i < n_hooks; i++) n += hooks[i].leaf == leaf;
+    if (n > 8 && !(ids = malloc(n * sizeof *ids))) {
+        pthread_mutex_unlock(&hooks_lock);
+        return jag__error(JAG_ENOMEM, "jag_backward: out of memory running hooks");
+    }
+    n = 0;
+    for (size_t i = 0; i < n_hooks; i++)
+        if (hooks[i].leaf == leaf) ids[n++] = hooks[i].id;
+    pthread_mutex_unlock(&hooks_lock);
+    jag_status st = JAG_OK;
+    for (size_t k = 0; !st && k < n; k++) {
+        grad_hook h = {0};
+        pthread_mutex_lock(&hooks_lock);
+        for (size_t i = 0; i < n_hooks; i++)
+            if (hooks[i].id == ids[k]) h = hooks[i];
+        pthread_mutex_unlock(&hooks_lock);
+        if (h.id) st = h.fn(leaf, h.ctx);
+    }
+    if (ids != ids_small) free(ids);
+    return st;
+}
+
+/* A leaf with hooks, during one backward: its accumulators still to run and
+ * the sum of the gradients they brought. */
+typedef struct hooked_leaf {
+    jag_tensor *leaf;
+    int remaining;
+    jag_tensor *sum;
+} hooked_leaf;
+
+typedef struct hooked_leaves {
+    hooked_leaf *v; /* sorted by leaf address */
+    size_t n;
+} hooked_leaves;
+
+static hooked_leaf *find_hooked(const hooked_leaves *h, const jag_tensor *leaf) {
+    size_t lo = 0, hi = h->n;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if ((uintptr_t)h->v[mid].leaf < (uintptr_t)leaf) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < h->n && h->v[lo].leaf == leaf ? &h->v[lo] : NULL;
+}
+
 jag_status jag_set_requires_grad(jag_tensor *t, bool requires_grad) {
     if (!t) return jag__error(JAG_EINVAL, "jag_set_requires_grad: argument 't' is NULL");
     if (t->grad_fn)
@@ -713,6 +840,67 @@ static jag_status run_node(jag_node *n, node_list *pending_leaves) {
     return st;
 }
 
+/* leaf.grad += g (g borrowed: an alias of it is stored), under the leaf's
+ * lock. */
+static jag_status commit_leaf_grad(jag_tensor *leaf, const jag_tensor *grad) {
+    jag_tensor *g = NULL, *old = NULL;
+    jag_status st = shallow_alias(grad, &g);
+    if (st) return st;
+    pthread_mutex_lock(grad_lock(leaf));
+    if (leaf->grad) {
+        jag_tensor *sum = NULL;
+        jag_value v[] = {jag__v_tensor(leaf->grad), jag__v_tensor(g), jag__v_double(1.0)};
+        st = jag__dispatch(JAG_OP_add, v, 3, &sum);
+        jag_release(g);
+        g = sum;
+    }
+    if (!st) {
+        old = leaf->grad;
+        leaf->grad = g;
+    }
+    pthread_mutex_unlock(grad_lock(leaf));
+    jag_release(old);
+    return st;
+}
+
+/* The leaves reached by this backward that have hooks, with the number of
+ * their accumulators among `all` (a leaf used by k ops has k). */
+static jag_status find_hooked_leaves(const node_list *all, hooked_leaves *out) {
+    if (!atomic_load(&hooks_live)) return JAG_OK;
+    pthread_mutex_lock(&hooks_lock);
+    size_t n = n_hooks;
+    out->v = calloc(n ? n : 1, sizeof *out->v);
+    for (size_t i = 0; out->v && i < n; i++) out->v[i].leaf = hooks[i].leaf;
+    pthread_mutex_unlock(&hooks_lock);
+    if (!out->v) return jag__error(JAG_ENOMEM, "jag_backward: out of memory");
+    qsort(out->v, n, sizeof *out->v, cmp_ptr); /* the leaf is the first member */
+    size_t u = 0;
+    for (size_t i = 0; i < n; i++)
+        if (!u || out->v[u - 1].leaf != out->v[i].leaf) out->v[u++] = out->v[i];
+    out->n = u;
+    for (size_t i = 0; i < all->n; i++) {
+        hooked_leaf *h = all->v[i]->kind == NODE_ACCUMULATE ? find_hooked(out, all->v[i]->leaf) : NULL;
+        if (h) h->remaining++;
+    }
+    return JAG_OK;
+}
+
+/* An accumulator of a hooked leaf ran: add what it brought; after the
+ * last one, write the leaf's gradient and run its hooks. */
+static jag_status hooked_leaf_arrived(hooked_leaf *h, jag_node *acc) {
+    jag_status st = JAG_OK;
+    if (acc->slots[0]) {
+        st = jag__grad_accumulate(&h->sum, acc->slots[0]);
+        jag_release(acc->slots[0]), acc->slots[0] = NULL;
+    }
+    if (!st && --h->remaining == 0 && h->sum) {
+        st = commit_leaf_grad(h->leaf, h->sum);
+        jag_release(h->sum), h->sum = NULL;
+        if (!st) st = run_grad_hooks(h->leaf);
+    }
+    return st;
+}
+
 static jag_status check_root_grad(const jag_tensor *root, const jag_tensor *grad) {
     const char *op = "jag_backward";
     if (!grad) {
@@ -762,44 +950,30 @@ jag_status jag_backward(const jag_tensor *root, const jag_tensor *grad, bool ret
         if (!tmp_acc) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
         else tmp_acc->leaf = jag_retain((jag_tensor *)root), tmp_acc->n_out = 1, rootn = tmp_acc;
     }
+    hooked_leaves hooked = {0};
     if (!st) st = collect(rootn, &all);
+    if (!st) st = find_hooked_leaves(&all, &hooked);
     if (!st) st = jag__grad_accumulate(&rootn->slots[root->grad_fn ? root->output_nr : 0], seed);
     /* Kahn's algorithm: a node runs once every node feeding it has run */
     node_list ready = {0};
     if (!st && !list_push(&ready, rootn)) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
     while (!st && ready.n) {
         jag_node *n = ready.v[--ready.n];
-        st = run_node(n, &leaves);
+        hooked_leaf *h = hooked.n && n->kind == NODE_ACCUMULATE ? find_hooked(&hooked, n->leaf) : NULL;
+        st = h ? hooked_leaf_arrived(h, n) : run_node(n, &leaves);
         for (int k = 0; !st && k < n->n_inputs; k++) {
             jag_node *next = n->edges[k].node;
             if (next && --next->deps == 0 && !list_push(&ready, next)) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
         }
     }
-    /* commit the leaves' gradients only when everything succeeded */
-    for (size_t i = 0; !st && i < leaves.n; i++) {
-        jag_node *a = leaves.v[i];
-        jag_tensor *g = NULL, *old = NULL;
-        st = shallow_alias(a->slots[0], &g);
-        if (st) break;
-        pthread_mutex_lock(grad_lock(a->leaf));
-        if (a->leaf->grad) {
-            jag_tensor *sum = NULL;
-            jag_value v[] = {jag__v_tensor(a->leaf->grad), jag__v_tensor(g), jag__v_double(1.0)};
-            st = jag__dispatch(JAG_OP_add, v, 3, &sum);
-            jag_release(g);
-            g = sum;
-        }
-        if (!st) {
-            old = a->leaf->grad;
-            a->leaf->grad = g;
-        }
-        pthread_mutex_unlock(grad_lock(a->leaf));
-        jag_release(old);
-    }
+    /* commit the other leaves' gradients only when everything succeeded */
+    for (size_t i = 0; !st && i < leaves.n; i++) st = commit_leaf_grad(leaves.v[i]->leaf, leaves.v[i]->slots[0]);
     for (size_t i = 0; i < all.n; i++) {
         for (int s = 0; s < 4; s++) jag_release(all.v[i]->slots[s]), all.v[i]->slots[s] = NULL;
         if (!st && !retain_graph && all.v[i]->kind != NODE_ACCUMULATE) node_free_saved(all.v[i]);
     }
+    for (size_t i = 0; i < hooked.n; i++) jag_release(hooked.v[i].sum);
+    free(hooked.v);
     free(all.v), free(leaves.v), free(ready.v);
     if (tmp_acc) node_release(tmp_acc);
     jag_release(seed);

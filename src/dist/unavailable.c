@@ -32,6 +32,10 @@ jag_status jag_ddp_new(jag_tensor *const *params, int n, size_t bucket_bytes, ja
     return JAG_NO_MPI("jag_ddp_new");
 }
 jag_status jag_ddp_sync_grads(jag_ddp *ddp) { return JAG_NO_MPI("jag_ddp_sync_grads"); }
+jag_status jag_ddp_set_require_sync(jag_ddp *ddp, bool require_sync) {
+    (void)require_sync;
+    return JAG_NO_MPI("jag_ddp_set_require_sync");
+}
 int jag_ddp_num_buckets(const jag_ddp *ddp) { return -1; }
 jag_status jag_ddp_bucket_params(const jag_ddp *ddp, int b, const int **indices, int *n_out) {
     return JAG_NO_MPI("jag_ddp_bucket_params");

@@ -155,9 +155,47 @@ def test_ddp_matches_one_process(tmp_path, ranks):
         assert local == 3.0 * (r + 1), local  # d/dw0 of (k+1) * w0 * (r+1), summed over k
         ddp.sync_gradients()
         assert abs(w.weight.grad.tolist()[0][0] - 3.0 * sum(q + 1 for q in range(p)) / p) < 1e-6
+        # as torch: backward alone averages (hooks during backward), here
+        # d/dw0 of w0 * (r + 1) is r + 1, averaged (p + 1) / 2
+        w.weight.grad = None
+        w.bias.grad = None
+        ddp(jag.tensor([[float(r + 1), 1.0]])).sum().backward()
+        assert abs(w.weight.grad.tolist()[0][0] - (p + 1) / 2) < 1e-6, w.weight.grad.tolist()
+        assert abs(w.weight.grad.tolist()[0][1] - 1.0) < 1e-6 and abs(w.bias.grad.tolist()[0] - 1.0) < 1e-6
+        ddp.sync_gradients()  # nothing left: unchanged
+        assert abs(w.weight.grad.tolist()[0][0] - (p + 1) / 2) < 1e-6
         dist.destroy_process_group()
         done(r)
     """)
+
+
+def test_post_accumulate_grad_hook():
+    # torch.Tensor.register_post_accumulate_grad_hook: hook(tensor) runs once
+    # per backward, after every path's gradient is summed into .grad
+    x = jag.tensor([0.5, -1.0, 2.0], requires_grad=True)
+    seen = []
+    handle = x.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.tolist()))
+    ((x * x).sum() + (x * 3.0).sum()).backward()  # d/dx = 2x + 3
+    assert seen == [[4.0, 1.0, 7.0]]
+    ((x * 2.0).sum()).backward()  # accumulated: 2x + 3 + 2
+    assert seen[-1] == [6.0, 3.0, 9.0] and len(seen) == 2
+    handle.remove()
+    handle.remove()  # again: nothing
+    (x.sum()).backward()
+    assert len(seen) == 2
+
+    def boom(t):
+        raise KeyError("from the hook")
+    h2 = x.register_post_accumulate_grad_hook(boom)
+    with pytest.raises(KeyError, match="from the hook"):
+        x.sum().backward()
+    h2.remove()
+    with pytest.raises(RuntimeError, match="doesn't require gradient"):
+        jag.tensor([1.0]).register_post_accumulate_grad_hook(print)
+    with pytest.raises(RuntimeError, match="non-leaf"):
+        (x * 2.0).register_post_accumulate_grad_hook(print)
+    with pytest.raises(TypeError, match="must be callable"):
+        x.register_post_accumulate_grad_hook(3)
 
 
 def test_split_by_tokens_hand_computed():

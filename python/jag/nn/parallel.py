@@ -8,16 +8,20 @@ class DistributedDataParallel(Module):
     """Data-parallel training of ``module`` over the ranks of jag.distributed
     (torch.nn.parallel.DistributedDataParallel's names).
 
-    At construction rank 0's parameters are broadcast to every rank. After
-    ``loss.backward()`` call ``sync_gradients()`` (or step through
-    ``optimizer`` only after it): every parameter's gradient becomes the
-    average over the ranks, reduced in buckets of at most ``bucket_cap_mb``
-    MiB built from the parameters in reverse order, each bucket's
-    all-reduce started as soon as it is packed. torch starts a bucket from
-    autograd hooks while backward still runs; jag's autograd has no
-    per-parameter hooks yet, so here the reduction follows backward (no
-    overlap with it) and is started explicitly. Inside ``no_sync()``
-    ``sync_gradients()`` does nothing and gradients accumulate locally.
+    At construction rank 0's parameters are broadcast to every rank. As in
+    torch, ``loss.backward()`` averages every parameter's gradient over the
+    ranks by itself: parameters are grouped in buckets of at most
+    ``bucket_cap_mb`` MiB (in reverse order), and a post-accumulate-grad hook
+    on each parameter starts a bucket's all-reduce as soon as all of its
+    gradients are final, while backward goes on (buckets start in the same
+    order on every rank); the last one waits for all and writes the
+    averages. Parameters that get no gradient in a step (torch's
+    ``find_unused_parameters=False``: jag does not search for them) keep
+    their buckets waiting: call ``sync_gradients()`` after such a backward
+    on every rank. ``sync_gradients()`` is also the explicit path after a
+    backward that already averaged (it returns at once). Inside
+    ``no_sync()`` gradients accumulate locally; the first backward after
+    it averages the sums.
 
     Args:
         module (Module): the model, the same on every rank.
@@ -57,15 +61,17 @@ class DistributedDataParallel(Module):
 
     @contextlib.contextmanager
     def no_sync(self):
-        """A context in which sync_gradients() does nothing: gradients of
-        several backward passes accumulate locally; the first sync after it
-        averages the accumulated sums."""
+        """A context in which backward and sync_gradients() do not
+        communicate: gradients of several backward passes accumulate
+        locally; the first backward (or sync) after it averages the sums."""
         prev = self._require_sync
         object.__setattr__(self, "_require_sync", False)
+        self._lib._dist_ddp_set_require_sync(self._ddp, False)
         try:
             yield
         finally:
             object.__setattr__(self, "_require_sync", prev)
+            self._lib._dist_ddp_set_require_sync(self._ddp, prev)
 
     def bucket_indices(self):
         """The buckets as lists of indices into the module's parameters

@@ -1,0 +1,23 @@
+"""jag.utils.hooks: the handle of a registered hook (torch.utils.hooks)."""
+
+
+class RemovableHandle:
+    """A handle returned by ``register_*_hook``: ``remove()`` unregisters the
+    hook (again: nothing happens). Also a context manager that removes the
+    hook on exit, as torch's."""
+
+    def __init__(self, remove_fn, hook_id):
+        self._remove_fn = remove_fn
+        self.id = hook_id
+
+    def remove(self):
+        """Unregister the hook; the hook does not run again."""
+        if self._remove_fn is not None:
+            fn, self._remove_fn = self._remove_fn, None
+            fn(self.id)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
