@@ -337,15 +337,40 @@ int64_t jag_version(const jag_tensor *t);
  * and relu keep integer dtypes. On bool: neg and relu are JAG_EDTYPE (as
  * torch), abs and sign return the input, square gives int64. Integer
  * overflow wraps (as torch). relu and sign pass NaN through; sign keeps
- * signed zeros. */
+ * signed zeros.
+ * floor, ceil, round (halves to even, as torch.round) and trunc keep every
+ * dtype but bool (JAG_EDTYPE); on integers they are the identity; their
+ * gradient is zero. log1p, expm1, erf, erfc and the activations selu,
+ * hardswish (x relu6(x + 3) / 6), hardsigmoid (relu6(x + 3) / 6), mish
+ * (x tanh(softplus(x))) and logsigmoid (log(sigmoid(x)), computed without
+ * overflow) are float ops, formulas and gradients as torch's. */
 #define JAG_UNARY_OP_LIST(X)                                                  \
     X(neg) X(abs) X(exp) X(log) X(sqrt) X(rsqrt) X(sin) X(cos) X(tanh)        \
     X(sigmoid) X(relu) X(silu) X(gelu) X(gelu_tanh) X(reciprocal) X(square)  \
-    X(sign)
+    X(sign) X(floor) X(ceil) X(round) X(trunc) X(log1p) X(expm1) X(erf)       \
+    X(erfc) X(selu) X(hardswish) X(hardsigmoid) X(mish) X(logsigmoid)
 
 #define JAG_X_DECL(name) jag_status jag_##name(const jag_tensor *x, jag_tensor **out);
 JAG_UNARY_OP_LIST(JAG_X_DECL)
 #undef JAG_X_DECL
+
+/* torch.nn.functional's parametrised activations, dense or nested (the
+ * pointwise rule), differentiable. Float ops: a float x keeps its dtype,
+ * integer and bool x promote to float32; the scalars are converted to the
+ * result's dtype, as torch does. NaN gives NaN.
+ *   leaky_relu  x > 0 ? x : negative_slope x (torch default 0.01)
+ *   elu         x > 0 ? x : alpha (exp(x) - 1) (torch default 1.0); the
+ *               gradient at 0 is alpha, as torch's
+ *   softplus    beta x > threshold ? x : log(1 + exp(beta x)) / beta
+ *               (defaults 1 and 20). JAG_EINVAL when beta is 0.
+ *   hardtanh    min(max(x, min_val), max_val) (defaults -1 and 1); the
+ *               gradient passes where min_val < x < max_val, the bounds
+ *               excluded, as torch's. JAG_EINVAL when min_val > max_val.
+ * *out is a new reference, NULL on error. */
+jag_status jag_leaky_relu(const jag_tensor *x, double negative_slope, jag_tensor **out);
+jag_status jag_elu(const jag_tensor *x, double alpha, jag_tensor **out);
+jag_status jag_softplus(const jag_tensor *x, double beta, double threshold, jag_tensor **out);
+jag_status jag_hardtanh(const jag_tensor *x, double min_val, double max_val, jag_tensor **out);
 
 /* Binary ops with NumPy/PyTorch broadcasting and type promotion. Comparison
  * ops return bool. div always returns a float dtype (true division).
@@ -411,7 +436,11 @@ jag_status jag_masked_fill(const jag_tensor *x, const jag_tensor *mask, double v
  * (sum), NaN (mean, var, std), -inf (logsumexp) and is an error for amax,
  * amin and the ops below with indices (JAG_EINVAL, "component i is empty").
  * max_dim, min_dim, argmax and argmin along dim 1 give the row inside each
- * component. Float values only (JAG_EDTYPE). The batch dim (0) cannot be
+ * component. Float values, and for sum, mean, amax and amin over the
+ * ragged dim also int32, int64 and bool with torch's result dtypes (sum:
+ * int64; mean: float32; amax/amin: the input's, an empty component giving
+ * the dtype's lowest / highest value); other integer reductions over the
+ * ragged dim are JAG_EDTYPE. The batch dim (0) cannot be
  * reduced (JAG_ENOTIMPL). Dims without the ragged one run on the values and
  * give a nested result. All are differentiable (argmax/argmin give no
  * gradient). */
@@ -454,7 +483,9 @@ jag_status jag_argmin(const jag_tensor *x, int dim, bool keepdim, jag_tensor **o
 jag_status jag_mm(const jag_tensor *a, const jag_tensor *b, jag_tensor **out);
 /* (B, n, k) @ (B, k, m) -> (B, n, m). */
 jag_status jag_bmm(const jag_tensor *a, const jag_tensor *b, jag_tensor **out);
-/* torch.matmul: 1-D, 2-D and batched operands with batch broadcasting. */
+/* torch.matmul: 1-D, 2-D and batched operands with batch broadcasting; a
+ * jagged nested (B, j, k) by a dense (k, m), or by a dense batch (B, k, m)
+ * (component b times matrix b; needs data: not traced). */
 jag_status jag_matmul(const jag_tensor *a, const jag_tensor *b, jag_tensor **out);
 /* x (..., in) @ w(out, in)^T + bias(out); bias may be NULL. */
 jag_status jag_linear(const jag_tensor *x, const jag_tensor *w, const jag_tensor *bias,
@@ -770,7 +801,9 @@ jag_status jag_nested_from_list(jag_tensor *const *items, int n, jag_layout layo
  * copy); others (memory lent through jag_from_blob, numpy or DLPack, or a
  * part of a larger tensor) are copied into a read-only tensor of jag's
  * own, then validated, so that a later write by the lender cannot reach
- * the nested tensor (they are B+1 integers next to the values).
+ * the nested tensor (they are B+1 integers next to the values). int32
+ * offsets and lengths are accepted too: they are widened into a read-only
+ * int64 copy (the caller's tensor stays writable and is not read again).
  * Errors: JAG_EINVAL / JAG_EDTYPE / JAG_ESHAPE naming the argument and the
  * first bad entry. */
 jag_status jag_nested_from_jagged(const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
@@ -888,8 +921,32 @@ void jag_zero_grad(jag_tensor *t);
  * a non-scalar root without grad), JAG_ENOTIMPL (an op on the path has no
  * derivative). On error no .grad is changed. Rules run with grad mode off
  * (no higher-order gradients yet). One thread at a time may backpropagate
- * through a given graph. */
+ * through a given graph. Leaves with a post-accumulate-grad hook (below)
+ * are the exception: their .grad is written, and their hooks run, as soon
+ * as backward has summed all of their incoming gradients, so an error later
+ * in the same backward leaves those written. */
 jag_status jag_backward(const jag_tensor *root, const jag_tensor *grad, bool retain_graph);
+
+/* Post-accumulate-grad hooks (torch's Tensor.register_post_accumulate_grad_
+ * hook): fn(leaf, ctx) runs on the thread running jag_backward, once per
+ * backward that gives `leaf` a gradient, after every gradient flowing into
+ * the leaf in that backward has been summed into leaf's .grad (the hook
+ * reads the final .grad with jag_get_grad, and may replace it). Hooks of one
+ * leaf run in the order registered. A hook returning an error stops the
+ * backward with that error. A backward in which no gradient reaches the
+ * leaf runs none of its hooks.
+ * `leaf`: a leaf that requires grad. The registration holds a reference on
+ * the leaf until the hook is removed. *handle receives an id (> 0) for
+ * jag_remove_post_accumulate_grad_hook. free_ctx (may be NULL) runs on ctx
+ * when the hook is removed. Errors: JAG_EINVAL (NULL leaf, fn or handle;
+ * a non-leaf; a leaf that does not require grad), JAG_ENOMEM. */
+typedef jag_status (*jag_post_accumulate_grad_hook)(jag_tensor *leaf, void *ctx);
+jag_status jag_register_post_accumulate_grad_hook(jag_tensor *leaf, jag_post_accumulate_grad_hook fn, void *ctx,
+                                                  void (*free_ctx)(void *), int64_t *handle);
+/* Remove a hook (it does not run again, its free_ctx runs, the leaf's
+ * reference is given back). May be called from inside a hook. Errors:
+ * JAG_EINVAL for a handle that is not registered (never was, or removed). */
+jag_status jag_remove_post_accumulate_grad_hook(int64_t handle);
 
 /* Grad mode for this thread (on by default). Returns the previous mode, so
  * a "no_grad" block is: bool prev = jag_set_grad_enabled(false); ...;
@@ -967,14 +1024,16 @@ jag_status jag_scaled_dot_product_attention(const jag_tensor *q, const jag_tenso
                                             double scale, jag_tensor **out);
 
 /* As jag_scaled_dot_product_attention, with an additive mask on the
- * scores (may be NULL): softmax(q k^T * scale + mask [causal]) v. For dense
+ * scores (may be NULL): softmax(q k^T * scale + mask) v. For dense
  * q the mask is dense and broadcasts to (B, Hq, Lq, Lk); for jagged q it is
  * a strided nested tensor (jag_nested_from_list with JAG_STRIDED) whose
  * component b is (Lq_b, Lk_b) or (Hq or 1, Lq_b, Lk_b). -inf hides a key; a
  * query that sees no key gets zeros. Differentiable in q, k, v and the
  * mask. Errors: as jag_scaled_dot_product_attention, plus JAG_EDTYPE (the
  * mask's dtype differs from q's), JAG_ESHAPE (a mask that does not fit),
- * JAG_EINVAL (a nested mask for dense q, or a jagged one). */
+ * JAG_EINVAL (a nested mask for dense q, or a jagged one; a mask with
+ * causal true, as torch refuses attn_mask with is_causal: put the causal
+ * part into the mask; a NULL mask with causal is the causal op). */
 jag_status jag_scaled_dot_product_attention_masked(const jag_tensor *q, const jag_tensor *k, const jag_tensor *v,
                                                    const jag_tensor *mask, bool causal, double scale, jag_tensor **out);
 
@@ -1609,12 +1668,38 @@ typedef struct jag_ddp jag_ddp;
  * from the parameters in reverse order (the order backward finishes them)
  * and never mixing dtypes; a parameter larger than a bucket gets one of its
  * own. The DDP holds a reference on each parameter until jag_ddp_free.
+ *
+ * Overlap with backward (torch's reducer): the DDP registers a post-
+ * accumulate-grad hook on every parameter that requires grad. During
+ * jag_backward, once every such parameter of a bucket has its gradient, the
+ * bucket is packed and its MPI_Iallreduce started while backward goes on;
+ * buckets start in bucket order on every rank (a complete bucket waits for
+ * the ones before it). When the last bucket has started, the hook waits for
+ * all of them and writes the averaged gradients, so after backward returns
+ * the gradients are averaged: nothing more to call. jag_backward must then
+ * run on the thread that uses MPI (see Threads).
+ * Parameters that get no gradient in a step (as torch's
+ * find_unused_parameters=False, jag does not search the graph for them):
+ * their buckets cannot complete during backward; call jag_ddp_sync_grads
+ * after such a backward to start them and write the averages (a parameter
+ * with no gradient on some rank counts as zeros there; one with a gradient
+ * on no rank keeps none). Every rank must do the same: a rank whose
+ * backward averaged everything while another still waits for a sync
+ * blocks that rank in MPI.
+ * Gradient accumulation: jag_ddp_set_require_sync(ddp, false) (torch's
+ * no_sync) makes the hooks do nothing; the next backward with it true
+ * averages the accumulated gradients (or jag_ddp_sync_grads does).
  * Errors: JAG_EINVAL (n < 1, NULL or repeated parameter, nested or
  * non-contiguous or read-only parameter), JAG_EDTYPE (non-float),
  * JAG_ESHAPE (ranks disagree on the parameter count, shapes or dtypes),
  * JAG_ESTATE (not initialised), JAG_ENOMEM. */
 jag_status jag_ddp_new(jag_tensor *const *params, int n, size_t bucket_bytes, jag_ddp **out);
-/* Average the gradients over the ranks. Collective. A parameter with no
+/* Average the gradients over the ranks, explicitly. Collective. After a
+ * backward whose hooks averaged every bucket it returns at once (JAG_OK);
+ * after one that left buckets waiting (parameters without a gradient) it
+ * starts those and finishes the step; otherwise (no backward since the
+ * last averaging, gradients set by hand, or accumulated with require_sync
+ * off) it averages every gradient. A parameter with no
  * gradient on some ranks counts as zeros there; one with a gradient on no
  * rank keeps none. Each bucket is packed and its MPI_Iallreduce started
  * before the next is packed; the averaged values become each parameter's
@@ -1623,6 +1708,10 @@ jag_status jag_ddp_new(jag_tensor *const *params, int n, size_t bucket_bytes, ja
  * parameter, on any rank), JAG_EINVAL (NULL ddp); on error no gradient
  * changes. */
 jag_status jag_ddp_sync_grads(jag_ddp *ddp);
+/* Whether the hooks average gradients during backward (true, the
+ * default) or leave them to accumulate locally (false: torch's no_sync).
+ * Local: no communication. Errors: JAG_EINVAL (NULL or freed ddp). */
+jag_status jag_ddp_set_require_sync(jag_ddp *ddp, bool require_sync);
 /* The number of buckets and the parameters of bucket `b` (indices into the
  * params given to jag_ddp_new, in bucket order; *n_out of them) — for
  * tests and tuning. Errors: JAG_ERANGE for b outside [0, buckets). */

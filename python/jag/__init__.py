@@ -917,6 +917,14 @@ class Tensor(_C.TensorBase):
     def to_layout(self, layout):
         return self._to_layout(layout.code)
 
+    def to_torch(self, copy=None):
+        """A torch nested tensor of layout torch.jagged over this jagged
+        tensor's values (no copy unless they are read-only or copy=True;
+        offsets and lengths copied; differentiable). The way back:
+        jag.nested.from_torch."""
+        from ._torch_interop import to_torch
+        return to_torch(self, copy=copy)
+
     # --- math methods -----------------------------------------------------
     def sum(self, dim=None, keepdim=False, dtype=None):
         r = sum(self, dim, keepdim)
@@ -1500,6 +1508,20 @@ def _make_unary_method(name):
 for _n in _UNARY:  # x.sin(), x.exp(), ... as torch
     if not hasattr(Tensor, _n):
         setattr(Tensor, _n, _make_unary_method(_n))
+
+# Rounding (integer dtypes kept, zero gradient) and special functions, as
+# torch.floor, torch.log1p, ... and their Tensor methods.
+_UNARY_MORE = ["floor", "ceil", "round", "trunc", "log1p", "expm1", "erf", "erfc"]
+for _n in _UNARY_MORE:
+    globals()[_n] = _make_unary(_n)
+    if not hasattr(Tensor, _n):
+        setattr(Tensor, _n, _make_unary_method(_n))
+fix = globals()["trunc"]
+
+
+def selu(input):
+    """scale * (max(0, x) + min(0, alpha * (exp(x) - 1))), torch's constants."""
+    return _op("selu", input)
 
 
 def _make_binary(name):
