@@ -514,6 +514,14 @@ def test_multihead_attention_grouped_query_cross_lengths_and_nested_masks():
             np.testing.assert_allclose(npy(o), want, rtol=1e-9, atol=1e-11)
     with pytest.raises(ValueError, match="num_kv_heads"):
         nn.MultiheadAttention(E, H, num_kv_heads=3)
+    # functional sdpa: fewer key/value heads only with enable_gqa=True, as torch
+    q4, k2 = jag.randn(1, 4, 3, 2, dtype=jag.float64), jag.randn(1, 2, 3, 2, dtype=jag.float64)
+    with pytest.raises(RuntimeError, match="enable_gqa=True"):
+        F.scaled_dot_product_attention(q4, k2, k2)
+    g = F.scaled_dot_product_attention(q4, k2, k2, enable_gqa=True)
+    k4 = k2.unsqueeze(2).expand(1, 2, 2, 3, 2).reshape(1, 4, 3, 2)  # head h reads key head h // 2
+    full = F.scaled_dot_product_attention(q4, k4, k4)
+    np.testing.assert_allclose(npy(g), npy(full), rtol=1e-12, atol=1e-14)
 
 
 def np_layer(x, sd, H, norm_first):

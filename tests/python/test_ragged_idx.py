@@ -52,7 +52,10 @@ def test_transpose_moves_the_ragged_dim_without_copying():
 def test_attention_in_torch_layout(causal, hq, hk):
     qs, ks, vs = heads(hq, 4), heads(hk, 4), heads(hk, 4)
     q, k, v = (nested(x, requires_grad=True).transpose(1, 2) for x in (qs, ks, vs))
-    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    if hq != hk:  # as torch: fewer key/value heads only with enable_gqa=True
+        with pytest.raises(RuntimeError, match="enable_gqa=True"):
+            F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=hq != hk)
     assert out._ragged_idx == 2 and out.shape[1] == hq
     for part, a, b, c in zip(out.unbind(), qs, ks, vs):
         want = np_attention(a.transpose(1, 0, 2), b.transpose(1, 0, 2), c.transpose(1, 0, 2), causal)

@@ -170,15 +170,32 @@ def mse_loss(input, target, reduction="mean"):
     return _jag._C._mse_loss(input, target)
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None):
+def _heads(t):
+    """The number of heads of an attention operand: dim -3 of a dense (..., H,
+    L, D); dim 1 of a jagged (B, H, j, D) (ragged dim 2), else dim 2 of a
+    jagged (B, j, H, D)."""
+    if t.is_nested:
+        return t.shape[1] if t._ragged_idx == 2 else t.shape[2]
+    return t.shape[-3] if t.ndim >= 3 else 1
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+                                 enable_gqa=False):
     """softmax(q k^T * scale + attn_mask [causal]) v for dense (B, H, L, D)
     or jagged inputs, either in torch's layout (B, H, j, D) (``x.transpose(1,
     2)`` of a (B, j, H, D) tensor, no copy) or (B, j, H, D) itself
-    (per-item lengths; grouped-query heads allowed). attn_mask: additive float, or bool (True takes part), dense and
+    (per-item lengths). enable_gqa=True (as torch): fewer key/value heads
+    than query heads, each serving H_q / H_kv query heads. attn_mask: additive float, or bool (True takes part), dense and
     broadcast to (B, H, Lq, Lk) for dense inputs, a strided nested tensor of
     (Lq_b, Lk_b) per item for jagged ones. scale None: 1/sqrt(D)."""
     if dropout_p:
         raise NotImplementedError("scaled_dot_product_attention: dropout_p must be 0")
+    hq, hk, hv = _heads(query), _heads(key), _heads(value)
+    if hk != hv:
+        raise RuntimeError("scaled_dot_product_attention: key has %d heads and value %d, expected the same" % (hk, hv))
+    if hq != hk and not enable_gqa:  # torch: grouped-query heads only with enable_gqa=True
+        raise RuntimeError("scaled_dot_product_attention: query has %d heads and key/value %d; pass enable_gqa=True "
+                           "for grouped-query attention (query heads a multiple of key/value heads)" % (hq, hk))
     sc = 0.0 if scale is None else _builtins.float(scale)
     if attn_mask is None:
         out, _ = _op("scaled_dot_product_attention", query, key, value, _builtins.bool(is_causal), sc)

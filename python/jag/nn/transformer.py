@@ -161,7 +161,7 @@ class MultiheadAttention(Module):
             # is_causal with a mask: torch's module drops the mask and keeps
             # is_causal (the mask is taken to be the causal one it hints at)
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if is_causal else attn_mask,
-                                                 is_causal=is_causal)
+                                                 is_causal=is_causal, enable_gqa=KV != H)
         out = self.out_proj(out.transpose(1, 2).reshape(B, -1, E))
         if not nested and not self.batch_first:
             out = out.transpose(0, 1)
