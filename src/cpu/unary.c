@@ -434,31 +434,6 @@ static double ref_value(jag_op_id op, double x) {
     }
 }
 
-// x is (...), y is (...) new contiguous: y = f(x), one element at a time
-jag_status jag__ref_unary(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out) {
-    const jag_op_info *info = &jag__ops[op];
-    jag_spec spec;
-    jag_status st = info->meta(info->api_name, args, nargs, &spec);
-    if (st != JAG_OK) return st;
-    jag_tensor *y = jag__tensor_from_spec(info->api_name, &spec, false);
-    if (!y) return jag_last_status();
-    const jag_tensor *x = args[0].u.t;
-    int64_t n = jag_numel(y), idx[JAG_MAX_DIMS] = {0};
-    size_t xs = jag_dtype_size(x->dtype), ys = jag_dtype_size(y->dtype);
-    for (int64_t e = 0; e < n; e++) {
-        int64_t off = 0;
-        for (int d = 0; d < x->ndim; d++) off += idx[d] * x->strides[d];
-        double v = jag__pw_round_to(jag__load_as_double(jag__ptr(x) + off * (int64_t)xs, x->dtype), y->dtype);
-        jag__store_from_double(jag__ptr(y) + e * (int64_t)ys, y->dtype, ref_value(op, v));
-        for (int d = y->ndim - 1; d >= 0; d--) {
-            if (++idx[d] < y->sizes[d]) break;
-            idx[d] = 0;
-        }
-    }
-    *out = y;
-    return JAG_OK;
-}
-
 /* The textbook formula of each parametrised op, in double. */
 static double ref_param_value(jag_op_id op, double x, const double *p) {
     switch (op) {
@@ -470,16 +445,18 @@ static double ref_param_value(jag_op_id op, double x, const double *p) {
     }
 }
 
-// (x, scalars) -> y (...) new contiguous, one element at a time (x contiguous or not)
-jag_status jag__ref_unary_param(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out) {
+/* The references' loop: y (new contiguous) = f(x) element by element, x
+ * strided, each value rounded to y's dtype first; f the textbook formula
+ * (ref_value), or with the op's scalars (ref_param_value) when with_params. */
+static jag_status ref_loop(jag_op_id op, const jag_value *args, int nargs, bool with_params, jag_tensor **out) {
     const jag_op_info *info = &jag__ops[op];
     jag_spec spec;
     jag_status st = info->meta(info->api_name, args, nargs, &spec);
     if (st != JAG_OK) return st;
     jag_tensor *y = jag__tensor_from_spec(info->api_name, &spec, false);
     if (!y) return jag_last_status();
-    double prm[2];
-    load_params(args, nargs, y->dtype, prm);
+    double prm[2] = {0, 0};
+    if (with_params) load_params(args, nargs, y->dtype, prm);
     const jag_tensor *x = args[0].u.t;
     int64_t n = jag_numel(y), idx[JAG_MAX_DIMS] = {0};
     size_t xs = jag_dtype_size(x->dtype), ys = jag_dtype_size(y->dtype);
@@ -487,7 +464,8 @@ jag_status jag__ref_unary_param(jag_op_id op, const jag_value *args, int nargs, 
         int64_t off = 0;
         for (int d = 0; d < x->ndim; d++) off += idx[d] * x->strides[d];
         double v = jag__pw_round_to(jag__load_as_double(jag__ptr(x) + off * (int64_t)xs, x->dtype), y->dtype);
-        jag__store_from_double(jag__ptr(y) + e * (int64_t)ys, y->dtype, ref_param_value(op, v, prm));
+        jag__store_from_double(jag__ptr(y) + e * (int64_t)ys, y->dtype,
+                               with_params ? ref_param_value(op, v, prm) : ref_value(op, v));
         for (int d = y->ndim - 1; d >= 0; d--) {
             if (++idx[d] < y->sizes[d]) break;
             idx[d] = 0;
@@ -495,4 +473,14 @@ jag_status jag__ref_unary_param(jag_op_id op, const jag_value *args, int nargs, 
     }
     *out = y;
     return JAG_OK;
+}
+
+// x is (...), y is (...) new contiguous: y = f(x), one element at a time
+jag_status jag__ref_unary(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out) {
+    return ref_loop(op, args, nargs, false, out);
+}
+
+// (x, scalars) -> y (...) new contiguous, one element at a time (x contiguous or not)
+jag_status jag__ref_unary_param(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out) {
+    return ref_loop(op, args, nargs, true, out);
 }
