@@ -278,7 +278,7 @@ static jag_status unreachable_cpu(jag_op_id op, const jag_value *args, int nargs
     return JAG_EINTERNAL;
 }
 
-static void seed_walkthrough(void) {
+static void nested_subclass_walkthrough(void) {
     TRY(jag_scope_begin());
     jag_tensor *t0 = NULL, *t1 = NULL, *t2 = NULL, *nt = NULL, *s = NULL, *tr = NULL, *p = NULL;
     TRY(jag_from_data((float[]){1, 2, 1, 2}, (int64_t[]){2, 2}, 2, JAG_FLOAT32, &t0));
@@ -368,7 +368,7 @@ int main(int argc, char **argv) {
     printf("2-3. embeddings as nested tensors, a residual feed-forward block and self-attention, packed vs padded\n");
     run_batches(&c, batch, dim, (int)repeats);
     printf("\n4. PyTorch's NestedTensor wrapper-subclass prototype, step by step\n");
-    seed_walkthrough();
+    nested_subclass_walkthrough();
     corpus_free(&c);
     return 0;
 }

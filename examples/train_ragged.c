@@ -34,9 +34,22 @@
  * and their speed (median and range over the runs) and peak memory are
  * printed. --print-trace shows the compiled program of one step.
  *
+ * Data-parallel (--distributed, under mpirun): every rank builds the same
+ * global batches and trains on its share of each, split by tokens as
+ * jag.utils.distributed_sampler.split_by_tokens does (the documents longest
+ * first, ties by position, each to the rank with the fewest tokens so far,
+ * ties to the lowest rank; each share in batch order). A rank scales its
+ * mean loss by (its documents / the global batch's) * ranks, and jag_ddp
+ * averages the gradients in buckets while backward runs, so every step is
+ * the one-process step on the global batch (the same losses, up to float
+ * rounding of sums taken in another order); rank 0 prints the global
+ * batch's loss and validates. A rank whose share is empty backpropagates
+ * 0 * sum(parameters): zero gradients that take part in the averaging.
+ *
  * Flags: --steps N (default 60), --max-tokens T (default 640, at least
  * 128), --compare N (default 0), --repeats R (default 3), --print-trace,
- * --data PATH... (--mode nested|padded|compiled runs one child.)
+ * --data PATH..., --distributed (--mode nested|padded|compiled runs one
+ * child; --mode nested also with --distributed.)
  */
 #include "corpus.h"
 #include "jag.h"
@@ -198,22 +211,57 @@ typedef struct {
     int64_t *ids, *offs, *labels;
 } batch_data;
 
-/* Batch b of plan p over the documents docs[] (a split's list). */
-static void batch_make(batch_data *bd, const corpus *c, const batch_plan *p, int64_t b, const int64_t *docs) {
-    int64_t first = p->starts[b], nb = p->starts[b + 1] - first;
+/* The documents docs[items[0..nb)] (docs: a split's list) as a batch. */
+static void batch_fill(batch_data *bd, const corpus *c, const int64_t *items, int64_t nb, const int64_t *docs) {
     bd->ids = xmalloc((size_t)(nb * MAX_LEN) * sizeof *bd->ids);
     bd->offs = xmalloc((size_t)(nb + 1) * sizeof *bd->offs);
     bd->labels = xmalloc((size_t)nb * sizeof *bd->labels);
     bd->nb = nb, bd->total = 0, bd->max_len = 0, bd->offs[0] = 0;
     for (int64_t i = 0; i < nb; i++) {
-        int64_t d = docs[p->items[first + i]], len = doc_len(c, d);
+        int64_t d = docs[items[i]], len = doc_len(c, d);
         memcpy(bd->ids + bd->total, c->tokens + c->offsets[d], (size_t)len * sizeof *bd->ids);
         bd->total += len, bd->offs[i + 1] = bd->total, bd->labels[i] = c->labels[d];
         if (len > bd->max_len) bd->max_len = len;
     }
 }
 
+/* Batch b of plan p over the documents docs[] (a split's list). */
+static void batch_make(batch_data *bd, const corpus *c, const batch_plan *p, int64_t b, const int64_t *docs) {
+    batch_fill(bd, c, p->items + p->starts[b], p->starts[b + 1] - p->starts[b], docs);
+}
+
 static void batch_free(batch_data *bd) { free(bd->ids), free(bd->offs), free(bd->labels); }
+
+/* ---- data-parallel: the ranks' shares of a global batch ------------------- */
+
+/* This process's rank and the number of ranks (0 and 1 without --distributed). */
+static int dist_rank = 0, dist_world = 1;
+
+/* jag.utils.distributed_sampler.split_by_tokens: positions 0..nb-1 of a
+ * global batch whose documents have lengths len[], longest first (ties:
+ * the earlier position), each go to the rank with the fewest tokens so far
+ * (ties: the lowest rank). Writes rank's positions, in batch order, to
+ * mine[] and returns how many. */
+static int64_t share_of_rank(const int64_t *len, int64_t nb, int rank, int world, int64_t *mine) {
+    sort_entry *e = xmalloc((size_t)nb * sizeof *e);
+    int64_t *load = calloc((size_t)world, sizeof *load), *owner = xmalloc((size_t)nb * sizeof *owner), n = 0;
+    if (!load) {
+        fprintf(stderr, "train: out of memory\n");
+        exit(1);
+    }
+    for (int64_t k = 0; k < nb; k++) e[k] = (sort_entry){-(double)len[k], k, k};
+    qsort(e, (size_t)nb, sizeof *e, sort_entry_cmp);
+    for (int64_t k = 0; k < nb; k++) {
+        int lightest = 0;
+        for (int r = 1; r < world; r++)
+            if (load[r] < load[lightest]) lightest = r;
+        owner[e[k].index] = lightest, load[lightest] += len[e[k].index];
+    }
+    for (int64_t k = 0; k < nb; k++)
+        if (owner[k] == rank) mine[n++] = k;
+    free(e), free(load), free(owner);
+    return n;
+}
 
 /* ---- the model ------------------------------------------------------------ */
 
@@ -513,6 +561,27 @@ static void stream_next(batch_stream *st, batch_data *bd) {
     batch_make(bd, st->ds->c, &st->plan, st->next++, st->ds->s.train);
 }
 
+/* This rank's share of the next global batch (the whole batch with one
+ * rank); *global_nb and *global_tokens: the global batch's documents and
+ * tokens. */
+static void stream_next_share(batch_stream *st, batch_data *bd, int64_t *global_nb, int64_t *global_tokens) {
+    if (st->next == st->plan.n_batches) {
+        plan_free(&st->plan);
+        st->epoch++, st->next = 0;
+        plan_batches(&st->plan, st->ds->s.train_len, st->ds->s.n_train, st->ds->max_tokens, true, st->epoch);
+    }
+    int64_t b = st->next++, first = st->plan.starts[b], nb = st->plan.starts[b + 1] - first;
+    const int64_t *items = st->plan.items + first;
+    int64_t *len = xmalloc((size_t)nb * sizeof *len), *mine = xmalloc((size_t)nb * sizeof *mine);
+    *global_tokens = 0;
+    for (int64_t k = 0; k < nb; k++) len[k] = st->ds->s.train_len[items[k]], *global_tokens += len[k];
+    int64_t n = share_of_rank(len, nb, dist_rank, dist_world, mine);
+    for (int64_t k = 0; k < n; k++) mine[k] = items[mine[k]];
+    batch_fill(bd, st->ds->c, mine, n, st->ds->s.train);
+    *global_nb = nb;
+    free(len), free(mine);
+}
+
 static bool stream_epoch_done(const batch_stream *st) { return st->next == st->plan.n_batches; }
 
 /* One training step traced and compiled: prints the forward program (after
@@ -553,51 +622,103 @@ static void print_validation(const model *m, const dataset *ds, const char *when
     printf("  %s: validation loss %.4f  accuracy %.1f%%\n", when, loss, 100.0 * *accuracy);
 }
 
+/* One data-parallel step's forward and backward on this rank's share bd
+ * of a global batch of global_nb documents: the share's mean loss scaled
+ * by (bd->nb / global_nb) * ranks, so that jag_ddp's average of the ranks'
+ * gradients (taken during backward) is the gradient of the global batch's
+ * mean loss; an empty share backpropagates 0 * sum(parameters). Returns
+ * the global batch's mean loss: the sum over ranks of loss * bd->nb /
+ * global_nb, in float64. Everything made here belongs to the caller's
+ * scope. */
+static double distributed_forward_backward(const model *m, const batch_data *bd, int64_t global_nb) {
+    double mine = 0;
+    jag_tensor *scaled = NULL;
+    if (bd->nb > 0) {
+        jag_tensor *ids, *labels, *loss;
+        batch_tensors(bd, &ids, &labels);
+        TRY(jag_cross_entropy(logits_nested(m, ids), labels, &loss));
+        TRY(jag_item(loss, &mine));
+        TRY(jag_mul_scalar(loss, (double)bd->nb * dist_world / (double)global_nb, &scaled));
+    } else {
+        jag_tensor *total = NULL;
+        for (int i = 0; i < N_PARAMS; i++) {
+            jag_tensor *s, *sum = NULL;
+            TRY(jag_sum(m->p[i], NULL, 0, false, &s));
+            if (total) TRY(jag_add(total, s, 1.0, &sum));
+            total = total ? sum : s;
+        }
+        TRY(jag_mul_scalar(total, 0.0, &scaled));
+    }
+    TRY(jag_backward(scaled, NULL, false));
+    double part = mine * (double)bd->nb / (double)global_nb;
+    jag_tensor *sum;
+    TRY(jag_from_data(&part, NULL, 0, JAG_FLOAT64, &sum));
+    TRY(jag_dist_all_reduce(sum, JAG_REDUCE_SUM));
+    TRY(jag_item(sum, &part));
+    return part;
+}
+
 /* Train for `steps` steps. RUN_TRAIN prints progress for people; a child
- * prints one "loss STEP VALUE TOKENS SECONDS" line a step for its parent. */
-static void train(const dataset *ds, run_mode mode, long steps) {
+ * prints one "loss STEP VALUE TOKENS SECONDS" line a step for its parent.
+ * With --distributed (ddp set up here) the ranks share each batch and
+ * rank 0 alone prints. */
+static void train(const dataset *ds, run_mode mode, long steps, bool distributed) {
     model m;
     model_init(&m, ds->c->vocab_size, ds->classes);
     jag_optimizer *opt = NULL;
     TRY(jag_optim_adam_new(m.p, N_PARAMS, LR, 0.9, 0.999, 1e-8, 0.0, false, &opt));
+    jag_ddp *ddp = NULL;
+    if (distributed) TRY(jag_ddp_new(m.p, N_PARAMS, 0, &ddp)); /* 25 MiB buckets, as torch's DDP */
+    const bool speak = dist_rank == 0;
     jag_compiled *step_fn = NULL;
     if (mode == RUN_CHILD_COMPILED) TRY(jag_compile(traced_loss, NULL, 1, JAG_PASSES_ALL, &step_fn));
     batch_stream st;
     stream_begin(&st, ds);
-    if (mode == RUN_TRAIN)
+    if (mode == RUN_TRAIN && speak)
         printf("batches of at most %lld tokens (TokenBudgetBatchSampler, seed %d): %lld in the first epoch\n",
                (long long)ds->max_tokens, SAMPLER_SEED, (long long)st.plan.n_batches);
+    if (mode == RUN_TRAIN && speak && distributed)
+        printf("data-parallel over %d rank%s: each global batch split by tokens, gradients averaged during backward "
+               "(jag_ddp, %d bucket%s)\n",
+               dist_world, dist_world == 1 ? "" : "s", jag_ddp_num_buckets(ddp),
+               jag_ddp_num_buckets(ddp) == 1 ? "" : "s");
     double first = NAN, avg = 0, tokens = 0, seconds = 0, accuracy = NAN;
     for (long step = 1; step <= steps; step++) {
         double t0 = now();
         batch_data bd;
-        stream_next(&st, &bd);
+        int64_t global_nb, global_tokens;
+        if (distributed) stream_next_share(&st, &bd, &global_nb, &global_tokens);
+        else stream_next(&st, &bd), global_nb = bd.nb, global_tokens = bd.total;
         TRY(jag_scope_begin());
-        jag_tensor *loss = NULL, *in[2 + N_PARAMS], *ids, *labels;
-        if (mode == RUN_CHILD_COMPILED) {
-            step_inputs(&m, &bd, in);
-            TRY(jag_compiled_call(step_fn, in, 2 + N_PARAMS, &loss, 1));
-        } else {
-            batch_tensors(&bd, &ids, &labels);
-            TRY(jag_cross_entropy(mode == RUN_CHILD_PADDED ? padded_logits(&m, &bd) : logits_nested(&m, ids), labels,
-                                  &loss));
-        }
         double l;
-        TRY(jag_item(loss, &l));
-        TRY(jag_backward(loss, NULL, false));
+        if (distributed) {
+            l = distributed_forward_backward(&m, &bd, global_nb);
+        } else {
+            jag_tensor *loss = NULL, *in[2 + N_PARAMS], *ids, *labels;
+            if (mode == RUN_CHILD_COMPILED) {
+                step_inputs(&m, &bd, in);
+                TRY(jag_compiled_call(step_fn, in, 2 + N_PARAMS, &loss, 1));
+            } else {
+                batch_tensors(&bd, &ids, &labels);
+                TRY(jag_cross_entropy(mode == RUN_CHILD_PADDED ? padded_logits(&m, &bd) : logits_nested(&m, ids),
+                                      labels, &loss));
+            }
+            TRY(jag_item(loss, &l));
+            TRY(jag_backward(loss, NULL, false));
+        }
         TRY(jag_scope_end()); /* the loss too, compiled or not: the scope's */
         TRY(jag_optim_step(opt));
         TRY(jag_optim_zero_grad(opt));
         double dt = now() - t0;
-        seconds += dt, tokens += (double)bd.total;
+        seconds += dt, tokens += (double)global_tokens;
         avg = step == 1 ? l : 0.9 * avg + 0.1 * l;
         if (step == 1) first = l;
+        batch_free(&bd);
+        if (!speak) continue;
         if (mode != RUN_TRAIN) {
-            printf("loss %ld %.9g %lld %.9g\n", step, l, (long long)bd.total, dt);
-            batch_free(&bd);
+            printf("loss %ld %.9g %lld %.9g\n", step, l, (long long)global_tokens, dt);
             continue;
         }
-        batch_free(&bd);
         if (step == 1 || step % 10 == 0 || step == steps)
             printf("  step %4ld/%ld  epoch %lld  loss %.4f (smoothed %.4f)  %6.0f tokens/s\n", step, steps,
                    (long long)st.epoch + 1, l, avg, tokens / seconds);
@@ -609,14 +730,15 @@ static void train(const dataset *ds, run_mode mode, long steps) {
         }
         fflush(stdout);
     }
-    if (mode == RUN_TRAIN && ds->s.n_val > 0)
+    if (mode == RUN_TRAIN && speak && ds->s.n_val > 0)
         printf("validation accuracy %.1f%% after %ld steps (majority class %.1f%%; %lld held-out documents); "
                "training loss %.4f -> %.4f (smoothed)\n",
                100.0 * accuracy, steps, 100.0 * majority_accuracy(ds), (long long)ds->s.n_val, first, avg);
-    else if (mode == RUN_TRAIN)
+    else if (mode == RUN_TRAIN && speak)
         printf("no document was held out (too few documents): training loss %.4f -> %.4f (smoothed)\n", first, avg);
     if (step_fn) printf("programs %d\n", jag_compiled_num_programs(step_fn));
     jag_compiled_free(step_fn);
+    TRY(jag_ddp_free(ddp));
     jag_optim_free(opt);
     plan_free(&st.plan);
     model_free(&m);
@@ -803,7 +925,7 @@ int main(int argc, char **argv) {
     char *paths[8];
     int n_paths = 0;
     long steps = 60, max_tokens = 640, compare = 0, repeats = 3;
-    bool print_trace = false;
+    bool print_trace = false, distributed = false;
     run_mode mode = RUN_TRAIN;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--steps") == 0 && i + 1 < argc) steps = atol(argv[++i]);
@@ -811,6 +933,7 @@ int main(int argc, char **argv) {
         else if (strcmp(argv[i], "--compare") == 0 && i + 1 < argc) compare = atol(argv[++i]);
         else if (strcmp(argv[i], "--repeats") == 0 && i + 1 < argc) repeats = atol(argv[++i]);
         else if (strcmp(argv[i], "--print-trace") == 0) print_trace = true;
+        else if (strcmp(argv[i], "--distributed") == 0) distributed = true;
         else if (strcmp(argv[i], "--data") == 0 && i + 1 < argc && n_paths < 8) paths[n_paths++] = argv[++i];
         else if (strcmp(argv[i], "--mode") == 0 && i + 1 < argc && strcmp(argv[i + 1], "nested") == 0)
             mode = RUN_CHILD_NESTED, i++;
@@ -821,7 +944,7 @@ int main(int argc, char **argv) {
         else {
             fprintf(stderr,
                     "usage: %s [--steps N] [--max-tokens T] [--compare N] [--repeats R] [--print-trace] "
-                    "[--data FILE|DIR]...\n",
+                    "[--data FILE|DIR]... [--distributed]\n",
                     argv[0]);
             return 2;
         }
@@ -831,6 +954,16 @@ int main(int argc, char **argv) {
         fprintf(stderr, "train: --steps must be positive, --max-tokens at least %d (the longest document), "
                         "--compare in 0..%d, --repeats in 1..%d\n",
                 MAX_LEN, MAX_COMPARE, MAX_REPEATS);
+        return 2;
+    }
+    if (distributed && !jag_dist_is_available()) {
+        fprintf(stderr, "train: --distributed needs a libjag built with MPI, and this one was built without it "
+                        "(install MPI, e.g. libopenmpi-dev and openmpi-bin, and configure with -DJAG_USE_MPI=ON)\n");
+        return 2;
+    }
+    if (distributed && (compare > 0 || (mode != RUN_TRAIN && mode != RUN_CHILD_NESTED))) {
+        fprintf(stderr, "train: --distributed trains the nested model; --compare and the padded and compiled "
+                        "runs are single-process\n");
         return 2;
     }
     corpus c;
@@ -848,20 +981,25 @@ int main(int argc, char **argv) {
         split_free(&ds.s), corpus_free(&c);
         return 1;
     }
-    if (mode == RUN_TRAIN) {
+    if (distributed) {
+        TRY(jag_dist_init());
+        dist_rank = jag_dist_rank(), dist_world = jag_dist_world_size();
+    }
+    if (mode == RUN_TRAIN && dist_rank == 0) {
         printf("training on %lld documents (%lld tokens, %lld words), %lld classes (the path each came from)\n",
                (long long)c.n_docs, (long long)c.n_tokens, (long long)c.vocab_size, (long long)ds.classes);
         printf("held out for validation: %lld documents (u[d] < %.1f, u the uniforms of generator seed %d), "
                "%lld left to train on\n",
                (long long)ds.s.n_val, VAL_FRACTION, SPLIT_SEED, (long long)ds.s.n_train);
     }
-    if (print_trace) show_compiled_step(&ds);
-    train(&ds, mode, steps);
+    if (print_trace && dist_rank == 0) show_compiled_step(&ds);
+    train(&ds, mode, steps, distributed);
     int rc = 0;
     if (mode == RUN_TRAIN && compare > 0) {
         fflush(stdout);
         rc = compare_runs("/proc/self/exe", &ds, compare, (int)repeats, paths, n_paths);
     }
+    if (distributed) TRY(jag_dist_finalize());
     split_free(&ds.s);
     corpus_free(&c);
     return rc;

@@ -1,8 +1,9 @@
 /* fuzz_program — compiled programs fed inputs that may not fit them.
  *
- * Three programs are compiled once, from fixed example inputs: the seed's
- * step (silu(sin(x) @ w) on a jagged x and a dense w), a fused pointwise
- * chain on a dense tensor, and the seed's step with w requiring grad (a
+ * Three programs are compiled once, from fixed example inputs: the step of
+ * examples/nested_subclass_walkthrough.py (silu(sin(x) @ w) on a jagged x
+ * and a dense w), a fused pointwise
+ * chain on a dense tensor, and the walkthrough's step with w requiring grad (a
  * forward and a backward program). Two compiled functions (jag_compile)
  * live across the inputs, so that later inputs generalize the programs of
  * earlier ones: one views to constants (heads of 3), one to a size read
@@ -18,7 +19,7 @@
 
 #include <math.h>
 
-static jag_status seed_step(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+static jag_status walkthrough_step(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
     (void)ctx, (void)n, (void)n_out;
     jag_tensor *s = NULL, *m = NULL;
     jag_status st = jag_sin(in[0], &s);
@@ -73,7 +74,7 @@ typedef struct {
     jag_compiled *c; /* a compiled function instead of p */
 } target;
 
-static target targets[5] = {{seed_step, 2, NULL, NULL}, {chain, 1, NULL, NULL}, {seed_step, 2, NULL, NULL},
+static target targets[5] = {{walkthrough_step, 2, NULL, NULL}, {chain, 1, NULL, NULL}, {walkthrough_step, 2, NULL, NULL},
                             {heads, 1, NULL, NULL}, {flat, 1, NULL, NULL}};
 
 static jag_tensor *jagged_example(void) {

@@ -582,6 +582,12 @@ jag_status jag_chunk(const jag_tensor *x, int chunks, int dim, jag_tensor **outs
  *     sum, 1 mean, 2 amax, 3 amin, 4 logsumexp, 5 var, 6 std.
  *   ragged_reduce_backward (values, offsets, lengths, y or none, g, kind,
  *     mask, correction, keepdim) -> the values' gradient (0 in holes).
+ *   ragged_softmax (values (R, D...), offsets int64 (B+1), lengths (B) or
+ *     none, log bool) -> (R, D...): softmax (log_softmax when `log`) of
+ *     each component's rows [offsets[b], offsets[b] + length b), each
+ *     trailing position on its own; rows outside every component 0.
+ *   ragged_softmax_backward (y, offsets, lengths, g (y's shape and dtype),
+ *     log) -> the values' gradient from the output y (0 in holes).
  *   varlen_attention (q (Rq, Hq, Dh), k, v (Rk, Hk, Dh), q_offsets,
  *     q_lengths or none, k_offsets, k_lengths or none, causal bool, scale
  *     double, <= 0 for 1/sqrt(Dh)) -> (out (Rq, Hq, Dh), lse (Rq, Hq)).
@@ -630,6 +636,20 @@ typedef struct jag_value {
                                        outputs, never their values: writing
                                        to them after the call leaves its
                                        gradient right (see jag_version) */
+#define JAG_TAG_FUSABLE (1u << 6)   /* pointwise on floats, with a scalar
+                                       form the compiler fuses into one loop */
+#define JAG_TAG_RELABEL_DIMS (1u << 7) /* on a tensor whose dims are
+                                       permuted, the op with its dim
+                                       arguments relabelled the same way
+                                       gives the permuted result (pointwise
+                                       ops too); the nested class runs such
+                                       ops on its canonical form */
+#define JAG_TAG_NONDIFF (1u << 8)   /* no gradient flows through it (its
+                                       outputs are indices or booleans) */
+#define JAG_TAG_NO_DERIVATIVE (1u << 9) /* a gradient op: it has no
+                                       derivative of its own, and a backward
+                                       through it (double backward) fails
+                                       with JAG_ENOTIMPL */
 
 /* The id of the op named `name` ("sin", "mm", "custom_ns::my_op").
  * Errors: JAG_EINVAL when no op has that name. */
@@ -744,8 +764,14 @@ jag_status jag_op_define(const char *schema, jag_op_id *out);
  * backward calls the op's backward op. Errors: JAG_EINVAL for an unknown
  * key, a built-in op, or a key that already has a kernel. */
 jag_status jag_op_impl(jag_op_id op, const char *key, jag_kernel_fn fn, void *ctx);
-/* The op's schema text as defined (NULL for built-in ops). */
+/* The op's schema: a custom op's text as defined, a built-in op's from its
+ * row of the op table ("softmax(Tensor x, int dim) -> Tensor"; argument
+ * types Tensor, Tensor?, Tensor[], Tensor|float, int, int[], float, bool).
+ * NULL for a bad id. The string lives as long as the process. */
 const char *jag_op_schema(jag_op_id op);
+/* A built-in op's one-line description ("exp(x) / sum(exp(x)) along dim");
+ * NULL for a custom op or a bad id. */
+const char *jag_op_doc(jag_op_id op);
 
 /* ------------------------------------------------------------------------ */
 /* Nested tensors                                                            */
@@ -935,17 +961,22 @@ jag_status jag_backward(const jag_tensor *root, const jag_tensor *grad, bool ret
  * leaf run in the order registered. A hook returning an error stops the
  * backward with that error. A backward in which no gradient reaches the
  * leaf runs none of its hooks.
- * `leaf`: a leaf that requires grad. The registration holds a reference on
- * the leaf until the hook is removed. *handle receives an id (> 0) for
+ * `leaf`: a leaf that requires grad. The hook belongs to the leaf and
+ * holds no reference on it (as torch keeps hooks on the tensor): releasing
+ * the leaf's last reference removes its hooks, running each free_ctx once,
+ * in registration order; their handles are then no longer registered.
+ * Turning the leaf's requires_grad off keeps its hooks (they run again
+ * once it is back on). *handle receives an id (> 0) for
  * jag_remove_post_accumulate_grad_hook. free_ctx (may be NULL) runs on ctx
- * when the hook is removed. Errors: JAG_EINVAL (NULL leaf, fn or handle;
- * a non-leaf; a leaf that does not require grad), JAG_ENOMEM. */
+ * exactly once: when the hook is removed or its leaf released. Errors:
+ * JAG_EINVAL (NULL leaf, fn or handle; a non-leaf; a leaf that does not
+ * require grad), JAG_ENOMEM. */
 typedef jag_status (*jag_post_accumulate_grad_hook)(jag_tensor *leaf, void *ctx);
 jag_status jag_register_post_accumulate_grad_hook(jag_tensor *leaf, jag_post_accumulate_grad_hook fn, void *ctx,
                                                   void (*free_ctx)(void *), int64_t *handle);
-/* Remove a hook (it does not run again, its free_ctx runs, the leaf's
- * reference is given back). May be called from inside a hook. Errors:
- * JAG_EINVAL for a handle that is not registered (never was, or removed). */
+/* Remove a hook (it does not run again, its free_ctx runs). May be called
+ * from inside a hook. Errors: JAG_EINVAL for a handle that is not
+ * registered (never was, removed already, or its leaf was released). */
 jag_status jag_remove_post_accumulate_grad_hook(int64_t handle);
 
 /* Grad mode for this thread (on by default). Returns the previous mode, so
@@ -958,8 +989,7 @@ bool jag_is_grad_enabled(void);
 jag_status jag_detach(const jag_tensor *x, jag_tensor **out);
 
 /* Custom autograd functions: a forward and a backward callback with saved
- * tensors and a context for anything else (the seed's torch.autograd.
- * Function). forward runs with grad mode off and returns its outputs; the
+ * tensors and a context for anything else (as torch.autograd.Function). forward runs with grad mode off and returns its outputs; the
  * outputs then get a node whose backward calls `backward`. */
 typedef struct jag_autograd_ctx jag_autograd_ctx;
 typedef struct jag_function_def {

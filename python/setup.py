@@ -41,6 +41,7 @@ setup(
     version="0.1.0",
     description="Python bindings of jag, a library of dense and nested tensors",
     packages=find_packages(include=["jag", "jag.*"]),
+    package_data={"jag": ["py.typed"]},
     ext_modules=[ext],
     install_requires=["numpy"],
     python_requires=">=3.8",

@@ -1,6 +1,7 @@
 /* test_autograd.c — the engine: requires_grad, grad mode, backward over
  * shared subgraphs and unused outputs, accumulation, retain_graph, detach,
- * custom functions, error paths, and the seed's steps 4a and 4b (a custom op
+ * custom functions, error paths, and steps 4a and 4b of
+ * examples/nested_subclass_walkthrough.py (a custom op
  * with forward and backward ops glued by a custom function, gradients
  * through a nested tensor and its values). The rules themselves are checked
  * one by one in test_autograd_rules.c. */
@@ -171,7 +172,7 @@ static void test_custom_function(void) {
     jag_release(x), jag_release(y), jag_release(t), jag_release(g);
 }
 
-/* ---- the seed's steps 4a and 4b ----------------------------------------- */
+/* ---- the walkthrough's steps 4a and 4b ----------------------------------------- */
 
 static jag_op_id fw_op, bw_op;
 
@@ -230,7 +231,7 @@ static jag_status fw_autograd(jag_op_id op, const jag_value *args, int nargs, ja
     return jag_function_apply(&custom_op_fn, in, 1, outs);
 }
 
-static void test_seed_4a_4b(void) {
+static void test_walkthrough_4a_4b(void) {
     TEST_BEGIN();
     const jag_subclass *nested = jag_subclass_find("nested");
     CHECK_OK(jag_op_define("custom_ns::custom_op_fw(Tensor x) -> Tensor", &fw_op));
@@ -458,5 +459,5 @@ static void test_post_accumulate_grad_hooks(void) {
 }
 
 TEST_MAIN(test_padding_gradients, test_leaf_flags, test_backward_hand_values, test_backward_errors, test_unused_outputs_and_long_chain,
-          test_custom_function, test_seed_4a_4b, test_nested_through_builtin_ops,
+          test_custom_function, test_walkthrough_4a_4b, test_nested_through_builtin_ops,
           test_post_accumulate_grad_hooks)

@@ -1,6 +1,7 @@
 /* test_subclass.c — the subclass protocol from the outside: a subclass
  * defined here with the public API only, the scaled subclass, custom ops
- * (schemas, kernels per key, errors) and the seed's custom-op step (4a): a
+ * (schemas, kernels per key, errors) and the custom-op step (4a) of
+ * examples/nested_subclass_walkthrough.py: a
  * custom op that reaches a nested decomposition automatically. */
 #include "test.h"
 
@@ -291,7 +292,7 @@ static void test_schema_errors(void) {
     CHECK(jag_op_num_outputs(op) == 2 && jag_op_num_inputs(op) == 5);
 }
 
-/* ---- the seed's step 4a: a custom op with a nested decomposition -------- */
+/* ---- the walkthrough's step 4a: a custom op with a nested decomposition -------- */
 
 static jag_status fw_cpu_unreached(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs, void *ctx) {
     (void)op, (void)args, (void)nargs, (void)outs;
@@ -300,7 +301,7 @@ static jag_status fw_cpu_unreached(jag_op_id op, const jag_value *args, int narg
 }
 
 /* The user unwraps, runs their own kernel on the packed values (here a plain
- * loop, as the seed's numpy kernel) and wraps around the same offsets. */
+ * loop, as the walkthrough's numpy kernel) and wraps around the same offsets. */
 static jag_status fw_nested_decomp(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs,
                                    jag_tensor **outs, void *ctx) {
     (void)cls, (void)op, (void)nargs, (void)ctx;
@@ -319,7 +320,7 @@ static jag_status fw_nested_decomp(const jag_subclass *cls, jag_op_id op, const 
     return st;
 }
 
-static void test_seed_custom_op_nested(void) {
+static void test_walkthrough_custom_op_nested(void) {
     TEST_BEGIN();
     jag_op_id fw;
     int unreached = 0;
@@ -328,7 +329,7 @@ static void test_seed_custom_op_nested(void) {
     const jag_subclass *nested = jag_subclass_find("nested");
     CHECK(nested != NULL);
     CHECK_OK(jag_subclass_register_decomp(nested, fw, fw_nested_decomp, NULL));
-    /* the seed's jagged tensor: values (9, 2), offsets [0, 2, 6, 9] */
+    /* the walkthrough's jagged tensor: values (9, 2), offsets [0, 2, 6, 9] */
     double v[18] = {1, 2, 1, 2, 3, 4, 3, 4, 3, 4, 3, 4, 6, 7, 3, 4, 6, 7};
     int64_t vs[2] = {9, 2}, o[4] = {0, 2, 6, 9}, four = 4;
     jag_tensor *values = t_from(v, vs, 2, JAG_FLOAT32), *offsets = NULL, *nt = NULL, *out = NULL;
@@ -350,4 +351,4 @@ static void test_seed_custom_op_nested(void) {
     jag_release(sv), jag_release(sum);
 }
 
-TEST_MAIN(test_user_subclass, test_scaled, test_custom_op_dense, test_schema_errors, test_seed_custom_op_nested)
+TEST_MAIN(test_user_subclass, test_scaled, test_custom_op_dense, test_schema_errors, test_walkthrough_custom_op_nested)

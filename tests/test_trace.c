@@ -1,7 +1,8 @@
 /* test_trace.c — the tracer and compiler: recording (with subclasses,
  * constants, custom ops and custom autograd functions), the printer, each
- * pass alone (before/after text), programs against eager results (the seed's
- * steps 1-4b, a transformer-style block forward and backward, nested and
+ * pass alone (before/after text), programs against eager results (steps
+ * 1-4b of examples/nested_subclass_walkthrough.py, PyTorch's NestedTensor
+ * prototype in jag; a transformer-style block forward and backward, nested and
  * scaled in and out), compiled autograd, input checks, and the cache. */
 #include "test.h"
 #include "trace/trace.h"
@@ -51,9 +52,9 @@ static const char *fmt2(const jag_trace *t) {
         CHECK_MSG(strcmp(got_, (expected)) == 0, "got:\n%s\nexpected:\n%s", got_, (expected)); \
     } while (0)
 
-/* ---- the seed's steps 1 and 3: sin, mm with a dense weight, silu --------- */
+/* ---- the walkthrough's steps 1 and 3: sin, mm with a dense weight, silu --------- */
 
-static jag_status seed_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+static jag_status walkthrough_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
     (void)ctx, (void)n, (void)n_out;
     jag_tensor *a = NULL, *b = NULL;
     jag_status st = jag_sin(in[0], &a);
@@ -63,19 +64,19 @@ static jag_status seed_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **
     return st;
 }
 
-static jag_status seed_eager(jag_tensor *x, jag_tensor *w, jag_tensor **out) {
+static jag_status walkthrough_eager(jag_tensor *x, jag_tensor *w, jag_tensor **out) {
     jag_tensor *in[2] = {x, w};
-    return seed_fn(NULL, in, 2, out, 1);
+    return walkthrough_fn(NULL, in, 2, out, 1);
 }
 
-static void test_seed_trace_text(void) {
+static void test_walkthrough_trace_text(void) {
     TEST_BEGIN();
     int64_t lens[3] = {2, 4, 3}, ws[2] = {2, 2};
     jag_tensor *x = make_jagged(lens, 3, 2, JAG_FLOAT32, 1), *w = t_rand(ws, 2, JAG_FLOAT32, -1, 1, 2);
     jag_tensor *in[2] = {x, w};
     const char *names[2] = {"x", "w"};
     jag_trace *t = NULL, *d = NULL, *e = NULL;
-    CHECK_OK(jag_trace_function(seed_fn, NULL, in, 2, names, 1, &t));
+    CHECK_OK(jag_trace_function(walkthrough_fn, NULL, in, 2, names, 1, &t));
     CHECK_TEXT(t, "def computation(x, w):\n"
                   "  # x: nested(jagged) f32[3, j0, 2]  (values f32[9, 2], offsets i64[4])\n"
                   "  # w: f32[2, 2]\n"
@@ -101,7 +102,7 @@ static void test_seed_trace_text(void) {
 }
 
 /* compiled vs eager, on the traced lengths and on other lengths and batch */
-static void test_seed_compiled(void) {
+static void test_walkthrough_compiled(void) {
     TEST_BEGIN();
     int64_t lens[3] = {2, 4, 3}, lens2[4] = {5, 1, 0, 7}, ws[2] = {2, 2};
     jag_tensor *x = make_jagged(lens, 3, 2, JAG_FLOAT32, 1), *w = t_rand(ws, 2, JAG_FLOAT32, -1, 1, 2);
@@ -109,14 +110,14 @@ static void test_seed_compiled(void) {
     jag_tensor *in[2] = {x, w}, *in2[2] = {x2, w};
     jag_trace *t = NULL;
     jag_program *p = NULL;
-    CHECK_OK(jag_trace_function(seed_fn, NULL, in, 2, NULL, 1, &t));
+    CHECK_OK(jag_trace_function(walkthrough_fn, NULL, in, 2, NULL, 1, &t));
     for (unsigned passes = 0; passes <= JAG_PASSES_ALL; passes++) {
         CHECK_OK(jag_trace_compile(t, passes, &p));
         for (int run = 0; run < 3; run++) {
             jag_tensor **args = run == 1 ? in2 : in;
             jag_tensor *got = NULL, *want = NULL;
             CHECK_OK(jag_program_run(p, args, 2, &got, 1));
-            CHECK_OK(seed_eager(args[0], args[1], &want));
+            CHECK_OK(walkthrough_eager(args[0], args[1], &want));
             CHECK_MSG(got && want && nested_close(got, want, 1e-6, 1e-6), "passes %u run %d", passes, run);
             jag_release(got), jag_release(want);
         }
@@ -128,7 +129,7 @@ static void test_seed_compiled(void) {
 }
 
 
-/* ---- the seed's steps 4a and 4b: a custom op with nested decompositions and
+/* ---- the walkthrough's steps 4a and 4b: a custom op with nested decompositions and
  * an Autograd kernel (a custom autograd function), then a custom function
  * from nested to its buffer, summed and differentiated ------------------- */
 
@@ -207,7 +208,7 @@ static jag_status view_backward(jag_autograd_ctx *ctx, jag_tensor *const *g, jag
 
 static const jag_function_def view_fn = {"ViewBufferFromJagged", 1, view_forward, view_backward, NULL};
 
-static void define_seed_ops(void) {
+static void define_walkthrough_ops(void) {
     if (op_fw >= 0) return;
     const jag_subclass *nested = jag_subclass_find("nested");
     if (jag_op_define("trace_ns::custom_op_fw(Tensor x) -> Tensor", &op_fw) ||
@@ -216,13 +217,13 @@ static void define_seed_ops(void) {
         jag_op_impl(op_fw, "Autograd", fw_autograd, NULL) ||
         jag_subclass_register_decomp(nested, op_fw, fw_decomp, NULL) ||
         jag_subclass_register_decomp(nested, op_bw, bw_decomp, NULL)) {
-        fprintf(stderr, "define_seed_ops: %s\n", jag_last_error());
+        fprintf(stderr, "define_walkthrough_ops: %s\n", jag_last_error());
         exit(2);
     }
 }
 
 /* loss = sum(ViewBufferFromJagged(custom_op_fw(x))) */
-static jag_status seed4_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+static jag_status walkthrough4_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
     (void)ctx, (void)n, (void)n_out;
     jag_tensor *y = NULL, *buf = NULL;
     jag_value a[1] = {{.kind = JAG_VAL_TENSOR, .u.t = in[0]}};
@@ -233,22 +234,22 @@ static jag_status seed4_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor *
     return st;
 }
 
-static void test_seed_custom_autograd(void) {
+static void test_walkthrough_custom_autograd(void) {
     TEST_BEGIN();
-    define_seed_ops();
+    define_walkthrough_ops();
     int64_t lens[3] = {2, 4, 3}, lens2[2] = {6, 1};
     for (int round = 0; round < 2; round++) {
         jag_tensor *x = round ? make_jagged(lens2, 2, 2, JAG_FLOAT32, 5) : make_jagged(lens, 3, 2, JAG_FLOAT32, 4);
         CHECK_OK(jag_set_requires_grad(x, true));
         /* eager */
         jag_tensor *loss = NULL, *ge = NULL;
-        CHECK_OK(seed4_fn(NULL, &x, 1, &loss, 1));
+        CHECK_OK(walkthrough4_fn(NULL, &x, 1, &loss, 1));
         CHECK_OK(jag_backward(loss, NULL, false));
         CHECK_OK(jag_get_grad(x, &ge));
         jag_zero_grad(x);
         /* traced: the recorded trace, its grad, compiled */
         jag_trace *t = NULL, *g = NULL;
-        CHECK_OK(jag_trace_function(seed4_fn, NULL, &x, 1, NULL, 1, &t));
+        CHECK_OK(jag_trace_function(walkthrough4_fn, NULL, &x, 1, NULL, 1, &t));
         CHECK(strstr(fmt(t), "trace_ns::custom_op_fw(x0)") && strstr(text, "autograd_function[CustomOp](x0)") &&
               strstr(text, "autograd_function[ViewBufferFromJagged]"));
         CHECK_OK(jag_trace_grad(t, &g));
@@ -266,7 +267,7 @@ static void test_seed_custom_autograd(void) {
         CHECK_OK(jag_backward(lc, NULL, false));
         CHECK_OK(jag_get_grad(x, &gc));
         CHECK(gc && ge && nested_close(gc, ge, 1e-6, 1e-6));
-        /* and the seed's own check: the gradient is cos of the values */
+        /* and the walkthrough's own check: the gradient is cos of the values */
         jag_tensor *xv = NULL, *cv = NULL, *gv = NULL;
         CHECK_OK(jag_nested_values(x, &xv));
         CHECK_OK(jag_cos(xv, &cv));
@@ -394,7 +395,7 @@ static void test_dce_flatten_unflatten(void) {
     jag_tensor *in[2] = {x, w};
     const char *names[2] = {"x", "w"};
     jag_trace *t = NULL, *d = NULL, *e = NULL;
-    CHECK_OK(jag_trace_function(seed_fn, NULL, in, 2, names, 1, &t));
+    CHECK_OK(jag_trace_function(walkthrough_fn, NULL, in, 2, names, 1, &t));
     CHECK_OK(jag_trace_desugar(t, &d));
     /* by hand: y = cos(flatten(t2)[0]) after the unflatten, returning y */
     jag_tensor *y0 = t_rand(NULL, 0, JAG_FLOAT32, 0, 1, 1);
@@ -445,7 +446,7 @@ static void test_dce_flatten_unflatten(void) {
     jag_tensor *got = NULL, *want = NULL, *sv = NULL, *want_nt = NULL;
     CHECK_OK(jag_trace_compile(e, 0, &p));
     CHECK_OK(jag_program_run(p, in, 2, &got, 1));
-    CHECK_OK(seed_eager(x, w, &want_nt));
+    CHECK_OK(walkthrough_eager(x, w, &want_nt));
     CHECK_OK(jag_nested_values(want_nt, &sv));
     CHECK_OK(jag_cos(sv, &want));
     CHECK(got && want && t_allclose(got, want, 1e-6, 1e-6));
@@ -713,14 +714,14 @@ static jag_status count_meta(jag_op_id op, const jag_value *args, int nargs, jag
 
 static jag_op_id op_count = -1;
 
-/* y = counted(x) then the seed function */
+/* y = counted(x) then the walkthrough function */
 static jag_status counted_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
     (void)ctx, (void)n, (void)n_out;
     jag_tensor *c = NULL;
     jag_value a[1] = {{.kind = JAG_VAL_TENSOR, .u.t = in[1]}};
     jag_status st = jag_op_call(op_count, a, 1, &c);
     jag_tensor *args[2] = {in[0], c};
-    if (!st) st = seed_fn(NULL, args, 2, out, 1);
+    if (!st) st = walkthrough_fn(NULL, args, 2, out, 1);
     jag_release(c);
     return st;
 }
@@ -777,7 +778,7 @@ static void test_bad_inputs(void) {
     /* an op that fails on the proxies fails the trace, with the op's message */
     int64_t w32[2] = {3, 2};
     jag_tensor *wbad = t_rand(w32, 2, JAG_FLOAT32, -1, 1, 2), *badin[2] = {x, wbad};
-    CHECK_ERR(jag_trace_function(seed_fn, NULL, badin, 2, names, 1, &t2), JAG_ESHAPE, "jag_mm");
+    CHECK_ERR(jag_trace_function(walkthrough_fn, NULL, badin, 2, names, 1, &t2), JAG_ESHAPE, "jag_mm");
     CHECK(t2 == NULL);
     jag_release(wbad);
     /* random numbers inside the function are refused */
@@ -795,13 +796,13 @@ static void test_compile_cache(void) {
     jag_tensor *x64 = make_jagged(lens, 3, 2, JAG_FLOAT64, 3), *w = t_rand(ws, 2, JAG_FLOAT32, -1, 1, 4);
     jag_tensor *w64 = t_rand(ws, 2, JAG_FLOAT64, -1, 1, 5);
     jag_compiled *c = NULL;
-    CHECK_OK(jag_compile(seed_fn, NULL, 1, JAG_PASSES_ALL, &c));
+    CHECK_OK(jag_compile(walkthrough_fn, NULL, 1, JAG_PASSES_ALL, &c));
     jag_tensor *calls[4][2] = {{x, w}, {x2, w}, {x64, w64}, {x, w}};
     int programs[4] = {1, 1, 2, 2};
     for (int i = 0; i < 4; i++) {
         jag_tensor *got = NULL, *want = NULL;
         CHECK_OK(jag_compiled_call(c, calls[i], 2, &got, 1));
-        CHECK_OK(seed_eager(calls[i][0], calls[i][1], &want));
+        CHECK_OK(walkthrough_eager(calls[i][0], calls[i][1], &want));
         CHECK(got && want && nested_close(got, want, 1e-6, 1e-6));
         CHECK_MSG(jag_compiled_num_programs(c) == programs[i], "call %d: %d programs", i, jag_compiled_num_programs(c));
         jag_release(got), jag_release(want);
@@ -1226,13 +1227,13 @@ static void test_holes(void) {
     const char *names[2] = {"x", "w"};
     jag_trace *t = NULL;
     jag_program *p = NULL;
-    CHECK_OK(jag_trace_function(seed_fn, NULL, in, 2, names, 1, &t));
+    CHECK_OK(jag_trace_function(walkthrough_fn, NULL, in, 2, names, 1, &t));
     CHECK(strstr(fmt(t), "x_values, x_offsets, x_lengths = flatten(x)"));
     CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
     CHECK(strstr(fmt(jag_program_trace(p)), "unflatten[nested](t5, x_offsets, x_lengths)"));
     jag_tensor *got = NULL, *want = NULL, *gl = NULL;
     CHECK_OK(jag_program_run(p, in, 2, &got, 1));
-    CHECK_OK(seed_eager(x, w, &want));
+    CHECK_OK(walkthrough_eager(x, w, &want));
     CHECK(got && want && nested_close(got, want, 1e-6, 1e-6));
     if (got) CHECK_OK(jag_nested_lengths(got, &gl));
     CHECK(gl && t_allclose(gl, len, 0, 0));
@@ -1288,6 +1289,6 @@ static void test_trace_inside_scope(void) {
     jag_release(w);
 }
 
-TEST_MAIN(test_holes, test_trace_inside_scope, test_bound_sizes, test_grad_pass, test_transformer_block, test_buffers_reused, test_seed_trace_text, test_seed_compiled, test_seed_custom_autograd, test_fuse, test_fuse_clamp, test_dce_flatten_unflatten,
+TEST_MAIN(test_holes, test_trace_inside_scope, test_bound_sizes, test_grad_pass, test_transformer_block, test_buffers_reused, test_walkthrough_trace_text, test_walkthrough_compiled, test_walkthrough_custom_autograd, test_fuse, test_fuse_clamp, test_dce_flatten_unflatten,
           test_ctor_dce, test_scaled_program, test_user_class_program, test_strided_program, test_bad_inputs,
           test_compile_cache, test_compile_generalizes, test_static_program)

@@ -151,6 +151,7 @@ static int get_sizes(PyObject *seq, int64_t *sizes, int *n, const char *what) {
 /* ------------------------------------------------------------------------ */
 
 static void Tensor_dealloc(TensorObject *self) {
+    if (self->weakreflist) PyObject_ClearWeakRefs((PyObject *)self);
     jag_tensor *t = self->t;
     self->t = NULL;
     jag_release(t);
@@ -428,19 +429,25 @@ static PyObject *Tensor_backward(TensorObject *self, PyObject *args) {
 
 /* Tensor.register_post_accumulate_grad_hook: a C hook that calls the
  * Python callable with the tensor (as torch, the return value is ignored).
- * The registration keeps the callable and the tensor object alive until
- * the handle's remove(). A callable that raises stops backward and its
- * exception is the one backward raises. */
+ * The registration keeps the callable alive and only a weak reference to
+ * the tensor object: the hook belongs to the tensor and goes with it (the
+ * C registry drops it when the jag tensor is released). When the object
+ * went while its jag tensor lives on (a graph holds the leaf), the hook
+ * gets a new object over the same tensor. A callable that raises stops
+ * backward and its exception is the one backward raises. */
 typedef struct py_grad_hook {
     PyObject *hook;
-    PyObject *tensor;
+    PyObject *tensor_ref; /* a weak reference to the tensor object */
 } py_grad_hook;
 
 static jag_status py_grad_hook_call(jag_tensor *leaf, void *ctx) {
-    (void)leaf;
     py_grad_hook *h = ctx;
     PyGILState_STATE gs = PyGILState_Ensure();
-    PyObject *r = PyObject_CallOneArg(h->hook, h->tensor);
+    PyObject *obj = PyWeakref_GetObject(h->tensor_ref); /* borrowed; None when gone */
+    if (obj == Py_None) obj = wrap(jag_retain(leaf));
+    else Py_INCREF(obj);
+    PyObject *r = obj ? PyObject_CallOneArg(h->hook, obj) : NULL;
+    Py_XDECREF(obj);
     jag_status st = JAG_OK;
     if (!r) {
         jagpy_stash_exception();
@@ -455,7 +462,7 @@ static void py_grad_hook_free(void *ctx) {
     py_grad_hook *h = ctx;
     PyGILState_STATE gs = PyGILState_Ensure();
     Py_XDECREF(h->hook);
-    Py_XDECREF(h->tensor);
+    Py_XDECREF(h->tensor_ref);
     PyGILState_Release(gs);
     PyMem_RawFree(h);
 }
@@ -463,8 +470,9 @@ static void py_grad_hook_free(void *ctx) {
 static PyObject *m_remove_post_accumulate_grad_hook(PyObject *Py_UNUSED(mod), PyObject *arg) {
     long long id = PyLong_AsLongLong(arg);
     if (id == -1 && PyErr_Occurred()) return NULL;
-    jag_status st = jag_remove_post_accumulate_grad_hook((int64_t)id);
-    if (st) return raise_status(st);
+    /* a hook whose tensor was released is gone already: as torch's
+     * RemovableHandle.remove(), nothing to do */
+    if (jag_remove_post_accumulate_grad_hook((int64_t)id)) jag_clear_error();
     Py_RETURN_NONE;
 }
 
@@ -489,8 +497,14 @@ static PyObject *Tensor_register_post_accumulate_grad_hook(TensorObject *self, P
         Py_XDECREF(cls), Py_XDECREF(remove);
         return NULL;
     }
-    Py_INCREF(hook), Py_INCREF(self);
-    h->hook = hook, h->tensor = (PyObject *)self;
+    h->tensor_ref = PyWeakref_NewRef((PyObject *)self, NULL);
+    if (!h->tensor_ref) {
+        PyMem_RawFree(h);
+        Py_DECREF(cls), Py_DECREF(remove);
+        return NULL;
+    }
+    Py_INCREF(hook);
+    h->hook = hook;
     int64_t id = 0;
     jag_status st = jag_register_post_accumulate_grad_hook(t, py_grad_hook_call, h, py_grad_hook_free, &id);
     if (st) {
@@ -691,8 +705,10 @@ static PyGetSetDef Tensor_getset[] = {
     {"_layout_code", (getter)Tensor_get_layout_code, NULL, NULL, NULL},
     {"ndim", (getter)Tensor_get_ndim, NULL, "number of dims", NULL},
     {"is_nested", (getter)Tensor_get_is_nested, NULL, "True for a nested tensor", NULL},
-    {"requires_grad", (getter)Tensor_get_requires_grad, (setter)Tensor_set_requires_grad, NULL, NULL},
-    {"is_leaf", (getter)Tensor_get_is_leaf, NULL, NULL, NULL},
+    {"requires_grad", (getter)Tensor_get_requires_grad, (setter)Tensor_set_requires_grad,
+     "Whether autograd records ops on this tensor and computes its gradient", NULL},
+    {"is_leaf", (getter)Tensor_get_is_leaf, NULL, "True for a tensor no recorded op made (its gradient accumulates in .grad)",
+     NULL},
     {"grad", (getter)Tensor_get_grad, (setter)Tensor_set_grad, "accumulated gradient or None", NULL},
     {"_is_contiguous", (getter)Tensor_get_is_contiguous, NULL, NULL, NULL},
     {"__array_interface__", (getter)Tensor_get_array_interface, NULL, "zero-copy numpy view", NULL},
@@ -739,6 +755,7 @@ static PyTypeObject TensorBase_Type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "jag._C.TensorBase",
     .tp_basicsize = sizeof(TensorObject),
+    .tp_weaklistoffset = offsetof(TensorObject, weakreflist),
     .tp_dealloc = (destructor)Tensor_dealloc,
     .tp_repr = (reprfunc)Tensor_repr,
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
@@ -969,6 +986,22 @@ static int box(PyObject *o, jag_value *v, arg_pool *pool, Py_ssize_t pos, const 
                  "%s: argument %zd has type %.100s; expected a jag.Tensor, int, float, bool, None or a list",
                  op, pos, Py_TYPE(o)->tp_name);
     return -1;
+}
+
+/* _op_rows(): every op of the table as (name, schema, doc or None, tags),
+ * in id order: the package derives its op functions and their docs from
+ * the table instead of keeping lists of names. */
+static PyObject *m_op_rows(PyObject *mod, PyObject *unused) {
+    (void)mod, (void)unused;
+    PyObject *rows = PyList_New(0);
+    for (jag_op_id id = 0; rows && jag_op_name(id); id++) {
+        const char *doc = jag_op_doc(id);
+        PyObject *row = Py_BuildValue("(ssNI)", jag_op_name(id), jag_op_schema(id),
+                                      doc ? PyUnicode_FromString(doc) : Py_NewRef(Py_None), jag_op_tags(id));
+        if (!row || PyList_Append(rows, row) < 0) Py_CLEAR(rows);
+        Py_XDECREF(row);
+    }
+    return rows;
 }
 
 /* _op(name, *args): call any op through jag_op_find / jag_op_call. Returns a
@@ -1272,6 +1305,7 @@ static PyMethodDef module_methods[] = {
     {"_like", m_like, METH_VARARGS, NULL},
     {"_from_buffer", m_from_buffer, METH_VARARGS, NULL},
     {"_op", m_op, METH_VARARGS, "call a jag op by name with boxed arguments"},
+    {"_op_rows", m_op_rows, METH_NOARGS, "every op as (name, schema, doc, tags), in id order"},
     {"_op_exists", m_op_exists, METH_O, NULL},
     {"_nested_from_list", m_nested_from_list, METH_VARARGS, NULL},
     {"_nested_to_padded", m_nested_to_padded, METH_VARARGS, NULL},

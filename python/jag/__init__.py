@@ -4,9 +4,18 @@ A thin layer over the C library libjag. Every op goes through one generic
 entry point, ``jag._C._op(name, *args)``, which boxes Python arguments into
 ``jag_value``s and calls ``jag_op_call``; the functions below only choose
 argument order and defaults as torch does.
+
+Example::
+
+    >>> x = jag.tensor([[1.0, 2.0], [3.0, 4.0]])
+    >>> (x * 2 + 1).sum()
+    tensor(24.0000, dtype=float32, size=[])
 """
+from __future__ import annotations
+
 import builtins as _builtins
 import numbers as _numbers
+import typing as _typing
 
 from . import _C
 
@@ -22,7 +31,7 @@ class dtype:
 
     __slots__ = ("code", "name", "_np", "is_floating_point")
 
-    def __init__(self, code, name, np_name, is_float):
+    def __init__(self, code: _builtins.int, name: str, np_name: str, is_float: _builtins.bool) -> None:
         self.code = code
         self.name = name
         self._np = np_name
@@ -46,13 +55,18 @@ int = int32  # noqa: A001
 long = int64
 
 _DTYPES = {d.code: d for d in (float32, float64, int32, int64, bool)}
+_Dtype = dtype  # the class, for annotations inside Tensor (whose property dtype hides it)
 _NP_TO_DTYPE = {"float32": float32, "float64": float64, "int32": int32, "int64": int64, "bool": bool}
 
 
 class layout:
+    """A tensor layout: ``jag.strided`` (dense tensors, and nested tensors
+    whose components may differ in every dim) or ``jag.jagged`` (nested
+    tensors stored as packed values plus offsets), as torch.layout."""
+
     __slots__ = ("code", "name")
 
-    def __init__(self, code, name):
+    def __init__(self, code: _builtins.int, name: str) -> None:
         self.code = code
         self.name = name
 
@@ -64,6 +78,7 @@ strided = layout(_C.STRIDED, "strided")
 jagged = layout(_C.JAGGED, "jagged")
 _dense = layout(_C.DENSE, "dense")
 _LAYOUTS = {_C.STRIDED: strided, _C.JAGGED: jagged, _C.DENSE: _dense}
+_Layout = layout  # the class, for annotations inside Tensor (whose property layout hides it)
 
 
 class RaggedDim:
@@ -72,7 +87,7 @@ class RaggedDim:
 
     __slots__ = ("id",)
 
-    def __init__(self, id):
+    def __init__(self, id: _builtins.int) -> None:
         self.id = id
 
     def __repr__(self):
@@ -114,25 +129,34 @@ def _shape_arg(size):
     return tuple(-1 if isinstance(s, RaggedDim) else s for s in size)
 
 
-def get_default_dtype():
+def get_default_dtype() -> dtype:
+    """The dtype of floating-point tensors made from Python floats: jag.float32 (fixed)."""
     return float32
 
 
-def promote_types(a, b):
+def promote_types(a: dtype, b: dtype) -> dtype:
+    """The smallest dtype to which both ``a`` and ``b`` convert, as torch.promote_types.
+
+    Example::
+
+        >>> jag.promote_types(jag.int64, jag.float32)
+        jag.float32
+    """
     return _DTYPES[_C._promote_types(_to_dtype(a).code, _to_dtype(b).code)]
 
 
-def manual_seed(seed):
+def manual_seed(seed: _builtins.int) -> None:
+    """Seed this thread's default random generator (rand, randn, dropout, init)."""
     _C._manual_seed(seed)
 
 
-def get_num_threads():
+def get_num_threads() -> _builtins.int:
     """The number of threads jag's kernels (and OpenBLAS) use, as
     torch.get_num_threads."""
     return _C._get_num_threads()
 
 
-def set_num_threads(n):
+def set_num_threads(n: _builtins.int) -> None:
     """Use n threads in jag's kernels and OpenBLAS (OpenMP), as
     torch.set_num_threads: n must be a positive int."""
     n = _operator_index(n)
@@ -220,14 +244,16 @@ class Tensor(_C.TensorBase):
 
     # --- metadata ---------------------------------------------------------
     @property
-    def shape(self):
+    def shape(self) -> _typing.Tuple[_typing.Any, ...]:
+        """The sizes of the dims, a tuple; a ragged dim is a :class:`RaggedDim` (``j<id>``)."""
         sizes = self._sizes
         if -1 in sizes:
             rid = self._ragged_id()
             return tuple(RaggedDim(rid) if s == -1 else s for s in sizes)
         return tuple(sizes)
 
-    def size(self, dim=None):
+    def size(self, dim: _builtins.int | None = None) -> _typing.Any:
+        """The shape (as ``shape``), or the size of dim ``dim``."""
         s = self.shape
         if dim is None:
             return s
@@ -236,32 +262,39 @@ class Tensor(_C.TensorBase):
             raise IndexError("size: dim %d out of range for a %d-d tensor" % (dim, n))
         return s[dim]
 
-    def stride(self, dim=None):
+    def stride(self, dim: _builtins.int | None = None) -> _typing.Any:
+        """The strides in elements (a tuple), or the stride of dim ``dim``; dense tensors only."""
         st = self._strides
         if st is None:
             raise ValueError("stride: a nested tensor has no strides")
         return st if dim is None else st[dim]
 
     @property
-    def dtype(self):
+    def dtype(self) -> _Dtype:
+        """The element type (jag.float32, jag.int64, ...)."""
         return _DTYPES[self._dtype_code]
 
     @property
-    def is_meta(self):
+    def is_meta(self) -> _builtins.bool:
+        """True for a meta tensor (shape and dtype only, no data)."""
         return _C._is_meta(self)
 
     @property
-    def device(self):
+    def device(self) -> str:
+        """"cpu", or "meta" for a meta tensor."""
         return "meta" if _C._is_meta(self) else "cpu"
 
     @property
-    def layout(self):
+    def layout(self) -> _Layout:
+        """jag.strided for a dense tensor, else the nested tensor's layout."""
         return _LAYOUTS[self._layout_code] if self.is_nested else strided
 
-    def dim(self):
+    def dim(self) -> _builtins.int:
+        """The number of dims (``ndim``)."""
         return self.ndim
 
-    def numel(self):
+    def numel(self) -> _builtins.int:
+        """The number of elements; a nested tensor with a ragged dim raises (ask its values())."""
         n = 1
         for s in self._sizes:
             if s < 0:
@@ -269,7 +302,7 @@ class Tensor(_C.TensorBase):
             n *= s
         return n
 
-    def is_contiguous(self, memory_format=None):
+    def is_contiguous(self, memory_format: _typing.Any = None) -> _builtins.bool:
         """Whether the elements are laid out densely in row-major order. A
         jagged nested tensor is contiguous (torch's answer) when its values
         are, it has no holes (lengths) and its ragged dim is dim 1."""
@@ -284,7 +317,7 @@ class Tensor(_C.TensorBase):
         return self._sizes[0]
 
     # --- conversion -------------------------------------------------------
-    def numpy(self):
+    def numpy(self) -> _typing.Any:
         """A numpy view of the same memory (no copy; the array keeps this
         tensor alive). Dense tensors only; raises for a tensor requiring grad,
         as torch does. A read-only tensor (``is_read_only()``: mapped from a
@@ -333,7 +366,7 @@ class Tensor(_C.TensorBase):
     def __dlpack_device__(self):
         return (1, 0)  # (kDLCPU, device 0)
 
-    def is_read_only(self):
+    def is_read_only(self) -> _builtins.bool:
         """True when jag refuses to write into this tensor's memory: tensors
         mapped from a file by ``jag.load(mmap=True)`` and their views, a
         nested tensor's offsets and lengths. In-place ops raise on them and
@@ -342,7 +375,14 @@ class Tensor(_C.TensorBase):
         ask its ``values()`` or ``offsets()``."""
         return _C._is_read_only(self)
 
-    def tolist(self):
+    def tolist(self) -> _typing.Any:
+        """The elements as nested Python lists (a nested tensor: one list per component).
+
+        Example::
+
+            >>> jag.tensor([[1, 2], [3, 4]]).tolist()
+            [[1, 2], [3, 4]]
+        """
         if self.is_nested:
             return [c.tolist() for c in self.unbind()]
         return self.numpy().tolist() if not self.requires_grad else self.detach().numpy().tolist()
@@ -364,7 +404,7 @@ class Tensor(_C.TensorBase):
             raise TypeError("only integer tensors can be used as an index")
         return _builtins.int(self.item())
 
-    def to(self, *args, **kwargs):
+    def to(self, *args: _typing.Any, **kwargs: _typing.Any) -> Tensor:
         """As torch's Tensor.to: ``to(dtype)``, ``to(device)``,
         ``to(device, dtype)``, ``to(other)`` (other's dtype) or keywords
         ``dtype=``, ``device=``, ``copy=``, ``non_blocking=``. jag tensors
@@ -393,30 +433,36 @@ class Tensor(_C.TensorBase):
             return _op("to_dtype", self, dt.code)
         return self.clone() if copy else self
 
-    def cpu(self):
+    def cpu(self) -> Tensor:
         """self: jag tensors live on the CPU (as torch's Tensor.cpu() on a
         CPU tensor)."""
         return self
 
-    def float(self):
+    def float(self) -> Tensor:
+        """self converted to float32 (self when it already is)."""
         return self.to(float32)
 
-    def double(self):
+    def double(self) -> Tensor:
+        """self converted to float64 (self when it already is)."""
         return self.to(float64)
 
-    def long(self):
+    def long(self) -> Tensor:
+        """self converted to int64 (self when it already is)."""
         return self.to(int64)
 
-    def int(self):
+    def int(self) -> Tensor:
+        """self converted to int32 (self when it already is)."""
         return self.to(int32)
 
-    def bool(self):
+    def bool(self) -> Tensor:
+        """self converted to bool (self when it already is)."""
         return self.to(bool)
 
-    def clone(self):
+    def clone(self) -> Tensor:
+        """A copy with its own memory; differentiable."""
         return _op("clone", self)
 
-    def to_padded_tensor(self, padding, output_size=None):
+    def to_padded_tensor(self, padding: _builtins.float, output_size: _typing.Any = None) -> Tensor:
         """A dense tensor with every component copied in and the rest filled
         with ``padding`` (as jag.nested.to_padded_tensor). Differentiable."""
         return nested.to_padded_tensor(self, padding, output_size)
@@ -560,38 +606,46 @@ class Tensor(_C.TensorBase):
         self.copy_(where(tensor(mask_np).reshape(shape), tensor(full_np).reshape(shape), self))
 
     # --- views ------------------------------------------------------------
-    def reshape(self, *shape):
+    def reshape(self, *shape: _typing.Any) -> Tensor:
+        """self with a new shape (one size may be -1): a view when the memory allows, else a copy."""
         return self._reshape(_shape_arg(shape))
 
-    def view(self, *shape):
+    def view(self, *shape: _typing.Any) -> Tensor:
+        """A view of the same memory with a new shape (one size may be -1)."""
         return _op("view", self, list(_shape_arg(shape)))
 
-    def transpose(self, dim0, dim1):
+    def transpose(self, dim0: _builtins.int, dim1: _builtins.int) -> Tensor:
+        """A view with dims ``dim0`` and ``dim1`` swapped."""
         return _op("transpose", self, dim0, dim1)
 
-    def permute(self, *dims):
+    def permute(self, *dims: _typing.Any) -> Tensor:
+        """A view with the dims reordered as ``dims``; a nested tensor keeps its batch dim first."""
         dims = _shape_arg(dims)
         if self.is_nested and self.layout is jagged:
             return nested._permute(self, dims)
         return _op("permute", self, list(dims))
 
     @property
-    def T(self):
+    def T(self) -> Tensor:
+        """The dims reversed (self for fewer than 2 dims)."""
         if self.ndim < 2:
             return self
         return self.permute(*range(self.ndim - 1, -1, -1))
 
     @property
-    def mT(self):
+    def mT(self) -> Tensor:
+        """The last two dims swapped (a batch of transposed matrices)."""
         return self.transpose(-2, -1)
 
-    def t(self):
+    def t(self) -> Tensor:
+        """A 2-D tensor transposed; self for fewer than 2 dims."""
         return self.transpose(0, 1) if self.ndim == 2 else self
 
-    def narrow(self, dim, start, length):
+    def narrow(self, dim: _builtins.int, start: _builtins.int, length: _builtins.int) -> Tensor:
+        """A view of ``length`` entries of dim ``dim`` from ``start``."""
         return self._narrow(dim, start, length)
 
-    def select(self, dim, index):
+    def select(self, dim: _builtins.int, index: _builtins.int) -> Tensor:
         """The slice at ``index`` along ``dim``, without that dim. On a
         jagged tensor: dim 0 picks a component, the ragged dim picks row
         ``index`` of every component (a dense (B, D...) tensor), a later
@@ -609,10 +663,11 @@ class Tensor(_C.TensorBase):
                 return nested._select_dense_dim(self, d, k)
         return self._select(dim, index)
 
-    def unsqueeze(self, dim):
+    def unsqueeze(self, dim: _builtins.int) -> Tensor:
+        """A view with a new dim of size 1 at ``dim``."""
         return _op("unsqueeze", self, dim)
 
-    def squeeze(self, dim=None):
+    def squeeze(self, dim: _typing.Any = None) -> Tensor:
         """self without size-1 dims (all of them, or ``dim``: an int or a
         tuple), a view; on a jagged tensor only dims after the ragged one
         are dropped."""
@@ -637,10 +692,11 @@ class Tensor(_C.TensorBase):
             return out
         return _op("squeeze", self, dim)
 
-    def expand(self, *sizes):
+    def expand(self, *sizes: _typing.Any) -> Tensor:
+        """A view with size-1 dims repeated to ``sizes`` (-1 keeps a dim), no copy."""
         return _op("expand", self, list(_shape_arg(sizes)))
 
-    def flatten(self, start_dim=0, end_dim=-1):
+    def flatten(self, start_dim: _builtins.int = 0, end_dim: _builtins.int = -1) -> Tensor:
         """Dims start_dim..end_dim merged into one (a view when the memory
         allows, as torch). On a jagged tensor, dims after the ragged one."""
         n = _builtins.max(self.ndim, 1)
@@ -662,7 +718,7 @@ class Tensor(_C.TensorBase):
             merged *= d
         return self.reshape(sizes[:s] + (merged,) + sizes[e + 1:])
 
-    def split(self, split_size_or_sections, dim=0):
+    def split(self, split_size_or_sections: _typing.Any, dim: _builtins.int = 0) -> _typing.Tuple[Tensor, ...]:
         """Views of consecutive pieces along dim: pieces of split_size (the
         last may be shorter) or of the listed sizes, as torch. A nested
         tensor splits along a dim after the ragged one."""
@@ -678,7 +734,7 @@ class Tensor(_C.TensorBase):
             start += n
         return tuple(out)
 
-    def chunk(self, chunks, dim=0):
+    def chunk(self, chunks: _builtins.int, dim: _builtins.int = 0) -> _typing.Tuple[Tensor, ...]:
         """At most ``chunks`` views along dim, each of ceil(size / chunks)
         (the last may be shorter), as torch."""
         chunks = _operator_index(chunks)
@@ -692,7 +748,7 @@ class Tensor(_C.TensorBase):
             nested._check_dense_dim(self, d, "chunk")
         return self.split(_builtins.max(-(-size // chunks), 1) if size else 0, d)
 
-    def masked_fill(self, mask, value):
+    def masked_fill(self, mask: Tensor, value: _typing.Any) -> Tensor:
         """self with ``value`` where ``mask`` (a bool tensor broadcasting to
         self, or a nested mask of the same structure) is True.
         Differentiable with respect to self (and a tensor value)."""
@@ -708,7 +764,7 @@ class Tensor(_C.TensorBase):
             raise TypeError("masked_fill: argument 'value' must be a number, got %s" % type(value).__name__)
         return _op("where", mask, value.to(self.dtype), self)
 
-    def unflatten(self, dim, sizes):
+    def unflatten(self, dim: _builtins.int, sizes: _typing.Sequence[_builtins.int]) -> Tensor:
         """Dim `dim` split into `sizes` (one of them may be -1), a view as
         torch's; on a jagged tensor, a dim after the ragged one (its values
         are viewed)."""
@@ -731,20 +787,32 @@ class Tensor(_C.TensorBase):
         return self.view(shape[:d] + sizes + shape[d + 1:])
 
     # --- autograd ---------------------------------------------------------
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self, requires_grad: _builtins.bool = True) -> Tensor:
         """Set requires_grad in place and return self. Leaves only (float
         dtypes): the output of an op is refused with a ValueError (detach()
         it first); an integer or bool tensor cannot require grad."""
         self.requires_grad = requires_grad
         return self
 
-    def backward(self, gradient=None, retain_graph=False):
+    def backward(self, gradient: _typing.Any = None, retain_graph: _builtins.bool = False) -> None:
+        """Compute the gradients of self with respect to the leaves that require
+        grad, accumulated into their ``.grad``. ``gradient``: d(out)/d(self), needed
+        unless self has one element; ``retain_graph`` keeps the graph for another
+        backward.
+
+        Example::
+
+            >>> w = jag.tensor([1.0, 2.0], requires_grad=True)
+            >>> (w * w).sum().backward()
+            >>> w.grad
+            tensor([2.0000, 4.0000], dtype=float32, size=[2])
+        """
         if gradient is not None and not isinstance(gradient, Tensor):
             gradient = tensor(gradient, dtype=self.dtype)
         self._backward(gradient, _builtins.bool(retain_graph))
 
     @property
-    def data(self):
+    def data(self) -> Tensor:
         """A tensor sharing this tensor's memory that is a leaf and does not
         require grad (``detach()``), as torch's ``.data``: writes through it
         (``w.data -= lr * w.grad``) change this tensor. In jag the version
@@ -754,7 +822,7 @@ class Tensor(_C.TensorBase):
         return self.detach()
 
     @data.setter
-    def data(self, value):
+    def data(self, value: Tensor) -> None:
         raise NotImplementedError("Tensor.data = ...: replacing a tensor's memory is not supported; write into it "
                                   "instead: x.data.copy_(new), or x.copy_(new) under jag.no_grad()")
 
@@ -766,20 +834,20 @@ class Tensor(_C.TensorBase):
     # so is a tensor that requires grad (update parameters under
     # jag.no_grad()); each write bumps the storage's _version.
 
-    def add_(self, other, alpha=1):
+    def add_(self, other: _typing.Any, alpha: _typing.Any = 1) -> Tensor:
         """self += alpha * other, in place; returns self. other: a tensor
         (broadcast to self's shape), a number or an array."""
         return self._inplace("add_", 0, other, alpha)
 
-    def sub_(self, other, alpha=1):
+    def sub_(self, other: _typing.Any, alpha: _typing.Any = 1) -> Tensor:
         """self -= alpha * other, in place; returns self."""
         return self._inplace("sub_", 1, other, alpha)
 
-    def mul_(self, other):
+    def mul_(self, other: _typing.Any) -> Tensor:
         """self *= other, in place; returns self."""
         return self._inplace("mul_", 2, other, 1)
 
-    def div_(self, other):
+    def div_(self, other: _typing.Any) -> Tensor:
         """self /= other (true division), in place; returns self. An
         integer self is refused (the quotient is a float), as torch."""
         return self._inplace("div_", 3, other, 1)
@@ -814,7 +882,7 @@ class Tensor(_C.TensorBase):
         raise TypeError("%s: argument 'other' must be a jag.Tensor, a number or an array, got %s"
                         % (name, type(other).__name__))
 
-    def clamp_(self, min=None, max=None):  # noqa: A002 (torch's names)
+    def clamp_(self, min: _typing.Any = None, max: _typing.Any = None) -> Tensor:  # noqa: A002 (torch's names)
         """self = min(max(self, min), max), in place; returns self. At
         least one bound; an integer self takes integer bounds (as torch)."""
         if min is None and max is None:
@@ -836,11 +904,11 @@ class Tensor(_C.TensorBase):
 
     clip_ = clamp_
 
-    def zero_(self):
+    def zero_(self) -> Tensor:
         """Fill self with zeros, in place; returns self."""
         return self._zero_()
 
-    def fill_(self, value):
+    def fill_(self, value: _typing.Any) -> Tensor:
         """Fill self with value (a number or a one-element tensor, converted
         to self's dtype as torch does), in place; returns self."""
         if isinstance(value, Tensor):
@@ -852,7 +920,7 @@ class Tensor(_C.TensorBase):
             raise TypeError("fill_: argument 'value' must be a number, got %s" % type(value).__name__)
         return self._fill_(_builtins.float(value))
 
-    def copy_(self, src):
+    def copy_(self, src: Tensor) -> Tensor:
         """Copy src (a tensor broadcast to self's shape; its dtype converted
         to self's) into self, in place; returns self. A nested self takes a
         nested src of the same structure, or a dense one that broadcasts
@@ -883,14 +951,33 @@ class Tensor(_C.TensorBase):
         return self.div_(o)
 
     # --- nested -----------------------------------------------------------
-    def values(self):
+    def values(self) -> Tensor:
+        """The packed values of a nested tensor: for the jagged layout, the
+        components concatenated along the ragged dim, as a differentiable view
+        (torch.Tensor.values()); for the strided layout, the 1-D buffer.
+
+        Example::
+
+            >>> nt = jag.nested.nested_tensor([jag.tensor([1.0, 2.0]), jag.tensor([3.0])], layout=jag.jagged)
+            >>> nt.values()
+            tensor([1.0000, 2.0000, 3.0000], dtype=float32, size=[3])
+        """
         if not self.is_nested:
             raise ValueError("values(): not a nested tensor")
         if self.layout is jagged:
             return _op("values", self)  # differentiable
         return self._buffer()  # strided: the 1-D buffer, as torch
 
-    def offsets(self):
+    def offsets(self) -> Tensor:
+        """The B + 1 offsets of a jagged tensor's components into its values()
+        (int64, read-only): component i starts at offsets[i].
+
+        Example::
+
+            >>> nt = jag.nested.nested_tensor([jag.tensor([1.0, 2.0]), jag.tensor([3.0])], layout=jag.jagged)
+            >>> nt.offsets()
+            tensor([0, 2, 3], dtype=int64, size=[3])
+        """
         return self._offsets()
 
     @property
@@ -899,10 +986,13 @@ class Tensor(_C.TensorBase):
         1, or where a transpose moved it; None for other tensors."""
         return self._ragged_idx_of()
 
-    def lengths(self):
+    def lengths(self) -> Tensor | None:
+        """The components' lengths of a jagged tensor with holes (made by
+        jag.nested.narrow or nested_tensor_from_jagged with lengths), else None.
+        """
         return self._lengths()
 
-    def unbind(self, dim=0):
+    def unbind(self, dim: _builtins.int = 0) -> _typing.Tuple[Tensor, ...]:
         """The components (a nested tensor) or the slices along dim 0 (a
         dense tensor), as views. Differentiable: on a jagged tensor that
         requires grad, gradients of the components reach its values."""
@@ -914,10 +1004,11 @@ class Tensor(_C.TensorBase):
             return tuple(self._unbind_nested())
         return tuple(self._select(0, i) for i in range(len(self)))
 
-    def to_layout(self, layout):
+    def to_layout(self, layout: _Layout) -> Tensor:
+        """A nested tensor converted to ``layout`` (jag.jagged or jag.strided)."""
         return self._to_layout(layout.code)
 
-    def to_torch(self, copy=None):
+    def to_torch(self, copy: _builtins.bool | None = None) -> _typing.Any:
         """A torch nested tensor of layout torch.jagged over this jagged
         tensor's values (no copy unless they are read-only or copy=True;
         offsets and lengths copied; differentiable). The way back:
@@ -926,101 +1017,141 @@ class Tensor(_C.TensorBase):
         return to_torch(self, copy=copy)
 
     # --- math methods -----------------------------------------------------
-    def sum(self, dim=None, keepdim=False, dtype=None):
+    def sum(self, dim: _builtins.int | _typing.Sequence[_builtins.int] | None = None, keepdim: _builtins.bool = False,
+            dtype: _typing.Any = None) -> Tensor:
+        """As :func:`jag.sum`; ``dtype`` converts the result."""
         r = sum(self, dim, keepdim)
         return r if dtype is None else r.to(dtype)
 
-    def mean(self, dim=None, keepdim=False):
+    def mean(self, dim: _builtins.int | _typing.Sequence[_builtins.int] | None = None,
+             keepdim: _builtins.bool = False) -> Tensor:
+        """As :func:`jag.mean`."""
         return mean(self, dim, keepdim)
 
-    def prod(self, dim=None, keepdim=False):
+    def prod(self, dim: _builtins.int | _typing.Sequence[_builtins.int] | None = None,
+             keepdim: _builtins.bool = False) -> Tensor:
+        """As :func:`jag.prod`."""
         return prod(self, dim, keepdim)
 
-    def amax(self, dim=None, keepdim=False):
+    def amax(self, dim: _builtins.int | _typing.Sequence[_builtins.int] | None = None,
+             keepdim: _builtins.bool = False) -> Tensor:
+        """As :func:`jag.amax`."""
         return amax(self, dim, keepdim)
 
-    def logsumexp(self, dim=None, keepdim=False):
+    def logsumexp(self, dim: _builtins.int | _typing.Sequence[_builtins.int] | None = None,
+                  keepdim: _builtins.bool = False) -> Tensor:
+        """As :func:`jag.logsumexp`."""
         return logsumexp(self, dim, keepdim)
 
-    def amin(self, dim=None, keepdim=False):
+    def amin(self, dim: _builtins.int | _typing.Sequence[_builtins.int] | None = None,
+             keepdim: _builtins.bool = False) -> Tensor:
+        """As :func:`jag.amin`."""
         return amin(self, dim, keepdim)
 
-    def max(self, dim=None, keepdim=False):
+    def max(self, dim: _typing.Any = None, keepdim: _builtins.bool = False) -> _typing.Any:
+        """As :func:`jag.max`."""
         return max(self, dim, keepdim)
 
-    def min(self, dim=None, keepdim=False):
+    def min(self, dim: _typing.Any = None, keepdim: _builtins.bool = False) -> _typing.Any:
+        """As :func:`jag.min`."""
         return min(self, dim, keepdim)
 
-    def argmax(self, dim=None, keepdim=False):
+    def argmax(self, dim: _builtins.int | None = None, keepdim: _builtins.bool = False) -> Tensor:
+        """As :func:`jag.argmax`."""
         return argmax(self, dim, keepdim)
 
-    def argmin(self, dim=None, keepdim=False):
+    def argmin(self, dim: _builtins.int | None = None, keepdim: _builtins.bool = False) -> Tensor:
+        """As :func:`jag.argmin`."""
         return argmin(self, dim, keepdim)
 
-    def var(self, dim=None, correction=1, keepdim=False):
+    def var(self, dim: _builtins.int | _typing.Sequence[_builtins.int] | None = None, correction: _builtins.int = 1,
+            keepdim: _builtins.bool = False) -> Tensor:
+        """As :func:`jag.var`."""
         return var(self, dim, correction=correction, keepdim=keepdim)
 
-    def std(self, dim=None, correction=1, keepdim=False):
+    def std(self, dim: _builtins.int | _typing.Sequence[_builtins.int] | None = None, correction: _builtins.int = 1,
+            keepdim: _builtins.bool = False) -> Tensor:
+        """As :func:`jag.std`."""
         return std(self, dim, correction=correction, keepdim=keepdim)
 
-    def softmax(self, dim):
+    def softmax(self, dim: _builtins.int) -> Tensor:
+        """As :func:`jag.softmax`."""
         return softmax(self, dim)
 
-    def log_softmax(self, dim):
+    def log_softmax(self, dim: _builtins.int) -> Tensor:
+        """As :func:`jag.log_softmax`."""
         return log_softmax(self, dim)
 
-    def matmul(self, other):
+    def matmul(self, other: _typing.Any) -> Tensor:
+        """As :func:`jag.matmul`."""
         return matmul(self, other)
 
-    def mm(self, other):
+    def mm(self, other: _typing.Any) -> Tensor:
+        """As :func:`jag.mm`."""
         return mm(self, other)
 
-    def bmm(self, other):
+    def bmm(self, other: _typing.Any) -> Tensor:
+        """As :func:`jag.bmm`."""
         return bmm(self, other)
 
-    def add(self, other, alpha=1):
+    def add(self, other: _typing.Any, alpha: _typing.Any = 1) -> Tensor:
+        """As :func:`jag.add`."""
         return add(self, other, alpha=alpha)
 
-    def sub(self, other, alpha=1):
+    def sub(self, other: _typing.Any, alpha: _typing.Any = 1) -> Tensor:
+        """As :func:`jag.sub`."""
         return sub(self, other, alpha=alpha)
 
-    def mul(self, other):
+    def mul(self, other: _typing.Any) -> Tensor:
+        """As :func:`jag.mul`."""
         return mul(self, other)
 
-    def div(self, other):
+    def div(self, other: _typing.Any) -> Tensor:
+        """As :func:`jag.div`."""
         return div(self, other)
 
-    def pow(self, other):
+    def pow(self, other: _typing.Any) -> Tensor:
+        """As :func:`jag.pow`."""
         return pow(self, other)
 
-    def maximum(self, other):
+    def maximum(self, other: _typing.Any) -> Tensor:
+        """As :func:`jag.maximum`."""
         return maximum(self, other)
 
-    def minimum(self, other):
+    def minimum(self, other: _typing.Any) -> Tensor:
+        """As :func:`jag.minimum`."""
         return minimum(self, other)
 
-    def eq(self, other):
+    def eq(self, other: _typing.Any) -> Tensor:
+        """As :func:`jag.eq`."""
         return eq(self, other)
 
-    def ne(self, other):
+    def ne(self, other: _typing.Any) -> Tensor:
+        """As :func:`jag.ne`."""
         return ne(self, other)
 
-    def lt(self, other):
+    def lt(self, other: _typing.Any) -> Tensor:
+        """As :func:`jag.lt`."""
         return lt(self, other)
 
-    def le(self, other):
+    def le(self, other: _typing.Any) -> Tensor:
+        """As :func:`jag.le`."""
         return le(self, other)
 
-    def gt(self, other):
+    def gt(self, other: _typing.Any) -> Tensor:
+        """As :func:`jag.gt`."""
         return gt(self, other)
 
-    def ge(self, other):
+    def ge(self, other: _typing.Any) -> Tensor:
+        """As :func:`jag.ge`."""
         return ge(self, other)
 
-    def where(self, cond, other):
+    def where(self, cond: Tensor, other: _typing.Any) -> Tensor:
+        """``jag.where(cond, self, other)``."""
         return where(cond, self, other)
 
-    def clamp(self, min=None, max=None):  # noqa: A002
+    def clamp(self, min: _typing.Any = None, max: _typing.Any = None) -> Tensor:  # noqa: A002
+        """As :func:`jag.clamp`."""
         return clamp(self, min, max)
 
     # --- operators --------------------------------------------------------
@@ -1212,7 +1343,8 @@ def _finish(t, requires_grad):
     return t
 
 
-def tensor(data, dtype=None, requires_grad=False, device=None):
+def tensor(data: _typing.Any, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
+           device: _typing.Any = None) -> Tensor:
     """A new tensor holding a copy of ``data`` (nested lists, scalars, numpy
     arrays, jag tensors). dtype defaults as torch: float32 for floats, int64
     for ints, bool for bools; a numpy array keeps its dtype (float64 too)."""
@@ -1253,7 +1385,8 @@ def tensor(data, dtype=None, requires_grad=False, device=None):
 as_tensor = tensor
 
 
-def from_numpy(arr):
+def from_numpy(arr: _typing.Any) -> Tensor:
+    """A tensor holding a copy of the numpy array ``arr`` (its dtype kept)."""
     return tensor(arr)
 
 
@@ -1263,17 +1396,29 @@ def _factory(kind, size, dtype, requires_grad, a=0.0, b=1.0):
                    requires_grad)
 
 
-def zeros(*size, dtype=None, requires_grad=False, device=None):
+def zeros(*size: _typing.Any, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
+          device: _typing.Any = None) -> Tensor:
+    """A tensor of zeros of shape ``size`` (float32 unless ``dtype``).
+
+    Example::
+
+        >>> jag.zeros(2, 3, dtype=jag.int64)
+        tensor([[0, 0, 0],
+                [0, 0, 0]], dtype=int64, size=[2, 3])
+    """
     _check_device("zeros", device)
     return _factory("zeros", size, dtype, requires_grad)
 
 
-def ones(*size, dtype=None, requires_grad=False, device=None):
+def ones(*size: _typing.Any, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
+         device: _typing.Any = None) -> Tensor:
+    """A tensor of ones of shape ``size`` (float32 unless ``dtype``)."""
     _check_device("ones", device)
     return _factory("ones", size, dtype, requires_grad)
 
 
-def empty(*size, dtype=None, requires_grad=False, device=None):
+def empty(*size: _typing.Any, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
+          device: _typing.Any = None) -> Tensor:
     """Uninitialised memory; device="meta" gives a meta tensor (shape and
     dtype, no data: ops on it only infer shapes and dtypes)."""
     if device is not None and str(device) == "meta":
@@ -1282,7 +1427,11 @@ def empty(*size, dtype=None, requires_grad=False, device=None):
     return _factory("empty", size, dtype, requires_grad)
 
 
-def full(size, fill_value, dtype=None, requires_grad=False, device=None):
+def full(size: _typing.Any, fill_value: _typing.Any, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
+         device: _typing.Any = None) -> Tensor:
+    """A tensor of shape ``size`` filled with ``fill_value``; the dtype follows
+    the value (bool, int64, float32) unless ``dtype`` is given, as torch.
+    """
     _check_device("full", device)
     if dtype is None:
         if isinstance(fill_value, _builtins.bool):
@@ -1296,7 +1445,8 @@ def full(size, fill_value, dtype=None, requires_grad=False, device=None):
     return _factory("full", (tuple(size),), dtype, requires_grad, fill_value)
 
 
-def rand(*size, dtype=None, requires_grad=False, generator=None, seed=None, device=None):
+def rand(*size: _typing.Any, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
+         generator: Generator | None = None, seed: _builtins.int | None = None, device: _typing.Any = None) -> Tensor:
     """Uniform [0, 1) numbers from ``generator`` (a jag.Generator), from a
     fresh generator seeded with ``seed``, or from the thread's default one
     (jag.manual_seed)."""
@@ -1308,7 +1458,8 @@ def rand(*size, dtype=None, requires_grad=False, generator=None, seed=None, devi
     return _finish(_C._random("rand", _shape_arg(size), dt.code, 0.0, 1.0, g), requires_grad)
 
 
-def randn(*size, dtype=None, requires_grad=False, generator=None, seed=None, device=None):
+def randn(*size: _typing.Any, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
+          generator: Generator | None = None, seed: _builtins.int | None = None, device: _typing.Any = None) -> Tensor:
     """Standard normal numbers; generator and seed as for rand."""
     _check_device("randn", device)
     g = _generator_arg(generator, seed)
@@ -1318,7 +1469,16 @@ def randn(*size, dtype=None, requires_grad=False, generator=None, seed=None, dev
     return _finish(_C._random("randn", _shape_arg(size), dt.code, 0.0, 1.0, g), requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None):
+def arange(start: _typing.Any, end: _typing.Any = None, step: _typing.Any = 1, dtype: _typing.Any = None,
+           requires_grad: _builtins.bool = False, device: _typing.Any = None) -> Tensor:
+    """start, start + step, ... below end (``arange(n)``: 0..n-1); int64 when
+    every argument is an int, else float32, as torch.
+
+    Example::
+
+        >>> jag.arange(1, 7, 2)
+        tensor([1, 3, 5], dtype=int64, size=[3])
+    """
     _check_device("arange", device)
     if end is None:
         start, end = 0, start
@@ -1330,7 +1490,7 @@ def arange(start, end=None, step=1, dtype=None, requires_grad=False, device=None
                    requires_grad)
 
 
-def from_dlpack(x, *, device=None, copy=None):
+def from_dlpack(x: _typing.Any, *, device: _typing.Any = None, copy: _builtins.bool | None = None) -> Tensor:
     """A jag tensor sharing the memory of ``x``: any object with
     ``__dlpack__`` (numpy arrays, torch tensors, jag tensors) or a DLPack
     capsule. No copy, except when copy=True or when the producer marks the
@@ -1362,7 +1522,8 @@ def from_dlpack(x, *, device=None, copy=None):
     return _C._from_dlpack(cap, allow_copy)
 
 
-def frombuffer(buffer, dtype, count=-1, offset=0, requires_grad=False):
+def frombuffer(buffer: _typing.Any, dtype: _typing.Any, count: _builtins.int = -1, offset: _builtins.int = 0,
+               requires_grad: _builtins.bool = False) -> Tensor:
     """A 1-D tensor over the memory of a buffer-protocol object (bytearray,
     memoryview, mmap, array.array, ...), as torch.frombuffer: no copy for a
     writable buffer (the tensor keeps the buffer alive); a read-only one
@@ -1381,16 +1542,18 @@ class Generator:
     the same numbers on every run and machine. Pass it as ``generator=`` to
     rand/randn/rand_like/randn_like and jag.nn.functional.dropout."""
 
-    def __init__(self, seed=0):
+    def __init__(self, seed: _builtins.int = 0) -> None:
         self._g = _C._Generator(_builtins.int(seed))
         self._seed = _builtins.int(seed)
 
-    def manual_seed(self, seed):
+    def manual_seed(self, seed: _builtins.int) -> Generator:
+        """Restart the generator from ``seed``; returns self."""
         self._g = _C._Generator(_builtins.int(seed))
         self._seed = _builtins.int(seed)
         return self
 
-    def initial_seed(self):
+    def initial_seed(self) -> _builtins.int:
+        """The seed this generator was started from."""
         return self._seed
 
 
@@ -1417,19 +1580,27 @@ def _like(kind, x, dtype=None, requires_grad=False, value=0.0, device=None):
     return _finish(t, requires_grad)
 
 
-def empty_like(x, dtype=None, requires_grad=False, device=None):
+def empty_like(x: Tensor, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
+               device: _typing.Any = None) -> Tensor:
+    """Uninitialised memory shaped like ``x`` (a nested ``x`` gives a nested result with its offsets)."""
     return _like("empty", x, dtype, requires_grad, device=device)
 
 
-def zeros_like(x, dtype=None, requires_grad=False, device=None):
+def zeros_like(x: Tensor, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
+               device: _typing.Any = None) -> Tensor:
+    """Zeros shaped like ``x`` (a nested ``x`` gives a nested result with its offsets)."""
     return _like("zeros", x, dtype, requires_grad, device=device)
 
 
-def ones_like(x, dtype=None, requires_grad=False, device=None):
+def ones_like(x: Tensor, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
+              device: _typing.Any = None) -> Tensor:
+    """Ones shaped like ``x`` (a nested ``x`` gives a nested result with its offsets)."""
     return _like("ones", x, dtype, requires_grad, device=device)
 
 
-def full_like(x, fill_value, dtype=None, requires_grad=False, device=None):
+def full_like(x: Tensor, fill_value: _typing.Any, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
+              device: _typing.Any = None) -> Tensor:
+    """``fill_value`` everywhere, shaped like ``x`` (a nested ``x`` gives a nested result with its offsets)."""
     return _like("full", x, dtype, requires_grad, fill_value, device=device)
 
 
@@ -1447,17 +1618,22 @@ def _random_like(kind, x, dtype, requires_grad, generator, seed, device=None):
     return _finish(t, requires_grad)
 
 
-def rand_like(x, dtype=None, requires_grad=False, generator=None, seed=None, device=None):
+def rand_like(x: Tensor, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
+              generator: Generator | None = None, seed: _builtins.int | None = None,
+              device: _typing.Any = None) -> Tensor:
     """Uniform [0, 1) numbers shaped like x (nested results share x's
     offsets); generator and seed as for rand."""
     return _random_like("rand", x, dtype, requires_grad, generator, seed, device)
 
 
-def randn_like(x, dtype=None, requires_grad=False, generator=None, seed=None, device=None):
+def randn_like(x: Tensor, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
+               generator: Generator | None = None, seed: _builtins.int | None = None,
+               device: _typing.Any = None) -> Tensor:
+    """Standard normal numbers shaped like x (nested results share x's offsets); generator and seed as for rand."""
     return _random_like("randn", x, dtype, requires_grad, generator, seed, device)
 
 
-def clamp(input, min=None, max=None):  # noqa: A002 (torch's names)
+def clamp(input: Tensor, min: _typing.Any = None, max: _typing.Any = None) -> Tensor:  # noqa: A002 (torch's names)
     """min(max(input, min), max) elementwise; dense and nested, differentiable."""
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
@@ -1469,7 +1645,8 @@ def clamp(input, min=None, max=None):  # noqa: A002 (torch's names)
 clip = clamp
 
 
-def is_tensor(x):
+def is_tensor(x: _typing.Any) -> _builtins.bool:
+    """True when ``x`` is a jag.Tensor (dense or nested)."""
     return isinstance(x, Tensor)
 
 
@@ -1478,54 +1655,50 @@ def is_tensor(x):
 # ---------------------------------------------------------------------------
 
 
-def _make_unary(name):
-    def f(input):
+def _make_unary(name, doc):
+    def f(input: Tensor) -> Tensor:
         if not isinstance(input, Tensor):
             raise TypeError("jag.%s: expected a jag.Tensor, got %s" % (name, type(input).__name__))
         return _op(name, input)
 
     f.__name__ = name
-    f.__doc__ = "Elementwise %s (jag op %r)." % (name, name)
+    f.__doc__ = "jag.%s(input) -> Tensor: %s, elementwise (dense or nested)." % (name, doc)
     return f
 
 
-_UNARY = ["neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "silu",
-          "gelu", "gelu_tanh", "reciprocal", "square", "sign"]
-for _n in _UNARY:
-    globals()[_n] = _make_unary(_n)
-negative = globals()["neg"]
-
-
-def _make_unary_method(name):
-    def m(self):
+def _make_unary_method(name, doc):
+    def m(self: Tensor) -> Tensor:
         return _op(name, self)
 
     m.__name__ = name
-    m.__doc__ = "Elementwise %s (jag op %r), as jag.%s(self)." % (name, name, name)
+    m.__doc__ = "Tensor.%s() -> Tensor: %s, elementwise; as jag.%s(self)." % (name, doc, name)
     return m
 
 
-for _n in _UNARY:  # x.sin(), x.exp(), ... as torch
-    if not hasattr(Tensor, _n):
-        setattr(Tensor, _n, _make_unary_method(_n))
-
-# Rounding (integer dtypes kept, zero gradient) and special functions, as
-# torch.floor, torch.log1p, ... and their Tensor methods.
-_UNARY_MORE = ["floor", "ceil", "round", "trunc", "log1p", "expm1", "erf", "erfc"]
-for _n in _UNARY_MORE:
-    globals()[_n] = _make_unary(_n)
-    if not hasattr(Tensor, _n):
-        setattr(Tensor, _n, _make_unary_method(_n))
+# The unary ops come from the op table (src/dispatch/ops.def): every
+# POINTWISE row of schema "name(Tensor x) -> Tensor" is jag.<name> and
+# Tensor.<name> (torch.sin, x.sin(), ...), its row's line as docstring. A
+# new row needs no edit here.
+_OP_ROWS = _C._op_rows()
+_TAG_POINTWISE = 1
+_UNARY = [r[0] for r in _OP_ROWS
+          if r[3] & _TAG_POINTWISE and r[1] == "%s(Tensor x) -> Tensor" % r[0]]
+for _row in _OP_ROWS:
+    if _row[0] in _UNARY:
+        globals().setdefault(_row[0], _make_unary(_row[0], _row[2]))
+        if not hasattr(Tensor, _row[0]):
+            setattr(Tensor, _row[0], _make_unary_method(_row[0], _row[2]))
+negative = globals()["neg"]
 fix = globals()["trunc"]
 
 
-def selu(input):
+def selu(input: Tensor) -> Tensor:
     """scale * (max(0, x) + min(0, alpha * (exp(x) - 1))), torch's constants."""
     return _op("selu", input)
 
 
 def _make_binary(name):
-    def f(input, other):
+    def f(input: _typing.Any, other: _typing.Any) -> Tensor:
         return _binary(name, input, other)
 
     f.__name__ = name
@@ -1540,7 +1713,7 @@ divide = true_divide = div
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 
 
-def add(input, other, alpha=1):
+def add(input: _typing.Any, other: _typing.Any, alpha: _typing.Any = 1) -> Tensor:
     """input + alpha * other."""
     if alpha == 1:
         return _binary("add_", input, other)
@@ -1549,7 +1722,8 @@ def add(input, other, alpha=1):
     return _binary("add_", input, other * alpha)
 
 
-def sub(input, other, alpha=1):
+def sub(input: _typing.Any, other: _typing.Any, alpha: _typing.Any = 1) -> Tensor:
+    """input - alpha * other, with broadcasting."""
     if alpha == 1:
         return _binary("sub", input, other)
     if isinstance(input, Tensor) and isinstance(other, Tensor):
@@ -1560,7 +1734,7 @@ def sub(input, other, alpha=1):
 subtract = sub
 
 
-def where(condition, input, other):
+def where(condition: Tensor, input: _typing.Any, other: _typing.Any) -> Tensor:
     """condition ? input : other (condition is a bool tensor; scalars allowed)."""
     if not isinstance(condition, Tensor):
         raise TypeError("where: condition must be a jag.Tensor")
@@ -1585,7 +1759,8 @@ def _dims(dim):
 
 
 def _make_reduction(name):
-    def f(input, dim=None, keepdim=False):
+    def f(input: Tensor, dim: _builtins.int | _typing.Sequence[_builtins.int] | None = None,
+          keepdim: _builtins.bool = False) -> Tensor:
         if not isinstance(input, Tensor):
             raise TypeError("jag.%s: expected a jag.Tensor, got %s" % (name, type(input).__name__))
         if dim is None and input.is_nested and name in ("sum", "mean", "prod", "amax", "amin"):
@@ -1608,13 +1783,25 @@ amin = _make_reduction("amin")
 logsumexp = _make_reduction("logsumexp")
 
 
-def var(input, dim=None, correction=1, keepdim=False, unbiased=None):
+def var(input: Tensor, dim: _builtins.int | _typing.Sequence[_builtins.int] | None = None,
+        correction: _builtins.int = 1, keepdim: _builtins.bool = False,
+        unbiased: _builtins.bool | None = None) -> Tensor:
+    """The variance over ``dim`` (an int, a list, or None for every dim) with
+    ``correction`` subtracted from the count (1: Bessel's correction), as torch;
+    ``unbiased`` (torch's older flag) sets correction to 1 or 0.
+    """
     if unbiased is not None:
         correction = 1 if unbiased else 0
     return _op("var", input, _dims(dim), _builtins.int(correction), _builtins.bool(keepdim))
 
 
-def std(input, dim=None, correction=1, keepdim=False, unbiased=None):
+def std(input: Tensor, dim: _builtins.int | _typing.Sequence[_builtins.int] | None = None,
+        correction: _builtins.int = 1, keepdim: _builtins.bool = False,
+        unbiased: _builtins.bool | None = None) -> Tensor:
+    """The standard deviation over ``dim`` (an int, a list, or None for every dim) with
+    ``correction`` subtracted from the count (1: Bessel's correction), as torch;
+    ``unbiased`` (torch's older flag) sets correction to 1 or 0.
+    """
     if unbiased is not None:
         correction = 1 if unbiased else 0
     return _op("std", input, _dims(dim), _builtins.int(correction), _builtins.bool(keepdim))
@@ -1632,7 +1819,7 @@ class _MinMax(tuple):
         return self[1]
 
 
-def max(input, dim=None, keepdim=False):  # noqa: A001
+def max(input: Tensor, dim: _typing.Any = None, keepdim: _builtins.bool = False) -> _typing.Any:  # noqa: A001
     """max(x): the largest element (0-d); max(x, dim): (values, indices); max(a, b): maximum."""
     if isinstance(dim, Tensor):
         return maximum(input, dim)
@@ -1641,7 +1828,8 @@ def max(input, dim=None, keepdim=False):  # noqa: A001
     return _MinMax(_op("max_dim", input, _builtins.int(dim), _builtins.bool(keepdim)))
 
 
-def min(input, dim=None, keepdim=False):  # noqa: A001
+def min(input: Tensor, dim: _typing.Any = None, keepdim: _builtins.bool = False) -> _typing.Any:  # noqa: A001
+    """min(x): the smallest element (0-d); min(x, dim): (values, indices); min(a, b): minimum."""
     if isinstance(dim, Tensor):
         return minimum(input, dim)
     if dim is None:
@@ -1652,61 +1840,97 @@ def min(input, dim=None, keepdim=False):  # noqa: A001
 _DIM_ALL = -1000
 
 
-def argmax(input, dim=None, keepdim=False):
+def argmax(input: Tensor, dim: _builtins.int | None = None, keepdim: _builtins.bool = False) -> Tensor:
+    """The index of the largest element along ``dim`` (int64), or in the flattened tensor when dim is None."""
     return _op("argmax", input, _DIM_ALL if dim is None else _builtins.int(dim), _builtins.bool(keepdim))
 
 
-def argmin(input, dim=None, keepdim=False):
+def argmin(input: Tensor, dim: _builtins.int | None = None, keepdim: _builtins.bool = False) -> Tensor:
+    """The index of the smallest element along ``dim`` (int64), or in the flattened tensor when dim is None."""
     return _op("argmin", input, _DIM_ALL if dim is None else _builtins.int(dim), _builtins.bool(keepdim))
 
 
-def matmul(input, other):
+def matmul(input: Tensor, other: Tensor) -> Tensor:
+    """The matrix product with torch's rules: vectors, matrices, and batches
+    broadcast over the leading dims; a jagged (B, j, n) input times a dense
+(n, p) matrix multiplies every component.
+
+    Example::
+
+        >>> jag.matmul(jag.tensor([[1.0, 2.0]]), jag.tensor([[3.0], [4.0]]))
+        tensor([[11.0000]], dtype=float32, size=[1, 1])
+    """
     return _op("matmul", input, other)
 
 
-def mm(input, mat2):
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
+    """The product of two matrices (2-D tensors)."""
     return _op("mm", input, mat2)
 
 
-def bmm(input, mat2):
+def bmm(input: Tensor, mat2: Tensor) -> Tensor:
+    """Batched matrix products: (B, n, m) @ (B, m, p) -> (B, n, p)."""
     return _op("bmm", input, mat2)
 
 
-def softmax(input, dim, dtype=None):
+def softmax(input: Tensor, dim: _builtins.int, dtype: _typing.Any = None) -> Tensor:
+    """exp(x) / sum(exp(x)) along ``dim`` (``dtype`` converts the input first);
+    along the ragged dim of a nested tensor each component is normalised over
+its own length.
+
+    Example::
+
+        >>> jag.softmax(jag.tensor([0.0, 0.0]), dim=0)
+        tensor([0.5000, 0.5000], dtype=float32, size=[2])
+    """
     x = input if dtype is None else input.to(dtype)
     return _op("softmax", x, _builtins.int(dim))
 
 
-def log_softmax(input, dim, dtype=None):
+def log_softmax(input: Tensor, dim: _builtins.int, dtype: _typing.Any = None) -> Tensor:
+    """log(softmax(input, dim)), computed stably."""
     x = input if dtype is None else input.to(dtype)
     return _op("log_softmax", x, _builtins.int(dim))
 
 
-def transpose(input, dim0, dim1):
+def transpose(input: Tensor, dim0: _builtins.int, dim1: _builtins.int) -> Tensor:
+    """``input.transpose(dim0, dim1)``: dims dim0 and dim1 swapped, a view."""
     return input.transpose(dim0, dim1)
 
 
-def reshape(input, shape):
+def reshape(input: Tensor, shape: _typing.Any) -> Tensor:
+    """``input.reshape(shape)``."""
     return input.reshape(shape)
 
 
-def permute(input, dims):
+def permute(input: Tensor, dims: _typing.Any) -> Tensor:
+    """``input.permute(dims)``."""
     return input.permute(dims)
 
 
-def unsqueeze(input, dim):
+def unsqueeze(input: Tensor, dim: _builtins.int) -> Tensor:
+    """``input.unsqueeze(dim)``."""
     return input.unsqueeze(dim)
 
 
-def squeeze(input, dim=None):
+def squeeze(input: Tensor, dim: _typing.Any = None) -> Tensor:
+    """``input.squeeze(dim)``."""
     return input.squeeze(dim)
 
 
-def clone(input):
+def clone(input: Tensor) -> Tensor:
+    """``input.clone()``: a copy with its own memory."""
     return input.clone()
 
 
-def cat(tensors, dim=0):
+def cat(tensors: _typing.Sequence[Tensor], dim: _builtins.int = 0) -> Tensor:
+    """The tensors joined along ``dim`` (same sizes elsewhere).
+
+    Example::
+
+        >>> jag.cat([jag.tensor([1, 2]), jag.tensor([3])])
+        tensor([1, 2, 3], dtype=int64, size=[3])
+    """
     tensors = list(tensors)
     if not tensors:
         raise ValueError("cat: expected a non-empty list of tensors")
@@ -1716,7 +1940,8 @@ def cat(tensors, dim=0):
 concat = concatenate = cat
 
 
-def stack(tensors, dim=0):
+def stack(tensors: _typing.Sequence[Tensor], dim: _builtins.int = 0) -> Tensor:
+    """The tensors (all of one shape) joined along a new dim ``dim``."""
     tensors = list(tensors)
     if not tensors:
         raise ValueError("stack: expected a non-empty list of tensors")
@@ -1725,23 +1950,29 @@ def stack(tensors, dim=0):
     return cat([t.unsqueeze(d) for t in tensors], d)
 
 
-def index_select(input, dim, index):
+def index_select(input: Tensor, dim: _builtins.int, index: Tensor) -> Tensor:
+    """The entries of ``input`` along ``dim`` at the positions in ``index`` (a 1-D int tensor)."""
     return _op("index_select", input, _builtins.int(dim), index)
 
 
-def gather(input, dim, index):
+def gather(input: Tensor, dim: _builtins.int, index: Tensor) -> Tensor:
+    """out[i][j] = input[index[i][j]][j] (dim 0; likewise for other dims), as torch.gather."""
     return _op("gather", input, _builtins.int(dim), index)
 
 
-def unbind(input, dim=0):
+def unbind(input: Tensor, dim: _builtins.int = 0) -> _typing.Tuple[Tensor, ...]:
+    """``input.unbind(dim)``: the slices (or components) along dim 0."""
     return input.unbind(dim)
 
 
-def numel(input):
+def numel(input: Tensor) -> _builtins.int:
+    """``input.numel()``: the number of elements."""
     return input.numel()
 
 
-def allclose(a, b, rtol=1e-5, atol=1e-8):
+def allclose(a: _typing.Any, b: _typing.Any, rtol: _builtins.float = 1e-5,
+             atol: _builtins.float = 1e-8) -> _builtins.bool:
+    """True when |a - b| <= atol + rtol * |b| everywhere (dense tensors or arrays)."""
     import numpy as np
 
     return _builtins.bool(np.allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol))
@@ -1775,13 +2006,25 @@ class no_grad:
 
 
 class enable_grad(no_grad):
+    """Context manager (and decorator) turning grad mode on on this thread."""
+
     def __enter__(self):
         self._prev = _C._set_grad_enabled(True)
         return self
 
 
 class set_grad_enabled:
-    def __init__(self, mode):
+    """Set grad mode on this thread to ``mode`` now; used as a context
+    manager, restore the previous mode on exit.
+
+    Example::
+
+        >>> with jag.set_grad_enabled(False):
+        ...     jag.is_grad_enabled()
+        False
+    """
+
+    def __init__(self, mode: _builtins.bool) -> None:
         self._prev = _C._set_grad_enabled(_builtins.bool(mode))
 
     def __enter__(self):
@@ -1792,7 +2035,8 @@ class set_grad_enabled:
         return False
 
 
-def is_grad_enabled():
+def is_grad_enabled() -> _builtins.bool:
+    """True when ops record the graph for autograd on this thread."""
     return _C._is_grad_enabled()
 
 

@@ -15,6 +15,7 @@
 typedef struct {
     PyObject_HEAD
     jag_tensor *t;
+    PyObject *weakreflist; /* weakref support (the grad hooks hold one) */
 } jagpy_tensor_object;
 
 /* --- defined in _C.c ------------------------------------------------------ */

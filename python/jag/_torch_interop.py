@@ -30,7 +30,13 @@ does not see through a bridge, and the graph on the far side is freed
 after one backward (no ``retain_graph`` across the bridge). Gradients
 themselves are copied across, never shared.
 """
+from __future__ import annotations
+
 import builtins as _builtins
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    import jag
 
 __all__ = ["from_torch", "to_torch"]
 
@@ -131,7 +137,7 @@ _JagValuesFromTorch = None
 # ---------------------------------------------------------------------------
 
 
-def from_torch(njt):
+def from_torch(njt: _typing.Any) -> jag.Tensor:
     """A jag jagged nested tensor over the memory of ``njt``, a torch nested
     tensor of layout torch.jagged: the values are shared through DLPack (no
     copy: a write through either is seen by the other), the offsets and
@@ -175,7 +181,7 @@ def from_torch(njt):
 # ---------------------------------------------------------------------------
 
 
-def to_torch(nt, copy=None):
+def to_torch(nt: jag.Tensor, copy: _typing.Optional[bool] = None) -> _typing.Any:
     """A torch nested tensor of layout torch.jagged (NJT) over the memory of
     ``nt``, a jag jagged nested tensor: the values are shared through DLPack
     (no copy: a write through either is seen by the other), the offsets and

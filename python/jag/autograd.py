@@ -1,5 +1,9 @@
 """jag.autograd: custom differentiable functions (Function over
 jag_function_apply), gradcheck over jag_gradcheck, and grad-mode helpers."""
+from __future__ import annotations
+
+import typing as _typing
+
 from . import _C
 
 
@@ -8,7 +12,8 @@ class GradcheckError(RuntimeError):
     finite-difference one (the message names the worst element)."""
 
 
-def gradcheck(func, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True):
+def gradcheck(func: _typing.Callable[..., _typing.Any], inputs: _typing.Any, eps: float = 1e-6, atol: float = 1e-5,
+              rtol: float = 1e-3, raise_exception: bool = True) -> bool:
     """Compare the gradients of func(*inputs) with central finite differences
     in float64 (jag_gradcheck). inputs: float64 tensors (dense or nested)
     requiring grad; func returns one tensor. Returns True, or raises
@@ -32,7 +37,11 @@ def gradcheck(func, inputs, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True
         return False
 
 
-def backward(tensors, grad_tensors=None, retain_graph=False):
+def backward(tensors: _typing.Any, grad_tensors: _typing.Any = None, retain_graph: bool = False) -> None:
+    """Compute the gradients of ``tensors`` (a tensor or a sequence) with
+    respect to the graph's leaves, as calling ``t.backward(g)`` for each ``t``
+    and its ``grad_tensors`` entry ``g``.
+    """
     import jag
 
     if isinstance(tensors, jag.Tensor):
@@ -50,14 +59,15 @@ class FunctionCtx:
     else as attributes. needs_input_grad has one bool per argument of
     apply."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self._saved = ()
         self.needs_input_grad = ()
         self._non_differentiable = ()
         self._diff_positions = None  # outputs given to the node, when some are not
         self._n_forward_outputs = 0
 
-    def save_for_backward(self, *tensors):
+    def save_for_backward(self, *tensors: _typing.Any) -> None:
+        """Keep tensors (or None) for backward, where ``saved_tensors`` gives them back."""
         import jag
 
         for t in tensors:
@@ -66,10 +76,11 @@ class FunctionCtx:
         self._saved = tuple(tensors)
 
     @property
-    def saved_tensors(self):
+    def saved_tensors(self) -> tuple:
+        """The tensors given to ``save_for_backward``, as a tuple."""
         return self._saved
 
-    def mark_non_differentiable(self, *tensors):
+    def mark_non_differentiable(self, *tensors: _typing.Any) -> None:
         """Outputs (returned by forward) that get no gradient: apply returns
         them not requiring grad, and backward receives None for them."""
         import jag
@@ -116,7 +127,7 @@ class FunctionCtx:
                 raise TypeError("%s.backward returned a %s gradient for argument %d of apply, expected its dtype "
                                 "%s" % (name, g.dtype.name, pos, dtype.name))
 
-    def set_materialize_grads(self, value):
+    def set_materialize_grads(self, value: bool) -> None:
         """jag's engine always gives zeros to an output that received no
         gradient (torch's default); None instead is not supported."""
         if not value:
@@ -152,15 +163,24 @@ class Function:
     raised in backward reach the caller of .backward()."""
 
     @staticmethod
-    def forward(ctx, *args):
+    def forward(ctx: FunctionCtx, *args: _typing.Any) -> _typing.Any:
+        """Compute the outputs from ``args`` (run under no_grad); override it.
+        Returns a tensor or a tuple of tensors.
+        """
         raise NotImplementedError("Function.forward must be overridden")
 
     @staticmethod
-    def backward(ctx, *grad_outputs):
+    def backward(ctx: FunctionCtx, *grad_outputs: _typing.Any) -> _typing.Any:
+        """The gradients with respect to forward's arguments (one per argument,
+        None for those that need none), given one gradient per output; override it.
+        """
         raise NotImplementedError("Function.backward must be overridden")
 
     @classmethod
-    def apply(cls, *args):
+    def apply(cls, *args: _typing.Any) -> _typing.Any:
+        """Run forward on ``args`` and, when an input requires grad, record a node
+        whose backward is this class's ``backward``. Returns forward's outputs.
+        """
         import jag
 
         ctx = FunctionCtx()

@@ -18,8 +18,11 @@ The passes: desugar (subclass symbols become the ops their handlers run on
 the inner tensors), dce (drops what no output needs), fuse (pointwise chains
 run in one pass over memory) and grad (appends the backward program).
 """
+from __future__ import annotations
+
 import dis as _dis
 import types as _types
+import typing as _typing
 
 from . import _C
 
@@ -47,19 +50,19 @@ class Program:
 
     __slots__ = ("_p",)
 
-    def __init__(self, p):
+    def __init__(self, p: _typing.Any) -> None:
         self._p = p
 
     def __call__(self, *inputs):
         return self._p(*inputs)
 
     @property
-    def trace(self):
+    def trace(self) -> str:
         """The program that runs, after the passes, as text."""
         return self._p.trace
 
     @property
-    def backward_trace(self):
+    def backward_trace(self) -> _typing.Optional[str]:
         """The backward program as text (None when no input requires grad)."""
         return self._p.backward_trace
 
@@ -76,7 +79,7 @@ class Trace:
 
     __slots__ = ("_t",)
 
-    def __init__(self, t):
+    def __init__(self, t: _typing.Any) -> None:
         self._t = t
 
     def __str__(self):
@@ -86,27 +89,33 @@ class Trace:
         return "<jag.Trace: %d symbols>\n%s" % (self._t.num_symbols, self._t)
 
     @property
-    def num_symbols(self):
+    def num_symbols(self) -> int:
+        """The number of symbols (lines) of the program."""
         return self._t.num_symbols
 
-    def desugar(self):
+    def desugar(self) -> Trace:
+        """A new trace with each subclass symbol replaced by the ops its handler runs on the inner tensors."""
         return Trace(self._t.desugar())
 
-    def dce(self):
+    def dce(self) -> Trace:
+        """A new trace without the symbols no output needs (dead code elimination)."""
         return Trace(self._t.dce())
 
-    def fuse(self):
+    def fuse(self) -> Trace:
+        """A new trace whose pointwise chains run in one pass over memory."""
         return Trace(self._t.fuse())
 
-    def grad(self):
+    def grad(self) -> Trace:
+        """A new trace with the backward program appended."""
         return Trace(self._t.grad())
 
-    def compile(self, passes=None):
+    def compile(self, passes: _typing.Optional[_typing.Sequence[str]] = None) -> Program:
         """A Program (passes: names among "desugar", "dce", "fuse"; all by default)."""
         return Program(self._t._compile(_pass_flags(passes)))
 
 
-def trace(fn, *example_inputs, names=None):
+def trace(fn: _typing.Callable[..., _typing.Any], *example_inputs: _typing.Any,
+          names: _typing.Optional[_typing.Sequence[str]] = None) -> Trace:
     """Trace fn(*example_inputs) on proxies of the inputs (only their kind and
     sizes are read; requires_grad too). names: one name per input for the
     printed program. fn returns a tensor or a tuple of tensors. Tensors fn
@@ -368,7 +377,8 @@ class _Compiled:
         return "<jag.compile of %r: %d program(s)>" % (self._fn, self.num_programs)
 
 
-def compile(fn=None, *, passes=None):
+def compile(fn: _typing.Optional[_typing.Callable[..., _typing.Any]] = None, *,
+            passes: _typing.Optional[_typing.Sequence[str]] = None) -> _typing.Any:
     """A callable that traces fn on its first call with each new kind of
     inputs (dtypes, ranks, subclasses, layouts, requires_grad), keeps one
     program per kind and runs it; its outputs support backward(). When fn's
@@ -415,7 +425,18 @@ def compile(fn=None, *, passes=None):
     selects a program: a call after module.eval() or module.train() runs a
     program traced in that mode. Dropout that is active (training mode,
     p > 0) draws random numbers, which a traced function refuses: compile
-    such a model in eval() mode, or run its training steps eagerly."""
+    such a model in eval() mode, or run its training steps eagerly.
+
+    Example::
+
+        >>> f = jag.compile(lambda x: (x * 2).relu())
+        >>> f(jag.tensor([-1.0, 3.0]))
+        tensor([0.0000, 6.0000], dtype=float32, size=[2])
+        >>> f(jag.tensor([4.0, -5.0]))  # the same kind of input: the same program
+        tensor([8.0000, 0.0000], dtype=float32, size=[2])
+        >>> f.num_programs
+        1
+    """
     flags = _pass_flags(passes)
 
     def make(f):

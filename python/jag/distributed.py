@@ -8,6 +8,10 @@ float32 / float64 / int32 / int64, the header exchanged before each payload
 so that ranks disagreeing on dtype or size all raise instead of hanging,
 what happens when a rank dies).
 """
+from __future__ import annotations
+
+import typing as _typing
+
 from . import _C
 
 __all__ = ["ReduceOp", "is_available", "is_mpi_available", "is_initialized", "init_process_group",
@@ -27,17 +31,17 @@ class ReduceOp:
     MIN = 3
 
 
-def is_available():
+def is_available() -> bool:
     """True when jag was built with MPI (torch.distributed.is_available)."""
     return _lib is not None and _lib._dist_is_available()
 
 
-def is_mpi_available():
+def is_mpi_available() -> bool:
     """True when the MPI backend is available (the only backend)."""
     return is_available()
 
 
-def is_initialized():
+def is_initialized() -> bool:
     """True between init_process_group and destroy_process_group."""
     return _lib is not None and _lib._dist_is_initialized()
 
@@ -58,7 +62,8 @@ def _no_group(fn, group, async_op):
         raise NotImplementedError("jag.distributed.%s: async_op=True is not supported" % fn)
 
 
-def init_process_group(backend="mpi", init_method=None, world_size=-1, rank=-1, **kwargs):
+def init_process_group(backend: str = "mpi", init_method: _typing.Optional[str] = None, world_size: int = -1,
+                       rank: int = -1, **kwargs: _typing.Any) -> None:
     """Join the job mpirun started (torch's init_process_group with the
     "mpi" backend: rank and world size come from the launcher; passing
     other values than theirs raises ValueError)."""
@@ -73,52 +78,54 @@ def init_process_group(backend="mpi", init_method=None, world_size=-1, rank=-1, 
             raise ValueError("jag.distributed.init_process_group: %s=%d but mpirun gave %d" % (name, want, got))
 
 
-def destroy_process_group(group=None):
+def destroy_process_group(group: _typing.Any = None) -> None:
     """Leave the process group (finalises MPI if init_process_group started it)."""
     _no_group("destroy_process_group", group, False)
     if _lib is not None:
         _lib._dist_finalize()
 
 
-def get_rank(group=None):
+def get_rank(group: _typing.Any = None) -> int:
     """This process's rank in [0, get_world_size())."""
     _no_group("get_rank", group, False)
     return _require()._dist_rank()
 
 
-def get_world_size(group=None):
+def get_world_size(group: _typing.Any = None) -> int:
     """The number of ranks."""
     _no_group("get_world_size", group, False)
     return _require()._dist_world_size()
 
 
-def barrier(group=None, async_op=False):
+def barrier(group: _typing.Any = None, async_op: bool = False) -> None:
     """Block until every rank has reached the barrier."""
     _no_group("barrier", group, async_op)
     _require()._dist_barrier()
 
 
-def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+def all_reduce(tensor: _typing.Any, op: int = ReduceOp.SUM, group: _typing.Any = None, async_op: bool = False) -> None:
     """Reduce ``tensor`` over all ranks in place: every rank ends with
     op(x_0, ..., x_{p-1}) (a nested tensor: on its packed values)."""
     _no_group("all_reduce", group, async_op)
     _require()._dist_all_reduce(tensor, int(op))
 
 
-def broadcast(tensor, src, group=None, async_op=False):
+def broadcast(tensor: _typing.Any, src: int, group: _typing.Any = None, async_op: bool = False) -> None:
     """Copy rank ``src``'s ``tensor`` into every rank's ``tensor`` in place."""
     _no_group("broadcast", group, async_op)
     _require()._dist_broadcast(tensor, int(src))
 
 
-def all_gather(tensor_list, tensor, group=None, async_op=False):
+def all_gather(tensor_list: _typing.List[_typing.Any], tensor: _typing.Any, group: _typing.Any = None,
+               async_op: bool = False) -> None:
     """Copy every rank's ``tensor`` into ``tensor_list[rank]`` (a list of
     get_world_size() tensors shaped like ``tensor``; dense tensors)."""
     _no_group("all_gather", group, async_op)
     _require()._dist_all_gather(tensor_list, tensor)
 
 
-def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
+def reduce_scatter_tensor(output: _typing.Any, input: _typing.Any, op: int = ReduceOp.SUM, group: _typing.Any = None,
+                          async_op: bool = False) -> None:
     """Reduce ``input`` over all ranks and write this rank's slice of dim 0
     (input.shape[0] / world_size rows) into ``output``."""
     _no_group("reduce_scatter_tensor", group, async_op)

@@ -23,12 +23,18 @@ The op table is process-wide and append-only: an op, once defined, and its
 kernels stay until the process ends (registering a key twice is an error;
 a decomposition may be replaced).
 """
+from __future__ import annotations
+
 import re as _re
+import typing as _typing
 
 from . import _C
 from .ops import OpOverload
 
 __all__ = ["Library", "register_nested_decomp", "define", "impl"]
+
+# what a decorator factory returns: a function that takes and returns a function
+_Decorator = _typing.Callable[[_typing.Callable[..., _typing.Any]], _typing.Callable[..., _typing.Any]]
 
 _KEYS = {"CPU": "CPU", "Meta": "Meta", "Autograd": "Autograd", "AutogradCPU": "Autograd",
          "CompositeExplicitAutograd": "CPU"}
@@ -50,7 +56,7 @@ class Library:
     """A namespace of custom ops. kind: "DEF", "FRAGMENT" or "IMPL" (accepted
     for torch compatibility; every kind may define and implement)."""
 
-    def __init__(self, ns, kind="FRAGMENT"):
+    def __init__(self, ns: str, kind: str = "FRAGMENT") -> None:
         if not isinstance(ns, str) or not _re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", ns):
             raise ValueError("Library: the namespace must be an identifier, got %r" % (ns,))
         if kind not in ("DEF", "FRAGMENT", "IMPL"):
@@ -58,7 +64,7 @@ class Library:
         self.ns = ns
         self.kind = kind
 
-    def define(self, schema):
+    def define(self, schema: str) -> str:
         """Define an op from a schema, e.g. "my_op(Tensor x, float alpha) ->
         Tensor" (argument types: Tensor, Tensor?, Tensor[], int, int[],
         float, bool; returns Tensor or (Tensor, ...)). Returns its name."""
@@ -69,7 +75,7 @@ class Library:
         _C._op_define(qual)
         return qual.split("(", 1)[0].split("::", 1)[1].strip()
 
-    def impl(self, op_name, fn, dispatch_key="CPU"):
+    def impl(self, op_name: str, fn: _typing.Callable[..., _typing.Any], dispatch_key: str = "CPU") -> None:
         """Give the op a Python kernel for dispatch_key: "CPU", "Meta" or
         "Autograd"."""
         if dispatch_key not in _KEYS:
@@ -78,7 +84,7 @@ class Library:
             raise TypeError("impl: the kernel must be callable, got %s" % type(fn).__name__)
         _C._op_impl(_qualify(self.ns, op_name), _KEYS[dispatch_key], fn)
 
-    def register_nested_decomp(self, op_name):
+    def register_nested_decomp(self, op_name: str) -> _Decorator:
         """Decorator: fn is the nested tensors' implementation of the op."""
         return register_nested_decomp(_qualify(self.ns, op_name))
 
@@ -86,7 +92,7 @@ class Library:
         return "Library(%r, %r)" % (self.ns, self.kind)
 
 
-def register_nested_decomp(op):
+def register_nested_decomp(op: _typing.Any) -> _Decorator:
     """Decorator registering ``fn`` as the implementation of ``op`` (a
     jag.ops handle or an "ns::name" string) when a nested tensor is among its
     arguments: fn receives the op's arguments (nested tensors as they are)
@@ -103,11 +109,14 @@ def register_nested_decomp(op):
     return decorator
 
 
-def define(qualname_schema):
+def define(qualname_schema: str) -> str:
     """jag.library.define("ns::op(Tensor x) -> Tensor")."""
     ns, _, rest = qualname_schema.partition("::")
     return Library(ns.strip()).define(rest)
 
 
-def impl(qualname, fn, dispatch_key="CPU"):
+def impl(qualname: str, fn: _typing.Callable[..., _typing.Any], dispatch_key: str = "CPU") -> None:
+    """Give the op ``qualname`` ("ns::op") the Python kernel ``fn`` for
+    ``dispatch_key`` ("CPU", "Meta" or "Autograd"), as Library(ns).impl.
+    """
     Library(qualname.split("::", 1)[0]).impl(qualname, fn, dispatch_key)

@@ -5,10 +5,16 @@ jag.jagged (shape (B, j0, D...), stored as packed values + offsets) and
 jag.strided (components may differ in every dim). The default layout is
 jag.strided, as in torch.nested.nested_tensor.
 """
+from __future__ import annotations
+
 import builtins as _builtins
+import typing as _typing
 
 from . import _C
 from ._torch_interop import from_torch
+
+if _typing.TYPE_CHECKING:
+    import jag
 
 __all__ = ["from_torch", "nested_tensor", "as_nested_tensor", "nested_tensor_from_jagged", "to_padded_tensor",
            "nested_tensor_from_padded", "narrow", "masked_select"]
@@ -29,10 +35,29 @@ def _component(x, dtype):
     return jag.tensor(x, dtype=dtype)
 
 
-def nested_tensor(tensor_list, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False):
+def nested_tensor(tensor_list: _typing.Sequence[_typing.Any], dtype: _typing.Any = None, layout: _typing.Any = None,
+                  device: _typing.Any = None, requires_grad: bool = False, pin_memory: bool = False) -> jag.Tensor:
     """A nested tensor holding copies of the components (tensors, arrays or
-    lists). layout: jag.strided (default, as torch) or jag.jagged (every
-    component the same size after dim 0). device: "cpu" (or None)."""
+    lists), as torch.nested.nested_tensor.
+
+    Args:
+        tensor_list: the components, a non-empty list.
+        dtype: the dtype of every component (default: each one's own).
+        layout: jag.strided (default, as torch) or jag.jagged (every
+            component the same size after dim 0; shape (B, j, D...)).
+        device: "cpu" (or None).
+        requires_grad: make the result a leaf that requires grad.
+
+    Example::
+
+        >>> a = jag.tensor([[1.0, 2.0], [3.0, 4.0]])
+        >>> b = jag.tensor([[5.0, 6.0]])
+        >>> nt = jag.nested.nested_tensor([a, b], layout=jag.jagged)
+        >>> nt.is_nested, nt.dim(), [c.shape for c in nt.unbind()]
+        (True, 3, [(2, 2), (1, 2)])
+        >>> nt.values().shape, nt.offsets().tolist()
+        ((3, 2), [0, 2, 3])
+    """
     jag = _jag()
     jag._check_device("nested_tensor", device)
     if pin_memory:
@@ -53,11 +78,20 @@ def nested_tensor(tensor_list, dtype=None, layout=None, device=None, requires_gr
     return nt
 
 
-def as_nested_tensor(ts, dtype=None, device=None, layout=None):
+def as_nested_tensor(ts: _typing.Any, dtype: _typing.Any = None, device: _typing.Any = None,
+                     layout: _typing.Any = None) -> jag.Tensor:
     """As torch.nested.as_nested_tensor: a dense (B, L, D...) tensor becomes a
     jagged nested tensor viewing it (no copy; differentiable, every item of
     length L) with layout=jag.jagged, or a strided copy; a list of tensors is
-    copied as nested_tensor does."""
+    copied as nested_tensor does.
+
+    Example::
+
+        >>> x = jag.arange(12.0).reshape(2, 3, 2)
+        >>> nt = jag.nested.as_nested_tensor(x, layout=jag.jagged)
+        >>> nt.offsets().tolist(), nt.values().shape
+        ([0, 3, 6], (6, 2))
+    """
     jag = _jag()
     jag._check_device("as_nested_tensor", device)
     if isinstance(ts, jag.Tensor) and not ts.is_nested:
@@ -106,15 +140,23 @@ def _int64(x, name):
     return t.to(jag.int64)
 
 
-def nested_tensor_from_jagged(values, offsets=None, lengths=None, jagged_dim=None, min_seqlen=None,
-                              max_seqlen=None):
+def nested_tensor_from_jagged(values: jag.Tensor, offsets: _typing.Any = None, lengths: _typing.Any = None,
+                              jagged_dim: _typing.Optional[int] = None, min_seqlen: _typing.Any = None,
+                              max_seqlen: _typing.Any = None) -> jag.Tensor:
     """A jagged nested tensor viewing ``values`` (no copy): component i is
     values[offsets[i]:offsets[i+1]] (or offsets[i] + lengths[i] with
     lengths). Differentiable with respect to values. ``min_seqlen`` and
     ``max_seqlen`` (torch's cached bounds) are accepted and checked against
     the data: jag computes them from the offsets, so a value that is not the
     shortest (longest) component's length is an error rather than a stale
-    cache."""
+    cache.
+
+    Example::
+
+        >>> nt = jag.nested.nested_tensor_from_jagged(jag.arange(5.0), jag.tensor([0, 2, 5]))
+        >>> [c.tolist() for c in nt.unbind()]
+        [[0.0, 1.0], [2.0, 3.0, 4.0]]
+    """
     jag = _jag()
     if offsets is None:
         raise ValueError("nested_tensor_from_jagged: offsets are required")
@@ -138,9 +180,22 @@ def nested_tensor_from_jagged(values, offsets=None, lengths=None, jagged_dim=Non
     return nt
 
 
-def to_padded_tensor(input, padding, output_size=None):
+def to_padded_tensor(input: jag.Tensor, padding: float,
+                     output_size: _typing.Optional[_typing.Sequence[int]] = None) -> jag.Tensor:
     """A dense (B, max sizes...) tensor: every component copied in, the rest
-    filled with ``padding``. Differentiable."""
+    filled with ``padding``, as torch.nested.to_padded_tensor.
+    ``output_size``: a larger shape to pad to. Differentiable.
+
+    Example::
+
+        >>> nt = jag.nested.nested_tensor([jag.tensor([[1.0, 2.0], [3.0, 4.0]]), jag.tensor([[5.0, 6.0]])],
+        ...                               layout=jag.jagged)
+        >>> jag.nested.to_padded_tensor(nt, 0.0)
+        tensor([[[1.0000, 2.0000],
+                 [3.0000, 4.0000]],
+                [[5.0000, 6.0000],
+                 [0.0000, 0.0000]]], dtype=float32, size=[2, 2, 2])
+    """
     jag = _jag()
     if not isinstance(input, jag.Tensor) or not input.is_nested:
         raise TypeError("to_padded_tensor: expected a nested jag.Tensor")
@@ -148,21 +203,39 @@ def to_padded_tensor(input, padding, output_size=None):
     return jag._op("to_padded", input, _builtins.float(padding), size)
 
 
-def nested_tensor_from_padded(padded, lengths):
+def nested_tensor_from_padded(padded: jag.Tensor, lengths: _typing.Any) -> jag.Tensor:
     """A jagged nested tensor keeping the first lengths[i] rows of padded[i]
-    (a copy). Differentiable with respect to padded."""
+    (a copy). Differentiable with respect to padded.
+
+    Example::
+
+        >>> padded = jag.tensor([[1.0, 2.0, 0.0], [3.0, 0.0, 0.0]])
+        >>> [c.tolist() for c in jag.nested.nested_tensor_from_padded(padded, [2, 1]).unbind()]
+        [[1.0, 2.0], [3.0]]
+    """
     jag = _jag()
     if not isinstance(padded, jag.Tensor):
         raise TypeError("nested_tensor_from_padded: padded must be a jag.Tensor")
     return jag._op("from_padded", padded, _int64(lengths, "lengths"))
 
 
-def narrow(tensor, dim, start, length, layout=None):
+def narrow(tensor: jag.Tensor, dim: int, start: _typing.Any, length: _typing.Any,
+           layout: _typing.Any = None) -> jag.Tensor:
     """A jagged view of a dense (B, L, D...) tensor keeping, in item i, the
     rows start[i] : start[i] + length[i] of dim 1 (torch.nested.narrow with
     layout=jag.jagged): no copy, the kept rows are the values and the rest
     are holes (offsets plus lengths). start and length: ints or B-entry
-    integer tensors/lists."""
+    integer tensors/lists.
+
+    Example::
+
+        >>> x = jag.arange(12.0).reshape(2, 3, 2)
+        >>> nt = jag.nested.narrow(x, 1, jag.tensor([0, 1]), jag.tensor([2, 1]), layout=jag.jagged)
+        >>> [c.tolist() for c in nt.unbind()]
+        [[[0.0, 1.0], [2.0, 3.0]], [[8.0, 9.0]]]
+        >>> nt.offsets().tolist(), nt.lengths().tolist()  # views of x: offsets into its rows, with holes
+        ([0, 4, 6], [2, 1])
+    """
     jag = _jag()
     layout = jag.jagged if layout is None else layout
     if layout is not jag.jagged:
@@ -194,12 +267,20 @@ def narrow(tensor, dim, start, length, layout=None):
     return nested_tensor_from_jagged(values, offsets, lengths)
 
 
-def masked_select(tensor, mask):
+def masked_select(tensor: jag.Tensor, mask: jag.Tensor) -> jag.Tensor:
     """As torch.nested.masked_select: a jagged nested tensor whose component
     i holds the elements of row i of ``tensor`` (its last dim; the leading
     dims are flattened into the batch) where ``mask`` is True, in order.
     ``mask`` broadcasts to ``tensor``'s shape. Differentiable with respect
-    to tensor."""
+    to tensor.
+
+    Example::
+
+        >>> x = jag.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+        >>> mask = jag.tensor([[True, False, True], [False, False, True]])
+        >>> [c.tolist() for c in jag.nested.masked_select(x, mask).unbind()]
+        [[1.0, 3.0], [6.0]]
+    """
     jag = _jag()
     if not isinstance(tensor, jag.Tensor) or tensor.is_nested:
         raise TypeError("jag.nested.masked_select: argument 'tensor' must be a dense jag.Tensor")

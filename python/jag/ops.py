@@ -6,6 +6,8 @@ autograd, nested decompositions and kernels all apply); ``jag.ops.aten.sin``
 (or ``jag.ops.jag.sin``) is the built-in op ``sin``. ``.default`` is the op
 itself (torch's overload name), so seed code reads the same.
 """
+from __future__ import annotations
+
 from . import _C
 
 __all__ = ["OpOverload"]
@@ -17,18 +19,20 @@ class OpOverload:
 
     __slots__ = ("name",)
 
-    def __init__(self, name):
+    def __init__(self, name: str) -> None:
         self.name = name
 
     def __call__(self, *args):
         return _C._op(self.name, *args)
 
     @property
-    def default(self):
+    def default(self) -> OpOverload:
+        """self (torch's overload packet ``op.default``)."""
         return self
 
     @property
-    def schema(self):
+    def schema(self) -> str:
+        """The op's schema, as text."""
         return _C._op_info(self.name)[1]
 
     def __repr__(self):

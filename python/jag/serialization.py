@@ -20,9 +20,12 @@ tuples, floats bit for bit, one tensor given twice loaded as one tensor.
 Files are checked as untrusted input: a malformed one raises ValueError (or
 TypeError for an unsupported dtype) naming what is wrong.
 """
+from __future__ import annotations
+
 import json as _json
 import math as _math
 import os as _os
+import typing as _typing
 from collections import OrderedDict as _OrderedDict
 
 from . import _C
@@ -115,7 +118,8 @@ class _Flattener:
                         "list or tuple of them" % (where, type(v).__name__))
 
 
-def save(obj, path, metadata=None):
+def save(obj: _typing.Mapping[_typing.Any, _typing.Any], path: _typing.Any,
+         metadata: _typing.Optional[_typing.Mapping[str, str]] = None) -> None:
     """Save ``obj`` (torch.save for checkpoints) to the safetensors file ``path``.
 
     obj: a dict of names to jag tensors (dense or nested), or any dict whose
@@ -124,7 +128,20 @@ def save(obj, path, metadata=None):
     metadata: an optional mapping of str to str kept in the file's
     ``__metadata__`` (keys starting with "jag." are reserved). The file is
     written beside ``path`` and renamed over it, so a failure leaves an
-    existing file untouched."""
+    existing file untouched.
+
+    Example::
+
+        >>> import os, tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> path = os.path.join(tmp.name, "checkpoint.safetensors")
+        >>> nt = jag.nested.nested_tensor([jag.tensor([1.0, 2.0]), jag.tensor([3.0])], layout=jag.jagged)
+        >>> jag.save({"w": jag.tensor([0.5, 1.5]), "nt": nt, "step": 3}, path)
+        >>> back = jag.load(path)
+        >>> back["w"], back["step"], back["nt"].offsets().tolist()
+        (tensor([0.5000, 1.5000], dtype=float32, size=[2]), 3, [0, 2, 3])
+        >>> tmp.cleanup()
+    """
     if not hasattr(obj, "items"):
         raise TypeError("jag.save: expected a mapping (a dict of tensors, or of containers of them), got %s"
                         % type(obj).__name__)
@@ -201,7 +218,7 @@ def _rebuild(description, tensors):
         raise ValueError("jag.load: metadata '%s' is nested too deeply" % _OBJECT_KEY) from None
 
 
-def load_with_metadata(path, mmap=False):
+def load_with_metadata(path: _typing.Any, mmap: bool = False) -> _typing.Tuple[_typing.Any, _typing.Dict[str, str]]:
     """(the object, dict of the file's other metadata): as ``load``."""
     items, meta, description = _C._load(_path(path), bool(mmap))
     tensors = dict(items)
@@ -209,7 +226,7 @@ def load_with_metadata(path, mmap=False):
     return obj, dict(meta)
 
 
-def load(path, mmap=False):
+def load(path: _typing.Any, mmap: bool = False) -> _typing.Any:
     """Load what ``jag.save`` wrote to ``path`` (torch.load's role).
 
     A file jag.save wrote gives back the same object (the dict with its
@@ -217,11 +234,24 @@ def load(path, mmap=False):
     dict of name -> tensor, sorted by name. mmap=True: zero-copy tensors over
     a private mapping of the file (read-only for jag's in-place ops; the
     mapping lives as long as any of them does). mmap=False: tensors own
-    copies."""
+    copies.
+
+    Example::
+
+        >>> import os, tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> path = os.path.join(tmp.name, "weights.safetensors")
+        >>> jag.save({"w": jag.tensor([[1, 2], [3, 4]])}, path)
+        >>> w = jag.load(path, mmap=True)["w"]
+        >>> w.tolist(), w.is_read_only()
+        ([[1, 2], [3, 4]], True)
+        >>> del w
+        >>> tmp.cleanup()
+    """
     return load_with_metadata(path, mmap)[0]
 
 
-def is_read_only(t):
+def is_read_only(t: _typing.Any) -> bool:
     """True when jag refuses to write into t's memory (a file mapped by
     ``load(mmap=True)``, a nested tensor's offsets)."""
     return _C._is_read_only(t)

@@ -1134,7 +1134,7 @@ RULE(cat) {
 static jag_status shift_dims(const jag_grad_ctx *c, int outer_ndim, bool jagged, jag_value *a, int64_t *lists) {
     unsigned bits;
     int list;
-    jag__nested_dim_args(c->op, &bits, &list);
+    jag__op_dim_args(c->op, &bits, &list);
     for (int i = 0; i < c->nargs; i++) {
         int n = i == list ? c->args[i].u.ints.n : (bits >> i & 1) ? 1 : 0;
         if (i == list && n == 0)
@@ -1397,7 +1397,10 @@ RULE(scatter_add) {
 
 /* ---- the table ----------------------------------------------------------- */
 
-/* NULL: eq ne lt le gt ge argmax argmin (no float output). matmul has a
+/* NULL: the rows tagged NONDIFF (no float output: eq ne lt le gt ge argmax
+ * argmin) or NO_DERIVATIVE (gradient ops); test_op_table checks that every
+ * other row has a rule, COMPOSITE rows excepted (autograd then records the
+ * ops they call). matmul has a
  * rule of its own (rather than recording its view/mm parts), so that it
  * also differentiates nested operands, whose views it cannot take. */
 const jag_derivative_fn jag__derivatives[JAG_OP_BUILTIN_COUNT] = {
@@ -1473,6 +1476,7 @@ const jag_derivative_fn jag__derivatives[JAG_OP_BUILTIN_COUNT] = {
     [JAG_OP_logsumexp] = d_logsumexp,
     [JAG_OP_embedding_bag] = jag__d_embedding_bag,
     [JAG_OP_ragged_reduce] = jag__d_ragged_reduce,
+    [JAG_OP_ragged_softmax] = jag__d_ragged_softmax,
     [JAG_OP_varlen_attention] = jag__d_varlen_attention,
     [JAG_OP_scaled_dot_product_attention_masked] = jag__d_sdpa,
     [JAG_OP_floor] = r_rounding,

@@ -1,5 +1,5 @@
 /* derivatives_nested.c — derivative rules of the bridge between a jagged
- * nested tensor and its values (the seed's ViewBufferFromJagged, both ways).
+ * nested tensor and its values (PyTorch's prototype's ViewBufferFromJagged, both ways).
  * They need the nested tensor's internals, so they live apart from the
  * rules written with public ops only. */
 #include "autograd.h"
@@ -328,48 +328,10 @@ jag_status jag__d_jagged_ragged(const jag_grad_ctx *c, jag_tensor *const *grad_o
     case JAG_OP_log_softmax: {
         if (!jag__is_ragged_dim(&c->args[1], on)) return JAG_OK;
         *handled = true;
-        /* softmax: dx = y * (g - sum_j g y); log_softmax: dx = g - exp(y) sum_j g */
+        /* the ragged_softmax op's rule on the inner tensors: a plain op, traceable */
         nested_state *ys = jag__nested(c->outputs[0]), *gs = jag__nested(grad_out[0]);
         if (!ys || !gs) return jag__error(JAG_EINTERNAL, "%s: backward without nested output or gradient", c->name);
-        bool log = c->op == JAG_OP_log_softmax;
-        jag_tensor *prod = NULL, *sums = NULL, *bcast = NULL, *diff = NULL, *e = NULL;
-        jag_tensor *gvals = gs->values, *yvals = ys->values;
-        if (log) {
-            st = jag__segment_reduce(c->name, gs, JAG_SEG_SUM, false, &sums);
-        } else {
-            jag_value m[] = {jag__v_tensor(grad_out[0]), jag__v_tensor(c->outputs[0])};
-            st = jag__dispatch(JAG_OP_mul, m, 2, &prod);
-            if (!st) st = jag__segment_reduce(c->name, jag__nested(prod), JAG_SEG_SUM, false, &sums);
-        }
-        if (!st) st = jag__segment_broadcast(c->name, s, sums, false, &bcast);
-        if (!st && log) {
-            jag_value a1[] = {jag__v_tensor(yvals)};
-            st = jag__dispatch(JAG_OP_exp, a1, 1, &e);
-            jag_tensor *eb = NULL;
-            jag_value a2[] = {jag__v_tensor(e), jag__v_tensor(bcast)};
-            if (!st) st = jag__dispatch(JAG_OP_mul, a2, 2, &eb);
-            jag_value a3[] = {jag__v_tensor(gvals), jag__v_tensor(eb), jag__v_double(-1.0)};
-            if (!st) st = jag__dispatch(JAG_OP_add, a3, 3, &gv);
-            jag_release(eb);
-            if (!st && s->lengths) { /* rows in holes took no part: no gradient */
-                jag_tensor *ones = NULL, *mask = NULL, *masked = NULL;
-                int64_t bc[2] = {s->batch, jag_numel(sums) / (s->batch ? s->batch : 1)};
-                ones = jag__tensor_new(c->name, bc, 2, gv->dtype, false, false);
-                if (!ones) st = jag_last_status();
-                else jag__fill(ones, 1.0);
-                if (!st) st = jag__segment_broadcast(c->name, s, ones, false, &mask);
-                jag_value a4[] = {jag__v_tensor(gv), jag__v_tensor(mask)};
-                if (!st) st = jag__dispatch(JAG_OP_mul, a4, 2, &masked);
-                if (!st) jag_release(gv), gv = masked;
-                jag_release(ones), jag_release(mask);
-            }
-        } else if (!st) {
-            jag_value a1[] = {jag__v_tensor(gvals), jag__v_tensor(bcast), jag__v_double(-1.0)};
-            st = jag__dispatch(JAG_OP_add, a1, 3, &diff);
-            jag_value a2[] = {jag__v_tensor(yvals), jag__v_tensor(diff)};
-            if (!st) st = jag__dispatch(JAG_OP_mul, a2, 2, &gv);
-        }
-        jag_release(prod), jag_release(sums), jag_release(bcast), jag_release(diff), jag_release(e);
+        st = jag__ragged_softmax_backward(s, ys->values, gs->values, c->op == JAG_OP_log_softmax, &gv);
         return rewrap_grad(s, st, gv, grad_in);
     }
     default: return JAG_OK;
@@ -424,6 +386,16 @@ jag_status jag__d_ragged_reduce(const jag_grad_ctx *c, jag_tensor *const *grad_o
     jag_value a[9] = {c->args[0], c->args[1], c->args[2], jag__v_tensor(c->outputs[0]), jag__v_tensor(grad_out[0]),
                       c->args[3], c->args[4], c->args[5], c->args[6]};
     return jag__dispatch(JAG_OP_ragged_reduce_backward, a, 9, &grad_in[0]);
+}
+
+/* ragged_softmax (values, offsets, lengths, log): the values' gradient is
+ * ragged_softmax_backward from the output, y (g - sum_j g y) per component
+ * and column (log: g - exp(y) sum_j g); offsets and lengths are indices (no
+ * gradient). */
+jag_status jag__d_ragged_softmax(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in) {
+    if (!c->needs[0]) return JAG_OK;
+    jag_value a[5] = {jag__v_tensor(c->outputs[0]), c->args[1], c->args[2], jag__v_tensor(grad_out[0]), c->args[3]};
+    return jag__dispatch(JAG_OP_ragged_softmax_backward, a, 5, &grad_in[0]);
 }
 
 /* ---- jagged tensors whose ragged dim is not 1 (see ragged_idx.c) -------- */

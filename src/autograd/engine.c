@@ -166,7 +166,11 @@ static void node_release(jag_node *n) {
 
 const char *jag__grad_fn_name(const jag_tensor *t) { return t->grad_fn ? t->grad_fn->name : NULL; }
 
+static void drop_grad_hooks(const jag_tensor *leaf);
+
+/* jag_release calls it for a tensor with history, a gradient or hooks. */
 void jag__autograd_release_tensor(jag_tensor *t) {
+    if (t->flags & JAG_FLAG_GRAD_HOOKS) drop_grad_hooks(t);
     node_release(t->grad_fn);
     t->grad_fn = NULL;
     jag_release(t->grad);
@@ -178,7 +182,7 @@ static jag_status shallow_alias(const jag_tensor *t, jag_tensor **out) {
     if (t->subclass) return jag__subclass_alias(t, out);
     *out = jag__tensor_wrap(t->storage, t->dtype, t->sizes, t->strides, t->ndim, t->offset);
     if (!*out) return jag_last_status();
-    (*out)->flags = t->flags;
+    (*out)->flags = t->flags & JAG_FLAG_READONLY;
     return JAG_OK;
 }
 
@@ -463,11 +467,16 @@ static pthread_mutex_t *grad_lock(const jag_tensor *leaf) {
  * One registry for the process: hooks are few (one per parameter) and
  * looked up once per backward, so a list under a mutex suffices. A
  * backward snapshots which leaves have hooks; hooks themselves are looked
- * up by id when they run, so that one removed meanwhile does not run. */
+ * up by id when they run, so that one removed meanwhile does not run.
+ * The registry holds no reference on a leaf (as torch keeps the hooks on
+ * the tensor): releasing a leaf's last reference drops its hooks
+ * (drop_grad_hooks, from jag__autograd_release_tensor). A backward that
+ * reaches a leaf holds a reference on it through its graph, so a leaf
+ * never goes while its hooks may run. */
 
 typedef struct grad_hook {
     int64_t id;
-    jag_tensor *leaf; /* a reference */
+    jag_tensor *leaf; /* not a reference: the leaf's release drops the hook */
     jag_post_accumulate_grad_hook fn;
     void *ctx;
     void (*free_ctx)(void *);
@@ -501,32 +510,51 @@ jag_status jag_register_post_accumulate_grad_hook(jag_tensor *leaf, jag_post_acc
         hooks = g, cap_hooks = cap;
     }
     int64_t id = next_hook_id++;
-    hooks[n_hooks++] = (grad_hook){id, jag_retain(leaf), fn, ctx, free_ctx};
+    hooks[n_hooks++] = (grad_hook){id, leaf, fn, ctx, free_ctx};
+    leaf->flags |= JAG_FLAG_GRAD_HOOKS;
     atomic_fetch_add(&hooks_live, 1);
     pthread_mutex_unlock(&hooks_lock);
     *handle = id;
     return JAG_OK;
 }
 
-jag_status jag_remove_post_accumulate_grad_hook(int64_t handle) {
+/* Take the first hook with id `id` (leaf NULL) or on `leaf` out of the
+ * registry; {0} when there is none. */
+static grad_hook take_hook(int64_t id, const jag_tensor *leaf) {
     grad_hook h = {0};
     pthread_mutex_lock(&hooks_lock);
     for (size_t i = 0; i < n_hooks; i++)
-        if (hooks[i].id == handle) {
+        if (leaf ? hooks[i].leaf == leaf : hooks[i].id == id) {
             h = hooks[i];
             memmove(hooks + i, hooks + i + 1, (n_hooks - i - 1) * sizeof *hooks);
             n_hooks--;
+            bool more = false; /* another hook on the same leaf */
+            for (size_t k = 0; k < n_hooks && !more; k++) more = hooks[k].leaf == h.leaf;
+            if (!more) h.leaf->flags &= ~(unsigned)JAG_FLAG_GRAD_HOOKS;
             atomic_fetch_sub(&hooks_live, 1);
             break;
         }
     if (!n_hooks) free(hooks), hooks = NULL, cap_hooks = 0;
     pthread_mutex_unlock(&hooks_lock);
+    return h;
+}
+
+jag_status jag_remove_post_accumulate_grad_hook(int64_t handle) {
+    grad_hook h = take_hook(handle, NULL);
     if (!h.id)
         return jag__error(JAG_EINVAL, "jag_remove_post_accumulate_grad_hook: argument 'handle' (%lld) is not a registered "
-                          "hook (never registered, or removed already)", (long long)handle);
+                          "hook (never registered, removed already, or its leaf was released)", (long long)handle);
     if (h.free_ctx) h.free_ctx(h.ctx);
-    jag_release(h.leaf);
     return JAG_OK;
+}
+
+/* The hooks of `leaf`, whose last reference is going: each leaves the
+ * registry, then its free_ctx runs outside the lock (it may release
+ * tensors or remove other hooks), in registration order. */
+static void drop_grad_hooks(const jag_tensor *leaf) {
+    if (!atomic_load(&hooks_live)) return;
+    for (grad_hook h; (h = take_hook(0, leaf)).id;)
+        if (h.free_ctx) h.free_ctx(h.ctx);
 }
 
 static int cmp_ptr(const void *a, const void *b) {

@@ -66,6 +66,9 @@ void jag__storage_release(jag_storage *s);
 
 enum {
     JAG_FLAG_READONLY = 1u << 0,
+    JAG_FLAG_GRAD_HOOKS = 1u << 1, /* a leaf with post-accumulate-grad hooks
+                                      (engine.c): its release drops them.
+                                      Never copied to views or aliases. */
 };
 
 /* A live header holds JAG_TENSOR_LIVE in `magic`; jag_release writes

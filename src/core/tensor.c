@@ -73,7 +73,7 @@ jag_tensor *jag__tensor_from_spec(const char *op, const jag_spec *spec, bool met
 jag_tensor *jag__tensor_view(const jag_tensor *x, const int64_t *sizes, const int64_t *strides,
                              int ndim, int64_t offset) {
     jag_tensor *t = jag__tensor_wrap(x->storage, x->dtype, sizes, strides, ndim, offset);
-    if (t) t->flags = x->flags;
+    if (t) t->flags = x->flags & JAG_FLAG_READONLY;
     return t;
 }
 
@@ -148,7 +148,8 @@ jag_status jag_release(jag_tensor *t) {
         return JAG_OK;
     jag__storage_release(t->storage);
     if (t->subclass) jag__subclass_destroy_state(t);
-    if (t->grad_fn || t->grad) jag__autograd_release_tensor(t);
+    /* history, a gradient, or a leaf with post-accumulate-grad hooks */
+    if (t->grad_fn || t->grad || (t->flags & JAG_FLAG_GRAD_HOOKS)) jag__autograd_release_tensor(t);
     live_tensors--;
     quarantine_put(t);
     return JAG_OK;

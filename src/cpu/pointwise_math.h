@@ -136,8 +136,7 @@ static inline bool jag__pw_op_is(const char *op, const char *name) {
  * dtype is `dtype`, else a new contiguous copy converted to `dtype`, also
  * put in *copy for the caller to release. NULL with the error set (naming
  * `op`) when out of memory. Borrowing saves two atomic reference-count
- * updates per operand of every pointwise op. Defined in unary.c (see the
- * note there). */
+ * updates per operand of every pointwise op. Defined in unary.c. */
 const jag_tensor *jag__pw_as_dtype(const char *op, const jag_tensor *x, jag_dtype dtype, jag_tensor **copy);
 
 /* `v` rounded through `dtype` (as storing it into a tensor of that dtype and

@@ -313,10 +313,8 @@ PARAM_LOOPS(hardtanh)
 
 /* ---- kernels ----------------------------------------------------------------- */
 
-/* Shared with binary.c. It is defined here, not inline in the header, also
- * so that binary.o references unary.o: in the static library stubs.o (weak
- * placeholders of every kernel) sorts before unary.o, and a program that
- * names no symbol defined only here would otherwise link the stubs. */
+/* Shared with binary.c; what it returns and who releases what is in
+ * pointwise_math.h. */
 const jag_tensor *jag__pw_as_dtype(const char *op, const jag_tensor *x, jag_dtype dtype, jag_tensor **copy) {
     *copy = NULL;
     if (x->dtype == dtype) return x;

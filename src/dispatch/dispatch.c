@@ -6,7 +6,8 @@
 #include <stdio.h>
 
 jag_op_info jag__ops[JAG_MAX_OPS] = {
-#define JAG_OP(name, n_in, n_out, tags, meta, cpu) {#name, "jag_" #name, n_in, n_out, tags, meta, cpu, NULL},
+#define JAG_OP(name, n_in, n_out, tags, meta, cpu, schema, doc) \
+    {#name, "jag_" #name, n_in, n_out, tags, meta, cpu, NULL, schema, doc},
 #include "ops.def"
 #undef JAG_OP
 };
@@ -85,6 +86,13 @@ static jag_status check_call(jag_op_id op, const jag_value *args, int nargs) {
         return jag__error(JAG_EINVAL, "%s: takes %d arguments, got %d", info->api_name, info->n_in, nargs);
     if (nargs > 0 && !args) return jag__error(JAG_EINVAL, "%s: argument list is NULL", info->api_name);
     if (info->custom) return jag__custom_check_args(info, args, nargs);
+    const jag_schema *sc = jag__op_schema(op);
+    if (!sc) return jag__builtin_schemas_check();
+    for (int i = 0; i < nargs; i++)
+        if (!jag__arg_fits(sc->types[i], args[i].kind))
+            return jag__error(JAG_EINVAL, "%s: argument '%s' is %s, expected %s", info->api_name, sc->arg_names[i],
+                              args[i].kind == JAG_VAL_NONE ? "NULL" : jag__kind_name(args[i].kind),
+                              jag__arg_type_phrase(sc->types[i]));
     return JAG_OK;
 }
 

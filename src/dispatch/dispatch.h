@@ -40,7 +40,7 @@ static inline jag_value jag__v_tensors(jag_tensor *const *p, int n) {
 
 /* Built-in ops take the first ids, in ops.def order; custom ops follow. */
 enum jag_builtin_op {
-#define JAG_OP(name, n_in, n_out, tags, meta, cpu) JAG_OP_##name,
+#define JAG_OP(name, n_in, n_out, tags, meta, cpu, schema, doc) JAG_OP_##name,
 #include "ops.def"
 #undef JAG_OP
     JAG_OP_BUILTIN_COUNT
@@ -70,7 +70,54 @@ typedef struct jag_op_info {
     jag_meta_fn meta;     /* built-in ops */
     jag__cpu_fn cpu;      /* built-in ops */
     struct jag_custom_op *custom; /* custom ops: schema and kernels */
+    const char *schema;   /* "sin(Tensor x) -> Tensor" */
+    const char *doc;      /* one line: what the op computes */
 } jag_op_info;
+
+/* ---- schemas (schema.c) ------------------------------------------------- */
+
+/* An argument's type in a schema, and the boxed kinds it accepts. */
+typedef enum {
+    JAG_ARG_TENSOR,          /* Tensor */
+    JAG_ARG_OPT_TENSOR,      /* Tensor?: a tensor or none */
+    JAG_ARG_TENSORS,         /* Tensor[] */
+    JAG_ARG_TENSOR_OR_FLOAT, /* Tensor|float: a tensor or a number */
+    JAG_ARG_INT,             /* int */
+    JAG_ARG_INTS,            /* int[] */
+    JAG_ARG_FLOAT,           /* float: a double or an int */
+    JAG_ARG_BOOL,            /* bool */
+} jag_arg_type;
+
+#define JAG_SCHEMA_MAX_ARGS 16
+
+typedef struct {
+    char name[132]; /* "sin", or ns (63) + "::" + name (63) for custom ops */
+    int n_args, n_out;
+    jag_arg_type types[JAG_SCHEMA_MAX_ARGS];
+    char arg_names[JAG_SCHEMA_MAX_ARGS][32];
+} jag_schema;
+
+/* Parse `text`; `namespaced` requires "ns::name". Errors (JAG_EINVAL, the
+ * message led by `who` and pointing at the column): a malformed schema. */
+jag_status jag__schema_parse(const char *who, const char *text, bool namespaced, jag_schema *out);
+/* Whether a boxed value of kind k may be passed as an argument of type t. */
+bool jag__arg_fits(jag_arg_type t, jag_value_kind k);
+/* "Tensor?", "int[]", ... as in schemas; "a tensor or none", "an int
+ * list", ... for messages. */
+const char *jag__arg_type_text(jag_arg_type t);
+const char *jag__arg_type_phrase(jag_arg_type t);
+/* The op's parsed schema (NULL only when a built-in row is malformed:
+ * jag__builtin_schemas_check says which). */
+const jag_schema *jag__op_schema(jag_op_id op);
+/* Parse every ops.def row once; JAG_EINTERNAL when a row's schema does not
+ * parse or disagrees with the row's name or counts. */
+jag_status jag__builtin_schemas_check(void);
+/* Which arguments are dims, read from the schema: bit i of *bits for an
+ * int argument named dim, dim0 or dim1; *list the index of an int[]
+ * argument named dims (-1 when none). Custom ops have none. */
+void jag__op_dim_args(jag_op_id op, unsigned *bits, int *list);
+/* A custom op's schema (custom_op.c). */
+const jag_schema *jag__custom_schema(const jag_op_info *info);
 
 /* Rows [0, jag__n_ops) are valid; built-in rows are filled statically. */
 extern jag_op_info jag__ops[JAG_MAX_OPS];
@@ -79,7 +126,7 @@ extern atomic_int jag__n_ops;
 static inline bool jag__op_valid(jag_op_id op) { return op >= 0 && op < atomic_load_explicit(&jag__n_ops, memory_order_acquire); }
 
 /* Declarations of every META function and kernel named in ops.def. */
-#define JAG_OP(name, n_in, n_out, tags, meta, cpu)                             \
+#define JAG_OP(name, n_in, n_out, tags, meta, cpu, schema, doc)                \
     jag_status cpu(const char *, const jag_value *, int, jag_tensor **);
 #include "ops.def"
 #undef JAG_OP
@@ -116,6 +163,8 @@ jag_status jag__meta_scatter_add(const char *, const jag_value *, int, jag_spec 
 jag_status jag__meta_varlen_attention(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_varlen_attention_backward(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_ragged_reduce_backward(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_ragged_softmax(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_ragged_softmax_backward(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_native_layer_norm(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_native_rms_norm(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_layer_norm_backward(const char *, const jag_value *, int, jag_spec *);

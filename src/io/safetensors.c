@@ -479,7 +479,7 @@ static jag_status make_nested(loader *L, nested_entry *ne) {
             ne->tensor = t;
         }
     } else {
-        jag_subclass_meta meta = {.n_ints = 2, .ints = {JAG_STRIDED, 0}};
+        jag_subclass_meta meta = {.n_ints = JAG_NESTED_STRIDED_SLOTS, .ints = {[JAG_NESTED_SLOT_LAYOUT] = JAG_STRIDED}};
         st = jag_subclass_unflatten(jag__nested_class(), in, 4, &meta, &ne->tensor);
     }
     return st ? nested_fail(L, ne, st) : JAG_OK;

@@ -38,54 +38,59 @@ static void destroy_state(void *p) {
 
 static jag_status nested_flatten(const jag_tensor *t, jag_tensor **inner, int *n, jag_subclass_meta *meta) {
     nested_state *s = jag__nested(t);
-    meta->ints[0] = s->layout;
-    meta->ints[1] = atomic_load(&s->ragged_id);
+    meta->ints[JAG_NESTED_SLOT_LAYOUT] = s->layout;
+    meta->ints[JAG_NESTED_SLOT_RAGGED_ID] = atomic_load(&s->ragged_id);
     if (s->layout == JAG_JAGGED) {
         inner[0] = jag_retain(s->values);
         inner[1] = jag_retain(s->offsets);
         *n = 2;
         if (s->lengths) inner[(*n)++] = jag_retain(s->lengths);
-        meta->ints[2] = s->lengths != NULL;
-        meta->ints[3] = s->min_seqlen;
-        meta->ints[4] = s->max_seqlen;
-        meta->ints[5] = s->ragged_idx;
-        meta->n_ints = 6;
+        meta->ints[JAG_NESTED_SLOT_HAS_LENGTHS] = s->lengths != NULL;
+        meta->ints[JAG_NESTED_SLOT_MIN_SEQLEN] = s->min_seqlen;
+        meta->ints[JAG_NESTED_SLOT_MAX_SEQLEN] = s->max_seqlen;
+        meta->ints[JAG_NESTED_SLOT_RAGGED_IDX] = s->ragged_idx;
+        meta->n_ints = JAG_NESTED_JAGGED_SLOTS;
     } else {
         inner[0] = jag_retain(s->buffer);
         inner[1] = jag_retain(s->sizes);
         inner[2] = jag_retain(s->strides);
         inner[3] = jag_retain(s->storage_offsets);
         *n = 4;
-        meta->n_ints = 2;
+        meta->n_ints = JAG_NESTED_STRIDED_SLOTS;
     }
     return JAG_OK;
 }
 
 bool jag__nested_meta_alike(const jag_subclass_meta *a, const jag_subclass_meta *b) {
     if (a->n_ints != b->n_ints || memcmp(&a->scalar, &b->scalar, sizeof a->scalar) != 0) return false;
-    for (int i = 0; i < a->n_ints; i++) /* nested_flatten's layout: [1] ragged id, [3], [4] length bounds */
-        if (a->ints[i] != b->ints[i] && i != 1 && i != 3 && i != 4) return false;
+    for (int i = 0; i < a->n_ints; i++)
+        if (a->ints[i] != b->ints[i] && i != JAG_NESTED_SLOT_RAGGED_ID && i != JAG_NESTED_SLOT_MIN_SEQLEN &&
+            i != JAG_NESTED_SLOT_MAX_SEQLEN)
+            return false;
     return true;
 }
 
 static jag_status nested_unflatten(const jag_subclass *cls, jag_tensor *const *inner, int n,
                                    const jag_subclass_meta *meta, jag_tensor **out) {
     (void)cls;
-    if (meta->n_ints < 2) return jag__error(JAG_EINVAL, "nested unflatten: metadata has %d ints, expected >= 2", meta->n_ints);
+    if (meta->n_ints < JAG_NESTED_STRIDED_SLOTS)
+        return jag__error(JAG_EINVAL, "nested unflatten: metadata has %d ints, expected >= %d", meta->n_ints,
+                          JAG_NESTED_STRIDED_SLOTS);
     for (int i = 0; i < n; i++)
         if (!inner[i] || inner[i]->subclass)
             return jag__error(JAG_EINVAL, "nested unflatten: inner tensor %d is NULL or not a plain tensor", i);
-    if (meta->ints[0] == JAG_JAGGED) {
-        if (meta->n_ints < 5 || n != 2 + (meta->ints[2] != 0))
+    if (meta->ints[JAG_NESTED_SLOT_LAYOUT] == JAG_JAGGED) {
+        if (meta->n_ints <= JAG_NESTED_SLOT_MAX_SEQLEN || n != 2 + (meta->ints[JAG_NESTED_SLOT_HAS_LENGTHS] != 0))
             return jag__error(JAG_EINVAL, "nested unflatten: jagged metadata does not match %d inner tensors", n);
-        int64_t r = meta->n_ints >= 6 ? meta->ints[5] : 1;
+        int64_t r = meta->n_ints > JAG_NESTED_SLOT_RAGGED_IDX ? meta->ints[JAG_NESTED_SLOT_RAGGED_IDX] : 1;
         if (r < 1 || r > inner[0]->ndim)
             return jag__error(JAG_EINVAL, "nested unflatten: ragged dim %lld, expected 1..%d for values with %d dims",
                               (long long)r, inner[0]->ndim, inner[0]->ndim);
         /* inner tensors may come from anywhere: validate them as user input
          * (the ragged symbol then comes from the offsets, never the caller) */
         jag_tensor *t = NULL;
-        jag_status st = nested_from_jagged_checked("nested unflatten", inner[0], inner[1], meta->ints[2] ? inner[2] : NULL, &t);
+        const jag_tensor *lengths = meta->ints[JAG_NESTED_SLOT_HAS_LENGTHS] ? inner[2] : NULL;
+        jag_status st = nested_from_jagged_checked("nested unflatten", inner[0], inner[1], lengths, &t);
         if (st || r == 1) {
             *out = t;
             return st;
@@ -94,8 +99,9 @@ static jag_status nested_unflatten(const jag_subclass *cls, jag_tensor *const *i
         jag_release(t);
         return st;
     }
-    if (meta->ints[0] != JAG_STRIDED || n != 4)
-        return jag__error(JAG_EINVAL, "nested unflatten: layout %lld with %d inner tensors", (long long)meta->ints[0], n);
+    if (meta->ints[JAG_NESTED_SLOT_LAYOUT] != JAG_STRIDED || n != 4)
+        return jag__error(JAG_EINVAL, "nested unflatten: layout %lld with %d inner tensors",
+                          (long long)meta->ints[JAG_NESTED_SLOT_LAYOUT], n);
     const jag_tensor *buf = inner[0], *sz = inner[1], *sd = inner[2], *so = inner[3];
     if (buf->ndim != 1 || sz->dtype != JAG_INT64 || sd->dtype != JAG_INT64 || so->dtype != JAG_INT64 ||
         sz->ndim != 2 || sd->ndim != 2 || so->ndim != 1 || sz->sizes[0] != so->sizes[0] ||
@@ -391,7 +397,7 @@ jag_status jag__view_nested_from_jagged(const char *op, const jag_value *args, i
     if (jag__is_meta(offsets) && !offsets->subclass && !values->subclass && offsets->dtype == JAG_INT64 &&
         offsets->ndim == 1 && values->ndim >= 1) { /* shape inference: nothing to validate */
         jag_tensor *inner[3] = {(jag_tensor *)values, (jag_tensor *)offsets, (jag_tensor *)lengths};
-        jag_subclass_meta meta = {.n_ints = 5, .ints = {JAG_JAGGED, -1, lengths != NULL, -1, -1}};
+        jag_subclass_meta meta = jag__nested_jagged_meta(lengths != NULL);
         return jag__nested_proxy(inner, lengths ? 3 : 2, &meta, outs);
     }
     return nested_from_jagged_checked(op, values, offsets, lengths, outs);
@@ -1001,12 +1007,14 @@ static size_t nested_format(const jag_tensor *t, char *buf, size_t cap) {
 /* ---- proxies for the tracer ---------------------------------------------- */
 
 jag_status jag__nested_proxy(jag_tensor *const *inner, int n, const jag_subclass_meta *meta, jag_tensor **out) {
-    if (meta->n_ints < 1) return jag__error(JAG_EINVAL, "nested proxy: metadata has no layout");
-    if (meta->ints[0] == JAG_JAGGED) {
-        if (n < 2 || meta->n_ints < 3) return jag__error(JAG_EINVAL, "nested proxy: jagged needs values and offsets");
-        const jag_tensor *len = meta->ints[2] && n > 2 ? inner[2] : NULL;
-        int64_t mn = meta->n_ints >= 5 ? meta->ints[3] : -1, mx = meta->n_ints >= 5 ? meta->ints[4] : -1;
-        int64_t r = meta->n_ints >= 6 ? meta->ints[5] : 1;
+    if (meta->n_ints <= JAG_NESTED_SLOT_LAYOUT) return jag__error(JAG_EINVAL, "nested proxy: metadata has no layout");
+    if (meta->ints[JAG_NESTED_SLOT_LAYOUT] == JAG_JAGGED) {
+        if (n < 2 || meta->n_ints <= JAG_NESTED_SLOT_HAS_LENGTHS)
+            return jag__error(JAG_EINVAL, "nested proxy: jagged needs values and offsets");
+        const jag_tensor *len = meta->ints[JAG_NESTED_SLOT_HAS_LENGTHS] && n > 2 ? inner[2] : NULL;
+        int64_t mn = meta->n_ints > JAG_NESTED_SLOT_MAX_SEQLEN ? meta->ints[JAG_NESTED_SLOT_MIN_SEQLEN] : -1;
+        int64_t mx = meta->n_ints > JAG_NESTED_SLOT_MAX_SEQLEN ? meta->ints[JAG_NESTED_SLOT_MAX_SEQLEN] : -1;
+        int64_t r = meta->n_ints > JAG_NESTED_SLOT_RAGGED_IDX ? meta->ints[JAG_NESTED_SLOT_RAGGED_IDX] : 1;
         if (r < 1 || r > inner[0]->ndim) return jag__error(JAG_EINVAL, "nested proxy: ragged dim %lld out of range", (long long)r);
         /* the symbol lives on the offsets proxy (on lengths with holes) */
         return jag__nested_wrap_jagged_at(inner[0], inner[1], len, ragged_id_of(len ? len : inner[1]), mn, mx, (int)r, out);

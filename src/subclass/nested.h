@@ -33,6 +33,33 @@ typedef struct nested_state {
 
 /* The nested class (registered on first use). */
 const jag_subclass *jag__nested_class(void);
+/* What each slot of a nested tensor's flatten metadata
+ * (jag_subclass_meta.ints) holds. Its inner tensors are values, offsets
+ * and, with holes, lengths (jagged) or buffer, sizes, strides and storage
+ * offsets (strided). */
+enum {
+    JAG_NESTED_SLOT_LAYOUT = 0,      /* jag_layout: JAG_JAGGED or JAG_STRIDED */
+    JAG_NESTED_SLOT_RAGGED_ID = 1,   /* the ragged symbol (unflatten takes it from the inner tensors) */
+    JAG_NESTED_SLOT_HAS_LENGTHS = 2, /* jagged: 1 with holes (lengths is the third inner tensor), else 0 */
+    JAG_NESTED_SLOT_MIN_SEQLEN = 3,  /* jagged: the cached minimum component length, -1 when unknown */
+    JAG_NESTED_SLOT_MAX_SEQLEN = 4,  /* jagged: the cached maximum component length, -1 when unknown */
+    JAG_NESTED_SLOT_RAGGED_IDX = 5,  /* jagged: the ragged outer dim (1 unless a transpose moved it) */
+    JAG_NESTED_JAGGED_SLOTS = 6,     /* slots a jagged tensor's metadata holds */
+    JAG_NESTED_STRIDED_SLOTS = 2,    /* slots a strided tensor's metadata holds (layout, ragged id) */
+};
+/* The metadata of a jagged tensor about to be built from values, offsets
+ * and, when has_lengths, lengths: ragged dim 1, the ragged id and the length
+ * bounds unknown (-1), to be taken from the inner tensors. */
+static inline jag_subclass_meta jag__nested_jagged_meta(bool has_lengths) {
+    jag_subclass_meta m = {.n_ints = JAG_NESTED_JAGGED_SLOTS};
+    m.ints[JAG_NESTED_SLOT_LAYOUT] = JAG_JAGGED;
+    m.ints[JAG_NESTED_SLOT_RAGGED_ID] = -1;
+    m.ints[JAG_NESTED_SLOT_HAS_LENGTHS] = has_lengths;
+    m.ints[JAG_NESTED_SLOT_MIN_SEQLEN] = -1;
+    m.ints[JAG_NESTED_SLOT_MAX_SEQLEN] = -1;
+    m.ints[JAG_NESTED_SLOT_RAGGED_IDX] = 1;
+    return m;
+}
 /* Two nested tensors' flatten metadata alike but for what unflatten takes
  * from the inner tensors (the ragged id, the length bounds): the same
  * layout, holes and ragged dim. */
@@ -119,9 +146,6 @@ jag_status jag__nested_dispatch_moved(const jag_subclass *cls, jag_op_id op, con
  * form (its dim at the ragged position, which must be 1 if present, moved
  * to dim 1). JAG_ESHAPE when it varies along the ragged dim. */
 jag_status jag__dense_to_canonical(const char *op, int argi, const jag_tensor *d, int outer_ndim, int r, jag_tensor **out);
-/* Which int arguments of op are dims (bit i: argument i) and which argument
- * is a dim list (-1: none): the dims that the nested rules relabel. */
-void jag__nested_dim_args(jag_op_id op, unsigned *bits, int *list);
 
 /* Whether a and b have the same raggedness (same ragged id, or equal
  * offsets and lengths). With `remember`, a match by value unifies their ids,
@@ -173,6 +197,15 @@ jag_status jag__segment_reduce_grad_into(const char *op, const nested_state *s, 
 jag_status jag__segment_reduce(const char *op, const nested_state *s, jag_segment_kind kind, bool keepdim,
                                jag_tensor **out);
 jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor **out);
+/* The same into y: contiguous, values-shaped, of the values' dtype (rows
+ * outside every segment 0). */
+jag_status jag__segment_softmax_into(const char *op, const nested_state *s, bool log_softmax, jag_tensor *y);
+/* Its gradient into z (contiguous, values-shaped, rows outside every segment
+ * 0): s's values are the forward's output y, g (values-shaped, y's dtype)
+ * the output's gradient; y (g - sum_j g y) per segment and column, or
+ * g - exp(y) sum_j g for log_softmax. */
+jag_status jag__segment_softmax_grad_into(const char *op, const nested_state *s, const jag_tensor *g, bool log_softmax,
+                                          jag_tensor *z);
 /* x (n, C) float32 rows (row stride C), their first nc columns -> acc (nc):
  * the column sums, each in double in row order (the ragged sum's kernel;
  * _ref is its plain loop, with the same bits). */
@@ -188,16 +221,34 @@ void jag__var_rows_f32_ref(const float *x, int64_t C, int64_t n, int64_t nc, dou
 jag_status jag__ref_segment_reduce(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor *y,
                                    jag_tensor *ix);
 jag_status jag__ref_segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor *out);
+jag_status jag__ref_segment_softmax_grad(const char *op, const nested_state *s, const jag_tensor *g, bool log_softmax,
+                                         jag_tensor *out);
 jag_status jag__ref_segment_reduce_grad(const char *op, const nested_state *s, const jag_segment_spec *sp,
                                         const jag_tensor *y, const jag_tensor *idx, const jag_tensor *g, jag_tensor **out);
 /* The reductions above without indices, through the ragged_reduce and
  * ragged_reduce_backward ops on s's inner tensors (ragged_ops.c): what the
  * handler and the rules call, so that traces record plain ops. */
+/* What the plain ragged ops (ragged_ops.c, ragged_softmax_op.c) check of
+ * their index arguments: offsets int64 (B+1), lengths none or int64 (B). */
+jag_status jag__ragged_check_index(const char *op, const jag_tensor *offsets, const jag_tensor *lengths);
+/* Their kernels: the offsets and lengths (data) checked against the
+ * values' rows, each component inside them, then a jagged state over the
+ * three (no references taken: it lives for one call). Index tensors that
+ * are not contiguous are copied into hold[0..1] (released by the caller). */
+jag_status jag__ragged_state(const char *op, const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
+                             nested_state *s, jag_tensor **hold);
 jag_status jag__ragged_reduce(const nested_state *s, const jag_segment_spec *sp, jag_tensor **out);
 jag_status jag__ragged_reduce_backward(const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
                                        const jag_tensor *g, jag_tensor **out);
 jag_status jag__segment_broadcast(const char *op, const nested_state *s, const jag_tensor *g, bool mean,
                                   jag_tensor **out);
+/* softmax / log_softmax down each component of s's ragged dim and its
+ * gradient (y: the forward's output values, g: their gradient), through the
+ * ragged_softmax and ragged_softmax_backward ops on s's inner tensors
+ * (ragged_softmax_op.c): new values-shaped tensors. */
+jag_status jag__ragged_softmax(const nested_state *s, bool log_softmax, jag_tensor **out);
+jag_status jag__ragged_softmax_backward(const nested_state *s, const jag_tensor *y, const jag_tensor *g, bool log_softmax,
+                                        jag_tensor **out);
 /* Whether a single dim argument names the ragged dim (1) of a jagged tensor
  * with outer_ndim dims. */
 bool jag__is_ragged_dim(const jag_value *dim, int outer_ndim);

@@ -1,13 +1,28 @@
-/* nested_ops.c — how ops run on nested tensors. The handler resolves an op
- * in this order (a decomposition registered for the op was already tried by
- * the dispatcher):
- *   1. generic rules: POINTWISE ops on the packed values (jagged) or buffer
- *      (strided) re-wrapped with the same structure; jagged mm / linear /
- *      matmul as one op on values; transpose, narrow, sum and mean over
- *      non-ragged dims on values; transpose of a strided tensor as a view;
- *   2. for the strided layout, a per-component fallback (unbind, run the op
- *      on each component, nest the results);
- *   3. otherwise JAG_ENOTIMPL naming the op and the layout. */
+/* nested_ops.c — how ops run on nested tensors. The handler
+ * (jag__nested_dispatch) runs after the dispatcher tried any decomposition
+ * registered for the op, and resolves it in this order:
+ *   1. attention (scaled_dot_product_attention, masked or not) goes to the
+ *      composite that sorts out its arguments;
+ *   2. the lead argument: the first nested one (nested arguments must share
+ *      a layout; another subclass beside them is refused);
+ *   3. ops about the structure itself: `values` as a view of the packed
+ *      values, to_padded, and the constructors refusing nested arguments;
+ *   4. jagged layout: a transpose that moves the ragged dim; any argument
+ *      ragged away from dim 1 runs on its canonical form (ragged_idx.c);
+ *      POINTWISE ops on the packed values (a dense operand broadcast to
+ *      the packed rows) re-wrapped with the same structure; then one rule
+ *      per op: mm / matmul / linear as one op on the values, reductions
+ *      over the ragged dim by segment kernels (nested_reduce.c) and over
+ *      other dims on the values, narrow along the ragged dim, select and
+ *      index_select over the batch, view, unsqueeze, transpose, embedding,
+ *      embedding_bag, cat, softmax / log_softmax down components or on the
+ *      values, layer_norm / rms_norm on the values; anything else is
+ *      JAG_ENOTIMPL naming the op and the layout;
+ *   5. strided layout: POINTWISE ops on the buffer when every argument has
+ *      the same tables, transpose as a view, custom ops refused (they need
+ *      a registered decomposition), everything else per component (unbind,
+ *      run the op on each component, nest the results), which refuses with
+ *      JAG_ENOTIMPL the ops it cannot split. */
 #include "nested.h"
 
 static const char *layout_name(jag_layout l) { return l == JAG_JAGGED ? "jagged" : "strided"; }
@@ -185,7 +200,7 @@ static jag_status pointwise_strided(jag_op_id op, const jag_value *args, int nar
 
 /* Dims of the outer tensor map to dim - 1 of each component (and, for the
  * jagged layout, of the values); the batch dim (0) has no component dim.
- * Which arguments are dims: jag__nested_dim_args. */
+ * Which arguments are dims: jag__op_dim_args (read from the op's schema). */
 typedef struct {
     unsigned dim_args;
     int dims_list_arg;
@@ -193,7 +208,7 @@ typedef struct {
 
 static dim_spec find_dim_spec(jag_op_id op) {
     dim_spec d;
-    jag__nested_dim_args(op, &d.dim_args, &d.dims_list_arg);
+    jag__op_dim_args(op, &d.dim_args, &d.dims_list_arg);
     return d;
 }
 
@@ -822,12 +837,14 @@ jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag
         case JAG_OP_softmax:
         case JAG_OP_log_softmax:
             if (args[0].kind != JAG_VAL_TENSOR || jag__nested(args[0].u.t) != lead) break;
-            if (jag__is_ragged_dim(&args[1], outer_ndim)) { /* down each component */
+            if (jag__is_ragged_dim(&args[1], outer_ndim)) { /* down each component: a plain op, traceable */
+                if (!jag_dtype_is_floating(lead->values->dtype))
+                    return jag__error(JAG_EDTYPE, "%s: softmax over the ragged dim needs float values, got %s",
+                                      info->api_name, jag_dtype_name(lead->values->dtype));
                 jag_tensor *v = NULL;
-                jag_status st2 = jag__segment_softmax(info->api_name, lead, op == JAG_OP_log_softmax, &v);
+                jag_status st2 = jag__ragged_softmax(lead, op == JAG_OP_log_softmax, &v);
                 if (st2) return st2;
-                st2 = jag__nested_rewrap_jagged_taking(lead, v, outs);
-                return st2;
+                return jag__nested_rewrap_jagged_taking(lead, v, outs);
             }
             return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
         case JAG_OP_layer_norm:

@@ -1,9 +1,10 @@
 /* nested_reduce.c — ops along the ragged dim of a jagged tensor, on packed
  * values with no padding: segment reductions (sum, mean, amax, amin) to a
- * dense (B, D...) result, segment softmax / log_softmax, and the segment
- * broadcast their gradients need; then every reduction (sum, mean, amax,
- * amin, logsumexp, var, std, max/min with indices, argmax/argmin) over the
- * ragged dim alone or with trailing dims, and its gradient.
+ * dense (B, D...) result, segment softmax / log_softmax and their gradient,
+ * and the segment broadcast the reductions' gradients need; then every
+ * reduction (sum, mean, amax, amin, logsumexp, var, std, max/min with
+ * indices, argmax/argmin) over the ragged dim alone or with trailing dims,
+ * and its gradient.
  *
  * Shapes: values (R, D...) with component b's rows at [offsets[b],
  * offsets[b] + len_b) (len_b from lengths, or offsets[b+1] - offsets[b]);
@@ -807,22 +808,29 @@ static void softmax_job_rescale(const seg_job *j, const seg_task *t) {
     else task_rescale_f32(j->p, (float *)j->y, t, j->parts, t - t->k, j->lg);
 }
 
-// values (R, C) -> new values (R, C): softmax (or log_softmax) down each segment's rows, per column;
-// rows in holes are 0
-jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor **out) {
+/* Whether the segments write every row of the values: no holes, no rows
+ * before the first segment or after the last. */
+static bool seg_tiles(const nested_state *s) {
+    const int64_t *off = i64p(s->offsets);
+    int64_t B = s->batch, rows = s->values->sizes[0];
+    return !s->lengths && (B == 0 ? rows == 0 : off[0] == 0 && off[B] == rows);
+}
+
+// values (R, C) -> y (R, C) contiguous, values-shaped: softmax (or log_softmax) down each segment's rows,
+// per column; rows outside every segment are 0
+jag_status jag__segment_softmax_into(const char *op, const nested_state *s, bool log_softmax, jag_tensor *y) {
     jag_status st = need_float_data(op, s);
     if (st) return st;
     jag_tensor *v = NULL;
     if ((st = contiguous_values(s, &v))) return st;
-    /* zeroed only when there are holes (their rows are not written) */
-    jag_tensor *y = jag__tensor_new(op, v->sizes, v->ndim, v->dtype, s->lengths != NULL, false);
+    if (!seg_tiles(s)) memset(jag__ptr(y), 0, (size_t)jag_numel(y) * jag_dtype_size(y->dtype)); /* rows not written */
     bool f64 = v->dtype == JAG_FLOAT64;
     seg_plan p = {0};
-    if (y) st = seg_plan_make(op, s, columns(s), f64 ? 8 : 4, SOFTMAX_TASKS, &p);
+    st = seg_plan_make(op, s, columns(s), f64 ? 8 : 4, SOFTMAX_TASKS, &p);
     double *parts = !st && p.nslots ? seg_parts_new(op, &p) : NULL;
-    if (!y || st || (p.nslots && !parts)) {
-        if (!y || !st) st = jag_last_status();
-        jag_release(v), jag_release(y), free(p.t);
+    if (st || (p.nslots && !parts)) {
+        if (!st) st = jag_last_status();
+        jag_release(v), free(p.t);
         return st;
     }
     seg_job j = {.p = &p, .in = jag__ptr(v), .y = jag__ptr(y), .parts = parts, .f64 = f64, .lg = log_softmax};
@@ -830,8 +838,130 @@ jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_
     if (p.nslots) seg_for(&p, softmax_job_rescale, &j);
     free(parts), free(p.t);
     jag_release(v);
+    return JAG_OK;
+}
+
+// values (R, C) -> new values (R, C): softmax (or log_softmax) down each segment's rows, per column;
+// rows in holes are 0
+jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor **out) {
+    jag_status st = need_float_data(op, s);
+    if (st) return st;
+    jag_tensor *y = jag__tensor_new(op, s->values->sizes, s->values->ndim, s->values->dtype, false, false);
+    if (!y) return jag_last_status();
+    if ((st = jag__segment_softmax_into(op, s, log_softmax, y))) {
+        jag_release(y);
+        return st;
+    }
     *out = y;
     return JAG_OK;
+}
+
+/* softmax / log_softmax's gradient down each segment, on the engine's
+ * tasks: a first pass sums, per column of a segment, g y (softmax) or g
+ * (log_softmax) in double (a segment's chunks summed in order), then one
+ * pass writes each row: y (g - sum) or g - exp(y) sum. */
+#define DEF_SEG_SOFTMAX_GRAD(SUF, T)                                           \
+    static void softmax_grad_sum_##SUF(const seg_plan *p, const T *y, const T *g, const seg_task *t, bool lg, \
+                                       double *restrict acc) {                 \
+        int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
+        for (int64_t c = 0; c < nc; c++) acc[c] = 0;                           \
+        for (int64_t r = t->r0; r < e; r++) {                                  \
+            const T *restrict yr = y + r * C + c0, *restrict gr = g + r * C + c0; \
+            if (lg) {                                                          \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) acc[c] += (double)gr[c];      \
+            } else {                                                           \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) acc[c] += (double)gr[c] * (double)yr[c]; \
+            }                                                                  \
+        }                                                                      \
+    }                                                                          \
+    /* exp(y) of vecmath.h: y <= 0 (a log_softmax's output) */                \
+    static void softmax_grad_rows_##SUF(const seg_plan *p, const T *y, const T *g, T *z, const seg_task *t, bool lg, \
+                                        const double *restrict sum) {          \
+        int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
+        for (int64_t r = t->r0; r < e; r++) {                                  \
+            const T *restrict yr = y + r * C + c0, *restrict gr = g + r * C + c0; \
+            T *restrict zr = z + r * C + c0;                                   \
+            if (lg) {                                                          \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) {                             \
+                    double ey = yr[c] == -INFINITY ? 0.0 : jag__vm_exp_f64((double)yr[c]); \
+                    zr[c] = (T)((double)gr[c] - ey * sum[c]);                  \
+                }                                                              \
+            } else {                                                           \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) zr[c] = (T)((double)yr[c] * ((double)gr[c] - sum[c])); \
+            }                                                                  \
+        }                                                                      \
+    }
+DEF_SEG_SOFTMAX_GRAD(f32, float)
+DEF_SEG_SOFTMAX_GRAD(f64, double)
+#undef DEF_SEG_SOFTMAX_GRAD
+
+static jag_status contiguous(const jag_tensor *t, jag_tensor **out);
+
+/* One softmax gradient call (seg_for's job: in is y, y is z). */
+typedef struct softmax_grad_job {
+    seg_job j;
+    const char *g;
+    double *sum; /* (B, C): the per-column sums of the first pass */
+} softmax_grad_job;
+
+static void softmax_grad_job_sum(const seg_job *sj, const seg_task *t) {
+    const softmax_grad_job *j = (const softmax_grad_job *)sj;
+    double *acc = t->slot >= 0 ? seg_slot(sj->parts, sj->p->width, t->slot).a : j->sum + t->b * sj->p->C + t->c0;
+    if (sj->f64) softmax_grad_sum_f64(sj->p, (const double *)sj->in, (const double *)j->g, t, sj->lg, acc);
+    else softmax_grad_sum_f32(sj->p, (const float *)sj->in, (const float *)j->g, t, sj->lg, acc);
+}
+
+static void softmax_grad_job_merge(const seg_job *sj, const seg_task *t) {
+    const softmax_grad_job *j = (const softmax_grad_job *)sj;
+    if (t->slot < 0 || t->k != 0) return;
+    double *sum = j->sum + t->b * sj->p->C + t->c0;
+    for (int64_t c = 0; c < t->nc; c++) sum[c] = 0;
+    for (int64_t k = 0; k < t->nch; k++)
+        for (int64_t c = 0; c < t->nc; c++) sum[c] += seg_slot(sj->parts, sj->p->width, t[k].slot).a[c];
+}
+
+static void softmax_grad_job_rows(const seg_job *sj, const seg_task *t) {
+    const softmax_grad_job *j = (const softmax_grad_job *)sj;
+    const double *sum = j->sum + t->b * sj->p->C + t->c0;
+    if (sj->f64) softmax_grad_rows_f64(sj->p, (const double *)sj->in, (const double *)j->g, (double *)sj->y, t, sj->lg, sum);
+    else softmax_grad_rows_f32(sj->p, (const float *)sj->in, (const float *)j->g, (float *)sj->y, t, sj->lg, sum);
+}
+
+// y = the forward's output (R, C) (s's values), g (R, C) of y's dtype -> z (R, C) contiguous: the values'
+// gradient; rows outside every segment are 0
+jag_status jag__segment_softmax_grad_into(const char *op, const nested_state *s, const jag_tensor *g, bool log_softmax,
+                                          jag_tensor *z) {
+    jag_status st = need_float_data(op, s);
+    if (st) return st;
+    jag_tensor *yc = NULL, *gc = NULL;
+    if ((st = contiguous_values(s, &yc))) return st;
+    if ((st = contiguous(g, &gc))) {
+        jag_release(yc);
+        return st;
+    }
+    if (!seg_tiles(s)) memset(jag__ptr(z), 0, (size_t)jag_numel(z) * jag_dtype_size(z->dtype));
+    int64_t C = columns(s), B = s->batch;
+    bool f64 = yc->dtype == JAG_FLOAT64;
+    seg_plan p = {0};
+    st = seg_plan_make(op, s, C, f64 ? 8 : 4, SOFTMAX_TASKS, &p);
+    double *parts = !st && p.nslots ? seg_parts_new(op, &p) : NULL;
+    double *sum = !st ? malloc((size_t)(B * C > 0 ? B * C : 1) * sizeof *sum) : NULL;
+    if (!st && (!sum || (p.nslots && !parts))) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    if (!st) {
+        softmax_grad_job j = {.j = {.p = &p, .s = s, .in = jag__ptr(yc), .y = jag__ptr(z), .parts = parts, .f64 = f64,
+                                    .lg = log_softmax},
+                              .g = jag__ptr(gc), .sum = sum};
+        seg_for(&p, softmax_grad_job_sum, &j.j);
+        if (p.nslots) seg_for(&p, softmax_grad_job_merge, &j.j);
+        seg_for(&p, softmax_grad_job_rows, &j.j);
+    }
+    free(parts), free(sum), free(p.t);
+    jag_release(yc), jag_release(gc);
+    return st;
 }
 
 // g (B, C) [scaled per segment by 1/len when `mean`] -> values-shaped (R, C): row r of segment b gets g[b];
@@ -1558,5 +1688,37 @@ jag_status jag__ref_segment_softmax(const char *op, const nested_state *s, bool 
             }
         }
     jag_release(v);
+    return JAG_OK;
+}
+
+/* softmax / log_softmax's gradient down each segment into out
+ * (values-shaped, contiguous, rows in holes untouched), plainly: s's values
+ * are the forward's output y; per column, the sum of g y (or of g) in
+ * double, then each row y (g - sum) or g - exp(y) sum with libm's exp. */
+jag_status jag__ref_segment_softmax_grad(const char *op, const nested_state *s, const jag_tensor *g, bool log_softmax,
+                                         jag_tensor *out) {
+    jag_tensor *y = NULL, *gc = NULL;
+    jag_status st = need_float_data(op, s);
+    if (st || (st = contiguous_values(s, &y))) return st;
+    if ((st = contiguous(g, &gc))) {
+        jag_release(y);
+        return st;
+    }
+    bool f64 = y->dtype == JAG_FLOAT64, gf64 = gc->dtype == JAG_FLOAT64;
+    int64_t C = columns(s);
+    const char *yp = jag__ptr(y), *gp = jag__ptr(gc);
+    char *o = jag__ptr(out);
+    for (int64_t b = 0; b < s->batch; b++)
+        for (int64_t c = 0; c < C; c++) {
+            int64_t r0 = i64p(s->offsets)[b], n = seg_len(s, b);
+            double sum = 0;
+            for (int64_t r = r0; r < r0 + n; r++)
+                sum += LOAD(gp, gf64, r * C + c) * (log_softmax ? 1.0 : LOAD(yp, f64, r * C + c));
+            for (int64_t r = r0; r < r0 + n; r++) {
+                double yv = LOAD(yp, f64, r * C + c), gv = LOAD(gp, gf64, r * C + c);
+                STORE(o, f64, r * C + c, log_softmax ? gv - exp(yv) * sum : yv * (gv - sum));
+            }
+        }
+    jag_release(y), jag_release(gc);
     return JAG_OK;
 }

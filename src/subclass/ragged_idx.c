@@ -56,20 +56,6 @@ jag_tensor *jag__component_canonical_order(const jag_tensor *comp, int r) {
     return move_dim(jag_retain((jag_tensor *)comp), r - 1, 0);
 }
 
-void jag__nested_dim_args(jag_op_id op, unsigned *bits, int *list) {
-    *bits = 0, *list = -1;
-    switch (op) {
-    case JAG_OP_transpose: *bits = 0x6; break;
-    case JAG_OP_narrow: case JAG_OP_select: case JAG_OP_unsqueeze: case JAG_OP_squeeze:
-    case JAG_OP_max_dim: case JAG_OP_min_dim: case JAG_OP_argmax: case JAG_OP_argmin:
-    case JAG_OP_softmax: case JAG_OP_log_softmax: case JAG_OP_index_select: case JAG_OP_gather:
-    case JAG_OP_cat: *bits = 0x2; break;
-    case JAG_OP_sum: case JAG_OP_mean: case JAG_OP_prod: case JAG_OP_amax: case JAG_OP_amin:
-    case JAG_OP_max: case JAG_OP_min: case JAG_OP_var: case JAG_OP_std: case JAG_OP_logsumexp: *list = 1; break;
-    default: break;
-    }
-}
-
 static jag_status dim_in_range(const char *op, int64_t d, int n, int64_t *out) {
     if (d < -n || d >= n)
         return jag__error(JAG_ERANGE, "%s: dim %lld is out of range for a nested tensor with %d dims", op, (long long)d, n);
@@ -150,18 +136,10 @@ jag_status jag__dense_to_canonical(const char *op, int argi, const jag_tensor *d
     return *out ? JAG_OK : jag_last_status();
 }
 
-/* Ops that mean the same on the canonical form with their dims relabelled. */
+/* Ops that mean the same on the canonical form with their dims relabelled
+ * (their ops.def rows say so). */
 static bool relabels(jag_op_id op) {
-    if (jag__ops[op].tags & JAG_TAG_POINTWISE) return true;
-    switch (op) {
-    case JAG_OP_mm: case JAG_OP_matmul: case JAG_OP_linear:
-    case JAG_OP_sum: case JAG_OP_mean: case JAG_OP_amax: case JAG_OP_amin: case JAG_OP_logsumexp:
-    case JAG_OP_var: case JAG_OP_std: case JAG_OP_max_dim: case JAG_OP_min_dim: case JAG_OP_argmax: case JAG_OP_argmin:
-    case JAG_OP_softmax: case JAG_OP_log_softmax: case JAG_OP_layer_norm: case JAG_OP_rms_norm:
-    case JAG_OP_narrow: case JAG_OP_select: case JAG_OP_index_select: case JAG_OP_clone:
-        return true;
-    default: return false;
-    }
+    return op < JAG_OP_BUILTIN_COUNT && (jag__ops[op].tags & (JAG_TAG_POINTWISE | JAG_TAG_RELABEL_DIMS));
 }
 
 jag_status jag__nested_canonical_args(jag_op_id op, const jag_value *args, int nargs, int r, int outer_ndim,
@@ -169,7 +147,7 @@ jag_status jag__nested_canonical_args(jag_op_id op, const jag_value *args, int n
     const jag_op_info *info = &jag__ops[op];
     unsigned bits;
     int list;
-    jag__nested_dim_args(op, &bits, &list);
+    jag__op_dim_args(op, &bits, &list);
     jag_status st = JAG_OK;
     for (int i = 0; i < nargs && !st; i++) {
         out[i] = args[i];
@@ -207,7 +185,7 @@ jag_status jag__nested_canonical_args(jag_op_id op, const jag_value *args, int n
 int jag__nested_ragged_idx_after(jag_op_id op, const jag_value *args, int nargs, int r, int outer_ndim) {
     unsigned bits;
     int list;
-    jag__nested_dim_args(op, &bits, &list);
+    jag__op_dim_args(op, &bits, &list);
     bool removes = op == JAG_OP_select ||
                    ((jag__ops[op].tags & JAG_TAG_REDUCTION) && nargs > 1 && args[nargs - 1].kind == JAG_VAL_BOOL &&
                     !args[nargs - 1].u.b);

@@ -14,12 +14,23 @@
  * logsumexp, var, std); mask: the trailing dims of values reduced with the
  * ragged dim (bit d: values dim d >= 1). The offsets and lengths are user
  * input when these ops are called by name (jag_op_call): the kernels check
- * them against the values before reading a row. */
+ * them against the values before reading a row (jag__ragged_check_index and
+ * jag__ragged_state, which ragged_softmax_op.c shares). */
 #include "nested.h"
 
 static bool kind_ok(int64_t k) {
     return k == JAG_SEG_SUM || k == JAG_SEG_MEAN || k == JAG_SEG_AMAX || k == JAG_SEG_AMIN || k == JAG_SEG_LSE ||
            k == JAG_SEG_VAR || k == JAG_SEG_STD;
+}
+
+jag_status jag__ragged_check_index(const char *op, const jag_tensor *o, const jag_tensor *l) {
+    if (o->dtype != JAG_INT64 || o->ndim != 1 || o->sizes[0] < 1)
+        return jag__error(JAG_EINVAL, "%s: argument 'offsets' must be int64 of shape (B+1), got %s %d-d", op,
+                          jag_dtype_name(o->dtype), o->ndim);
+    if (l && (l->dtype != JAG_INT64 || l->ndim != 1 || l->sizes[0] != o->sizes[0] - 1))
+        return jag__error(JAG_EINVAL, "%s: argument 'lengths' must be int64 of shape (B) = (%lld)", op,
+                          (long long)(o->sizes[0] - 1));
+    return JAG_OK;
 }
 
 /* The arguments common to both ops: values, offsets, lengths at 0..2 and
@@ -49,12 +60,7 @@ static jag_status parse(const char *op, const jag_value *args, int nargs, int at
     if (mask < 0 || (mask & 1) || mask >> v->ndim)
         return jag__error(JAG_EINVAL, "%s: argument 'mask' is %lld, expected bits of values dims 1..%d", op, (long long)mask,
                           v->ndim - 1);
-    if (o->dtype != JAG_INT64 || o->ndim != 1 || o->sizes[0] < 1)
-        return jag__error(JAG_EINVAL, "%s: argument 'offsets' must be int64 of shape (B+1), got %s %d-d", op,
-                          jag_dtype_name(o->dtype), o->ndim);
-    if (l && (l->dtype != JAG_INT64 || l->ndim != 1 || l->sizes[0] != o->sizes[0] - 1))
-        return jag__error(JAG_EINVAL, "%s: argument 'lengths' must be int64 of shape (B) = (%lld)", op,
-                          (long long)(o->sizes[0] - 1));
+    if ((st = jag__ragged_check_index(op, o, l))) return st;
     if (r->sp.correction < 0) return jag__error(JAG_EINVAL, "%s: argument 'correction' must be >= 0", op);
     r->sp.kind = (jag_segment_kind)kind, r->sp.mask = (unsigned)mask;
     return JAG_OK;
@@ -74,12 +80,10 @@ static void reduced_spec(const ragged_args *r, jag_spec *out) {
     out->ndim = nd;
 }
 
-/* The offsets and lengths checked against the values' rows, then a jagged
- * state over the three (no references taken: it lives for one call). The
- * index tensors are made contiguous into hold[0..1] when they are not. */
-static jag_status state_of(const char *op, const ragged_args *r, nested_state *s, jag_tensor **hold) {
-    jag_value a[] = {jag__v_tensor(r->offsets)}, b[] = {jag__v_tensor(r->lengths)};
-    const jag_tensor *o = r->offsets, *l = r->lengths;
+jag_status jag__ragged_state(const char *op, const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
+                             nested_state *s, jag_tensor **hold) {
+    jag_value a[] = {jag__v_tensor(offsets)}, b[] = {jag__v_tensor(lengths)};
+    const jag_tensor *o = offsets, *l = lengths;
     jag_status st;
     if (!jag_is_contiguous(o)) {
         if ((st = jag__dispatch(JAG_OP_clone, a, 1, &hold[0]))) return st;
@@ -90,7 +94,7 @@ static jag_status state_of(const char *op, const ragged_args *r, nested_state *s
         l = hold[1];
     }
     const int64_t *off = (const int64_t *)jag__ptr(o), *len = l ? (const int64_t *)jag__ptr(l) : NULL;
-    int64_t B = o->sizes[0] - 1, rows = r->values->sizes[0];
+    int64_t B = o->sizes[0] - 1, rows = values->sizes[0];
     for (int64_t i = 0; i < B; i++) {
         int64_t n = len ? len[i] : off[i + 1] - off[i];
         if (off[i] < 0 || n < 0 || off[i] > rows || n > rows - off[i] || (!len && off[i + 1] < off[i]))
@@ -99,8 +103,12 @@ static jag_status state_of(const char *op, const ragged_args *r, nested_state *s
     }
     memset(s, 0, sizeof *s);
     s->layout = JAG_JAGGED, s->batch = B;
-    s->values = (jag_tensor *)r->values, s->offsets = (jag_tensor *)o, s->lengths = (jag_tensor *)l;
+    s->values = (jag_tensor *)values, s->offsets = (jag_tensor *)o, s->lengths = (jag_tensor *)l;
     return JAG_OK;
+}
+
+static jag_status state_of(const char *op, const ragged_args *r, nested_state *s, jag_tensor **hold) {
+    return jag__ragged_state(op, r->values, r->offsets, r->lengths, s, hold);
 }
 
 jag_status jag__meta_ragged_reduce(const char *op, const jag_value *args, int nargs, jag_spec *outs) {

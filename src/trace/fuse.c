@@ -93,21 +93,7 @@ void jag__fused_format(const jag_fused *f, const jag_trace *t, char *buf, size_t
     }
 }
 
-bool jag__fusable_op(jag_op_id op) {
-    switch (op) {
-    case JAG_OP_neg: case JAG_OP_abs: case JAG_OP_exp: case JAG_OP_log: case JAG_OP_sqrt: case JAG_OP_rsqrt:
-    case JAG_OP_sin: case JAG_OP_cos: case JAG_OP_tanh: case JAG_OP_sigmoid: case JAG_OP_relu: case JAG_OP_silu:
-    case JAG_OP_gelu: case JAG_OP_gelu_tanh: case JAG_OP_reciprocal: case JAG_OP_square:
-    case JAG_OP_add: case JAG_OP_sub: case JAG_OP_mul: case JAG_OP_div: case JAG_OP_maximum: case JAG_OP_minimum:
-    case JAG_OP_clamp:
-    case JAG_OP_floor: case JAG_OP_ceil: case JAG_OP_round: case JAG_OP_trunc: case JAG_OP_log1p: case JAG_OP_expm1:
-    case JAG_OP_erf: case JAG_OP_erfc: case JAG_OP_selu: case JAG_OP_hardswish: case JAG_OP_hardsigmoid:
-    case JAG_OP_mish: case JAG_OP_logsigmoid: case JAG_OP_leaky_relu: case JAG_OP_elu: case JAG_OP_softplus:
-    case JAG_OP_hardtanh:
-        return true;
-    default: return false;
-    }
-}
+bool jag__fusable_op(jag_op_id op) { return op < JAG_OP_BUILTIN_COUNT && (jag__ops[op].tags & JAG_TAG_FUSABLE); }
 
 /* ---- the pass --------------------------------------------------------------------- */
 

@@ -65,11 +65,8 @@ static jag_status add_cotangent(jag_trace *g, int o, jag_tensor **out) {
     return st;
 }
 
-/* Ops through which no gradient flows (they have no rule and need none). */
-static bool no_gradient(jag_op_id op) {
-    return op == JAG_OP_full_like || op == JAG_OP_full || op == JAG_OP_argmax || op == JAG_OP_argmin ||
-           (op >= JAG_OP_eq && op <= JAG_OP_ge) || op == JAG_OP_sign;
-}
+/* Ops through which no gradient flows: their rows are tagged NONDIFF. */
+static bool no_gradient(jag_op_id op) { return op < JAG_OP_BUILTIN_COUNT && (jag__ops[op].tags & JAG_TAG_NONDIFF); }
 
 static jag_status grad_op(jag_trace *g, const jag_sym *s, jag_tensor **gr) {
     int n_in = jag__sym_n_inputs(s);
@@ -90,7 +87,7 @@ static jag_status grad_op(jag_trace *g, const jag_sym *s, jag_tensor **gr) {
     if (!st && s->kind == JAG_SYM_CTOR) {
         /* d ctor: the gradient's inner values; only the nested jagged class
          * has a rule */
-        if (s->cls != jag__nested_class() || s->meta.ints[0] != JAG_JAGGED)
+        if (s->cls != jag__nested_class() || s->meta.ints[JAG_NESTED_SLOT_LAYOUT] != JAG_JAGGED)
             st = jag__error(JAG_ENOTIMPL, "jag_trace_grad: no derivative for constructing a %s tensor", jag_subclass_name(s->cls));
         else if (needs[0]) {
             jag_value a[] = {jag__v_tensor(gout[0])};

@@ -338,14 +338,19 @@ static jag_status check_input(const jag_input_sig *sg, int i, const jag_tensor *
     jag_subclass_meta meta = {0};
     jag_status st = jag__flatten_quiet(x, inner, &n, &meta);
     if (st) return st;
-    if (jag__nested(x) && meta.ints[0] == JAG_JAGGED && sg->meta.ints[0] == JAG_JAGGED && meta.ints[5] != sg->meta.ints[5]) {
+    const int64_t *got = meta.ints, *want = sg->meta.ints; /* slots: JAG_NESTED_SLOT_* when nested */
+    bool jagged = jag__nested(x) && got[JAG_NESTED_SLOT_LAYOUT] == JAG_JAGGED;
+    bool want_jagged = want[JAG_NESTED_SLOT_LAYOUT] == JAG_JAGGED;
+    if (jagged && want_jagged && got[JAG_NESTED_SLOT_RAGGED_IDX] != want[JAG_NESTED_SLOT_RAGGED_IDX]) {
         st = jag__error(JAG_EINVAL, "%s: input %d ('%s') is ragged in dim %lld, expected dim %lld", op, i, sg->name,
-                        (long long)meta.ints[5], (long long)sg->meta.ints[5]);
-    } else if (jag__nested(x) && (meta.ints[0] != sg->meta.ints[0] || (meta.ints[0] == JAG_JAGGED && meta.ints[2] != sg->meta.ints[2]))) {
+                        (long long)got[JAG_NESTED_SLOT_RAGGED_IDX], (long long)want[JAG_NESTED_SLOT_RAGGED_IDX]);
+    } else if (jag__nested(x) && (got[JAG_NESTED_SLOT_LAYOUT] != want[JAG_NESTED_SLOT_LAYOUT] ||
+                                  (jagged && got[JAG_NESTED_SLOT_HAS_LENGTHS] != want[JAG_NESTED_SLOT_HAS_LENGTHS]))) {
         const char *lay[] = {"dense", "jagged", "strided"};
         st = jag__error(JAG_EINVAL, "%s: input %d ('%s') has the %s layout%s, expected %s%s", op, i, sg->name,
-                        lay[meta.ints[0] % 3], meta.ints[0] == JAG_JAGGED && meta.ints[2] ? " with holes" : "",
-                        lay[sg->meta.ints[0] % 3], sg->meta.ints[0] == JAG_JAGGED && sg->meta.ints[2] ? " with holes" : "");
+                        lay[got[JAG_NESTED_SLOT_LAYOUT] % 3], jagged && got[JAG_NESTED_SLOT_HAS_LENGTHS] ? " with holes" : "",
+                        lay[want[JAG_NESTED_SLOT_LAYOUT] % 3],
+                        want_jagged && want[JAG_NESTED_SLOT_HAS_LENGTHS] ? " with holes" : "");
     } else if (n != sg->n_inner) {
         st = jag__error(JAG_EINVAL, "%s: input %d ('%s') has %d inner tensors, expected %d", op, i, sg->name, n, sg->n_inner);
     }

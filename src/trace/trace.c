@@ -549,7 +549,7 @@ jag_status jag__trace_dispatch(jag_op_id op, const jag_value *args, int nargs, j
     if (ctor) {
         jag_tensor *inner[3] = {(jag_tensor *)a[0].u.t, (jag_tensor *)a[1].u.t,
                                 a[2].kind == JAG_VAL_TENSOR ? (jag_tensor *)a[2].u.t : NULL};
-        jag_subclass_meta meta = {.n_ints = 5, .ints = {JAG_JAGGED, -1, inner[2] != NULL, -1, -1}};
+        jag_subclass_meta meta = jag__nested_jagged_meta(inner[2] != NULL);
         if (inner[1]->dtype != JAG_INT64 || inner[1]->ndim != 1 || inner[0]->ndim < 1 ||
             (inner[2] && (inner[2]->dtype != JAG_INT64 || inner[2]->ndim != 1)))
             st = jag__error(JAG_EINVAL, "%s: expected values with >= 1 dim and 1-d int64 offsets (and lengths)", info->api_name);
@@ -768,7 +768,8 @@ static jag_status input_proxy(jag_trace *t, const jag_tensor *x, const char *nam
                 char nm[64];
                 const char *part = "inner";
                 char num[16];
-                if (x->subclass == jag__nested_class() && meta.ints[0] == JAG_JAGGED && i < 3) part = jagged_names[i];
+                bool jagged = x->subclass == jag__nested_class() && meta.ints[JAG_NESTED_SLOT_LAYOUT] == JAG_JAGGED;
+                if (jagged && i < 3) part = jagged_names[i];
                 else if (x->subclass == jag__nested_class() && i < 4) part = strided_names[i];
                 else snprintf(num, sizeof num, "%d", i), part = num;
                 snprintf(nm, sizeof nm, "%s_%s", name, part);

@@ -198,6 +198,48 @@ def test_post_accumulate_grad_hook():
         x.register_post_accumulate_grad_hook(3)
 
 
+def test_post_accumulate_grad_hook_goes_with_its_tensor():
+    # torch keeps the hooks on the tensor: a hooked tensor is freed when its
+    # last reference goes, and its hook with it (the hook's closure too)
+    import gc
+    import weakref
+
+    class Probe:
+        pass
+
+    x = jag.tensor([1.0, 2.0], requires_grad=True)
+    probe = Probe()
+    seen = []
+    handle = x.register_post_accumulate_grad_hook(lambda t, p=probe: seen.append(t.grad.tolist()))
+    x_ref, probe_ref = weakref.ref(x), weakref.ref(probe)
+    (x * x).sum().backward()
+    assert seen == [[2.0, 4.0]]
+    del x, probe
+    gc.collect()
+    assert x_ref() is None and probe_ref() is None
+    handle.remove()  # the hook went with the tensor: nothing to do, as torch
+
+    # a graph that still holds the leaf runs its hook with a tensor over the
+    # same data, even after the Python object went
+    w = jag.tensor([3.0], requires_grad=True)
+    got = []
+    w.register_post_accumulate_grad_hook(lambda t: got.append((t.tolist(), t.grad.tolist())))
+    loss = (w * 2.0).sum()
+    del w
+    gc.collect()
+    loss.backward()
+    assert got == [([3.0], [2.0])]
+
+    # requires_grad off keeps the hook (it runs again once back on)
+    z = jag.tensor([1.0], requires_grad=True)
+    calls = []
+    z.register_post_accumulate_grad_hook(lambda t: calls.append(1))
+    z.requires_grad = False
+    z.requires_grad = True
+    z.sum().backward()
+    assert calls == [1]
+
+
 def test_split_by_tokens_hand_computed():
     # lengths 5,3,3,2,2 longest first onto the lightest rank:
     # 0 -> r0 (5), 1 -> r1 (3), 2 -> r1 (6), 3 -> r0 (7), 4 -> r1 (8)

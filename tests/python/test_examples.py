@@ -1,5 +1,6 @@
-"""examples/seed_walkthrough.py runs to the end in a fresh interpreter: the
-seed's assertions hold in jag, step by step."""
+"""examples/nested_subclass_walkthrough.py runs to the end in a fresh
+interpreter: PyTorch's NestedTensor wrapper-subclass prototype's assertions
+hold in jag, step by step; and the training examples agree."""
 import os
 import re
 import subprocess
@@ -8,8 +9,8 @@ import sys
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 
 
-def test_seed_walkthrough_runs():
-    script = os.path.join(ROOT, "examples", "seed_walkthrough.py")
+def test_nested_subclass_walkthrough_runs():
+    script = os.path.join(ROOT, "examples", "nested_subclass_walkthrough.py")
     env = dict(os.environ)
     env.pop("PYTHONPATH", None)
     r = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300, cwd="/", env=env)

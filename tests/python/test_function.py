@@ -257,11 +257,11 @@ def test_retain_graph_runs_backward_twice():
     np.testing.assert_allclose(x.grad.numpy(), 2 * np.exp(x.detach().numpy()), rtol=1e-12)
 
 
-# ---- nested inputs (the seed's step 4b) -----------------------------------
+# ---- nested inputs (step 4b of examples/nested_subclass_walkthrough.py) ----
 
 
 class ViewValuesFromJagged(jag.autograd.Function):
-    """jagged -> its packed values, differentiably (the seed's
+    """jagged -> its packed values, differentiably (the walkthrough's
     ViewBufferFromJagged)."""
 
     @staticmethod

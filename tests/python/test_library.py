@@ -1,5 +1,6 @@
 """jag.library: custom ops defined from Python with Python kernels per key
-and nested decompositions, called through jag.ops (the seed's step 4a)."""
+and nested decompositions, called through jag.ops (step 4a of
+examples/nested_subclass_walkthrough.py)."""
 import itertools
 import threading
 
@@ -21,7 +22,7 @@ def lib():
     return jag.library.Library("pytest_ns", "FRAGMENT")
 
 
-def seed_values():
+def walkthrough_values():
     return jag.tensor([[1., 2.], [1., 2.], [3., 4.], [3., 4.], [3., 4.], [3., 4.], [6., 7.], [3., 4.], [6., 7.]])
 
 
@@ -78,7 +79,7 @@ def test_meta_kernel_infers_shapes(lib):
     assert r.tolist() == [[0, 0], [1, 1], [2, 2]]
 
 
-def test_seed_custom_op_with_nested_decomposition_and_autograd(lib):
+def test_walkthrough_custom_op_with_nested_decomposition_and_autograd(lib):
     fw, bw = fresh("custom_op_fw"), fresh("custom_op_bw")
     lib.define(fw + "(Tensor x) -> Tensor")
     lib.define(bw + "(Tensor grad_out, Tensor saved_x) -> Tensor")
@@ -113,7 +114,7 @@ def test_seed_custom_op_with_nested_decomposition_and_autograd(lib):
 
     lib.impl(fw, CustomOp.apply, "Autograd")
 
-    values = seed_values()
+    values = walkthrough_values()
     nt = jag.nested.nested_tensor_from_jagged(values, [0, 2, 6, 9])
     out = fw_op(nt)  # no grad needed: straight to the decomposition
     np.testing.assert_allclose(out.values().numpy(), np.sin(values.numpy()), rtol=1e-6)

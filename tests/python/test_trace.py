@@ -28,15 +28,15 @@ def close(a, b, tol=1e-5):
     np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=tol, atol=tol)
 
 
-def seed_step(x, w):
-    """The seed's steps 2 and 3: sin, jagged mm, silu."""
+def walkthrough_step(x, w):
+    """Steps 2 and 3 of examples/nested_subclass_walkthrough.py: sin, jagged mm, silu."""
     return F.silu(jag.sin(x) @ w)
 
 
-def test_printed_trace_of_the_seed_step():
+def test_printed_trace_of_the_walkthrough_step():
     nt = jagged([2, 4, 3], d=2)
     w = jag.randn(2, 2)
-    text = str(jag.trace(seed_step, nt, w, names=("x", "w")).desugar().dce())
+    text = str(jag.trace(walkthrough_step, nt, w, names=("x", "w")).desugar().dce())
     lines = [line.strip() for line in text.splitlines()]
     assert lines[0] == "def computation(x, w):"
     assert "# x: nested(jagged) f32[3, j" in text and "(values f32[9, 2], offsets i64[4])" in text
@@ -58,10 +58,10 @@ def test_raw_trace_records_ops_on_the_subclass():
 
 def test_compiled_equals_eager_on_new_lengths_and_batches():
     w = jag.randn(3, 5)
-    prog = jag.trace(seed_step, jagged([2, 4, 3]), w).compile()
+    prog = jag.trace(walkthrough_step, jagged([2, 4, 3]), w).compile()
     for lengths in ([2, 4, 3], [7, 1], [1], [3, 0, 5, 2, 9]):
         nt = jagged(lengths, seed=len(lengths))
-        close(prog(nt, w), seed_step(nt, w))
+        close(prog(nt, w), walkthrough_step(nt, w))
 
 
 def test_fused_pointwise_chain_equals_eager():
@@ -177,7 +177,7 @@ def test_one_program_per_kind_of_inputs():
 
 
 def test_fixed_program_refuses_other_inputs_and_runs_nothing():
-    prog = jag.trace(seed_step, jagged([2, 3]), jag.randn(3, 3)).compile()
+    prog = jag.trace(walkthrough_step, jagged([2, 3]), jag.randn(3, 3)).compile()
     w = jag.randn(3, 3)
     with pytest.raises(TypeError, match="dtype float64, expected float32"):
         prog(jagged([2, 3], dtype=jag.float64), w)
@@ -189,7 +189,7 @@ def test_fixed_program_refuses_other_inputs_and_runs_nothing():
         prog(jagged([2, 3]))  # count
     with pytest.raises(TypeError):
         prog(jagged([2, 3]), "w")
-    close(prog(jagged([4]), w), seed_step(jagged([4]), w))  # still usable
+    close(prog(jagged([4]), w), walkthrough_step(jagged([4]), w))  # still usable
 
 
 def test_several_outputs_and_subclass_outputs():

@@ -1,24 +1,42 @@
-"""jag.nn.functional: torch.nn.functional names over jag ops."""
+"""jag.nn.functional: torch.nn.functional names over jag ops.
+
+Each function takes dense tensors and, where torch.nn.functional takes a
+batch, jagged nested tensors (B, j, ...) too, and is differentiable.
+
+Example::
+
+    >>> F = jag.nn.functional
+    >>> F.relu(jag.tensor([-1.0, 2.0]))
+    tensor([0.0000, 2.0000], dtype=float32, size=[2])
+"""
+from __future__ import annotations
+
 import builtins as _builtins
+import typing as _typing
 
 import jag as _jag
 
 _op = _jag._op
 
 
-def relu(input, inplace=False):
+def relu(input: _jag.Tensor, inplace: bool = False) -> _jag.Tensor:
+    """max(x, 0) elementwise (inplace=True is not supported)."""
     if inplace:
         raise NotImplementedError("relu(inplace=True) is not supported")
     return _op("relu", input)
 
 
-def silu(input, inplace=False):
+def silu(input: _jag.Tensor, inplace: bool = False) -> _jag.Tensor:
+    """x * sigmoid(x) elementwise (inplace=True is not supported)."""
     if inplace:
         raise NotImplementedError("silu(inplace=True) is not supported")
     return _op("silu", input)
 
 
-def gelu(input, approximate="none"):
+def gelu(input: _jag.Tensor, approximate: str = "none") -> _jag.Tensor:
+    """x * Phi(x) elementwise, Phi the standard normal CDF; approximate="tanh":
+    torch's tanh approximation.
+    """
     if approximate == "none":
         return _op("gelu", input)
     if approximate == "tanh":
@@ -26,11 +44,13 @@ def gelu(input, approximate="none"):
     raise ValueError("gelu: approximate must be 'none' or 'tanh', got %r" % (approximate,))
 
 
-def sigmoid(input):
+def sigmoid(input: _jag.Tensor) -> _jag.Tensor:
+    """1 / (1 + exp(-x)) elementwise."""
     return _op("sigmoid", input)
 
 
-def tanh(input):
+def tanh(input: _jag.Tensor) -> _jag.Tensor:
+    """tanh(x) elementwise."""
     return _op("tanh", input)
 
 
@@ -39,68 +59,79 @@ def _no_inplace(name, inplace):
         raise NotImplementedError("%s(inplace=True) is not supported" % name)
 
 
-def leaky_relu(input, negative_slope=0.01, inplace=False):
+def leaky_relu(input: _jag.Tensor, negative_slope: float = 0.01, inplace: bool = False) -> _jag.Tensor:
     """x if x > 0 else negative_slope * x."""
     _no_inplace("leaky_relu", inplace)
     return _op("leaky_relu", input, _builtins.float(negative_slope))
 
 
-def elu(input, alpha=1.0, inplace=False):
+def elu(input: _jag.Tensor, alpha: float = 1.0, inplace: bool = False) -> _jag.Tensor:
     """x if x > 0 else alpha * (exp(x) - 1)."""
     _no_inplace("elu", inplace)
     return _op("elu", input, _builtins.float(alpha))
 
 
-def selu(input, inplace=False):
+def selu(input: _jag.Tensor, inplace: bool = False) -> _jag.Tensor:
     """scale * elu(x, alpha) with torch's constants (alpha 1.6732..., scale 1.0507...)."""
     _no_inplace("selu", inplace)
     return _op("selu", input)
 
 
-def softplus(input, beta=1.0, threshold=20.0):
+def softplus(input: _jag.Tensor, beta: float = 1.0, threshold: float = 20.0) -> _jag.Tensor:
     """log(1 + exp(beta * x)) / beta, or x where beta * x > threshold."""
     return _op("softplus", input, _builtins.float(beta), _builtins.float(threshold))
 
 
-def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+def hardtanh(input: _jag.Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> _jag.Tensor:
     """min(max(x, min_val), max_val); the gradient is zero at the bounds, as torch."""
     _no_inplace("hardtanh", inplace)
     return _op("hardtanh", input, _builtins.float(min_val), _builtins.float(max_val))
 
 
-def relu6(input, inplace=False):
+def relu6(input: _jag.Tensor, inplace: bool = False) -> _jag.Tensor:
     """hardtanh(x, 0, 6)."""
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
-def hardswish(input, inplace=False):
+def hardswish(input: _jag.Tensor, inplace: bool = False) -> _jag.Tensor:
     """x * relu6(x + 3) / 6."""
     _no_inplace("hardswish", inplace)
     return _op("hardswish", input)
 
 
-def hardsigmoid(input, inplace=False):
+def hardsigmoid(input: _jag.Tensor, inplace: bool = False) -> _jag.Tensor:
     """relu6(x + 3) / 6."""
     _no_inplace("hardsigmoid", inplace)
     return _op("hardsigmoid", input)
 
 
-def mish(input, inplace=False):
+def mish(input: _jag.Tensor, inplace: bool = False) -> _jag.Tensor:
     """x * tanh(softplus(x))."""
     _no_inplace("mish", inplace)
     return _op("mish", input)
 
 
-def logsigmoid(input):
+def logsigmoid(input: _jag.Tensor) -> _jag.Tensor:
     """log(sigmoid(x)), computed without overflow."""
     return _op("logsigmoid", input)
 
 
-def softmax(input, dim, dtype=None):
+def softmax(input: _jag.Tensor, dim: int, dtype: _typing.Any = None) -> _jag.Tensor:
+    """exp(x) / sum(exp(x)) along ``dim``. On a jagged nested tensor along its
+    ragged dim (dim 1), each component is normalised over its own length.
+
+    Example::
+
+        >>> nt = jag.nested.nested_tensor([jag.tensor([0.0, 0.0]), jag.tensor([1.0, 1.0, 1.0, 1.0])],
+        ...                               layout=jag.jagged)
+        >>> jag.nn.functional.softmax(nt, dim=1).values()
+        tensor([0.5000, 0.5000, 0.2500, 0.2500, 0.2500, 0.2500], dtype=float32, size=[6])
+    """
     return _jag.softmax(input, dim, dtype=dtype)
 
 
-def log_softmax(input, dim, dtype=None):
+def log_softmax(input: _jag.Tensor, dim: int, dtype: _typing.Any = None) -> _jag.Tensor:
+    """log(softmax(input, dim)), computed stably."""
     return _jag.log_softmax(input, dim, dtype=dtype)
 
 
@@ -116,12 +147,27 @@ def _normalized_ndim(input, normalized_shape, name):
     return n
 
 
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+def layer_norm(input: _jag.Tensor, normalized_shape: _typing.Any, weight: _typing.Optional[_jag.Tensor] = None,
+               bias: _typing.Optional[_jag.Tensor] = None, eps: float = 1e-5) -> _jag.Tensor:
+    """(x - mean) / sqrt(var + eps) * weight + bias over the trailing dims
+    ``normalized_shape`` (biased variance, as torch); each row of a nested
+    tensor on its own.
+
+    Example::
+
+        >>> x = jag.nested.nested_tensor([jag.tensor([[1.0, 3.0]]), jag.tensor([[2.0, 2.0], [0.0, 4.0]])],
+        ...                              layout=jag.jagged)
+        >>> jag.nn.functional.layer_norm(x, (2,)).values()
+        tensor([[-1.0000, 1.0000],
+                [0.0000, 0.0000],
+                [-1.0000, 1.0000]], dtype=float32, size=[3, 2])
+    """
     n = _normalized_ndim(input, normalized_shape, "layer_norm")
     return _op("layer_norm", input, n, weight, bias, _builtins.float(eps))
 
 
-def rms_norm(input, normalized_shape, weight=None, eps=None):
+def rms_norm(input: _jag.Tensor, normalized_shape: _typing.Any, weight: _typing.Optional[_jag.Tensor] = None,
+             eps: _typing.Optional[float] = None) -> _jag.Tensor:
     """eps=None uses the dtype's machine epsilon, as torch."""
     n = _normalized_ndim(input, normalized_shape, "rms_norm")
     if eps is None:
@@ -131,16 +177,27 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
     return _op("rms_norm", input, n, weight, _builtins.float(eps))
 
 
-def linear(input, weight, bias=None):
+def linear(input: _jag.Tensor, weight: _jag.Tensor, bias: _typing.Optional[_jag.Tensor] = None) -> _jag.Tensor:
     """input @ weight.T + bias."""
     return _op("linear", input, weight, bias)
 
 
-def embedding(input, weight):
+def embedding(input: _jag.Tensor, weight: _jag.Tensor) -> _jag.Tensor:
+    """The rows of ``weight`` at the indices in ``input`` (dense or nested):
+    the result has input's shape plus weight's row size.
+
+    Example::
+
+        >>> w = jag.tensor([[0.0, 0.0], [1.0, 2.0], [3.0, 4.0]])
+        >>> jag.nn.functional.embedding(jag.tensor([2, 1]), w)
+        tensor([[3.0000, 4.0000],
+                [1.0000, 2.0000]], dtype=float32, size=[2, 2])
+    """
     return _op("embedding", weight, input)
 
 
-def dropout(input, p=0.5, training=True, inplace=False, generator=None):
+def dropout(input: _jag.Tensor, p: float = 0.5, training: bool = True, inplace: bool = False,
+            generator: _typing.Any = None) -> _jag.Tensor:
     """Inverted dropout: each element zeroed with probability p, the rest
     scaled by 1 / (1 - p); identity when not training. generator: a
     jag.Generator (the same seed gives the same mask). Dense and nested."""
@@ -155,7 +212,7 @@ def _mean_only(name, reduction):
         raise NotImplementedError("%s: only reduction='mean' is supported, got %r" % (name, reduction))
 
 
-def cross_entropy(input, target, reduction="mean"):
+def cross_entropy(input: _jag.Tensor, target: _jag.Tensor, reduction: str = "mean") -> _jag.Tensor:
     """-mean over tokens of log_softmax(input)[target]: input (N, C) with an
     integer target (N), or a jagged (B, j, C) with a jagged (B, j) target of
     the same raggedness (padding and holes excluded)."""
@@ -163,7 +220,7 @@ def cross_entropy(input, target, reduction="mean"):
     return _jag._C._cross_entropy(input, target)
 
 
-def mse_loss(input, target, reduction="mean"):
+def mse_loss(input: _jag.Tensor, target: _jag.Tensor, reduction: str = "mean") -> _jag.Tensor:
     """Mean of (input - target)^2 over every real element (dense, or nested
     with the same raggedness)."""
     _mean_only("mse_loss", reduction)
@@ -179,15 +236,27 @@ def _heads(t):
     return t.shape[-3] if t.ndim >= 3 else 1
 
 
-def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-                                 enable_gqa=False):
+def scaled_dot_product_attention(query: _jag.Tensor, key: _jag.Tensor, value: _jag.Tensor,
+                                 attn_mask: _typing.Optional[_jag.Tensor] = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: _typing.Optional[float] = None,
+                                 enable_gqa: bool = False) -> _jag.Tensor:
     """softmax(q k^T * scale + attn_mask [causal]) v for dense (B, H, L, D)
     or jagged inputs, either in torch's layout (B, H, j, D) (``x.transpose(1,
     2)`` of a (B, j, H, D) tensor, no copy) or (B, j, H, D) itself
     (per-item lengths). enable_gqa=True (as torch): fewer key/value heads
-    than query heads, each serving H_q / H_kv query heads. attn_mask: additive float, or bool (True takes part), dense and
-    broadcast to (B, H, Lq, Lk) for dense inputs, a strided nested tensor of
-    (Lq_b, Lk_b) per item for jagged ones. scale None: 1/sqrt(D)."""
+    than query heads, each serving H_q / H_kv query heads. attn_mask:
+    additive float, or bool (True takes part), dense and broadcast to
+    (B, H, Lq, Lk) for dense inputs, a strided nested tensor of (Lq_b, Lk_b)
+    per item for jagged ones. scale None: 1/sqrt(D).
+
+    Example::
+
+        >>> q = jag.nested.nested_tensor([jag.randn(3, 2, 4), jag.randn(1, 2, 4)], layout=jag.jagged)  # (B, j, H, D)
+        >>> out = jag.nn.functional.scaled_dot_product_attention(q.transpose(1, 2), q.transpose(1, 2),
+        ...                                                      q.transpose(1, 2))  # (B, H, j, D)
+        >>> [c.shape for c in out.transpose(1, 2).unbind()]
+        [(3, 2, 4), (1, 2, 4)]
+    """
     if dropout_p:
         raise NotImplementedError("scaled_dot_product_attention: dropout_p must be 0")
     hq, hk, hv = _heads(query), _heads(key), _heads(value)
@@ -206,14 +275,24 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     return out
 
 
-def embedding_bag(input, weight, offsets=None, mode="mean", per_sample_weights=None, include_last_offset=False,
-                  padding_idx=None, max_norm=None):
+def embedding_bag(input: _typing.Any, weight: _jag.Tensor, offsets: _typing.Any = None, mode: str = "mean",
+                  per_sample_weights: _typing.Optional[_jag.Tensor] = None, include_last_offset: bool = False,
+                  padding_idx: _typing.Optional[int] = None, max_norm: _typing.Optional[float] = None) -> _jag.Tensor:
     """Sums, means or maxima of bags of embedding rows, as torch: input (B, L)
     of fixed-size bags, or 1-D indices with ``offsets`` (the start of each
     bag; include_last_offset: offsets has B + 1 entries). Built from
     embedding and a reduction over a jagged nested tensor's ragged dim, so
     it is differentiable; an empty bag gives zeros. per_sample_weights
-    (mode "sum" only) scales each row first."""
+    (mode "sum" only) scales each row first.
+
+    Example::
+
+        >>> w = jag.tensor([[0.0, 0.0], [1.0, 2.0], [3.0, 4.0]])
+        >>> # bags [1] and [2, 2]
+        >>> jag.nn.functional.embedding_bag(jag.tensor([1, 2, 2]), w, jag.tensor([0, 1]), mode="sum")
+        tensor([[1.0000, 2.0000],
+                [6.0000, 8.0000]], dtype=float32, size=[2, 2])
+    """
     if mode not in ("sum", "mean", "max"):
         raise ValueError("embedding_bag: mode must be 'sum', 'mean' or 'max', got %r" % (mode,))
     if padding_idx is not None or max_norm is not None:

@@ -1,7 +1,10 @@
 """jag.nn.init: torch.nn.init's initialisers (in place, under no_grad),
 drawn from jag's generators: the thread's default one (jag.manual_seed) or
 the ``generator=`` given (a jag.Generator)."""
+from __future__ import annotations
+
 import math as _math
+import typing as _typing
 
 import jag as _jag
 
@@ -18,7 +21,7 @@ def _dense(tensor, name):
         raise TypeError("%s: tensor must have a float dtype, got %s" % (name, tensor.dtype))
 
 
-def calculate_gain(nonlinearity, param=None):
+def calculate_gain(nonlinearity: str, param: _typing.Optional[float] = None) -> float:
     """The recommended gain for a nonlinearity (torch's table): 1 for
     linear/conv/sigmoid, 5/3 for tanh, sqrt(2) for relu,
     sqrt(2 / (1 + slope^2)) for leaky_relu (slope 0.01 by default), 3/4 for
@@ -69,21 +72,21 @@ def _write(tensor, values):
     return tensor
 
 
-def uniform_(tensor, a=0.0, b=1.0, generator=None):
+def uniform_(tensor: _jag.Tensor, a: float = 0.0, b: float = 1.0, generator: _typing.Any = None) -> _jag.Tensor:
     """Fill with U(a, b) numbers."""
     _dense(tensor, "uniform_")
     u = _jag.rand(*tensor.shape, dtype=tensor.dtype, generator=generator)
     return _write(tensor, u * (b - a) + a)
 
 
-def normal_(tensor, mean=0.0, std=1.0, generator=None):
+def normal_(tensor: _jag.Tensor, mean: float = 0.0, std: float = 1.0, generator: _typing.Any = None) -> _jag.Tensor:
     """Fill with N(mean, std^2) numbers."""
     _dense(tensor, "normal_")
     n = _jag.randn(*tensor.shape, dtype=tensor.dtype, generator=generator)
     return _write(tensor, n * std + mean)
 
 
-def constant_(tensor, val):
+def constant_(tensor: _jag.Tensor, val: float) -> _jag.Tensor:
     """Fill with val."""
     _dense(tensor, "constant_")
     with _jag.no_grad():
@@ -91,17 +94,17 @@ def constant_(tensor, val):
     return tensor
 
 
-def ones_(tensor):
+def ones_(tensor: _jag.Tensor) -> _jag.Tensor:
     """Fill with ones."""
     return constant_(tensor, 1.0)
 
 
-def zeros_(tensor):
+def zeros_(tensor: _jag.Tensor) -> _jag.Tensor:
     """Fill with zeros."""
     return constant_(tensor, 0.0)
 
 
-def xavier_uniform_(tensor, gain=1.0, generator=None):
+def xavier_uniform_(tensor: _jag.Tensor, gain: float = 1.0, generator: _typing.Any = None) -> _jag.Tensor:
     """U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out)) (Glorot)."""
     _dense(tensor, "xavier_uniform_")
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
@@ -110,7 +113,7 @@ def xavier_uniform_(tensor, gain=1.0, generator=None):
     return uniform_(tensor, -a, a, generator)
 
 
-def xavier_normal_(tensor, gain=1.0, generator=None):
+def xavier_normal_(tensor: _jag.Tensor, gain: float = 1.0, generator: _typing.Any = None) -> _jag.Tensor:
     """N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out)) (Glorot)."""
     _dense(tensor, "xavier_normal_")
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
@@ -118,7 +121,8 @@ def xavier_normal_(tensor, gain=1.0, generator=None):
     return normal_(tensor, 0.0, std, generator)
 
 
-def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+def kaiming_uniform_(tensor: _jag.Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
+                     generator: _typing.Any = None) -> _jag.Tensor:
     """U(-bound, bound) with bound = gain * sqrt(3 / fan) (He), gain =
     calculate_gain(nonlinearity, a), fan the fan_in or fan_out."""
     _dense(tensor, "kaiming_uniform_")
@@ -130,7 +134,8 @@ def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gene
     return uniform_(tensor, -bound, bound, generator)
 
 
-def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+def kaiming_normal_(tensor: _jag.Tensor, a: float = 0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
+                    generator: _typing.Any = None) -> _jag.Tensor:
     """N(0, std^2) with std = gain / sqrt(fan) (He)."""
     _dense(tensor, "kaiming_normal_")
     if 0 in tensor.shape:

@@ -1,5 +1,8 @@
 """jag.nn.Module: torch.nn.Module's registration, traversal, train/eval,
 state_dict and repr."""
+from __future__ import annotations
+
+import typing as _typing
 from collections import OrderedDict as _OrderedDict
 from collections import namedtuple as _namedtuple
 
@@ -38,14 +41,14 @@ class Module:
 
     training = True
 
-    def __init__(self):
+    def __init__(self) -> None:
         object.__setattr__(self, "training", True)
         object.__setattr__(self, "_parameters", _OrderedDict())
         object.__setattr__(self, "_buffers", _OrderedDict())
         object.__setattr__(self, "_non_persistent_buffers_set", set())
         object.__setattr__(self, "_modules", _OrderedDict())
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: _typing.Any, **kwargs: _typing.Any) -> _typing.Any:
         """The module's computation (defined by subclasses)."""
         raise NotImplementedError('Module [%s] is missing the required "forward" function' % type(self).__name__)
 
@@ -63,7 +66,7 @@ class Module:
         if name == "":
             raise KeyError('%s name can\'t be empty string ""' % kind)
 
-    def register_parameter(self, name, param):
+    def register_parameter(self, name: str, param: _typing.Optional[Parameter]) -> None:
         """Register ``param`` (a Parameter, or None) under ``name``."""
         self._check_name(name, "parameter")
         if hasattr(self, name) and name not in self._parameters:
@@ -73,7 +76,7 @@ class Module:
                             % (type(param).__name__, name))
         self._parameters[name] = param
 
-    def register_buffer(self, name, tensor, persistent=True):
+    def register_buffer(self, name: str, tensor: _typing.Optional[_jag.Tensor], persistent: bool = True) -> None:
         """Register a tensor that is state but not a parameter (running
         statistics, constants). ``persistent=False`` keeps it out of
         state_dict."""
@@ -89,7 +92,7 @@ class Module:
         else:
             self._non_persistent_buffers_set.add(name)
 
-    def add_module(self, name, module):
+    def add_module(self, name: str, module: _typing.Optional[Module]) -> None:
         """Register a child module (or None) under ``name``."""
         if module is not None and not isinstance(module, Module):
             raise TypeError("%s is not a Module subclass" % type(module).__name__)
@@ -173,26 +176,28 @@ class Module:
                     memo.add(id(v))
                 yield (module_prefix + ("." if module_prefix else "") + k), v
 
-    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+    def named_parameters(self, prefix: str = "", recurse: bool = True,
+                         remove_duplicate: bool = True) -> _typing.Iterator[_typing.Tuple[str, Parameter]]:
         """(name, Parameter) pairs, this module's then its children's, each
         parameter once ("layer.weight", ...)."""
         yield from self._named_members(lambda m: m._parameters.items(), prefix, recurse, remove_duplicate)
 
-    def parameters(self, recurse=True):
+    def parameters(self, recurse: bool = True) -> _typing.Iterator[Parameter]:
         """The parameters, in named_parameters' order."""
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
-    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+    def named_buffers(self, prefix: str = "", recurse: bool = True,
+                      remove_duplicate: bool = True) -> _typing.Iterator[_typing.Tuple[str, _jag.Tensor]]:
         """(name, buffer) pairs, as named_parameters."""
         yield from self._named_members(lambda m: m._buffers.items(), prefix, recurse, remove_duplicate)
 
-    def buffers(self, recurse=True):
+    def buffers(self, recurse: bool = True) -> _typing.Iterator[_jag.Tensor]:
         """The buffers, in named_buffers' order."""
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
-    def named_children(self):
+    def named_children(self) -> _typing.Iterator[_typing.Tuple[str, Module]]:
         """(name, module) for the direct children, each once."""
         memo = set()
         for name, module in self._modules.items():
@@ -200,12 +205,13 @@ class Module:
                 memo.add(id(module))
                 yield name, module
 
-    def children(self):
+    def children(self) -> _typing.Iterator[Module]:
         """The direct children."""
         for _, m in self.named_children():
             yield m
 
-    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+    def named_modules(self, memo: _typing.Optional[set] = None, prefix: str = "",
+                      remove_duplicate: bool = True) -> _typing.Iterator[_typing.Tuple[str, Module]]:
         """(name, module) for this module ("") and every descendant, depth
         first, each once."""
         if memo is None:
@@ -221,12 +227,12 @@ class Module:
             sub = prefix + ("." if prefix else "") + name
             yield from module.named_modules(memo, sub, remove_duplicate)
 
-    def modules(self):
+    def modules(self) -> _typing.Iterator[Module]:
         """This module and every descendant."""
         for _, m in self.named_modules():
             yield m
 
-    def apply(self, fn):
+    def apply(self, fn: _typing.Callable[[Module], None]) -> Module:
         """Call fn on every child (recursively) then on self; returns self."""
         for m in self.children():
             m.apply(fn)
@@ -234,7 +240,7 @@ class Module:
         return self
 
     # --- modes and gradients --------------------------------------------------
-    def train(self, mode=True):
+    def train(self, mode: bool = True) -> Module:
         """Set training mode (dropout active) on this module and its
         descendants; returns self."""
         if not isinstance(mode, bool):
@@ -244,17 +250,17 @@ class Module:
             m.train(mode)
         return self
 
-    def eval(self):
+    def eval(self) -> Module:
         """train(False)."""
         return self.train(False)
 
-    def requires_grad_(self, requires_grad=True):
+    def requires_grad_(self, requires_grad: bool = True) -> Module:
         """Set requires_grad on every parameter; returns self."""
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
 
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget every parameter's gradient (or zero it in place)."""
         for p in self.parameters():
             if set_to_none:
@@ -266,7 +272,7 @@ class Module:
                         g.zero_()
 
     # --- conversion ------------------------------------------------------------
-    def to(self, dtype):
+    def to(self, dtype: _typing.Any) -> Module:
         """Convert every float parameter and buffer to ``dtype`` (a jag
         dtype). jag tensors cannot change their data in place, so a
         converted parameter is a new Parameter object (requires_grad kept,
@@ -284,16 +290,17 @@ class Module:
                     m._buffers[name] = b.to(dt)
         return self
 
-    def float(self):
+    def float(self) -> Module:
         """to(jag.float32)."""
         return self.to(_jag.float32)
 
-    def double(self):
+    def double(self) -> Module:
         """to(jag.float64)."""
         return self.to(_jag.float64)
 
     # --- state_dict --------------------------------------------------------------
-    def state_dict(self, destination=None, prefix="", keep_vars=False):
+    def state_dict(self, destination: _typing.Optional[_typing.Dict[str, _jag.Tensor]] = None, prefix: str = "",
+                   keep_vars: bool = False) -> _typing.Dict[str, _jag.Tensor]:
         """An OrderedDict of every parameter and persistent buffer by its
         dotted name ("0.weight", "layer.bias"), detached unless
         keep_vars (the tensors share the module's data)."""
@@ -310,7 +317,7 @@ class Module:
                 m.state_dict(destination=destination, prefix=prefix + name + ".", keep_vars=keep_vars)
         return destination
 
-    def load_state_dict(self, state_dict, strict=True):
+    def load_state_dict(self, state_dict: _typing.Mapping[str, _jag.Tensor], strict: bool = True) -> _typing.Any:
         """Copy values from ``state_dict`` into the parameters and persistent
         buffers of the same names (under no_grad; shapes must match). Returns
         (missing_keys, unexpected_keys); with strict=True either being
@@ -351,7 +358,7 @@ class Module:
         return _IncompatibleKeys(missing, unexpected)
 
     # --- printing --------------------------------------------------------------
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         """The text inside this module's parentheses (subclasses set it)."""
         return ""
 

@@ -1,8 +1,11 @@
 """The layers of jag.nn, torch.nn's names, defaults and initialisation,
 over jag.nn.functional (so each takes dense inputs and jagged nested ones
 where torch's takes a batch)."""
+from __future__ import annotations
+
 import math as _math
 import operator as _operator
+import typing as _typing
 from collections import OrderedDict as _OrderedDict
 
 import jag as _jag
@@ -26,10 +29,10 @@ def _float_dtype(dtype):
 class Identity(Module):
     """Returns its input."""
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: _typing.Any, **kwargs: _typing.Any) -> None:
         super().__init__()
 
-    def forward(self, input):
+    def forward(self, input: _typing.Any) -> _typing.Any:
         """input itself."""
         return input
 
@@ -38,9 +41,27 @@ class Linear(Module):
     """y = x W^T + b, W (out_features, in_features). torch's init: W from
     kaiming_uniform_(a=sqrt(5)), i.e. U(-1/sqrt(in), 1/sqrt(in)), and b
     from U(-1/sqrt(in), 1/sqrt(in)). x is (..., in) dense or a jagged
-    nested (B, j, in)."""
+    nested (B, j, in).
 
-    def __init__(self, in_features, out_features, bias=True, dtype=None, generator=None):
+    Args:
+        in_features: size of each input row.
+        out_features: size of each output row.
+        bias: learn an additive bias (default True).
+        dtype: a float dtype (default jag.float32).
+        generator: a jag.Generator for the initialisation.
+
+    Example::
+
+        >>> m = jag.nn.Linear(3, 2)
+        >>> m
+        Linear(in_features=3, out_features=2, bias=True)
+        >>> x = jag.nested.nested_tensor([jag.ones(2, 3), jag.ones(1, 3)], layout=jag.jagged)
+        >>> [c.shape for c in m(x).unbind()]
+        [(2, 2), (1, 2)]
+    """
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = True, dtype: _typing.Any = None,
+                 generator: _typing.Any = None) -> None:
         super().__init__()
         dt = _float_dtype(dtype)
         self.in_features = in_features
@@ -52,7 +73,7 @@ class Linear(Module):
             self.register_parameter("bias", None)
         self.reset_parameters(generator)
 
-    def reset_parameters(self, generator=None):
+    def reset_parameters(self, generator: _typing.Any = None) -> None:
         """torch's default initialisation (see the class)."""
         init.kaiming_uniform_(self.weight, a=_math.sqrt(5), generator=generator)
         if self.bias is not None:
@@ -60,11 +81,12 @@ class Linear(Module):
             bound = 1 / _math.sqrt(fan_in) if fan_in > 0 else 0
             init.uniform_(self.bias, -bound, bound, generator=generator)
 
-    def forward(self, input):
+    def forward(self, input: _jag.Tensor) -> _jag.Tensor:
         """F.linear(input, weight, bias)."""
         return F.linear(input, self.weight, self.bias)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
+        """The settings shown in the module's repr."""
         return "in_features=%d, out_features=%d, bias=%s" % (self.in_features, self.out_features,
                                                              self.bias is not None)
 
@@ -73,10 +95,23 @@ class Embedding(Module):
     """A lookup table of num_embeddings rows of embedding_dim, initialised
     N(0, 1). padding_idx: that row starts as zeros and gets no gradient
     (its output rows still read it). Indices may be dense or a jagged nested
-    tensor."""
+    tensor.
 
-    def __init__(self, num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
-                 scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, dtype=None, generator=None):
+    Example::
+
+        >>> emb = jag.nn.Embedding(10, 4, padding_idx=0)
+        >>> idx = jag.nested.nested_tensor([jag.tensor([1, 2, 0]), jag.tensor([5])], layout=jag.jagged)
+        >>> out = emb(idx)
+        >>> [c.shape for c in out.unbind()]
+        [(3, 4), (1, 4)]
+        >>> out.values()[2].tolist()  # the padding row
+        [0.0, 0.0, 0.0, 0.0]
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: _typing.Optional[int] = None,
+                 max_norm: _typing.Optional[float] = None, norm_type: float = 2.0, scale_grad_by_freq: bool = False,
+                 sparse: bool = False, _weight: _typing.Optional[_jag.Tensor] = None, _freeze: bool = False,
+                 dtype: _typing.Any = None, generator: _typing.Any = None) -> None:
         super().__init__()
         if max_norm is not None or scale_grad_by_freq or sparse:
             raise NotImplementedError("Embedding: max_norm, scale_grad_by_freq and sparse are not supported")
@@ -105,7 +140,7 @@ class Embedding(Module):
             self.weight = Parameter(_weight, requires_grad=not _freeze)
         self._keep = None
 
-    def reset_parameters(self, generator=None):
+    def reset_parameters(self, generator: _typing.Any = None) -> None:
         """N(0, 1), the padding row zeroed."""
         init.normal_(self.weight, generator=generator)
         self._fill_padding_idx_with_zero()
@@ -115,7 +150,7 @@ class Embedding(Module):
             with _jag.no_grad():
                 self.weight[self.padding_idx].fill_(0)
 
-    def forward(self, input):
+    def forward(self, input: _jag.Tensor) -> _jag.Tensor:
         """The rows of weight at input's indices (input's shape + (dim,))."""
         w = self.weight
         if self.padding_idx is not None and w.requires_grad and _jag.is_grad_enabled():
@@ -129,14 +164,16 @@ class Embedding(Module):
             w = _jag.where(keep, w, w.detach())
         return F.embedding(input, w)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
+        """The settings shown in the module's repr."""
         s = "%d, %d" % (self.num_embeddings, self.embedding_dim)
         if self.padding_idx is not None:
             s += ", padding_idx=%d" % self.padding_idx
         return s
 
     @classmethod
-    def from_pretrained(cls, embeddings, freeze=True, padding_idx=None, **kwargs):
+    def from_pretrained(cls, embeddings: _jag.Tensor, freeze: bool = True, padding_idx: _typing.Optional[int] = None,
+                        **kwargs: _typing.Any) -> Embedding:
         """An Embedding over a copy-free alias of ``embeddings`` (2-D)."""
         if embeddings.dim() != 2:
             raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
@@ -152,9 +189,19 @@ def _shape_tuple(normalized_shape):
 
 class LayerNorm(Module):
     """(x - mean) / sqrt(var + eps) * weight + bias over the trailing
-    normalized_shape dims (biased variance); weight ones, bias zeros."""
+    normalized_shape dims (biased variance); weight ones, bias zeros.
 
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True, dtype=None):
+    Example::
+
+        >>> ln = jag.nn.LayerNorm(2)
+        >>> ln
+        LayerNorm((2,), eps=1e-05, elementwise_affine=True, bias=True)
+        >>> ln(jag.tensor([[1.0, 3.0]]))
+        tensor([[-1.0000, 1.0000]], dtype=float32, size=[1, 2])
+    """
+
+    def __init__(self, normalized_shape: _typing.Any, eps: float = 1e-5, elementwise_affine: bool = True,
+                 bias: bool = True, dtype: _typing.Any = None) -> None:
         super().__init__()
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps = eps
@@ -171,18 +218,19 @@ class LayerNorm(Module):
             self.register_parameter("weight", None)
             self.register_parameter("bias", None)
 
-    def reset_parameters(self):
+    def reset_parameters(self) -> None:
         """weight ones, bias zeros."""
         if self.weight is not None:
             init.ones_(self.weight)
         if self.bias is not None:
             init.zeros_(self.bias)
 
-    def forward(self, input):
+    def forward(self, input: _jag.Tensor) -> _jag.Tensor:
         """F.layer_norm."""
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
+        """The settings shown in the module's repr."""
         return "%s, eps=%s, elementwise_affine=%s, bias=%s" % (self.normalized_shape, self.eps,
                                                                self.elementwise_affine, self._has_bias)
 
@@ -191,7 +239,8 @@ class RMSNorm(Module):
     """x / sqrt(mean(x^2) + eps) * weight over the trailing normalized_shape
     dims; eps None: the dtype's machine epsilon (torch's)."""
 
-    def __init__(self, normalized_shape, eps=None, elementwise_affine=True, dtype=None):
+    def __init__(self, normalized_shape: _typing.Any, eps: _typing.Optional[float] = None,
+                 elementwise_affine: bool = True, dtype: _typing.Any = None) -> None:
         super().__init__()
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps = eps
@@ -201,16 +250,17 @@ class RMSNorm(Module):
         else:
             self.register_parameter("weight", None)
 
-    def reset_parameters(self):
+    def reset_parameters(self) -> None:
         """weight ones."""
         if self.weight is not None:
             init.ones_(self.weight)
 
-    def forward(self, input):
+    def forward(self, input: _jag.Tensor) -> _jag.Tensor:
         """F.rms_norm."""
         return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
+        """The settings shown in the module's repr."""
         return "%s, eps=%s, elementwise_affine=%s" % (self.normalized_shape, self.eps, self.elementwise_affine)
 
 
@@ -218,102 +268,111 @@ class Dropout(Module):
     """Zeroes each element with probability p in training mode (the rest
     scaled by 1 / (1 - p)); the identity in eval mode."""
 
-    def __init__(self, p=0.5, inplace=False):
+    def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
         if p < 0 or p > 1:
             raise ValueError("dropout probability has to be between 0 and 1, but got %s" % p)
         self.p = p
         self.inplace = inplace
 
-    def forward(self, input, generator=None):
+    def forward(self, input: _jag.Tensor, generator: _typing.Any = None) -> _jag.Tensor:
         """F.dropout(input, p, training)."""
         return F.dropout(input, self.p, self.training, self.inplace, generator=generator)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
+        """The settings shown in the module's repr."""
         return "p=%s, inplace=%s" % (self.p, self.inplace)
 
 
 class GELU(Module):
     """x * Phi(x) (approximate='none') or its tanh approximation."""
 
-    def __init__(self, approximate="none"):
+    def __init__(self, approximate: str = "none") -> None:
         super().__init__()
         if approximate not in ("none", "tanh"):
             raise ValueError("approximate must be 'none' or 'tanh', got %r" % (approximate,))
         self.approximate = approximate
 
-    def forward(self, input):
+    def forward(self, input: _jag.Tensor) -> _jag.Tensor:
         """F.gelu."""
         return F.gelu(input, approximate=self.approximate)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
+        """The settings shown in the module's repr."""
         return "approximate=%r" % (self.approximate,)
 
 
 class ReLU(Module):
     """max(x, 0)."""
 
-    def __init__(self, inplace=False):
+    def __init__(self, inplace: bool = False) -> None:
         super().__init__()
         self.inplace = inplace
 
-    def forward(self, input):
+    def forward(self, input: _jag.Tensor) -> _jag.Tensor:
         """F.relu."""
         return F.relu(input, self.inplace)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
+        """The settings shown in the module's repr."""
         return "inplace=True" if self.inplace else ""
 
 
 class LeakyReLU(Module):
     """F.leaky_relu with a fixed negative_slope."""
 
-    def __init__(self, negative_slope=0.01, inplace=False):
+    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
         super().__init__()
         self.negative_slope = negative_slope
         self.inplace = inplace
 
-    def forward(self, input):
+    def forward(self, input: _jag.Tensor) -> _jag.Tensor:
+        """F.leaky_relu with this module's settings."""
         return F.leaky_relu(input, self.negative_slope, self.inplace)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
+        """The settings shown in the module's repr."""
         return "negative_slope=%s%s" % (self.negative_slope, ", inplace=True" if self.inplace else "")
 
 
 class ELU(Module):
     """F.elu with a fixed alpha."""
 
-    def __init__(self, alpha=1.0, inplace=False):
+    def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
         super().__init__()
         self.alpha = alpha
         self.inplace = inplace
 
-    def forward(self, input):
+    def forward(self, input: _jag.Tensor) -> _jag.Tensor:
+        """F.elu with this module's settings."""
         return F.elu(input, self.alpha, self.inplace)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
+        """The settings shown in the module's repr."""
         return "alpha=%s%s" % (self.alpha, ", inplace=True" if self.inplace else "")
 
 
 class Softplus(Module):
     """F.softplus with fixed beta and threshold."""
 
-    def __init__(self, beta=1.0, threshold=20.0):
+    def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
         super().__init__()
         self.beta = beta
         self.threshold = threshold
 
-    def forward(self, input):
+    def forward(self, input: _jag.Tensor) -> _jag.Tensor:
+        """F.softplus with this module's settings."""
         return F.softplus(input, self.beta, self.threshold)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
+        """The settings shown in the module's repr."""
         return "beta=%s, threshold=%s" % (self.beta, self.threshold)
 
 
 class Hardtanh(Module):
     """F.hardtanh with fixed bounds."""
 
-    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+    def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
         super().__init__()
         if min_val > max_val:
             raise ValueError("Hardtanh: min_val (%s) is greater than max_val (%s)" % (min_val, max_val))
@@ -321,10 +380,12 @@ class Hardtanh(Module):
         self.max_val = max_val
         self.inplace = inplace
 
-    def forward(self, input):
+    def forward(self, input: _jag.Tensor) -> _jag.Tensor:
+        """F.hardtanh with this module's settings."""
         return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
+        """The settings shown in the module's repr."""
         return "min_val=%s, max_val=%s%s" % (self.min_val, self.max_val, ", inplace=True" if self.inplace else "")
 
 
@@ -332,14 +393,16 @@ def _simple_activation(name, doc):
     fn = getattr(F, name.lower())
 
     class _Activation(Module):
-        def __init__(self, inplace=False):
+        def __init__(self, inplace: bool = False) -> None:
             super().__init__()
             self.inplace = inplace
 
-        def forward(self, input):
+        def forward(self, input: _jag.Tensor) -> _jag.Tensor:
+            """The activation applied elementwise."""
             return fn(input, self.inplace)
 
-        def extra_repr(self):
+        def extra_repr(self) -> str:
+            """The settings shown in the module's repr."""
             return "inplace=True" if self.inplace else ""
 
     _Activation.__name__ = _Activation.__qualname__ = name
@@ -356,30 +419,44 @@ Mish = _simple_activation("Mish", "F.mish: x * tanh(softplus(x)).")
 class LogSigmoid(Module):
     """F.logsigmoid: log(sigmoid(x))."""
 
-    def forward(self, input):
+    def forward(self, input: _jag.Tensor) -> _jag.Tensor:
+        """F.logsigmoid with this module's settings."""
         return F.logsigmoid(input)
 
 
 class SiLU(Module):
     """x * sigmoid(x)."""
 
-    def __init__(self, inplace=False):
+    def __init__(self, inplace: bool = False) -> None:
         super().__init__()
         self.inplace = inplace
 
-    def forward(self, input):
+    def forward(self, input: _jag.Tensor) -> _jag.Tensor:
         """F.silu."""
         return F.silu(input, self.inplace)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
+        """The settings shown in the module's repr."""
         return "inplace=True" if self.inplace else ""
 
 
 class Sequential(Module):
     """Modules called in order, each on the previous one's output; built
-    from modules (named "0", "1", ...) or an OrderedDict of names."""
+    from modules (named "0", "1", ...) or an OrderedDict of names.
 
-    def __init__(self, *args):
+    Example::
+
+        >>> model = jag.nn.Sequential(jag.nn.Linear(2, 3), jag.nn.ReLU())
+        >>> model
+        Sequential(
+          (0): Linear(in_features=2, out_features=3, bias=True)
+          (1): ReLU()
+        )
+        >>> model(jag.ones(5, 2)).shape
+        (5, 3)
+    """
+
+    def __init__(self, *args: _typing.Any) -> None:
         super().__init__()
         if len(args) == 1 and isinstance(args[0], _OrderedDict):
             for key, module in args[0].items():
@@ -424,12 +501,12 @@ class Sequential(Module):
     def __iter__(self):
         return iter(self._modules.values())
 
-    def append(self, module):
+    def append(self, module: Module) -> Sequential:
         """Add a module at the end; returns self."""
         self.add_module(str(len(self)), module)
         return self
 
-    def forward(self, input):
+    def forward(self, input: _typing.Any) -> _typing.Any:
         """Each module on the previous one's output."""
         for module in self:
             input = module(input)
@@ -439,7 +516,7 @@ class Sequential(Module):
 class ModuleList(Module):
     """A list of modules, registered as children "0", "1", ..."""
 
-    def __init__(self, modules=None):
+    def __init__(self, modules: _typing.Optional[_typing.Iterable[Module]] = None) -> None:
         super().__init__()
         if modules is not None:
             self.extend(modules)
@@ -478,18 +555,18 @@ class ModuleList(Module):
     def __iadd__(self, modules):
         return self.extend(modules)
 
-    def append(self, module):
+    def append(self, module: Module) -> ModuleList:
         """Add a module at the end; returns self."""
         self.add_module(str(len(self)), module)
         return self
 
-    def extend(self, modules):
+    def extend(self, modules: _typing.Iterable[Module]) -> ModuleList:
         """Append each module of an iterable; returns self."""
         for m in modules:
             self.append(m)
         return self
 
-    def insert(self, index, module):
+    def insert(self, index: int, module: Module) -> None:
         """Insert a module before index."""
         mods = list(self._modules.values())
         mods.insert(index, module)
@@ -497,7 +574,7 @@ class ModuleList(Module):
         for i, m in enumerate(mods):
             self.add_module(str(i), m)
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: _typing.Any, **kwargs: _typing.Any) -> _typing.Any:
         """A ModuleList is not callable (as torch's)."""
         raise NotImplementedError("ModuleList has no forward; iterate over it")
 
@@ -506,7 +583,7 @@ class ModuleDict(Module):
     """A dict of modules by name, registered as children in insertion
     order."""
 
-    def __init__(self, modules=None):
+    def __init__(self, modules: _typing.Any = None) -> None:
         super().__init__()
         if modules is not None:
             self.update(modules)
@@ -529,34 +606,34 @@ class ModuleDict(Module):
     def __contains__(self, key):
         return key in self._modules
 
-    def keys(self):
+    def keys(self) -> _typing.KeysView[str]:
         """The names."""
         return self._modules.keys()
 
-    def items(self):
+    def items(self) -> _typing.ItemsView[str, Module]:
         """(name, module) pairs."""
         return self._modules.items()
 
-    def values(self):
+    def values(self) -> _typing.ValuesView[Module]:
         """The modules."""
         return self._modules.values()
 
-    def pop(self, key):
+    def pop(self, key: str) -> Module:
         """Remove and return the module named key."""
         v = self[key]
         del self[key]
         return v
 
-    def clear(self):
+    def clear(self) -> None:
         """Remove every module."""
         self._modules.clear()
 
-    def update(self, modules):
+    def update(self, modules: _typing.Any) -> None:
         """Add (name, module) pairs from a mapping or an iterable of pairs."""
         items = modules.items() if hasattr(modules, "items") else modules
         for key, module in items:
             self[key] = module
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: _typing.Any, **kwargs: _typing.Any) -> _typing.Any:
         """A ModuleDict is not callable (as torch's)."""
         raise NotImplementedError("ModuleDict has no forward; index it")

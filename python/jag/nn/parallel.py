@@ -1,5 +1,8 @@
 """jag.nn.parallel: DistributedDataParallel over jag.distributed (MPI)."""
+from __future__ import annotations
+
 import contextlib
+import typing as _typing
 
 from .module import Module
 
@@ -28,7 +31,7 @@ class DistributedDataParallel(Module):
         bucket_cap_mb (float): the most MiB per bucket (torch's 25).
     """
 
-    def __init__(self, module, bucket_cap_mb=25, broadcast_buffers=True):
+    def __init__(self, module: Module, bucket_cap_mb: float = 25, broadcast_buffers: bool = True) -> None:
         super().__init__()
         from .. import distributed as dist
         if not dist.is_initialized():
@@ -49,18 +52,18 @@ class DistributedDataParallel(Module):
             for b in module.buffers():
                 dist.broadcast(b, 0)
 
-    def forward(self, *args, **kwargs):
+    def forward(self, *args: _typing.Any, **kwargs: _typing.Any) -> _typing.Any:
         """Run the wrapped module."""
         return self.module(*args, **kwargs)
 
-    def sync_gradients(self):
+    def sync_gradients(self) -> None:
         """Average every parameter's gradient over the ranks (collective;
         skipped inside no_sync())."""
         if self._require_sync:
             self._lib._dist_ddp_sync(self._ddp)
 
     @contextlib.contextmanager
-    def no_sync(self):
+    def no_sync(self) -> _typing.Iterator[None]:
         """A context in which backward and sync_gradients() do not
         communicate: gradients of several backward passes accumulate
         locally; the first backward (or sync) after it averages the sums."""
@@ -73,7 +76,7 @@ class DistributedDataParallel(Module):
             object.__setattr__(self, "_require_sync", prev)
             self._lib._dist_ddp_set_require_sync(self._ddp, prev)
 
-    def bucket_indices(self):
+    def bucket_indices(self) -> _typing.List[_typing.List[int]]:
         """The buckets as lists of indices into the module's parameters
         that require grad (in parameters() order)."""
         return self._lib._dist_ddp_buckets(self._ddp)

@@ -1,8 +1,11 @@
 """EmbeddingBag, MultiheadAttention, TransformerEncoderLayer and
 TransformerEncoder with torch.nn's parameters, names and initialisation; jagged nested inputs go
 through the nested attention op without padding."""
+from __future__ import annotations
+
 import copy as _copy
 import math as _math
+import typing as _typing
 
 import jag as _jag
 
@@ -20,9 +23,11 @@ class EmbeddingBag(Module):
     input (B, L) of fixed bags, 1-D indices with ``offsets``, or a jagged
     nested (B, j) tensor of indices, one bag per component."""
 
-    def __init__(self, num_embeddings, embedding_dim, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
-                 mode="mean", sparse=False, _weight=None, include_last_offset=False, padding_idx=None, dtype=None,
-                 generator=None):
+    def __init__(self, num_embeddings: int, embedding_dim: int, max_norm: _typing.Optional[float] = None,
+                 norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
+                 _weight: _typing.Optional[_jag.Tensor] = None, include_last_offset: bool = False,
+                 padding_idx: _typing.Optional[int] = None, dtype: _typing.Any = None,
+                 generator: _typing.Any = None) -> None:
         super().__init__()
         if max_norm is not None or scale_grad_by_freq or sparse or padding_idx is not None:
             raise NotImplementedError("EmbeddingBag: max_norm, scale_grad_by_freq, sparse and padding_idx are not "
@@ -40,7 +45,8 @@ class EmbeddingBag(Module):
         else:
             self.weight = Parameter(_weight)
 
-    def forward(self, input, offsets=None, per_sample_weights=None):
+    def forward(self, input: _typing.Any, offsets: _typing.Any = None,
+                per_sample_weights: _typing.Optional[_jag.Tensor] = None) -> _jag.Tensor:
         """F.embedding_bag; a nested input is its values with its offsets."""
         if isinstance(input, _jag.Tensor) and input.is_nested:
             if offsets is not None:
@@ -52,7 +58,8 @@ class EmbeddingBag(Module):
                                    include_last_offset=True)
         return F.embedding_bag(input, self.weight, offsets, self.mode, per_sample_weights, self.include_last_offset)
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
+        """The settings shown in the module's repr."""
         return "%d, %d, mode=%r" % (self.num_embeddings, self.embedding_dim, self.mode)
 
 
@@ -69,10 +76,25 @@ class MultiheadAttention(Module):
     grouped-query attention with fewer key/value heads, each shared by
     num_heads / num_kv_heads query heads; in_proj_weight is then
     (E + 2 * num_kv_heads * head_dim, E), query rows first.
-    Attention dropout is not supported (dropout must be 0)."""
+    Attention dropout is not supported (dropout must be 0).
 
-    def __init__(self, embed_dim, num_heads, dropout=0.0, bias=True, add_bias_kv=False, add_zero_attn=False,
-                 kdim=None, vdim=None, batch_first=False, dtype=None, generator=None, num_kv_heads=None):
+    Example::
+
+        >>> mha = jag.nn.MultiheadAttention(8, 2, batch_first=True)
+        >>> x = jag.nested.nested_tensor([jag.randn(3, 8), jag.randn(2, 8)], layout=jag.jagged)
+        >>> out, weights = mha(x, x, x, need_weights=False)
+        >>> [c.shape for c in out.unbind()], weights
+        ([(3, 8), (2, 8)], None)
+        >>> dense = jag.randn(2, 5, 8)
+        >>> out, weights = mha(dense, dense, dense)
+        >>> out.shape, weights.shape
+        ((2, 5, 8), (2, 5, 5))
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
+                 add_bias_kv: bool = False, add_zero_attn: bool = False, kdim: _typing.Optional[int] = None,
+                 vdim: _typing.Optional[int] = None, batch_first: bool = False, dtype: _typing.Any = None,
+                 generator: _typing.Any = None, num_kv_heads: _typing.Optional[int] = None) -> None:
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0:
             raise ValueError("embed_dim and num_heads must be greater than 0, got embed_dim=%s and num_heads=%s"
@@ -118,8 +140,10 @@ class MultiheadAttention(Module):
         b = self.in_proj_bias[lo:hi] if self.in_proj_bias is not None else None
         return F.linear(x, w, b)
 
-    def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
-                average_attn_weights=True, is_causal=False):
+    def forward(self, query: _jag.Tensor, key: _jag.Tensor, value: _jag.Tensor,
+                key_padding_mask: _typing.Optional[_jag.Tensor] = None, need_weights: bool = True,
+                attn_mask: _typing.Optional[_jag.Tensor] = None, average_attn_weights: bool = True,
+                is_causal: bool = False) -> _typing.Tuple[_jag.Tensor, _typing.Optional[_jag.Tensor]]:
         """(attn_output, attn_weights): attn_weights (B, L, S) averaged over
         heads (or (B, H, L, S)) when need_weights, else None."""
         if key_padding_mask is not None:
@@ -174,8 +198,10 @@ class TransformerEncoderLayer(Module):
     LayerNorms after (norm_first=False) or before (norm_first=True). Dense
     or jagged nested (B, j, d_model) inputs (nested: batch_first=True)."""
 
-    def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
-                 batch_first=False, norm_first=False, bias=True, dtype=None, generator=None):
+    def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
+                 activation: _typing.Any = "relu", layer_norm_eps: float = 1e-5, batch_first: bool = False,
+                 norm_first: bool = False, bias: bool = True, dtype: _typing.Any = None,
+                 generator: _typing.Any = None) -> None:
         super().__init__()
         self.self_attn = MultiheadAttention(d_model, nhead, bias=bias, batch_first=batch_first, dtype=dtype,
                                             generator=generator)
@@ -204,7 +230,8 @@ class TransformerEncoderLayer(Module):
         x = self.linear2(self.dropout(self.activation(self.linear1(x))))
         return self.dropout2(x)
 
-    def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+    def forward(self, src: _jag.Tensor, src_mask: _typing.Optional[_jag.Tensor] = None,
+                src_key_padding_mask: _typing.Optional[_jag.Tensor] = None, is_causal: bool = False) -> _jag.Tensor:
         """The layer on src (see the class)."""
         if src_key_padding_mask is not None:
             raise NotImplementedError("TransformerEncoderLayer: src_key_padding_mask is not supported; use nested "
@@ -241,12 +268,17 @@ class TransformerEncoder(Module):
     ``enable_nested_tensor`` and ``mask_check`` are accepted for torch's
     signature and change nothing.
 
-        layer = jag.nn.TransformerEncoderLayer(64, 4, 256, batch_first=True)
-        enc = jag.nn.TransformerEncoder(layer, num_layers=2)
-        out = enc(nt)                      # nt: (B, j, 64) jagged
+    Example::
+
+        >>> layer = jag.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True)
+        >>> enc = jag.nn.TransformerEncoder(layer, num_layers=2)
+        >>> nt = jag.nested.nested_tensor([jag.randn(3, 8), jag.randn(2, 8)], layout=jag.jagged)
+        >>> [c.shape for c in enc(nt).unbind()]
+        [(3, 8), (2, 8)]
     """
 
-    def __init__(self, encoder_layer, num_layers, norm=None, enable_nested_tensor=True, mask_check=True):
+    def __init__(self, encoder_layer: TransformerEncoderLayer, num_layers: int, norm: _typing.Optional[Module] = None,
+                 enable_nested_tensor: bool = True, mask_check: bool = True) -> None:
         super().__init__()
         if not isinstance(encoder_layer, Module):
             raise TypeError("TransformerEncoder: encoder_layer must be a jag.nn.Module, got %s"
@@ -259,7 +291,9 @@ class TransformerEncoder(Module):
         self.enable_nested_tensor = enable_nested_tensor
         self.mask_check = mask_check
 
-    def forward(self, src, mask=None, src_key_padding_mask=None, is_causal=None):
+    def forward(self, src: _jag.Tensor, mask: _typing.Optional[_jag.Tensor] = None,
+                src_key_padding_mask: _typing.Optional[_jag.Tensor] = None,
+                is_causal: _typing.Optional[bool] = None) -> _jag.Tensor:
         """The layers in order on src, then norm (see the class)."""
         x = src
         for layer in self.layers:

@@ -1,11 +1,16 @@
 """jag.nn.utils: clip_grad_norm_ (torch.nn.utils')."""
+from __future__ import annotations
+
+import typing as _typing
+
 import jag as _jag
 from jag import _C
 
 __all__ = ["clip_grad_norm_"]
 
 
-def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False, foreach=None):
+def clip_grad_norm_(parameters: _typing.Any, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                    foreach: _typing.Any = None) -> _jag.Tensor:
     """Scale the gradients of ``parameters`` (a tensor or an iterable of
     tensors) so that their norm_type-norm, taken over all of them together,
     is at most max_norm: each is multiplied by max_norm / (total + 1e-6)

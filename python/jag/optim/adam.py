@@ -1,4 +1,8 @@
 """torch.optim.Adam and AdamW over jag's fused C step."""
+from __future__ import annotations
+
+import typing as _typing
+
 import jag as _jag
 from jag import _C
 
@@ -15,12 +19,24 @@ class Adam(Optimizer):
         p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
 
     State per parameter: "step" (a float32 scalar tensor), "exp_avg",
-    "exp_avg_sq" and with amsgrad "max_exp_avg_sq"."""
+    "exp_avg_sq" and with amsgrad "max_exp_avg_sq".
+
+    Example::
+
+        >>> w = jag.tensor([1.0, 2.0], requires_grad=True)
+        >>> opt = jag.optim.Adam([w], lr=0.1)
+        >>> (w * w).sum().backward()
+        >>> opt.step()  # the first step moves each entry by about lr
+        >>> w.detach()
+        tensor([0.9000, 1.9000], dtype=float32, size=[2])
+    """
 
     _decoupled = False
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
-                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None):
+    def __init__(self, params: _typing.Iterable[_typing.Any], lr: float = 1e-3,
+                 betas: _typing.Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 0,
+                 amsgrad: bool = False, *, foreach: _typing.Any = None, maximize: bool = False,
+                 capturable: bool = False, differentiable: bool = False, fused: _typing.Any = None) -> None:
         if not 0.0 <= lr:
             raise ValueError("Invalid learning rate: %s" % lr)
         if not 0.0 <= eps:
@@ -72,12 +88,24 @@ class Adam(Optimizer):
 class AdamW(Adam):
     """AdamW: Adam with decoupled weight decay (torch.optim.AdamW): before
     the Adam update p = p * (1 - lr * weight_decay), and the gradient is
-    not changed. weight_decay defaults to 1e-2."""
+    not changed. weight_decay defaults to 1e-2.
+
+    Example::
+
+        >>> w = jag.tensor([1.0, 2.0], requires_grad=True)
+        >>> opt = jag.optim.AdamW([w], lr=0.1)
+        >>> (w * w).sum().backward()
+        >>> opt.step()  # w * (1 - 0.1 * 0.01), then about lr less
+        >>> w.detach()
+        tensor([0.8990, 1.8980], dtype=float32, size=[2])
+    """
 
     _decoupled = True
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *,
-                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None):
+    def __init__(self, params: _typing.Iterable[_typing.Any], lr: float = 1e-3,
+                 betas: _typing.Tuple[float, float] = (0.9, 0.999), eps: float = 1e-8, weight_decay: float = 1e-2,
+                 amsgrad: bool = False, *, foreach: _typing.Any = None, maximize: bool = False,
+                 capturable: bool = False, differentiable: bool = False, fused: _typing.Any = None) -> None:
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
                          foreach=foreach, maximize=maximize, capturable=capturable, differentiable=differentiable,
                          fused=fused)

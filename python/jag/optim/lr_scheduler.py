@@ -1,7 +1,13 @@
 """Learning-rate schedulers with torch.optim.lr_scheduler's formulas: each
 step() moves last_epoch on by one and writes the new lr into every
 parameter group."""
+from __future__ import annotations
+
 import math as _math
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from .optimizer import Optimizer
 
 __all__ = ["LRScheduler", "LambdaLR", "StepLR", "CosineAnnealingLR", "LinearLR"]
 
@@ -10,7 +16,7 @@ class LRScheduler:
     """Base class: remembers each group's initial lr ("initial_lr", the
     base_lrs) and steps once at construction, as torch."""
 
-    def __init__(self, optimizer, last_epoch=-1):
+    def __init__(self, optimizer: Optimizer, last_epoch: int = -1) -> None:
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
@@ -25,15 +31,15 @@ class LRScheduler:
         self._step_count = 0
         self.step()
 
-    def get_lr(self):
+    def get_lr(self) -> _typing.List[float]:
         """The lrs of the current last_epoch, one per group."""
         raise NotImplementedError
 
-    def get_last_lr(self):
+    def get_last_lr(self) -> _typing.List[float]:
         """The lrs the last step() wrote, one per group."""
         return self._last_lr
 
-    def step(self, epoch=None):
+    def step(self, epoch: _typing.Optional[int] = None) -> None:
         """Move to the next epoch (or to ``epoch``, through the closed form
         where the scheduler has one) and write its lrs into the groups."""
         self._step_count += 1
@@ -47,11 +53,11 @@ class LRScheduler:
             group["lr"] = lr
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
 
-    def state_dict(self):
+    def state_dict(self) -> _typing.Dict[str, _typing.Any]:
         """Every attribute but the optimizer."""
         return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: _typing.Dict[str, _typing.Any]) -> None:
         """Restore what state_dict returned."""
         self.__dict__.update(state_dict)
 
@@ -60,7 +66,7 @@ class LambdaLR(LRScheduler):
     """lr = base_lr * lr_lambda(epoch); lr_lambda is one function or one
     per group."""
 
-    def __init__(self, optimizer, lr_lambda, last_epoch=-1):
+    def __init__(self, optimizer: Optimizer, lr_lambda: _typing.Any, last_epoch: int = -1) -> None:
         n = len(optimizer.param_groups)
         if not isinstance(lr_lambda, (list, tuple)):
             self.lr_lambdas = [lr_lambda] * n
@@ -70,24 +76,39 @@ class LambdaLR(LRScheduler):
             self.lr_lambdas = list(lr_lambda)
         super().__init__(optimizer, last_epoch)
 
-    def get_lr(self):
+    def get_lr(self) -> _typing.List[float]:
         """base_lr * lambda(last_epoch) per group."""
         return [base * lmbda(self.last_epoch) for lmbda, base in zip(self.lr_lambdas, self.base_lrs)]
 
-    def state_dict(self):
+    def state_dict(self) -> _typing.Dict[str, _typing.Any]:
         """As the base, without the lambdas (functions do not pickle)."""
         return {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
 
 
 class StepLR(LRScheduler):
-    """lr = base_lr * gamma ** (epoch // step_size)."""
+    """lr = base_lr * gamma ** (epoch // step_size).
 
-    def __init__(self, optimizer, step_size, gamma=0.1, last_epoch=-1):
+    Example::
+
+        >>> w = jag.zeros(2, requires_grad=True)
+        >>> opt = jag.optim.SGD([w], lr=0.1)
+        >>> sched = jag.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+        >>> for epoch in range(4):
+        ...     opt.step()
+        ...     sched.step()
+        ...     print(sched.get_last_lr())
+        [0.1]
+        [0.05]
+        [0.05]
+        [0.025]
+    """
+
+    def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1) -> None:
         self.step_size = step_size
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
 
-    def get_lr(self):
+    def get_lr(self) -> _typing.List[float]:
         """The lr times gamma every step_size epochs."""
         if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
             return [group["lr"] for group in self.optimizer.param_groups]
@@ -101,12 +122,12 @@ class CosineAnnealingLR(LRScheduler):
     """lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2,
     computed recursively from the previous lr as torch does."""
 
-    def __init__(self, optimizer, T_max, eta_min=0.0, last_epoch=-1):
+    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1) -> None:
         self.T_max = T_max
         self.eta_min = eta_min
         super().__init__(optimizer, last_epoch)
 
-    def get_lr(self):
+    def get_lr(self) -> _typing.List[float]:
         """torch's recursive form of the cosine schedule."""
         groups = self.optimizer.param_groups
         if self.last_epoch == 0:
@@ -130,7 +151,8 @@ class LinearLR(LRScheduler):
     """The lr multiplied by a factor going linearly from start_factor to
     end_factor over total_iters steps (a linear warmup), then kept."""
 
-    def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5, last_epoch=-1):
+    def __init__(self, optimizer: Optimizer, start_factor: float = 1.0 / 3, end_factor: float = 1.0,
+                 total_iters: int = 5, last_epoch: int = -1) -> None:
         if start_factor > 1.0 or start_factor <= 0:
             raise ValueError("Starting multiplicative factor expected to be greater than 0 and less or equal to 1.")
         if end_factor > 1.0 or end_factor < 0:
@@ -140,7 +162,7 @@ class LinearLR(LRScheduler):
         self.total_iters = total_iters
         super().__init__(optimizer, last_epoch)
 
-    def get_lr(self):
+    def get_lr(self) -> _typing.List[float]:
         """torch's recursive form of the linear factor."""
         groups = self.optimizer.param_groups
         if self.last_epoch == 0:

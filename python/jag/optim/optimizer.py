@@ -1,6 +1,9 @@
 """The optimizer base class, torch.optim.Optimizer's interface: param_groups,
 per-parameter state, zero_grad, step, state_dict / load_state_dict."""
+from __future__ import annotations
+
 import copy as _copy
+import typing as _typing
 from collections import defaultdict as _defaultdict
 
 import jag as _jag
@@ -22,7 +25,7 @@ class Optimizer:
     hyperparameters); ``defaults`` fills the hyperparameters a group does
     not give. ``self.state`` maps each parameter to a dict of its state."""
 
-    def __init__(self, params, defaults):
+    def __init__(self, params: _typing.Iterable[_typing.Any], defaults: _typing.Dict[str, _typing.Any]) -> None:
         if isinstance(params, _jag.Tensor):
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
                             "but got a jag.Tensor")
@@ -53,7 +56,7 @@ class Optimizer:
     def __setstate__(self, state):
         self.__dict__.update(state)
 
-    def add_param_group(self, param_group):
+    def add_param_group(self, param_group: _typing.Dict[str, _typing.Any]) -> None:
         """Add a group of parameters (a dict with "params" and optional
         hyperparameters; the optimizer's defaults fill the rest). A
         parameter may belong to one group only, and must be a leaf tensor."""
@@ -85,7 +88,7 @@ class Optimizer:
             raise ValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(param_group)
 
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget every parameter's gradient (set_to_none=True, torch's
         default), or write zeros into the gradients that exist."""
         for group in self.param_groups:
@@ -98,7 +101,7 @@ class Optimizer:
                     with _jag.no_grad():
                         g.zero_()
 
-    def step(self, closure=None):
+    def step(self, closure: _typing.Optional[_typing.Callable[[], _typing.Any]] = None) -> _typing.Any:
         """One optimization step over every parameter group (parameters
         whose .grad is None are skipped). ``closure``, if given, is called
         with grad mode on first (it recomputes the loss and its gradients)
@@ -114,7 +117,7 @@ class Optimizer:
     def _step_group(self, group):
         raise NotImplementedError
 
-    def state_dict(self):
+    def state_dict(self) -> _typing.Dict[str, _typing.Any]:
         """torch's format: {"state": {index: {name: value}}, "param_groups":
         [{hyperparameters..., "params": [indices]}]}, parameters numbered in
         group order. State tensors are the live ones (not copies)."""
@@ -131,7 +134,7 @@ class Optimizer:
         state = {(mapping[id(k)] if isinstance(k, _jag.Tensor) else k): v for k, v in self.state.items()}
         return {"state": state, "param_groups": groups}
 
-    def load_state_dict(self, state_dict):
+    def load_state_dict(self, state_dict: _typing.Dict[str, _typing.Any]) -> None:
         """Restore hyperparameters and state saved by state_dict (groups and
         their sizes must match). State tensors are copied (converted to
         their parameter's dtype; "step" stays float32), so later steps do

@@ -1,4 +1,8 @@
 """torch.optim.SGD over jag's fused C step."""
+from __future__ import annotations
+
+import typing as _typing
+
 from jag import _C
 
 from .optimizer import Optimizer
@@ -13,10 +17,21 @@ class SGD(Optimizer):
         buf = d (first step) or momentum * buf + (1 - dampening) * d
         d = d + momentum * buf (nesterov) or buf
         p = p - lr * d
+
+    Example::
+
+        >>> w = jag.tensor([1.0, 2.0], requires_grad=True)
+        >>> opt = jag.optim.SGD([w], lr=0.1)
+        >>> opt.zero_grad()
+        >>> (w * w).sum().backward()  # grad = 2 w = [2, 4]
+        >>> opt.step()
+        >>> w.detach()
+        tensor([0.8000, 1.6000], dtype=float32, size=[2])
     """
 
-    def __init__(self, params, lr=1e-3, momentum=0, dampening=0, weight_decay=0, nesterov=False, *,
-                 maximize=False, foreach=None, differentiable=False, fused=None):
+    def __init__(self, params: _typing.Iterable[_typing.Any], lr: float = 1e-3, momentum: float = 0,
+                 dampening: float = 0, weight_decay: float = 0, nesterov: bool = False, *, maximize: bool = False,
+                 foreach: _typing.Any = None, differentiable: bool = False, fused: _typing.Any = None) -> None:
         if lr < 0.0:
             raise ValueError("Invalid learning rate: %s" % lr)
         if momentum < 0.0:

@@ -12,11 +12,14 @@
 Random order comes from jag's own generator (jag.Generator, jag.rand), so a
 C program with jag_generator_new and jag_rand_uniform can reproduce it.
 """
+from __future__ import annotations
+
 import collections.abc
 import copy
 import numbers
 import queue
 import threading
+import typing as _typing
 
 import numpy as np
 
@@ -60,9 +63,16 @@ class Dataset:
 class TensorDataset(Dataset):
     """Items are tuples ``(t[index] for t in tensors)``, as torch's
     TensorDataset. A jagged nested tensor works too: its item is a component
-    (one variable-length sequence)."""
+    (one variable-length sequence).
 
-    def __init__(self, *tensors):
+    Example::
+
+        >>> ds = jag.utils.data.TensorDataset(jag.arange(4), jag.arange(4) * 10)
+        >>> len(ds), ds[1]
+        (4, (tensor(1, dtype=int64, size=[]), tensor(10, dtype=int64, size=[])))
+    """
+
+    def __init__(self, *tensors: jag.Tensor) -> None:
         if not tensors:
             raise ValueError("TensorDataset: expected at least one tensor")
         for k, t in enumerate(tensors):
@@ -93,7 +103,7 @@ class Sampler:
     """Base class of samplers, as torch's: ``__iter__`` yields dataset
     indices (or lists of them, for a batch sampler); ``__len__`` is optional."""
 
-    def __init__(self, data_source=None):
+    def __init__(self, data_source: _typing.Any = None) -> None:
         pass
 
     def __iter__(self):
@@ -103,7 +113,7 @@ class Sampler:
 class SequentialSampler(Sampler):
     """Indices 0, 1, ..., len(data_source) - 1, always in that order."""
 
-    def __init__(self, data_source):
+    def __init__(self, data_source: _typing.Sized) -> None:
         self.data_source = data_source
 
     def __iter__(self):
@@ -129,7 +139,8 @@ class RandomSampler(Sampler):
     default generator (jag.manual_seed makes it reproducible).
     """
 
-    def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
+    def __init__(self, data_source: _typing.Sized, replacement: bool = False, num_samples: _typing.Optional[int] = None,
+                 generator: _typing.Optional[jag.Generator] = None) -> None:
         self.data_source = data_source
         self.replacement = replacement
         self._num_samples = num_samples
@@ -142,7 +153,8 @@ class RandomSampler(Sampler):
         _check_generator("RandomSampler", generator)
 
     @property
-    def num_samples(self):
+    def num_samples(self) -> int:
+        """How many indices one pass yields: num_samples, else len(data_source)."""
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self):
@@ -168,7 +180,7 @@ class BatchSampler(Sampler):
     """Groups the indices of ``sampler`` into lists of ``batch_size``, as
     torch's BatchSampler; drop_last drops a last, shorter list."""
 
-    def __init__(self, sampler, batch_size, drop_last):
+    def __init__(self, sampler: _typing.Iterable[int], batch_size: int, drop_last: bool) -> None:
         if not _is_int(batch_size) or batch_size <= 0:
             raise ValueError("batch_size should be a positive integer value, but got batch_size=%r" % (batch_size,))
         if not isinstance(drop_last, bool):
@@ -269,8 +281,9 @@ class TokenBudgetBatchSampler(Sampler):
     on every machine and in C.
     """
 
-    def __init__(self, lengths, max_tokens, shuffle=True, seed=0, drop_last=False, bucket_size=None,
-                 max_batch_size=None):
+    def __init__(self, lengths: _typing.Any, max_tokens: int, shuffle: bool = True, seed: int = 0,
+                 drop_last: bool = False, bucket_size: _typing.Optional[int] = None,
+                 max_batch_size: _typing.Optional[int] = None) -> None:
         name = "TokenBudgetBatchSampler"
         if not _is_int(max_tokens) or max_tokens <= 0:
             raise ValueError("%s: max_tokens must be a positive int, got %r" % (name, max_tokens))
@@ -299,7 +312,7 @@ class TokenBudgetBatchSampler(Sampler):
         self.epoch = 0
         self._cache = None  # (epoch, batches)
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """Sets the epoch: the shuffle of epoch e is seeded with seed + e,
         as torch's DistributedSampler.set_epoch."""
         if not _is_int(epoch):
@@ -437,7 +450,7 @@ def _collate(batch, tensor_fn, name):
     raise TypeError(_COLLATE_TYPE_ERROR % (name, elem_type))
 
 
-def default_collate(batch):
+def default_collate(batch: _typing.Sequence[_typing.Any]) -> _typing.Any:
     """torch's default_collate: a list of items becomes one batch. Tensors
     (and numpy arrays) are stacked on a new dim 0 (equal shapes, else
     RuntimeError), floats become a float64 tensor, ints an int64 tensor
@@ -446,7 +459,7 @@ def default_collate(batch):
     return _collate(batch, _stack, "default_collate")
 
 
-def collate_nested(batch):
+def collate_nested(batch: _typing.Sequence[_typing.Any]) -> _typing.Any:
     """default_collate, except that tensors of one or more dims become a
     jagged nested tensor (jag.nested.nested_tensor(items,
     layout=jag.jagged)) with no padding, whatever their lengths:
@@ -456,7 +469,7 @@ def collate_nested(batch):
     return _collate(batch, _stack_or_nest, "collate_nested")
 
 
-def default_convert(data):
+def default_convert(data: _typing.Any) -> _typing.Any:
     """torch's default_convert (the collate without batching,
     batch_size=None): numpy arrays and numpy scalars become jag tensors,
     inside dicts, namedtuples, tuples and lists too; the rest is unchanged."""
@@ -528,10 +541,28 @@ class DataLoader:
     timeout < 0, prefetch_factor given with num_workers=0 or negative,
     sampler with shuffle, batch_sampler with batch_size != 1 / shuffle /
     sampler / drop_last, and batch_size=None with drop_last.
+
+    Example::
+
+        >>> class Sequences(jag.utils.data.Dataset):
+        ...     def __init__(self):
+        ...         self.items = [jag.arange(n) for n in (3, 1, 2, 4)]
+        ...     def __len__(self):
+        ...         return len(self.items)
+        ...     def __getitem__(self, i):
+        ...         return self.items[i]
+        >>> for batch in jag.utils.data.DataLoader(Sequences(), batch_size=2):
+        ...     print(batch.offsets().tolist(), batch.values().tolist())
+        [0, 3, 4] [0, 1, 2, 0]
+        [0, 2, 6] [0, 1, 0, 1, 2, 3]
     """
 
-    def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None, num_workers=0,
-                 collate_fn=None, *, drop_last=False, timeout=0, generator=None, prefetch_factor=None):
+    def __init__(self, dataset: _typing.Any, batch_size: _typing.Optional[int] = 1,
+                 shuffle: _typing.Optional[bool] = None, sampler: _typing.Any = None, batch_sampler: _typing.Any = None,
+                 num_workers: int = 0,
+                 collate_fn: _typing.Optional[_typing.Callable[[_typing.List[_typing.Any]], _typing.Any]] = None, *,
+                 drop_last: bool = False, timeout: float = 0, generator: _typing.Optional[jag.Generator] = None,
+                 prefetch_factor: _typing.Optional[int] = None) -> None:
         if num_workers < 0:
             raise ValueError("num_workers option should be non-negative; use num_workers=0 to load on the "
                              "calling thread.")

@@ -1,8 +1,13 @@
 """The token-budget batch sampler split over data-parallel ranks."""
+from __future__ import annotations
+
+import typing as _typing
+
 from .data import Sampler, TokenBudgetBatchSampler
 
 
-def split_by_tokens(batch, lengths, num_replicas):
+def split_by_tokens(batch: _typing.Sequence[int], lengths: _typing.Sequence[int],
+                    num_replicas: int) -> _typing.List[_typing.List[int]]:
     """Split the indices of one global batch over ``num_replicas`` ranks so
     that each gets nearly the same number of tokens: items longest first
     (ties: the earlier position in ``batch``) each go to the least-loaded
@@ -41,8 +46,9 @@ class DistributedTokenBudgetSampler(Sampler):
         rank (int or None): this rank (None: jag.distributed.get_rank()).
     """
 
-    def __init__(self, lengths, max_tokens, num_replicas=None, rank=None, shuffle=True, seed=0, drop_last=False,
-                 bucket_size=None, max_batch_size=None):
+    def __init__(self, lengths: _typing.Any, max_tokens: int, num_replicas: _typing.Optional[int] = None,
+                 rank: _typing.Optional[int] = None, shuffle: bool = True, seed: int = 0, drop_last: bool = False,
+                 bucket_size: _typing.Optional[int] = None, max_batch_size: _typing.Optional[int] = None) -> None:
         if num_replicas is None or rank is None:
             from .. import distributed as dist
             num_replicas = dist.get_world_size() if num_replicas is None else num_replicas
@@ -58,11 +64,11 @@ class DistributedTokenBudgetSampler(Sampler):
         self.num_replicas = num_replicas
         self.rank = rank
 
-    def set_epoch(self, epoch):
+    def set_epoch(self, epoch: int) -> None:
         """The epoch whose global batches the next iteration splits."""
         self.global_sampler.set_epoch(epoch)
 
-    def splits(self):
+    def splits(self) -> _typing.List[_typing.List[_typing.List[int]]]:
         """This epoch's global batches, each split over every rank."""
         lengths = self.global_sampler.lengths
         return [split_by_tokens(b, lengths, self.num_replicas) for b in self.global_sampler]
@@ -74,7 +80,7 @@ class DistributedTokenBudgetSampler(Sampler):
     def __len__(self):
         return len(self.global_sampler)
 
-    def imbalance(self):
+    def imbalance(self) -> _typing.List[float]:
         """max / mean of the ranks' tokens, per global batch of the epoch
         (1.0 is perfect balance; a batch of no tokens counts as 1.0)."""
         lengths = self.global_sampler.lengths

@@ -3,7 +3,7 @@ subclass with automatic dispatch to custom kernels), step by step in jag.
 
 Run it after building (make build; make test-python builds the extension):
 
-    .venv/bin/python examples/seed_walkthrough.py
+    .venv/bin/python examples/nested_subclass_walkthrough.py
 
 Each step prints what it shows and checks the prototype's own assertions
 (plus a per-component numpy reference where it has none).
