@@ -94,6 +94,23 @@ static const char *test_current = "";
 
 /* A tensor from double values (converted to dtype). Aborts the test program
  * on failure: helpers are not under test. */
+/* The id of the op named `name`; exits when there is none. */
+static inline jag_op_id t_op_id(const char *name) {
+    jag_op_id id = -1;
+    if (jag_op_find(name, &id) != JAG_OK) {
+        fprintf(stderr, "no op %s\n", name);
+        exit(2);
+    }
+    return id;
+}
+
+/* A 1-d int64 tensor of v[0..n). */
+static inline jag_tensor *t_i64(const int64_t *v, int64_t n) {
+    jag_tensor *t = NULL;
+    if (jag_from_data(v, &n, 1, JAG_INT64, &t)) exit(2);
+    return t;
+}
+
 static inline jag_tensor *t_from(const double *vals, const int64_t *sizes, int ndim, jag_dtype dtype) {
     jag_tensor *t = NULL;
     if (jag_empty(sizes, ndim, dtype, &t)) {

@@ -12,20 +12,6 @@
 #include <omp.h>
 #endif
 
-static jag_op_id op_id(const char *name) {
-    jag_op_id id = -1;
-    if (jag_op_find(name, &id) != JAG_OK) {
-        fprintf(stderr, "no op %s\n", name);
-        exit(2);
-    }
-    return id;
-}
-
-static jag_tensor *i64(const int64_t *v, int64_t n) {
-    jag_tensor *t = NULL;
-    if (jag_from_data(v, &n, 1, JAG_INT64, &t)) exit(2);
-    return t;
-}
 
 static jag_tensor *f32(const float *v, const int64_t *sizes, int nd) {
     jag_tensor *t = NULL;
@@ -39,30 +25,30 @@ static float at(const jag_tensor *t, int64_t i) { return ((const float *)jag_dat
 static void test_ragged_reduce_by_hand(void) {
     TEST_BEGIN();
     const float v[10] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
-    jag_tensor *values = f32(v, (int64_t[]){5, 2}, 2), *off = i64((int64_t[]){0, 2, 5}, 3), *out = NULL, *g = NULL;
+    jag_tensor *values = f32(v, (int64_t[]){5, 2}, 2), *off = t_i64((int64_t[]){0, 2, 5}, 3), *out = NULL, *g = NULL;
     jag_value a[7] = {{.kind = JAG_VAL_TENSOR, .u.t = values}, {.kind = JAG_VAL_TENSOR, .u.t = off}, {.kind = JAG_VAL_NONE},
                       {.kind = JAG_VAL_INT, .u.i = 0 /* sum */}, {.kind = JAG_VAL_INT, .u.i = 0}, {.kind = JAG_VAL_INT, .u.i = 0},
                       {.kind = JAG_VAL_BOOL, .u.b = false}};
-    CHECK_OK(jag_op_call(op_id("ragged_reduce"), a, 7, &out));
+    CHECK_OK(jag_op_call(t_op_id("ragged_reduce"), a, 7, &out));
     CHECK(jag_ndim(out) == 2 && jag_size(out, 0) == 2 && jag_size(out, 1) == 2);
     CHECK(at(out, 0) == 4 && at(out, 1) == 6 && at(out, 2) == 21 && at(out, 3) == 24);
     jag_release(out);
     a[3].u.i = 1; /* mean */
-    CHECK_OK(jag_op_call(op_id("ragged_reduce"), a, 7, &out));
+    CHECK_OK(jag_op_call(t_op_id("ragged_reduce"), a, 7, &out));
     CHECK(at(out, 0) == 2 && at(out, 1) == 3 && at(out, 2) == 7 && at(out, 3) == 8);
     /* its backward: the mean's gradient spreads g / length over each component's rows */
     const float gv[4] = {2, 4, 3, 6};
     g = f32(gv, (int64_t[]){2, 2}, 2);
     jag_value b[9] = {a[0], a[1], a[2], {.kind = JAG_VAL_TENSOR, .u.t = out}, {.kind = JAG_VAL_TENSOR, .u.t = g}, a[3], a[4], a[5], a[6]};
     jag_tensor *gx = NULL;
-    CHECK_OK(jag_op_call(op_id("ragged_reduce_backward"), b, 9, &gx));
+    CHECK_OK(jag_op_call(t_op_id("ragged_reduce_backward"), b, 9, &gx));
     CHECK(jag_size(gx, 0) == 5 && at(gx, 0) == 1 && at(gx, 1) == 2 && at(gx, 2) == 1 && at(gx, 4) == 1 && at(gx, 5) == 2 &&
           at(gx, 9) == 2);
     /* lengths make holes: component 1 keeps rows [2, 3) only */
-    jag_tensor *len = i64((int64_t[]){2, 1}, 2), *h = NULL;
+    jag_tensor *len = t_i64((int64_t[]){2, 1}, 2), *h = NULL;
     a[2] = (jag_value){.kind = JAG_VAL_TENSOR, .u.t = len};
     a[3].u.i = 0;
-    CHECK_OK(jag_op_call(op_id("ragged_reduce"), a, 7, &h));
+    CHECK_OK(jag_op_call(t_op_id("ragged_reduce"), a, 7, &h));
     CHECK(at(h, 2) == 5 && at(h, 3) == 6);
     jag_release(out), jag_release(g), jag_release(gx), jag_release(h), jag_release(len);
     jag_release(values), jag_release(off);
@@ -73,7 +59,7 @@ static void test_ragged_reduce_by_hand(void) {
 static void test_nested_mean_matches_components(void) {
     TEST_BEGIN();
     int64_t vs[2] = {9, 3};
-    jag_tensor *v = t_rand(vs, 2, JAG_FLOAT64, -1, 1, 7), *off = i64((int64_t[]){0, 4, 4, 9}, 4), *nt = NULL, *m = NULL;
+    jag_tensor *v = t_rand(vs, 2, JAG_FLOAT64, -1, 1, 7), *off = t_i64((int64_t[]){0, 4, 4, 9}, 4), *nt = NULL, *m = NULL;
     CHECK_OK(jag_nested_from_jagged(v, off, NULL, &nt));
     CHECK_OK(jag_mean(nt, (int[]){1}, 1, false, &m));
     const double *pv = jag_data(v), *pm = jag_data(m);
@@ -91,17 +77,17 @@ static void test_nested_mean_matches_components(void) {
 static void test_bad_offsets_refused(void) {
     TEST_BEGIN();
     const float v[6] = {1, 2, 3, 4, 5, 6};
-    jag_tensor *values = f32(v, (int64_t[]){3, 2}, 2), *past = i64((int64_t[]){0, 2, 7}, 3), *down = i64((int64_t[]){0, 3, 1}, 3);
+    jag_tensor *values = f32(v, (int64_t[]){3, 2}, 2), *past = t_i64((int64_t[]){0, 2, 7}, 3), *down = t_i64((int64_t[]){0, 3, 1}, 3);
     jag_tensor *out = NULL;
     jag_value a[7] = {{.kind = JAG_VAL_TENSOR, .u.t = values}, {.kind = JAG_VAL_TENSOR, .u.t = past}, {.kind = JAG_VAL_NONE},
                       {.kind = JAG_VAL_INT, .u.i = 0}, {.kind = JAG_VAL_INT, .u.i = 0}, {.kind = JAG_VAL_INT, .u.i = 0},
                       {.kind = JAG_VAL_BOOL, .u.b = false}};
-    CHECK_ERR(jag_op_call(op_id("ragged_reduce"), a, 7, &out), JAG_EINVAL, "do not fit the 3 value rows");
+    CHECK_ERR(jag_op_call(t_op_id("ragged_reduce"), a, 7, &out), JAG_EINVAL, "do not fit the 3 value rows");
     CHECK(out == NULL);
     a[1].u.t = down;
-    CHECK_ERR(jag_op_call(op_id("ragged_reduce"), a, 7, &out), JAG_EINVAL, "component 1");
+    CHECK_ERR(jag_op_call(t_op_id("ragged_reduce"), a, 7, &out), JAG_EINVAL, "component 1");
     a[3].u.i = 8; /* max with indices: not this op's */
-    CHECK_ERR(jag_op_call(op_id("ragged_reduce"), a, 7, &out), JAG_EINVAL, "argument 'kind'");
+    CHECK_ERR(jag_op_call(t_op_id("ragged_reduce"), a, 7, &out), JAG_EINVAL, "argument 'kind'");
     CHECK(out == NULL);
     /* attention: q's offsets past its rows */
     int64_t qs[3] = {3, 1, 2};
@@ -109,14 +95,14 @@ static void test_bad_offsets_refused(void) {
     jag_value at9[9] = {{.kind = JAG_VAL_TENSOR, .u.t = q}, {.kind = JAG_VAL_TENSOR, .u.t = q}, {.kind = JAG_VAL_TENSOR, .u.t = q},
                         {.kind = JAG_VAL_TENSOR, .u.t = past}, {.kind = JAG_VAL_NONE}, {.kind = JAG_VAL_TENSOR, .u.t = past},
                         {.kind = JAG_VAL_NONE}, {.kind = JAG_VAL_BOOL, .u.b = false}, {.kind = JAG_VAL_DOUBLE, .u.d = 0}};
-    CHECK_ERR(jag_op_call(op_id("varlen_attention"), at9, 9, outs), JAG_EINVAL, "do not fit the 3 rows");
+    CHECK_ERR(jag_op_call(t_op_id("varlen_attention"), at9, 9, outs), JAG_EINVAL, "do not fit the 3 rows");
     CHECK(outs[0] == NULL && outs[1] == NULL);
     jag_tensor *empty = NULL; /* no offsets at all: not even B = 0 */
     CHECK_OK(jag_empty((int64_t[]){0}, 1, JAG_INT64, &empty));
     at9[3].u.t = empty, at9[5].u.t = empty;
-    CHECK_ERR(jag_op_call(op_id("varlen_attention"), at9, 9, outs), JAG_EINVAL, "'q_offsets' must be int64 of shape (B+1)");
+    CHECK_ERR(jag_op_call(t_op_id("varlen_attention"), at9, 9, outs), JAG_EINVAL, "'q_offsets' must be int64 of shape (B+1)");
     a[1].u.t = empty, a[3].u.i = 0;
-    CHECK_ERR(jag_op_call(op_id("ragged_reduce"), a, 7, &out), JAG_EINVAL, "'offsets' must be int64 of shape (B+1)");
+    CHECK_ERR(jag_op_call(t_op_id("ragged_reduce"), a, 7, &out), JAG_EINVAL, "'offsets' must be int64 of shape (B+1)");
     CHECK(outs[0] == NULL && outs[1] == NULL && out == NULL);
     jag_release(empty);
     jag_release(q), jag_release(values), jag_release(past), jag_release(down);
@@ -128,11 +114,11 @@ static void test_varlen_attention_matches_items(void) {
     TEST_BEGIN();
     int64_t qs[3] = {5, 2, 4};
     jag_tensor *q = t_rand(qs, 3, JAG_FLOAT64, -1, 1, 11), *k = t_rand(qs, 3, JAG_FLOAT64, -1, 1, 12);
-    jag_tensor *v = t_rand(qs, 3, JAG_FLOAT64, -1, 1, 13), *off = i64((int64_t[]){0, 2, 5}, 3), *outs[2] = {0};
+    jag_tensor *v = t_rand(qs, 3, JAG_FLOAT64, -1, 1, 13), *off = t_i64((int64_t[]){0, 2, 5}, 3), *outs[2] = {0};
     jag_value a[9] = {{.kind = JAG_VAL_TENSOR, .u.t = q}, {.kind = JAG_VAL_TENSOR, .u.t = k}, {.kind = JAG_VAL_TENSOR, .u.t = v},
                       {.kind = JAG_VAL_TENSOR, .u.t = off}, {.kind = JAG_VAL_NONE}, {.kind = JAG_VAL_TENSOR, .u.t = off},
                       {.kind = JAG_VAL_NONE}, {.kind = JAG_VAL_BOOL, .u.b = true}, {.kind = JAG_VAL_DOUBLE, .u.d = 0}};
-    CHECK_OK(jag_op_call(op_id("varlen_attention"), a, 9, outs));
+    CHECK_OK(jag_op_call(t_op_id("varlen_attention"), a, 9, outs));
     const int64_t r0[2] = {0, 2}, n[2] = {2, 3};
     for (int b = 0; b < 2; b++) {
         jag_tensor *qi = NULL, *ki = NULL, *vi = NULL, *q4 = NULL, *k4 = NULL, *v4 = NULL, *o = NULL, *want = NULL;
@@ -173,7 +159,7 @@ static void test_scatter_add(void) {
     CHECK_OK(jag_from_data(iv, is, 2, JAG_INT64, &ix));
     jag_value a[4] = {{.kind = JAG_VAL_TENSOR, .u.t = x}, {.kind = JAG_VAL_INT, .u.i = 0}, {.kind = JAG_VAL_TENSOR, .u.t = ix},
                       {.kind = JAG_VAL_TENSOR, .u.t = src}};
-    CHECK_OK(jag_op_call(op_id("scatter_add"), a, 4, &out));
+    CHECK_OK(jag_op_call(t_op_id("scatter_add"), a, 4, &out));
     /* out[2][0] += 1 + 3, out[0][1] += 2, out[2][1] += 4 */
     const float want[6] = {1, 3, 1, 1, 5, 5};
     for (int i = 0; i < 6; i++) CHECK_MSG(at(out, i) == want[i], "element %d", i);
@@ -182,7 +168,7 @@ static void test_scatter_add(void) {
     CHECK_OK(jag_from_data(ov, is, 2, JAG_INT64, &bad));
     a[2].u.t = bad;
     jag_tensor *none = NULL;
-    CHECK_ERR(jag_op_call(op_id("scatter_add"), a, 4, &none), JAG_ERANGE, "index 3 is outside [0, 3)");
+    CHECK_ERR(jag_op_call(t_op_id("scatter_add"), a, 4, &none), JAG_ERANGE, "index 3 is outside [0, 3)");
     CHECK(none == NULL);
     jag_release(out), jag_release(x), jag_release(src), jag_release(ix), jag_release(bad);
     /* whole rows: an index constant along every dim but `dim` (expanded, as
@@ -207,7 +193,7 @@ static void test_scatter_add(void) {
                 CHECK_OK(jag_expand(iview, ss, 3, &iexp));
                 jag_value b[4] = {{.kind = JAG_VAL_TENSOR, .u.t = xx}, {.kind = JAG_VAL_INT, .u.i = dim},
                                   {.kind = JAG_VAL_TENSOR, .u.t = iexp}, {.kind = JAG_VAL_TENSOR, .u.t = ssrc}};
-                CHECK_OK(jag_op_call(op_id("scatter_add"), b, 4, &o));
+                CHECK_OK(jag_op_call(t_op_id("scatter_add"), b, 4, &o));
                 double expect[105];
                 for (int e = 0; e < 105; e++) expect[e] = t_get(xx, e);
                 for (int64_t a0 = 0; a0 < ss[0]; a0++)
@@ -230,7 +216,7 @@ static void test_scatter_add(void) {
                 CHECK_OK(jag_reshape(bad64, vsz, 3, &badv));
                 CHECK_OK(jag_expand(badv, ss, 3, &bade));
                 b[2].u.t = bade;
-                CHECK_ERR(jag_op_call(op_id("scatter_add"), b, 4, &o), JAG_ERANGE, "is outside [0,");
+                CHECK_ERR(jag_op_call(t_op_id("scatter_add"), b, 4, &o), JAG_ERANGE, "is outside [0,");
                 CHECK(o == NULL);
                 jag_release(bad64), jag_release(badv), jag_release(bade);
                 jag_release(xx), jag_release(ssrc), jag_release(iv64), jag_release(ivec), jag_release(iview), jag_release(iexp);
@@ -613,7 +599,7 @@ static void test_ragged_reduce_noncontiguous(void) {
     TEST_BEGIN();
     int64_t vs[2] = {300, 17};
     for (int f = 0; f < 2; f++) {
-        jag_tensor *v = t_rand(vs, 2, f ? JAG_FLOAT64 : JAG_FLOAT32, -2, 2, 77), *off = i64((int64_t[]){0, 1, 1, 250, 300}, 5);
+        jag_tensor *v = t_rand(vs, 2, f ? JAG_FLOAT64 : JAG_FLOAT32, -2, 2, 77), *off = t_i64((int64_t[]){0, 1, 1, 250, 300}, 5);
         jag_tensor *views[2] = {t_sliced(v), t_noncontig(v)};
         for (int kind = 0; kind <= 6; kind++) {
             jag_value a[7] = {{.kind = JAG_VAL_TENSOR, .u.t = v}, {.kind = JAG_VAL_TENSOR, .u.t = off}, {.kind = JAG_VAL_NONE},
@@ -621,13 +607,13 @@ static void test_ragged_reduce_noncontiguous(void) {
                               {.kind = JAG_VAL_BOOL, .u.b = false}};
             jag_tensor *want = NULL;
             if (kind == 2 || kind == 3) a[1].u.t = NULL; /* amax/amin: no empty component */
-            jag_tensor *off2 = kind == 2 || kind == 3 ? i64((int64_t[]){0, 1, 2, 250, 300}, 5) : NULL;
+            jag_tensor *off2 = kind == 2 || kind == 3 ? t_i64((int64_t[]){0, 1, 2, 250, 300}, 5) : NULL;
             if (off2) a[1].u.t = off2;
-            CHECK_OK(jag_op_call(op_id("ragged_reduce"), a, 7, &want));
+            CHECK_OK(jag_op_call(t_op_id("ragged_reduce"), a, 7, &want));
             for (int i = 0; i < 2; i++) {
                 jag_tensor *y = NULL;
                 a[0].u.t = views[i];
-                CHECK_OK(jag_op_call(op_id("ragged_reduce"), a, 7, &y));
+                CHECK_OK(jag_op_call(t_op_id("ragged_reduce"), a, 7, &y));
                 CHECK_MSG(y && want && same_bits(y, want), "kind %d view %d", kind, i);
                 jag_release(y);
             }

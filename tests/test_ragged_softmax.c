@@ -8,20 +8,6 @@
  * and bad arguments refused with inputs unchanged. */
 #include "test.h"
 
-static jag_op_id op_id(const char *name) {
-    jag_op_id id = -1;
-    if (jag_op_find(name, &id) != JAG_OK) {
-        fprintf(stderr, "no op %s\n", name);
-        exit(2);
-    }
-    return id;
-}
-
-static jag_tensor *i64(const int64_t *v, int64_t n) {
-    jag_tensor *t = NULL;
-    if (jag_from_data(v, &n, 1, JAG_INT64, &t)) exit(2);
-    return t;
-}
 
 static jag_value vt(const jag_tensor *t) { return (jag_value){.kind = t ? JAG_VAL_TENSOR : JAG_VAL_NONE, .u.t = t}; }
 static jag_value vb(bool b) { return (jag_value){.kind = JAG_VAL_BOOL, .u.b = b}; }
@@ -41,13 +27,13 @@ static bool in_component(int64_t r, bool holes) {
 /* ragged_softmax(values, offsets, lengths, log) by name */
 static jag_status ragged_softmax(const jag_tensor *v, const jag_tensor *o, const jag_tensor *l, bool log, jag_tensor **out) {
     jag_value a[4] = {vt(v), vt(o), vt(l), vb(log)};
-    return jag_op_call(op_id("ragged_softmax"), a, 4, out);
+    return jag_op_call(t_op_id("ragged_softmax"), a, 4, out);
 }
 
 static jag_status ragged_softmax_backward(const jag_tensor *y, const jag_tensor *o, const jag_tensor *l, const jag_tensor *g,
                                           bool log, jag_tensor **out) {
     jag_value a[5] = {vt(y), vt(o), vt(l), vt(g), vb(log)};
-    return jag_op_call(op_id("ragged_softmax_backward"), a, 5, out);
+    return jag_op_call(t_op_id("ragged_softmax_backward"), a, 5, out);
 }
 
 /* Rows [r0, r0 + n) of a (rows, ...) tensor equal want (n, ...); rows
@@ -80,7 +66,7 @@ static void test_matches_dense_per_component(void) {
                     double rtol = dts[d] == JAG_FLOAT32 ? 1e-5 : 1e-12, atol = dts[d] == JAG_FLOAT32 ? 1e-6 : 1e-13;
                     int64_t vs[3] = {9, nd == 2 ? 3 : 2, 3};
                     jag_tensor *v = t_rand(vs, nd, dts[d], -4, 4, 100 + (uint64_t)(d * 8 + nd * 4 + holes * 2 + log));
-                    jag_tensor *o = i64(OFF, 5), *l = holes ? i64(LEN, 4) : NULL, *y = NULL, *nt = NULL, *ny = NULL;
+                    jag_tensor *o = t_i64(OFF, 5), *l = holes ? t_i64(LEN, 4) : NULL, *y = NULL, *nt = NULL, *ny = NULL;
                     char what[96];
                     snprintf(what, sizeof what, "%s %d-d holes=%d log=%d", jag_dtype_name(dts[d]), nd, holes, log);
                     CHECK_OK(ragged_softmax(v, o, l, log, &y));
@@ -115,7 +101,7 @@ static void test_long_component(void) {
     TEST_BEGIN();
     enum { N = 1000 };
     int64_t vs[2] = {N, N}, off[2] = {0, N};
-    jag_tensor *v = t_rand(vs, 2, JAG_FLOAT32, -5, 5, 7), *g = t_rand(vs, 2, JAG_FLOAT32, -1, 1, 8), *o = i64(off, 2);
+    jag_tensor *v = t_rand(vs, 2, JAG_FLOAT32, -5, 5, 7), *g = t_rand(vs, 2, JAG_FLOAT32, -1, 1, 8), *o = t_i64(off, 2);
     double *sum = calloc(N, sizeof *sum);
     for (int log = 0; log < 2; log++) {
         jag_tensor *y = NULL, *want = NULL, *gx = NULL;
@@ -156,7 +142,7 @@ static void test_backward_formula(void) {
                 int64_t vs[2] = {9, 3};
                 jag_tensor *v = t_rand(vs, 2, dts[d], -3, 3, 40 + (uint64_t)(d * 4 + holes * 2 + log));
                 jag_tensor *g = t_rand(vs, 2, dts[d], -1, 1, 60 + (uint64_t)(d * 4 + holes * 2 + log));
-                jag_tensor *o = i64(OFF, 5), *l = holes ? i64(LEN, 4) : NULL, *y = NULL, *gx = NULL;
+                jag_tensor *o = t_i64(OFF, 5), *l = holes ? t_i64(LEN, 4) : NULL, *y = NULL, *gx = NULL;
                 CHECK_OK(ragged_softmax(v, o, l, log, &y));
                 CHECK_OK(ragged_softmax_backward(y, o, l, g, log, &gx));
                 CHECK(gx && jag_tensor_dtype(gx) == dts[d] && jag_size(gx, 0) == 9 && jag_size(gx, 1) == 3);
@@ -204,7 +190,7 @@ static void test_gradcheck(void) {
         for (int holes = 0; holes < 2; holes++)
             for (int log = 0; log < 2; log++) {
                 jag_tensor *x = t_rand(vs, 3, JAG_FLOAT64, -2, 2, 80 + (uint64_t)(nested * 4 + holes * 2 + log));
-                jag_tensor *o = i64(OFF, 5), *l = holes ? i64(LEN, 4) : NULL;
+                jag_tensor *o = t_i64(OFF, 5), *l = holes ? t_i64(LEN, 4) : NULL;
                 CHECK_OK(jag_set_requires_grad(x, true));
                 grad_case c = {o, l, log, nested};
                 jag_status st = jag_gradcheck(grad_fn, &c, &x, 1, 1e-6, 1e-7, 1e-6);
@@ -229,7 +215,7 @@ static jag_status traced_softmax(void *ctx, jag_tensor *const *inputs, int n_inp
 static void test_traced_and_compiled(void) {
     TEST_BEGIN();
     int64_t vs[2] = {9, 3};
-    jag_tensor *v = t_rand(vs, 2, JAG_FLOAT64, -2, 2, 91), *o = i64(OFF, 5), *l = i64(LEN, 4), *nt = NULL;
+    jag_tensor *v = t_rand(vs, 2, JAG_FLOAT64, -2, 2, 91), *o = t_i64(OFF, 5), *l = t_i64(LEN, 4), *nt = NULL;
     CHECK_OK(jag_nested_from_jagged(v, o, l, &nt));
     CHECK_OK(jag_set_requires_grad(nt, true));
     jag_trace *t = NULL, *d = NULL;
@@ -287,8 +273,8 @@ static void test_bad_input_refused(void) {
     int64_t vs[2] = {5, 2};
     jag_tensor *v = t_rand(vs, 2, JAG_FLOAT32, -1, 1, 5), *v0 = NULL, *out = NULL;
     CHECK_OK(jag_clone(v, &v0));
-    jag_tensor *past = i64((int64_t[]){0, 2, 7}, 3), *down = i64((int64_t[]){0, 3, 1}, 3), *ok = i64((int64_t[]){0, 2, 5}, 3);
-    jag_tensor *len3 = i64((int64_t[]){1, 1, 1}, 3), *len_long = i64((int64_t[]){2, 4}, 2), *o32 = NULL, *vi = NULL;
+    jag_tensor *past = t_i64((int64_t[]){0, 2, 7}, 3), *down = t_i64((int64_t[]){0, 3, 1}, 3), *ok = t_i64((int64_t[]){0, 2, 5}, 3);
+    jag_tensor *len3 = t_i64((int64_t[]){1, 1, 1}, 3), *len_long = t_i64((int64_t[]){2, 4}, 2), *o32 = NULL, *vi = NULL;
     CHECK_OK(jag_to_dtype(ok, JAG_INT32, &o32));
     CHECK_OK(jag_to_dtype(v, JAG_INT64, &vi));
     CHECK_ERR(ragged_softmax(v, past, NULL, false, &out), JAG_EINVAL, "do not fit the 5 value rows");

@@ -1,6 +1,8 @@
 /* copy.c — strided, converting, broadcasting copies and fills: the kernels
- * behind clone, to_dtype, copy_, contiguous, reshape and fill_. */
-#include "../dispatch/dispatch.h"
+ * behind clone, to_dtype, copy_, contiguous, reshape and fill_ (declared in
+ * src/core/internal.h; the ops' META functions and boxed adapter are
+ * src/dispatch/copy_op.c). */
+#include "../core/internal.h"
 #include "iter.h"
 
 #include <math.h>
@@ -112,34 +114,6 @@ void jag__copy_into(jag_tensor *dst, const jag_tensor *src) {
     jag_iter it;
     jag__iter_init(&it, dst->sizes, dst->ndim, 2, base, strides, sizes);
     jag__iter_run(&it, copy_loops[dst->dtype][src->dtype], NULL);
-}
-
-/* ---- clone / to_dtype --------------------------------------------------- */
-
-jag_status jag__meta_clone(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *x;
-    jag_status st = jag__arg_tensor(op, args, nargs, 0, "x", &x);
-    if (st == JAG_OK) jag__spec_set(&outs[0], x->dtype, x->sizes, x->ndim);
-    return st;
-}
-
-jag_status jag__meta_to_dtype(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *x;
-    int64_t dtype;
-    jag_status st;
-    if ((st = jag__arg_tensor(op, args, nargs, 0, "x", &x)) || (st = jag__arg_int(op, args, nargs, 1, "dtype", &dtype)))
-        return st;
-    if (!jag__dtype_valid((jag_dtype)dtype))
-        return jag__error(JAG_EDTYPE, "%s: argument 'dtype' is %lld, expected one of float32, float64, int32, int64, bool",
-                          op, (long long)dtype);
-    jag__spec_set(&outs[0], (jag_dtype)dtype, x->sizes, x->ndim);
-    return JAG_OK;
-}
-
-jag_status jag__cpu_copy(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    (void)op, (void)nargs;
-    jag__copy_into(outs[0], args[0].u.t);
-    return JAG_OK;
 }
 
 /* ---- fill --------------------------------------------------------------- */

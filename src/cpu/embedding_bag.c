@@ -3,60 +3,18 @@
  * (bag b is indices[offsets[b] : offsets[b+1]], offsets[0] == 0 and
  * offsets[B] == N), optional per-sample weights (N) scaling each row (sum
  * mode). out (B, D); an empty bag gives zeros. The backward touches only
- * the rows the bags use. Kernel, META, naive reference and backward. */
-#include "../dispatch/dispatch.h"
+ * the rows the bags use. The typed kernels and the naive reference (the
+ * op's META function and boxed adapters are
+ * src/dispatch/embedding_bag_op.c). */
+#include "kernels.h"
 
 #include <math.h>
 
-enum { BAG_SUM = 0, BAG_MEAN = 1, BAG_MAX = 2 };
-
+/* The arguments every kernel here reads. */
 typedef struct bag_args {
     const jag_tensor *w, *ix, *off, *psw;
     int64_t mode;
 } bag_args;
-
-static jag_status parse(const char *op, const jag_value *args, int nargs, bag_args *a) {
-    jag_status st;
-    if ((st = jag__arg_tensor(op, args, nargs, 0, "weight", &a->w)) ||
-        (st = jag__arg_tensor(op, args, nargs, 1, "indices", &a->ix)) ||
-        (st = jag__arg_tensor(op, args, nargs, 2, "offsets", &a->off)) ||
-        (st = jag__arg_int(op, args, nargs, 3, "mode", &a->mode)) ||
-        (st = jag__arg_opt_tensor(op, args, nargs, 4, "per_sample_weights", &a->psw)))
-        return st;
-    char b[JAG_SHAPE_BUF];
-    if (!jag_dtype_is_floating(a->w->dtype))
-        return jag__error(JAG_EDTYPE, "%s: argument 'weight' has dtype %s, expected float32 or float64", op, jag_dtype_name(a->w->dtype));
-    if (a->w->ndim != 2)
-        return jag__error(JAG_ESHAPE, "%s: argument 'weight' has shape %s, expected a 2-d table (V, D)", op,
-                          jag__shape_str(a->w->sizes, a->w->ndim, b, sizeof b));
-    if (a->ix->ndim != 1 || (a->ix->dtype != JAG_INT64 && a->ix->dtype != JAG_INT32))
-        return jag__error(JAG_EINVAL, "%s: argument 'indices' is %s %s, expected a 1-d int32 or int64 tensor", op,
-                          jag_dtype_name(a->ix->dtype), jag__shape_str(a->ix->sizes, a->ix->ndim, b, sizeof b));
-    if (a->off->ndim != 1 || a->off->dtype != JAG_INT64 || a->off->sizes[0] < 1)
-        return jag__error(JAG_EINVAL, "%s: argument 'offsets' is %s %s, expected a 1-d int64 tensor of B+1 bag bounds", op,
-                          jag_dtype_name(a->off->dtype), jag__shape_str(a->off->sizes, a->off->ndim, b, sizeof b));
-    if (a->mode < BAG_SUM || a->mode > BAG_MAX)
-        return jag__error(JAG_EINVAL, "%s: argument 'mode' is %lld, expected 0 (sum), 1 (mean) or 2 (max)", op, (long long)a->mode);
-    if (a->psw) {
-        if (a->mode != BAG_SUM)
-            return jag__error(JAG_EINVAL, "%s: argument 'per_sample_weights' needs mode 0 (sum), got mode %lld", op, (long long)a->mode);
-        if (a->psw->ndim != 1 || a->psw->sizes[0] != a->ix->sizes[0] || a->psw->dtype != a->w->dtype)
-            return jag__error(JAG_ESHAPE, "%s: argument 'per_sample_weights' is %s %s, expected %s (%lld) like 'indices'", op,
-                              jag_dtype_name(a->psw->dtype), jag__shape_str(a->psw->sizes, a->psw->ndim, b, sizeof b),
-                              jag_dtype_name(a->w->dtype), (long long)a->ix->sizes[0]);
-    }
-    return JAG_OK;
-}
-
-/* (weight, indices, offsets, mode, per_sample_weights or none) -> (B, D) */
-jag_status jag__meta_embedding_bag(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    bag_args a;
-    jag_status st = parse(op, args, nargs, &a);
-    if (st) return st;
-    int64_t sizes[2] = {a.off->sizes[0] - 1, a.w->sizes[1]};
-    jag__spec_set(&outs[0], a.w->dtype, sizes, 2);
-    return JAG_OK;
-}
 
 static int64_t load_index(const jag_tensor *t, int64_t i) {
     const char *p = (const char *)jag__ptr(t) + i * t->strides[0] * (int64_t)jag_dtype_size(t->dtype);
@@ -89,13 +47,16 @@ static jag_status read_bags(const char *op, const bag_args *a, int64_t **ix, int
     return st;
 }
 
-static jag_status contiguous(const jag_tensor *t, jag_tensor **out) {
+/* t as contiguous memory: t itself (retained) or a contiguous copy; NULL
+ * stays NULL. */
+static jag_status contiguous(const char *op, const jag_tensor *t, jag_tensor **out) {
     if (!t || jag_is_contiguous(t)) {
         *out = t ? jag_retain((jag_tensor *)t) : NULL;
         return JAG_OK;
     }
-    jag_value a[] = {jag__v_tensor(t)};
-    return jag__dispatch(JAG_OP_clone, a, 1, out);
+    if (!(*out = jag__tensor_new(op, t->sizes, t->ndim, t->dtype, false, false))) return jag_last_status();
+    jag__copy_into(*out, t);
+    return JAG_OK;
 }
 
 /* One bag: rows ix[j0..j1) of w (V, D) -> y (D). Max keeps the first NaN. */
@@ -117,7 +78,7 @@ static jag_status contiguous(const jag_tensor *t, jag_tensor **out) {
             for (int64_t c = 0; c < D; c++) y[c] = 0;                          \
             return;                                                            \
         }                                                                      \
-        if (mode == BAG_MAX) {                                                 \
+        if (mode == JAG_BAG_MAX) {                                             \
             const T *r = w + ix[j0] * D;                                       \
             for (int64_t c = 0; c < D; c++) y[c] = r[c];                       \
             for (int64_t j = j0 + 1; j < j1; j++) bag_max_row_##SUF(y, w + ix[j] * D, D); \
@@ -129,7 +90,7 @@ static jag_status contiguous(const jag_tensor *t, jag_tensor **out) {
             for (int64_t c = 0; c < nc; c++) acc[c] = 0;                       \
             for (int64_t j = j0; j < j1; j++)                                  \
                 bag_row_##SUF(acc, w + ix[j] * D + c0, psw ? (double)psw[j] : 1.0, nc); \
-            double inv = mode == BAG_MEAN ? 1.0 / (double)(j1 - j0) : 1.0;     \
+            double inv = mode == JAG_BAG_MEAN ? 1.0 / (double)(j1 - j0) : 1.0; \
             for (int64_t c = 0; c < nc; c++) y[c0 + c] = (T)(acc[c] * inv);    \
         }                                                                      \
     }
@@ -137,21 +98,23 @@ DEF_BAG(f32, float)
 DEF_BAG(f64, double)
 #undef DEF_BAG
 
+
 // weight (V, D), indices (N), offsets (B+1), per_sample_weights (N) or none -> out (B, D) contiguous
-jag_status jag__cpu_embedding_bag(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    bag_args a;
-    jag_status st = parse(op, args, nargs, &a);
-    if (st) return st;
+jag_status jag__embedding_bag_kernel(const char *op, const jag_tensor *weight, const jag_tensor *indices,
+                                     const jag_tensor *offsets, int mode, const jag_tensor *per_sample_weights,
+                                     jag_tensor *out) {
+    bag_args a = {weight, indices, offsets, per_sample_weights, mode};
     int64_t *ix = NULL, *off = NULL;
+    jag_status st;
     if ((st = read_bags(op, &a, &ix, &off))) return st;
     jag_tensor *w = NULL, *psw = NULL;
-    st = contiguous(a.w, &w);
-    if (!st) st = contiguous(a.psw, &psw);
+    st = contiguous(op, a.w, &w);
+    if (!st) st = contiguous(op, a.psw, &psw);
     if (!st) {
         int64_t B = a.off->sizes[0] - 1, D = a.w->sizes[1];
         bool f64 = w->dtype == JAG_FLOAT64;
         const void *wp = jag__ptr(w), *pp = psw ? jag__ptr(psw) : NULL;
-        char *y = jag__ptr(outs[0]);
+        char *y = jag__ptr(out);
 #pragma omp parallel for schedule(dynamic, 1) if (a.ix->sizes[0] * D > JAG_PARALLEL_GRAIN)
         for (int64_t b = 0; b < B; b++) {
             if (f64) bag_f64(wp, ix, pp, off[b], off[b + 1], D, a.mode, (double *)y + b * D);
@@ -164,27 +127,26 @@ jag_status jag__cpu_embedding_bag(const char *op, const jag_value *args, int nar
 }
 
 /* The reference: element by element in double through the tensors' strides. */
-jag_status jag__ref_embedding_bag(const jag_value *args, int nargs, jag_tensor *out);
-jag_status jag__ref_embedding_bag(const jag_value *args, int nargs, jag_tensor *out) {
-    const char *op = "jag__ref_embedding_bag";
-    bag_args a;
-    jag_status st = parse(op, args, nargs, &a);
-    if (st) return st;
+jag_status jag__embedding_bag_reference(const char *op, const jag_tensor *weight, const jag_tensor *indices,
+                                        const jag_tensor *offsets, int mode, const jag_tensor *per_sample_weights,
+                                        jag_tensor *out) {
+    bag_args a = {weight, indices, offsets, per_sample_weights, mode};
     int64_t *ix = NULL, *off = NULL;
+    jag_status st;
     if ((st = read_bags(op, &a, &ix, &off))) return st;
     int64_t B = a.off->sizes[0] - 1, D = a.w->sizes[1];
     size_t es = jag_dtype_size(a.w->dtype);
     for (int64_t b = 0; b < B; b++)
         for (int64_t c = 0; c < D; c++) {
-            double acc = a.mode == BAG_MAX ? -INFINITY : 0;
+            double acc = a.mode == JAG_BAG_MAX ? -INFINITY : 0;
             for (int64_t j = off[b]; j < off[b + 1]; j++) {
                 double v = jag__load_as_double((const char *)jag__ptr(a.w) + (ix[j] * a.w->strides[0] + c * a.w->strides[1]) * (int64_t)es, a.w->dtype);
                 if (a.psw) v *= jag__load_as_double((const char *)jag__ptr(a.psw) + j * a.psw->strides[0] * (int64_t)es, a.w->dtype);
-                if (a.mode == BAG_MAX) acc = isnan(acc) ? acc : isnan(v) || v > acc ? v : acc;
+                if (a.mode == JAG_BAG_MAX) acc = isnan(acc) ? acc : isnan(v) || v > acc ? v : acc;
                 else acc += v;
             }
             if (off[b] == off[b + 1]) acc = 0;
-            else if (a.mode == BAG_MEAN) acc /= (double)(off[b + 1] - off[b]);
+            else if (a.mode == JAG_BAG_MEAN) acc /= (double)(off[b + 1] - off[b]);
             jag__store_from_double((char *)jag__ptr(out) + (b * out->strides[0] + c * out->strides[1]) * (int64_t)es, out->dtype, acc);
         }
     free(ix), free(off);
@@ -193,21 +155,20 @@ jag_status jag__ref_embedding_bag(const jag_value *args, int nargs, jag_tensor *
 
 // the backward: g (B, D), y the forward's output (B, D) -> grad_weight (V, D) zeros with the used rows accumulated
 // (sum: g * psw, mean: g / count, max: g to the first row that reached the max), grad_psw (N): <weight[ix[j]], g[b]>
-jag_status jag__embedding_bag_backward(const char *op, const jag_value *args, int nargs, const jag_tensor *y,
-                                       const jag_tensor *g, jag_tensor **grad_w, jag_tensor **grad_psw) {
-    bag_args a;
-    jag_status st = parse(op, args, nargs, &a);
-    if (st) return st;
+jag_status jag__embedding_bag_backward_kernel(const char *op, const jag_tensor *weight, const jag_tensor *indices,
+                                              const jag_tensor *offsets, int mode,
+                                              const jag_tensor *per_sample_weights, const jag_tensor *y,
+                                              const jag_tensor *g, jag_tensor *grad_weight, jag_tensor *grad_psw) {
+    bag_args a = {weight, indices, offsets, per_sample_weights, mode};
     int64_t *ix = NULL, *off = NULL;
+    jag_status st;
     if ((st = read_bags(op, &a, &ix, &off))) return st;
-    jag_tensor *w = NULL, *psw = NULL, *gc = NULL, *yc = NULL, *gw = NULL, *gp = NULL;
-    st = contiguous(a.w, &w);
-    if (!st) st = contiguous(a.psw, &psw);
-    if (!st) st = contiguous(g, &gc);
-    if (!st) st = contiguous(y, &yc);
-    int64_t V = a.w->sizes[0], D = a.w->sizes[1], N = a.ix->sizes[0], B = a.off->sizes[0] - 1;
-    if (!st && grad_w && !(gw = jag__tensor_new(op, a.w->sizes, 2, a.w->dtype, true, false))) st = jag_last_status();
-    if (!st && grad_psw && a.psw && !(gp = jag__tensor_new(op, &N, 1, a.w->dtype, false, false))) st = jag_last_status();
+    jag_tensor *w = NULL, *psw = NULL, *gc = NULL, *yc = NULL, *gw = grad_weight, *gp = grad_psw;
+    st = contiguous(op, a.w, &w);
+    if (!st) st = contiguous(op, a.psw, &psw);
+    if (!st) st = contiguous(op, g, &gc);
+    if (!st) st = contiguous(op, y, &yc);
+    int64_t D = a.w->sizes[1], B = a.off->sizes[0] - 1;
     if (!st) {
         bool f64 = w->dtype == JAG_FLOAT64;
 #define LD(p, i) (f64 ? ((const double *)(p))[i] : (double)((const float *)(p))[i])
@@ -220,7 +181,7 @@ jag_status jag__embedding_bag_backward(const char *op, const jag_value *args, in
             char *o = jag__ptr(gw);
             for (int64_t c = 0; c < D; c++) {
                 double gv = LD(gpp, b * D + c);
-                if (a.mode == BAG_MAX) { /* the first row holding the max */
+                if (a.mode == JAG_BAG_MAX) { /* the first row holding the max */
                     double m = LD(yp, b * D + c);
                     for (int64_t j = off[b]; j < off[b + 1]; j++) {
                         double v = LD(wp, ix[j] * D + c);
@@ -232,7 +193,7 @@ jag_status jag__embedding_bag_backward(const char *op, const jag_value *args, in
                     continue;
                 }
                 for (int64_t j = off[b]; j < off[b + 1]; j++) {
-                    double s = a.mode == BAG_MEAN ? 1.0 / (double)n : pp ? LD(pp, j) : 1.0;
+                    double s = a.mode == JAG_BAG_MEAN ? 1.0 / (double)n : pp ? LD(pp, j) : 1.0;
                     ST(o, ix[j] * D + c, LD(o, ix[j] * D + c) + gv * s);
                 }
             }
@@ -246,14 +207,7 @@ jag_status jag__embedding_bag_backward(const char *op, const jag_value *args, in
 #undef LD
 #undef ST
     }
-    (void)V;
     jag_release(w), jag_release(psw), jag_release(gc), jag_release(yc);
     free(ix), free(off);
-    if (st) {
-        jag_release(gw), jag_release(gp);
-        return st;
-    }
-    if (grad_w) *grad_w = gw;
-    if (grad_psw) *grad_psw = gp;
-    return JAG_OK;
+    return st;
 }

@@ -1,11 +1,12 @@
-/* gemm.c — matrix products on OpenBLAS: mm, bmm and linear (their META
- * functions, CPU kernels and naive references).
+/* gemm.c — matrix products on OpenBLAS: mm, bmm and linear (typed kernels
+ * and naive references; the ops' META functions and boxed adapters are
+ * src/dispatch/gemm_op.c).
  *
  * The kernels hand the operands' own memory to cblas_sgemm / cblas_dgemm
  * whenever their strides can be said to BLAS (row-major with a leading
  * dimension, or the transpose of that); only an operand whose strides cannot
  * is first copied to contiguous memory. */
-#include "../dispatch/dispatch.h"
+#include "kernels.h"
 
 #include <cblas.h>
 #include <limits.h>
@@ -27,109 +28,6 @@
  * diagnostic the tests read (declared there) to prove the no-copy paths. */
 static atomic_long gemm_operand_copies;
 long jag__gemm_copy_count(void) { return atomic_load(&gemm_operand_copies); }
-
-/* ---- META --------------------------------------------------------------- */
-
-static jag_status check_float(const char *op, const char *name, const jag_tensor *t) {
-    if (!jag_dtype_is_floating(t->dtype))
-        return jag__error(JAG_EDTYPE,
-                          "%s: argument '%s' has dtype %s, expected float32 or float64 (integer matrix products are not "
-                          "supported; convert with jag_to_dtype)",
-                          op, name, jag_dtype_name(t->dtype));
-    return JAG_OK;
-}
-
-static jag_status check_same_dtype(const char *op, const char *name, const jag_tensor *t, const char *ref_name,
-                                   const jag_tensor *ref) {
-    if (t->dtype != ref->dtype)
-        return jag__error(JAG_EDTYPE, "%s: argument '%s' has dtype %s, expected %s like '%s'", op, name,
-                          jag_dtype_name(t->dtype), jag_dtype_name(ref->dtype), ref_name);
-    return JAG_OK;
-}
-
-static jag_status check_ndim(const char *op, const char *name, const jag_tensor *t, int ndim, const char *what) {
-    if (t->ndim != ndim) {
-        char b[JAG_SHAPE_BUF];
-        return jag__error(JAG_ESHAPE, "%s: argument '%s' has shape %s (%d-d), expected %s", op, name,
-                          jag__shape_str(t->sizes, t->ndim, b, sizeof b), t->ndim, what);
-    }
-    return JAG_OK;
-}
-
-static jag_status inner_mismatch(const char *op, const jag_tensor *a, const jag_tensor *b, int64_t ka, int64_t kb) {
-    char x[JAG_SHAPE_BUF], y[JAG_SHAPE_BUF];
-    return jag__error(JAG_ESHAPE, "%s: inner sizes differ: 'a' has shape %s and 'b' has shape %s (%lld vs %lld)", op,
-                      jag__shape_str(a->sizes, a->ndim, x, sizeof x), jag__shape_str(b->sizes, b->ndim, y, sizeof y),
-                      (long long)ka, (long long)kb);
-}
-
-// a is (n, k), b is (k, m) -> out (n, m)
-jag_status jag__meta_mm(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *a, *b;
-    jag_status st;
-    if ((st = jag__arg_tensor(op, args, nargs, 0, "a", &a)) || (st = jag__arg_tensor(op, args, nargs, 1, "b", &b)) ||
-        (st = check_ndim(op, "a", a, 2, "a 2-d matrix (n, k); use jag_bmm or jag_matmul for other ranks")) ||
-        (st = check_ndim(op, "b", b, 2, "a 2-d matrix (k, m); use jag_bmm or jag_matmul for other ranks")) ||
-        (st = check_float(op, "a", a)) || (st = check_same_dtype(op, "b", b, "a", a)))
-        return st;
-    if (a->sizes[1] != b->sizes[0]) return inner_mismatch(op, a, b, a->sizes[1], b->sizes[0]);
-    int64_t sizes[2] = {a->sizes[0], b->sizes[1]};
-    jag__spec_set(&outs[0], a->dtype, sizes, 2);
-    return JAG_OK;
-}
-
-// a is (B, n, k), b is (B, k, m) -> out (B, n, m)
-jag_status jag__meta_bmm(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *a, *b;
-    jag_status st;
-    if ((st = jag__arg_tensor(op, args, nargs, 0, "a", &a)) || (st = jag__arg_tensor(op, args, nargs, 1, "b", &b)) ||
-        (st = check_ndim(op, "a", a, 3, "a 3-d batch of matrices (B, n, k)")) ||
-        (st = check_ndim(op, "b", b, 3, "a 3-d batch of matrices (B, k, m)")) || (st = check_float(op, "a", a)) ||
-        (st = check_same_dtype(op, "b", b, "a", a)))
-        return st;
-    if (a->sizes[0] != b->sizes[0]) {
-        char x[JAG_SHAPE_BUF], y[JAG_SHAPE_BUF];
-        return jag__error(JAG_ESHAPE,
-                          "%s: batch sizes differ: 'a' has shape %s and 'b' has shape %s (%lld vs %lld); use "
-                          "jag_matmul to broadcast batches",
-                          op, jag__shape_str(a->sizes, 3, x, sizeof x), jag__shape_str(b->sizes, 3, y, sizeof y),
-                          (long long)a->sizes[0], (long long)b->sizes[0]);
-    }
-    if (a->sizes[2] != b->sizes[1]) return inner_mismatch(op, a, b, a->sizes[2], b->sizes[1]);
-    int64_t sizes[3] = {a->sizes[0], a->sizes[1], b->sizes[2]};
-    jag__spec_set(&outs[0], a->dtype, sizes, 3);
-    return JAG_OK;
-}
-
-// x is (..., in), w is (out, in), bias is (out) or absent -> out (..., out)
-jag_status jag__meta_linear(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *x, *w, *bias;
-    jag_status st;
-    if ((st = jag__arg_tensor(op, args, nargs, 0, "x", &x)) || (st = jag__arg_tensor(op, args, nargs, 1, "w", &w)) ||
-        (st = jag__arg_opt_tensor(op, args, nargs, 2, "bias", &bias)))
-        return st;
-    if (x->ndim < 1) return jag__error(JAG_ESHAPE, "%s: argument 'x' is 0-d, expected at least 1 dim (..., in)", op);
-    if ((st = check_ndim(op, "w", w, 2, "a 2-d weight (out, in)")) || (st = check_float(op, "x", x)) ||
-        (st = check_same_dtype(op, "w", w, "x", x)))
-        return st;
-    char b1[JAG_SHAPE_BUF], b2[JAG_SHAPE_BUF];
-    int64_t in = x->sizes[x->ndim - 1], out_f = w->sizes[0];
-    if (w->sizes[1] != in)
-        return jag__error(JAG_ESHAPE, "%s: argument 'w' has shape %s, expected (out, %lld) to match 'x' of shape %s", op,
-                          jag__shape_str(w->sizes, 2, b1, sizeof b1), (long long)in,
-                          jag__shape_str(x->sizes, x->ndim, b2, sizeof b2));
-    if (bias) {
-        if ((st = check_same_dtype(op, "bias", bias, "x", x))) return st;
-        if (bias->ndim != 1 || bias->sizes[0] != out_f)
-            return jag__error(JAG_ESHAPE, "%s: argument 'bias' has shape %s, expected [%lld] (w's out features)", op,
-                              jag__shape_str(bias->sizes, bias->ndim, b1, sizeof b1), (long long)out_f);
-    }
-    int64_t sizes[JAG_MAX_DIMS];
-    memcpy(sizes, x->sizes, (size_t)x->ndim * sizeof *sizes);
-    sizes[x->ndim - 1] = out_f;
-    jag__spec_set(&outs[0], x->dtype, sizes, x->ndim);
-    return JAG_OK;
-}
 
 /* ---- operands as BLAS sees them ----------------------------------------- */
 
@@ -214,11 +112,8 @@ static void gemm(jag_dtype dt, int64_t n, int64_t m, int64_t k, const char *a, c
 
 /* ---- mm ----------------------------------------------------------------- */
 
-// a is (n, k), b is (k, m), out is (n, m)
-jag_status jag__cpu_mm(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    (void)nargs;
-    const jag_tensor *a = args[0].u.t, *b = args[1].u.t;
-    jag_tensor *out = outs[0];
+// a is (n, k), b is (k, m), out is (n, m) contiguous
+jag_status jag__mm_kernel(const char *op, const jag_tensor *a, const jag_tensor *b, jag_tensor *out) {
     int64_t n = a->sizes[0], k = a->sizes[1], m = b->sizes[1];
     if (n == 0 || m == 0) return JAG_OK;
     if (k == 0) {
@@ -256,11 +151,8 @@ static bool fold_batch(const jag_tensor *a, const jag_tensor *b, blas_operand *f
     return true;
 }
 
-// a is (B, n, k), b is (B, k, m), out is (B, n, m); batch strides arbitrary
-jag_status jag__cpu_bmm(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    (void)nargs;
-    const jag_tensor *a = args[0].u.t, *b = args[1].u.t;
-    jag_tensor *out = outs[0];
+// a is (B, n, k), b is (B, k, m), out is (B, n, m) contiguous; batch strides arbitrary
+jag_status jag__bmm_kernel(const char *op, const jag_tensor *a, const jag_tensor *b, jag_tensor *out) {
     int64_t B = a->sizes[0], n = a->sizes[1], k = a->sizes[2], m = b->sizes[2];
     if (B == 0 || n == 0 || m == 0) return JAG_OK;
     if (k == 0) {
@@ -331,12 +223,9 @@ static void fill_rows_with_bias(jag_tensor *out, const jag_tensor *bias, int64_t
         if (o + r * (int64_t)row_bytes != bp) memcpy(o + r * (int64_t)row_bytes, bp, row_bytes);
 }
 
-// x is (..., in) viewed as (rows, in), w is (out, in), bias is (out) or absent, out is (..., out)
-jag_status jag__cpu_linear(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    (void)nargs;
-    const jag_tensor *x = args[0].u.t, *w = args[1].u.t;
-    const jag_tensor *bias = args[2].kind == JAG_VAL_TENSOR ? args[2].u.t : NULL;
-    jag_tensor *out = outs[0];
+// x is (..., in) viewed as (rows, in), w is (out, in), bias is (out) or NULL, out is (..., out) contiguous
+jag_status jag__linear_kernel(const char *op, const jag_tensor *x, const jag_tensor *w, const jag_tensor *bias,
+                              jag_tensor *out) {
     int64_t in = x->sizes[x->ndim - 1], out_f = w->sizes[0];
     int64_t rows = jag__numel(x->sizes, x->ndim - 1);
     if (rows == 0 || out_f == 0) return JAG_OK;

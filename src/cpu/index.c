@@ -1,5 +1,6 @@
-/* index.c — indexing by index tensors: index_select, gather and embedding
- * (their META functions, CPU kernels and naive references).
+/* index.c — indexing by index tensors: index_select, gather, embedding
+ * and scatter_add (typed kernels and naive references; the ops' META
+ * functions and boxed adapters are src/dispatch/index_op.c).
  *
  * Every kernel first reads its index tensor (int32 or int64, any strides)
  * into a row-major int64 buffer, checking each value against the size it
@@ -7,7 +8,7 @@
  * kernel reports it (JAG_ERANGE, naming the position and the value) and the
  * dispatcher frees the output. Negative indices are rejected, as torch's
  * index_select, gather and embedding do. */
-#include "../dispatch/dispatch.h"
+#include "kernels.h"
 
 #include <stdio.h>
 
@@ -16,13 +17,6 @@
 #endif
 
 /* ---- shared helpers ----------------------------------------------------- */
-
-static jag_status check_index_dtype(const char *op, const char *name, const jag_tensor *t) {
-    if (t->dtype != JAG_INT32 && t->dtype != JAG_INT64)
-        return jag__error(JAG_EDTYPE, "%s: argument '%s' has dtype %s, expected int32 or int64", op, name,
-                          jag_dtype_name(t->dtype));
-    return JAG_OK;
-}
 
 /* Copy one element of `es` bytes (constant sizes let the compiler inline). */
 static inline void copy_elem(char *dst, const char *src, size_t es) {
@@ -126,53 +120,10 @@ static int64_t row_base(const jag_tensor *t, const int64_t *sizes, int ndim, int
 
 /* ---- index_select ------------------------------------------------------- */
 
-/* The (x, dim, index) arguments of index_select and gather, checked. */
-static jag_status x_dim_index_args(const char *op, const jag_value *args, int nargs, const jag_tensor **x, int *d,
-                                   const jag_tensor **index) {
-    int64_t dim64;
-    jag_status st;
-    if ((st = jag__arg_tensor(op, args, nargs, 0, "x", x)) || (st = jag__arg_int(op, args, nargs, 1, "dim", &dim64)) ||
-        (st = jag__arg_tensor(op, args, nargs, 2, "index", index)) || (st = jag__wrap_dim(op, "dim", dim64, (*x)->ndim, d)) ||
-        (st = check_index_dtype(op, "index", *index)))
-        return st;
-    return JAG_OK;
-}
-
-
-// x is (..., S, ...) with S at dim, index is (L) or 0-d -> out (..., L, ...)
-jag_status jag__meta_index_select(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *x, *index;
-    int d;
-    jag_status st;
-    if ((st = x_dim_index_args(op, args, nargs, &x, &d, &index))) return st;
-    if (index->ndim > 1) {
-        char b[JAG_SHAPE_BUF];
-        return jag__error(JAG_ESHAPE, "%s: argument 'index' has shape %s, expected a 1-d tensor of indices", op,
-                          jag__shape_str(index->sizes, index->ndim, b, sizeof b));
-    }
-    int64_t L = jag_numel(index);
-    if (x->ndim == 0) {
-        if (L != 1)
-            return jag__error(JAG_ESHAPE, "%s: argument 'x' is 0-d, so 'index' must hold exactly 1 value, got %lld", op,
-                              (long long)L);
-        jag__spec_set(&outs[0], x->dtype, NULL, 0);
-        return JAG_OK;
-    }
-    int64_t sizes[JAG_MAX_DIMS];
-    memcpy(sizes, x->sizes, (size_t)x->ndim * sizeof *sizes);
-    sizes[d] = L;
-    jag__spec_set(&outs[0], x->dtype, sizes, x->ndim);
-    return JAG_OK;
-}
-
 // x is (outer..., S, inner...), idx (L) in [0, S), out is (outer..., L, inner...) contiguous
-jag_status jag__cpu_index_select(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    (void)nargs;
-    const jag_tensor *x = args[0].u.t, *index = args[2].u.t;
-    jag_tensor *out = outs[0];
-    int d;
-    jag_status st = jag__wrap_dim(op, "dim", (int)args[1].u.i, x->ndim, &d);
-    if (st) return st;
+jag_status jag__index_select_kernel(const char *op, const jag_tensor *x, int d, const jag_tensor *index,
+                                    jag_tensor *out) {
+    jag_status st;
     int64_t *idx = NULL;
     int64_t S = x->ndim ? x->sizes[d] : 1;
     char what[64];
@@ -234,37 +185,9 @@ jag_status jag__cpu_index_select(const char *op, const jag_value *args, int narg
 
 /* ---- gather ------------------------------------------------------------- */
 
-// x is (s0, ..., sn), index has x's ndim with index.size(e) <= x.size(e) for e != dim -> out index's shape
-jag_status jag__meta_gather(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *x, *index;
-    int d;
-    jag_status st;
-    if ((st = x_dim_index_args(op, args, nargs, &x, &d, &index))) return st;
-    char b1[JAG_SHAPE_BUF], b2[JAG_SHAPE_BUF];
-    if (index->ndim != x->ndim)
-        return jag__error(JAG_ESHAPE, "%s: argument 'index' has shape %s (%d-d), expected %d dims like 'x' of shape %s", op,
-                          jag__shape_str(index->sizes, index->ndim, b1, sizeof b1), index->ndim, x->ndim,
-                          jag__shape_str(x->sizes, x->ndim, b2, sizeof b2));
-    for (int e = 0; e < x->ndim; e++)
-        if (e != d && index->sizes[e] > x->sizes[e])
-            return jag__error(JAG_ESHAPE,
-                              "%s: argument 'index' has shape %s, larger than 'x' of shape %s at dim %d (%lld > %lld); "
-                              "only dim %d may be larger",
-                              op, jag__shape_str(index->sizes, index->ndim, b1, sizeof b1),
-                              jag__shape_str(x->sizes, x->ndim, b2, sizeof b2), e, (long long)index->sizes[e],
-                              (long long)x->sizes[e], d);
-    jag__spec_set(&outs[0], x->dtype, index->sizes, index->ndim);
-    return JAG_OK;
-}
-
 // x is (s...), index and out are (i...) with out[c] = x[c with c[dim] = index[c]]
-jag_status jag__cpu_gather(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    (void)nargs;
-    const jag_tensor *x = args[0].u.t, *index = args[2].u.t;
-    jag_tensor *out = outs[0];
-    int d;
-    jag_status st = jag__wrap_dim(op, "dim", (int)args[1].u.i, x->ndim, &d);
-    if (st) return st;
+jag_status jag__gather_kernel(const char *op, const jag_tensor *x, int d, const jag_tensor *index, jag_tensor *out) {
+    jag_status st;
     int64_t *idx = NULL;
     char what[64];
     snprintf(what, sizeof what, "the size of dim %d of 'x'", d);
@@ -299,32 +222,8 @@ jag_status jag__cpu_gather(const char *op, const jag_value *args, int nargs, jag
 
 /* ---- embedding ---------------------------------------------------------- */
 
-// weight is (V, D), indices are (i...) -> out (i..., D)
-jag_status jag__meta_embedding(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *w, *ix;
-    jag_status st;
-    if ((st = jag__arg_tensor(op, args, nargs, 0, "weight", &w)) ||
-        (st = jag__arg_tensor(op, args, nargs, 1, "indices", &ix)) || (st = check_index_dtype(op, "indices", ix)))
-        return st;
-    char b[JAG_SHAPE_BUF];
-    if (w->ndim != 2)
-        return jag__error(JAG_ESHAPE, "%s: argument 'weight' has shape %s (%d-d), expected a 2-d table (V, D)", op,
-                          jag__shape_str(w->sizes, w->ndim, b, sizeof b), w->ndim);
-    if (ix->ndim + 1 > JAG_MAX_DIMS)
-        return jag__error(JAG_ESHAPE, "%s: argument 'indices' has %d dims, expected at most %d (the result adds one)", op,
-                          ix->ndim, JAG_MAX_DIMS - 1);
-    int64_t sizes[JAG_MAX_DIMS];
-    memcpy(sizes, ix->sizes, (size_t)ix->ndim * sizeof *sizes);
-    sizes[ix->ndim] = w->sizes[1];
-    jag__spec_set(&outs[0], w->dtype, sizes, ix->ndim + 1);
-    return JAG_OK;
-}
-
 // weight is (V, D), indices flattened to (N) in [0, V), out is (N, D) contiguous
-jag_status jag__cpu_embedding(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    (void)nargs;
-    const jag_tensor *w = args[0].u.t, *ix = args[1].u.t;
-    jag_tensor *out = outs[0];
+jag_status jag__embedding_kernel(const char *op, const jag_tensor *w, const jag_tensor *ix, jag_tensor *out) {
     int64_t V = w->sizes[0], D = w->sizes[1], N = jag_numel(ix);
     int64_t *idx = NULL;
     jag_status st = read_indices(op, "indices", ix, V, "the number of rows of 'weight'", &idx);
@@ -434,30 +333,6 @@ jag_status jag__ref_embedding(const jag_tensor *weight, const jag_tensor *indice
  * src (the accumulation order is src's order, so results are exactly
  * reproducible); it is its own reference. */
 
-jag_status jag__meta_scatter_add(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *x, *index, *src;
-    int d;
-    jag_status st;
-    if ((st = x_dim_index_args(op, args, nargs, &x, &d, &index)) || (st = jag__arg_tensor(op, args, nargs, 3, "src", &src)))
-        return st;
-    if (!jag_dtype_is_floating(x->dtype) || !jag_dtype_is_floating(src->dtype))
-        return jag__error(JAG_EDTYPE, "%s: arguments 'x' and 'src' must be float, got %s and %s", op,
-                          jag_dtype_name(x->dtype), jag_dtype_name(src->dtype));
-    char b1[JAG_SHAPE_BUF], b2[JAG_SHAPE_BUF];
-    if (src->ndim != x->ndim || index->ndim != src->ndim ||
-        memcmp(index->sizes, src->sizes, (size_t)src->ndim * sizeof *src->sizes) != 0)
-        return jag__error(JAG_ESHAPE, "%s: arguments 'index' %s and 'src' %s must have one shape with x's %d dims", op,
-                          jag__shape_str(index->sizes, index->ndim, b1, sizeof b1),
-                          jag__shape_str(src->sizes, src->ndim, b2, sizeof b2), x->ndim);
-    for (int e = 0; e < x->ndim; e++)
-        if (e != d && src->sizes[e] > x->sizes[e])
-            return jag__error(JAG_ESHAPE, "%s: argument 'src' has shape %s, larger than 'x' of shape %s at dim %d", op,
-                              jag__shape_str(src->sizes, src->ndim, b1, sizeof b1),
-                              jag__shape_str(x->sizes, x->ndim, b2, sizeof b2), e);
-    jag__spec_set(&outs[0], x->dtype, x->sizes, x->ndim);
-    return JAG_OK;
-}
-
 /* Whether scatter_add moves whole rows: index constant along every dim but
  * d (stride 0 there, as the backward of embedding and index_select builds
  * it), src and out of one shape but for dim d, src contiguous. Then slab j
@@ -492,13 +367,10 @@ SCATTER_ROWS(f64, double)
 #undef SCATTER_ROWS
 
 // x (s...), index and src (i...) -> out (s...) = x + src scattered at index along dim
-jag_status jag__cpu_scatter_add(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    (void)nargs;
-    const jag_tensor *x = args[0].u.t, *index = args[2].u.t, *src = args[3].u.t;
-    jag_tensor *out = outs[0], *conv = NULL;
-    int d = 0;
-    jag_status st = x->ndim ? jag__wrap_dim(op, "dim", (int)args[1].u.i, x->ndim, &d) : JAG_OK;
-    if (st) return st;
+jag_status jag__scatter_add_kernel(const char *op, const jag_tensor *x, int d, const jag_tensor *index,
+                                   const jag_tensor *src, jag_tensor *out) {
+    jag_tensor *conv = NULL;
+    jag_status st;
     int64_t n = jag_numel(src), limit = x->ndim ? x->sizes[d] : 1, coord[JAG_MAX_DIMS];
     bool rows = scatter_rows(index, src, out, d);
     if (rows) { /* every index first: a failure writes nothing */
@@ -510,10 +382,10 @@ jag_status jag__cpu_scatter_add(const char *op, const jag_value *args, int nargs
             if ((st = ref_range(op, index_at(index, coord), limit))) return st;
         }
     }
-    if ((st = jag__cpu_copy(op, args, 1, outs))) return st;
-    if (src->dtype != out->dtype) {
-        jag_value a[] = {jag__v_tensor(src), jag__v_int(out->dtype)};
-        if ((st = jag__dispatch(JAG_OP_to_dtype, a, 2, &conv))) return st;
+    jag__copy_into(out, x);
+    if (src->dtype != out->dtype) { /* src converted to out's dtype, as to_dtype would */
+        if (!(conv = jag__tensor_new(op, src->sizes, src->ndim, out->dtype, false, false))) return jag_last_status();
+        jag__copy_into(conv, src);
         src = conv;
     }
     bool f64 = out->dtype == JAG_FLOAT64;

@@ -1,7 +1,8 @@
 /*
  * norm.c — layer_norm and rms_norm over the trailing dims, the forms that
  * also return their row statistics (native_layer_norm, native_rms_norm),
- * their fused backward ops, META functions and naive references.
+ * their fused backward ops and naive references (typed kernels; the ops'
+ * META functions and boxed adapters are src/dispatch/norm_op.c).
  *
  * x is viewed as (N, D): D is the product of the trailing normalized_ndim
  * sizes. Each row's statistics accumulate in float64 with LANES independent
@@ -14,7 +15,7 @@
  * normalised in place; weight and bias are read as contiguous doubles (a
  * converted copy when needed, once per call).
  */
-#include "../dispatch/dispatch.h"
+#include "kernels.h"
 
 #include <math.h>
 
@@ -232,181 +233,6 @@ DEF_NORM(f64, double)
 DEF_NORM_BACKWARD(f32, float)
 DEF_NORM_BACKWARD(f64, double)
 
-/* ---- META ---------------------------------------------------------------- */
-
-/* An optional affine tensor: same dtype as x, shape x's trailing nd sizes. */
-static jag_status check_affine(const char *op, const char *name, const jag_tensor *x, int nd, const jag_tensor *t) {
-    if (!t) return JAG_OK;
-    const int64_t *want = x->sizes + (x->ndim - nd);
-    bool same = t->ndim == nd;
-    for (int d = 0; same && d < nd; d++) same = t->sizes[d] == want[d];
-    if (!same) {
-        char b[JAG_SHAPE_BUF], c[JAG_SHAPE_BUF];
-        return jag__error(JAG_ESHAPE, "%s: argument '%s' has shape %s, expected %s (the last %d sizes of x)", op, name,
-                          jag__shape_str(t->sizes, t->ndim, b, sizeof b), jag__shape_str(want, nd, c, sizeof c), nd);
-    }
-    if (t->dtype != x->dtype)
-        return jag__error(JAG_EDTYPE, "%s: argument '%s' has dtype %s, expected %s (x's dtype)", op, name,
-                          jag_dtype_name(t->dtype), jag_dtype_name(x->dtype));
-    return JAG_OK;
-}
-
-/* (x, normalized_ndim, weight or none, [bias or none,] eps). */
-static jag_status parse(const char *op, const jag_value *args, int nargs, bool has_bias, const jag_tensor **x,
-                        int *nd, const jag_tensor **w, const jag_tensor **b, double *eps) {
-    int64_t n;
-    jag_status st;
-    *b = NULL;
-    if ((st = jag__arg_tensor(op, args, nargs, 0, "x", x)) ||
-        (st = jag__arg_int(op, args, nargs, 1, "normalized_ndim", &n)) ||
-        (st = jag__arg_opt_tensor(op, args, nargs, 2, "weight", w)) ||
-        (has_bias && (st = jag__arg_opt_tensor(op, args, nargs, 3, "bias", b))) ||
-        (st = jag__arg_double(op, args, nargs, has_bias ? 4 : 3, "eps", eps)))
-        return st;
-    if (!jag_dtype_is_floating((*x)->dtype))
-        return jag__error(JAG_EDTYPE, "%s: argument 'x' has dtype %s, expected float32 or float64", op,
-                          jag_dtype_name((*x)->dtype));
-    if (n < 1 || n > (*x)->ndim)
-        return jag__error(JAG_EINVAL, "%s: argument 'normalized_ndim' is %lld, expected 1..%d (x is %d-d)", op,
-                          (long long)n, (*x)->ndim, (*x)->ndim);
-    *nd = (int)n;
-    if ((st = check_affine(op, "weight", *x, *nd, *w)) || (st = check_affine(op, "bias", *x, *nd, *b))) return st;
-    return JAG_OK;
-}
-
-/* layer_norm: y has x's shape and dtype. */
-jag_status jag__meta_layer_norm(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *x, *w, *b;
-    int nd = 0;
-    double eps = 0;
-    jag_status st = parse(op, args, nargs, true, &x, &nd, &w, &b, &eps);
-    if (st == JAG_OK) jag__spec_set(&outs[0], x->dtype, x->sizes, x->ndim);
-    return st;
-}
-
-/* rms_norm: y has x's shape and dtype. */
-jag_status jag__meta_rms_norm(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *x, *w, *b;
-    int nd = 0;
-    double eps = 0;
-    jag_status st = parse(op, args, nargs, false, &x, &nd, &w, &b, &eps);
-    if (st == JAG_OK) jag__spec_set(&outs[0], x->dtype, x->sizes, x->ndim);
-    return st;
-}
-
-/* The statistics' shape: x's leading sizes, then nd ones (torch's). */
-static int stats_shape(const jag_tensor *x, int nd, int64_t *sizes) {
-    for (int d = 0; d < x->ndim; d++) sizes[d] = d < x->ndim - nd ? x->sizes[d] : 1;
-    return x->ndim;
-}
-
-/* native_layer_norm: (y, mean, rstd); native_rms_norm: (y, rstd). */
-static jag_status meta_native(const char *op, const jag_value *args, int nargs, jag_spec *outs, bool layer) {
-    const jag_tensor *x, *w, *b;
-    int nd = 0;
-    double eps = 0;
-    jag_status st = parse(op, args, nargs, layer, &x, &nd, &w, &b, &eps);
-    if (st) return st;
-    int64_t ss[JAG_MAX_DIMS];
-    int sn = stats_shape(x, nd, ss);
-    jag__spec_set(&outs[0], x->dtype, x->sizes, x->ndim);
-    for (int k = 1; k <= (layer ? 2 : 1); k++) jag__spec_set(&outs[k], x->dtype, ss, sn);
-    return JAG_OK;
-}
-
-jag_status jag__meta_native_layer_norm(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    return meta_native(op, args, nargs, outs, true);
-}
-
-jag_status jag__meta_native_rms_norm(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    return meta_native(op, args, nargs, outs, false);
-}
-
-/* The arguments of layer_norm_backward (g, x, mean or none, rstd or none,
- * weight or none, normalized_ndim, eps) and rms_norm_backward (g, x, rstd or
- * none, weight or none, normalized_ndim, eps). */
-typedef struct norm_bwd {
-    const jag_tensor *g, *x, *mean, *rstd, *w;
-    int nd;
-    double eps;
-} norm_bwd;
-
-/* A saved statistic: x's dtype, shaped as stats_shape says. */
-static jag_status check_stat(const char *op, const char *name, const jag_tensor *x, int nd, const jag_tensor *t) {
-    if (!t) return JAG_OK;
-    int64_t want[JAG_MAX_DIMS];
-    int wn = stats_shape(x, nd, want);
-    bool same = t->ndim == wn;
-    for (int d = 0; same && d < wn; d++) same = t->sizes[d] == want[d];
-    if (!same) {
-        char b[JAG_SHAPE_BUF], c[JAG_SHAPE_BUF];
-        return jag__error(JAG_ESHAPE, "%s: argument '%s' has shape %s, expected %s (x's leading sizes, then %d ones)", op,
-                          name, jag__shape_str(t->sizes, t->ndim, b, sizeof b), jag__shape_str(want, wn, c, sizeof c), nd);
-    }
-    if (t->dtype != x->dtype)
-        return jag__error(JAG_EDTYPE, "%s: argument '%s' has dtype %s, expected %s (x's dtype)", op, name,
-                          jag_dtype_name(t->dtype), jag_dtype_name(x->dtype));
-    return JAG_OK;
-}
-
-static jag_status parse_backward(const char *op, const jag_value *args, int nargs, bool layer, norm_bwd *a) {
-    int64_t n;
-    jag_status st;
-    int k = layer ? 3 : 2; /* rstd's position */
-    a->mean = NULL;
-    if ((st = jag__arg_tensor(op, args, nargs, 0, "g", &a->g)) || (st = jag__arg_tensor(op, args, nargs, 1, "x", &a->x)) ||
-        (layer && (st = jag__arg_opt_tensor(op, args, nargs, 2, "mean", &a->mean))) ||
-        (st = jag__arg_opt_tensor(op, args, nargs, k, "rstd", &a->rstd)) ||
-        (st = jag__arg_opt_tensor(op, args, nargs, k + 1, "weight", &a->w)) ||
-        (st = jag__arg_int(op, args, nargs, k + 2, "normalized_ndim", &n)) ||
-        (st = jag__arg_double(op, args, nargs, k + 3, "eps", &a->eps)))
-        return st;
-    const jag_tensor *x = a->x, *g = a->g;
-    if (!jag_dtype_is_floating(x->dtype))
-        return jag__error(JAG_EDTYPE, "%s: argument 'x' has dtype %s, expected float32 or float64", op,
-                          jag_dtype_name(x->dtype));
-    if (n < 1 || n > x->ndim)
-        return jag__error(JAG_EINVAL, "%s: argument 'normalized_ndim' is %lld, expected 1..%d (x is %d-d)", op,
-                          (long long)n, x->ndim, x->ndim);
-    a->nd = (int)n;
-    bool same = g->ndim == x->ndim;
-    for (int d = 0; same && d < x->ndim; d++) same = g->sizes[d] == x->sizes[d];
-    if (!same) {
-        char b[JAG_SHAPE_BUF], c[JAG_SHAPE_BUF];
-        return jag__error(JAG_ESHAPE, "%s: argument 'g' has shape %s, expected %s (x's shape)", op,
-                          jag__shape_str(g->sizes, g->ndim, b, sizeof b), jag__shape_str(x->sizes, x->ndim, c, sizeof c));
-    }
-    if (g->dtype != x->dtype)
-        return jag__error(JAG_EDTYPE, "%s: argument 'g' has dtype %s, expected %s (x's dtype)", op,
-                          jag_dtype_name(g->dtype), jag_dtype_name(x->dtype));
-    if (layer && !a->mean != !a->rstd)
-        return jag__error(JAG_EINVAL, "%s: arguments 'mean' and 'rstd' must be given together (or both none)", op);
-    if ((st = check_stat(op, "mean", x, a->nd, a->mean)) || (st = check_stat(op, "rstd", x, a->nd, a->rstd)) ||
-        (st = check_affine(op, "weight", x, a->nd, a->w)))
-        return st;
-    return JAG_OK;
-}
-
-/* layer_norm_backward: (dx, dweight, dbias); rms_norm_backward: (dx,
- * dweight). dx has x's shape, the others x's trailing nd sizes. */
-static jag_status meta_backward(const char *op, const jag_value *args, int nargs, jag_spec *outs, bool layer) {
-    norm_bwd a;
-    jag_status st = parse_backward(op, args, nargs, layer, &a);
-    if (st) return st;
-    const jag_tensor *x = a.x;
-    jag__spec_set(&outs[0], x->dtype, x->sizes, x->ndim);
-    for (int k = 1; k <= (layer ? 2 : 1); k++) jag__spec_set(&outs[k], x->dtype, x->sizes + (x->ndim - a.nd), a.nd);
-    return JAG_OK;
-}
-
-jag_status jag__meta_layer_norm_backward(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    return meta_backward(op, args, nargs, outs, true);
-}
-
-jag_status jag__meta_rms_norm_backward(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    return meta_backward(op, args, nargs, outs, false);
-}
-
 /* ---- kernels ------------------------------------------------------------- */
 
 /* An optional affine tensor (D elements, x's dtype) as contiguous doubles:
@@ -440,31 +266,28 @@ static jag_status contiguous_data(const char *op, const jag_tensor *t, jag_tenso
     return JAG_OK;
 }
 
-/* layer_norm / rms_norm and their native forms: outs[0] is y, then (layer)
- * mean and rstd or (rms) rstd when `stats`. */
-static jag_status norm_cpu(const char *op, const jag_value *args, int nargs, jag_tensor **outs, bool layer, bool stats) {
-    const jag_tensor *x, *w, *b;
-    int nd = 0;
-    double eps = 0;
-    jag_status st = parse(op, args, nargs, layer, &x, &nd, &w, &b, &eps);
-    if (st) return st;
+/* layer_norm (layer) or rms_norm (b and mean unused): y, and the row
+ * statistics into mean / rstd when they are not NULL. */
+static jag_status norm_forward(const char *op, bool layer, const jag_tensor *x, int nd, const jag_tensor *w,
+                               const jag_tensor *b, double eps, jag_tensor *y, jag_tensor *mean, jag_tensor *rstd) {
     int64_t numel = jag_numel(x), D = jag__numel(x->sizes + (x->ndim - nd), nd);
     if (numel == 0) return JAG_OK;
     int64_t N = numel / D;
     jag_tensor *wt = NULL, *bt = NULL;
     const double *wp, *bp;
+    jag_status st;
     if ((st = affine_data(op, w, &wt, &wp)) || (st = affine_data(op, b, &bt, &bp))) {
         jag_release(wt);
         return st;
     }
     const jag_tensor *src = x;
-    if (!jag_is_contiguous(x)) { /* copy into out, then work in place */
-        jag__copy_into(outs[0], x);
-        src = outs[0];
+    if (!jag_is_contiguous(x)) { /* copy into y, then work in place */
+        jag__copy_into(y, x);
+        src = y;
     }
     const void *xp = jag__ptr(src);
-    void *yp = jag__ptr(outs[0]);
-    void *mp = stats && layer ? jag__ptr(outs[1]) : NULL, *rp = stats ? jag__ptr(outs[layer ? 2 : 1]) : NULL;
+    void *yp = jag__ptr(y);
+    void *mp = mean ? jag__ptr(mean) : NULL, *rp = rstd ? jag__ptr(rstd) : NULL;
     if (x->dtype == JAG_FLOAT32) {
         if (layer) layer_run_f32(xp, yp, wp, bp, N, D, eps, mp, rp);
         else rms_run_f32(xp, yp, wp, N, D, eps, rp);
@@ -477,51 +300,42 @@ static jag_status norm_cpu(const char *op, const jag_value *args, int nargs, jag
     return JAG_OK;
 }
 
-/* x is (N, D) over the trailing dims, weight and bias (D), out x's shape:
- * (x - mean) / sqrt(var + eps) * weight + bias, biased var */
-jag_status jag__cpu_layer_norm(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return norm_cpu(op, args, nargs, outs, true, false);
+jag_status jag__layer_norm_kernel(const char *op, const jag_tensor *x, int normalized_ndim, const jag_tensor *weight,
+                                  const jag_tensor *bias, double eps, jag_tensor *y, jag_tensor *mean,
+                                  jag_tensor *rstd) {
+    return norm_forward(op, true, x, normalized_ndim, weight, bias, eps, y, mean, rstd);
 }
 
-/* x is (N, D), weight (D), out x's shape: x / sqrt(mean(x^2) + eps) * weight */
-jag_status jag__cpu_rms_norm(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return norm_cpu(op, args, nargs, outs, false, false);
+jag_status jag__rms_norm_kernel(const char *op, const jag_tensor *x, int normalized_ndim, const jag_tensor *weight,
+                                double eps, jag_tensor *y, jag_tensor *rstd) {
+    return norm_forward(op, false, x, normalized_ndim, weight, NULL, eps, y, NULL, rstd);
 }
 
-/* layer_norm, and each row's mean and 1 / sqrt(var + eps) */
-jag_status jag__cpu_native_layer_norm(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return norm_cpu(op, args, nargs, outs, true, true);
-}
-
-/* rms_norm, and each row's 1 / sqrt(mean(x^2) + eps) */
-jag_status jag__cpu_native_rms_norm(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return norm_cpu(op, args, nargs, outs, false, true);
-}
-
-static jag_status norm_backward_cpu(const char *op, const jag_value *args, int nargs, jag_tensor **outs, bool layer) {
-    norm_bwd a;
-    jag_status st = parse_backward(op, args, nargs, layer, &a);
-    if (st) return st;
-    const jag_tensor *x = a.x;
-    int64_t numel = jag_numel(x), D = jag__numel(x->sizes + (x->ndim - a.nd), a.nd);
+/* The backward of layer_norm (layer: mean, dbias used) or rms_norm. */
+static jag_status norm_backward(const char *op, bool layer, const jag_tensor *g, const jag_tensor *x,
+                                const jag_tensor *mean, const jag_tensor *rstd, const jag_tensor *w, int nd,
+                                double eps, jag_tensor *dx, jag_tensor *dw, jag_tensor *db) {
+    int64_t numel = jag_numel(x), D = jag__numel(x->sizes + (x->ndim - nd), nd);
     int n_par = layer ? 2 : 1;
+    jag_tensor *dpar[2] = {dw, db};
     if (D == 0) return JAG_OK; /* every output is empty */
     int64_t N = numel / D;
     if (N == 0) { /* no rows: the parameters' gradients are sums of nothing */
-        for (int k = 1; k <= n_par; k++) jag__fill(outs[k], 0.0);
+        for (int k = 0; k < n_par; k++) jag__fill(dpar[k], 0.0);
         return JAG_OK;
     }
     int64_t nblk = N < NBLK ? N : NBLK;
     jag_tensor *tmp[5] = {0};
     const void *xp = NULL, *gp = NULL;
     const double *wp = NULL, *mp = NULL, *rp = NULL;
+    jag_status st = JAG_OK;
     double *ones = NULL, *part = calloc((size_t)(nblk * n_par * D), sizeof *part);
     if (!part) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
     if (!st) st = contiguous_data(op, x, &tmp[0], &xp);
-    if (!st) st = contiguous_data(op, a.g, &tmp[1], &gp);
-    if (!st) st = affine_data(op, a.w, &tmp[2], &wp);
-    if (!st) st = affine_data(op, a.mean, &tmp[3], &mp);
-    if (!st) st = affine_data(op, a.rstd, &tmp[4], &rp);
+    if (!st) st = contiguous_data(op, g, &tmp[1], &gp);
+    if (!st) st = affine_data(op, w, &tmp[2], &wp);
+    if (!st) st = affine_data(op, mean, &tmp[3], &mp);
+    if (!st) st = affine_data(op, rstd, &tmp[4], &rp);
     if (!st && !wp) {
         if (!(ones = malloc((size_t)D * sizeof *ones))) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
         for (int64_t i = 0; !st && i < D; i++) ones[i] = 1.0;
@@ -529,15 +343,15 @@ static jag_status norm_backward_cpu(const char *op, const jag_value *args, int n
     }
     if (!st) {
         bool f32 = x->dtype == JAG_FLOAT32;
-        void *dx = jag__ptr(outs[0]);
-        if (layer && f32) layer_back_run_f32(xp, gp, dx, wp, mp, rp, N, D, a.eps, nblk, part);
-        else if (layer) layer_back_run_f64(xp, gp, dx, wp, mp, rp, N, D, a.eps, nblk, part);
-        else if (f32) rms_back_run_f32(xp, gp, dx, wp, rp, N, D, a.eps, nblk, part);
-        else rms_back_run_f64(xp, gp, dx, wp, rp, N, D, a.eps, nblk, part);
+        void *dxp = jag__ptr(dx);
+        if (layer && f32) layer_back_run_f32(xp, gp, dxp, wp, mp, rp, N, D, eps, nblk, part);
+        else if (layer) layer_back_run_f64(xp, gp, dxp, wp, mp, rp, N, D, eps, nblk, part);
+        else if (f32) rms_back_run_f32(xp, gp, dxp, wp, rp, N, D, eps, nblk, part);
+        else rms_back_run_f64(xp, gp, dxp, wp, rp, N, D, eps, nblk, part);
         /* the blocks' partial sums, added in block order */
-        for (int k = 1; k <= n_par; k++) {
-            char *o = jag__ptr(outs[k]);
-            const double *pk = part + (k - 1) * D;
+        for (int k = 0; k < n_par; k++) {
+            char *o = jag__ptr(dpar[k]);
+            const double *pk = part + k * D;
             for (int64_t i = 0; i < D; i++) {
                 double s = 0;
                 for (int64_t blk = 0; blk < nblk; blk++) s += pk[blk * n_par * D + i];
@@ -552,18 +366,17 @@ static jag_status norm_backward_cpu(const char *op, const jag_value *args, int n
     return st;
 }
 
-/* g, x (N, D) over the trailing dims, the forward's mean and rstd (N) or
- * none, weight (D) or none -> dx (x's shape), dweight = sum_rows g xhat,
- * dbias = sum_rows g (D): layer_norm's gradients (torch's
- * native_layer_norm_backward) */
-jag_status jag__cpu_layer_norm_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return norm_backward_cpu(op, args, nargs, outs, true);
+jag_status jag__layer_norm_backward_kernel(const char *op, const jag_tensor *g, const jag_tensor *x,
+                                           const jag_tensor *mean, const jag_tensor *rstd, const jag_tensor *weight,
+                                           int normalized_ndim, double eps, jag_tensor *dx, jag_tensor *dweight,
+                                           jag_tensor *dbias) {
+    return norm_backward(op, true, g, x, mean, rstd, weight, normalized_ndim, eps, dx, dweight, dbias);
 }
 
-/* g, x (N, D), the forward's rstd (N) or none, weight (D) or none -> dx,
- * dweight = sum_rows g x rstd: rms_norm's gradients */
-jag_status jag__cpu_rms_norm_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return norm_backward_cpu(op, args, nargs, outs, false);
+jag_status jag__rms_norm_backward_kernel(const char *op, const jag_tensor *g, const jag_tensor *x,
+                                         const jag_tensor *rstd, const jag_tensor *weight, int normalized_ndim,
+                                         double eps, jag_tensor *dx, jag_tensor *dweight) {
+    return norm_backward(op, false, g, x, NULL, rstd, weight, normalized_ndim, eps, dx, dweight, NULL);
 }
 
 /* ---- naive references ---------------------------------------------------- */
@@ -579,14 +392,9 @@ static double ref_get(const jag_tensor *t, int64_t lin) {
 }
 
 /* One row at a time, in double, two plain passes. */
-static jag_status ref_norm(const char *op, const jag_value *args, int nargs, jag_tensor **outs, bool layer) {
-    const jag_tensor *x, *w, *b;
-    int nd = 0;
-    double eps = 0;
-    jag_status st = parse(op, args, nargs, layer, &x, &nd, &w, &b, &eps);
-    if (st) return st;
+static void ref_norm(bool layer, const jag_tensor *x, int nd, const jag_tensor *w, const jag_tensor *b, double eps,
+                     jag_tensor *y) {
     int64_t numel = jag_numel(x), D = jag__numel(x->sizes + (x->ndim - nd), nd);
-    jag_tensor *y = outs[0];
     size_t es = jag_dtype_size(y->dtype);
     for (int64_t n = 0; D > 0 && n < numel / D; n++) {
         double mean = 0, var = 0;
@@ -605,46 +413,44 @@ static jag_status ref_norm(const char *op, const jag_value *args, int nargs, jag
             jag__store_from_double(jag__ptr(y) + (n * D + i) * (int64_t)es, y->dtype, r);
         }
     }
-    return JAG_OK;
 }
 
-jag_status jag__ref_layer_norm(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
-jag_status jag__ref_layer_norm(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return ref_norm(op, args, nargs, outs, true);
+void jag__layer_norm_reference(const jag_tensor *x, int normalized_ndim, const jag_tensor *weight,
+                               const jag_tensor *bias, double eps, jag_tensor *y) {
+    ref_norm(true, x, normalized_ndim, weight, bias, eps, y);
 }
 
-jag_status jag__ref_rms_norm(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
-jag_status jag__ref_rms_norm(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return ref_norm(op, args, nargs, outs, false);
+void jag__rms_norm_reference(const jag_tensor *x, int normalized_ndim, const jag_tensor *weight, double eps,
+                             jag_tensor *y) {
+    ref_norm(false, x, normalized_ndim, weight, NULL, eps, y);
 }
 
 /* The backward ops one element at a time in double: the statistics given,
  * else each row's own (two plain passes); dw and db summed over rows in
  * row order. */
-static jag_status ref_norm_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs, bool layer) {
-    norm_bwd a;
-    jag_status st = parse_backward(op, args, nargs, layer, &a);
-    if (st) return st;
-    const jag_tensor *x = a.x, *g = a.g;
-    int64_t numel = jag_numel(x), D = jag__numel(x->sizes + (x->ndim - a.nd), a.nd);
+static jag_status ref_norm_backward(const char *op, bool layer, const jag_tensor *g, const jag_tensor *x,
+                                    const jag_tensor *mean_t, const jag_tensor *rstd_t, const jag_tensor *w, int nd,
+                                    double eps, jag_tensor *dx, jag_tensor *dw, jag_tensor *db) {
+    int64_t numel = jag_numel(x), D = jag__numel(x->sizes + (x->ndim - nd), nd);
     int n_par = layer ? 2 : 1;
+    jag_tensor *dpar[2] = {dw, db};
     double *acc = calloc((size_t)(2 * (D ? D : 1)), sizeof *acc);
     if (!acc) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
     size_t es = jag_dtype_size(x->dtype);
     for (int64_t n = 0; D > 0 && n < numel / D; n++) {
         double mean = 0, var = 0, rstd;
-        if (a.rstd) {
-            mean = a.mean ? ref_get(a.mean, n) : 0;
-            rstd = ref_get(a.rstd, n);
+        if (rstd_t) {
+            mean = mean_t ? ref_get(mean_t, n) : 0;
+            rstd = ref_get(rstd_t, n);
         } else {
             for (int64_t i = 0; i < D; i++) mean += ref_get(x, n * D + i);
             mean = layer ? mean / (double)D : 0;
             for (int64_t i = 0; i < D; i++) var += (ref_get(x, n * D + i) - mean) * (ref_get(x, n * D + i) - mean);
-            rstd = 1.0 / sqrt(var / (double)D + a.eps);
+            rstd = 1.0 / sqrt(var / (double)D + eps);
         }
         double s1 = 0, s2 = 0; /* layer: sum h, sum h xhat; rms: sum h x */
         for (int64_t i = 0; i < D; i++) {
-            double gv = ref_get(g, n * D + i), h = gv * (a.w ? ref_get(a.w, i) : 1.0);
+            double gv = ref_get(g, n * D + i), h = gv * (w ? ref_get(w, i) : 1.0);
             double xh = (ref_get(x, n * D + i) - mean) * rstd;
             s1 += h;
             s2 += layer ? h * xh : h * ref_get(x, n * D + i);
@@ -652,25 +458,28 @@ static jag_status ref_norm_backward(const char *op, const jag_value *args, int n
             acc[D + i] += gv;
         }
         for (int64_t i = 0; i < D; i++) {
-            double xv = ref_get(x, n * D + i), h = ref_get(g, n * D + i) * (a.w ? ref_get(a.w, i) : 1.0);
+            double xv = ref_get(x, n * D + i), h = ref_get(g, n * D + i) * (w ? ref_get(w, i) : 1.0);
             double d = layer ? rstd * (h - s1 / (double)D - (xv - mean) * rstd * s2 / (double)D)
                              : rstd * (h - xv * rstd * rstd * s2 / (double)D);
-            jag__store_from_double(jag__ptr(outs[0]) + (n * D + i) * (int64_t)es, x->dtype, d);
+            jag__store_from_double(jag__ptr(dx) + (n * D + i) * (int64_t)es, x->dtype, d);
         }
     }
-    for (int k = 1; k <= n_par; k++)
+    for (int k = 0; k < n_par; k++)
         for (int64_t i = 0; i < D; i++)
-            jag__store_from_double(jag__ptr(outs[k]) + i * (int64_t)es, x->dtype, acc[(k - 1) * D + i]);
+            jag__store_from_double(jag__ptr(dpar[k]) + i * (int64_t)es, x->dtype, acc[k * D + i]);
     free(acc);
     return JAG_OK;
 }
 
-jag_status jag__ref_layer_norm_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
-jag_status jag__ref_layer_norm_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return ref_norm_backward(op, args, nargs, outs, true);
+jag_status jag__layer_norm_backward_reference(const char *op, const jag_tensor *g, const jag_tensor *x,
+                                              const jag_tensor *mean, const jag_tensor *rstd,
+                                              const jag_tensor *weight, int normalized_ndim, double eps,
+                                              jag_tensor *dx, jag_tensor *dweight, jag_tensor *dbias) {
+    return ref_norm_backward(op, true, g, x, mean, rstd, weight, normalized_ndim, eps, dx, dweight, dbias);
 }
 
-jag_status jag__ref_rms_norm_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
-jag_status jag__ref_rms_norm_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return ref_norm_backward(op, args, nargs, outs, false);
+jag_status jag__rms_norm_backward_reference(const char *op, const jag_tensor *g, const jag_tensor *x,
+                                            const jag_tensor *rstd, const jag_tensor *weight, int normalized_ndim,
+                                            double eps, jag_tensor *dx, jag_tensor *dweight) {
+    return ref_norm_backward(op, false, g, x, NULL, rstd, weight, normalized_ndim, eps, dx, dweight, NULL);
 }

@@ -1,52 +1,20 @@
 /*
- * reduce_backward.c — mean_backward: the gradient of mean as one op whose
- * sizes are a size list, with its META function and naive reference.
+ * reduce_backward.c — mean_backward's typed kernel and its naive reference
+ * (the op's META function and boxed adapter are
+ * src/dispatch/reduce_backward_op.c).
  *
  * mean's gradient is g expanded to x's sizes and divided by the count N of
  * elements each output averaged. Written as expand then a multiply by the
  * double 1 / N, a traced program would hold N as a constant, and a program
  * compiled on one batch size would not serve another (a double is not a
  * size: the tracer cannot tell where it came from). Here N is not an
- * argument: it is numel(sizes) / numel(g), read from the size list at run
- * time, which the tracer binds to the inputs' sizes as it does view's and
- * expand's (src/trace/program.c). The result equals expand(g, sizes) * s
- * with s = 1 / N rounded to the dtype once, as the multiply did.
+ * argument: it is numel(y) / numel(g), read from the output's sizes (the
+ * op's size list) at run time, which the tracer binds to the inputs' sizes
+ * as it does view's and expand's (src/trace/program.c). The result equals
+ * expand(g, sizes) * s with s = 1 / N rounded to the dtype once, as the
+ * multiply did.
  */
-#include "../dispatch/dispatch.h"
-
-/* (g, sizes): g has len(sizes) dims, each equal to sizes' or 1 (mean's
- * gradient viewed with the reduced dims kept). */
-static jag_status parse(const char *op, const jag_value *args, int nargs, const jag_tensor **g, const int64_t **sizes,
-                        int *n) {
-    jag_status st = jag__arg_tensor(op, args, nargs, 0, "g", g);
-    if (!st) st = jag__arg_ints(op, args, nargs, 1, "sizes", sizes, n);
-    if (st) return st;
-    if (!jag_dtype_is_floating((*g)->dtype))
-        return jag__error(JAG_EDTYPE, "%s: argument 'g' has dtype %s, expected float32 or float64", op,
-                          jag_dtype_name((*g)->dtype));
-    if ((*g)->ndim != *n)
-        return jag__error(JAG_ESHAPE, "%s: argument 'g' has %d dims and 'sizes' %d entries, expected as many", op,
-                          (*g)->ndim, *n);
-    for (int d = 0; d < *n; d++) {
-        if ((*sizes)[d] < 0)
-            return jag__error(JAG_EINVAL, "%s: argument 'sizes' has %lld at dim %d, expected a size >= 0", op,
-                              (long long)(*sizes)[d], d);
-        if ((*g)->sizes[d] != (*sizes)[d] && (*g)->sizes[d] != 1)
-            return jag__error(JAG_ESHAPE, "%s: argument 'g' has size %lld at dim %d, expected %lld or 1", op,
-                              (long long)(*g)->sizes[d], d, (long long)(*sizes)[d]);
-    }
-    return JAG_OK;
-}
-
-// g is (s0', ..., sn') with si' in {si, 1}, y is (s0, ..., sn) in g's dtype
-jag_status jag__meta_mean_backward(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *g;
-    const int64_t *sizes;
-    int n;
-    jag_status st = parse(op, args, nargs, &g, &sizes, &n);
-    if (!st) jag__spec_set(&outs[0], g->dtype, sizes, n);
-    return st;
-}
+#include "kernels.h"
 
 /* 1 / N rounded to the dtype, N = numel(y) / numel(g) (numel(g) > 0). */
 static double scale_of(const jag_tensor *g, const jag_tensor *y) {
@@ -74,29 +42,21 @@ static double scale_of(const jag_tensor *g, const jag_tensor *y) {
     } while (0)
 
 // g is (s0', ..., sn'), y is (s0, ..., sn) contiguous: y = expand(g) / N
-jag_status jag__cpu_mean_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    const jag_tensor *g, *y = outs[0];
-    const int64_t *sizes;
-    int n;
-    jag_status st = parse(op, args, nargs, &g, &sizes, &n);
-    if (st || jag_numel(y) == 0) return st;
+void jag__mean_backward_kernel(const jag_tensor *g, jag_tensor *y) {
+    if (jag_numel(y) == 0) return;
     if (g->dtype == JAG_FLOAT32) MEAN_BACKWARD_LOOP(float);
     else MEAN_BACKWARD_LOOP(double);
-    return JAG_OK;
 }
 
 /* The naive reference: element by element from the flat index, with the
  * scale rounded to the dtype, as the kernel's one multiply. */
-jag_status jag__ref_mean_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    const jag_tensor *g, *y = outs[0];
-    const int64_t *sizes;
-    int n;
-    jag_status st = parse(op, args, nargs, &g, &sizes, &n);
-    if (st || jag_numel(y) == 0) return st;
+void jag__mean_backward_reference(const jag_tensor *g, jag_tensor *y) {
+    if (jag_numel(y) == 0) return;
+    const int64_t *sizes = y->sizes;
     double s = scale_of(g, y);
     for (int64_t i = 0; i < jag_numel(y); i++) {
         int64_t rest = i, off = 0;
-        for (int d = n - 1; d >= 0; d--) {
+        for (int d = y->ndim - 1; d >= 0; d--) {
             int64_t k = rest % sizes[d];
             rest /= sizes[d];
             if (g->sizes[d] != 1) off += k * g->strides[d];
@@ -106,5 +66,4 @@ jag_status jag__ref_mean_backward(const char *op, const jag_value *args, int nar
         else
             ((double *)jag__ptr(y))[i] = ((const double *)jag__ptr(g))[off] * s;
     }
-    return JAG_OK;
 }

@@ -1,7 +1,8 @@
 /*
  * softmax.c — softmax and log_softmax along one dim, their fused backward
- * ops (softmax_backward, log_softmax_backward), META functions and naive
- * references.
+ * ops (softmax_backward, log_softmax_backward) and naive references (typed
+ * kernels; the ops' META functions and boxed adapters are
+ * src/dispatch/softmax_op.c).
  *
  * x is viewed as (O, R, I): R is the softmax dim, O the dims before it, I
  * the dims after it. Numerically stable: each line subtracts its maximum
@@ -18,7 +19,7 @@
  * exp runs through exp_nonpos_*, a branch-free exp for arguments <= 0 that
  * gcc vectorises (libm's exp does not vectorise without -ffast-math).
  */
-#include "../dispatch/dispatch.h"
+#include "kernels.h"
 
 #include <math.h>
 
@@ -270,73 +271,6 @@ DEF_SOFTMAX(f64, double, exp_nonpos_f64, log)
 DEF_SOFTMAX_BACKWARD(f32, float, exp_nonpos_f32)
 DEF_SOFTMAX_BACKWARD(f64, double, exp_nonpos_f64)
 
-/* ---- META ---------------------------------------------------------------- */
-
-static jag_status parse(const char *op, const jag_value *args, int nargs, const jag_tensor **x, int *dim) {
-    int64_t d;
-    jag_status st;
-    if ((st = jag__arg_tensor(op, args, nargs, 0, "x", x)) || (st = jag__arg_int(op, args, nargs, 1, "dim", &d)))
-        return st;
-    int nd = (*x)->ndim ? (*x)->ndim : 1;
-    if (d < -nd || d >= nd)
-        return jag__error(JAG_ERANGE, "%s: argument 'dim' is %lld, expected a dim in [%d, %d] for a %d-d tensor", op,
-                          (long long)d, -nd, nd - 1, (*x)->ndim);
-    *dim = (int)(d < 0 ? d + nd : d);
-    return JAG_OK;
-}
-
-/* (x, dim) -> y of x's shape and dtype; float dtypes only. */
-jag_status jag__meta_softmax(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *x;
-    int dim = 0;
-    jag_status st = parse(op, args, nargs, &x, &dim);
-    if (st) return st;
-    if (!jag_dtype_is_floating(x->dtype))
-        return jag__error(JAG_EDTYPE, "%s: argument 'x' has dtype %s, expected float32 or float64", op,
-                          jag_dtype_name(x->dtype));
-    jag__spec_set(&outs[0], x->dtype, x->sizes, x->ndim);
-    return JAG_OK;
-}
-
-/* (g, y, dim): g and y of one shape and float dtype. */
-static jag_status parse_backward(const char *op, const jag_value *args, int nargs, const jag_tensor **g,
-                                 const jag_tensor **y, int *dim) {
-    jag_status st;
-    int64_t d;
-    if ((st = jag__arg_tensor(op, args, nargs, 0, "g", g)) || (st = jag__arg_tensor(op, args, nargs, 1, "y", y)) ||
-        (st = jag__arg_int(op, args, nargs, 2, "dim", &d)))
-        return st;
-    int nd = (*y)->ndim ? (*y)->ndim : 1;
-    if (d < -nd || d >= nd)
-        return jag__error(JAG_ERANGE, "%s: argument 'dim' is %lld, expected a dim in [%d, %d] for a %d-d tensor", op,
-                          (long long)d, -nd, nd - 1, (*y)->ndim);
-    *dim = (int)(d < 0 ? d + nd : d);
-    if (!jag_dtype_is_floating((*y)->dtype))
-        return jag__error(JAG_EDTYPE, "%s: argument 'y' has dtype %s, expected float32 or float64", op,
-                          jag_dtype_name((*y)->dtype));
-    bool same = (*g)->ndim == (*y)->ndim;
-    for (int e = 0; same && e < (*y)->ndim; e++) same = (*g)->sizes[e] == (*y)->sizes[e];
-    if (!same) {
-        char b[JAG_SHAPE_BUF], c[JAG_SHAPE_BUF];
-        return jag__error(JAG_ESHAPE, "%s: argument 'g' has shape %s, expected %s (y's shape)", op,
-                          jag__shape_str((*g)->sizes, (*g)->ndim, b, sizeof b),
-                          jag__shape_str((*y)->sizes, (*y)->ndim, c, sizeof c));
-    }
-    if ((*g)->dtype != (*y)->dtype)
-        return jag__error(JAG_EDTYPE, "%s: argument 'g' has dtype %s, expected %s (y's dtype)", op,
-                          jag_dtype_name((*g)->dtype), jag_dtype_name((*y)->dtype));
-    return JAG_OK;
-}
-
-/* (g, y, dim) -> dx of y's shape and dtype. */
-jag_status jag__meta_softmax_backward(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *g, *y;
-    int dim = 0;
-    jag_status st = parse_backward(op, args, nargs, &g, &y, &dim);
-    if (st == JAG_OK) jag__spec_set(&outs[0], y->dtype, y->sizes, y->ndim);
-    return st;
-}
-
 /* ---- kernels ------------------------------------------------------------- */
 
 /* (O, R, I) sizes of x around dim (1 for a 0-d tensor). */
@@ -346,34 +280,19 @@ static void split_dims(const jag_tensor *x, int dim, int64_t *O, int64_t *R, int
     *I = x->ndim ? jag__numel(x->sizes + dim + 1, x->ndim - dim - 1) : 1;
 }
 
-static jag_status softmax_cpu(const char *op, const jag_value *args, int nargs, jag_tensor **outs, bool log_out) {
-    const jag_tensor *x;
-    int dim = 0;
-    jag_status st = parse(op, args, nargs, &x, &dim);
-    if (st) return st;
-    if (jag_numel(x) == 0) return JAG_OK;
+void jag__softmax_kernel(const jag_tensor *x, int dim, bool log_softmax, jag_tensor *y) {
+    if (jag_numel(x) == 0) return;
     int64_t O, R, I;
     split_dims(x, dim, &O, &R, &I);
     const jag_tensor *src = x;
-    if (!jag_is_contiguous(x)) { /* copy into out, then work in place */
-        jag__copy_into(outs[0], x);
-        src = outs[0];
+    if (!jag_is_contiguous(x)) { /* copy into y, then work in place */
+        jag__copy_into(y, x);
+        src = y;
     }
     if (x->dtype == JAG_FLOAT32)
-        run_f32((const float *)jag__ptr(src), (float *)jag__ptr(outs[0]), O, R, I, log_out);
+        run_f32((const float *)jag__ptr(src), (float *)jag__ptr(y), O, R, I, log_softmax);
     else
-        run_f64((const double *)jag__ptr(src), (double *)jag__ptr(outs[0]), O, R, I, log_out);
-    return JAG_OK;
-}
-
-/* x is (O, R, I) around dim, out is x's shape: exp(x - max) / sum exp */
-jag_status jag__cpu_softmax(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return softmax_cpu(op, args, nargs, outs, false);
-}
-
-/* x is (O, R, I) around dim, out is x's shape: x - max - log(sum exp) */
-jag_status jag__cpu_log_softmax(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return softmax_cpu(op, args, nargs, outs, true);
+        run_f64((const double *)jag__ptr(src), (double *)jag__ptr(y), O, R, I, log_softmax);
 }
 
 /* A tensor as contiguous data of its own dtype: *tmp holds a copy when one
@@ -390,50 +309,32 @@ static jag_status contiguous_data(const char *op, const jag_tensor *t, jag_tenso
     return JAG_OK;
 }
 
-static jag_status softmax_backward_cpu(const char *op, const jag_value *args, int nargs, jag_tensor **outs,
-                                       bool log_out) {
-    const jag_tensor *g, *y;
-    int dim = 0;
-    jag_status st = parse_backward(op, args, nargs, &g, &y, &dim);
-    if (st) return st;
+jag_status jag__softmax_backward_kernel(const char *op, const jag_tensor *g, const jag_tensor *y, int dim,
+                                        bool log_softmax, jag_tensor *dx) {
     if (jag_numel(y) == 0) return JAG_OK;
     int64_t O, R, I;
     split_dims(y, dim, &O, &R, &I);
     jag_tensor *tg = NULL, *ty = NULL;
     const void *gp = NULL, *yp = NULL;
+    jag_status st;
     if (!(st = contiguous_data(op, g, &tg, &gp)) && !(st = contiguous_data(op, y, &ty, &yp))) {
-        if (y->dtype == JAG_FLOAT32) back_run_f32(gp, yp, (float *)jag__ptr(outs[0]), O, R, I, log_out);
-        else back_run_f64(gp, yp, (double *)jag__ptr(outs[0]), O, R, I, log_out);
+        if (y->dtype == JAG_FLOAT32) back_run_f32(gp, yp, (float *)jag__ptr(dx), O, R, I, log_softmax);
+        else back_run_f64(gp, yp, (double *)jag__ptr(dx), O, R, I, log_softmax);
     }
     jag_release(tg);
     jag_release(ty);
     return st;
 }
 
-/* g, y = softmax(x) along dim -> dx = y (g - sum(g y)) along dim */
-jag_status jag__cpu_softmax_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return softmax_backward_cpu(op, args, nargs, outs, false);
-}
-
-/* g, y = log_softmax(x) along dim -> dx = g - exp(y) sum(g) along dim */
-jag_status jag__cpu_log_softmax_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return softmax_backward_cpu(op, args, nargs, outs, true);
-}
-
 /* ---- naive references ---------------------------------------------------- */
 
 /* One line at a time through double and libm, reading x by its strides. */
-static jag_status ref_softmax(const char *op, const jag_value *args, int nargs, jag_tensor **outs, bool log_out) {
-    const jag_tensor *x;
-    int dim = 0;
-    jag_status st = parse(op, args, nargs, &x, &dim);
-    if (st) return st;
+void jag__softmax_reference(const jag_tensor *x, int dim, bool log_softmax, jag_tensor *y) {
     int64_t O, R, I;
     split_dims(x, dim, &O, &R, &I);
     /* Strides of the (O, R, I) view are not uniform for a strided x, so
      * every element goes through its full index. */
     size_t es = jag_dtype_size(x->dtype);
-    jag_tensor *y = outs[0];
     for (int64_t o = 0; o < O; o++) {
         for (int64_t i = 0; i < I; i++) {
             double m = -INFINITY, s = 0;
@@ -449,26 +350,14 @@ static jag_status ref_softmax(const char *op, const jag_value *args, int nargs, 
                     else if (pass == 1) s += exp(v - m);
                     else
                         jag__store_from_double(jag__ptr(y) + lin * (int64_t)es, y->dtype,
-                                               log_out ? (v - m) - log(s) : exp(v - m) / s);
+                                               log_softmax ? (v - m) - log(s) : exp(v - m) / s);
                 }
             }
         }
     }
-    return JAG_OK;
 }
 
-jag_status jag__ref_softmax(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
-jag_status jag__ref_softmax(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return ref_softmax(op, args, nargs, outs, false);
-}
-
-jag_status jag__ref_log_softmax(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
-jag_status jag__ref_log_softmax(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return ref_softmax(op, args, nargs, outs, true);
-}
-
-/* The backward ops one line at a time through double and libm, reading g
- * and y by their strides. */
+/* Element `lin` (row-major) of t, through double. */
 static double ref_at(const jag_tensor *t, int64_t lin) {
     int64_t off = 0;
     for (int d = t->ndim - 1; d >= 0; d--) {
@@ -478,12 +367,10 @@ static double ref_at(const jag_tensor *t, int64_t lin) {
     return jag__load_as_double(jag__ptr(t) + off * (int64_t)jag_dtype_size(t->dtype), t->dtype);
 }
 
-static jag_status ref_softmax_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs,
-                                       bool log_out) {
-    const jag_tensor *g, *y;
-    int dim = 0;
-    jag_status st = parse_backward(op, args, nargs, &g, &y, &dim);
-    if (st) return st;
+/* The backward ops one line at a time through double and libm, reading g
+ * and y by their strides. */
+void jag__softmax_backward_reference(const jag_tensor *g, const jag_tensor *y, int dim, bool log_softmax,
+                                     jag_tensor *dx) {
     int64_t O, R, I;
     split_dims(y, dim, &O, &R, &I);
     size_t es = jag_dtype_size(y->dtype);
@@ -492,25 +379,14 @@ static jag_status ref_softmax_backward(const char *op, const jag_value *args, in
             double s = 0;
             for (int64_t r = 0; r < R; r++) {
                 int64_t lin = (o * R + r) * I + i;
-                s += log_out ? ref_at(g, lin) : ref_at(g, lin) * ref_at(y, lin);
+                s += log_softmax ? ref_at(g, lin) : ref_at(g, lin) * ref_at(y, lin);
             }
             for (int64_t r = 0; r < R; r++) {
                 int64_t lin = (o * R + r) * I + i;
                 double gv = ref_at(g, lin), yv = ref_at(y, lin);
-                jag__store_from_double(jag__ptr(outs[0]) + lin * (int64_t)es, y->dtype,
-                                       log_out ? gv - exp(yv) * s : yv * (gv - s));
+                jag__store_from_double(jag__ptr(dx) + lin * (int64_t)es, y->dtype,
+                                       log_softmax ? gv - exp(yv) * s : yv * (gv - s));
             }
         }
     }
-    return JAG_OK;
-}
-
-jag_status jag__ref_softmax_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
-jag_status jag__ref_softmax_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return ref_softmax_backward(op, args, nargs, outs, false);
-}
-
-jag_status jag__ref_log_softmax_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
-jag_status jag__ref_log_softmax_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return ref_softmax_backward(op, args, nargs, outs, true);
 }
