@@ -643,6 +643,8 @@ RULE(clamp) {
 RULE(rounding) { BEGIN; SET(0, ZEROS_LIKE(IN(0))); END; }
 /* d log(1 + x) = 1 / (1 + x) */
 RULE(log1p) { BEGIN; SET(0, DIV(go[0], ADDS(IN(0), 1.0))); END; }
+/* d atan(x) = 1 / (1 + x^2) */
+RULE(atan) { BEGIN; SET(0, DIV(go[0], ADDS(SQUARE(IN(0)), 1.0))); END; }
 /* d (e^x - 1) = e^x = y + 1 */
 RULE(expm1) { BEGIN; SET(0, MUL(go[0], ADDS(c->outputs[0], 1.0))); END; }
 /* d erf(x) = 2 / sqrt(pi) e^(-x^2); erfc's is its negative */
@@ -1484,6 +1486,7 @@ const jag_derivative_fn jag__derivatives[JAG_OP_BUILTIN_COUNT] = {
     [JAG_OP_round] = r_rounding,
     [JAG_OP_trunc] = r_rounding,
     [JAG_OP_log1p] = r_log1p,
+    [JAG_OP_atan] = r_atan,
     [JAG_OP_expm1] = r_expm1,
     [JAG_OP_erf] = r_erf,
     [JAG_OP_erfc] = r_erfc,

@@ -109,6 +109,7 @@ LIBM_OP(gelu, jag__gelu_f32, jag__gelu_f64)
 LIBM_OP(gelu_tanh, jag__gelu_tanh_f32, jag__gelu_tanh_f64)
 /* log1p, expm1, erf, erfc: glibc, one call per element (bounds in tests/test_unary_accuracy.c) */
 LIBM_OP(log1p, log1pf, log1p)
+LIBM_OP(atan, atanf, atan)
 LIBM_OP(expm1, expm1f, expm1)
 LIBM_OP(erf, erff, erf)
 LIBM_OP(erfc, erfcf, erfc)
@@ -276,6 +277,7 @@ NUMBER_LOOPS(ceil, NULL)
 NUMBER_LOOPS(round, NULL)
 NUMBER_LOOPS(trunc, NULL)
 FLOAT_LOOPS(log1p)
+FLOAT_LOOPS(atan)
 FLOAT_LOOPS(expm1)
 FLOAT_LOOPS(erf)
 FLOAT_LOOPS(erfc)
@@ -421,6 +423,7 @@ static double ref_value(jag_op_id op, double x) {
         double t = tanh(0.5 * x);
         return fabs(x) < 1.0 ? 2.0 * t / (1.0 - t) : exp(x) - 1.0;
     }
+    case JAG_OP_atan: return atan(x);
     case JAG_OP_erf: return erf(x);
     case JAG_OP_erfc: return erfc(x);
     case JAG_OP_selu: return x > 0 ? JAG_SELU_SCALE * x : JAG_SELU_SCALE * JAG_SELU_ALPHA * (exp(x) - 1.0);

@@ -48,7 +48,7 @@ def test_unary_row_is_a_function_and_a_method(row):
 
 @pytest.mark.parametrize("name,formula", [
     ("sin", np.sin), ("exp", np.exp), ("log1p", np.log1p), ("sqrt", np.sqrt),
-    ("erf", np.vectorize(math.erf)), ("floor", np.floor), ("square", np.square),
+    ("erf", np.vectorize(math.erf)), ("floor", np.floor), ("square", np.square), ("atan", np.arctan),
 ])
 def test_generated_functions_compute_the_formula(name, formula):
     v = np.array([0.25, 1.5, 2.0, 3.75], dtype=np.float64)
