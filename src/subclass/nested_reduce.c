@@ -540,6 +540,14 @@ static seg_part seg_slot(double *parts, int64_t width, int64_t slot) {
     return (seg_part){b, b + width, (int64_t *)(b + 2 * width)};
 }
 
+/* out[0..t->nc) = the sum of the `a` parts of the chunks t[0..t->nch) of
+ * one component's columns (their first task t, k == 0), in chunk order. */
+static void seg_sum_chunk_parts(double *parts, int64_t width, const seg_task *t, double *out) {
+    for (int64_t c = 0; c < t->nc; c++) out[c] = 0;
+    for (int64_t k = 0; k < t->nch; k++)
+        for (int64_t c = 0; c < t->nc; c++) out[c] += seg_slot(parts, width, t[k].slot).a[c];
+}
+
 /* The partial results of a plan's slots, or NULL with an error set. */
 static double *seg_parts_new(const char *op, const seg_plan *p) {
     double *parts = malloc((size_t)(p->nslots * 3 * p->width) * sizeof *parts);
@@ -918,10 +926,7 @@ static void softmax_grad_job_sum(const seg_job *sj, const seg_task *t) {
 static void softmax_grad_job_merge(const seg_job *sj, const seg_task *t) {
     const softmax_grad_job *j = (const softmax_grad_job *)sj;
     if (t->slot < 0 || t->k != 0) return;
-    double *sum = j->sum + t->b * sj->p->C + t->c0;
-    for (int64_t c = 0; c < t->nc; c++) sum[c] = 0;
-    for (int64_t k = 0; k < t->nch; k++)
-        for (int64_t c = 0; c < t->nc; c++) sum[c] += seg_slot(sj->parts, sj->p->width, t[k].slot).a[c];
+    seg_sum_chunk_parts(sj->parts, sj->p->width, t, j->sum + t->b * sj->p->C + t->c0);
 }
 
 static void softmax_grad_job_rows(const seg_job *sj, const seg_task *t) {
@@ -1480,10 +1485,7 @@ static void grad_job_stat(const seg_job *sj, const seg_task *t) {
 static void grad_job_stat_merge(const seg_job *sj, const seg_task *t) {
     const grad_job *j = (const grad_job *)sj;
     if (t->slot < 0 || t->k != 0) return;
-    double *st = j->st + t->b * sj->p->C + t->c0;
-    for (int64_t c = 0; c < t->nc; c++) st[c] = 0;
-    for (int64_t k = 0; k < t->nch; k++)
-        for (int64_t c = 0; c < t->nc; c++) st[c] += seg_slot(sj->parts, sj->p->width, t[k].slot).a[c];
+    seg_sum_chunk_parts(sj->parts, sj->p->width, t, j->st + t->b * sj->p->C + t->c0);
 }
 
 static void grad_job_rows(const seg_job *sj, const seg_task *t) {
