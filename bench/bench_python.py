@@ -139,6 +139,52 @@ def train_step_share():
                                  "fused_speedup_over_chain": c / o}}), flush=True)
 
 
+def sampler_imbalance():
+    """Token imbalance of jag.utils.distributed_sampler on the fortunes corpus
+    (documents tokenized and cut to 128 tokens as examples/train_ragged.py
+    does), for 2, 3, 4 and 8 ranks, with global batches of the most similar
+    lengths (bucket_size None) or drawn from buckets of 64 shuffled items
+    (mixed lengths). Per global batch, max / mean of the ranks' tokens (1.0
+    is perfect balance): its mean and worst over one epoch; and the epoch's
+    time over the ideal, sum(max) / sum(mean) (ranks wait for the busiest
+    one at every step). Beside them the same global batches split by item
+    count, dealt round-robin as torch's DistributedSampler deals indices."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+    try:
+        import train_ragged as tr
+        corpus = tr.load_corpus(tr.FORTUNES, False)
+    except (ImportError, SystemExit, OSError) as e:
+        print(json.dumps({"bench": "dist", "name": "sampler_imbalance", "params": {"corpus": "fortunes"},
+                          "values": {"skipped": "no corpus: %s" % e}}), flush=True)
+        return
+    finally:
+        sys.path.pop(0)
+    from jag.utils.distributed_sampler import DistributedTokenBudgetSampler, split_by_tokens
+
+    def summary(loads_per_batch):
+        ratios = [max(ld) / (sum(ld) / len(ld)) if sum(ld) else 1.0 for ld in loads_per_batch]
+        ideal = sum(sum(ld) / len(ld) for ld in loads_per_batch)
+        return statistics.mean(ratios), max(ratios), sum(max(ld) for ld in loads_per_batch) / ideal
+
+    lengths = [min(len(d), tr.MAX_LEN) for d in corpus.docs]
+    # per_rank 640: train_ragged's --max-tokens default
+    for bucket, per_rank in [(b, t) for b in (None, 64) for t in (640, 2048)]:
+        for ranks in (2, 3, 4, 8):
+            max_tokens = per_rank * ranks
+            sampler = DistributedTokenBudgetSampler(lengths, max_tokens, num_replicas=ranks, rank=0, seed=0,
+                                                    bucket_size=bucket)
+            batches = list(sampler.global_sampler)
+            tok = summary([[sum(lengths[i] for i in part) for part in split_by_tokens(b, lengths, ranks)]
+                           for b in batches])
+            items = summary([[sum(lengths[i] for i in b[r::ranks]) for r in range(ranks)] for b in batches])
+            print(json.dumps({"bench": "dist", "name": "sampler_imbalance", "params": {
+                "corpus": "fortunes", "documents": len(lengths), "ranks": ranks, "max_tokens": max_tokens,
+                "bucket_size": bucket}, "values": {
+                "batches": len(batches), "mean_max_over_mean": tok[0], "worst_max_over_mean": tok[1],
+                "epoch_over_ideal": tok[2], "by_items_mean": items[0], "by_items_worst": items[1],
+                "by_items_epoch_over_ideal": items[2]}}), flush=True)
+
+
 def main():
     budget = 0.02 if QUICK else 0.1  # seconds per sample
     jag.manual_seed(0)
@@ -178,6 +224,7 @@ def main():
             vals["torch"] = reason if torch_version is None else "not measured"
         emit("python", params, vals)
     train_step_share()
+    sampler_imbalance()
 
 
 if __name__ == "__main__":

@@ -242,6 +242,13 @@ def fmt(x, digits=2):
     return "%.*f" % (digits, x)
 
 
+def fmt_bytes(n):
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= size:
+            return "%g %s" % (n / size, unit)
+    return "%d B" % n
+
+
 def fmt_time(s):
     """Seconds in the unit that reads best."""
     if s is None:
@@ -916,6 +923,28 @@ def report(res, results_rel, plots, plots_note):
                "fused AdamW %s%% of the step (the same update as a chain of jag ops: %s%%, %s× slower)" % (
                    fmt(100 * v["fused_share"], 1), fmt(100 * v["chain_share"], 1),
                    fmt(v["fused_speedup_over_chain"], 1)) if v else "no figures", "" if v else None)
+    # data-parallel training over MPI (bench_dist, bench_python's sampler)
+    ar = [f for f in by_name(figures, "all_reduce_busbw", "dist") if "skipped" not in f["values"]]
+    big = [f for f in ar if f["params"]["bytes"] >= 1 << 20]
+    target_row("all-reduce ≥ 0.95 × a plain MPI_Allreduce of the same buffer (2 ranks, bus bandwidth, 1 MB and up; "
+               "below 1 MB each call's extra 32-byte collective, which makes mismatched ranks fail instead of hang, "
+               "is a visible share)", ", ".join(
+                   "%s %s× (%s GB/s)" % (fmt_bytes(f["params"]["bytes"]), fmt(f["values"]["ratio"]),
+                                          fmt(f["values"]["jag_busbw_gbs"], 1)) for f in ar) or "no figures",
+               all(f["values"]["ratio"] >= 0.95 for f in big) if big else None)
+    v = first("ddp_overlap")
+    target_row("share of the gradient all-reduce hidden behind backward (DDP buckets; no target)",
+               "%s%% (backward %s, all-reduce after it %s, overlapped %s)" % (
+                   fmt(100 * v["hidden_share"], 0), fmt_time(v["backward_s"]), fmt_time(v["sync_after_s"]),
+                   fmt_time(v["overlapped_s"])) if v else "no figures", "" if v else None)
+    si = [f for f in by_name(figures, "sampler_imbalance", "dist") if "skipped" not in f["values"]]
+    target_row("distributed sampler on the fortunes corpus: epoch time over the ideal, sum(max) / sum(mean) of the "
+               "ranks' tokens per global batch, split by tokens vs dealt by item count (no target)", "; ".join(
+                   "%d ranks, %s tokens%s: %s vs %s" % (
+                       f["params"]["ranks"], f["params"]["max_tokens"],
+                       ", mixed lengths" if f["params"]["bucket_size"] else "",
+                       fmt(f["values"]["epoch_over_ideal"], 3), fmt(f["values"]["by_items_epoch_over_ideal"], 3))
+                   for f in si if f["params"]["ranks"] in (2, 8)) or "no figures", "" if si else None)
     if rows:
         ok = sum(r["meets"] for r in rows)
         ns_ok = sum(r["never_slower"] for r in rows)
