@@ -90,7 +90,9 @@ void jag_clear_error(void);
     X(JAG_FLOAT64, float64, double, 8)                                        \
     X(JAG_INT32, int32, int32_t, 4)                                           \
     X(JAG_INT64, int64, int64_t, 8)                                           \
-    X(JAG_BOOL, bool, uint8_t, 1)
+    X(JAG_BOOL, bool, uint8_t, 1)                                             \
+    X(JAG_FLOAT16, float16, uint16_t, 2)                                      \
+    X(JAG_BFLOAT16, bfloat16, uint16_t, 2)
 
 typedef enum jag_dtype {
 #define JAG_X_ENUM(E, name, ctype, size) E,
@@ -99,14 +101,31 @@ typedef enum jag_dtype {
     JAG_DTYPE_COUNT
 } jag_dtype;
 
-/* "float32", "float64", "int32", "int64", "bool"; "invalid" otherwise. */
+/* "float32", "float64", "int32", "int64", "bool", "float16", "bfloat16";
+ * "invalid" otherwise. */
 const char *jag_dtype_name(jag_dtype d);
-/* Bytes per element (bool is stored as one byte: 0 or 1); 0 if invalid. */
+/* Bytes per element (bool is stored as one byte: 0 or 1; float16 and
+ * bfloat16 as their 16 bits in a uint16_t); 0 if invalid. */
 size_t jag_dtype_size(jag_dtype d);
+/* True for float32, float64, float16 and bfloat16. */
 bool jag_dtype_is_floating(jag_dtype d);
+/* True for the 16-bit floating dtypes, float16 and bfloat16. Ops compute
+ * on them in float32 and round each result once to the half dtype (as
+ * PyTorch's CPU kernels do); ops that only move elements (views, clone,
+ * copies, cat, index_select) keep their bits. */
+bool jag_dtype_is_half(jag_dtype d);
 /* The dtype of a binary op's result, PyTorch's rules for same-category
- * tensors: bool < int32 < int64 < float32 < float64. */
+ * tensors: bool < int32 < int64 < {float16, bfloat16} < float32 < float64;
+ * float16 with bfloat16 gives float32. */
 jag_dtype jag_promote_types(jag_dtype a, jag_dtype b);
+/* One value converted: float32 to float16 / bfloat16 rounds to nearest,
+ * ties to even (NaN stays NaN, beyond the largest finite value gives an
+ * infinity, subnormal results are kept); the widening conversions are
+ * exact. The uint16_t holds the value's bits. No errors. */
+uint16_t jag_float_to_float16(float v);
+float jag_float16_to_float(uint16_t bits);
+uint16_t jag_float_to_bfloat16(float v);
+float jag_bfloat16_to_float(uint16_t bits);
 
 /* ------------------------------------------------------------------------ */
 /* Tensors: lifetime and metadata                                            */
@@ -650,6 +669,15 @@ typedef struct jag_value {
                                        derivative of its own, and a backward
                                        through it (double backward) fails
                                        with JAG_ENOTIMPL */
+#define JAG_TAG_NO_NESTED (1u << 10) /* no nested rule: a nested argument is
+                                       refused with JAG_ENOTIMPL naming the
+                                       op (a factory, an op on the packed
+                                       inner tensors of a jagged tensor, or
+                                       one whose arguments describe the
+                                       whole outer shape). Every other row
+                                       has a nested rule: the generic one of
+                                       POINTWISE rows, or one the nested
+                                       class registers for it */
 
 /* The id of the op named `name` ("sin", "mm", "custom_ns::my_op").
  * Errors: JAG_EINVAL when no op has that name. */
@@ -1642,6 +1670,9 @@ const char *jag_reduce_op_name(jag_reduce_op op);
  * (its packed values), writable (not read-only); a non-contiguous `t` is
  * reduced through a contiguous copy and written back. max/min of a NaN
  * follow MPI's comparison (not NaN-propagating as torch.maximum).
+ * Dtypes: float32, float64, int32, int64, float16 and bfloat16 (MPI has no
+ * half types: jag's reductions add or compare in float32 and round each
+ * partial result to the half type, as NCCL reduces half buffers).
  * Errors: JAG_EINVAL (NULL or released t, read-only t, bad op, not
  * initialised is JAG_ESTATE), JAG_EDTYPE (bool; avg on integers; dtypes
  * differ between ranks), JAG_ESHAPE (element counts or component counts

@@ -13,8 +13,9 @@
  *   (b) strided vs contiguous: op(non-contiguous copy) equals op(x) exactly
  *       (families that sum in an order following the layout: reductions,
  *       GEMMs, norms, softmax, attention, within the reference tolerance);
- *   (c) nested vs per-component: op(jagged nt) unbound equals op(component)
- *       for each component (torch.nested's semantics for these ops);
+ *   (c) nested vs per-component: op(nt) unbound equals op(component) for
+ *       each component (torch.nested's semantics for these ops), on jagged
+ *       tensors and, for pointwise ops, reductions and gather, strided ones;
  *   (d) gradcheck by central finite differences in float64 (jag_gradcheck);
  *   (e) compiled vs eager: the op traced and compiled with every pass; for
  *       pointwise ops inside a chain with scalar operands on either side of a
@@ -24,6 +25,7 @@
  * with its reason. One summary line per check kind is printed. */
 #include "test.h"
 #include "dispatch/dispatch.h"
+#include "dispatch/pointwise_op.h"
 #include "cpu/pointwise_math.h"
 #include "cpu/attention.h"
 #include "trace/trace.h"
@@ -77,6 +79,10 @@ typedef struct sample {
     unsigned grad_slots; /* bit i: tensor slot i is perturbed by gradcheck */
     unsigned dim_args;   /* bit i: arg i is a dim (or dim list) of the outer tensor,
                             one less for a component (check c) */
+    unsigned size_args;  /* bit i: arg i is the outer sizes (B, ...); a component
+                            takes them without the batch size (check c) */
+    bool batch_of_one;   /* check c: the op takes each component as a batch of
+                            one (unsqueezed at 0) and gives its result's item 0 */
     bool no_strided;     /* a layout variant would change what the op means */
 } sample;
 
@@ -174,6 +180,29 @@ static jag_tensor *jagged_like(const jag_tensor *like, double lo, double hi) {
     return nt;
 }
 
+/* The same components as a strided nested tensor (takes nt). */
+static jag_tensor *strided_of(jag_tensor *nt) {
+    jag_tensor *st = NULL;
+    if (jag_nested_to_layout(nt, JAG_STRIDED, &st)) {
+        fprintf(stderr, "strided_of: %s\n", jag_last_error());
+        exit(2);
+    }
+    jag_release(nt);
+    return st;
+}
+
+/* A jagged (3, h, j, d) over `offsets` (lengths 2, 3, 1), its ragged dim at
+ * 2: values (6, h, d) transposed as attention's q, k, v are. */
+static jag_tensor *jagged_heads(jag_dtype dt, const jag_tensor *offsets, int64_t h, int64_t d) {
+    jag_tensor *v = rnd(dt, -1, 1, 3, 6, h, d), *nt = NULL, *t = NULL;
+    if (jag_nested_from_jagged(v, offsets, NULL, &nt) || jag_transpose(nt, 1, 2, &t)) {
+        fprintf(stderr, "jagged_heads: %s\n", jag_last_error());
+        exit(2);
+    }
+    jag_release(v), jag_release(nt);
+    return t;
+}
+
 /* ---- comparisons ------------------------------------------------------------- */
 
 static bool values_close(const jag_tensor *a, const jag_tensor *b, double rtol, double atol) {
@@ -261,10 +290,11 @@ static const char *layout_name[4] = {"contiguous", "transposed", "sliced", "broa
 static bool unary_samples(jag_op_id op, jag_dtype dt, int k, bool nested, sample *s) {
     double lo = positive_domain(op) ? 0.25 : -2.5, hi = 2.5;
     if (!jag_dtype_is_floating(dt)) lo = positive_domain(op) ? 1 : -4, hi = 5;
-    if (nested) {
-        if (k > 0) return false;
-        arg_t(s, jagged(dt, lo, hi, 4));
-        snprintf(s->what, sizeof s->what, "jagged (3, j, 4)");
+    if (nested) { /* 0 jagged; 1 strided (on the buffer: every argument has the same tables) */
+        if (k > 1) return false;
+        jag_tensor *x = jagged(dt, lo, hi, 4);
+        arg_t(s, k ? strided_of(x) : x);
+        snprintf(s->what, sizeof s->what, "%s (3, j, 4)", k ? "strided" : "jagged");
     } else {
         if (k > 3) return false;
         arg_t(s, operand(dt, lo, hi, k));
@@ -369,8 +399,11 @@ static jag_status copy_ref(jag_op_id op, const jag_value *a, int n, jag_tensor *
 /* --- views ---------------------------------------------------------------------- */
 
 /* x (2, 3, 4) in layouts 0-2; view takes (4, 3) -> (2, 2, 3); expand (3, 1). */
+static bool view_nested_samples(jag_op_id op, jag_dtype dt, int k, sample *s);
+
 static bool view_samples(jag_op_id op, jag_dtype dt, int k, bool nested, sample *s) {
-    if (nested || k > 2) return false;
+    if (nested) return view_nested_samples(op, dt, k, s);
+    if (k > 2) return false;
     jag_tensor *x = op == JAG_OP_view ? rnd(dt, -3, 3, 2, 4, 3, 0)
                     : op == JAG_OP_expand ? rnd(dt, -3, 3, 3, 3, 1, 4)
                     : op == JAG_OP_squeeze ? rnd(dt, -3, 3, 3, 2, 1, 4)
@@ -390,6 +423,37 @@ static bool view_samples(jag_op_id op, jag_dtype dt, int k, bool nested, sample 
     default: return false;
     }
     snprintf(s->what, sizeof s->what, "%s", layout_name[k]);
+    s->grad_slots = 1;
+    return true;
+}
+
+/* Jagged (3, j, 4), as torch.nested's jagged views: view (3, -1, 2, 2)
+ * (each component viewed (-1, 2, 2)), transpose(1, 2) moving the ragged
+ * dim (each component transposed (1, 0)), narrow along dim 2 and along the
+ * ragged dim (each component's rows [0, 1)), select along dim 2,
+ * unsqueeze at 2 and at the end. */
+static bool view_nested_samples(jag_op_id op, jag_dtype dt, int k, sample *s) {
+    bool two = op == JAG_OP_narrow || op == JAG_OP_unsqueeze;
+    if (k > (two ? 1 : 0)) return false;
+    switch (op) {
+    case JAG_OP_view: {
+        int64_t sz[4] = {3, -1, 2, 2};
+        arg_t(s, jagged(dt, -3, 3, 4)), arg_ints(s, sz, 4);
+        s->size_args = 2;
+        break;
+    }
+    case JAG_OP_transpose: arg_t(s, jagged(dt, -3, 3, 4)), arg_i(s, 1), arg_i(s, 2), s->dim_args = 6; break;
+    case JAG_OP_narrow:
+        arg_t(s, jagged(dt, -3, 3, 4));
+        if (k == 0) arg_i(s, 2), arg_i(s, 1), arg_i(s, 2);
+        else arg_i(s, 1), arg_i(s, 0), arg_i(s, 1);
+        s->dim_args = 2;
+        break;
+    case JAG_OP_select: arg_t(s, jagged(dt, -3, 3, 4)), arg_i(s, 2), arg_i(s, 1), s->dim_args = 2; break;
+    case JAG_OP_unsqueeze: arg_t(s, jagged(dt, -3, 3, 4)), arg_i(s, k ? 3 : 2), s->dim_args = 2; break;
+    default: return false;
+    }
+    snprintf(s->what, sizeof s->what, "jagged (3, j, 4) form %d", k);
     s->grad_slots = 1;
     return true;
 }
@@ -480,10 +544,12 @@ static bool reduce_samples(jag_op_id op, jag_dtype dt, int k, bool nested, sampl
     int which;
     if (nested) {
         /* the index reductions take integers along dim 2 only */
-        if (k > 1 || (!fl && is_index_reduction(op) && k > 0)) return false;
-        which = !fl && is_index_reduction(op) ? 1 : k;
-        arg_t(s, jagged(dt, lo, hi, 4));
-        snprintf(s->what, sizeof s->what, "jagged (3, j, 4) over dim %d", which + 1);
+        /* 0, 1 jagged over dims 1, 2; 2 strided over dim 2 (per component) */
+        if (k > 2 || (!fl && is_index_reduction(op) && k > 0)) return false;
+        which = (!fl && is_index_reduction(op)) || k == 2 ? 1 : k;
+        jag_tensor *x = jagged(dt, lo, hi, 4);
+        arg_t(s, k == 2 ? strided_of(x) : x);
+        snprintf(s->what, sizeof s->what, "%s (3, j, 4) over dim %d", k == 2 ? "strided" : "jagged", which + 1);
     } else {
         if (whole) k = 3 * k + 2; /* the whole tensor only */
         if (k > 8) return false;
@@ -746,8 +812,31 @@ static jag_tensor *index_tensor(const int64_t *v, int n, jag_dtype dt) {
     return t;
 }
 
+/* index_select along dim 2 of a jagged (3, j, 4) (each component's dim 1,
+ * the same index); gather along dim 2 of a strided one with a dense index
+ * (1, 2) (per component, as torch's strided nested tensors run it). */
+static bool index_nested_samples(jag_op_id op, jag_dtype dt, int k, sample *s) {
+    if (k > 0) return false;
+    static const int64_t idx[3] = {3, 0, 2};
+    if (op == JAG_OP_index_select) {
+        arg_t(s, jagged(dt, -3, 3, 4)), arg_i(s, 2), arg_t(s, index_tensor(idx, 3, JAG_INT64));
+        snprintf(s->what, sizeof s->what, "jagged (3, j, 4) along dim 2");
+    } else if (op == JAG_OP_gather) {
+        jag_tensor *i = index_tensor(idx, 2, JAG_INT64), *i2 = NULL;
+        int64_t sz[2] = {1, 2};
+        if (jag_view(i, sz, 2, &i2)) exit(2);
+        jag_release(i);
+        arg_t(s, strided_of(jagged(dt, -3, 3, 4))), arg_i(s, 2), arg_t(s, i2);
+        snprintf(s->what, sizeof s->what, "strided (3, j, 4) along dim 2");
+    } else return false;
+    s->dim_args = 2;
+    s->grad_slots = 1;
+    return true;
+}
+
 static bool index_samples(jag_op_id op, jag_dtype dt, int k, bool nested, sample *s) {
-    if (nested || k > 2) return false;
+    if (nested) return index_nested_samples(op, dt, k, s);
+    if (k > 2) return false;
     jag_dtype ix = k == 1 ? JAG_INT32 : JAG_INT64;
     jag_tensor *x = rnd(dt, -3, 3, 2, 4, 5, 0), *v = k == 2 ? t_noncontig(x) : jag_retain(x);
     jag_release(x);
@@ -951,8 +1040,25 @@ static jag_status bridge_ref(jag_op_id op, const jag_value *a, int n, jag_tensor
 
 /* Dense q (2, Hq, 3, 4), k and v (2, Hk, 5, 4); varlen q (6, Hq, 4) with the
  * components' offsets, k and v (9, Hk, 4). */
+/* q, k, v jagged (3, 2, j, 4) over the same offsets (torch.nested's
+ * attention: each component's (2, L, 4) attends within itself), full and
+ * causal. */
+static bool attention_nested_samples(jag_op_id op, jag_dtype dt, int k, sample *s) {
+    if (op != JAG_OP_scaled_dot_product_attention || k > 1) return false;
+    jag_tensor *o = from_i64(comp_offsets, 4);
+    for (int i = 0; i < 3; i++) arg_t(s, jagged_heads(dt, o, 2, 4));
+    jag_release(o);
+    arg_b(s, k == 1), arg_d(s, 0);
+    snprintf(s->what, sizeof s->what, "jagged (3, 2, j, 4) %s", k ? "causal" : "full");
+    s->grad_slots = 7;
+    s->batch_of_one = true;
+    return true;
+}
+
 static bool attention_samples(jag_op_id op, jag_dtype dt, int k, bool nested, sample *s) {
-    if (nested || k > 2 || !jag_dtype_is_floating(dt)) return false;
+    if (!jag_dtype_is_floating(dt)) return false;
+    if (nested) return attention_nested_samples(op, dt, k, s);
+    if (k > 2) return false;
     bool causal = k == 1;
     int64_t hq = k == 2 ? 4 : 2, hk = 2;
     if (op == JAG_OP_varlen_attention || op == JAG_OP_varlen_attention_backward) {
@@ -1283,6 +1389,8 @@ static const family fam_copy = {"copy", copy_samples, copy_ref, F_INTS | F_GRAD 
 /* to_dtype's samples convert float64 to float32: no float64 gradcheck */
 static const family fam_convert = {"copy", copy_samples, copy_ref, F_INTS | F_NESTED, 1};
 static const family fam_view = {"view", view_samples, view_ref, F_INTS | F_GRAD, 1};
+/* the views with a jagged rule */
+static const family fam_view_nested = {"view", view_samples, view_ref, F_INTS | F_GRAD | F_NESTED, 1};
 static const family fam_reduce = {"reduce", reduce_samples, reduce_ref, F_GRAD | F_NESTED | F_LAYOUT_ORDER, 4};
 static const family fam_reduce_int = {"reduce", reduce_samples, reduce_ref, F_INTS | F_GRAD | F_NESTED | F_LAYOUT_ORDER, 4};
 /* prod has no rule on jagged tensors (JAG_ENOTIMPL): no check (c) */
@@ -1298,10 +1406,12 @@ static const family fam_norm = {"norm", norm_samples, norm_ref, F_GRAD | F_NESTE
 static const family fam_native_norm = {"norm", norm_samples, norm_ref, F_GRAD | F_LAYOUT_ORDER, 10};
 static const family fam_backward = {"backward", backward_samples, norm_ref, F_LAYOUT_ORDER, 10};
 static const family fam_index = {"index", index_samples, index_ref, F_INTS | F_GRAD, 4};
+static const family fam_index_nested = {"index", index_samples, index_ref, F_INTS | F_GRAD | F_NESTED, 4};
 static const family fam_index_float = {"index", index_samples, index_ref, F_GRAD, 4};
 static const family fam_factory = {"factory", factory_samples, factory_ref, F_INTS, 1};
 static const family fam_bridge = {"bridge", bridge_samples, bridge_ref, F_INTS | F_GRAD, 1};
 static const family fam_attention = {"attention", attention_samples, attention_ref, F_GRAD | F_LAYOUT_ORDER, 10};
+static const family fam_attention_nested = {"attention", attention_samples, attention_ref, F_GRAD | F_NESTED | F_LAYOUT_ORDER, 10};
 static const family fam_attention_bwd = {"attention", attention_samples, attention_ref, F_LAYOUT_ORDER, 10};
 static const family fam_ragged = {"ragged", ragged_samples, ragged_ref, F_GRAD, 4};
 static const family fam_ragged_bwd = {"ragged", ragged_samples, ragged_ref, 0, 4};
@@ -1330,9 +1440,9 @@ static const family *family_of(jag_op_id op) {
     case JAG_OP_where: return &fam_where;
     case JAG_OP_clone: return &fam_copy;
     case JAG_OP_to_dtype: return &fam_convert;
-    case JAG_OP_view: case JAG_OP_transpose: case JAG_OP_permute: case JAG_OP_narrow: case JAG_OP_select:
-    case JAG_OP_unsqueeze: case JAG_OP_squeeze: case JAG_OP_expand:
-        return &fam_view;
+    case JAG_OP_view: case JAG_OP_transpose: case JAG_OP_narrow: case JAG_OP_select: case JAG_OP_unsqueeze:
+        return &fam_view_nested;
+    case JAG_OP_permute: case JAG_OP_squeeze: case JAG_OP_expand: return &fam_view;
     case JAG_OP_prod: return &fam_prod;
     case JAG_OP_max: case JAG_OP_min: return &fam_whole;
     case JAG_OP_sum: case JAG_OP_amax: case JAG_OP_amin:
@@ -1348,15 +1458,14 @@ static const family *family_of(jag_op_id op) {
     case JAG_OP_layer_norm_backward: case JAG_OP_rms_norm_backward: case JAG_OP_softmax_backward:
     case JAG_OP_log_softmax_backward: case JAG_OP_mean_backward:
         return &fam_backward;
-    case JAG_OP_index_select: case JAG_OP_gather: case JAG_OP_embedding: case JAG_OP_cat:
-        return &fam_index;
+    case JAG_OP_index_select: case JAG_OP_gather: return &fam_index_nested;
+    case JAG_OP_embedding: case JAG_OP_cat: return &fam_index;
     case JAG_OP_embedding_bag: case JAG_OP_scatter_add: return &fam_index_float;
     case JAG_OP_full: case JAG_OP_full_like: return &fam_factory;
     case JAG_OP_values: case JAG_OP_nested_from_jagged: case JAG_OP_to_padded: case JAG_OP_from_padded:
         return &fam_bridge;
-    case JAG_OP_scaled_dot_product_attention: case JAG_OP_scaled_dot_product_attention_masked:
-    case JAG_OP_varlen_attention:
-        return &fam_attention;
+    case JAG_OP_scaled_dot_product_attention: return &fam_attention_nested;
+    case JAG_OP_scaled_dot_product_attention_masked: case JAG_OP_varlen_attention: return &fam_attention;
     case JAG_OP_varlen_attention_backward: return &fam_attention_bwd;
     case JAG_OP_ragged_reduce: return &fam_ragged;
     case JAG_OP_ragged_reduce_backward: return &fam_ragged_bwd;
@@ -1502,6 +1611,7 @@ static void check_nested(jag_op_id op, const family *f, jag_dtype dt, sample *s)
         int64_t shifted[MAX_ARGS][8];
         for (int i = 0; i < s->n; i++) {
             ca[i] = comps[i][0] ? jag__v_tensor(comps[i][b]) : s->a[i];
+            if ((s->size_args & (1u << i)) && ca[i].kind == JAG_VAL_INTS) ca[i].u.ints.v++, ca[i].u.ints.n--;
             if (s->dim_args & (1u << i)) {
                 if (ca[i].kind == JAG_VAL_INT) ca[i].u.i -= 1;
                 else if (ca[i].kind == JAG_VAL_INTS) {
@@ -1510,9 +1620,17 @@ static void check_nested(jag_op_id op, const family *f, jag_dtype dt, sample *s)
                 }
             }
         }
-        jag_tensor *want[MAX_OUT] = {0};
+        jag_tensor *one[MAX_ARGS] = {0}, *want[MAX_OUT] = {0};
+        for (int i = 0; s->batch_of_one && i < s->n; i++)
+            if (comps[i][0]) jag_unsqueeze(comps[i][b], 0, &one[i]), ca[i] = jag__v_tensor(one[i]);
         st = jag_op_call(op, ca, s->n, want);
+        for (int i = 0; i < s->n; i++) jag_release(one[i]);
         CHECK_MSG(st == JAG_OK, "%s: %s, component %d: %s", name, check_name[CK_NESTED], b, jag_last_error());
+        for (int i = 0; !st && s->batch_of_one && i < nout; i++) {
+            jag_tensor *item = NULL;
+            jag_select(want[i], 0, 0, &item);
+            jag_release(want[i]), want[i] = item;
+        }
         for (int i = 0; !st && i < nout; i++) {
             jag_tensor *part = NULL, *all[3] = {0};
             int nb = 0;

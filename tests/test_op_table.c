@@ -1,8 +1,8 @@
 /*
  * test_op_table.c — the op table is whole: every row of ops.def has a
  * schema that parses and agrees with the row, a one-line doc, a META
- * function and a kernel, and a derivative rule or a tag saying why it has
- * none; the tables read from the rows (dim arguments, fusable ops) say what
+ * function and a kernel, a derivative rule or a tag saying why it has
+ * none, and a nested rule or the tag saying it has none; the tables read from the rows (dim arguments, fusable ops) say what
  * the rows say. The dispatcher checks every call's argument kinds against
  * the schema (as PyTorch's native_functions.yaml and derivatives.yaml,
  * or ggml's op-count static_assert, keep their tables whole).
@@ -56,6 +56,50 @@ static void test_every_row_has_a_derivative_or_a_reason(void) {
         CHECK_MSG(!(rule && why_none), "row %s: a derivative rule and a tag saying it has none", info->name);
         CHECK_MSG(!(info->tags & JAG_TAG_GRAD_SHAPES_ONLY) || rule, "row %s: GRAD_SHAPES_ONLY without a rule", info->name);
     }
+}
+
+/* The nested class's registrations (src/subclass/nested_ops.c). */
+bool jag__nested_has_rule(jag_op_id op);
+
+/* A nested rule, or NO_NESTED: the generic rule of POINTWISE rows (on the
+ * packed values or the strided buffer), or one the nested class registers
+ * for the row through jag_subclass_register_decomp (as PyTorch's
+ * NestedTensor registers a kernel per aten op, and fails loudly on the
+ * others). A row with both is contradictory. */
+static void test_every_row_has_a_nested_rule_or_a_reason(void) {
+    TEST_BEGIN();
+    (void)jag_subclass_find("nested"); /* the class and its rules are in place */
+    int registered = 0, none = 0;
+    for (int op = 0; op < JAG_OP_BUILTIN_COUNT; op++) {
+        const jag_op_info *info = &jag__ops[op];
+        bool generic = info->tags & JAG_TAG_POINTWISE, rule = jag__nested_has_rule(op);
+        bool no_nested = info->tags & JAG_TAG_NO_NESTED;
+        CHECK_MSG(generic || rule || no_nested, "row %s: no nested rule (registered, or POINTWISE) and no NO_NESTED tag",
+                  info->name);
+        CHECK_MSG(!(no_nested && (generic || rule)), "row %s: a nested rule and the NO_NESTED tag", info->name);
+        CHECK_MSG(!(generic && rule), "row %s: POINTWISE and a registered nested rule (the rule would never run)", info->name);
+        registered += rule, none += no_nested;
+    }
+    /* hand-counted: the rows with a jagged or per-component rule of their own */
+    CHECK(registered >= 40 && none >= 1);
+    CHECK(jag_op_tags(JAG_OP_ragged_reduce) & JAG_TAG_NO_NESTED);
+}
+
+/* A NO_NESTED row refuses a nested argument with JAG_ENOTIMPL naming the
+ * op; nothing is made. */
+static void test_no_nested_rows_refuse(void) {
+    TEST_BEGIN();
+    int64_t o[3] = {0, 2, 5}, n3 = 3, vs[2] = {5, 4}, order[3] = {0, 2, 1};
+    jag_tensor *off = NULL, *v = NULL, *nt = NULL, *out = NULL;
+    CHECK_OK(jag_from_data(o, &n3, 1, JAG_INT64, &off));
+    CHECK_OK(jag_ones(vs, 2, JAG_FLOAT32, &v));
+    CHECK_OK(jag_nested_from_jagged(v, off, NULL, &nt));
+    long live = jag__live_tensors();
+    jag_value a[2] = {jag__v_tensor(nt), jag__v_ints(order, 3)};
+    CHECK_ERR(jag_op_call(JAG_OP_permute, a, 2, &out), JAG_ENOTIMPL,
+              "jag_permute: not supported for nested tensors with the jagged layout");
+    CHECK(out == NULL && jag__live_tensors() == live);
+    jag_release(nt), jag_release(v), jag_release(off);
 }
 
 /* Tags that imply others, and the tables read from the rows. */
@@ -176,5 +220,6 @@ static void test_custom_schemas_share_the_parser(void) {
 }
 
 TEST_MAIN(test_every_row_parses, test_every_row_has_meta_and_kernel, test_every_row_has_a_derivative_or_a_reason,
+          test_every_row_has_a_nested_rule_or_a_reason, test_no_nested_rows_refuse,
           test_tags_are_consistent, test_dim_args_come_from_schemas, test_dispatcher_checks_kinds,
           test_unary_rows_are_public, test_custom_schemas_share_the_parser)

@@ -4,6 +4,7 @@
  * the nested ops they stand for, and offsets, lengths and indices that do
  * not fit refused with a clear error, nothing written, nothing leaked. */
 #include "test.h"
+#include "cpu/ragged_kernels.h"
 #include "cpu/vecmath.h"
 #include "subclass/nested.h"
 
@@ -358,11 +359,19 @@ static jag_tensor *engine_input(jag_dtype dt, const int64_t *len, int64_t B, int
     return nt;
 }
 
+/* A jagged tensor's components' rows, as the kernels take them. */
+static jag_ragged_rows rows_of(const nested_state *s) {
+    return (jag_ragged_rows){.batch = s->batch,
+                             .offsets = jag_data(s->offsets),
+                             .lengths = s->lengths ? jag_data(s->lengths) : NULL};
+}
+
 /* Every kind over the ragged dim of nt, by the engine with 1 and 2 threads
  * (the same bits) and against the naive reference; softmax and log_softmax
- * too. */
+ * and their gradient too. */
 static void check_engine(const jag_tensor *nt, bool any_empty, const char *what) {
     const nested_state *s = jag__nested(nt);
+    jag_ragged_rows rows = rows_of(s);
     bool f64 = jag_tensor_dtype(s->values) == JAG_FLOAT64;
     static const char *names[] = {"sum", "mean", "amax", "amin", "logsumexp", "var", "std", "max", "min", "argmax", "argmin"};
     for (int k = JAG_SEG_SUM; k <= JAG_SEG_ARGMIN; k++)
@@ -385,7 +394,7 @@ static void check_engine(const jag_tensor *nt, bool any_empty, const char *what)
             int64_t shp[2] = {s->batch, jag_numel(s->values) / (s->values->sizes[0] ? s->values->sizes[0] : 1)};
             if (has_val) CHECK_OK(jag_empty(shp, 2, jag_tensor_dtype(s->values), &want));
             if (has_idx) CHECK_OK(jag_empty(shp, 2, JAG_INT64, &wix));
-            CHECK_OK(jag__ref_segment_reduce("ref", s, &sp, want, wix));
+            CHECK_OK(jag__ragged_reduce_reference("ref", s->values, &rows, &sp, want, wix));
             double tol = f64 ? 1e-12 : k == JAG_SEG_LSE ? 2e-6 : 1e-6;
             char w2[160];
             snprintf(w2, sizeof w2, "%s %s corr %d", what, names[k], corr);
@@ -405,32 +414,53 @@ static void check_engine(const jag_tensor *nt, bool any_empty, const char *what)
                 CHECK_OK(jag__segment_reduce_grad("engine", s, &sp, y1, i1, g, &z1));
                 set_threads(2);
                 CHECK_OK(jag__segment_reduce_grad("engine", s, &sp, y1, i1, g, &z2));
-                CHECK_OK(jag__ref_segment_reduce_grad("ref", s, &sp, y1, i1, g, &zr));
+                CHECK_OK(jag_empty(s->values->sizes, s->values->ndim, jag_tensor_dtype(s->values), &zr));
+                CHECK_OK(jag__ragged_reduce_backward_reference("ref", s->values, &rows, &sp, y1, i1, g, zr));
                 CHECK_MSG(z1 && z2 && same_bits(z1, z2), "%s: gradient, 1 and 2 threads differ", w2);
                 CHECK_MSG(z1 && zr && close_data(z1, zr, f64 ? 1e-12 : 1e-6, f64 ? 1e-12 : 1e-7, w2), "%s: gradient", w2);
                 /* into a given tensor that holds garbage: the same (rows in holes zeroed) */
                 jag_tensor *zi = NULL;
                 CHECK_OK(jag_full(s->values->sizes, s->values->ndim, NAN, jag_tensor_dtype(s->values), &zi));
-                CHECK_OK(jag__segment_reduce_grad_into("engine", s, &sp, y1, i1, g, zi));
+                CHECK_OK(jag__ragged_reduce_backward_kernel("engine", s->values, &rows, &sp, y1, i1, g, zi));
                 CHECK_MSG(z1 && same_bits(zi, z1), "%s: gradient into a given tensor", w2);
                 jag_release(zi);
                 jag_release(g), jag_release(z1), jag_release(z2), jag_release(zr);
             }
             jag_release(o1[0]), jag_release(o1[1]), jag_release(o2[0]), jag_release(o2[1]), jag_release(want), jag_release(wix);
         }
+    /* softmax and its gradient into tensors that hold garbage (NaN): rows in
+     * holes must come out 0, as the references' zeroed outputs keep them */
+    const int64_t *vsz = s->values->sizes;
+    int vnd = s->values->ndim;
+    jag_dtype vdt = jag_tensor_dtype(s->values);
     for (int lg = 0; lg < 2; lg++) {
-        jag_tensor *y1 = NULL, *y2 = NULL, *want = NULL;
+        jag_tensor *y1 = NULL, *y2 = NULL, *want = NULL, *g = t_rand(vsz, vnd, vdt, -1, 1, 950 + (uint64_t)lg);
+        jag_tensor *z1 = NULL, *z2 = NULL, *zwant = NULL;
+        CHECK_OK(jag_full(vsz, vnd, NAN, vdt, &y1));
+        CHECK_OK(jag_full(vsz, vnd, NAN, vdt, &y2));
+        CHECK_OK(jag_full(vsz, vnd, NAN, vdt, &z1));
+        CHECK_OK(jag_full(vsz, vnd, NAN, vdt, &z2));
         set_threads(1);
-        CHECK_OK(jag__segment_softmax("engine", s, lg, &y1));
+        CHECK_OK(jag__ragged_softmax_kernel("engine", s->values, &rows, lg, y1));
         set_threads(2);
-        CHECK_OK(jag__segment_softmax("engine", s, lg, &y2));
-        CHECK_OK(jag_zeros(s->values->sizes, s->values->ndim, jag_tensor_dtype(s->values), &want));
-        CHECK_OK(jag__ref_segment_softmax("ref", s, lg, want));
+        CHECK_OK(jag__ragged_softmax_kernel("engine", s->values, &rows, lg, y2));
+        CHECK_OK(jag_zeros(vsz, vnd, vdt, &want));
+        CHECK_OK(jag__ragged_softmax_reference("ref", s->values, &rows, lg, want));
         char w2[160];
         snprintf(w2, sizeof w2, "%s %s", what, lg ? "log_softmax" : "softmax");
-        CHECK_MSG(y1 && y2 && same_bits(y1, y2), "%s: 1 and 2 threads differ", w2);
-        CHECK_MSG(y1 && close_data(y1, want, f64 ? 1e-12 : 1e-5, f64 ? 1e-12 : 1e-6, w2), "%s", w2);
-        jag_release(y1), jag_release(y2), jag_release(want);
+        CHECK_MSG(same_bits(y1, y2), "%s: 1 and 2 threads differ", w2);
+        CHECK_MSG(close_data(y1, want, f64 ? 1e-12 : 1e-5, f64 ? 1e-12 : 1e-6, w2), "%s", w2);
+        /* the gradient from the reference's output (y's NaN columns give NaN, alike in both) */
+        set_threads(1);
+        CHECK_OK(jag__ragged_softmax_backward_kernel("engine", want, &rows, g, lg, z1));
+        set_threads(2);
+        CHECK_OK(jag__ragged_softmax_backward_kernel("engine", want, &rows, g, lg, z2));
+        CHECK_OK(jag_zeros(vsz, vnd, vdt, &zwant));
+        CHECK_OK(jag__ragged_softmax_backward_reference("ref", want, &rows, g, lg, zwant));
+        CHECK_MSG(same_bits(z1, z2), "%s gradient: 1 and 2 threads differ", w2);
+        CHECK_MSG(close_data(z1, zwant, f64 ? 1e-12 : 1e-5, f64 ? 1e-12 : 1e-6, w2), "%s gradient", w2);
+        jag_release(y1), jag_release(y2), jag_release(want), jag_release(g);
+        jag_release(z1), jag_release(z2), jag_release(zwant);
     }
 }
 
@@ -494,6 +524,7 @@ static void test_engine_var_offsets(void) {
     CHECK_OK(jag_from_data(o, &four, 1, JAG_INT64, &off));
     CHECK_OK(jag_nested_from_jagged(v, off, NULL, &nt));
     const nested_state *s = jag__nested(nt);
+    jag_ragged_rows rows = rows_of(s);
     for (int k = JAG_SEG_VAR; k <= JAG_SEG_STD; k++)
         for (int corr = 0; corr < 2; corr++) {
             jag_segment_spec sp = {.kind = (jag_segment_kind)k, .correction = corr};
@@ -501,7 +532,7 @@ static void test_engine_var_offsets(void) {
             int64_t shp[2] = {3, 5};
             CHECK_OK(jag__segment_reduce_dims("engine", s, &sp, &y));
             CHECK_OK(jag_empty(shp, 2, JAG_FLOAT32, &want));
-            CHECK_OK(jag__ref_segment_reduce("ref", s, &sp, want, NULL));
+            CHECK_OK(jag__ragged_reduce_reference("ref", s->values, &rows, &sp, want, NULL));
             CHECK_MSG(y && close_data(y, want, 1e-6, 0, "var offsets"), "kind %d corr %d", k, corr);
             jag_release(y), jag_release(want);
         }
@@ -654,14 +685,17 @@ static void test_engine_softmax_inf_columns(void) {
             CHECK_OK(jag_from_data(off3, &three, 1, JAG_INT64, &off));
             CHECK_OK(jag_nested_from_jagged(values, off, NULL, &nt));
             const nested_state *s = jag__nested(nt);
+            jag_ragged_rows rows = rows_of(s);
             for (int lg = 0; lg < 2; lg++) {
                 jag_tensor *y1 = NULL, *y2 = NULL, *yr = NULL;
+                CHECK_OK(jag_empty(vs, 2, dt, &y1));
+                CHECK_OK(jag_empty(vs, 2, dt, &y2));
                 set_threads(1);
-                CHECK_OK(jag__segment_softmax("engine", s, lg, &y1));
+                CHECK_OK(jag__ragged_softmax_kernel("engine", s->values, &rows, lg, y1));
                 set_threads(2);
-                CHECK_OK(jag__segment_softmax("engine", s, lg, &y2));
+                CHECK_OK(jag__ragged_softmax_kernel("engine", s->values, &rows, lg, y2));
                 CHECK_OK(jag_zeros(vs, 2, dt, &yr));
-                CHECK_OK(jag__ref_segment_softmax("ref", s, lg, yr));
+                CHECK_OK(jag__ragged_softmax_reference("ref", s->values, &rows, lg, yr));
                 CHECK(y1 && y2 && same_bits(y1, y2));
                 /* by hand: columns 0, 1, 2 NaN in both components; column 3 of component 0: 1,
                  * -inf, 2; of component 1: finite and one -inf */

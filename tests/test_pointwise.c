@@ -5,7 +5,10 @@
  * error path. */
 #include "test.h"
 
+#include "cpu/kernels.h"
 #include "cpu/pointwise_math.h"
+#include "dispatch/dispatch.h"
+#include "dispatch/pointwise_op.h"
 
 #include <float.h>
 #include <stdint.h>
@@ -1598,8 +1601,68 @@ static void test_float64_ulp_sample(void) {
     free(xs);
 }
 
+/* Whether a and b (one shape) hold the same values, NaN equal to NaN. */
+static bool same_values(const jag_tensor *a, const jag_tensor *b) {
+    if (!t_same_shape(a, b)) return false;
+    for (int64_t i = 0; i < jag_numel(a); i++) {
+        double u = t_get(a, i), v = t_get(b, i);
+        if (!(u == v || (isnan(u) && isnan(v)))) return false;
+    }
+    return true;
+}
+
+/* The typed kernels below the dispatcher, called directly: into an output
+ * the caller gives, that output being the input itself (the in-place ops'
+ * fast path), against the typed references on a copy of the input. The
+ * ops chosen round once from exact double values, so kernel and reference
+ * agree bit for bit: square (x * x), leaky_relu (x * slope, the slope
+ * rounded to float32 first, as torch converts it), mul, and gt against a
+ * scalar (bool out, compared in float64). */
+static void test_typed_kernels_in_place(void) {
+    int64_t sz[2] = {37, 5}, row[1] = {5};
+    jag_tensor *x = t_rand(sz, 2, JAG_FLOAT32, -3, 3, 71), *b = t_rand(row, 1, JAG_FLOAT32, -2, 2, 72);
+    jag_tensor *y = NULL, *ref = NULL;
+    /* square, in place */
+    CHECK_OK(jag_clone(x, &y));
+    CHECK_OK(jag_zeros(sz, 2, JAG_FLOAT32, &ref));
+    jag__unary_reference(JAG_UNARY_square, x, NULL, ref);
+    CHECK_OK(jag__unary_kernel("test", JAG_UNARY_square, y, NULL, y));
+    CHECK_MSG(same_values(y, ref), "square in place differs from its reference");
+    jag_release(y), jag_release(ref), y = ref = NULL;
+    /* leaky_relu(x, 0.1), in place: the slope rounded through float32 */
+    const double slope[1] = {0.1};
+    CHECK_OK(jag_clone(x, &y));
+    CHECK_OK(jag_zeros(sz, 2, JAG_FLOAT32, &ref));
+    jag__unary_reference(JAG_UNARY_leaky_relu, x, slope, ref);
+    CHECK_OK(jag__unary_kernel("test", JAG_UNARY_leaky_relu, y, slope, y));
+    CHECK_MSG(same_values(y, ref), "leaky_relu in place differs from its reference");
+    for (int64_t i = 0; i < jag_numel(x); i++) {
+        double v = t_get(x, i), want = v > 0 ? v : (double)(float)(v * (double)(float)0.1);
+        CHECK_MSG(t_get(ref, i) == want, "leaky_relu reference at %lld: %g, expected %g", (long long)i, t_get(ref, i), want);
+    }
+    jag_release(y), jag_release(ref), y = ref = NULL;
+    /* mul with b broadcast over rows, into x's copy */
+    CHECK_OK(jag_clone(x, &y));
+    CHECK_OK(jag_zeros(sz, 2, JAG_FLOAT32, &ref));
+    jag__binary_reference(JAG_BINARY_mul, x, b, 0, 1, JAG_FLOAT32, ref);
+    CHECK_OK(jag__binary_kernel("test", JAG_BINARY_mul, y, b, 0, 1, JAG_FLOAT32, y));
+    CHECK_MSG(same_values(y, ref), "mul in place differs from its reference");
+    for (int64_t i = 0; i < jag_numel(x); i++)
+        CHECK(t_get(ref, i) == (double)(float)(t_get(x, i) * t_get(b, i % 5)));
+    jag_release(y), jag_release(ref), y = ref = NULL;
+    /* gt against the scalar 0.25, compared in float64, into a bool output */
+    CHECK_OK(jag_zeros(sz, 2, JAG_BOOL, &y));
+    CHECK_OK(jag_zeros(sz, 2, JAG_BOOL, &ref));
+    jag__binary_reference(JAG_BINARY_gt, x, NULL, 0.25, 1, JAG_FLOAT64, ref);
+    CHECK_OK(jag__binary_kernel("test", JAG_BINARY_gt, x, NULL, 0.25, 1, JAG_FLOAT64, y));
+    CHECK_MSG(same_values(y, ref), "gt against a scalar differs from its reference");
+    for (int64_t i = 0; i < jag_numel(x); i++) CHECK(t_get(ref, i) == (t_get(x, i) > 0.25));
+    jag_release(y), jag_release(ref);
+    jag_release(x), jag_release(b);
+}
+
 TEST_MAIN(test_unary_vs_reference, test_unary_hand_values, test_param_unary_vs_reference, test_more_unary_hand_values, test_unary_integer_wrap, test_unary_dtypes,
           test_binary_dtype_pairs, test_binary_layouts, test_binary_scalars, test_add_alpha, test_binary_hand_values,
           test_binary_integer_wrap, test_where, test_clamp, test_broadcast_shapes, test_scalar_dtypes, test_zero_dim_and_empty,
           test_inputs_untouched, test_errors, test_parallel_paths, test_float32_ulp_sweep,
-          test_float64_ulp_sample)
+          test_float64_ulp_sample, test_typed_kernels_in_place)

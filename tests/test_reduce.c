@@ -4,6 +4,7 @@
  * layouts and sizes, float64 references for long rows, and error paths. */
 #include "test.h"
 
+#include "cpu/kernels.h"
 #include "dispatch/dispatch.h"
 
 typedef jag_status (*kern_fn)(const char *, const jag_value *, int, jag_tensor **);
@@ -874,6 +875,55 @@ static void test_mean_backward(void) {
     jag_release(g), jag_release(gi);
 }
 
+/* The typed kernel below the dispatcher, called directly with the reduced
+ * dims as a mask and outputs the caller allocated: on a transposed int32
+ * x (6, 5, 4) reduced over dims 0 and 2, amax, argmin and max_dim agree
+ * with the typed reference and with maxima and minima taken here over
+ * each output's 24 elements (indices are positions in the reduced dims,
+ * row-major, the first of equal values: torch's rule). */
+static void test_typed_kernel_mask(void) {
+    int64_t sz[3] = {4, 5, 6}, osz[1] = {5};
+    jag_tensor *base = t_randint(sz, 3, JAG_INT32, -9, 9, 81), *x = NULL;
+    CHECK_OK(jag_transpose(base, 0, 2, &x));
+    if (!x) {
+        jag_release(base);
+        return;
+    }
+    const bool mask[JAG_MAX_DIMS] = {true, false, true};
+    const jag_reduction which[3] = {JAG_REDUCTION_amax, JAG_REDUCTION_argmin, JAG_REDUCTION_max_dim};
+    for (int w = 0; w < 3; w++) {
+        jag_dtype vdt = which[w] == JAG_REDUCTION_argmin ? JAG_INT64 : JAG_INT32;
+        jag_tensor *k[2] = {NULL, NULL}, *r[2] = {NULL, NULL};
+        CHECK_OK(jag_zeros(osz, 1, vdt, &k[0]));
+        CHECK_OK(jag_zeros(osz, 1, vdt, &r[0]));
+        CHECK_OK(jag_zeros(osz, 1, JAG_INT64, &k[1]));
+        CHECK_OK(jag_zeros(osz, 1, JAG_INT64, &r[1]));
+        CHECK_OK(jag__reduce_kernel("test", which[w], x, mask, 0, k));
+        CHECK_OK(jag__reduce_reference("test", which[w], x, mask, 0, r));
+        for (int64_t o = 0; o < 5; o++) {
+            /* x[i, o, j] = base[j, o, i]; reduced position i * 4 + j */
+            double best_max = -INFINITY, best_min = INFINITY;
+            int64_t at_max = 0, at_min = 0;
+            for (int64_t i = 0; i < 6; i++)
+                for (int64_t j = 0; j < 4; j++) {
+                    double v = t_get(base, (j * 5 + o) * 6 + i);
+                    if (v > best_max) best_max = v, at_max = i * 4 + j;
+                    if (v < best_min) best_min = v, at_min = i * 4 + j;
+                }
+            double want = which[w] == JAG_REDUCTION_argmin ? (double)at_min : best_max;
+            CHECK_MSG(t_get(k[0], o) == want && t_get(r[0], o) == want, "reduction %d output %lld: kernel %g, reference %g, expected %g",
+                      (int)which[w], (long long)o, t_get(k[0], o), t_get(r[0], o), want);
+            if (which[w] == JAG_REDUCTION_max_dim)
+                CHECK_MSG(t_get(k[1], o) == (double)at_max && t_get(r[1], o) == (double)at_max,
+                          "max_dim index %lld: kernel %g, reference %g, expected %lld", (long long)o, t_get(k[1], o),
+                          t_get(r[1], o), (long long)at_max);
+        }
+        for (int i = 0; i < 2; i++) jag_release(k[i]), jag_release(r[i]);
+    }
+    jag_release(x);
+    jag_release(base);
+}
+
 TEST_MAIN(test_mean_backward, test_logsumexp_hand, test_sum_hand, test_int_sums_exact, test_mean_var_std_hand, test_extrema_hand, test_empty,
           test_size1_and_0d, test_dims_ops_vs_ref, test_index_ops_vs_ref, test_large, test_long_row_accuracy,
-          test_thread_count_invariance, test_errors)
+          test_thread_count_invariance, test_errors, test_typed_kernel_mask)

@@ -37,6 +37,7 @@
 #include "test.h"
 
 #include "cpu/pointwise_math.h"
+#include "dispatch/dispatch.h"
 
 #include <float.h>
 #include <stdint.h>

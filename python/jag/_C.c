@@ -318,6 +318,12 @@ static PyObject *Tensor_get_array_interface(TensorObject *self, void *c) {
     case JAG_INT32: typestr = "<i4"; break;
     case JAG_INT64: typestr = "<i8"; break;
     case JAG_BOOL: typestr = "|b1"; break;
+    case JAG_FLOAT16: typestr = "<f2"; break;
+    case JAG_BFLOAT16:
+        /* as torch's numpy(): numpy has no bfloat16 */
+        PyErr_SetString(PyExc_TypeError, "numpy() / __array_interface__: numpy has no bfloat16 dtype; convert with "
+                                         ".float() first (a bfloat16 value is exact in float32)");
+        return NULL;
     default: PyErr_SetString(PyExc_TypeError, "unknown dtype"); return NULL;
     }
     size_t es = jag_dtype_size(jag_tensor_dtype(t));
@@ -1351,6 +1357,8 @@ PyMODINIT_FUNC PyInit__C(void) {
     ADD_INT("INT32", JAG_INT32);
     ADD_INT("INT64", JAG_INT64);
     ADD_INT("BOOL", JAG_BOOL);
+    ADD_INT("FLOAT16", JAG_FLOAT16);
+    ADD_INT("BFLOAT16", JAG_BFLOAT16);
     ADD_INT("DENSE", JAG_DENSE);
     ADD_INT("JAGGED", JAG_JAGGED);
     ADD_INT("STRIDED", JAG_STRIDED);

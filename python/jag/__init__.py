@@ -19,6 +19,14 @@ import typing as _typing
 
 from . import _C
 
+if _typing.TYPE_CHECKING:
+    # the functions and Tensor methods made from the op table below, as type
+    # checkers see them (stubs written by scripts/gen_stubs.py)
+    from ._generated_ops import *  # noqa: F401,F403
+    from ._generated_ops import _GeneratedTensorMethods
+else:
+    _GeneratedTensorMethods = object
+
 __version__ = _C.VERSION
 
 # ---------------------------------------------------------------------------
@@ -31,7 +39,7 @@ class dtype:
 
     __slots__ = ("code", "name", "_np", "is_floating_point")
 
-    def __init__(self, code: _builtins.int, name: str, np_name: str, is_float: _builtins.bool) -> None:
+    def __init__(self, code: _builtins.int, name: str, np_name: _typing.Optional[str], is_float: _builtins.bool) -> None:
         self.code = code
         self.name = name
         self._np = np_name
@@ -49,14 +57,18 @@ float64 = dtype(_C.FLOAT64, "float64", "float64", True)
 int32 = dtype(_C.INT32, "int32", "int32", False)
 int64 = dtype(_C.INT64, "int64", "int64", False)
 bool = dtype(_C.BOOL, "bool", "bool", False)  # noqa: A001 (torch's name)
+float16 = dtype(_C.FLOAT16, "float16", "float16", True)
+bfloat16 = dtype(_C.BFLOAT16, "bfloat16", None, True)  # numpy has no bfloat16
 float = float32  # noqa: A001
 double = float64
+half = float16
 int = int32  # noqa: A001
 long = int64
 
-_DTYPES = {d.code: d for d in (float32, float64, int32, int64, bool)}
+_DTYPES = {d.code: d for d in (float32, float64, int32, int64, bool, float16, bfloat16)}
 _Dtype = dtype  # the class, for annotations inside Tensor (whose property dtype hides it)
-_NP_TO_DTYPE = {"float32": float32, "float64": float64, "int32": int32, "int64": int64, "bool": bool}
+_NP_TO_DTYPE = {"float32": float32, "float64": float64, "int32": int32, "int64": int64, "bool": bool,
+                "float16": float16}
 
 
 class layout:
@@ -236,7 +248,7 @@ def _scalar_like(s, t):
     return full((), s, dtype=sd)
 
 
-class Tensor(_C.TensorBase):
+class Tensor(_C.TensorBase, _GeneratedTensorMethods):
     """A jag tensor: dense, or nested (``is_nested``) with a ragged dim."""
 
     __slots__ = ()
@@ -249,6 +261,7 @@ class Tensor(_C.TensorBase):
         sizes = self._sizes
         if -1 in sizes:
             rid = self._ragged_id()
+            assert rid is not None  # a ragged dim: a nested tensor
             return tuple(RaggedDim(rid) if s == -1 else s for s in sizes)
         return tuple(sizes)
 
@@ -385,6 +398,8 @@ class Tensor(_C.TensorBase):
         """
         if self.is_nested:
             return [c.tolist() for c in self.unbind()]
+        if self.dtype is bfloat16:  # numpy has none; every bfloat16 value is exact in float32
+            return self.detach().float().tolist()
         return self.numpy().tolist() if not self.requires_grad else self.detach().numpy().tolist()
 
     def __repr__(self):
@@ -445,6 +460,14 @@ class Tensor(_C.TensorBase):
     def double(self) -> Tensor:
         """self converted to float64 (self when it already is)."""
         return self.to(float64)
+
+    def half(self) -> Tensor:
+        """self converted to float16 (self when it already is)."""
+        return self.to(float16)
+
+    def bfloat16(self) -> Tensor:
+        """self converted to bfloat16 (self when it already is)."""
+        return self.to(bfloat16)
 
     def long(self) -> Tensor:
         """self converted to int64 (self when it already is)."""
@@ -955,6 +978,10 @@ class Tensor(_C.TensorBase):
         """The packed values of a nested tensor: for the jagged layout, the
         components concatenated along the ragged dim, as a differentiable view
         (torch.Tensor.values()); for the strided layout, the 1-D buffer.
+        As torch, the values have the nested tensor's dims without the batch
+        dim, the ragged dim (``_ragged_idx`` r) holding every component's
+        rows: after ``nt.transpose(1, 2)`` (r = 2) they are
+        ``nt.values().transpose(0, 1)``, a view of the same memory.
 
         Example::
 
@@ -964,9 +991,14 @@ class Tensor(_C.TensorBase):
         """
         if not self.is_nested:
             raise ValueError("values(): not a nested tensor")
-        if self.layout is jagged:
-            return _op("values", self)  # differentiable
-        return self._buffer()  # strided: the 1-D buffer, as torch
+        if self.layout is not jagged:
+            return self._buffer()  # strided: the 1-D buffer, as torch
+        rows_first = _op("values", self)  # differentiable; the ragged rows at dim 0
+        r = self._ragged_idx
+        if r == 1:
+            return rows_first
+        # the ragged rows at dim r - 1, the other dims in the nested tensor's order
+        return rows_first.permute(*(list(range(1, r)) + [0] + list(range(r, rows_first.ndim))))
 
     def offsets(self) -> Tensor:
         """The B + 1 offsets of a jagged tensor's components into its values()
@@ -1375,6 +1407,8 @@ def tensor(data: _typing.Any, dtype: _typing.Any = None, requires_grad: _builtin
             dt = float32
         else:
             raise TypeError("jag.tensor: unsupported data dtype %s" % arr.dtype)
+    if dt is bfloat16:  # numpy has no bfloat16: made in float32, rounded once
+        return _finish(tensor(arr, dtype=float32).to(bfloat16), requires_grad)
     arr = np.asarray(arr, dtype=dt._np, order="C")
     if arr.ndim > 8:
         raise ValueError("jag.tensor: at most 8 dims, got %d" % arr.ndim)
@@ -1510,7 +1544,7 @@ def from_dlpack(x: _typing.Any, *, device: _typing.Any = None, copy: _builtins.b
         dev = tuple(x.__dlpack_device__())
         if dev[0] not in (1, 3):  # kDLCPU, kDLCUDAHost
             raise BufferError("from_dlpack: jag reads CPU memory only; the object is on DLPack device %r" % (dev,))
-    kwargs = {"max_version": (_C.DLPACK_MAJOR, _C.DLPACK_MINOR)}
+    kwargs: _typing.Dict[str, _typing.Any] = {"max_version": (_C.DLPACK_MAJOR, _C.DLPACK_MINOR)}
     if copy is not None:
         kwargs["copy"] = _builtins.bool(copy)
     try:
@@ -1697,7 +1731,7 @@ def selu(input: Tensor) -> Tensor:
     return _op("selu", input)
 
 
-def _make_binary(name):
+def _make_binary(name: str) -> _typing.Callable[[_typing.Any, _typing.Any], Tensor]:
     def f(input: _typing.Any, other: _typing.Any) -> Tensor:
         return _binary(name, input, other)
 
@@ -1706,8 +1740,17 @@ def _make_binary(name):
     return f
 
 
-for _n in ["mul", "div", "pow", "maximum", "minimum", "eq", "ne", "lt", "le", "gt", "ge"]:
-    globals()[_n] = _make_binary(_n)
+mul = _make_binary("mul")
+div = _make_binary("div")
+pow = _make_binary("pow")  # noqa: A001 (torch's name)
+maximum = _make_binary("maximum")
+minimum = _make_binary("minimum")
+eq = _make_binary("eq")
+ne = _make_binary("ne")
+lt = _make_binary("lt")
+le = _make_binary("le")
+gt = _make_binary("gt")
+ge = _make_binary("ge")
 multiply = mul
 divide = true_divide = div
 greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
@@ -2044,5 +2087,3 @@ from . import autograd, nested, nn, library, ops  # noqa: E402,F401
 from . import optim  # noqa: E402,F401
 from .compiler import compile, trace  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
-
-del _n

@@ -39,6 +39,8 @@ static int dl_dtype_of(jag_dtype d, jag_DLDataType *out) {
     case JAG_INT32: out->code = jag_kDLInt, out->bits = 32; return 0;
     case JAG_INT64: out->code = jag_kDLInt, out->bits = 64; return 0;
     case JAG_BOOL: out->code = jag_kDLBool, out->bits = 8; return 0;
+    case JAG_FLOAT16: out->code = jag_kDLFloat, out->bits = 16; return 0;
+    case JAG_BFLOAT16: out->code = jag_kDLBfloat, out->bits = 16; return 0;
     default: return -1;
     }
 }
@@ -50,13 +52,15 @@ static int jag_dtype_of(jag_DLDataType t, jag_dtype *out) {
     else if (t.code == jag_kDLInt && t.bits == 32) *out = JAG_INT32;
     else if (t.code == jag_kDLInt && t.bits == 64) *out = JAG_INT64;
     else if (t.code == jag_kDLBool && t.bits == 8) *out = JAG_BOOL;
+    else if (t.code == jag_kDLFloat && t.bits == 16) *out = JAG_FLOAT16;
+    else if (t.code == jag_kDLBfloat && t.bits == 16) *out = JAG_BFLOAT16;
     else goto bad;
     return 0;
 bad:;
     static const char *codes[] = {"int", "uint", "float", "opaque", "bfloat", "complex", "bool"};
     PyErr_Format(PyExc_TypeError,
                  "from_dlpack: jag has no dtype for DLPack %s%u (lanes %u); it supports float32, float64, "
-                 "int32, int64 and bool",
+                 "float16, bfloat16, int32, int64 and bool",
                  t.code < 7 ? codes[t.code] : "code?", (unsigned)t.bits, (unsigned)t.lanes);
     return -1;
 }
@@ -383,6 +387,10 @@ static int getbuffer(PyObject *self, Py_buffer *view, int flags) {
     case JAG_INT32: fmt = "i"; break;
     case JAG_INT64: fmt = "q"; break;
     case JAG_BOOL: fmt = "?"; break;
+    case JAG_FLOAT16: fmt = "e"; break;
+    case JAG_BFLOAT16:
+        PyErr_SetString(PyExc_BufferError, "jag.Tensor: the buffer protocol has no bfloat16 format; export .float()");
+        return -1;
     default: PyErr_SetString(PyExc_BufferError, "unsupported dtype"); return -1;
     }
     Py_ssize_t es = (Py_ssize_t)jag_dtype_size(jag_tensor_dtype(t));

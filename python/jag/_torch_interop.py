@@ -43,7 +43,7 @@ __all__ = ["from_torch", "to_torch"]
 
 def _torch():
     try:
-        import torch
+        import torch  # type: ignore[import-not-found]  # optional: jag does not depend on torch
     except ImportError:  # pragma: no cover - the message is the point
         raise ImportError("jag's torch interop needs PyTorch (import torch failed); install torch") from None
     return torch
@@ -207,7 +207,7 @@ def to_torch(nt: jag.Tensor, copy: _typing.Optional[bool] = None) -> _typing.Any
     if copy not in (None, True, False):
         raise TypeError("to_torch: argument 'copy' must be None, True or False, got %r" % (copy,))
     r = nt._ragged_idx
-    jv = nt.values()  # jag: the ragged rows first (differentiable)
+    jv = nt.values()  # as torch: the ragged rows at values dim r - 1 (differentiable)
     plain = jv.detach()
     read_only = plain.is_read_only()
     if read_only and copy is False:
@@ -219,7 +219,6 @@ def to_torch(nt: jag.Tensor, copy: _typing.Optional[bool] = None) -> _typing.Any
     if jag.is_grad_enabled() and jv.requires_grad:
         anchor = torch.zeros(0, requires_grad=True)
         tv = _torch_values_bridge().apply(anchor, jv, tv)
-    tv = tv.movedim(0, r - 1)  # torch: the ragged rows at values dim r - 1
     lengths = nt.lengths()
     offsets = nt.offsets()
     seq = lengths.tolist() if lengths is not None else [b - a for a, b in zip(offsets.tolist()[:-1],

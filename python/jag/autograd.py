@@ -59,11 +59,18 @@ class FunctionCtx:
     else as attributes. needs_input_grad has one bool per argument of
     apply."""
 
+    # set by Function.apply for the node's backward
+    _cls: _typing.Any
+    _n_args: int
+    _tensor_positions: _typing.Tuple[int, ...]
+    _input_specs: _typing.Dict[int, _typing.Tuple[_typing.Any, ...]]
+
     def __init__(self) -> None:
-        self._saved = ()
-        self.needs_input_grad = ()
-        self._non_differentiable = ()
-        self._diff_positions = None  # outputs given to the node, when some are not
+        self._saved: _typing.Tuple[_typing.Any, ...] = ()
+        self.needs_input_grad: _typing.Tuple[bool, ...] = ()
+        self._non_differentiable: _typing.Tuple[_typing.Any, ...] = ()
+        # the outputs given to the node, when some are not differentiable
+        self._diff_positions: _typing.Optional[_typing.Tuple[int, ...]] = None
         self._n_forward_outputs = 0
 
     def save_for_backward(self, *tensors: _typing.Any) -> None:
@@ -212,10 +219,10 @@ class Function:
                 return out
             ctx._diff_positions, ctx._n_forward_outputs = diff, len(outs)
             recorded = _C._function_record(ctx, tuple(args[i] for i in positions), tuple(outs[i] for i in diff))
-            res = list(outs)
+            merged = list(outs)
             for pos, r in zip(diff, recorded):
-                res[pos] = r
-            return res[0] if single else tuple(res)
+                merged[pos] = r
+            return merged[0] if single else tuple(merged)
         res = _C._function_record(ctx, tuple(args[i] for i in positions), outs)
         return res[0] if single else res
 

@@ -138,7 +138,7 @@ def trace(fn: _typing.Callable[..., _typing.Any], *example_inputs: _typing.Any,
 _MAX_LAYOUTS = 64  # what-is-read layouts kept per compiled callable
 
 
-_module_class_found = []
+_module_class_found: _typing.List[type] = []
 
 
 def _module_class():

@@ -327,7 +327,7 @@ def _unbind_jagged(nt):
     """The components of a jagged tensor as views of its values() (holes
     skipped, a moved ragged dim put back in place), so that gradients of
     the components flow to the nested tensor."""
-    v = nt.values()
+    v = _jag()._op("values", nt)  # the ragged rows first, whatever the ragged dim
     r = nt._ragged_idx
     out = []
     for o, n in zip(nt.offsets().tolist(), _component_lengths(nt)):

@@ -8,6 +8,8 @@ itself (torch's overload name), so seed code reads the same.
 """
 from __future__ import annotations
 
+import typing as _typing
+
 from . import _C
 
 __all__ = ["OpOverload"]
@@ -31,7 +33,7 @@ class OpOverload:
         return self
 
     @property
-    def schema(self) -> str:
+    def schema(self) -> _typing.Optional[str]:
         """The op's schema, as text."""
         return _C._op_info(self.name)[1]
 
@@ -67,7 +69,7 @@ class _Namespace:
         return "jag.ops.%s" % self._ns
 
 
-_namespaces = {}
+_namespaces: _typing.Dict[str, _Namespace] = {}
 
 
 def __getattr__(ns):

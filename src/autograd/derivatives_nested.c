@@ -5,6 +5,21 @@
 #include "autograd.h"
 #include "../subclass/nested.h"
 
+/* Write src into dst, a part of a gradient being built (dst has src's
+ * shape), with the clone op's kernel when dst is contiguous
+ * (jag__dispatch_into), else with the copy_ op, grad mode off: the write is
+ * part of making the gradient, never a recorded step. */
+static jag_status copy_part(const char *op, jag_tensor *dst, const jag_tensor *src) {
+    jag_value a[] = {jag__v_tensor(src)};
+    bool done = false;
+    jag_status st = jag__dispatch_into(JAG_OP_clone, op, a, 1, dst, &done);
+    if (st || done) return st;
+    bool prev = jag_set_grad_enabled(false);
+    st = jag_copy_(dst, src);
+    jag_set_grad_enabled(prev);
+    return st;
+}
+
 /* values(nt): the gradient of nt is the values' gradient wrapped with nt's
  * structure — the same offsets object. */
 jag_status jag__d_values(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in) {
@@ -51,7 +66,7 @@ jag_status jag__d_to_padded(const jag_grad_ctx *c, jag_tensor *const *grad_out, 
             st = jag_last_status();
             break;
         }
-        jag__copy_into(comps[b], src);
+        st = copy_part(c->name, comps[b], src);
         jag_release(src);
     }
     if (!st)
@@ -87,16 +102,18 @@ static jag_status rewrap_grad(nested_state *s, jag_status st, jag_tensor *gv, ja
 /* Rules for ops that ran along the ragged dim (see nested_reduce.c), or
  * JAG_ENOTIMPL-free "not handled" (*handled = false) for anything else. */
 /* rows [r0, r0 + n) of src's values copied into the same rows of dst's */
-static void copy_rows(const jag_tensor *dst_values, const jag_tensor *src_values, int64_t r0, int64_t n) {
-    if (n <= 0) return;
+static jag_status copy_rows(const char *op, const jag_tensor *dst_values, const jag_tensor *src_values, int64_t r0,
+                            int64_t n) {
+    if (n <= 0) return JAG_OK;
     const jag_tensor *d = dst_values, *s = src_values;
     int64_t sz[JAG_MAX_DIMS];
     memcpy(sz, d->sizes, (size_t)d->ndim * sizeof *sz);
     sz[0] = n;
     jag_tensor *dv = jag__tensor_view(d, sz, d->strides, d->ndim, d->offset + r0 * d->strides[0]);
     jag_tensor *sv = jag__tensor_view(s, sz, s->strides, s->ndim, s->offset + r0 * s->strides[0]);
-    if (dv && sv) jag__copy_into(dv, sv);
+    jag_status st = dv && sv ? copy_part(op, dv, sv) : jag_last_status();
     jag_release(dv), jag_release(sv);
+    return st;
 }
 
 /* components of a nested tensor as views; NULL on failure (status set) */
@@ -252,13 +269,13 @@ static jag_status jagged_structural(const jag_grad_ctx *c, jag_tensor *const *gr
         jag_tensor *gv = jag__tensor_view(zs->values, g->sizes, zs->values->strides, g->ndim,
                                           zs->values->offset + (n ? o[i] * zs->values->strides[0] : 0));
         if (!gv) st = jag_last_status();
-        else jag__copy_into(gv, g), jag_release(gv);
+        else st = copy_part(c->name, gv, g), jag_release(gv);
     } else { /* the output viewed the same values rows: those rows get g */
         nested_state *os = jag__nested(c->outputs[0]), *gs = jag__nested(grad_out[0]);
         if (!os || !gs) st = jag__error(JAG_EINTERNAL, "%s: backward without a nested output or gradient", c->name);
         const int64_t *no = st ? NULL : (const int64_t *)jag__ptr(os->offsets);
         const int64_t *nl = st ? NULL : (const int64_t *)jag__ptr(os->lengths);
-        for (int64_t b = 0; !st && b < s->batch; b++) copy_rows(zs->values, gs->values, no[b], nl[b]);
+        for (int64_t b = 0; !st && b < s->batch; b++) st = copy_rows(c->name, zs->values, gs->values, no[b], nl[b]);
     }
     if (st) {
         jag_release(z);
@@ -266,6 +283,55 @@ static jag_status jagged_structural(const jag_grad_ctx *c, jag_tensor *const *gr
     }
     grad_in[0] = z;
     return JAG_OK;
+}
+
+/* max_dim / min_dim over the ragged dim alone: each output element's
+ * gradient goes to the values row its index names (as torch's max(dim)
+ * backward scatters the gradient at the returned indices). idx and g are
+ * (B, D...) (the ragged dim squeezed when kept) and value element
+ * ((offsets[b] + idx[b, d]) * |D| + d) of the flattened values gets g[b, d]:
+ * one scatter_add along the single dim of the flattened values, which runs
+ * as whole rows (flattened values: zeros, the index: a few small ops of
+ * g's size). */
+static jag_status ragged_extreme_grad(const char *op, const nested_state *s, bool keepdim, const jag_tensor *idx,
+                                      const jag_tensor *g, jag_tensor **out) {
+    const jag_tensor *v = s->values;
+    int64_t inner = jag__numel(v->sizes + 1, v->ndim - 1), total = jag_numel(v), all = -1;
+    jag_tensor *i2 = NULL, *g2 = NULL, *starts = NULL, *starts_b = NULL, *rows = NULL, *width = NULL, *row_at = NULL,
+               *cols = NULL, *cols_b = NULL, *at = NULL, *at_flat = NULL, *g_flat = NULL, *z = NULL, *flat = NULL;
+    jag_status st = JAG_OK;
+    if (keepdim) {
+        if (!(st = jag_squeeze(idx, s->ragged_idx, &i2))) st = jag_squeeze(g, s->ragged_idx, &g2);
+    } else {
+        i2 = jag_retain((jag_tensor *)idx), g2 = jag_retain((jag_tensor *)g);
+    }
+    int64_t shape[JAG_MAX_DIMS] = {s->batch};
+    for (int d = 1; d < v->ndim; d++) shape[d] = 1;
+    if (!st && i2->ndim != v->ndim)
+        st = jag__error(JAG_EINTERNAL, "%s: backward got indices of %d dims for values of %d", op, i2->ndim, v->ndim);
+    /* the element of the flattened values each g[b, d] goes to */
+    if (!st) st = jag_narrow(s->offsets, 0, 0, s->batch, &starts);
+    if (!st) st = jag_view(starts, shape, v->ndim, &starts_b);
+    if (!st) st = jag_add(i2, starts_b, 1.0, &rows);
+    if (!st) st = jag_full(NULL, 0, (double)inner, JAG_INT64, &width);
+    if (!st) st = jag_mul(rows, width, &row_at);
+    if (!st) st = jag_arange(0, (double)inner, 1, JAG_INT64, &cols);
+    shape[0] = 1;
+    for (int d = 1; d < v->ndim; d++) shape[d] = v->sizes[d];
+    if (!st) st = jag_view(cols, shape, v->ndim, &cols_b);
+    if (!st) st = jag_add(row_at, cols_b, 1.0, &at);
+    if (!st) st = jag_reshape(at, &all, 1, &at_flat);
+    if (!st) st = jag_reshape(g2, &all, 1, &g_flat);
+    if (!st) st = jag_zeros(&total, 1, v->dtype, &z);
+    if (!st) {
+        jag_value a[] = {jag__v_tensor(z), jag__v_int(0), jag__v_tensor(at_flat), jag__v_tensor(g_flat)};
+        st = jag__dispatch(JAG_OP_scatter_add, a, 4, &flat);
+    }
+    if (!st) st = jag_view(flat, v->sizes, v->ndim, out);
+    jag_release(i2), jag_release(g2), jag_release(starts), jag_release(starts_b), jag_release(rows);
+    jag_release(width), jag_release(row_at), jag_release(cols), jag_release(cols_b), jag_release(at);
+    jag_release(at_flat), jag_release(g_flat), jag_release(z), jag_release(flat);
+    return st;
 }
 
 /* matmul of a jagged a (B, j, D) by a dense batch of matrices w (B, D, E):
@@ -320,8 +386,10 @@ jag_status jag__d_jagged_ragged(const jag_grad_ctx *c, jag_tensor *const *grad_o
         bool idx = sp.kind == JAG_SEG_MAX || sp.kind == JAG_SEG_MIN;
         if (sp.kind < JAG_SEG_MAX) /* a plain op on the inner tensors: traceable */
             st = jag__ragged_reduce_backward(s, &sp, c->outputs[0], grad_out[0], &gv);
+        else if (idx) /* max_dim / min_dim: ragged dim alone */
+            st = ragged_extreme_grad(c->name, s, sp.keepdim, c->outputs[1], grad_out[0], &gv);
         else
-            st = jag__segment_reduce_grad(c->name, s, &sp, c->outputs[0], idx ? c->outputs[1] : NULL, grad_out[0], &gv);
+            st = jag__error(JAG_EINTERNAL, "%s: no gradient for ragged reduction kind %d", c->name, (int)sp.kind);
         return rewrap_grad(s, st, gv, grad_in);
     }
     case JAG_OP_softmax:

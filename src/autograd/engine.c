@@ -967,9 +967,8 @@ jag_status jag_backward(const jag_tensor *root, const jag_tensor *grad, bool ret
     if (grad) {
         st = shallow_alias(grad, &seed);
     } else {
-        seed = jag__tensor_new(op, root->sizes, root->ndim, root->dtype, false, false);
-        if (!seed) st = jag_last_status();
-        else jag__fill(seed, 1.0);
+        jag_value ones[] = {jag__v_ints(root->sizes, root->ndim), jag__v_double(1.0), jag__v_int(root->dtype)};
+        st = jag__dispatch(JAG_OP_full, ones, 3, &seed); /* d root / d root */
     }
     node_list all = {0}, leaves = {0};
     jag_node *rootn = root->grad_fn, *tmp_acc = NULL;

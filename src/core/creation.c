@@ -1,6 +1,7 @@
-/* creation.c — new tensors: empty, zeros, ones, full, arange, from memory. */
+/* creation.c — new tensors that need no op: meta tensors, arange, from
+ * memory. (empty, zeros, ones and full, which a traced function records,
+ * are in src/dispatch/factory_op.c.) */
 #include "internal.h"
-#include "../dispatch/dispatch.h"
 
 #include <math.h>
 
@@ -15,16 +16,6 @@ static jag_status check_out(const char *op, jag_tensor **out) {
     return JAG_OK;
 }
 
-jag_status jag_empty(const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor **out) {
-    if (check_out("jag_empty", out)) return JAG_EINVAL;
-    if (jag__trace_current) {
-        jag__enter();
-        return jag__leave(jag__trace_full(sizes, ndim, 0.0, dtype, out), out, 1);
-    }
-    jag__enter();
-    return finish(jag__tensor_new("jag_empty", sizes, ndim, dtype, false, false), out);
-}
-
 jag_status jag_meta_tensor(const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor **out) {
     if (check_out("jag_meta_tensor", out)) return JAG_EINVAL;
     jag__enter();
@@ -32,37 +23,6 @@ jag_status jag_meta_tensor(const int64_t *sizes, int ndim, jag_dtype dtype, jag_
 }
 
 bool jag_is_meta(const jag_tensor *t) { return t && jag__is_meta(t); }
-
-jag_status jag_zeros(const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor **out) {
-    if (check_out("jag_zeros", out)) return JAG_EINVAL;
-    if (jag__trace_current) {
-        jag__enter();
-        return jag__leave(jag__trace_full(sizes, ndim, 0.0, dtype, out), out, 1);
-    }
-    jag__enter();
-    return finish(jag__tensor_new("jag_zeros", sizes, ndim, dtype, true, false), out);
-}
-
-static jag_status full_named(const char *op, const int64_t *sizes, int ndim, double value, jag_dtype dtype,
-                             jag_tensor **out) {
-    if (check_out(op, out)) return JAG_EINVAL;
-    if (jag__trace_current) {
-        jag__enter();
-        return jag__leave(jag__trace_full(sizes, ndim, value, dtype, out), out, 1);
-    }
-    jag__enter();
-    jag_tensor *t = jag__tensor_new(op, sizes, ndim, dtype, false, false);
-    if (t) jag__fill(t, value);
-    return finish(t, out);
-}
-
-jag_status jag_ones(const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor **out) {
-    return full_named("jag_ones", sizes, ndim, 1.0, dtype, out);
-}
-
-jag_status jag_full(const int64_t *sizes, int ndim, double value, jag_dtype dtype, jag_tensor **out) {
-    return full_named("jag_full", sizes, ndim, value, dtype, out);
-}
 
 jag_status jag_arange(double start, double end, double step, jag_dtype dtype, jag_tensor **out) {
     const char *op = "jag_arange";

@@ -25,7 +25,9 @@ static void put_value(text *t, const jag_tensor *x, int64_t off) {
     const char *p = jag__ptr(x) + off * (int64_t)jag_dtype_size(x->dtype);
     switch (x->dtype) {
     case JAG_FLOAT32:
-    case JAG_FLOAT64: put(t, "%.4f", jag__load_as_double(p, x->dtype)); break;
+    case JAG_FLOAT64:
+    case JAG_FLOAT16:
+    case JAG_BFLOAT16: put(t, "%.4f", jag__load_as_double(p, x->dtype)); break;
     case JAG_INT32: put(t, "%d", *(const int32_t *)p); break;
     case JAG_INT64: put(t, "%lld", (long long)*(const int64_t *)p); break;
     case JAG_BOOL: put(t, "%s", *(const uint8_t *)p ? "True" : "False"); break;

@@ -55,6 +55,13 @@ void jag__small_trim(void);
 /* One Philox-4x32-10 block of counter (counter, 0) under key (random.c's
  * naive reference, for the tests). */
 void jag__philox_ref(uint64_t counter, uint64_t key, uint32_t out[4]);
+/* A new tensor of random numbers from g (the thread's default generator when
+ * NULL), advancing it: uniform in [a, b) or normal of mean a and std b.
+ * Checks the arguments (errors name `op`); the public entry points
+ * (src/dispatch/factory_op.c) refuse draws inside a traced function first. */
+typedef enum { JAG_DIST_UNIFORM, JAG_DIST_NORMAL } jag_distribution;
+jag_status jag__random_new(const char *op, const int64_t *sizes, int ndim, double a, double b, jag_dtype dtype,
+                           jag_generator *g, jag_distribution kind, jag_tensor **out);
 
 /* A new owned storage of nbytes (zeroed when `zero`), or NULL (JAG_ENOMEM set,
  * message naming `op`). */
@@ -250,8 +257,10 @@ jag_status jag__leave(jag_status status, jag_tensor **outs, int n);
 void jag__scope_isolate(size_t *saved_floor, int *saved_depth);
 int jag__scope_open_in_frame(void);
 void jag__scope_restore(size_t saved_floor, int saved_depth);
-/* The thread's trace recorder (src/trace/trace.c; NULL when none). Core
- * code reads it only to say why a proxy has no data. */
+/* The thread's trace recorder (src/trace/trace.c; NULL when none), read on
+ * the dispatcher's hot path and by the public entry points that behave
+ * differently while tracing. src/core never reads it: it is declared here
+ * only for the layers above, which all include this header. */
 extern _Thread_local void *jag__trace_current;
 
 /* ---- element access ----------------------------------------------------- */
@@ -260,7 +269,12 @@ extern _Thread_local void *jag__trace_current;
 double jag__load_as_double(const void *p, jag_dtype dtype);
 void jag__store_from_double(void *p, jag_dtype dtype, double v);
 
-/* ---- kernels shared by several layers (src/cpu) ------------------------- */
+/* ---- kernels shared by several layers (src/cpu/copy.c) ------------------ */
+
+/* Declared here for the dispatcher, the tracer's factory ops and the
+ * kernels that call them; src/core itself calls none of them. Above the
+ * dispatcher (src/subclass, src/autograd) copies and fills go through ops:
+ * copy_, clone (jag__dispatch_into), full. */
 
 /* Copy src, broadcast to dst's shape and converted to dst's dtype, into dst.
  * Shapes are the caller's to check. */

@@ -7,7 +7,6 @@
  * generator is a few dozen lines, and a dependency would not make it more
  * reproducible. */
 #include "internal.h"
-#include "../dispatch/dispatch.h"
 
 #include <math.h>
 
@@ -119,23 +118,16 @@ static void philox_lanes(uint64_t base, uint64_t key, uint32_t w[4][PHILOX_LANES
 /* Uniform in [0, 1) with 24 (float) or 53 (double) random bits. */
 static double u01_53(uint32_t a, uint32_t b) { return (double)(((uint64_t)a << 21) ^ b) * 0x1.0p-53; }
 
-typedef enum { DIST_UNIFORM, DIST_NORMAL } dist;
-
-static jag_status draw(const char *op, const int64_t *sizes, int ndim, double a, double b, jag_dtype dtype,
-                       jag_generator *g, dist kind, jag_tensor **out) {
+jag_status jag__random_new(const char *op, const int64_t *sizes, int ndim, double a, double b, jag_dtype dtype,
+                           jag_generator *g, jag_distribution kind, jag_tensor **out) {
     if (!out) return jag__error(JAG_EINVAL, "%s: argument 'out' is NULL", op);
-    /* a traced program would hold these numbers as a constant and give the
-     * same ones on every run */
-    if (jag__trace_current)
-        return jag__error(JAG_ENOTIMPL, "%s: random numbers inside a traced function are refused (the program would repeat the same numbers on every run); draw them outside and pass them as an input",
-                          op);
     if (!jag_dtype_is_floating(dtype))
         return jag__error(JAG_EDTYPE, "%s: argument 'dtype' is %s, expected float32 or float64", op, jag_dtype_name(dtype));
     if (!isfinite(a) || !isfinite(b))
         return jag__error(JAG_EINVAL, "%s: parameters %g and %g must be finite", op, a, b);
-    if (kind == DIST_UNIFORM && b < a)
+    if (kind == JAG_DIST_UNIFORM && b < a)
         return jag__error(JAG_EINVAL, "%s: argument 'high' (%g) is below 'low' (%g)", op, b, a);
-    if (kind == DIST_NORMAL && b < 0)
+    if (kind == JAG_DIST_NORMAL && b < 0)
         return jag__error(JAG_EINVAL, "%s: argument 'std' is %g, expected >= 0", op, b);
     if (g && g->magic != JAG_HANDLE_LIVE)
         return jag__error(JAG_EINVAL, "%s: argument 'generator' was freed", op);
@@ -152,13 +144,13 @@ static jag_status draw(const char *op, const int64_t *sizes, int ndim, double a,
     int64_t chunks = (blocks + PHILOX_LANES - 1) / PHILOX_LANES;
     /* float32 uniforms that round up to `high` move just below it (half-open) */
     const float fb = (float)b, below = nextafterf(fb, -INFINITY);
-    const bool clamp_f32 = kind == DIST_UNIFORM && b > a;
+    const bool clamp_f32 = kind == JAG_DIST_UNIFORM && b > a;
 #pragma omp parallel for schedule(static) if (n > JAG_PARALLEL_GRAIN)
     for (int64_t ch = 0; ch < chunks; ch++) {
         uint32_t w[4][PHILOX_LANES];
         philox_lanes(g->offset + (uint64_t)(ch * PHILOX_LANES), g->seed, w);
         double v[2 * PHILOX_LANES]; /* element 2 j from words 0, 1 of block j; 2 j + 1 from words 2, 3 */
-        if (kind == DIST_UNIFORM) {
+        if (kind == JAG_DIST_UNIFORM) {
             for (int j = 0; j < PHILOX_LANES; j++) {
                 v[2 * j] = a + (b - a) * u01_53(w[0][j], w[1][j]);
                 v[2 * j + 1] = a + (b - a) * u01_53(w[2][j], w[3][j]);
@@ -184,14 +176,4 @@ static jag_status draw(const char *op, const int64_t *sizes, int ndim, double a,
     g->offset += (uint64_t)blocks;
     *out = t;
     return jag__leave(JAG_OK, out, 1);
-}
-
-jag_status jag_rand_uniform(const int64_t *sizes, int ndim, double low, double high, jag_dtype dtype,
-                            jag_generator *g, jag_tensor **out) {
-    return draw("jag_rand_uniform", sizes, ndim, low, high, dtype, g, DIST_UNIFORM, out);
-}
-
-jag_status jag_rand_normal(const int64_t *sizes, int ndim, double mean, double std, jag_dtype dtype,
-                           jag_generator *g, jag_tensor **out) {
-    return draw("jag_rand_normal", sizes, ndim, mean, std, dtype, g, DIST_NORMAL, out);
 }

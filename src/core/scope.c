@@ -99,10 +99,7 @@ jag_status jag_scope_end(void) {
  * caller's API depth. jag__scope_isolate saves the caller's floor and depth
  * and starts a frame; jag__scope_open_in_frame counts the scopes the function
  * opened and left open; jag__scope_restore (with none left open) returns to
- * the caller's. Declared for the tracer in src/trace/trace.h. */
-void jag__scope_isolate(size_t *saved_floor, int *saved_depth);
-int jag__scope_open_in_frame(void);
-void jag__scope_restore(size_t saved_floor, int saved_depth);
+ * the caller's. Declared in internal.h; the tracer calls them. */
 
 void jag__scope_isolate(size_t *saved_floor, int *saved_depth) {
     *saved_floor = floor_scopes;

@@ -1,7 +1,8 @@
 /*
- * binary.c — elementwise ops of two operands with broadcasting (add ... ge)
- * and where: their META functions, their CPU kernels and the naive
- * reference.
+ * binary.c — elementwise ops of two operands with broadcasting (add ... ge),
+ * where and clamp: the typed kernels and the naive references (kernels.h).
+ * Their META functions (the dtype rules below) and the boxed adapters
+ * ops.def names are in src/dispatch/binary_op.c.
  *
  * Operands. `a` is a tensor; `b` is a tensor or a double scalar (the
  * `_scalar` entry points). Shapes broadcast as in NumPy.
@@ -45,196 +46,8 @@
  * strided path for anything else.
  */
 #include "iter.h"
+#include "kernels.h"
 #include "pointwise_math.h"
-
-/* ---- operands ------------------------------------------------------------ */
-
-/* a, and b as a tensor or (b == NULL) the scalar `scalar`. */
-typedef struct {
-    const jag_tensor *a, *b;
-    double scalar;
-} operands;
-
-static jag_status get_operands(const char *op, const jag_value *args, int nargs, operands *p) {
-    jag_status st = jag__arg_tensor(op, args, nargs, 0, "a", &p->a);
-    if (st != JAG_OK) return st;
-    p->b = NULL;
-    p->scalar = 0;
-    if (nargs > 1 && (args[1].kind == JAG_VAL_DOUBLE || args[1].kind == JAG_VAL_INT))
-        return jag__arg_double(op, args, nargs, 1, "b", &p->scalar);
-    return jag__arg_tensor(op, args, nargs, 1, "b", &p->b);
-}
-
-static bool is_integral(double v) { return isfinite(v) && v == trunc(v); }
-
-/* Whether integral v is a value of integer dtype d. */
-static bool fits(jag_dtype d, double v) {
-    switch (d) {
-    case JAG_INT32: return v >= -2147483648.0 && v <= 2147483647.0;
-    case JAG_INT64: return v >= -9223372036854775808.0 && v < 9223372036854775808.0;
-    case JAG_BOOL: return v == 0 || v == 1;
-    default: return true;
-    }
-}
-
-static jag_status out_shape(const char *op, const operands *p, int64_t *sizes, int *ndim) {
-    if (p->b) return jag__broadcast_shapes(op, p->a->sizes, p->a->ndim, p->b->sizes, p->b->ndim, sizes, ndim);
-    *ndim = p->a->ndim;
-    if (p->a->ndim) memcpy(sizes, p->a->sizes, (size_t)p->a->ndim * sizeof *sizes);
-    return JAG_OK;
-}
-
-/* The dtype add ... minimum compute in and return (see the file comment). */
-static jag_status arith_dtype(const char *op, const operands *p, jag_dtype *out) {
-    jag_dtype t = p->a->dtype;
-    if (p->b) {
-        *out = jag_promote_types(t, p->b->dtype);
-    } else if (jag_dtype_is_floating(t)) {
-        *out = t;
-    } else if (!is_integral(p->scalar)) {
-        *out = JAG_FLOAT32;
-    } else {
-        *out = t == JAG_BOOL ? JAG_INT64 : t;
-        if (!fits(*out, p->scalar))
-            return jag__error(JAG_EINVAL,
-                              "%s: argument 'b' is %.17g, outside the range of %s (the result dtype for a %s "
-                              "tensor with an integral scalar); convert 'a' to a wider dtype first",
-                              op, p->scalar, jag_dtype_name(*out), jag_dtype_name(t));
-    }
-    return JAG_OK;
-}
-
-/* The dtype eq ... ge compare in (see the file comment). */
-static jag_dtype compare_dtype(const operands *p) {
-    jag_dtype t = p->a->dtype;
-    if (p->b) return jag_promote_types(t, p->b->dtype);
-    if (jag_dtype_is_floating(t)) return t;
-    jag_dtype as_int = t == JAG_BOOL ? JAG_INT64 : t;
-    return is_integral(p->scalar) && fits(as_int, p->scalar) ? as_int : JAG_FLOAT64;
-}
-
-/* ---- META ------------------------------------------------------------------- */
-
-// a is (...), b is (...) or a double, [alpha double for add]; y is broadcast(a, b)
-jag_status jag__meta_binary_arith(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    operands p;
-    int64_t sizes[JAG_MAX_DIMS];
-    int ndim;
-    jag_dtype dtype;
-    jag_status st;
-    if ((st = get_operands(op, args, nargs, &p)) || (st = out_shape(op, &p, sizes, &ndim)) ||
-        (st = arith_dtype(op, &p, &dtype)))
-        return st;
-    if (jag__pw_op_is(op, "sub")) {
-        const char *arg = p.a->dtype == JAG_BOOL ? "a" : p.b && p.b->dtype == JAG_BOOL ? "b" : NULL;
-        if (arg)
-            return jag__error(JAG_EDTYPE,
-                              "%s: argument '%s' is bool, expected a number dtype (subtraction of bool is not "
-                              "supported; jag_ne is exclusive or)",
-                              op, arg);
-    }
-    if (jag__pw_op_is(op, "pow") && dtype == JAG_BOOL)
-        return jag__error(JAG_EDTYPE, "%s: arguments 'a' and 'b' are bool, expected a number dtype for pow", op);
-    if (jag__pw_op_is(op, "add")) {
-        double alpha;
-        if ((st = jag__arg_double(op, args, nargs, 2, "alpha", &alpha))) return st;
-        if (!jag_dtype_is_floating(dtype) && (!is_integral(alpha) || !fits(dtype == JAG_BOOL ? JAG_INT64 : dtype, alpha)))
-            return jag__error(JAG_EINVAL, "%s: argument 'alpha' is %.17g, expected an integral value that %s holds "
-                                          "(the result dtype)",
-                              op, alpha, jag_dtype_name(dtype));
-    }
-    jag__spec_set(&outs[0], dtype, sizes, ndim);
-    return JAG_OK;
-}
-
-// a is (...), b is (...) or a double; y is broadcast(a, b), floating
-jag_status jag__meta_binary_float(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    operands p;
-    int64_t sizes[JAG_MAX_DIMS];
-    int ndim;
-    jag_status st;
-    if ((st = get_operands(op, args, nargs, &p)) || (st = out_shape(op, &p, sizes, &ndim))) return st;
-    jag_dtype dtype = p.b ? jag_promote_types(p.a->dtype, p.b->dtype) : p.a->dtype;
-    jag__spec_set(&outs[0], jag_dtype_is_floating(dtype) ? dtype : JAG_FLOAT32, sizes, ndim);
-    return JAG_OK;
-}
-
-// a is (...), b is (...) or a double; y is broadcast(a, b), bool
-jag_status jag__meta_binary_compare(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    operands p;
-    int64_t sizes[JAG_MAX_DIMS];
-    int ndim;
-    jag_status st;
-    if ((st = get_operands(op, args, nargs, &p)) || (st = out_shape(op, &p, sizes, &ndim))) return st;
-    jag__spec_set(&outs[0], JAG_BOOL, sizes, ndim);
-    return JAG_OK;
-}
-
-// cond (...) bool, a (...), b (...); y is broadcast(cond, a, b) of promote(a, b)
-jag_status jag__meta_where(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *c, *a, *b;
-    jag_status st;
-    if ((st = jag__arg_tensor(op, args, nargs, 0, "cond", &c)) || (st = jag__arg_tensor(op, args, nargs, 1, "a", &a)) ||
-        (st = jag__arg_tensor(op, args, nargs, 2, "b", &b)))
-        return st;
-    if (c->dtype != JAG_BOOL)
-        return jag__error(JAG_EDTYPE, "%s: argument 'cond' is %s, expected bool (compare with jag_ne(cond, 0) first)",
-                          op, jag_dtype_name(c->dtype));
-    int64_t ab[JAG_MAX_DIMS], sizes[JAG_MAX_DIMS];
-    int nab, ndim;
-    if (jag__broadcast_shapes(op, a->sizes, a->ndim, b->sizes, b->ndim, ab, &nab) != JAG_OK ||
-        jag__broadcast_shapes(op, c->sizes, c->ndim, ab, nab, sizes, &ndim) != JAG_OK) {
-        char sc[JAG_SHAPE_BUF], sa[JAG_SHAPE_BUF], sb[JAG_SHAPE_BUF];
-        return jag__error(JAG_ESHAPE, "%s: shapes of 'cond' %s, 'a' %s and 'b' %s do not broadcast", op,
-                          jag__shape_str(c->sizes, c->ndim, sc, sizeof sc), jag__shape_str(a->sizes, a->ndim, sa, sizeof sa),
-                          jag__shape_str(b->sizes, b->ndim, sb, sizeof sb));
-    }
-    jag__spec_set(&outs[0], jag_promote_types(a->dtype, b->dtype), sizes, ndim);
-    return JAG_OK;
-}
-
-/* clamp's bounds: lo <= hi (no NaN). The result dtype: a float x keeps its
- * dtype; an integer x (bool: int64) keeps it while every finite bound is
- * integral (a bound outside its range is JAG_EINVAL), else float32, as max
- * and min with those scalars would give. lo = -inf and hi = +inf bound
- * nothing and count for neither. */
-static jag_status clamp_args(const char *op, const jag_value *args, int nargs, const jag_tensor **x, double *lo,
-                             double *hi, jag_dtype *dtype) {
-    jag_status st;
-    if ((st = jag__arg_tensor(op, args, nargs, 0, "x", x)) || (st = jag__arg_double(op, args, nargs, 1, "lo", lo)) ||
-        (st = jag__arg_double(op, args, nargs, 2, "hi", hi)))
-        return st;
-    if (!(*lo <= *hi)) return jag__error(JAG_EINVAL, "%s: arguments lo = %g and hi = %g, expected lo <= hi", op, *lo, *hi);
-    jag_dtype t = (*x)->dtype;
-    if (jag_dtype_is_floating(t)) {
-        *dtype = t;
-        return JAG_OK;
-    }
-    *dtype = t == JAG_BOOL ? JAG_INT64 : t;
-    const double bound[2] = {*lo, *hi};
-    for (int k = 0; k < 2; k++) {
-        if (bound[k] == (k ? INFINITY : -INFINITY)) continue;
-        if (!is_integral(bound[k])) {
-            *dtype = JAG_FLOAT32;
-            return JAG_OK;
-        }
-    }
-    for (int k = 0; k < 2; k++)
-        if (isfinite(bound[k]) && !fits(*dtype, bound[k]))
-            return jag__error(JAG_EINVAL, "%s: argument '%s' is %.17g, outside the range of %s (the result dtype for a %s tensor with integral bounds); convert 'x' to a wider dtype first",
-                              op, k ? "hi" : "lo", bound[k], jag_dtype_name(*dtype), jag_dtype_name(t));
-    return JAG_OK;
-}
-
-// x (...) -> y (...) in clamp_args' dtype
-jag_status jag__meta_clamp(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *x;
-    double lo, hi;
-    jag_dtype dtype = JAG_FLOAT32;
-    jag_status st = clamp_args(op, args, nargs, &x, &lo, &hi, &dtype);
-    if (st == JAG_OK) jag__spec_set(&outs[0], dtype, x->sizes, x->ndim);
-    return st;
-}
 
 /* ---- element functions ------------------------------------------------------ */
 
@@ -513,90 +326,55 @@ static void run_loop(jag_tensor *y, const loop_operand *in, int n_in, jag_loop_f
     jag__iter_run(&it, fn, ctx);
 }
 
+/* Every op's loops by compute dtype, indexed by jag_binary_fn. */
+static const jag_loop_fn *const binary_loops[JAG_BINARY_FN_COUNT] = {
+    [JAG_BINARY_add] = add_loops,
+#define LOOPS_ENTRY(name) [JAG_BINARY_##name] = name##_loops,
+    JAG_BINARY_OP_LIST(LOOPS_ENTRY)
+#undef LOOPS_ENTRY
+};
+
 // a (...), b (...) or a scalar, y broadcast(a, b) contiguous: y = f(a, b) in dtype `compute`
-static jag_status run_binary(const char *op, const operands *p, jag_tensor *y, jag_dtype compute,
-                             const jag_loop_fn *loops, void *ctx) {
+jag_status jag__binary_kernel(const char *op, jag_binary_fn f, const jag_tensor *a0, const jag_tensor *b0,
+                              double b_scalar, double alpha, jag_dtype compute, jag_tensor *y) {
     if (jag_numel(y) == 0) return JAG_OK;
-    jag_loop_fn fn = loops[compute];
+    JAG_ASSERT(f >= 0 && f < JAG_BINARY_FN_COUNT);
+    jag_loop_fn fn = binary_loops[f][compute];
     JAG_ASSERT(fn != NULL);
     jag_tensor *ac, *bc = NULL;
-    const jag_tensor *a = jag__pw_as_dtype(op, p->a, compute, &ac);
-    const jag_tensor *b = a && p->b ? jag__pw_as_dtype(op, p->b, compute, &bc) : NULL;
-    if (!a || (p->b && !b)) {
+    const jag_tensor *a = jag__pw_as_dtype(op, a0, compute, &ac);
+    const jag_tensor *b = a && b0 ? jag__pw_as_dtype(op, b0, compute, &bc) : NULL;
+    if (!a || (b0 && !b)) {
         jag_release(ac);
         return jag_last_status();
     }
-    jag__pw_scalar s;
+    jag__pw_scalar s, alpha_s;
+    jag__store_from_double(&alpha_s, compute, alpha);
     loop_operand in[2] = {tensor_operand(a, y)};
     if (b) {
         in[1] = tensor_operand(b, y);
     } else {
-        jag__store_from_double(&s, compute, p->scalar);
+        jag__store_from_double(&s, compute, b_scalar);
         in[1] = scalar_operand(&s, compute);
     }
-    run_loop(y, in, 2, fn, ctx);
+    run_loop(y, in, 2, fn, f == JAG_BINARY_add ? &alpha_s : NULL);
     jag_release(ac);
     jag_release(bc);
     return JAG_OK;
 }
 
-// sub, mul, div, pow, maximum, minimum: a (...), b (...) or a scalar, y broadcast(a, b): y = name(a, b)
-#define BINARY_KERNEL(name)                                                    \
-    jag_status jag__cpu_##name(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
-        operands p;                                                            \
-        jag_status st = get_operands(op, args, nargs, &p);                     \
-        if (st != JAG_OK) return st;                                           \
-        return run_binary(op, &p, outs[0], outs[0]->dtype, name##_loops, NULL); \
-    }
-BINARY_KERNEL(sub)
-BINARY_KERNEL(mul)
-BINARY_KERNEL(div)
-BINARY_KERNEL(pow)
-BINARY_KERNEL(maximum)
-BINARY_KERNEL(minimum)
-#undef BINARY_KERNEL
-
-// a (...), b (...) or a scalar, y broadcast(a, b): y = a + alpha * b
-jag_status jag__cpu_add(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    operands p;
-    double alpha;
-    jag_status st;
-    if ((st = get_operands(op, args, nargs, &p)) || (st = jag__arg_double(op, args, nargs, 2, "alpha", &alpha)))
-        return st;
-    jag__pw_scalar a;
-    jag__store_from_double(&a, outs[0]->dtype, alpha);
-    return run_binary(op, &p, outs[0], outs[0]->dtype, add_loops, &a);
-}
-
-// eq ... ge: a (...), b (...) or a scalar, y broadcast(a, b) bool: y = a OP b in compare_dtype
-#define COMPARE_KERNEL(name)                                                   \
-    jag_status jag__cpu_##name(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
-        operands p;                                                            \
-        jag_status st = get_operands(op, args, nargs, &p);                     \
-        if (st != JAG_OK) return st;                                           \
-        return run_binary(op, &p, outs[0], compare_dtype(&p), name##_loops, NULL); \
-    }
-COMPARE_KERNEL(eq)
-COMPARE_KERNEL(ne)
-COMPARE_KERNEL(lt)
-COMPARE_KERNEL(le)
-COMPARE_KERNEL(gt)
-COMPARE_KERNEL(ge)
-#undef COMPARE_KERNEL
-
 // cond (...) bool, a (...), b (...), y broadcast(cond, a, b): y = cond ? a : b
-jag_status jag__cpu_where(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    (void)nargs;
-    jag_tensor *y = outs[0];
+jag_status jag__where_kernel(const char *op, const jag_tensor *cond, const jag_tensor *a0, const jag_tensor *b0,
+                             jag_tensor *y) {
     if (jag_numel(y) == 0) return JAG_OK;
     jag_tensor *ac, *bc = NULL;
-    const jag_tensor *a = jag__pw_as_dtype(op, args[1].u.t, y->dtype, &ac);
-    const jag_tensor *b = a ? jag__pw_as_dtype(op, args[2].u.t, y->dtype, &bc) : NULL;
+    const jag_tensor *a = jag__pw_as_dtype(op, a0, y->dtype, &ac);
+    const jag_tensor *b = a ? jag__pw_as_dtype(op, b0, y->dtype, &bc) : NULL;
     if (!b) {
         jag_release(ac);
         return jag_last_status();
     }
-    loop_operand in[3] = {tensor_operand(args[0].u.t, y), tensor_operand(a, y), tensor_operand(b, y)};
+    loop_operand in[3] = {tensor_operand(cond, y), tensor_operand(a, y), tensor_operand(b, y)};
     run_loop(y, in, 3, where_loops[y->dtype], NULL);
     jag_release(ac);
     jag_release(bc);
@@ -604,7 +382,8 @@ jag_status jag__cpu_where(const char *op, const jag_value *args, int nargs, jag_
 }
 
 /* A bound in dtype dt: the dtype's own extreme for an infinite bound of an
- * integer dtype (clamp_args let only lo = -inf and hi = +inf through). */
+ * integer dtype (clamp's META function lets only lo = -inf and hi = +inf
+ * through). */
 static void clamp_bound(jag__pw_scalar *s, jag_dtype dt, double v) {
     if (!jag_dtype_is_floating(dt) && isinf(v)) {
         bool neg = v < 0;
@@ -616,13 +395,7 @@ static void clamp_bound(jag__pw_scalar *s, jag_dtype dt, double v) {
 }
 
 // x (...) any strides and dtype, y (...) contiguous: y = min(max(x, lo), hi)
-jag_status jag__cpu_clamp(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    const jag_tensor *x0;
-    double lo, hi;
-    jag_dtype dtype = JAG_FLOAT32;
-    jag_status st = clamp_args(op, args, nargs, &x0, &lo, &hi, &dtype);
-    if (st) return st;
-    jag_tensor *y = outs[0];
+jag_status jag__clamp_kernel(const char *op, const jag_tensor *x0, double lo, double hi, jag_tensor *y) {
     if (jag_numel(y) == 0) return JAG_OK;
     jag_tensor *xc;
     const jag_tensor *x = jag__pw_as_dtype(op, x0, y->dtype, &xc);
@@ -640,24 +413,24 @@ jag_status jag__cpu_clamp(const char *op, const jag_value *args, int nargs, jag_
 
 /* The textbook formula of each op in double, on operands already rounded
  * through the dtype `compute` the op computes in. */
-static double ref_value(jag_op_id op, double a, double b, double alpha, jag_dtype compute) {
-    switch (op) {
-    case JAG_OP_add: return a + alpha * b;
-    case JAG_OP_sub: return a - b;
-    case JAG_OP_mul: return a * b;
-    case JAG_OP_div: return a / b;
-    case JAG_OP_pow:
+static double ref_value(jag_binary_fn f, double a, double b, double alpha, jag_dtype compute) {
+    switch (f) {
+    case JAG_BINARY_add: return a + alpha * b;
+    case JAG_BINARY_sub: return a - b;
+    case JAG_BINARY_mul: return a * b;
+    case JAG_BINARY_div: return a / b;
+    case JAG_BINARY_pow:
         if (!jag_dtype_is_floating(compute) && b < 0) /* integer: truncated toward zero */
             return a == 1 ? 1 : a == -1 ? (fmod(b, 2) != 0 ? -1 : 1) : 0;
         return pow(a, b);
-    case JAG_OP_maximum: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
-    case JAG_OP_minimum: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
-    case JAG_OP_eq: return a == b;
-    case JAG_OP_ne: return a != b;
-    case JAG_OP_lt: return a < b;
-    case JAG_OP_le: return a <= b;
-    case JAG_OP_gt: return a > b;
-    case JAG_OP_ge: return a >= b;
+    case JAG_BINARY_maximum: return isnan(a) || isnan(b) ? NAN : a > b ? a : b;
+    case JAG_BINARY_minimum: return isnan(a) || isnan(b) ? NAN : a < b ? a : b;
+    case JAG_BINARY_eq: return a == b;
+    case JAG_BINARY_ne: return a != b;
+    case JAG_BINARY_lt: return a < b;
+    case JAG_BINARY_le: return a <= b;
+    case JAG_BINARY_gt: return a > b;
+    case JAG_BINARY_ge: return a >= b;
     default: JAG_ASSERT(!"not a binary op"); return 0;
     }
 }
@@ -672,67 +445,52 @@ static double ref_load(const jag_tensor *t, const int64_t *idx, int ndim) {
     return jag__load_as_double(jag__ptr(t) + off * (int64_t)jag_dtype_size(t->dtype), t->dtype);
 }
 
-// a, b (or a scalar) [, alpha] broadcast; or cond, a, b for where. y new contiguous.
-jag_status jag__ref_binary(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out) {
-    const jag_op_info *info = &jag__ops[op];
-    jag_spec spec;
-    jag_status st = info->meta(info->api_name, args, nargs, &spec);
-    if (st != JAG_OK) return st;
-    jag_tensor *y = jag__tensor_from_spec(info->api_name, &spec, false);
-    if (!y) return jag_last_status();
-    bool is_where = op == JAG_OP_where, is_compare = info->meta == jag__meta_binary_compare;
-    operands p = {0};
-    if (!is_where) get_operands(info->api_name, args, nargs, &p);
-    jag_dtype compute = is_compare ? compare_dtype(&p) : y->dtype;
-    double alpha = 1;
-    if (op == JAG_OP_add) jag__arg_double(info->api_name, args, nargs, 2, "alpha", &alpha);
-    alpha = jag__pw_round_to(alpha, compute);
-    double scalar = p.b ? 0 : jag__pw_round_to(p.scalar, compute);
-    int64_t n = jag_numel(y), idx[JAG_MAX_DIMS] = {0};
-    for (int64_t e = 0; e < n; e++) {
-        double v;
-        if (is_where) {
-            double a = jag__pw_round_to(ref_load(args[1].u.t, idx, y->ndim), compute);
-            double b = jag__pw_round_to(ref_load(args[2].u.t, idx, y->ndim), compute);
-            v = ref_load(args[0].u.t, idx, y->ndim) != 0 ? a : b;
-        } else {
-            double a = jag__pw_round_to(ref_load(p.a, idx, y->ndim), compute);
-            double b = p.b ? jag__pw_round_to(ref_load(p.b, idx, y->ndim), compute) : scalar;
-            v = ref_value(op, a, b, alpha, compute);
-        }
-        jag__store_from_double(jag__ptr(y) + e * (int64_t)jag_dtype_size(y->dtype), y->dtype, v);
-        for (int d = y->ndim - 1; d >= 0; d--) {
-            if (++idx[d] < y->sizes[d]) break;
-            idx[d] = 0;
-        }
+/* y's flat index e advanced: idx is its multi-index over y's sizes. */
+static void ref_next(const jag_tensor *y, int64_t *idx) {
+    for (int d = y->ndim - 1; d >= 0; d--) {
+        if (++idx[d] < y->sizes[d]) break;
+        idx[d] = 0;
     }
-    *out = y;
-    return JAG_OK;
 }
 
-// x (...), lo, hi -> y new contiguous: through double, the bounds rounded
-// through the result dtype (an integer dtype's infinite bound bounds nothing)
-jag_status jag__ref_clamp(const jag_value *args, int nargs, jag_tensor **out) {
-    const jag_op_info *info = &jag__ops[JAG_OP_clamp];
-    const jag_tensor *x;
-    double lo, hi;
-    jag_dtype dtype = JAG_FLOAT32;
-    jag_status st = clamp_args(info->api_name, args, nargs, &x, &lo, &hi, &dtype);
-    if (st != JAG_OK) return st;
-    jag_tensor *y = jag__tensor_new(info->api_name, x->sizes, x->ndim, dtype, false, false);
-    if (!y) return jag_last_status();
-    if (!isinf(lo)) lo = jag__pw_round_to(lo, dtype);
-    if (!isinf(hi)) hi = jag__pw_round_to(hi, dtype);
+static void ref_store(jag_tensor *y, int64_t e, double v) {
+    jag__store_from_double(jag__ptr(y) + e * (int64_t)jag_dtype_size(y->dtype), y->dtype, v);
+}
+
+// a, b (or the scalar b_scalar) broadcast to y (contiguous): y = f(a, b), the
+// operands (and alpha) rounded through `compute`
+void jag__binary_reference(jag_binary_fn f, const jag_tensor *a, const jag_tensor *b, double b_scalar, double alpha,
+                           jag_dtype compute, jag_tensor *y) {
+    alpha = jag__pw_round_to(alpha, compute);
+    double scalar = b ? 0 : jag__pw_round_to(b_scalar, compute);
     int64_t n = jag_numel(y), idx[JAG_MAX_DIMS] = {0};
-    for (int64_t e = 0; e < n; e++) {
-        double v = jag__pw_round_to(ref_load(x, idx, y->ndim), dtype);
-        if (!isnan(v)) v = v < lo ? lo : v > hi ? hi : v;
-        jag__store_from_double(jag__ptr(y) + e * (int64_t)jag_dtype_size(y->dtype), y->dtype, v);
-        for (int d = y->ndim - 1; d >= 0; d--) {
-            if (++idx[d] < y->sizes[d]) break;
-            idx[d] = 0;
-        }
+    for (int64_t e = 0; e < n; e++, ref_next(y, idx)) {
+        double av = jag__pw_round_to(ref_load(a, idx, y->ndim), compute);
+        double bv = b ? jag__pw_round_to(ref_load(b, idx, y->ndim), compute) : scalar;
+        ref_store(y, e, ref_value(f, av, bv, alpha, compute));
     }
-    *out = y;
-    return JAG_OK;
+}
+
+// cond, a, b broadcast to y (contiguous): y = cond ? a : b, a and b rounded
+// through y's dtype
+void jag__where_reference(const jag_tensor *cond, const jag_tensor *a, const jag_tensor *b, jag_tensor *y) {
+    int64_t n = jag_numel(y), idx[JAG_MAX_DIMS] = {0};
+    for (int64_t e = 0; e < n; e++, ref_next(y, idx)) {
+        double av = jag__pw_round_to(ref_load(a, idx, y->ndim), y->dtype);
+        double bv = jag__pw_round_to(ref_load(b, idx, y->ndim), y->dtype);
+        ref_store(y, e, ref_load(cond, idx, y->ndim) != 0 ? av : bv);
+    }
+}
+
+// x (...) -> y (contiguous, x's shape): through double, the bounds rounded
+// through y's dtype (an integer dtype's infinite bound bounds nothing)
+void jag__clamp_reference(const jag_tensor *x, double lo, double hi, jag_tensor *y) {
+    if (!isinf(lo)) lo = jag__pw_round_to(lo, y->dtype);
+    if (!isinf(hi)) hi = jag__pw_round_to(hi, y->dtype);
+    int64_t n = jag_numel(y), idx[JAG_MAX_DIMS] = {0};
+    for (int64_t e = 0; e < n; e++, ref_next(y, idx)) {
+        double v = jag__pw_round_to(ref_load(x, idx, y->ndim), y->dtype);
+        if (!isnan(v)) v = v < lo ? lo : v > hi ? hi : v;
+        ref_store(y, e, v);
+    }
 }

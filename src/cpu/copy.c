@@ -2,6 +2,7 @@
  * behind clone, to_dtype, copy_, contiguous, reshape and fill_ (declared in
  * src/core/internal.h; the ops' META functions and boxed adapter are
  * src/dispatch/copy_op.c). */
+#include "../core/half.h"
 #include "../core/internal.h"
 #include "iter.h"
 
@@ -74,13 +75,75 @@ DEFINE_LOOP(copy_b_i32, uint8_t, int32_t, CONV_BOOL)
 DEFINE_LOOP(copy_b_i64, uint8_t, int64_t, CONV_BOOL)
 DEFINE_LOOP(copy_b_b, uint8_t, uint8_t, CONV_PLAIN)
 
-/* [dst dtype][src dtype], in jag_dtype order. */
+/* To and from the half types: a half value widens exactly to float32, and
+ * every other source narrows through float32 (as torch converts a double or
+ * an integer to a half type); float32 to float32 then runs the plain loop. */
+#define F16_IN(v) jag__f16_to_f32(v)
+#define BF16_IN(v) jag__bf16_to_f32(v)
+#define F16_OUT(v) jag__f32_to_f16((float)(v))
+#define BF16_OUT(v) jag__f32_to_bf16((float)(v))
+#define F16_I32(v) conv_f_i32((double)jag__f16_to_f32(v))
+#define BF16_I32(v) conv_f_i32((double)jag__bf16_to_f32(v))
+#define F16_I64(v) conv_f_i64((double)jag__f16_to_f32(v))
+#define BF16_I64(v) conv_f_i64((double)jag__bf16_to_f32(v))
+#define F16_B(v) ((uint8_t)(((v) & 0x7fffu) != 0)) /* nonzero, NaN included */
+#define F16_TO_BF16(v) jag__f32_to_bf16(jag__f16_to_f32(v))
+#define BF16_TO_F16(v) jag__f32_to_f16(jag__bf16_to_f32(v))
+
+DEFINE_LOOP(copy_f32_f16_scalar, float, uint16_t, F16_IN)
+DEFINE_LOOP(copy_f32_bf16_scalar, float, uint16_t, BF16_IN)
+DEFINE_LOOP(copy_f16_f32_scalar, uint16_t, float, F16_OUT)
+DEFINE_LOOP(copy_bf16_f32_scalar, uint16_t, float, BF16_OUT)
+DEFINE_LOOP(copy_f64_f16, double, uint16_t, F16_IN)
+DEFINE_LOOP(copy_f64_bf16, double, uint16_t, BF16_IN)
+DEFINE_LOOP(copy_i32_f16, int32_t, uint16_t, F16_I32)
+DEFINE_LOOP(copy_i32_bf16, int32_t, uint16_t, BF16_I32)
+DEFINE_LOOP(copy_i64_f16, int64_t, uint16_t, F16_I64)
+DEFINE_LOOP(copy_i64_bf16, int64_t, uint16_t, BF16_I64)
+DEFINE_LOOP(copy_b_f16, uint8_t, uint16_t, F16_B)
+DEFINE_LOOP(copy_b_bf16, uint8_t, uint16_t, F16_B)
+DEFINE_LOOP(copy_f16_f64, uint16_t, double, F16_OUT)
+DEFINE_LOOP(copy_f16_i32, uint16_t, int32_t, F16_OUT)
+DEFINE_LOOP(copy_f16_i64, uint16_t, int64_t, F16_OUT)
+DEFINE_LOOP(copy_f16_b, uint16_t, uint8_t, F16_OUT)
+DEFINE_LOOP(copy_f16_f16, uint16_t, uint16_t, CONV_PLAIN)
+DEFINE_LOOP(copy_f16_bf16, uint16_t, uint16_t, BF16_TO_F16)
+DEFINE_LOOP(copy_bf16_f64, uint16_t, double, BF16_OUT)
+DEFINE_LOOP(copy_bf16_i32, uint16_t, int32_t, BF16_OUT)
+DEFINE_LOOP(copy_bf16_i64, uint16_t, int64_t, BF16_OUT)
+DEFINE_LOOP(copy_bf16_b, uint16_t, uint8_t, BF16_OUT)
+DEFINE_LOOP(copy_bf16_f16, uint16_t, uint16_t, F16_TO_BF16)
+DEFINE_LOOP(copy_bf16_bf16, uint16_t, uint16_t, CONV_PLAIN)
+
+/* float32 <-> half on contiguous rows take the array conversions of half.h
+ * (F16C when the build targets it); strided rows the scalar loops. */
+static void copy_f32_f16(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) {
+    if (strides[0] == 4 && strides[1] == 2) jag__f16_to_f32_n((float *)ptrs[0], (const uint16_t *)ptrs[1], n);
+    else copy_f32_f16_scalar(ptrs, strides, n, ctx);
+}
+static void copy_f16_f32(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) {
+    if (strides[0] == 2 && strides[1] == 4) jag__f32_to_f16_n((uint16_t *)ptrs[0], (const float *)ptrs[1], n);
+    else copy_f16_f32_scalar(ptrs, strides, n, ctx);
+}
+static void copy_f32_bf16(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) {
+    if (strides[0] == 4 && strides[1] == 2) jag__bf16_to_f32_n((float *)ptrs[0], (const uint16_t *)ptrs[1], n);
+    else copy_f32_bf16_scalar(ptrs, strides, n, ctx);
+}
+static void copy_bf16_f32(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) {
+    if (strides[0] == 2 && strides[1] == 4) jag__f32_to_bf16_n((uint16_t *)ptrs[0], (const float *)ptrs[1], n);
+    else copy_bf16_f32_scalar(ptrs, strides, n, ctx);
+}
+
+/* [dst dtype][src dtype], in jag_dtype order: float32, float64, int32,
+ * int64, bool, float16, bfloat16. */
 static const jag_loop_fn copy_loops[JAG_DTYPE_COUNT][JAG_DTYPE_COUNT] = {
-    {copy_f32_f32, copy_f32_f64, copy_f32_i32, copy_f32_i64, copy_f32_b},
-    {copy_f64_f32, copy_f64_f64, copy_f64_i32, copy_f64_i64, copy_f64_b},
-    {copy_i32_f32, copy_i32_f64, copy_i32_i32, copy_i32_i64, copy_i32_b},
-    {copy_i64_f32, copy_i64_f64, copy_i64_i32, copy_i64_i64, copy_i64_b},
-    {copy_b_f32, copy_b_f64, copy_b_i32, copy_b_i64, copy_b_b},
+    {copy_f32_f32, copy_f32_f64, copy_f32_i32, copy_f32_i64, copy_f32_b, copy_f32_f16, copy_f32_bf16},
+    {copy_f64_f32, copy_f64_f64, copy_f64_i32, copy_f64_i64, copy_f64_b, copy_f64_f16, copy_f64_bf16},
+    {copy_i32_f32, copy_i32_f64, copy_i32_i32, copy_i32_i64, copy_i32_b, copy_i32_f16, copy_i32_bf16},
+    {copy_i64_f32, copy_i64_f64, copy_i64_i32, copy_i64_i64, copy_i64_b, copy_i64_f16, copy_i64_bf16},
+    {copy_b_f32, copy_b_f64, copy_b_i32, copy_b_i64, copy_b_b, copy_b_f16, copy_b_bf16},
+    {copy_f16_f32, copy_f16_f64, copy_f16_i32, copy_f16_i64, copy_f16_b, copy_f16_f16, copy_f16_bf16},
+    {copy_bf16_f32, copy_bf16_f64, copy_bf16_i32, copy_bf16_i64, copy_bf16_b, copy_bf16_f16, copy_bf16_bf16},
 };
 
 /* Naive reference: one element at a time through double (exact for every
@@ -123,7 +186,11 @@ typedef struct { unsigned char bytes[8]; size_t size; } fill_ctx;
 static void fill_loop(char *const *ptrs, const int64_t *strides, int64_t n, void *vctx) {
     const fill_ctx *c = vctx;
     char *d = ptrs[0];
-    if (c->size == 4 && strides[0] == 4) {
+    if (c->size == 2 && strides[0] == 2) {
+        uint16_t v;
+        memcpy(&v, c->bytes, 2);
+        for (int64_t i = 0; i < n; i++) ((uint16_t *)d)[i] = v;
+    } else if (c->size == 4 && strides[0] == 4) {
         uint32_t v;
         memcpy(&v, c->bytes, 4);
         for (int64_t i = 0; i < n; i++) ((uint32_t *)d)[i] = v;

@@ -22,6 +22,7 @@
 static inline void copy_elem(char *dst, const char *src, size_t es) {
     switch (es) {
     case 1: *dst = *src; break;
+    case 2: memcpy(dst, src, 2); break;
     case 4: memcpy(dst, src, 4); break;
     case 8: memcpy(dst, src, 8); break;
     default: memcpy(dst, src, es); break;

@@ -204,4 +204,120 @@ jag_status jag__ref_index_select(const jag_tensor *x, int dim, const jag_tensor 
 jag_status jag__ref_gather(const jag_tensor *x, int dim, const jag_tensor *index, jag_tensor *out);
 jag_status jag__ref_embedding(const jag_tensor *weight, const jag_tensor *indices, jag_tensor *out);
 
+/* ---- unary.c: elementwise ops of one tensor ------------------------------
+ *
+ * x (...) any dtype and strides; y (...) contiguous, x's shape, of the
+ * dtype the op's META function said (x is converted to it first when they
+ * differ). y may be x itself (the in-place ops): each element is read
+ * before it is written. */
+
+/* The parametrised unary ops (torch.nn.functional's), after x their
+ * scalars: leaky_relu (negative_slope), elu (alpha), softplus (beta,
+ * threshold), hardtanh (min_val, max_val). */
+#define JAG_UNARY_PARAM_OP_LIST(X) X(leaky_relu) X(elu) X(softplus) X(hardtanh)
+
+/* Which function a unary kernel applies: JAG_UNARY_<op> for every op of
+ * JAG_UNARY_OP_LIST (jag.h), then the parametrised ones. */
+typedef enum jag_unary_fn {
+#define JAG_UNARY_FN_ENTRY(name) JAG_UNARY_##name,
+    JAG_UNARY_OP_LIST(JAG_UNARY_FN_ENTRY) JAG_UNARY_PARAM_OP_LIST(JAG_UNARY_FN_ENTRY)
+#undef JAG_UNARY_FN_ENTRY
+    JAG_UNARY_FN_COUNT
+} jag_unary_fn;
+
+/* Whether f takes scalars after x, and how many. */
+static inline bool jag__unary_has_params(jag_unary_fn f) { return f >= JAG_UNARY_leaky_relu && f < JAG_UNARY_FN_COUNT; }
+static inline int jag__unary_param_count(jag_unary_fn f) {
+    return !jag__unary_has_params(f) ? 0 : f == JAG_UNARY_softplus || f == JAG_UNARY_hardtanh ? 2 : 1;
+}
+
+/* y = f(x), or f(x; params) for a parametrised f: params holds its scalars
+ * (NULL for the others), which the kernel rounds through y's dtype first,
+ * as torch converts them to the tensor's type. Errors: JAG_ENOMEM (the
+ * converted copy of x). */
+jag_status jag__unary_kernel(const char *op, jag_unary_fn f, const jag_tensor *x, const double *params,
+                             jag_tensor *y);
+/* The naive reference: element by element through double, each value of x
+ * rounded through y's dtype, then the op's textbook formula; the same
+ * arguments as the kernel. */
+void jag__unary_reference(jag_unary_fn f, const jag_tensor *x, const double *params, jag_tensor *y);
+
+/* ---- binary.c: elementwise ops of two operands, where and clamp ----------
+ *
+ * Operands any dtype and strides, broadcasting to y's shape (their META
+ * functions checked that); y contiguous, of the dtype the META function
+ * said. Operands of another dtype than the one the op computes in are
+ * converted first. y may be an operand itself, element for element (the
+ * in-place ops). */
+
+/* Which function a binary kernel applies: JAG_BINARY_add, then
+ * JAG_BINARY_<op> for every op of JAG_BINARY_OP_LIST (jag.h). */
+typedef enum jag_binary_fn {
+    JAG_BINARY_add,
+#define JAG_BINARY_FN_ENTRY(name) JAG_BINARY_##name,
+    JAG_BINARY_OP_LIST(JAG_BINARY_FN_ENTRY)
+#undef JAG_BINARY_FN_ENTRY
+    JAG_BINARY_FN_COUNT
+} jag_binary_fn;
+
+/* y = f(a, b) computed in `compute` (add ... minimum: y's dtype; eq ... ge:
+ * the dtype they compare in, y bool), b a tensor or, when NULL, the scalar
+ * b_scalar; add is a + alpha * b (alpha unused by the others). The scalar
+ * and alpha are converted to `compute`, which holds them (the META function
+ * checked). Integers wrap; the rules per op are in binary.c. Errors:
+ * JAG_ENOMEM (converted copies). */
+jag_status jag__binary_kernel(const char *op, jag_binary_fn f, const jag_tensor *a, const jag_tensor *b,
+                              double b_scalar, double alpha, jag_dtype compute, jag_tensor *y);
+/* cond bool, a and b any dtype: y = cond ? a : b, in y's dtype. */
+jag_status jag__where_kernel(const char *op, const jag_tensor *cond, const jag_tensor *a, const jag_tensor *b,
+                             jag_tensor *y);
+/* x (...) -> y (...) of x's shape: y = min(max(x, lo), hi) in y's dtype,
+ * lo <= hi; for an integer y only lo = -inf and hi = +inf may be infinite
+ * (they bound nothing). NaN stays NaN. */
+jag_status jag__clamp_kernel(const char *op, const jag_tensor *x, double lo, double hi, jag_tensor *y);
+/* The naive references: element by element through double, each operand
+ * rounded through the compute dtype (where, clamp: y's), the textbook
+ * formula, stored into y (contiguous); the same arguments as the kernels. */
+void jag__binary_reference(jag_binary_fn f, const jag_tensor *a, const jag_tensor *b, double b_scalar, double alpha,
+                           jag_dtype compute, jag_tensor *y);
+void jag__where_reference(const jag_tensor *cond, const jag_tensor *a, const jag_tensor *b, jag_tensor *y);
+void jag__clamp_reference(const jag_tensor *x, double lo, double hi, jag_tensor *y);
+
+/* ---- reduce.c: reductions over a set of dims -----------------------------
+ *
+ * x (...) any strides, of a dtype the op's META function accepts; mask[d]
+ * (d < x's ndim) says whether dim d is reduced (all false for a 0-d x);
+ * outs contiguous, x's sizes without (or with size 1 at) the reduced dims,
+ * of the META function's dtypes: sum and prod int64 for integer and bool
+ * x, else x's; argmax, argmin and max_dim / min_dim's indices int64 (the
+ * position along the reduced dims, first of equal values; NaN counts as
+ * the largest and the smallest); the others x's dtype. amax ... argmin
+ * need at least one element per output (their META functions check). */
+
+/* Which reduction a kernel runs; max_dim and min_dim write two outputs
+ * (values, indices), the others one. */
+typedef enum jag_reduction {
+    JAG_REDUCTION_sum, JAG_REDUCTION_mean, JAG_REDUCTION_prod, JAG_REDUCTION_amax,
+    JAG_REDUCTION_amin, JAG_REDUCTION_logsumexp, JAG_REDUCTION_var, JAG_REDUCTION_std,
+    JAG_REDUCTION_max_dim, JAG_REDUCTION_min_dim, JAG_REDUCTION_argmax, JAG_REDUCTION_argmin,
+    JAG_REDUCTION_COUNT
+} jag_reduction;
+
+static inline int jag__reduction_outputs(jag_reduction r) {
+    return r == JAG_REDUCTION_max_dim || r == JAG_REDUCTION_min_dim ? 2 : 1;
+}
+
+/* outs = r(x) over the dims in mask; correction is var's and std's (the
+ * sum of squared deviations is divided by max(count - correction, 0), as
+ * torch; nothing to reduce gives NaN), unused by the others. Float32 accumulates in float64; integers wrap.
+ * The result does not depend on the thread count. Errors: JAG_ENOMEM (a
+ * copy of x for a layout read neither by rows nor by columns). */
+jag_status jag__reduce_kernel(const char *op, jag_reduction r, const jag_tensor *x, const bool *mask,
+                              int64_t correction, jag_tensor *const *outs);
+/* The naive reference: one pass over x in row-major order (two for var,
+ * std and logsumexp) accumulating per output in double (integers in
+ * wrapping int64); the same arguments as the kernel. Errors: JAG_ENOMEM. */
+jag_status jag__reduce_reference(const char *op, jag_reduction r, const jag_tensor *x, const bool *mask,
+                                 int64_t correction, jag_tensor *const *outs);
+
 #endif /* JAG_CPU_KERNELS_H */

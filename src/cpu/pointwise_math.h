@@ -1,12 +1,13 @@
 /*
  * pointwise_math.h — what the pointwise kernels (unary.c, binary.c) share:
  * scalar math that stays accurate where the textbook formula does not, the
- * input-conversion step, and the naive references the tests compare with.
+ * input-conversion step, and the boxed forms of the naive references the
+ * tests compare with.
  */
 #ifndef JAG_POINTWISE_MATH_H
 #define JAG_POINTWISE_MATH_H
 
-#include "../dispatch/dispatch.h"
+#include "../core/internal.h"
 #include "vecmath.h"
 
 #include <math.h>
@@ -124,14 +125,6 @@ typedef union jag__pw_scalar {
     uint8_t b;
 } jag__pw_scalar;
 
-/* Whether `op`, the name a META function receives ("jag_sub"; "sub" is
- * accepted too), names the op `name` ("sub"). META functions shared by
- * several ops learn from it which op they check. */
-static inline bool jag__pw_op_is(const char *op, const char *name) {
-    if (!strncmp(op, "jag_", 4)) op += 4;
-    return !strcmp(op, name);
-}
-
 /* `x` itself (borrowed: no reference taken, *copy set to NULL) when its
  * dtype is `dtype`, else a new contiguous copy converted to `dtype`, also
  * put in *copy for the caller to release. NULL with the error set (naming
@@ -146,24 +139,5 @@ static inline double jag__pw_round_to(double v, jag_dtype dtype) {
     jag__store_from_double(&s, dtype, v);
     return jag__load_as_double(&s, dtype);
 }
-
-/* ---- naive references (tests compare the kernels with these) ------------ */
-
-/* The op computed one element at a time through double: each operand is read
- * as double, rounded through the dtype the op computes in, combined with the
- * textbook formula and stored into a new contiguous tensor whose dtype and
- * shape come from the op's META function. args as the op's boxed arguments.
- * Exact where the kernels are exact, except that integers beyond 2^53 and
- * integer results that overflow (the kernels wrap, the reference saturates)
- * are outside what a double can follow. */
-jag_status jag__ref_unary(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out);
-/* Binary ops (add ... ge) and where. */
-jag_status jag__ref_binary(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out);
-/* The parametrised unary ops (leaky_relu, elu, softplus, hardtanh): x and
- * their scalar arguments, each scalar rounded through the dtype the op
- * computes in as the kernel does. */
-jag_status jag__ref_unary_param(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out);
-/* clamp (x, lo, hi). */
-jag_status jag__ref_clamp(const jag_value *args, int nargs, jag_tensor **out);
 
 #endif /* JAG_POINTWISE_MATH_H */

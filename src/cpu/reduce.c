@@ -1,7 +1,9 @@
 /*
  * reduce.c — reductions over any set of dims: sum, mean, prod, amax, amin,
- * var, std, logsumexp, and the index reductions max_dim, min_dim, argmax, argmin; their
- * META functions; naive references (jag__ref_*) that the tests compare with.
+ * var, std, logsumexp, and the index reductions max_dim, min_dim, argmax,
+ * argmin: the typed kernel and the naive reference (kernels.h). Their META
+ * functions and the boxed adapters ops.def names are in
+ * src/dispatch/reduce_op.c.
  *
  * How a reduction runs. x's dims split into KEPT dims (they index the output,
  * in order) and REDUCED dims. Each group drops size-1 dims and merges dims
@@ -31,7 +33,7 @@
  * a combine (two partials of consecutive ranges -> one), a store (partial ->
  * output element), and the COL-mode pair col_add / col_store.
  */
-#include "../dispatch/dispatch.h"
+#include "kernels.h"
 
 #include <math.h>
 
@@ -784,7 +786,7 @@ static void run_cols(const red_geom *g, const red_kind *k, const red_ctx *ctx, c
 
 /* Reduce x over the dims in mask into outs (contiguous, from the META spec). */
 static jag_status reduce_run(const char *op, const jag_tensor *x, const bool *mask, const red_kind *k,
-                             const red_ctx *ctx, jag_tensor **out_tensors, int n_out) {
+                             const red_ctx *ctx, jag_tensor *const *out_tensors, int n_out) {
     JAG_ASSERT(k->leaf != NULL);
     red_geom g = {0};
     geom_init(&g, x, mask, k->ordered);
@@ -824,221 +826,30 @@ static jag_status reduce_run(const char *op, const jag_tensor *x, const bool *ma
 }
 
 /* ------------------------------------------------------------------------ */
-/* META functions                                                           */
+/* The kernel                                                               */
 /* ------------------------------------------------------------------------ */
 
-/* mask[d] for each dim of x named in dims (every dim when n == 0). A 0-d
- * tensor accepts dim 0 / -1 and has nothing to mask. */
-static jag_status dims_mask(const char *op, const jag_tensor *x, const int64_t *dims, int n, bool *mask) {
-    int nd = x->ndim ? x->ndim : 1;
-    bool seen[JAG_MAX_DIMS] = {0};
-    for (int d = 0; d < JAG_MAX_DIMS; d++) mask[d] = n == 0 && d < x->ndim;
-    for (int i = 0; i < n; i++) {
-        int64_t d = dims[i];
-        if (d < -nd || d >= nd)
-            return jag__error(JAG_ERANGE, "%s: argument 'dims' has %lld at entry %d, expected a dim in [%d, %d] for a %d-d tensor",
-                              op, (long long)d, i, -nd, nd - 1, x->ndim);
-        int w = (int)(d < 0 ? d + nd : d);
-        if (seen[w])
-            return jag__error(JAG_EINVAL, "%s: argument 'dims' names dim %d more than once (entry %d is %lld), expected distinct dims",
-                              op, w, i, (long long)d);
-        seen[w] = true;
-        if (x->ndim) mask[w] = true;
-    }
-    return JAG_OK;
-}
+/* Each reduction's kinds by dtype, indexed by jag_reduction. */
+static const red_kind *const reduction_kinds[JAG_REDUCTION_COUNT] = {
+    [JAG_REDUCTION_sum] = sum_kinds,         [JAG_REDUCTION_mean] = mean_kinds,
+    [JAG_REDUCTION_prod] = prod_kinds,       [JAG_REDUCTION_amax] = amax_kinds,
+    [JAG_REDUCTION_amin] = amin_kinds,       [JAG_REDUCTION_logsumexp] = logsumexp_kinds,
+    [JAG_REDUCTION_var] = var_kinds,         [JAG_REDUCTION_std] = std_kinds,
+    [JAG_REDUCTION_max_dim] = max_dim_kinds, [JAG_REDUCTION_min_dim] = min_dim_kinds,
+    [JAG_REDUCTION_argmax] = argmax_kinds,   [JAG_REDUCTION_argmin] = argmin_kinds,
+};
 
-static void reduced_spec(const jag_tensor *x, const bool *mask, bool keepdim, jag_dtype dtype, jag_spec *s) {
-    int64_t sizes[JAG_MAX_DIMS];
-    int n = 0;
-    for (int d = 0; d < x->ndim; d++) {
-        if (!mask[d])
-            sizes[n++] = x->sizes[d];
-        else if (keepdim)
-            sizes[n++] = 1;
-    }
-    jag__spec_set(s, dtype, sizes, n);
-}
-
-/* (x, dims, [correction,] keepdim): keepdim is argument keep_i. */
-static jag_status parse_dims(const char *op, const jag_value *args, int nargs, int keep_i, const jag_tensor **x,
-                             bool *mask, bool *keepdim) {
-    const int64_t *dims;
-    int n;
-    jag_status st;
-    if ((st = jag__arg_tensor(op, args, nargs, 0, "x", x)) || (st = jag__arg_ints(op, args, nargs, 1, "dims", &dims, &n)) ||
-        (st = jag__arg_bool(op, args, nargs, keep_i, "keepdim", keepdim)))
-        return st;
-    if (n < 0 || n > JAG_MAX_DIMS || (n > 0 && !dims))
-        return jag__error(JAG_EINVAL, "%s: argument 'dims' has %d entries, expected 0..%d", op, n, JAG_MAX_DIMS);
-    return dims_mask(op, *x, dims, n, mask);
-}
-
-/* (x, dim, keepdim): dim JAG_DIM_ALL reduces every dim, in order. */
-static jag_status parse_dim(const char *op, const jag_value *args, int nargs, bool allow_all, const jag_tensor **x,
-                            bool *mask, bool *keepdim) {
-    int64_t dim;
-    jag_status st;
-    if ((st = jag__arg_tensor(op, args, nargs, 0, "x", x)) || (st = jag__arg_int(op, args, nargs, 1, "dim", &dim)) ||
-        (st = jag__arg_bool(op, args, nargs, 2, "keepdim", keepdim)))
-        return st;
-    if (allow_all && dim == JAG_DIM_ALL) return dims_mask(op, *x, NULL, 0, mask);
-    int nd = (*x)->ndim ? (*x)->ndim : 1;
-    if (dim < -nd || dim >= nd)
-        return jag__error(JAG_ERANGE, "%s: argument 'dim' is %lld, expected a dim in [%d, %d] for a %d-d tensor%s", op,
-                          (long long)dim, -nd, nd - 1, (*x)->ndim, allow_all ? " or JAG_DIM_ALL" : "");
-    return dims_mask(op, *x, &dim, 1, mask);
-}
-
-static jag_status need_float(const char *op, const jag_tensor *x) {
-    if (jag_dtype_is_floating(x->dtype)) return JAG_OK;
-    return jag__error(JAG_EDTYPE, "%s: argument 'x' has dtype %s, expected float32 or float64", op,
-                      jag_dtype_name(x->dtype));
-}
-
-static jag_status need_nonempty(const char *op, const jag_tensor *x, const bool *mask) {
-    for (int d = 0; d < x->ndim; d++) {
-        if (mask[d] && x->sizes[d] == 0) {
-            char b[JAG_SHAPE_BUF];
-            return jag__error(JAG_EINVAL, "%s: argument 'x' of shape %s is empty along reduced dim %d, expected at least one element to reduce",
-                              op, jag__shape_str(x->sizes, x->ndim, b, sizeof b), d);
-        }
-    }
-    return JAG_OK;
-}
-
-/* sum, prod: bool and integers give int64, floats keep their dtype. */
-jag_status jag__meta_reduce_sum(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *x;
-    bool mask[JAG_MAX_DIMS], keepdim;
-    jag_status st = parse_dims(op, args, nargs, 2, &x, mask, &keepdim);
-    if (st) return st;
-    reduced_spec(x, mask, keepdim, jag_dtype_is_floating(x->dtype) ? x->dtype : JAG_INT64, &outs[0]);
-    return JAG_OK;
-}
-
-/* mean: float dtypes only. */
-jag_status jag__meta_reduce_float(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *x;
-    bool mask[JAG_MAX_DIMS], keepdim;
-    jag_status st;
-    if ((st = parse_dims(op, args, nargs, 2, &x, mask, &keepdim)) || (st = need_float(op, x))) return st;
-    reduced_spec(x, mask, keepdim, x->dtype, &outs[0]);
-    return JAG_OK;
-}
-
-/* amax, amin: any dtype, kept; nothing to reduce is an error. */
-jag_status jag__meta_reduce_keep(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *x;
-    bool mask[JAG_MAX_DIMS], keepdim;
-    jag_status st;
-    if ((st = parse_dims(op, args, nargs, 2, &x, mask, &keepdim)) || (st = need_nonempty(op, x, mask))) return st;
-    reduced_spec(x, mask, keepdim, x->dtype, &outs[0]);
-    return JAG_OK;
-}
-
-/* var, std: (x, dims, correction, keepdim), float dtypes only. */
-jag_status jag__meta_reduce_var(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *x;
-    bool mask[JAG_MAX_DIMS], keepdim;
-    int64_t correction;
-    jag_status st;
-    if ((st = parse_dims(op, args, nargs, 3, &x, mask, &keepdim)) ||
-        (st = jag__arg_int(op, args, nargs, 2, "correction", &correction)) || (st = need_float(op, x)))
-        return st;
-    reduced_spec(x, mask, keepdim, x->dtype, &outs[0]);
-    return JAG_OK;
-}
-
-/* argmax, argmin: (x, dim or JAG_DIM_ALL, keepdim) -> int64. */
-jag_status jag__meta_reduce_index(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *x;
-    bool mask[JAG_MAX_DIMS], keepdim;
-    jag_status st;
-    if ((st = parse_dim(op, args, nargs, true, &x, mask, &keepdim)) || (st = need_nonempty(op, x, mask))) return st;
-    reduced_spec(x, mask, keepdim, JAG_INT64, &outs[0]);
-    return JAG_OK;
-}
-
-/* max_dim, min_dim: (x, dim, keepdim) -> values (x's dtype), indices (int64). */
-jag_status jag__meta_reduce_index2(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *x;
-    bool mask[JAG_MAX_DIMS], keepdim;
-    jag_status st;
-    if ((st = parse_dim(op, args, nargs, false, &x, mask, &keepdim)) || (st = need_nonempty(op, x, mask))) return st;
-    reduced_spec(x, mask, keepdim, x->dtype, &outs[0]);
-    reduced_spec(x, mask, keepdim, JAG_INT64, &outs[1]);
-    return JAG_OK;
-}
-
-/* ------------------------------------------------------------------------ */
-/* CPU kernels                                                              */
-/* ------------------------------------------------------------------------ */
-
-static jag_status run_dims(const char *op, const jag_value *args, int nargs, int keep_i,
-                           const red_kind *kinds, const red_ctx *ctx, jag_tensor **outs) {
-    const jag_tensor *x;
-    bool mask[JAG_MAX_DIMS], keepdim;
-    jag_status st = parse_dims(op, args, nargs, keep_i, &x, mask, &keepdim);
-    if (st) return st;
-    return reduce_run(op, x, mask, &kinds[x->dtype], ctx, outs, 1);
-}
-
-static jag_status run_dim(const char *op, const jag_value *args, int nargs, bool allow_all,
-                          const red_kind *kinds, jag_tensor **outs, int n_out) {
-    const jag_tensor *x;
-    bool mask[JAG_MAX_DIMS], keepdim;
-    jag_status st = parse_dim(op, args, nargs, allow_all, &x, mask, &keepdim);
-    if (st) return st;
-    red_ctx ctx = {0};
-    return reduce_run(op, x, mask, &kinds[x->dtype], &ctx, outs, n_out);
-}
-
-#define DEF_CPU_DIMS(NAME)                                                     \
-    jag_status jag__cpu_##NAME(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
-        red_ctx ctx = {0};                                                     \
-        return run_dims(op, args, nargs, 2, NAME##_kinds, &ctx, outs);         \
-    }
-/* x is (...), out is x's shape without (or with size 1 at) the reduced dims */
-DEF_CPU_DIMS(sum)
-DEF_CPU_DIMS(mean)
-DEF_CPU_DIMS(prod)
-DEF_CPU_DIMS(amax)
-DEF_CPU_DIMS(amin)
-DEF_CPU_DIMS(logsumexp)
-
-#define DEF_CPU_VAR(NAME)                                                      \
-    jag_status jag__cpu_##NAME(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
-        red_ctx ctx = {args[2].u.i};                                           \
-        return run_dims(op, args, nargs, 3, NAME##_kinds, &ctx, outs);         \
-    }
-/* x is (...), out is x's shape reduced as above */
-DEF_CPU_VAR(var)
-DEF_CPU_VAR(std)
-
-/* x is (...), values and indices are x's shape without dim */
-jag_status jag__cpu_max_dim(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return run_dim(op, args, nargs, false, max_dim_kinds, outs, 2);
-}
-jag_status jag__cpu_min_dim(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return run_dim(op, args, nargs, false, min_dim_kinds, outs, 2);
-}
-/* x is (...), out is x's shape without dim, or 0-d for JAG_DIM_ALL */
-jag_status jag__cpu_argmax(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return run_dim(op, args, nargs, true, argmax_kinds, outs, 1);
-}
-jag_status jag__cpu_argmin(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    return run_dim(op, args, nargs, true, argmin_kinds, outs, 1);
+// x is (...), outs are x's shape without (or with size 1 at) the dims in mask
+jag_status jag__reduce_kernel(const char *op, jag_reduction r, const jag_tensor *x, const bool *mask,
+                              int64_t correction, jag_tensor *const *outs) {
+    JAG_ASSERT(r >= 0 && r < JAG_REDUCTION_COUNT);
+    red_ctx ctx = {correction};
+    return reduce_run(op, x, mask, &reduction_kinds[r][x->dtype], &ctx, outs, jag__reduction_outputs(r));
 }
 
 /* ------------------------------------------------------------------------ */
 /* Naive references                                                         */
 /* ------------------------------------------------------------------------ */
-
-typedef enum {
-    REF_SUM, REF_MEAN, REF_PROD, REF_AMAX, REF_AMIN, REF_LSE, REF_VAR, REF_STD,
-    REF_MAX_DIM, REF_MIN_DIM, REF_ARGMAX, REF_ARGMIN,
-} ref_op;
 
 static int64_t ref_load_int(const char *p, jag_dtype dt) {
     switch (dt) {
@@ -1064,17 +875,8 @@ static void ref_store(jag_tensor *t, int64_t o, double f, int64_t i, bool intege
 
 /* One pass over every element of x in row-major order: element (o, r) is
  * output o's r-th reduced element. Accumulates into per-output arrays. */
-static jag_status ref_run(ref_op which, const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    const jag_tensor *x;
-    bool mask[JAG_MAX_DIMS], keepdim;
-    jag_status st;
-    bool index_op = which >= REF_MAX_DIM;
-    if (index_op)
-        st = parse_dim(op, args, nargs, which >= REF_ARGMAX, &x, mask, &keepdim);
-    else
-        st = parse_dims(op, args, nargs, which >= REF_VAR ? 3 : 2, &x, mask, &keepdim);
-    if (st) return st;
-    int64_t correction = which == REF_VAR || which == REF_STD ? args[2].u.i : 0;
+jag_status jag__reduce_reference(const char *op, jag_reduction which, const jag_tensor *x, const bool *mask,
+                                 int64_t correction, jag_tensor *const *outs) {
     int64_t N = jag_numel(outs[0]), numel = jag_numel(x);
     size_t cap = (size_t)(N ? N : 1);
     double *fa = calloc(cap, sizeof *fa), *fb = calloc(cap, sizeof *fb);
@@ -1084,12 +886,12 @@ static jag_status ref_run(ref_op which, const char *op, const jag_value *args, i
         return jag__error(JAG_ENOMEM, "%s: out of memory in the reference", op);
     }
     bool fp = jag_dtype_is_floating(x->dtype);
-    bool is_max = which == REF_AMAX || which == REF_MAX_DIM || which == REF_ARGMAX;
+    bool is_max = which == JAG_REDUCTION_amax || which == JAG_REDUCTION_max_dim || which == JAG_REDUCTION_argmax;
     size_t es = jag_dtype_size(x->dtype);
-    for (int64_t o = 0; o < N; o++) fa[o] = which == REF_PROD ? 1.0 : 0.0, ia[o] = which == REF_PROD ? 1 : 0;
-    if (which == REF_LSE)
+    for (int64_t o = 0; o < N; o++) fa[o] = which == JAG_REDUCTION_prod ? 1.0 : 0.0, ia[o] = which == JAG_REDUCTION_prod ? 1 : 0;
+    if (which == JAG_REDUCTION_logsumexp)
         for (int64_t o = 0; o < N; o++) fa[o] = -INFINITY;
-    for (int pass = 0; pass < (which == REF_VAR || which == REF_STD || which == REF_LSE ? 2 : 1); pass++) {
+    for (int pass = 0; pass < (which == JAG_REDUCTION_var || which == JAG_REDUCTION_std || which == JAG_REDUCTION_logsumexp ? 2 : 1); pass++) {
         int64_t idx[JAG_MAX_DIMS] = {0};
         for (int64_t e = 0; e < numel; e++) {
             int64_t o = 0, r = 0, off = 0;
@@ -1104,13 +906,13 @@ static jag_status ref_run(ref_op which, const char *op, const jag_value *args, i
             double v = jag__load_as_double(p, x->dtype);
             int64_t iv = ref_load_int(p, x->dtype);
             switch (which) {
-            case REF_SUM: case REF_MEAN: fa[o] += v, ia[o] = (int64_t)((uint64_t)ia[o] + (uint64_t)iv); break;
-            case REF_PROD: fa[o] *= v, ia[o] = (int64_t)((uint64_t)ia[o] * (uint64_t)iv); break;
-            case REF_LSE: /* the max (NaN wins), then the sum of exp(x - max) */
+            case JAG_REDUCTION_sum: case JAG_REDUCTION_mean: fa[o] += v, ia[o] = (int64_t)((uint64_t)ia[o] + (uint64_t)iv); break;
+            case JAG_REDUCTION_prod: fa[o] *= v, ia[o] = (int64_t)((uint64_t)ia[o] * (uint64_t)iv); break;
+            case JAG_REDUCTION_logsumexp: /* the max (NaN wins), then the sum of exp(x - max) */
                 if (pass == 0) fa[o] = isnan(v) || isnan(fa[o]) ? NAN : fmax(fa[o], v);
                 else if (!isinf(fa[o])) fb[o] += exp(v - fa[o]);
                 break;
-            case REF_VAR: case REF_STD:
+            case JAG_REDUCTION_var: case JAG_REDUCTION_std:
                 if (pass == 0) fa[o] += v;
                 else fb[o] += (v - fa[o]) * (v - fa[o]);
                 break;
@@ -1128,21 +930,21 @@ static jag_status ref_run(ref_op which, const char *op, const jag_value *args, i
                 idx[d] = 0;
             }
         }
-        if (pass == 0 && (which == REF_VAR || which == REF_STD))
+        if (pass == 0 && (which == JAG_REDUCTION_var || which == JAG_REDUCTION_std))
             for (int64_t o = 0; o < N; o++) fa[o] /= (double)cnt[o];
     }
     for (int64_t o = 0; o < N; o++) {
         switch (which) {
-        case REF_SUM: case REF_PROD: ref_store(outs[0], o, fa[o], ia[o], !fp); break;
-        case REF_MEAN: ref_store(outs[0], o, fa[o] / (double)cnt[o], 0, false); break;
-        case REF_LSE: ref_store(outs[0], o, isnan(fa[o]) || isinf(fa[o]) ? fa[o] : fa[o] + log(fb[o]), 0, false); break;
-        case REF_VAR: case REF_STD: {
+        case JAG_REDUCTION_sum: case JAG_REDUCTION_prod: ref_store(outs[0], o, fa[o], ia[o], !fp); break;
+        case JAG_REDUCTION_mean: ref_store(outs[0], o, fa[o] / (double)cnt[o], 0, false); break;
+        case JAG_REDUCTION_logsumexp: ref_store(outs[0], o, isnan(fa[o]) || isinf(fa[o]) ? fa[o] : fa[o] + log(fb[o]), 0, false); break;
+        case JAG_REDUCTION_var: case JAG_REDUCTION_std: {
             double div = (double)cnt[o] - (double)correction, var = cnt[o] == 0 ? NAN : fb[o] / (div > 0 ? div : 0.0);
-            ref_store(outs[0], o, which == REF_STD ? sqrt(var) : var, 0, false);
+            ref_store(outs[0], o, which == JAG_REDUCTION_std ? sqrt(var) : var, 0, false);
             break;
         }
-        case REF_AMAX: case REF_AMIN: ref_store(outs[0], o, fa[o], ia[o], !fp); break;
-        case REF_MAX_DIM: case REF_MIN_DIM:
+        case JAG_REDUCTION_amax: case JAG_REDUCTION_amin: ref_store(outs[0], o, fa[o], ia[o], !fp); break;
+        case JAG_REDUCTION_max_dim: case JAG_REDUCTION_min_dim:
             ref_store(outs[0], o, fa[o], ia[o], !fp);
             ref_store(outs[1], o, 0, arg[o], true);
             break;
@@ -1152,22 +954,3 @@ static jag_status ref_run(ref_op which, const char *op, const jag_value *args, i
     free(fa), free(fb), free(ia), free(cnt), free(arg);
     return JAG_OK;
 }
-
-/* Same signature as the kernels, same arguments, simple loops. */
-#define DEF_REF(NAME, WHICH)                                                   \
-    jag_status jag__ref_##NAME(const char *op, const jag_value *args, int nargs, jag_tensor **outs); \
-    jag_status jag__ref_##NAME(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
-        return ref_run(WHICH, op, args, nargs, outs);                          \
-    }
-DEF_REF(sum, REF_SUM)
-DEF_REF(mean, REF_MEAN)
-DEF_REF(prod, REF_PROD)
-DEF_REF(amax, REF_AMAX)
-DEF_REF(amin, REF_AMIN)
-DEF_REF(logsumexp, REF_LSE)
-DEF_REF(var, REF_VAR)
-DEF_REF(std, REF_STD)
-DEF_REF(max_dim, REF_MAX_DIM)
-DEF_REF(min_dim, REF_MIN_DIM)
-DEF_REF(argmax, REF_ARGMAX)
-DEF_REF(argmin, REF_ARGMIN)

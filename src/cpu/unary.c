@@ -1,6 +1,7 @@
 /*
- * unary.c — elementwise ops of one tensor (neg ... hardtanh): their META
- * functions, their CPU kernels and the naive reference.
+ * unary.c — elementwise ops of one tensor (neg ... hardtanh): the typed
+ * kernel and the naive reference (kernels.h). Their META functions and the
+ * boxed adapters ops.def names are in src/dispatch/unary_op.c.
  *
  * Every kernel writes y = f(x) where y is the contiguous output and x has any
  * strides. x is first converted to y's dtype when it differs (an integer
@@ -22,68 +23,8 @@
  * (abs(INT32_MIN) == INT32_MIN), computed in unsigned so there is no UB.
  */
 #include "iter.h"
+#include "kernels.h"
 #include "pointwise_math.h"
-
-/* ---- META ---------------------------------------------------------------- */
-
-// x is (...), y is (...) of x's dtype (bool: see the file comment)
-jag_status jag__meta_unary_keep(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *x;
-    jag_status st = jag__arg_tensor(op, args, nargs, 0, "x", &x);
-    if (st != JAG_OK) return st;
-    jag_dtype dtype = x->dtype;
-    if (dtype == JAG_BOOL) {
-        if (jag__pw_op_is(op, "neg") || jag__pw_op_is(op, "relu") || jag__pw_op_is(op, "floor") ||
-            jag__pw_op_is(op, "ceil") || jag__pw_op_is(op, "round") || jag__pw_op_is(op, "trunc"))
-            return jag__error(JAG_EDTYPE,
-                              "%s: argument 'x' is bool, expected float32, float64, int32 or int64 "
-                              "(convert it with jag_to_dtype first)",
-                              op);
-        if (jag__pw_op_is(op, "square")) dtype = JAG_INT64;
-    }
-    jag__spec_set(&outs[0], dtype, x->sizes, x->ndim);
-    return JAG_OK;
-}
-
-// x is (...), y is (...) float: float32 for integer/bool x, else x's dtype
-jag_status jag__meta_unary_float(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const jag_tensor *x;
-    jag_status st = jag__arg_tensor(op, args, nargs, 0, "x", &x);
-    if (st != JAG_OK) return st;
-    jag__spec_set(&outs[0], jag_dtype_is_floating(x->dtype) ? x->dtype : JAG_FLOAT32, x->sizes, x->ndim);
-    return JAG_OK;
-}
-
-/* The scalar arguments of the parametrised ops: how many follow x, their
- * names for messages. */
-static int param_names(const char *op, const char **names) {
-    if (jag__pw_op_is(op, "leaky_relu")) { names[0] = "negative_slope"; return 1; }
-    if (jag__pw_op_is(op, "elu")) { names[0] = "alpha"; return 1; }
-    if (jag__pw_op_is(op, "softplus")) { names[0] = "beta"; names[1] = "threshold"; return 2; }
-    names[0] = "min_val";
-    names[1] = "max_val";
-    return 2; /* hardtanh */
-}
-
-// (x, scalars...) -> y (...) float: float32 for integer/bool x, else x's dtype.
-// softplus: beta != 0; hardtanh: min_val <= max_val (torch's checks).
-jag_status jag__meta_unary_param(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
-    const char *names[2];
-    int np = param_names(op, names);
-    double prm[2] = {0, 0};
-    if (nargs != 1 + np)
-        return jag__error(JAG_EINVAL, "%s: expected %d arguments (x and %d scalars), got %d", op, 1 + np, np, nargs);
-    for (int k = 0; k < np; k++) {
-        jag_status st = jag__arg_double(op, args, nargs, 1 + k, names[k], &prm[k]);
-        if (st != JAG_OK) return st;
-    }
-    if (jag__pw_op_is(op, "softplus") && prm[0] == 0)
-        return jag__error(JAG_EINVAL, "%s: argument 'beta' is 0, expected a nonzero number", op);
-    if (jag__pw_op_is(op, "hardtanh") && !(prm[0] <= prm[1]))
-        return jag__error(JAG_EINVAL, "%s: argument 'min_val' (%g) is greater than 'max_val' (%g), expected min_val <= max_val",
-                          op, prm[0], prm[1]);
-    return jag__meta_unary_float(op, args, 1, outs);
-}
 
 /* ---- element functions ---------------------------------------------------- */
 
@@ -326,57 +267,41 @@ const jag_tensor *jag__pw_as_dtype(const char *op, const jag_tensor *x, jag_dtyp
     return t;
 }
 
-// x is (...) any strides and dtype, y is (...) contiguous: y = f(x)
-static jag_status run_unary_ctx(const char *op, const jag_value *args, jag_tensor *y, const jag_loop_fn *loops,
-                                void *ctx) {
+/* Every op's loops by dtype, indexed by jag_unary_fn. */
+#define LOOPS_ENTRY(name) [JAG_UNARY_##name] = name##_loops,
+static const jag_loop_fn *const unary_loops[JAG_UNARY_FN_COUNT] = {
+    JAG_UNARY_OP_LIST(LOOPS_ENTRY) JAG_UNARY_PARAM_OP_LIST(LOOPS_ENTRY)};
+#undef LOOPS_ENTRY
+
+/* The parametrised op's scalars (as many as it has; the rest 0), rounded
+ * through `dtype`. */
+static void round_params(jag_unary_fn f, const double *params, jag_dtype dtype, double *prm) {
+    prm[0] = prm[1] = 0;
+    if (!jag__unary_has_params(f)) return;
+    for (int k = 0; k < jag__unary_param_count(f); k++) prm[k] = jag__pw_round_to(params[k], dtype);
+}
+
+// x is (...) any strides and dtype, y is (...) contiguous: y = f(x; params)
+jag_status jag__unary_kernel(const char *op, jag_unary_fn f, const jag_tensor *x0, const double *params,
+                             jag_tensor *y) {
     if (jag_numel(y) == 0) return JAG_OK;
-    jag_loop_fn fn = loops[y->dtype];
+    JAG_ASSERT(f >= 0 && f < JAG_UNARY_FN_COUNT);
+    jag_loop_fn fn = unary_loops[f][y->dtype];
     JAG_ASSERT(fn != NULL);
+    double prm[2];
+    round_params(f, params, y->dtype, prm);
     jag_tensor *xc;
-    const jag_tensor *x = jag__pw_as_dtype(op, args[0].u.t, y->dtype, &xc);
+    const jag_tensor *x = jag__pw_as_dtype(op, x0, y->dtype, &xc);
     if (!x) return jag_last_status();
     char *base[2] = {jag__ptr(y), jag__ptr(x)};
     const int64_t *strides[2] = {y->strides, x->strides};
     size_t elem[2] = {jag_dtype_size(y->dtype), jag_dtype_size(y->dtype)};
     jag_iter it;
     jag__iter_init(&it, y->sizes, y->ndim, 2, base, strides, elem);
-    jag__iter_run(&it, fn, ctx);
+    jag__iter_run(&it, fn, prm);
     jag_release(xc);
     return JAG_OK;
 }
-
-static jag_status run_unary(const char *op, const jag_value *args, jag_tensor *y, const jag_loop_fn *loops) {
-    return run_unary_ctx(op, args, y, loops, NULL);
-}
-
-/* The scalar arguments of a parametrised op (nargs - 1 of them), rounded
- * through `dtype`. */
-static void load_params(const jag_value *args, int nargs, jag_dtype dtype, double *prm) {
-    prm[0] = prm[1] = 0;
-    for (int k = 0; k + 1 < nargs && k < 2; k++) prm[k] = jag__pw_round_to(args[1 + k].u.d, dtype);
-}
-
-// jag__cpu_leaky_relu ... jag__cpu_hardtanh: (x, scalars) -> y = name(x; scalars)
-#define PARAM_KERNEL(name)                                                     \
-    jag_status jag__cpu_##name(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
-        double prm[2];                                                         \
-        load_params(args, nargs, outs[0]->dtype, prm);                         \
-        return run_unary_ctx(op, args, outs[0], name##_loops, prm);            \
-    }
-PARAM_KERNEL(leaky_relu)
-PARAM_KERNEL(elu)
-PARAM_KERNEL(softplus)
-PARAM_KERNEL(hardtanh)
-#undef PARAM_KERNEL
-
-// jag__cpu_neg ... jag__cpu_sign: x is (...), y is (...): y = name(x)
-#define JAG_X_KERNEL(name)                                                     \
-    jag_status jag__cpu_##name(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
-        (void)nargs;                                                           \
-        return run_unary(op, args, outs[0], name##_loops);                     \
-    }
-JAG_UNARY_OP_LIST(JAG_X_KERNEL)
-#undef JAG_X_KERNEL
 
 /* Whether the float ops that have SLEEF kernels run them in this build (the
  * tests state their error bounds per build). */
@@ -391,74 +316,67 @@ bool jag__unary_uses_sleef(void) {
 /* ---- naive reference ------------------------------------------------------- */
 
 /* The textbook formula of each op, in double. */
-static double ref_value(jag_op_id op, double x) {
-    switch (op) {
-    case JAG_OP_neg: return -x;
-    case JAG_OP_abs: return fabs(x);
-    case JAG_OP_exp: return exp(x);
-    case JAG_OP_log: return log(x);
-    case JAG_OP_sqrt: return sqrt(x);
-    case JAG_OP_rsqrt: return 1.0 / sqrt(x);
-    case JAG_OP_sin: return sin(x);
-    case JAG_OP_cos: return cos(x);
-    case JAG_OP_tanh: return tanh(x);
-    case JAG_OP_sigmoid: return 1.0 / (1.0 + exp(-x));
-    case JAG_OP_relu: return isnan(x) ? x : x > 0 ? x : 0.0;
-    case JAG_OP_silu: return x / (1.0 + exp(-x));
-    case JAG_OP_gelu: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
-    case JAG_OP_gelu_tanh: return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-    case JAG_OP_reciprocal: return 1.0 / x;
-    case JAG_OP_square: return x * x;
-    case JAG_OP_sign: return x > 0 ? 1.0 : x < 0 ? -1.0 : x;
-    case JAG_OP_floor: return floor(x);
-    case JAG_OP_ceil: return ceil(x);
-    case JAG_OP_round: /* halves to even */
+static double ref_value(jag_unary_fn f, double x) {
+    switch (f) {
+    case JAG_UNARY_neg: return -x;
+    case JAG_UNARY_abs: return fabs(x);
+    case JAG_UNARY_exp: return exp(x);
+    case JAG_UNARY_log: return log(x);
+    case JAG_UNARY_sqrt: return sqrt(x);
+    case JAG_UNARY_rsqrt: return 1.0 / sqrt(x);
+    case JAG_UNARY_sin: return sin(x);
+    case JAG_UNARY_cos: return cos(x);
+    case JAG_UNARY_tanh: return tanh(x);
+    case JAG_UNARY_sigmoid: return 1.0 / (1.0 + exp(-x));
+    case JAG_UNARY_relu: return isnan(x) ? x : x > 0 ? x : 0.0;
+    case JAG_UNARY_silu: return x / (1.0 + exp(-x));
+    case JAG_UNARY_gelu: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case JAG_UNARY_gelu_tanh: return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case JAG_UNARY_reciprocal: return 1.0 / x;
+    case JAG_UNARY_square: return x * x;
+    case JAG_UNARY_sign: return x > 0 ? 1.0 : x < 0 ? -1.0 : x;
+    case JAG_UNARY_floor: return floor(x);
+    case JAG_UNARY_ceil: return ceil(x);
+    case JAG_UNARY_round: /* halves to even */
         return x == floor(x) ? x : x - floor(x) == 0.5 ? 2.0 * floor(0.5 * x + 0.5) : floor(x + 0.5);
-    case JAG_OP_trunc: return x < 0 ? ceil(x) : floor(x);
-    case JAG_OP_log1p: { /* log(u) x / (u - 1), u = 1 + x rounded: corrects u's rounding */
+    case JAG_UNARY_trunc: return x < 0 ? ceil(x) : floor(x);
+    case JAG_UNARY_log1p: { /* log(u) x / (u - 1), u = 1 + x rounded: corrects u's rounding */
         double u = 1.0 + x;
         return u == 1.0 ? x : isinf(u) ? u : log(u) * x / (u - 1.0);
     }
-    case JAG_OP_expm1: { /* 2 t / (1 - t), t = tanh(x / 2): no cancellation near 0 */
+    case JAG_UNARY_expm1: { /* 2 t / (1 - t), t = tanh(x / 2): no cancellation near 0 */
         double t = tanh(0.5 * x);
         return fabs(x) < 1.0 ? 2.0 * t / (1.0 - t) : exp(x) - 1.0;
     }
-    case JAG_OP_atan: return atan(x);
-    case JAG_OP_erf: return erf(x);
-    case JAG_OP_erfc: return erfc(x);
-    case JAG_OP_selu: return x > 0 ? JAG_SELU_SCALE * x : JAG_SELU_SCALE * JAG_SELU_ALPHA * (exp(x) - 1.0);
-    case JAG_OP_hardswish: return x <= -3 ? x * 0.0 : x >= 3 ? x : x * (x + 3.0) / 6.0;
-    case JAG_OP_hardsigmoid: return x <= -3 ? 0.0 : x >= 3 ? 1.0 : (x + 3.0) / 6.0;
-    case JAG_OP_mish: return x * tanh(log(1.0 + exp(x)));
-    case JAG_OP_logsigmoid: return -log(1.0 + exp(-x));
+    case JAG_UNARY_atan: return atan(x);
+    case JAG_UNARY_erf: return erf(x);
+    case JAG_UNARY_erfc: return erfc(x);
+    case JAG_UNARY_selu: return x > 0 ? JAG_SELU_SCALE * x : JAG_SELU_SCALE * JAG_SELU_ALPHA * (exp(x) - 1.0);
+    case JAG_UNARY_hardswish: return x <= -3 ? x * 0.0 : x >= 3 ? x : x * (x + 3.0) / 6.0;
+    case JAG_UNARY_hardsigmoid: return x <= -3 ? 0.0 : x >= 3 ? 1.0 : (x + 3.0) / 6.0;
+    case JAG_UNARY_mish: return x * tanh(log(1.0 + exp(x)));
+    case JAG_UNARY_logsigmoid: return -log(1.0 + exp(-x));
     default: JAG_ASSERT(!"not a unary op"); return 0;
     }
 }
 
 /* The textbook formula of each parametrised op, in double. */
-static double ref_param_value(jag_op_id op, double x, const double *p) {
-    switch (op) {
-    case JAG_OP_leaky_relu: return x > 0 ? x : p[0] * x;
-    case JAG_OP_elu: return x > 0 ? x : p[0] * (exp(x) - 1.0);
-    case JAG_OP_softplus: return p[0] * x > p[1] ? x : log(1.0 + exp(p[0] * x)) / p[0];
-    case JAG_OP_hardtanh: return isnan(x) ? x : fmin(fmax(x, p[0]), p[1]);
+static double ref_param_value(jag_unary_fn f, double x, const double *p) {
+    switch (f) {
+    case JAG_UNARY_leaky_relu: return x > 0 ? x : p[0] * x;
+    case JAG_UNARY_elu: return x > 0 ? x : p[0] * (exp(x) - 1.0);
+    case JAG_UNARY_softplus: return p[0] * x > p[1] ? x : log(1.0 + exp(p[0] * x)) / p[0];
+    case JAG_UNARY_hardtanh: return isnan(x) ? x : fmin(fmax(x, p[0]), p[1]);
     default: JAG_ASSERT(!"not a parametrised unary op"); return 0;
     }
 }
 
-/* The references' loop: y (new contiguous) = f(x) element by element, x
- * strided, each value rounded to y's dtype first; f the textbook formula
- * (ref_value), or with the op's scalars (ref_param_value) when with_params. */
-static jag_status ref_loop(jag_op_id op, const jag_value *args, int nargs, bool with_params, jag_tensor **out) {
-    const jag_op_info *info = &jag__ops[op];
-    jag_spec spec;
-    jag_status st = info->meta(info->api_name, args, nargs, &spec);
-    if (st != JAG_OK) return st;
-    jag_tensor *y = jag__tensor_from_spec(info->api_name, &spec, false);
-    if (!y) return jag_last_status();
-    double prm[2] = {0, 0};
-    if (with_params) load_params(args, nargs, y->dtype, prm);
-    const jag_tensor *x = args[0].u.t;
+// x is (...) any strides and dtype, y is (...) contiguous: y = f(x; params), one
+// element at a time, each x rounded to y's dtype first
+void jag__unary_reference(jag_unary_fn f, const jag_tensor *x, const double *params, jag_tensor *y) {
+    double prm[2];
+    round_params(f, params, y->dtype, prm);
+    bool with_params = jag__unary_has_params(f);
     int64_t n = jag_numel(y), idx[JAG_MAX_DIMS] = {0};
     size_t xs = jag_dtype_size(x->dtype), ys = jag_dtype_size(y->dtype);
     for (int64_t e = 0; e < n; e++) {
@@ -466,22 +384,10 @@ static jag_status ref_loop(jag_op_id op, const jag_value *args, int nargs, bool 
         for (int d = 0; d < x->ndim; d++) off += idx[d] * x->strides[d];
         double v = jag__pw_round_to(jag__load_as_double(jag__ptr(x) + off * (int64_t)xs, x->dtype), y->dtype);
         jag__store_from_double(jag__ptr(y) + e * (int64_t)ys, y->dtype,
-                               with_params ? ref_param_value(op, v, prm) : ref_value(op, v));
+                               with_params ? ref_param_value(f, v, prm) : ref_value(f, v));
         for (int d = y->ndim - 1; d >= 0; d--) {
             if (++idx[d] < y->sizes[d]) break;
             idx[d] = 0;
         }
     }
-    *out = y;
-    return JAG_OK;
-}
-
-// x is (...), y is (...) new contiguous: y = f(x), one element at a time
-jag_status jag__ref_unary(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out) {
-    return ref_loop(op, args, nargs, false, out);
-}
-
-// (x, scalars) -> y (...) new contiguous, one element at a time (x contiguous or not)
-jag_status jag__ref_unary_param(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out) {
-    return ref_loop(op, args, nargs, true, out);
 }

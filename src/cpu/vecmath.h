@@ -39,6 +39,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "../core/half.h" /* jag__f32_bits, jag__f32_from_bits */
+
 /* a * b + c, fused when the target has a fused multiply-add (gcc defines
  * FP_FAST_FMAF / FP_FAST_FMA then, e.g. with -march=native on x86-64 with
  * FMA3). Without one fmaf would be a libm call that does not vectorise; the
@@ -56,16 +58,6 @@
 #define JAG__VM_FMAD(a, b, c) ((a) * (b) + (c))
 #endif
 
-static inline uint32_t jag__vm_bits(float x) {
-    uint32_t u;
-    memcpy(&u, &x, sizeof u);
-    return u;
-}
-static inline float jag__vm_float(uint32_t u) {
-    float x;
-    memcpy(&x, &u, sizeof x);
-    return x;
-}
 
 /* ---- exp ----------------------------------------------------------------- */
 
@@ -101,10 +93,10 @@ static inline jag__vm_exp_parts jag__vm_exp_parts_f32(float x) {
     e.pm1 = JAG__VM_FMA(r * r, q, r);
     e.p = 1.0f + e.pm1;
     /* k in two's complement: the low bits of k + 1.5 * 2^23. */
-    uint32_t ku = jag__vm_bits(k + 12582912.0f) - 0x4b400000u;
+    uint32_t ku = jag__f32_bits(k + 12582912.0f) - 0x4b400000u;
     uint32_t h = (ku + 256u) >> 1;               /* floor(k / 2) + 128 */
-    e.s1 = jag__vm_float((h - 1u) << 23);        /* 2^floor(k/2) */
-    e.s2 = jag__vm_float((ku + 255u - h) << 23); /* 2^(k - floor(k/2)) */
+    e.s1 = jag__f32_from_bits((h - 1u) << 23);        /* 2^floor(k/2) */
+    e.s2 = jag__f32_from_bits((ku + 255u - h) << 23); /* 2^(k - floor(k/2)) */
     return e;
 }
 
@@ -134,7 +126,7 @@ static inline float jag__vm_exp_nonpos_f32(float x) {
     p = JAG__VM_FMA(p, r, 4.99999911e-01f);
     p = JAG__VM_FMA(p, r, 1.0f);
     p = JAG__VM_FMA(p, r, 1.0f);
-    float y = jag__vm_float(jag__vm_bits(p) + (jag__vm_bits(t) << 23)); /* k >= -125: normal */
+    float y = jag__f32_from_bits(jag__f32_bits(p) + (jag__f32_bits(t) << 23)); /* k >= -125: normal */
     return x > -86.5f ? y : 0.0f;
 }
 
@@ -161,7 +153,7 @@ static inline float jag__vm_exp_sum_f32(float x) {
     p = JAG__VM_FMA(p, f, 2.40221202e-01f);
     p = JAG__VM_FMA(p, f, 6.93146944e-01f);
     p = JAG__VM_FMA(p, f, 1.00000012f);
-    return jag__vm_float(jag__vm_bits(p) + (jag__vm_bits(t) << 23)); /* the low bits of t hold k */
+    return jag__f32_from_bits(jag__f32_bits(p) + (jag__f32_bits(t) << 23)); /* the low bits of t hold k */
 }
 
 /* ---- sigmoid, silu --------------------------------------------------------- */

@@ -202,13 +202,6 @@ static jag_status new_rows(const char *op, int64_t r, int64_t h, int64_t dh, boo
     return *out ? JAG_OK : jag_last_status();
 }
 
-static int64_t rows_of(const attn_setup *su, bool keys) {
-    int64_t r = 0, B = su->a.batch;
-    const int64_t *o = keys ? su->a.ko : su->a.qo, *l = keys ? su->a.kl : su->a.ql;
-    for (int64_t b = 0; b < B; b++) r = o[b] + l[b] > r ? o[b] + l[b] : r;
-    return r;
-}
-
 /* Rows covered by the nested values (holes included), or B * L. */
 static int64_t all_rows(const attn_setup *su, const jag_tensor *t, bool keys) {
     if (su->nested) return jag__nested(t)->values->sizes[0];
@@ -334,7 +327,6 @@ jag_status jag__composite_sdpa(const char *op, const jag_value *args, int nargs,
     }
     jag_tensor *o = NULL, *lse = NULL;
     int64_t rq = all_rows(&su, q, false);
-    (void)rows_of;
     bool cover = queries_cover(&su.a, rq);
     if (!(st = new_rows(op, rq, su.a.hq, su.a.dh, su.a.f64, !cover, &o)) &&
         !(st = new_rows(op, rq, su.a.hq, -1, su.a.f64, false, &lse))) {

@@ -302,7 +302,8 @@ jag_status jag_chunk(const jag_tensor *x, int chunks, int dim, jag_tensor **outs
  * The same values either way: 1 or 0 in dt, times 1 / (1 - p) rounded to dt. */
 static jag_status dropout_mask(jag_tensor *u, double p, jag_dtype dt, jag_tensor **mask) {
     double scale = 1.0 / (1.0 - p);
-    if (!u->subclass && u->dtype == dt && !jag__is_meta(u) && jag_is_contiguous(u)) {
+    if (!u->subclass && u->dtype == dt && (dt == JAG_FLOAT32 || dt == JAG_FLOAT64) && !jag__is_meta(u) &&
+        jag_is_contiguous(u)) {
         int64_t n = jag_numel(u);
         if (dt == JAG_FLOAT32) {
             float *v = (float *)jag__ptr(u), sc = (float)scale, pf = (float)p;

@@ -18,7 +18,7 @@ jag_status jag__meta_to_dtype(const char *op, const jag_value *args, int nargs, 
     if ((st = jag__arg_tensor(op, args, nargs, 0, "x", &x)) || (st = jag__arg_int(op, args, nargs, 1, "dtype", &dtype)))
         return st;
     if (!jag__dtype_valid((jag_dtype)dtype))
-        return jag__error(JAG_EDTYPE, "%s: argument 'dtype' is %lld, expected one of float32, float64, int32, int64, bool",
+        return jag__error(JAG_EDTYPE, "%s: argument 'dtype' is %lld, expected one of float32, float64, int32, int64, bool, float16, bfloat16",
                           op, (long long)dtype);
     jag__spec_set(&outs[0], (jag_dtype)dtype, x->sizes, x->ndim);
     return JAG_OK;

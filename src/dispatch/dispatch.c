@@ -96,6 +96,143 @@ static jag_status check_call(jag_op_id op, const jag_value *args, int nargs) {
     return JAG_OK;
 }
 
+/* ---- half dtypes -------------------------------------------------------- */
+
+/* float16 and bfloat16 tensors keep their bits through the ops that only
+ * move or fill elements (views, composites, which dispatch their parts,
+ * clone, to_dtype, cat, index_select, gather, embedding, full, full_like;
+ * custom ops make their own outputs). Every other op computes in float32:
+ * its half operands are widened (exactly), the float32 kernel runs, and
+ * its float32 results are rounded once to the half dtype, as PyTorch's CPU
+ * kernels compute half tensors. The kernels themselves know float32 and
+ * float64 only: code that runs a kernel below the dispatcher (a compiled
+ * program's direct path, fused regions) leaves half operands to the
+ * dispatcher (program.c, fuse.c). */
+static bool keeps_half(jag_op_id op) {
+    if (op >= JAG_OP_BUILTIN_COUNT) return true;
+    switch (op) {
+    case JAG_OP_clone:
+    case JAG_OP_to_dtype:
+    case JAG_OP_cat:
+    case JAG_OP_index_select:
+    case JAG_OP_gather:
+    case JAG_OP_embedding:
+    case JAG_OP_full:
+    case JAG_OP_full_like: return true;
+    default: return (jag__ops[op].tags & (JAG_TAG_VIEW | JAG_TAG_COMPOSITE)) != 0;
+    }
+}
+
+/* Composite ops whose dense path runs float32 / float64 kernels on their
+ * operands' data itself (attention): half operands are refused there. */
+static bool composite_reads_floats(jag_op_id op) {
+    return op == JAG_OP_scaled_dot_product_attention || op == JAG_OP_scaled_dot_product_attention_masked;
+}
+
+/* The tensors of argument i (one, a list, or none), through *ts and *n. */
+static void arg_tensors(const jag_value *a, const jag_tensor *const **ts, int *n) {
+    *ts = NULL, *n = 0;
+    if (a->kind == JAG_VAL_TENSOR && a->u.t) *ts = &a->u.t, *n = 1;
+    else if (a->kind == JAG_VAL_TENSORS && a->u.tensors.v)
+        *ts = (const jag_tensor *const *)a->u.tensors.v, *n = a->u.tensors.n;
+}
+
+/* The first half tensor among the arguments: its argument's index, or -1. */
+static int first_half_arg(const jag_value *args, int nargs, jag_dtype *dtype) {
+    for (int i = 0; i < nargs; i++) {
+        const jag_tensor *const *ts;
+        int n;
+        arg_tensors(&args[i], &ts, &n);
+        for (int j = 0; j < n; j++)
+            if (ts[j] && jag_dtype_is_half(ts[j]->dtype)) {
+                *dtype = ts[j]->dtype;
+                return i;
+            }
+    }
+    return -1;
+}
+
+/* META, allocation of the outputs from its specs, and (with data) the
+ * kernel. */
+static jag_status run_meta_and_kernel(jag_op_id op, bool meta, const jag_value *args, int nargs, jag_tensor **made) {
+    const jag_op_info *info = &jag__ops[op];
+    jag_spec specs[JAG_MAX_OUTS];
+    jag_status st = info->meta(info->api_name, args, nargs, specs);
+    for (int i = 0; st == JAG_OK && i < info->n_out; i++) {
+        made[i] = jag__tensor_from_spec(info->api_name, &specs[i], meta);
+        if (!made[i]) st = jag_last_status();
+    }
+    if (st == JAG_OK && !meta) st = info->cpu(info->api_name, args, nargs, made);
+    return st;
+}
+
+/* t converted to `dtype` (contiguous; a meta tensor stays one), or NULL
+ * with the error set. */
+static jag_tensor *converted(const char *name, const jag_tensor *t, jag_dtype dtype, bool meta) {
+    jag_spec s;
+    jag__spec_set(&s, dtype, t->sizes, t->ndim);
+    jag_tensor *c = jag__tensor_from_spec(name, &s, meta);
+    if (c && !meta) jag__copy_into(c, t);
+    return c;
+}
+
+/* An op on half operands, computed in float32: the op's META function
+ * checks the call as it is (dtypes that must agree, ...) and says the
+ * result dtypes; the half operands are widened, the op runs, and each
+ * result whose dtype is a half one is rounded to it from float32. */
+static jag_status run_in_float32(jag_op_id op, bool meta, const jag_value *args, int nargs, jag_tensor **made) {
+    const jag_op_info *info = &jag__ops[op];
+    jag_spec want[JAG_MAX_OUTS];
+    jag_status st = info->meta(info->api_name, args, nargs, want);
+    if (st) return st;
+    int n_tensors = 0;
+    for (int i = 0; i < nargs; i++) {
+        const jag_tensor *const *ts;
+        int n;
+        arg_tensors(&args[i], &ts, &n);
+        n_tensors += n;
+    }
+    /* wide[]: the arguments, with half tensors replaced by float32 copies
+     * (owned[] keeps them for release; list arguments get new arrays) */
+    jag_value *wide = malloc((size_t)nargs * sizeof *wide);
+    jag_tensor **owned = calloc((size_t)n_tensors + 1, sizeof *owned);
+    jag_tensor **lists = calloc((size_t)n_tensors + 1, sizeof *lists);
+    if (!wide || !owned || !lists) {
+        free(wide), free(owned), free(lists);
+        return jag__error(JAG_ENOMEM, "%s: out of memory widening half operands", info->api_name);
+    }
+    int n_owned = 0, n_listed = 0;
+    for (int i = 0; st == JAG_OK && i < nargs; i++) {
+        wide[i] = args[i];
+        const jag_tensor *const *ts;
+        int n;
+        arg_tensors(&args[i], &ts, &n);
+        if (args[i].kind == JAG_VAL_TENSORS && n > 0) {
+            wide[i].u.tensors.v = &lists[n_listed];
+            n_listed += n;
+        }
+        for (int j = 0; st == JAG_OK && j < n; j++) {
+            jag_tensor *t = (jag_tensor *)ts[j];
+            if (t && jag_dtype_is_half(t->dtype)) {
+                if (!(t = converted(info->api_name, t, JAG_FLOAT32, meta))) st = jag_last_status();
+                else owned[n_owned++] = t;
+            }
+            if (args[i].kind == JAG_VAL_TENSORS) lists[n_listed - n + j] = t;
+            else wide[i].u.t = t;
+        }
+    }
+    if (st == JAG_OK) st = run_meta_and_kernel(op, meta, wide, nargs, made);
+    for (int i = 0; i < n_owned; i++) jag_release(owned[i]);
+    free(wide), free(owned), free(lists);
+    for (int i = 0; st == JAG_OK && i < info->n_out; i++) {
+        if (!jag_dtype_is_half(want[i].dtype) || made[i]->dtype == want[i].dtype) continue;
+        jag_tensor *narrow = converted(info->api_name, made[i], want[i].dtype, meta);
+        if (!narrow) st = jag_last_status();
+        else jag_release(made[i]), made[i] = narrow;
+    }
+    return st;
+}
+
 static jag_status dispatch_below_trace(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);
 
 jag_status jag__dispatch(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs) {
@@ -148,15 +285,19 @@ static jag_status dispatch_below_trace(jag_op_id op, const jag_value *args, int 
     } else if (info->custom) {
         st = jag__custom_run(info, key == KEY_META, args, nargs, made);
     } else if (info->tags & (JAG_TAG_VIEW | JAG_TAG_COMPOSITE)) {
-        st = info->cpu(info->api_name, args, nargs, made);
+        jag_dtype half;
+        int i = composite_reads_floats(op) ? first_half_arg(args, nargs, &half) : -1;
+        if (i >= 0)
+            st = jag__error(JAG_EDTYPE, "%s: argument %d has dtype %s, expected float32 or float64 (convert with jag_to_dtype)",
+                            info->api_name, i, jag_dtype_name(half));
+        else
+            st = info->cpu(info->api_name, args, nargs, made);
     } else {
-        jag_spec specs[JAG_MAX_OUTS];
-        st = info->meta(info->api_name, args, nargs, specs);
-        for (int i = 0; st == JAG_OK && i < info->n_out; i++) {
-            made[i] = jag__tensor_from_spec(info->api_name, &specs[i], key == KEY_META);
-            if (!made[i]) st = jag_last_status();
-        }
-        if (st == JAG_OK && key == KEY_CPU) st = info->cpu(info->api_name, args, nargs, made);
+        jag_dtype half;
+        if (!keeps_half(op) && first_half_arg(args, nargs, &half) >= 0)
+            st = run_in_float32(op, key == KEY_META, args, nargs, made);
+        else
+            st = run_meta_and_kernel(op, key == KEY_META, args, nargs, made);
     }
     if (st != JAG_OK) {
         for (int i = 0; i < info->n_out; i++) jag_release(made[i]);
@@ -175,6 +316,9 @@ jag_status jag__dispatch_into(jag_op_id op, const char *name, const jag_value *a
     if (info->custom || info->n_out != 1 || !info->meta || (info->tags & (JAG_TAG_VIEW | JAG_TAG_COMPOSITE)))
         return JAG_OK;
     if (out->subclass || !out->storage || !jag_is_contiguous(out)) return JAG_OK;
+    jag_dtype half;
+    /* half operands compute in float32, aside (run_in_float32) */
+    if (jag_dtype_is_half(out->dtype) || first_half_arg(args, nargs, &half) >= 0) return JAG_OK;
     for (int i = 0; i < nargs; i++) {
         if (args[i].kind == JAG_VAL_TENSORS) return JAG_OK;
         if (args[i].kind != JAG_VAL_TENSOR) continue;

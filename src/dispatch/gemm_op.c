@@ -9,7 +9,7 @@
 static jag_status check_float(const char *op, const char *name, const jag_tensor *t) {
     if (!jag_dtype_is_floating(t->dtype))
         return jag__error(JAG_EDTYPE,
-                          "%s: argument '%s' has dtype %s, expected float32 or float64 (integer matrix products are not "
+                          "%s: argument '%s' has dtype %s, expected a floating dtype (integer matrix products are not "
                           "supported; convert with jag_to_dtype)",
                           op, name, jag_dtype_name(t->dtype));
     return JAG_OK;

@@ -5,6 +5,7 @@
  * disagreements between ranks fail on every rank before any payload moves.
  */
 #include "dist_internal.h"
+#include "../core/half.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -31,24 +32,29 @@ static jag_status payload_of(const char *fn, const jag_tensor *t, jag_tensor **p
 
 static jag_status check_dtype(const char *fn, jag_dtype d) {
     if (jag__dist_mpi_type(d) == MPI_DATATYPE_NULL)
-        return jag__error(JAG_EDTYPE, "%s: argument 't' has dtype %s; expected float32, float64, int32 or int64", fn,
+        return jag__error(JAG_EDTYPE,
+                          "%s: argument 't' has dtype %s; expected float32, float64, float16, bfloat16, int32 or int64", fn,
                           jag_dtype_name(d));
     return JAG_OK;
 }
 
-/* Divide n elements by the world size (the avg op). */
+/* Divide n elements by the world size (the avg op); half values in
+ * float32, rounded once. */
 static void divide(void *data, int64_t n, jag_dtype d, int p) {
     if (d == JAG_FLOAT32) {
         float *x = data;
         for (int64_t i = 0; i < n; i++) x[i] /= (float)p;
+    } else if (d == JAG_FLOAT16 || d == JAG_BFLOAT16) {
+        uint16_t *x = data;
+        bool bf = d == JAG_BFLOAT16;
+        for (int64_t i = 0; i < n; i++) {
+            float v = (bf ? jag__bf16_to_f32(x[i]) : jag__f16_to_f32(x[i])) / (float)p;
+            x[i] = bf ? jag__f32_to_bf16(v) : jag__f32_to_f16(v);
+        }
     } else {
         double *x = data;
         for (int64_t i = 0; i < n; i++) x[i] /= (double)p;
     }
-}
-
-static MPI_Op mpi_op(jag_reduce_op op) {
-    return op == JAG_REDUCE_MAX ? MPI_MAX : op == JAG_REDUCE_MIN ? MPI_MIN : MPI_SUM;
 }
 
 /* The in-place collectives: all_reduce with `op`, or (bcast) broadcast
@@ -85,7 +91,8 @@ static jag_status in_place(const char *fn, jag_tensor *t, jag_reduce_op op, bool
         for (int64_t at = 0; !st && at < n; at += JAG_DIST_CHUNK) {
             int k = (int)(n - at < JAG_DIST_CHUNK ? n - at : JAG_DIST_CHUNK);
             int rc = bcast ? MPI_Bcast(data + at * esz, k, type, src, jag__dist_comm())
-                           : MPI_Allreduce(MPI_IN_PLACE, data + at * esz, k, type, mpi_op(op), jag__dist_comm());
+                           : MPI_Allreduce(MPI_IN_PLACE, data + at * esz, k, type, jag__dist_mpi_op(op, work->dtype),
+                                           jag__dist_comm());
             st = jag__dist_mpi_check(fn, bcast ? "MPI_Bcast" : "MPI_Allreduce", rc);
         }
         if (!st && !bcast && op == JAG_REDUCE_AVG) divide(data, n, work->dtype, p);
@@ -353,7 +360,7 @@ jag_status jag_dist_reduce_scatter(const jag_tensor *input, jag_reduce_op op, ja
     if (!st) {
         MPI_Datatype type = jag__dist_mpi_type(input->dtype);
         st = jag__dist_mpi_check(fn, "MPI_Reduce_scatter_block",
-                                 MPI_Reduce_scatter_block(jag__ptr(c), jag__ptr(res), (int)block, type, mpi_op(op),
+                                 MPI_Reduce_scatter_block(jag__ptr(c), jag__ptr(res), (int)block, type, jag__dist_mpi_op(op, input->dtype),
                                                           jag__dist_comm()));
     }
     if (!st && op == JAG_REDUCE_AVG) divide(jag__ptr(res), block, res->dtype, p);

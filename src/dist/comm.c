@@ -5,6 +5,7 @@
  * and op mapping, the header exchange).
  */
 #include "dist_internal.h"
+#include "../core/half.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -15,6 +16,9 @@
 static MPI_Comm g_comm = MPI_COMM_NULL;
 static bool g_finalize_mpi; /* jag_dist_init initialised MPI */
 static int g_rank = -1, g_size = -1;
+/* The half types and their reductions (made by init, freed by finalize). */
+static MPI_Datatype g_f16 = MPI_DATATYPE_NULL, g_bf16 = MPI_DATATYPE_NULL;
+static MPI_Op g_half_sum = MPI_OP_NULL, g_half_max = MPI_OP_NULL, g_half_min = MPI_OP_NULL;
 
 bool jag_dist_is_available(void) { return true; }
 
@@ -41,8 +45,60 @@ MPI_Datatype jag__dist_mpi_type(jag_dtype d) {
     case JAG_FLOAT64: return MPI_DOUBLE;
     case JAG_INT32: return MPI_INT32_T;
     case JAG_INT64: return MPI_INT64_T;
+    case JAG_FLOAT16: return g_f16;
+    case JAG_BFLOAT16: return g_bf16;
     default: return MPI_DATATYPE_NULL;
     }
+}
+
+/* inout[i] = in[i] (op) inout[i] on half values: widened to float32,
+ * combined, rounded once. MPI passes the datatype, which says which half
+ * type the buffers hold. max/min keep inout unless in is larger (smaller),
+ * so a NaN in inout stays and one in in is ignored, as MPI's comparisons. */
+#define JAG_DIST_HALF_OP(name, combine)                                                 \
+    static void name(void *in, void *inout, int *len, MPI_Datatype *type) {            \
+        const uint16_t *a = in;                                                         \
+        uint16_t *b = inout;                                                            \
+        bool bf = *type == g_bf16;                                                      \
+        for (int i = 0; i < *len; i++) {                                                \
+            float x = bf ? jag__bf16_to_f32(a[i]) : jag__f16_to_f32(a[i]);              \
+            float y = bf ? jag__bf16_to_f32(b[i]) : jag__f16_to_f32(b[i]);              \
+            float r = combine;                                                          \
+            b[i] = bf ? jag__f32_to_bf16(r) : jag__f32_to_f16(r);                       \
+        }                                                                               \
+    }
+JAG_DIST_HALF_OP(half_sum, x + y)
+JAG_DIST_HALF_OP(half_max, x > y ? x : y)
+JAG_DIST_HALF_OP(half_min, x < y ? x : y)
+#undef JAG_DIST_HALF_OP
+
+MPI_Op jag__dist_mpi_op(jag_reduce_op op, jag_dtype d) {
+    bool half = d == JAG_FLOAT16 || d == JAG_BFLOAT16;
+    if (op == JAG_REDUCE_MAX) return half ? g_half_max : MPI_MAX;
+    if (op == JAG_REDUCE_MIN) return half ? g_half_min : MPI_MIN;
+    return half ? g_half_sum : MPI_SUM;
+}
+
+static void free_half_types(void) {
+    if (g_f16 != MPI_DATATYPE_NULL) MPI_Type_free(&g_f16);
+    if (g_bf16 != MPI_DATATYPE_NULL) MPI_Type_free(&g_bf16);
+    if (g_half_sum != MPI_OP_NULL) MPI_Op_free(&g_half_sum);
+    if (g_half_max != MPI_OP_NULL) MPI_Op_free(&g_half_max);
+    if (g_half_min != MPI_OP_NULL) MPI_Op_free(&g_half_min);
+    g_f16 = g_bf16 = MPI_DATATYPE_NULL;
+    g_half_sum = g_half_max = g_half_min = MPI_OP_NULL;
+}
+
+static jag_status make_half_types(const char *fn) {
+    int rc = MPI_Type_contiguous(1, MPI_UINT16_T, &g_f16);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&g_f16);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_contiguous(1, MPI_UINT16_T, &g_bf16);
+    if (rc == MPI_SUCCESS) rc = MPI_Type_commit(&g_bf16);
+    if (rc == MPI_SUCCESS) rc = MPI_Op_create(half_sum, 1, &g_half_sum);
+    if (rc == MPI_SUCCESS) rc = MPI_Op_create(half_max, 1, &g_half_max);
+    if (rc == MPI_SUCCESS) rc = MPI_Op_create(half_min, 1, &g_half_min);
+    if (rc != MPI_SUCCESS) free_half_types();
+    return jag__dist_mpi_check(fn, "making the half-precision types", rc);
 }
 
 const char *jag_reduce_op_name(jag_reduce_op op) {
@@ -101,6 +157,10 @@ static jag_status adopt(const char *fn, MPI_Comm src, bool finalize_mpi) {
     /* MPI errors on jag's communicator come back as codes (then as jag
      * statuses) instead of aborting the job */
     MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+    if ((st = make_half_types(fn))) {
+        MPI_Comm_free(&dup);
+        return st;
+    }
     int rank = 0, size = 0;
     MPI_Comm_rank(dup, &rank);
     MPI_Comm_size(dup, &size);
@@ -146,6 +206,7 @@ jag_status jag_dist_init_comm(const void *mpi_comm) {
 jag_status jag_dist_finalize(void) {
     if (g_comm == MPI_COMM_NULL) return JAG_OK;
     MPI_Comm_free(&g_comm);
+    free_half_types();
     g_comm = MPI_COMM_NULL, g_rank = -1, g_size = -1;
     if (g_finalize_mpi) {
         g_finalize_mpi = false;

@@ -68,7 +68,7 @@ static jag_status check_param(const char *fn, jag_tensor *const *params, int i) 
     if (jag__is_subclass(p) || jag__is_meta(p))
         return jag__error(JAG_EINVAL, "%s: %s is a %s tensor; expected a plain tensor with data", fn, arg,
                           jag__is_meta(p) ? "meta" : jag_subclass_name(jag_tensor_subclass(p)));
-    if (!jag_dtype_is_floating(p->dtype))
+    if (p->dtype != JAG_FLOAT32 && p->dtype != JAG_FLOAT64)
         return jag__error(JAG_EDTYPE, "%s: %s has dtype %s; expected float32 or float64", fn, arg,
                           jag_dtype_name(p->dtype));
     if (!jag_is_contiguous(p) || jag__is_read_only(p))

@@ -23,8 +23,15 @@ jag_status jag__dist_require_init(const char *fn);
 jag_status jag__dist_mpi_check(const char *fn, const char *what, int rc);
 
 /* The MPI datatype of a jag dtype, or MPI_DATATYPE_NULL for bool and
- * invalid dtypes. */
+ * invalid dtypes. float16 and bfloat16 are jag's own 2-byte types (MPI has
+ * none), made by init: moved as bytes, reduced by jag_dist's own ops. */
 MPI_Datatype jag__dist_mpi_type(jag_dtype d);
+
+/* The MPI reduction of `op` on dtype `d` (avg is a sum, divided after):
+ * MPI's own for float32, float64 and the integers; for the half types
+ * jag's, which add (or compare) in float32 and round each result to the
+ * half type once, as NCCL reduces half buffers. */
+MPI_Op jag__dist_mpi_op(jag_reduce_op op, jag_dtype d);
 
 /* Check `op` for dtype `d` (valid op; avg needs a floating dtype); sets the
  * error naming fn. */

@@ -37,11 +37,12 @@
 /* ---- dtypes ------------------------------------------------------------- */
 
 static const char *const st_names[JAG_DTYPE_COUNT] = {
-    [JAG_FLOAT32] = "F32", [JAG_FLOAT64] = "F64", [JAG_INT32] = "I32", [JAG_INT64] = "I64", [JAG_BOOL] = "BOOL",
+    [JAG_FLOAT32] = "F32", [JAG_FLOAT64] = "F64", [JAG_INT32] = "I32",    [JAG_INT64] = "I64",
+    [JAG_BOOL] = "BOOL",   [JAG_FLOAT16] = "F16", [JAG_BFLOAT16] = "BF16",
 };
 /* safetensors dtypes jag has no equivalent for (a clearer message). */
-static const char *const st_foreign[] = {"F16", "BF16", "F8_E4M3", "F8_E5M2", "I8", "U8", "I16", "U16", "U32", "U64"};
-#define SUPPORTED "F32, F64, I32, I64 or BOOL"
+static const char *const st_foreign[] = {"F8_E4M3", "F8_E5M2", "I8", "U8", "I16", "U16", "U32", "U64"};
+#define SUPPORTED "F32, F64, F16, BF16, I32, I64 or BOOL"
 
 static jag_status dtype_from_name(const char *op, const char *tensor, const char *s, jag_dtype *out) {
     for (int d = 0; d < JAG_DTYPE_COUNT; d++)

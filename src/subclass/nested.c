@@ -467,13 +467,34 @@ fail:
     return st;
 }
 
+/* Write src into dst, a part of a tensor being built (dst has src's shape):
+ * the clone op's kernel straight into a contiguous dst, else the copy_ op.
+ * Grad mode is off around copy_: building a tensor copies its inputs'
+ * data, and whatever autograd records, it records for the op as a whole. */
+static jag_status copy_part(const char *op, jag_tensor *dst, const jag_tensor *src) {
+    jag_value a[] = {jag__v_tensor(src)};
+    bool done = false;
+    jag_status st = jag__dispatch_into(JAG_OP_clone, op, a, 1, dst, &done);
+    if (st || done) return st;
+    bool prev = jag_set_grad_enabled(false);
+    st = jag_copy_(dst, src);
+    jag_set_grad_enabled(prev);
+    return st;
+}
+
+/* A new plain tensor filled with value: the full op. */
+static jag_status full_op(const int64_t *sizes, int ndim, double value, jag_dtype dtype, jag_tensor **out) {
+    jag_value a[] = {jag__v_ints(sizes, ndim), jag__v_double(value), jag__v_int(dtype)};
+    return jag__dispatch(JAG_OP_full, a, 3, out);
+}
+
 /* Copy `src` into rows [start, start + src.size(0)) of dst. */
-static jag_status copy_rows(jag_tensor *dst, int64_t start, const jag_tensor *src) {
+static jag_status copy_rows(const char *op, jag_tensor *dst, int64_t start, const jag_tensor *src) {
     jag_tensor *v = jag__tensor_view(dst, src->sizes, dst->strides, dst->ndim, dst->offset + start * dst->strides[0]);
     if (!v) return jag_last_status();
-    jag__copy_into(v, src);
+    jag_status st = copy_part(op, v, src);
     jag_release(v);
-    return JAG_OK;
+    return st;
 }
 
 static jag_status make_int64(const char *op, const int64_t *sizes, int ndim, jag_tensor **out) {
@@ -527,7 +548,7 @@ jag_status jag__nested_from_components(const char *op, jag_tensor *const *items,
         int64_t *o = (int64_t *)jag__ptr(offsets), mn = INT64_MAX, mx = 0;
         for (int64_t i = 0; i < n && !st; i++) {
             o[i + 1] = o[i] + items[i]->sizes[0];
-            if (items[i]->sizes[0] > 0 && jag_numel(items[i]) > 0) st = copy_rows(values, o[i], items[i]);
+            if (items[i]->sizes[0] > 0 && jag_numel(items[i]) > 0) st = copy_rows(op, values, o[i], items[i]);
             mn = items[i]->sizes[0] < mn ? items[i]->sizes[0] : mn;
             mx = items[i]->sizes[0] > mx ? items[i]->sizes[0] : mx;
         }
@@ -550,8 +571,9 @@ jag_status jag__nested_from_components(const char *op, jag_tensor *const *items,
                 st = jag_last_status();
                 goto done;
             }
-            jag__copy_into(dst, items[i]);
+            st = copy_part(op, dst, items[i]);
             jag_release(dst);
+            if (st) goto done;
             pos += jag_numel(items[i]);
         }
         st = jag__nested_wrap_strided(values, sizes, strides, soff, ragged_id_of(sizes), out);
@@ -786,20 +808,19 @@ jag_status jag__nested_to_padded(const jag_tensor *nt, double padding, const int
         memcpy(shape, output_sizes, (size_t)ndim * sizeof *shape);
     }
     jag__enter();
-    jag_tensor *p = jag__tensor_new(op, shape, nt->ndim, nt->dtype, false, false);
-    if (!p) {
+    jag_tensor *p = NULL;
+    if ((st = full_op(shape, nt->ndim, padding, nt->dtype, &p))) {
         free_components(items, s->batch);
-        return jag__leave(jag_last_status(), NULL, 0);
+        return jag__leave(st, NULL, 0);
     }
-    jag__fill(p, padding);
-    for (int64_t b = 0; b < s->batch; b++) {
+    for (int64_t b = 0; b < s->batch && !st; b++) {
         if (jag_numel(items[b]) == 0) continue;
         jag_tensor *dst = jag__tensor_view(p, items[b]->sizes, p->strides + 1, cnd, p->offset + b * p->strides[0]);
         if (!dst) {
             st = jag_last_status();
             break;
         }
-        jag__copy_into(dst, items[b]);
+        st = copy_part(op, dst, items[b]);
         jag_release(dst);
     }
     free_components(items, s->batch);
@@ -913,10 +934,9 @@ static jag_status plain_like(const char *op, const jag_tensor *t, like_kind kind
                              jag_tensor **out) {
     if (kind == LIKE_RAND) return jag_rand_uniform(t->sizes, t->ndim, 0, 1, t->dtype, g, out);
     if (kind == LIKE_RANDN) return jag_rand_normal(t->sizes, t->ndim, 0, 1, t->dtype, g, out);
+    if (kind == LIKE_FULL && !jag__is_meta(t)) return full_op(t->sizes, t->ndim, value, t->dtype, out);
     *out = jag__tensor_new(op, t->sizes, t->ndim, t->dtype, false, jag__is_meta(t));
-    if (!*out) return jag_last_status();
-    if (kind == LIKE_FULL && !jag__is_meta(t)) jag__fill(*out, value);
-    return JAG_OK;
+    return *out ? JAG_OK : jag_last_status();
 }
 
 static jag_status make_like(const char *op, const jag_tensor *x, like_kind kind, double value, jag_generator *g,

@@ -7,6 +7,9 @@
 #define JAG_NESTED_H
 
 #include "../dispatch/dispatch.h"
+/* jag_segment_kind and jag_segment_spec: the vocabulary of the ragged ops'
+ * kind argument and of the nested reductions over the ragged dim */
+#include "../cpu/ragged_kernels.h"
 
 typedef struct nested_state {
     jag_layout layout;
@@ -164,88 +167,31 @@ jag_status jag__nested_from_components(const char *op, jag_tensor *const *items,
 jag_status jag__nested_to_padded(const jag_tensor *nt, double padding, const int64_t *output_sizes, int ndim,
                                  jag_tensor **out);
 jag_status jag__nested_from_padded(const jag_tensor *padded, const jag_tensor *lengths, jag_tensor **out);
-/* Ops along the ragged dim (nested_reduce.c); see that file for shapes. */
-typedef enum {
-    JAG_SEG_SUM, JAG_SEG_MEAN, JAG_SEG_AMAX, JAG_SEG_AMIN, /* the fast kernels of jag__segment_reduce */
-    JAG_SEG_LSE, JAG_SEG_VAR, JAG_SEG_STD,
-    JAG_SEG_MAX, JAG_SEG_MIN, JAG_SEG_ARGMAX, JAG_SEG_ARGMIN, /* with indices (ragged dim alone) */
-} jag_segment_kind;
-/* A reduction over the ragged dim and the trailing dims of the values set in
- * `mask` (bit d: values dim d >= 1, i.e. outer dim d + 1). */
-typedef struct jag_segment_spec {
-    jag_segment_kind kind;
-    unsigned mask;
-    int64_t correction; /* var / std */
-    bool keepdim;
-} jag_segment_spec;
-/* outs[0]: values (B, kept dims...) dense, outs[1]: int64 indices (the row
- * inside each component) for MAX/MIN; ARGMAX/ARGMIN give only the indices
- * (outs[0]). Empty components are an error for the extreme kinds. */
+/* The kernels along the ragged dim (src/cpu/ragged_reduce.c) on s's inner
+ * tensors, for the callers that run them directly rather than through the
+ * ragged ops (src/dispatch/ragged_op.c). outs[0]: values (B, kept dims...)
+ * dense, outs[1]: int64 indices (the row inside each component) for
+ * MAX/MIN; ARGMAX/ARGMIN give only the indices (outs[0]). Empty components
+ * are an error for the extreme kinds. */
 jag_status jag__segment_reduce_dims(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor **outs);
-/* The same into given contiguous outputs of the shapes above: y of the
- * values' dtype (NULL for ARGMAX/ARGMIN), ix int64 (NULL for the kinds
- * without indices). */
-jag_status jag__segment_reduce_into(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor *y,
-                                    jag_tensor *ix);
 /* The values-shaped gradient of the reduction above: y its output, idx its
  * indices (MAX/MIN; else NULL), g the output's gradient. */
 jag_status jag__segment_reduce_grad(const char *op, const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
                                     const jag_tensor *idx, const jag_tensor *g, jag_tensor **out);
-/* The same into z: contiguous, values-shaped, of the values' dtype. */
-jag_status jag__segment_reduce_grad_into(const char *op, const nested_state *s, const jag_segment_spec *sp,
-                                         const jag_tensor *y, const jag_tensor *idx, const jag_tensor *g, jag_tensor *z);
-jag_status jag__segment_reduce(const char *op, const nested_state *s, jag_segment_kind kind, bool keepdim,
-                               jag_tensor **out);
-jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor **out);
-/* The same into y: contiguous, values-shaped, of the values' dtype (rows
- * outside every segment 0). */
-jag_status jag__segment_softmax_into(const char *op, const nested_state *s, bool log_softmax, jag_tensor *y);
-/* Its gradient into z (contiguous, values-shaped, rows outside every segment
- * 0): s's values are the forward's output y, g (values-shaped, y's dtype)
- * the output's gradient; y (g - sum_j g y) per segment and column, or
- * g - exp(y) sum_j g for log_softmax. */
-jag_status jag__segment_softmax_grad_into(const char *op, const nested_state *s, const jag_tensor *g, bool log_softmax,
-                                          jag_tensor *z);
-/* x (n, C) float32 rows (row stride C), their first nc columns -> acc (nc):
- * the column sums, each in double in row order (the ragged sum's kernel;
- * _ref is its plain loop, with the same bits). */
-void jag__sum_rows_f32(const float *x, int64_t C, int64_t n, int64_t nc, double *acc);
-void jag__sum_rows_f32_ref(const float *x, int64_t C, int64_t n, int64_t nc, double *acc);
-/* The same rows -> mean, m2 (nc): each column's mean and sum of squared
- * deviations, in double (the ragged var's kernel; _ref its plain loop, with
- * the same bits). nc <= 512. */
-void jag__var_rows_f32(const float *x, int64_t C, int64_t n, int64_t nc, double *mean, double *m2);
-void jag__var_rows_f32_ref(const float *x, int64_t C, int64_t n, int64_t nc, double *mean, double *m2);
-/* Naive references of the two above (nested_reduce.c), for the tests: into
- * given contiguous outputs (out values-shaped; its rows in holes untouched). */
-jag_status jag__ref_segment_reduce(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor *y,
-                                   jag_tensor *ix);
-jag_status jag__ref_segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor *out);
-jag_status jag__ref_segment_softmax_grad(const char *op, const nested_state *s, const jag_tensor *g, bool log_softmax,
-                                         jag_tensor *out);
-jag_status jag__ref_segment_reduce_grad(const char *op, const nested_state *s, const jag_segment_spec *sp,
-                                        const jag_tensor *y, const jag_tensor *idx, const jag_tensor *g, jag_tensor **out);
-/* The reductions above without indices, through the ragged_reduce and
+/* g (B, C) [scaled per component by 1 / its length when `mean`] -> a new
+ * values-shaped tensor: every row of component b is g[b]; rows in holes 0. */
+jag_status jag__segment_broadcast(const char *op, const nested_state *s, const jag_tensor *g, bool mean,
+                                  jag_tensor **out);
+/* The reductions without indices, through the ragged_reduce and
  * ragged_reduce_backward ops on s's inner tensors (ragged_ops.c): what the
  * handler and the rules call, so that traces record plain ops. */
-/* What the plain ragged ops (ragged_ops.c, ragged_softmax_op.c) check of
- * their index arguments: offsets int64 (B+1), lengths none or int64 (B). */
-jag_status jag__ragged_check_index(const char *op, const jag_tensor *offsets, const jag_tensor *lengths);
-/* Their kernels: the offsets and lengths (data) checked against the
- * values' rows, each component inside them, then a jagged state over the
- * three (no references taken: it lives for one call). Index tensors that
- * are not contiguous are copied into hold[0..1] (released by the caller). */
-jag_status jag__ragged_state(const char *op, const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
-                             nested_state *s, jag_tensor **hold);
 jag_status jag__ragged_reduce(const nested_state *s, const jag_segment_spec *sp, jag_tensor **out);
 jag_status jag__ragged_reduce_backward(const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
                                        const jag_tensor *g, jag_tensor **out);
-jag_status jag__segment_broadcast(const char *op, const nested_state *s, const jag_tensor *g, bool mean,
-                                  jag_tensor **out);
 /* softmax / log_softmax down each component of s's ragged dim and its
  * gradient (y: the forward's output values, g: their gradient), through the
  * ragged_softmax and ragged_softmax_backward ops on s's inner tensors
- * (ragged_softmax_op.c): new values-shaped tensors. */
+ * (ragged_ops.c): new values-shaped tensors. */
 jag_status jag__ragged_softmax(const nested_state *s, bool log_softmax, jag_tensor **out);
 jag_status jag__ragged_softmax_backward(const nested_state *s, const jag_tensor *y, const jag_tensor *g, bool log_softmax,
                                         jag_tensor **out);

@@ -1,28 +1,31 @@
-/* nested_ops.c — how ops run on nested tensors. The handler
- * (jag__nested_dispatch) runs after the dispatcher tried any decomposition
- * registered for the op, and resolves it in this order:
- *   1. attention (scaled_dot_product_attention, masked or not) goes to the
- *      composite that sorts out its arguments;
+/* nested_ops.c — how ops run on nested tensors. One function,
+ * jag__nested_dispatch, is both the class's handler and, with a rule as its
+ * context, the decomposition registered for each op that has a rule of its
+ * own (nested_rules below, registered through jag_subclass_register_decomp).
+ * Its order:
+ *   1. a rule that sorts out its arguments itself (masked attention: a
+ *      strided nested mask beside jagged q, k, v) runs first;
  *   2. the lead argument: the first nested one (nested arguments must share
  *      a layout; another subclass beside them is refused);
- *   3. ops about the structure itself: `values` as a view of the packed
- *      values, to_padded, and the constructors refusing nested arguments;
- *   4. jagged layout: a transpose that moves the ragged dim; any argument
- *      ragged away from dim 1 runs on its canonical form (ragged_idx.c);
- *      POINTWISE ops on the packed values (a dense operand broadcast to
- *      the packed rows) re-wrapped with the same structure; then one rule
- *      per op: mm / matmul / linear as one op on the values, reductions
- *      over the ragged dim by segment kernels (nested_reduce.c) and over
- *      other dims on the values, narrow along the ragged dim, select and
- *      index_select over the batch, view, unsqueeze, transpose, embedding,
- *      embedding_bag, cat, softmax / log_softmax down components or on the
- *      values, layer_norm / rms_norm on the values; anything else is
- *      JAG_ENOTIMPL naming the op and the layout;
- *   5. strided layout: POINTWISE ops on the buffer when every argument has
- *      the same tables, transpose as a view, custom ops refused (they need
- *      a registered decomposition), everything else per component (unbind,
- *      run the op on each component, nest the results), which refuses with
- *      JAG_ENOTIMPL the ops it cannot split. */
+ *   3. rules about the structure itself, on either layout: `values` as a
+ *      view of the packed values, to_padded, the constructors refusing
+ *      nested arguments, attention, transpose (which may move the ragged
+ *      dim, or swap the strided size tables);
+ *   4. jagged layout: any argument ragged away from dim 1 runs on its
+ *      canonical form (ragged_idx.c, which calls back here with the same
+ *      rule); POINTWISE rows on the packed values (a dense operand broadcast
+ *      to the packed rows) re-wrapped with the same structure; then the
+ *      op's rule: mm / matmul / linear as one op on the values, reductions
+ *      over the ragged dim by the ragged_reduce op or segment kernels
+ *      (src/cpu/ragged_reduce.c) and over other dims on the values, narrow along the
+ *      ragged dim, select and index_select over the batch, view, unsqueeze,
+ *      embedding, embedding_bag, cat, softmax / log_softmax down components
+ *      or on the values, layer_norm / rms_norm on the values; an op without
+ *      a jagged rule is JAG_ENOTIMPL naming the op and the layout;
+ *   5. strided layout: POINTWISE rows on the buffer when every argument has
+ *      the same tables, else per component (unbind, run the op on each
+ *      component, nest the results), as every op with a rule does; custom
+ *      ops without a registered decomposition and NO_NESTED rows refused. */
 #include "nested.h"
 
 static const char *layout_name(jag_layout l) { return l == JAG_JAGGED ? "jagged" : "strided"; }
@@ -271,11 +274,20 @@ static jag_status on_values_dims(jag_op_id op, const jag_value *args, int nargs,
     return st;
 }
 
+/* Zero rows (n, E) of dtype: the rows of a result in a jagged tensor's holes. */
+static jag_status zero_rows(int64_t n, int64_t e, jag_dtype dtype, jag_tensor **out) {
+    int64_t shape[2] = {n, e};
+    jag_value a[] = {jag__v_ints(shape, 2), jag__v_double(0), jag__v_int(dtype)};
+    return jag__dispatch(JAG_OP_full, a, 3, out);
+}
+
 /* matmul of a jagged (B, j, D) by a dense (B, D, E): component b times
  * matrix b (torch's nested @ dense per batch item) -> jagged (B, j, E) with
- * a's structure. One mm per component on its rows of the values, written
- * into the matching rows of new values (rows in holes are zero). Runs below
- * autograd: the matmul rule (derivatives_nested.c) gives both gradients. */
+ * a's structure. One mm per component on its rows of the values; the new
+ * values are the products, with zero rows for the holes between them, put
+ * together by one cat (components never overlap and come in order). Runs
+ * below autograd: the matmul rule (derivatives_nested.c) gives both
+ * gradients. */
 static jag_status matmul_per_item(const char *op, nested_state *lead, const jag_tensor *w, jag_tensor **outs) {
     const jag_tensor *v = lead->values;
     if (w->sizes[0] != lead->batch || w->sizes[1] != v->sizes[1])
@@ -288,32 +300,36 @@ static jag_status matmul_per_item(const char *op, nested_state *lead, const jag_
                           jag_dtype_name(v->dtype));
     if (!v->storage || !w->storage || !lead->offsets->storage)
         return jag__error(JAG_ENOTIMPL, "%s: a nested tensor times a batch of matrices needs data (it cannot be traced yet)", op);
-    int64_t shape[2] = {v->sizes[0], w->sizes[2]};
-    jag_tensor *res = jag__tensor_new(op, shape, 2, v->dtype, true, false);
-    if (!res) return jag_last_status();
     const int64_t *o = (const int64_t *)jag__ptr(lead->offsets);
     const int64_t *l = lead->lengths ? (const int64_t *)jag__ptr(lead->lengths) : NULL;
+    int64_t e = w->sizes[2], end = 0; /* the rows made so far */
+    jag_tensor **parts = calloc((size_t)(2 * lead->batch + 1), sizeof *parts);
+    if (!parts) return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    int n_parts = 0;
     jag_status st = JAG_OK;
     for (int64_t b = 0; b < lead->batch && !st; b++) {
         int64_t n = l ? l[b] : o[b + 1] - o[b];
         if (n == 0) continue;
-        jag_tensor *rows = NULL, *mat = NULL, *prod = NULL;
+        if (o[b] > end && (st = zero_rows(o[b] - end, e, v->dtype, &parts[n_parts++]))) break;
+        jag_tensor *rows = NULL, *mat = NULL;
         jag_value nr[] = {jag__v_tensor(v), jag__v_int(0), jag__v_int(o[b]), jag__v_int(n)};
         jag_value sel[] = {jag__v_tensor(w), jag__v_int(0), jag__v_int(b)};
         if (!(st = jag__dispatch(JAG_OP_narrow, nr, 4, &rows)) && !(st = jag__dispatch(JAG_OP_select, sel, 3, &mat))) {
             jag_value mm[] = {jag__v_tensor(rows), jag__v_tensor(mat)};
-            if (!(st = jag__dispatch(JAG_OP_mm, mm, 2, &prod))) {
-                jag_tensor *dst = jag__tensor_view(res, prod->sizes, res->strides, 2, o[b] * res->strides[0]);
-                if (!dst) st = jag_last_status();
-                else jag__copy_into(dst, prod), jag_release(dst);
-            }
+            st = jag__dispatch(JAG_OP_mm, mm, 2, &parts[n_parts++]);
         }
-        jag_release(rows), jag_release(mat), jag_release(prod);
+        jag_release(rows), jag_release(mat);
+        end = o[b] + n;
     }
-    if (st) {
-        jag_release(res);
-        return st;
+    if (!st && (v->sizes[0] > end || n_parts == 0)) st = zero_rows(v->sizes[0] - end, e, v->dtype, &parts[n_parts++]);
+    jag_tensor *res = NULL;
+    if (!st) {
+        jag_value c[] = {jag__v_tensors(parts, n_parts), jag__v_int(0)};
+        st = jag__dispatch(JAG_OP_cat, c, 2, &res);
     }
+    for (int i = 0; i < n_parts; i++) jag_release(parts[i]);
+    free(parts);
+    if (st) return st;
     return jag__nested_rewrap_jagged_taking(lead, res, outs);
 }
 
@@ -579,9 +595,12 @@ int jag__ragged_reduction(jag_op_id op, const jag_value *args, int nargs, int ou
 }
 
 /* reductions over the ragged dim, alone or with trailing dims: (B, j, D...)
- * -> dense (B, kept D...) [and the indices of max_dim / min_dim] */
+ * -> dense (B, kept D...) [and the indices of max_dim / min_dim]. Float
+ * values without indices: the ragged_reduce op on the inner tensors; the
+ * kinds with indices and integer values have no op yet and run the kernels
+ * on the state. */
 static jag_status reduce_ragged(jag_op_id op, nested_state *lead, const jag_segment_spec *sp, jag_tensor **outs) {
-    bool int_values = lead->values->storage && !jag_dtype_is_floating(lead->values->dtype); /* torch's dtypes: nested_reduce.c */
+    bool int_values = lead->values->storage && !jag_dtype_is_floating(lead->values->dtype); /* torch's dtypes: src/cpu/ragged_reduce.c */
     if (sp->kind < JAG_SEG_MAX && !int_values) return jag__ragged_reduce(lead, sp, outs); /* traceable: a plain op */
     return jag__segment_reduce_dims(jag__ops[op].api_name, lead, sp, outs);
 }
@@ -723,7 +742,270 @@ static jag_status view_jagged(const jag_value *args, int nargs, nested_state *le
     return jag__nested_rewrap_jagged_taking(lead, v, outs);
 }
 
-/* ---- the handler -------------------------------------------------------- */
+/* ---- the rules, one per op ----------------------------------------------- */
+
+/* Every rule has this shape: `lead` is the first nested argument (NULL for
+ * a rule that runs before it is found), `outer_ndim` its number of dims. */
+typedef jag_status (*nested_rule_fn)(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                                     jag_tensor **outs);
+
+/* When a rule runs in the handler's order (see the top of this file). */
+typedef enum {
+    RULE_BEFORE_LEAD,   /* before the lead argument is found: the op sorts out its arguments */
+    RULE_ON_STRUCTURE,  /* once the lead is found, on either layout, before the jagged prelude */
+    RULE_BY_LAYOUT,     /* jagged: after the prelude, ragged dim at 1; strided: `strided` */
+} rule_stage;
+
+typedef struct nested_rule {
+    jag_op_id op;
+    rule_stage stage;
+    nested_rule_fn fn;      /* the jagged rule (RULE_BY_LAYOUT: NULL when there is none), else the rule */
+    nested_rule_fn strided; /* RULE_BY_LAYOUT: the strided rule */
+} nested_rule;
+
+static bool lead_first(const jag_value *args, const nested_state *lead) {
+    return args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead;
+}
+
+/* attention: a strided nested mask beside jagged q, k, v, or q, k, v with
+ * their ragged dim at 2 — the composite sorts out its arguments */
+static jag_status rule_attention(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                                 jag_tensor **outs) {
+    (void)lead, (void)outer_ndim;
+    return jag__composite_sdpa(jag__ops[op].api_name, args, nargs, outs);
+}
+
+/* values: a new header over the packed values (a view) */
+static jag_status rule_values(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                              jag_tensor **outs) {
+    (void)args, (void)nargs, (void)outer_ndim;
+    if (lead->layout != JAG_JAGGED) return not_supported(&jag__ops[op], lead->layout, "use jag_nested_buffer");
+    const jag_tensor *v = lead->values;
+    outs[0] = jag__tensor_view(v, v->sizes, v->strides, v->ndim, v->offset);
+    return outs[0] ? JAG_OK : jag_last_status();
+}
+
+/* the constructors of nested tensors take plain tensors: a nested one is
+ * the caller's mistake */
+static jag_status rule_plain_arguments(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                                       jag_tensor **outs) {
+    (void)args, (void)nargs, (void)lead, (void)outer_ndim, (void)outs;
+    return jag__error(JAG_EINVAL, "%s: arguments must be plain tensors, got a nested tensor", jag__ops[op].api_name);
+}
+
+static jag_status rule_to_padded(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                                 jag_tensor **outs) {
+    (void)nargs, (void)lead, (void)outer_ndim;
+    if (args[0].kind != JAG_VAL_TENSOR || !jag__nested(args[0].u.t) || args[1].kind != JAG_VAL_DOUBLE ||
+        args[2].kind != JAG_VAL_INTS)
+        return jag__error(JAG_EINVAL, "%s: expected (nested tensor, double padding, int list output_sizes)",
+                          jag__ops[op].api_name);
+    return jag__nested_to_padded(args[0].u.t, args[1].u.d, args[2].u.ints.n ? args[2].u.ints.v : NULL, args[2].u.ints.n,
+                                 outs);
+}
+
+/* transpose: of the size tables (strided); moving the ragged dim or from a
+ * tensor ragged elsewhere than dim 1 (ragged_idx.c); else on the values */
+static jag_status rule_transpose(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                                 jag_tensor **outs) {
+    const jag_op_info *info = &jag__ops[op];
+    if (lead->layout == JAG_STRIDED) return transpose_strided(args, lead, outer_ndim, outs);
+    if (!lead_first(args, lead)) return not_supported(info, JAG_JAGGED, NULL);
+    if (lead->ragged_idx != 1 || jag__is_ragged_dim(&args[1], outer_ndim) || jag__is_ragged_dim(&args[2], outer_ndim))
+        return jag__nested_transpose_jagged(info, args, nargs, lead, outer_ndim, outs);
+    return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
+}
+
+/* the reductions: over the ragged dim by segments, over other dims on the values */
+static jag_status rule_reduce(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                              jag_tensor **outs) {
+    if (!lead_first(args, lead)) return not_supported(&jag__ops[op], JAG_JAGGED, NULL);
+    jag_segment_spec sp;
+    int r = jag__ragged_reduction(op, args, nargs, outer_ndim, &sp);
+    if (r < 0) return jag_last_status();
+    if (r > 0) return reduce_ragged(op, lead, &sp, outs);
+    return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
+}
+
+static jag_status rule_narrow(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                              jag_tensor **outs) {
+    if (!lead_first(args, lead)) return not_supported(&jag__ops[op], JAG_JAGGED, NULL);
+    if (nargs == 4 && jag__is_ragged_dim(&args[1], outer_ndim)) return narrow_ragged(args, nargs, lead, outs);
+    return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
+}
+
+/* select: one component along the batch dim, else on the values */
+static jag_status rule_select(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                              jag_tensor **outs) {
+    if (!lead_first(args, lead)) return not_supported(&jag__ops[op], JAG_JAGGED, NULL);
+    if (nargs == 3 && args[1].kind == JAG_VAL_INT && (args[1].u.i == 0 || args[1].u.i == -outer_ndim))
+        return select_component(args, nargs, lead, outs);
+    return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
+}
+
+/* index_select: components picked along the batch dim, else on the values */
+static jag_status rule_index_select(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                                    jag_tensor **outs) {
+    const jag_op_info *info = &jag__ops[op];
+    if (!lead_first(args, lead)) return not_supported(info, JAG_JAGGED, NULL);
+    if (nargs == 3 && args[1].kind == JAG_VAL_INT && (args[1].u.i == 0 || args[1].u.i == -outer_ndim) &&
+        args[2].kind == JAG_VAL_TENSOR)
+        return jag__nested_index_select_batch(info->api_name, lead, args[2].u.t, outs);
+    if (!(args[2].kind == JAG_VAL_TENSOR && jag__nested(args[2].u.t)))
+        return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
+    return not_supported(info, JAG_JAGGED, NULL);
+}
+
+static jag_status rule_view(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                            jag_tensor **outs) {
+    if (!lead_first(args, lead)) return not_supported(&jag__ops[op], JAG_JAGGED, NULL);
+    return view_jagged(args, nargs, lead, outer_ndim, outs);
+}
+
+static jag_status rule_unsqueeze(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                                 jag_tensor **outs) {
+    const jag_op_info *info = &jag__ops[op];
+    if (!lead_first(args, lead) || nargs != 2 || args[1].kind != JAG_VAL_INT) return not_supported(info, JAG_JAGGED, NULL);
+    return jag__nested_unsqueeze(info->api_name, lead, outer_ndim, args[1].u.i, outs);
+}
+
+static jag_status rule_embedding(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                                 jag_tensor **outs) {
+    (void)op, (void)outer_ndim;
+    return embedding_nested(args, nargs, lead, outs);
+}
+
+static jag_status rule_cat(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                           jag_tensor **outs) {
+    (void)lead, (void)outer_ndim;
+    return jag__nested_cat(jag__ops[op].api_name, args, nargs, outs);
+}
+
+/* embedding_bag of nested indices: their values and offsets as the bags */
+static jag_status rule_embedding_bag(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                                     jag_tensor **outs) {
+    (void)lead, (void)outer_ndim;
+    jag_value a[MAX_ARGS];
+    jag_tensor *temps[3];
+    jag_status st = jag__nested_bag_args(jag__ops[op].api_name, args, nargs, a, temps);
+    if (!st) st = jag__dispatch(op, a, nargs, outs);
+    for (int i = 0; i < 3; i++) jag_release(temps[i]);
+    return st;
+}
+
+/* softmax / log_softmax: down each component over the ragged dim (a plain
+ * op, traceable), else on the values */
+static jag_status rule_softmax(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                               jag_tensor **outs) {
+    const jag_op_info *info = &jag__ops[op];
+    if (!lead_first(args, lead)) return not_supported(info, JAG_JAGGED, NULL);
+    if (!jag__is_ragged_dim(&args[1], outer_ndim)) return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
+    if (!jag_dtype_is_floating(lead->values->dtype))
+        return jag__error(JAG_EDTYPE, "%s: softmax over the ragged dim needs float values, got %s", info->api_name,
+                          jag_dtype_name(lead->values->dtype));
+    jag_tensor *v = NULL;
+    jag_status st = jag__ragged_softmax(lead, op == JAG_OP_log_softmax, &v);
+    if (st) return st;
+    return jag__nested_rewrap_jagged_taking(lead, v, outs);
+}
+
+static jag_status rule_norm(jag_op_id op, const jag_value *args, int nargs, nested_state *lead, int outer_ndim,
+                            jag_tensor **outs) {
+    if (!lead_first(args, lead)) return not_supported(&jag__ops[op], JAG_JAGGED, NULL);
+    return norm_on_values(op, args, nargs, lead, outer_ndim, outs);
+}
+
+/* The nested class's rules. Each is registered through the public
+ * decomposition API (jag_subclass_register_decomp) with the handler itself
+ * as the function and the rule as its context: a registered decomposition
+ * runs instead of the class's handler, and every rule needs the handler's
+ * prelude first (the lead argument, the layouts agreeing, the ragged dim
+ * moved to 1, ...), so the prelude is shared by being the same function,
+ * called with the rule (registered) or without one (the class's handler,
+ * for POINTWISE rows, NO_NESTED rows and custom ops). The dispatcher's
+ * per-op decomposition load is then the only lookup: no second table is
+ * read on the hot path, and a rule replaced by a user's decomposition is
+ * replaced everywhere, also when ragged_idx.c runs the op again on its
+ * canonical form (it passes the context on). Rows tagged NO_NESTED have
+ * none; tests/test_op_table.c checks that every other row has one. */
+#define BY_LAYOUT(name, rule) {JAG_OP_##name, RULE_BY_LAYOUT, rule, per_component}
+#define PER_COMPONENT(name) {JAG_OP_##name, RULE_BY_LAYOUT, NULL, per_component}
+static const nested_rule nested_rules[] = {
+    {JAG_OP_scaled_dot_product_attention_masked, RULE_BEFORE_LEAD, rule_attention, NULL},
+    {JAG_OP_scaled_dot_product_attention, RULE_ON_STRUCTURE, rule_attention, NULL},
+    {JAG_OP_values, RULE_ON_STRUCTURE, rule_values, NULL},
+    {JAG_OP_nested_from_jagged, RULE_ON_STRUCTURE, rule_plain_arguments, NULL},
+    {JAG_OP_from_padded, RULE_ON_STRUCTURE, rule_plain_arguments, NULL},
+    {JAG_OP_to_padded, RULE_ON_STRUCTURE, rule_to_padded, NULL},
+    {JAG_OP_transpose, RULE_ON_STRUCTURE, rule_transpose, NULL},
+    BY_LAYOUT(mm, gemm_on_values),
+    BY_LAYOUT(matmul, gemm_on_values),
+    BY_LAYOUT(linear, gemm_on_values),
+    BY_LAYOUT(sum, rule_reduce),
+    BY_LAYOUT(mean, rule_reduce),
+    BY_LAYOUT(amax, rule_reduce),
+    BY_LAYOUT(amin, rule_reduce),
+    BY_LAYOUT(logsumexp, rule_reduce),
+    BY_LAYOUT(var, rule_reduce),
+    BY_LAYOUT(std, rule_reduce),
+    BY_LAYOUT(max_dim, rule_reduce),
+    BY_LAYOUT(min_dim, rule_reduce),
+    BY_LAYOUT(argmax, rule_reduce),
+    BY_LAYOUT(argmin, rule_reduce),
+    BY_LAYOUT(narrow, rule_narrow),
+    BY_LAYOUT(select, rule_select),
+    BY_LAYOUT(index_select, rule_index_select),
+    BY_LAYOUT(view, rule_view),
+    BY_LAYOUT(unsqueeze, rule_unsqueeze),
+    BY_LAYOUT(embedding, rule_embedding),
+    BY_LAYOUT(cat, rule_cat),
+    BY_LAYOUT(embedding_bag, rule_embedding_bag),
+    BY_LAYOUT(softmax, rule_softmax),
+    BY_LAYOUT(log_softmax, rule_softmax),
+    BY_LAYOUT(layer_norm, rule_norm),
+    BY_LAYOUT(rms_norm, rule_norm),
+    /* no jagged rule yet: per component on the strided layout */
+    PER_COMPONENT(bmm),
+    PER_COMPONENT(squeeze),
+    PER_COMPONENT(prod),
+    PER_COMPONENT(max),
+    PER_COMPONENT(min),
+    PER_COMPONENT(gather),
+    PER_COMPONENT(scatter_add),
+    PER_COMPONENT(native_layer_norm),
+    PER_COMPONENT(native_rms_norm),
+    PER_COMPONENT(layer_norm_backward),
+    PER_COMPONENT(rms_norm_backward),
+    PER_COMPONENT(softmax_backward),
+    PER_COMPONENT(log_softmax_backward),
+    PER_COMPONENT(mean_backward),
+};
+#undef BY_LAYOUT
+#undef PER_COMPONENT
+
+static bool rule_registered[JAG_OP_BUILTIN_COUNT];
+
+jag_status jag__nested_register_rules(const jag_subclass *cls) {
+    for (size_t i = 0; i < sizeof nested_rules / sizeof nested_rules[0]; i++) {
+        const nested_rule *r = &nested_rules[i];
+        jag_status st = jag_subclass_register_decomp(cls, r->op, jag__nested_dispatch, (void *)r);
+        if (st) return st;
+        rule_registered[r->op] = true;
+    }
+    return JAG_OK;
+}
+
+bool jag__nested_has_rule(jag_op_id op) { return op >= 0 && op < JAG_OP_BUILTIN_COUNT && rule_registered[op]; }
+
+/* The rules go in when the library loads, before any caller can register
+ * a decomposition of its own for the class (which then replaces ours). */
+__attribute__((constructor)) static void register_nested_rules(void) {
+    jag_status st = jag__nested_register_rules(jag__nested_class());
+    JAG_ASSERT(st == JAG_OK);
+    (void)st;
+}
+
+/* ---- the handler ---------------------------------------------------------- */
 
 /* Whether a jagged argument has its ragged dim elsewhere than dim 1. */
 static bool any_ragged_elsewhere(const jag_value *args, int nargs) {
@@ -736,129 +1018,32 @@ static bool any_ragged_elsewhere(const jag_value *args, int nargs) {
     return false;
 }
 
+/* The class's handler (ctx NULL) and every registered rule (ctx: the rule). */
 jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs,
                                 jag_tensor **outs, void *ctx) {
-    (void)cls, (void)ctx;
+    const nested_rule *rule = ctx;
     const jag_op_info *info = &jag__ops[op];
-    /* a strided nested mask beside jagged q, k, v: the op sorts out its arguments */
-    if (op == JAG_OP_scaled_dot_product_attention_masked) return jag__composite_sdpa(info->api_name, args, nargs, outs);
+    if (rule && rule->stage == RULE_BEFORE_LEAD) return rule->fn(op, args, nargs, NULL, 0, outs);
     nested_state *lead;
     jag_status st = find_lead(info, args, nargs, &lead);
     if (st) return st;
     int outer_ndim = 0;
     for (int i = 0; i < nargs && !outer_ndim; i++)
         if (args[i].kind == JAG_VAL_TENSOR && jag__nested(args[i].u.t) == lead) outer_ndim = args[i].u.t->ndim;
+    if (rule && rule->stage == RULE_ON_STRUCTURE) return rule->fn(op, args, nargs, lead, outer_ndim, outs);
 
-    if (op == JAG_OP_values) { /* a new header over the values: a view */
-        if (lead->layout != JAG_JAGGED) return not_supported(info, lead->layout, "use jag_nested_buffer");
-        const jag_tensor *v = lead->values;
-        outs[0] = jag__tensor_view(v, v->sizes, v->strides, v->ndim, v->offset);
-        return outs[0] ? JAG_OK : jag_last_status();
-    }
-    if (op == JAG_OP_scaled_dot_product_attention) return jag__composite_sdpa(info->api_name, args, nargs, outs);
-    if (op == JAG_OP_nested_from_jagged || op == JAG_OP_from_padded)
-        return jag__error(JAG_EINVAL, "%s: arguments must be plain tensors, got a nested tensor", info->api_name);
-    if (op == JAG_OP_to_padded) {
-        if (args[0].kind != JAG_VAL_TENSOR || !jag__nested(args[0].u.t) || args[1].kind != JAG_VAL_DOUBLE ||
-            args[2].kind != JAG_VAL_INTS)
-            return jag__error(JAG_EINVAL, "%s: expected (nested tensor, double padding, int list output_sizes)", info->api_name);
-        return jag__nested_to_padded(args[0].u.t, args[1].u.d, args[2].u.ints.n ? args[2].u.ints.v : NULL,
-                                     args[2].u.ints.n, outs);
-    }
     if (lead->layout == JAG_JAGGED) {
-        if (op == JAG_OP_transpose && args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead &&
-            (lead->ragged_idx != 1 || jag__is_ragged_dim(&args[1], outer_ndim) || jag__is_ragged_dim(&args[2], outer_ndim)))
-            return jag__nested_transpose_jagged(info, args, nargs, lead, outer_ndim, outs); /* moves the ragged dim */
         if (any_ragged_elsewhere(args, nargs))
             return jag__nested_dispatch_moved(cls, op, args, nargs, lead, outer_ndim, outs, ctx);
         if (info->tags & JAG_TAG_POINTWISE) return pointwise_jagged(op, args, nargs, lead, outer_ndim, outs);
-        switch (op) {
-        case JAG_OP_mm:
-        case JAG_OP_matmul:
-        case JAG_OP_linear: return gemm_on_values(op, args, nargs, lead, outer_ndim, outs);
-        case JAG_OP_sum:
-        case JAG_OP_mean:
-        case JAG_OP_amax:
-        case JAG_OP_amin:
-        case JAG_OP_logsumexp:
-        case JAG_OP_var:
-        case JAG_OP_std:
-        case JAG_OP_max_dim:
-        case JAG_OP_min_dim:
-        case JAG_OP_argmax:
-        case JAG_OP_argmin:
-            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead) {
-                jag_segment_spec sp;
-                int r = jag__ragged_reduction(op, args, nargs, outer_ndim, &sp);
-                if (r < 0) return jag_last_status();
-                if (r > 0) return reduce_ragged(op, lead, &sp, outs);
-            }
-            __attribute__((fallthrough)); /* other dims run on values */
-        case JAG_OP_narrow:
-            if (op == JAG_OP_narrow && args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead && nargs == 4 &&
-                jag__is_ragged_dim(&args[1], outer_ndim))
-                return narrow_ragged(args, nargs, lead, outs);
-            __attribute__((fallthrough));
-        case JAG_OP_transpose:
-            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead)
-                return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
-            break;
-        case JAG_OP_select:
-            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead && nargs == 3 &&
-                args[1].kind == JAG_VAL_INT && (args[1].u.i == 0 || args[1].u.i == -outer_ndim))
-                return select_component(args, nargs, lead, outs);
-            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead)
-                return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
-            break;
-        case JAG_OP_view:
-            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead) return view_jagged(args, nargs, lead, outer_ndim, outs);
-            break;
-        case JAG_OP_embedding: return embedding_nested(args, nargs, lead, outs);
-        case JAG_OP_cat: return jag__nested_cat(info->api_name, args, nargs, outs);
-        case JAG_OP_embedding_bag: {
-            jag_value a[MAX_ARGS];
-            jag_tensor *temps[3];
-            jag_status st2 = jag__nested_bag_args(info->api_name, args, nargs, a, temps);
-            if (!st2) st2 = jag__dispatch(op, a, nargs, outs);
-            for (int i = 0; i < 3; i++) jag_release(temps[i]);
-            return st2;
-        }
-        case JAG_OP_index_select:
-            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead && nargs == 3 && args[1].kind == JAG_VAL_INT &&
-                (args[1].u.i == 0 || args[1].u.i == -outer_ndim) && args[2].kind == JAG_VAL_TENSOR)
-                return jag__nested_index_select_batch(info->api_name, lead, args[2].u.t, outs);
-            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead && !(args[2].kind == JAG_VAL_TENSOR && jag__nested(args[2].u.t)))
-                return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
-            break;
-        case JAG_OP_unsqueeze:
-            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead && nargs == 2 && args[1].kind == JAG_VAL_INT)
-                return jag__nested_unsqueeze(info->api_name, lead, outer_ndim, args[1].u.i, outs);
-            break;
-        case JAG_OP_softmax:
-        case JAG_OP_log_softmax:
-            if (args[0].kind != JAG_VAL_TENSOR || jag__nested(args[0].u.t) != lead) break;
-            if (jag__is_ragged_dim(&args[1], outer_ndim)) { /* down each component: a plain op, traceable */
-                if (!jag_dtype_is_floating(lead->values->dtype))
-                    return jag__error(JAG_EDTYPE, "%s: softmax over the ragged dim needs float values, got %s",
-                                      info->api_name, jag_dtype_name(lead->values->dtype));
-                jag_tensor *v = NULL;
-                jag_status st2 = jag__ragged_softmax(lead, op == JAG_OP_log_softmax, &v);
-                if (st2) return st2;
-                return jag__nested_rewrap_jagged_taking(lead, v, outs);
-            }
-            return on_values_dims(op, args, nargs, lead, outer_ndim, outs);
-        case JAG_OP_layer_norm:
-        case JAG_OP_rms_norm:
-            if (args[0].kind == JAG_VAL_TENSOR && jag__nested(args[0].u.t) == lead)
-                return norm_on_values(op, args, nargs, lead, outer_ndim, outs);
-            break;
-        default: break;
-        }
+        if (rule && rule->fn) return rule->fn(op, args, nargs, lead, outer_ndim, outs);
         return not_supported(info, JAG_JAGGED, NULL);
     }
-    if ((info->tags & JAG_TAG_POINTWISE) && strided_buffers_apply(args, nargs, lead))
-        return pointwise_strided(op, args, nargs, lead, outs);
-    if (op == JAG_OP_transpose) return transpose_strided(args, lead, outer_ndim, outs);
+    if (rule) return rule->strided(op, args, nargs, lead, outer_ndim, outs);
+    if (info->tags & JAG_TAG_POINTWISE)
+        return strided_buffers_apply(args, nargs, lead) ? pointwise_strided(op, args, nargs, lead, outs)
+                                                        : per_component(op, args, nargs, lead, outer_ndim, outs);
     if (info->tags & JAG_TAG_CUSTOM) return not_supported(info, JAG_STRIDED, "register a nested decomposition for this custom op");
-    return per_component(op, args, nargs, lead, outer_ndim, outs);
+    return not_supported(info, JAG_STRIDED, "it has no nested rule: its arguments describe the whole tensor, not a component, or are "
+                                            "a jagged tensor's inner tensors");
 }

@@ -105,7 +105,8 @@ static bool same_sizes(const jag_tensor *a, const jag_tensor *b) {
 static bool fits(const jag_trace *t, const jag_sym *s, const jag_tensor *like) {
     if (s->kind != JAG_SYM_OP || !jag__fusable_op(s->op) || s->n_out != 1 || s->nargs > 3) return false;
     const jag_tensor *o = t->vars[s->outs[0]].proxy;
-    if (o->subclass || !jag_dtype_is_floating(o->dtype) || o->ndim == 0) return false;
+    /* the fused loops compute in float32 and float64 only */
+    if (o->subclass || (o->dtype != JAG_FLOAT32 && o->dtype != JAG_FLOAT64) || o->ndim == 0) return false;
     if (like && (o->dtype != like->dtype || !same_sizes(o, like))) return false;
     for (int i = 0; i < s->nargs; i++) {
         const jag_value *a = &s->args[i];

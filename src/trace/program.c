@@ -495,8 +495,10 @@ static jag_status run_instr(jag_exec *e, jag_instr *in) {
     case JAG_SYM_OP: {
         const jag_op_info *info = &jag__ops[s->op];
         bool direct = in->direct;
+        /* nested and half operands go through the dispatcher: it unwraps
+         * the one and widens the other to float32 */
         for (int i = 0; direct && i < s->nargs; i++)
-            if (a[i].kind == JAG_VAL_TENSOR && a[i].u.t->subclass) direct = false;
+            if (a[i].kind == JAG_VAL_TENSOR && (a[i].u.t->subclass || jag_dtype_is_half(a[i].u.t->dtype))) direct = false;
             else if (a[i].kind == JAG_VAL_TENSORS) direct = false;
         if (direct) {
             /* the specs of the last run serve while the tensor arguments

@@ -10,10 +10,11 @@
  */
 #include "mpi_harness.h"
 
-static const jag_dtype dtypes[] = {JAG_FLOAT32, JAG_FLOAT64, JAG_INT32, JAG_INT64};
+static const jag_dtype dtypes[] = {JAG_FLOAT32, JAG_FLOAT64, JAG_INT32, JAG_INT64, JAG_FLOAT16, JAG_BFLOAT16};
 
 /* Rank r's element i: small integers and quarters, exact in every dtype's
- * sums (integer dtypes see the integral part only: x4 keeps it integral). */
+ * sums (integer dtypes see the integral part only: x4 keeps it integral;
+ * the sums over 3 ranks need 6 significant bits, bfloat16 has 8). */
 static double val(int r, int64_t i, jag_dtype d) {
     double v = (double)((r * 7 + i * 3) % 11) - 4.0 + (r % 2 ? 0.5 : 0.25);
     return jag_dtype_is_floating(d) ? v : 4.0 * v;
@@ -39,8 +40,13 @@ static double reduced(jag_reduce_op op, int64_t i, jag_dtype d, int p) {
     return op == JAG_REDUCE_AVG ? acc / p : acc;
 }
 
-/* the tolerance of avg: one division by p rounded in the dtype */
-static double tol(jag_reduce_op op, jag_dtype d) { return op == JAG_REDUCE_AVG && d == JAG_FLOAT32 ? 1e-6 : 0.0; }
+/* the tolerance of avg: one division by p rounded in the dtype (the half
+ * types divide in float32, then round: their unit roundoff plus float32's) */
+static double tol(jag_reduce_op op, jag_dtype d) {
+    if (op != JAG_REDUCE_AVG) return 0.0;
+    double u32 = ldexp(1.0, -24);
+    return d == JAG_FLOAT32 ? 1e-6 : d == JAG_FLOAT16 ? ldexp(1.0, -11) + u32 : d == JAG_BFLOAT16 ? ldexp(1.0, -8) + u32 : 0.0;
+}
 
 static void check_values(const jag_tensor *x, jag_reduce_op op, jag_dtype d, int p) {
     int64_t n = jag_numel(x);

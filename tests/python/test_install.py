@@ -105,6 +105,7 @@ def test_wheel_installs_into_a_fresh_venv(tmp_path):
     extensions = [n for n in names if re.fullmatch(r"jag/_C\..*\.so", n)]
     assert len(extensions) == 1, names
     assert "jag/py.typed" in names  # PEP 561: type checkers read the annotations
+    assert {"jag/_C.pyi", "jag/_generated_ops.pyi"} <= set(names)  # the stubs ship beside py.typed
     assert not [n for n in names if n.endswith((".c", ".h")) or "libjag" in n], names
 
     venv = tmp_path / "venv"

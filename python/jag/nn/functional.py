@@ -12,11 +12,12 @@ Example::
 from __future__ import annotations
 
 import builtins as _builtins
+import math as _math
 import typing as _typing
 
 import jag as _jag
 
-_op = _jag._op
+_op: _typing.Callable[..., _typing.Any] = _jag._C._op
 
 
 def relu(input: _jag.Tensor, inplace: bool = False) -> _jag.Tensor:
@@ -247,7 +248,13 @@ def scaled_dot_product_attention(query: _jag.Tensor, key: _jag.Tensor, value: _j
     than query heads, each serving H_q / H_kv query heads. attn_mask:
     additive float, or bool (True takes part), dense and broadcast to
     (B, H, Lq, Lk) for dense inputs, a strided nested tensor of (Lq_b, Lk_b)
-    per item for jagged ones. scale None: 1/sqrt(D).
+    per item for jagged ones. scale None: 1/sqrt(D). dropout_p > 0 (as
+    torch's functional, whether or not a module is training): the attention
+    weights go through jag.nn.functional.dropout (each zeroed with
+    probability dropout_p, the rest scaled by 1 / (1 - dropout_p)) before
+    the product with v; the mask comes from the generator jag.manual_seed
+    seeds, one draw over the (..., H, Lq, Lk) weights (jagged: one per
+    component, in order).
 
     Example::
 
@@ -257,8 +264,8 @@ def scaled_dot_product_attention(query: _jag.Tensor, key: _jag.Tensor, value: _j
         >>> [c.shape for c in out.transpose(1, 2).unbind()]
         [(3, 2, 4), (1, 2, 4)]
     """
-    if dropout_p:
-        raise NotImplementedError("scaled_dot_product_attention: dropout_p must be 0")
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError("scaled_dot_product_attention: dropout_p must be in [0, 1], got %r" % (dropout_p,))
     hq, hk, hv = _heads(query), _heads(key), _heads(value)
     if hk != hv:
         raise RuntimeError("scaled_dot_product_attention: key has %d heads and value %d, expected the same" % (hk, hv))
@@ -266,13 +273,71 @@ def scaled_dot_product_attention(query: _jag.Tensor, key: _jag.Tensor, value: _j
         raise RuntimeError("scaled_dot_product_attention: query has %d heads and key/value %d; pass enable_gqa=True "
                            "for grouped-query attention (query heads a multiple of key/value heads)" % (hq, hk))
     sc = 0.0 if scale is None else _builtins.float(scale)
+    if attn_mask is not None and attn_mask.dtype is _jag.bool:  # True: take part, as torch
+        attn_mask = _jag.where(attn_mask, 0.0, float("-inf")).to(query.dtype)
+    if dropout_p > 0.0:
+        sc = 1.0 / _math.sqrt(query.shape[-1]) if scale is None else sc
+        if query.is_nested:
+            return _nested_attention_with_dropout(query, key, value, attn_mask, _builtins.bool(is_causal), sc,
+                                                  _builtins.float(dropout_p))
+        return _attention_with_dropout(query, key, value, attn_mask, _builtins.bool(is_causal), sc,
+                                       _builtins.float(dropout_p))
     if attn_mask is None:
         out, _ = _op("scaled_dot_product_attention", query, key, value, _builtins.bool(is_causal), sc)
         return out
-    if attn_mask.dtype is _jag.bool:  # True: take part, as torch
-        attn_mask = _jag.where(attn_mask, 0.0, float("-inf")).to(query.dtype)
     out, _ = _op("scaled_dot_product_attention_masked", query, key, value, attn_mask, _builtins.bool(is_causal), sc)
     return out
+
+
+def _repeat_heads(t, heads):
+    """Dense (..., H, L, D) t with each head (dim -3) repeated heads / H times
+    in a row: the key/value heads of grouped-query attention."""
+    h = t.shape[-3]
+    if h == heads:
+        return t
+    index = _jag.tensor([i // (heads // h) for i in range(heads)], dtype=_jag.int64)
+    return _jag.index_select(t, t.ndim - 3, index)
+
+
+def _attention_with_dropout(q, k, v, attn_mask, is_causal, scale, p):
+    """dropout(softmax(q k^T * scale + attn_mask [causal]), p) @ v for dense
+    (..., H, L, D) operands, from differentiable ops: the weights' mask is
+    one jag.nn.functional.dropout draw over the (..., H, Lq, Lk) weights."""
+    if q.ndim >= 3:
+        k, v = _repeat_heads(k, q.shape[-3]), _repeat_heads(v, q.shape[-3])
+    scores = (q @ k.transpose(-2, -1)) * scale
+    if attn_mask is not None:
+        scores = scores + attn_mask
+    if is_causal:  # torch: row i attends to columns 0..i (the top-left triangle)
+        lq, lk = scores.shape[-2], scores.shape[-1]
+        causal = _jag.tensor([[j <= i for j in range(lk)] for i in range(lq)], dtype=_jag.bool)
+        scores = scores + _jag.where(causal, 0.0, float("-inf")).to(scores.dtype)
+    return dropout(_jag.softmax(scores, -1), p, training=True) @ v
+
+
+def _nested_attention_with_dropout(query, key, value, attn_mask, is_causal, scale, p):
+    """_attention_with_dropout per component of jagged operands, in either
+    layout, the masks drawn component after component; the output has the
+    query's offsets (the same ragged dim) and layout."""
+    if not (key.is_nested and value.is_nested):
+        raise ValueError("scaled_dot_product_attention: query is nested, so key and value must be nested too")
+    if query.lengths() is not None:
+        raise NotImplementedError("scaled_dot_product_attention: dropout_p > 0 with a query with holes "
+                                  "(lengths()) is not supported")
+    if attn_mask is not None and not attn_mask.is_nested:
+        raise ValueError("scaled_dot_product_attention: with jagged inputs, attn_mask must be a nested tensor of "
+                         "(Lq_b, Lk_b) per item")
+
+    def heads_first(t):  # the components as (H, n_b, D)
+        parts = t.unbind()
+        return parts if t._ragged_idx == 2 else [c.transpose(0, 1) for c in parts]
+
+    qs, ks, vs = heads_first(query), heads_first(key), heads_first(value)
+    masks = attn_mask.unbind() if attn_mask is not None else [None] * len(qs)
+    outs = [_attention_with_dropout(q, k, v, m, is_causal, scale, p) for q, k, v, m in zip(qs, ks, vs, masks)]
+    rows = _jag.cat([o.transpose(0, 1) for o in outs], 0)  # (sum n_b, H, D)
+    out = _jag.nested.nested_tensor_from_jagged(rows, query.offsets())
+    return out.transpose(1, 2) if query._ragged_idx == 2 else out
 
 
 def embedding_bag(input: _typing.Any, weight: _jag.Tensor, offsets: _typing.Any = None, mode: str = "mean",

@@ -138,7 +138,7 @@ class Embedding(Module):
             if tuple(_weight.shape) != (num_embeddings, embedding_dim):
                 raise AssertionError("Shape of weight does not match num_embeddings and embedding_dim")
             self.weight = Parameter(_weight, requires_grad=not _freeze)
-        self._keep = None
+        self._keep: _typing.Optional[_jag.Tensor] = None
 
     def reset_parameters(self, generator: _typing.Any = None) -> None:
         """N(0, 1), the padding row zeroed."""
@@ -152,7 +152,7 @@ class Embedding(Module):
 
     def forward(self, input: _jag.Tensor) -> _jag.Tensor:
         """The rows of weight at input's indices (input's shape + (dim,))."""
-        w = self.weight
+        w: _jag.Tensor = self.weight
         if self.padding_idx is not None and w.requires_grad and _jag.is_grad_enabled():
             # the padding row is read through a detached alias: no gradient
             # reaches it (torch's padding_idx), the other rows are w's own

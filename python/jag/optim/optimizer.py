@@ -30,8 +30,8 @@ class Optimizer:
             raise TypeError("params argument given to the optimizer should be an iterable of Tensors or dicts, "
                             "but got a jag.Tensor")
         self.defaults = dict(defaults)
-        self.state = _defaultdict(dict)
-        self.param_groups = []
+        self.state: _typing.DefaultDict[_typing.Any, _typing.Dict[str, _typing.Any]] = _defaultdict(dict)
+        self.param_groups: _typing.List[_typing.Dict[str, _typing.Any]] = []
         param_groups = list(params)
         if len(param_groups) == 0:
             raise ValueError("optimizer got an empty parameter list")
@@ -81,7 +81,7 @@ class Optimizer:
             param_group.setdefault(name, default)
         if len({id(p) for p in param_group["params"]}) != len(param_group["params"]):
             raise ValueError("optimizer contains a parameter group with duplicate parameters")
-        seen = set()
+        seen: _typing.Set[int] = set()
         for group in self.param_groups:
             seen.update(id(p) for p in group["params"])
         if any(id(p) in seen for p in param_group["params"]):
@@ -121,7 +121,7 @@ class Optimizer:
         """torch's format: {"state": {index: {name: value}}, "param_groups":
         [{hyperparameters..., "params": [indices]}]}, parameters numbered in
         group order. State tensors are the live ones (not copies)."""
-        mapping = {}
+        mapping: _typing.Dict[int, int] = {}
         start = 0
         groups = []
         for group in self.param_groups:
@@ -151,7 +151,7 @@ class Optimizer:
         for g, s in zip(groups, saved_groups):
             for old_id, p in zip(s["params"], g["params"]):
                 id_map[old_id] = p
-        state = _defaultdict(dict)
+        state: _typing.DefaultDict[_typing.Any, _typing.Dict[str, _typing.Any]] = _defaultdict(dict)
         for k, v in state_dict["state"].items():
             if k in id_map:
                 p = id_map[k]

@@ -292,9 +292,9 @@ class TokenBudgetBatchSampler(Sampler):
                 raise ValueError("%s: %s must be a bool, got %r" % (name, arg, v))
         if not _is_int(seed):
             raise TypeError("%s: seed must be an int, got %s" % (name, type(seed).__name__))
-        for arg, v in (("bucket_size", bucket_size), ("max_batch_size", max_batch_size)):
-            if v is not None and (not _is_int(v) or v <= 0):
-                raise ValueError("%s: %s must be a positive int or None, got %r" % (name, arg, v))
+        for arg, size in (("bucket_size", bucket_size), ("max_batch_size", max_batch_size)):
+            if size is not None and (not _is_int(size) or size <= 0):
+                raise ValueError("%s: %s must be a positive int or None, got %r" % (name, arg, size))
         lens = _lengths_list(lengths)
         for i, length in enumerate(lens):
             if length < 0:
@@ -469,6 +469,12 @@ def collate_nested(batch: _typing.Sequence[_typing.Any]) -> _typing.Any:
     return _collate(batch, _stack_or_nest, "collate_nested")
 
 
+def _same_type_as(data: _typing.Any) -> _typing.Callable[..., _typing.Any]:
+    """The class of ``data`` as a constructor (a Mapping or Sequence subclass
+    built from one argument, as torch's default_convert builds it)."""
+    return type(data)
+
+
 def default_convert(data: _typing.Any) -> _typing.Any:
     """torch's default_convert (the collate without batching,
     batch_size=None): numpy arrays and numpy scalars become jag tensors,
@@ -486,7 +492,7 @@ def default_convert(data: _typing.Any) -> _typing.Any:
                 clone = copy.copy(data)
                 clone.update(fields)
                 return clone
-            return type(data)(fields)
+            return _same_type_as(data)(fields)
         except TypeError:
             return fields
     if isinstance(data, tuple) and hasattr(data, "_fields"):
@@ -494,16 +500,16 @@ def default_convert(data: _typing.Any) -> _typing.Any:
     if isinstance(data, tuple):
         return [default_convert(d) for d in data]
     if isinstance(data, collections.abc.Sequence):
-        fields = [default_convert(d) for d in data]
+        elements = [default_convert(d) for d in data]
         try:
             if isinstance(data, collections.abc.MutableSequence):
-                clone = copy.copy(data)
-                for i, f in enumerate(fields):
-                    clone[i] = f
-                return clone
-            return type(data)(fields)
+                seq_clone = copy.copy(data)
+                for i, f in enumerate(elements):
+                    seq_clone[i] = f
+                return seq_clone
+            return _same_type_as(data)(elements)
         except TypeError:
-            return fields
+            return elements
     return data
 
 

@@ -23,7 +23,7 @@ def split_by_tokens(batch: _typing.Sequence[int], lengths: _typing.Sequence[int]
         r = min(range(num_replicas), key=lambda q: (load[q], q))
         where[k] = r
         load[r] += int(lengths[batch[k]])
-    parts = [[] for _ in range(num_replicas)]
+    parts: _typing.List[_typing.List[_typing.Any]] = [[] for _ in range(num_replicas)]
     for k, idx in enumerate(batch):
         parts[where[k]].append(idx)
     return parts

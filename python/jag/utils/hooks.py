@@ -10,7 +10,7 @@ class RemovableHandle:
     hook on exit, as torch's."""
 
     def __init__(self, remove_fn: _typing.Callable[[int], None], hook_id: int) -> None:
-        self._remove_fn = remove_fn
+        self._remove_fn: _typing.Optional[_typing.Callable[[int], None]] = remove_fn
         self.id = hook_id
 
     def remove(self) -> None:

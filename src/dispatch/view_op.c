@@ -1,6 +1,9 @@
-/* view.c — view kernels: new geometry over the same storage, no copy.
- * They run unchanged on meta tensors (storage NULL). */
-#include "../dispatch/dispatch.h"
+/* view_op.c — the kernels of the view ops (view, transpose, permute,
+ * narrow, select, unsqueeze, squeeze, expand): each unboxes its arguments,
+ * checks them and makes a new header over the same storage
+ * (jag__tensor_view), no copy. They run unchanged on meta tensors (storage
+ * NULL). */
+#include "dispatch.h"
 
 /* Infer one -1 in `sizes` against numel; checks the count matches. */
 static jag_status infer_sizes(const char *op, const jag_tensor *x, const int64_t *sizes, int ndim,

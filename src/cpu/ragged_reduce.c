@@ -1,17 +1,16 @@
-/* nested_reduce.c — ops along the ragged dim of a jagged tensor, on packed
- * values with no padding: segment reductions (sum, mean, amax, amin) to a
- * dense (B, D...) result, segment softmax / log_softmax and their gradient,
- * and the segment broadcast the reductions' gradients need; then every
- * reduction (sum, mean, amax, amin, logsumexp, var, std, max/min with
- * indices, argmax/argmin) over the ragged dim alone or with trailing dims,
- * and its gradient.
+/* ragged_reduce.c — kernels along the ragged dim of a jagged batch, on
+ * packed values with no padding (ragged_kernels.h): reductions (sum, mean,
+ * amax, amin, logsumexp, var, std, max/min with indices, argmax/argmin)
+ * over the ragged dim alone or with trailing dims, softmax / log_softmax
+ * down the ragged dim, their gradients, the broadcast of a per-component
+ * row back to the rows, and the naive references.
  *
  * Shapes: values (R, D...) with component b's rows at [offsets[b],
  * offsets[b] + len_b) (len_b from lengths, or offsets[b+1] - offsets[b]);
  * C = the product of D... ("columns"). Kernels read values as (R, C), or
  * as (rows, K, R) when R elements of trailing dims are reduced too. */
-#include "nested.h"
-#include "../cpu/vecmath.h"
+#include "ragged_kernels.h"
+#include "vecmath.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -22,33 +21,44 @@
 #include <omp.h>
 #endif
 
-static const int64_t *i64p(const jag_tensor *t) { return (const int64_t *)jag__ptr(t); }
+/* One call's batch: the values and the components' rows. */
+typedef struct ragged_batch {
+    const jag_tensor *values;
+    int64_t batch;
+    const int64_t *offsets, *lengths;
+} ragged_batch;
 
-static int64_t seg_len(const nested_state *s, int64_t b) {
-    const int64_t *o = i64p(s->offsets);
-    return s->lengths ? i64p(s->lengths)[b] : o[b + 1] - o[b];
+static ragged_batch batch_of(const jag_tensor *values, const jag_ragged_rows *rows) {
+    return (ragged_batch){.values = values, .batch = rows->batch, .offsets = rows->offsets, .lengths = rows->lengths};
 }
 
-/* A contiguous new reference to the values. */
-static jag_status contiguous_values(const nested_state *s, jag_tensor **out) {
-    if (jag_is_contiguous(s->values)) {
-        *out = jag_retain(s->values);
+static int64_t seg_len(const ragged_batch *s, int64_t b) {
+    return s->lengths ? s->lengths[b] : s->offsets[b + 1] - s->offsets[b];
+}
+
+/* A contiguous new reference to t (NULL stays NULL): t itself, or a copy. */
+static jag_status contiguous(const char *op, const jag_tensor *t, jag_tensor **out) {
+    *out = NULL;
+    if (!t) return JAG_OK;
+    if (jag_is_contiguous(t)) {
+        *out = jag_retain((jag_tensor *)t);
         return JAG_OK;
     }
-    jag_value a[] = {jag__v_tensor(s->values)};
-    return jag__dispatch(JAG_OP_clone, a, 1, out);
-}
-
-static jag_status need_float_data(const char *op, const nested_state *s) {
-    if (!s->values->storage) return jag__error(JAG_ENOTIMPL, "%s: reducing over the ragged dim needs data (it cannot be traced yet)", op);
-    if (!jag_dtype_is_floating(s->values->dtype))
-        return jag__error(JAG_EDTYPE, "%s: reducing over the ragged dim needs float values, got %s", op,
-                          jag_dtype_name(s->values->dtype));
+    jag_tensor *c = jag__tensor_new(op, t->sizes, t->ndim, t->dtype, false, false);
+    if (!c) return jag_last_status();
+    jag__copy_into(c, t);
+    *out = c;
     return JAG_OK;
 }
 
-static int64_t columns(const nested_state *s) { return jag__numel(s->values->sizes + 1, s->values->ndim - 1); }
+static jag_status contiguous_values(const char *op, const ragged_batch *s, jag_tensor **out) {
+    return contiguous(op, s->values, out);
+}
 
+static int64_t columns(const ragged_batch *s) { return jag__numel(s->values->sizes + 1, s->values->ndim - 1); }
+
+/* Zeroes t's elements (rows no component writes). */
+static void zero_all(jag_tensor *t) { memset(jag__ptr(t), 0, (size_t)jag_numel(t) * jag_dtype_size(t->dtype)); }
 #define LOAD(p, f64, i) ((f64) ? ((const double *)(p))[i] : (double)((const float *)(p))[i])
 #define STORE(p, f64, i, v) ((f64) ? (void)(((double *)(p))[i] = (v)) : (void)(((float *)(p))[i] = (float)(v)))
 
@@ -69,8 +79,8 @@ static int64_t columns(const nested_state *s) { return jag__numel(s->values->siz
  * region. Float32 sums and variances accumulate in double; exp is one of
  * the vectorised ones of vecmath.h. Tasks go to the threads in fixed runs
  * of equal work (seg_first_task). The naive references are
- * jag__ref_segment_reduce, jag__ref_segment_softmax and
- * jag__ref_segment_reduce_grad. */
+ * jag__ragged_reduce_reference, jag__ragged_softmax_reference and
+ * jag__ragged_reduce_backward_reference. */
 
 #define COL_BLOCK 512        /* most columns in a task */
 #define COL_MIN 64           /* fewest, when blocks narrow to feed the threads */
@@ -97,7 +107,7 @@ typedef struct seg_plan {
     int64_t C, width; /* columns of the values; most columns of a task */
     int64_t work;     /* rows x columns of all tasks */
     bool par;         /* large enough for threads */
-    const nested_state *s;
+    const ragged_batch *s;
 } seg_plan;
 
 /* The tasks of segments s over values (rows, C) of es-byte elements: per
@@ -107,8 +117,8 @@ typedef struct seg_plan {
  * at most) are cut into chunks, from the shapes alone; blocks of columns
  * narrow (not under COL_MIN) while there are fewer than two tasks a thread,
  * which changes no result. */
-static jag_status seg_plan_make(const char *op, const nested_state *s, int64_t C, size_t es, int64_t tasks, seg_plan *p) {
-    const int64_t *off = i64p(s->offsets);
+static jag_status seg_plan_make(const char *op, const ragged_batch *s, int64_t C, size_t es, int64_t tasks, seg_plan *p) {
+    const int64_t *off = s->offsets;
     int64_t B = s->batch, rows = 0;
     memset(p, 0, sizeof *p);
     for (int64_t b = 0; b < B; b++) rows += seg_len(s, b);
@@ -648,7 +658,7 @@ static void seg_store(jag_segment_kind kind, seg_part *r, double n, int64_t corr
  * merged and stored. */
 typedef struct seg_job {
     const seg_plan *p;
-    const nested_state *s;
+    const ragged_batch *s;
     const char *in;
     char *y;
     int64_t *ix;
@@ -695,7 +705,7 @@ static void seg_run(const seg_plan *p, void (*fn)(const seg_job *, const seg_tas
     }
     for (int64_t b = t->b; b < t->b + t->nb; b++) {
         seg_task one = *t;
-        one.b = b, one.nb = 1, one.r0 = i64p(p->s->offsets)[b], one.n = seg_len(p->s, b);
+        one.b = b, one.nb = 1, one.r0 = p->s->offsets[b], one.n = seg_len(p->s, b);
         fn(j, &one);
     }
 }
@@ -734,7 +744,7 @@ static void seg_for(const seg_plan *p, void (*fn)(const seg_job *, const seg_tas
 }
 
 // values v (rows, C) contiguous, segments of rows -> y (B, C) [ix (B, C) int64]: the kind over each segment's rows
-static jag_status seg_rows_reduce(const char *op, const nested_state *s, const jag_tensor *v, int64_t C,
+static jag_status seg_rows_reduce(const char *op, const ragged_batch *s, const jag_tensor *v, int64_t C,
                                   jag_segment_kind kind, int64_t corr, jag_tensor *y, jag_tensor *ix) {
     bool f64 = v->dtype == JAG_FLOAT64;
     seg_plan p;
@@ -754,13 +764,6 @@ static jag_status seg_rows_reduce(const char *op, const nested_state *s, const j
     seg_for(&p, seg_job_task, &j);
     free(parts), free(left), free(p.t);
     return JAG_OK;
-}
-
-// values (R, C), segments of rows -> out (B, C): sum/mean/amax/amin per segment and column
-jag_status jag__segment_reduce(const char *op, const nested_state *s, jag_segment_kind kind, bool keepdim,
-                               jag_tensor **out) {
-    jag_segment_spec sp = {.kind = kind, .keepdim = keepdim};
-    return jag__segment_reduce_dims(op, s, &sp, out);
 }
 
 /* softmax / log_softmax of one task: its rows of y, and the chunk's max and
@@ -818,20 +821,21 @@ static void softmax_job_rescale(const seg_job *j, const seg_task *t) {
 
 /* Whether the segments write every row of the values: no holes, no rows
  * before the first segment or after the last. */
-static bool seg_tiles(const nested_state *s) {
-    const int64_t *off = i64p(s->offsets);
+static bool seg_tiles(const ragged_batch *s) {
+    const int64_t *off = s->offsets;
     int64_t B = s->batch, rows = s->values->sizes[0];
     return !s->lengths && (B == 0 ? rows == 0 : off[0] == 0 && off[B] == rows);
 }
 
 // values (R, C) -> y (R, C) contiguous, values-shaped: softmax (or log_softmax) down each segment's rows,
 // per column; rows outside every segment are 0
-jag_status jag__segment_softmax_into(const char *op, const nested_state *s, bool log_softmax, jag_tensor *y) {
-    jag_status st = need_float_data(op, s);
-    if (st) return st;
+jag_status jag__ragged_softmax_kernel(const char *op, const jag_tensor *values, const jag_ragged_rows *rows,
+                                      bool log_softmax, jag_tensor *y) {
+    ragged_batch sb = batch_of(values, rows), *s = &sb;
     jag_tensor *v = NULL;
-    if ((st = contiguous_values(s, &v))) return st;
-    if (!seg_tiles(s)) memset(jag__ptr(y), 0, (size_t)jag_numel(y) * jag_dtype_size(y->dtype)); /* rows not written */
+    jag_status st = contiguous_values(op, s, &v);
+    if (st) return st;
+    if (!seg_tiles(s)) zero_all(y); /* rows not written */
     bool f64 = v->dtype == JAG_FLOAT64;
     seg_plan p = {0};
     st = seg_plan_make(op, s, columns(s), f64 ? 8 : 4, SOFTMAX_TASKS, &p);
@@ -846,21 +850,6 @@ jag_status jag__segment_softmax_into(const char *op, const nested_state *s, bool
     if (p.nslots) seg_for(&p, softmax_job_rescale, &j);
     free(parts), free(p.t);
     jag_release(v);
-    return JAG_OK;
-}
-
-// values (R, C) -> new values (R, C): softmax (or log_softmax) down each segment's rows, per column;
-// rows in holes are 0
-jag_status jag__segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor **out) {
-    jag_status st = need_float_data(op, s);
-    if (st) return st;
-    jag_tensor *y = jag__tensor_new(op, s->values->sizes, s->values->ndim, s->values->dtype, false, false);
-    if (!y) return jag_last_status();
-    if ((st = jag__segment_softmax_into(op, s, log_softmax, y))) {
-        jag_release(y);
-        return st;
-    }
-    *out = y;
     return JAG_OK;
 }
 
@@ -907,8 +896,6 @@ DEF_SEG_SOFTMAX_GRAD(f32, float)
 DEF_SEG_SOFTMAX_GRAD(f64, double)
 #undef DEF_SEG_SOFTMAX_GRAD
 
-static jag_status contiguous(const jag_tensor *t, jag_tensor **out);
-
 /* One softmax gradient call (seg_for's job: in is y, y is z). */
 typedef struct softmax_grad_job {
     seg_job j;
@@ -938,17 +925,17 @@ static void softmax_grad_job_rows(const seg_job *sj, const seg_task *t) {
 
 // y = the forward's output (R, C) (s's values), g (R, C) of y's dtype -> z (R, C) contiguous: the values'
 // gradient; rows outside every segment are 0
-jag_status jag__segment_softmax_grad_into(const char *op, const nested_state *s, const jag_tensor *g, bool log_softmax,
-                                          jag_tensor *z) {
-    jag_status st = need_float_data(op, s);
-    if (st) return st;
+jag_status jag__ragged_softmax_backward_kernel(const char *op, const jag_tensor *y, const jag_ragged_rows *rows,
+                                               const jag_tensor *g, bool log_softmax, jag_tensor *z) {
+    ragged_batch sb = batch_of(y, rows), *s = &sb;
     jag_tensor *yc = NULL, *gc = NULL;
-    if ((st = contiguous_values(s, &yc))) return st;
-    if ((st = contiguous(g, &gc))) {
+    jag_status st = contiguous_values(op, s, &yc);
+    if (st) return st;
+    if ((st = contiguous(op, g, &gc))) {
         jag_release(yc);
         return st;
     }
-    if (!seg_tiles(s)) memset(jag__ptr(z), 0, (size_t)jag_numel(z) * jag_dtype_size(z->dtype));
+    if (!seg_tiles(s)) zero_all(z);
     int64_t C = columns(s), B = s->batch;
     bool f64 = yc->dtype == JAG_FLOAT64;
     seg_plan p = {0};
@@ -969,26 +956,17 @@ jag_status jag__segment_softmax_grad_into(const char *op, const nested_state *s,
     return st;
 }
 
-// g (B, C) [scaled per segment by 1/len when `mean`] -> values-shaped (R, C): row r of segment b gets g[b];
+// g (B, C) [scaled per segment by 1/len when `mean`] -> z values-shaped (R, C): row r of segment b gets g[b];
 // rows in holes get 0
-jag_status jag__segment_broadcast(const char *op, const nested_state *s, const jag_tensor *g, bool mean,
-                                  jag_tensor **out) {
-    jag_tensor *gc = NULL;
-    jag_status st;
-    if (jag_is_contiguous(g)) gc = jag_retain((jag_tensor *)g);
-    else {
-        jag_value a[] = {jag__v_tensor(g)};
-        if ((st = jag__dispatch(JAG_OP_clone, a, 1, &gc))) return st;
-    }
-    const int64_t *off = i64p(s->offsets);
-    int64_t B = s->batch, C = columns(s), rows = s->values->sizes[0];
-    /* zeroed unless the segments cover every row */
-    bool tiles = !s->lengths && (B == 0 ? rows == 0 : off[0] == 0 && off[B] == rows);
-    jag_tensor *y = jag__tensor_new(op, s->values->sizes, s->values->ndim, s->values->dtype, !tiles, false);
-    if (!y) {
-        jag_release(gc);
-        return jag_last_status();
-    }
+jag_status jag__ragged_broadcast_kernel(const char *op, const jag_ragged_rows *rows, const jag_tensor *g, bool mean,
+                                        jag_tensor *z) {
+    ragged_batch sb = batch_of(z, rows), *s = &sb;
+    jag_tensor *gc = NULL, *y = z;
+    jag_status st = contiguous(op, g, &gc);
+    if (st) return st;
+    const int64_t *off = s->offsets;
+    int64_t B = s->batch, C = columns(s);
+    if (!seg_tiles(s)) zero_all(z); /* rows no segment covers */
     bool f64 = y->dtype == JAG_FLOAT64, gf64 = gc->dtype == JAG_FLOAT64;
     size_t es = f64 ? 8 : 4;
     const char *gp = jag__ptr(gc);
@@ -1005,7 +983,6 @@ jag_status jag__segment_broadcast(const char *op, const nested_state *s, const j
         }
     }
     jag_release(gc);
-    *out = y;
     return JAG_OK;
 }
 
@@ -1019,7 +996,7 @@ jag_status jag__segment_broadcast(const char *op, const nested_state *s, const j
 typedef struct seg_geom {
     jag_tensor *v;        /* contiguous (rows, K, R), a new reference */
     const int64_t *off;   /* offsets (B+1) */
-    const nested_state *s;
+    const ragged_batch *s;
     int64_t B, K, R;
     int perm[JAG_MAX_DIMS]; /* values dims in v's order (identity when not moved) */
     int64_t psz[JAG_MAX_DIMS];
@@ -1027,11 +1004,23 @@ typedef struct seg_geom {
     bool moved;
 } seg_geom;
 
-static jag_status seg_geom_make(const char *op, const nested_state *s, unsigned mask, seg_geom *g) {
+/* A contiguous copy of x with its dims in the order perm (x's dim perm[d]
+ * becomes dim d). */
+static jag_status permuted_copy(const char *op, const jag_tensor *x, const int *perm, jag_tensor **out) {
+    int64_t sz[JAG_MAX_DIMS], st[JAG_MAX_DIMS];
+    for (int d = 0; d < x->ndim; d++) sz[d] = x->sizes[perm[d]], st[d] = x->strides[perm[d]];
+    jag_tensor *view = jag__tensor_view(x, sz, st, x->ndim, x->offset);
+    if (!view) return jag_last_status();
+    jag_status s = contiguous(op, view, out);
+    jag_release(view);
+    return s;
+}
+
+static jag_status seg_geom_make(const char *op, const ragged_batch *s, unsigned mask, seg_geom *g) {
     const jag_tensor *x = s->values;
     int nd = x->ndim, n = 0;
     memset(g, 0, sizeof *g);
-    g->s = s, g->B = s->batch, g->nd = nd, g->off = i64p(s->offsets), g->K = 1, g->R = 1;
+    g->s = s, g->B = s->batch, g->nd = nd, g->off = s->offsets, g->K = 1, g->R = 1;
     g->perm[n++] = 0;
     for (int d = 1; d < nd; d++)
         if (!(mask >> d & 1)) g->perm[n++] = d, g->K *= x->sizes[d];
@@ -1041,18 +1030,8 @@ static jag_status seg_geom_make(const char *op, const nested_state *s, unsigned 
         g->psz[d] = x->sizes[g->perm[d]];
         if (g->perm[d] != d) g->moved = true;
     }
-    jag_status st;
-    if (!g->moved) return contiguous_values(s, &g->v);
-    jag_tensor *pv = NULL;
-    int64_t p64[JAG_MAX_DIMS];
-    for (int d = 0; d < nd; d++) p64[d] = g->perm[d];
-    jag_value a[] = {jag__v_tensor(x), jag__v_ints(p64, nd)};
-    (void)op;
-    if ((st = jag__dispatch(JAG_OP_permute, a, 2, &pv))) return st;
-    jag_value c[] = {jag__v_tensor(pv)};
-    st = jag__dispatch(JAG_OP_clone, c, 1, &g->v);
-    jag_release(pv);
-    return st;
+    if (!g->moved) return contiguous_values(op, s, &g->v);
+    return permuted_copy(op, x, g->perm, &g->v);
 }
 
 /* One segment b, columns [k0, k0 + nk) of (rows, K, R) -> out (B, K), for
@@ -1125,18 +1104,6 @@ DEF_SEG_GENERIC(seg_generic_f32, float)
 DEF_SEG_GENERIC(seg_generic_f64, double)
 #undef DEF_SEG_GENERIC
 
-/* The output shape: (B, [1], kept trailing dims... [, 1 per reduced one]) */
-static int seg_out_shape(const nested_state *s, unsigned mask, bool keepdim, int64_t *shape) {
-    int nd = 0;
-    shape[nd++] = s->batch;
-    if (keepdim) shape[nd++] = 1;
-    for (int d = 1; d < s->values->ndim; d++) {
-        if (!(mask >> d & 1)) shape[nd++] = s->values->sizes[d];
-        else if (keepdim) shape[nd++] = 1;
-    }
-    return nd;
-}
-
 static const char *seg_kind_word(jag_segment_kind k) {
     switch (k) {
     case JAG_SEG_AMAX: case JAG_SEG_MAX: case JAG_SEG_ARGMAX: return "max";
@@ -1147,10 +1114,10 @@ static const char *seg_kind_word(jag_segment_kind k) {
 // values (rows, D...) with segments of rows; mask: the trailing dims of values (bit d: values dim d >= 1) reduced
 // with the ragged dim -> y (B, kept D...) of the values' dtype [ix (B, kept D...) int64 indices for max/min/arg],
 // both contiguous and given (y NULL for argmax/argmin)
-jag_status jag__segment_reduce_into(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor *y,
-                                    jag_tensor *ix) {
-    jag_status st = need_float_data(op, s);
-    if (st) return st;
+jag_status jag__ragged_reduce_kernel(const char *op, const jag_tensor *values, const jag_ragged_rows *rows,
+                                     const jag_segment_spec *sp, jag_tensor *y, jag_tensor *ix) {
+    ragged_batch sb = batch_of(values, rows), *s = &sb;
+    jag_status st;
     jag_segment_kind kind = sp->kind;
     int64_t Rall = 1;
     for (int d = 1; d < s->values->ndim; d++)
@@ -1162,7 +1129,7 @@ jag_status jag__segment_reduce_into(const char *op, const nested_state *s, const
                                   (long long)b, seg_kind_word(kind));
     if (Rall == 1) { /* the ragged dim alone (reduced dims of size 1 change nothing) */
         jag_tensor *v = NULL;
-        if ((st = contiguous_values(s, &v))) return st;
+        if ((st = contiguous_values(op, s, &v))) return st;
         st = seg_rows_reduce(op, s, v, columns(s), kind, sp->correction, y, seg_extreme(kind) && kind >= JAG_SEG_MAX ? ix : NULL);
         jag_release(v);
         return st;
@@ -1211,18 +1178,17 @@ static void int_store(void *p, jag_dtype dt, int64_t i, int64_t v) {
  * lowest / highest value, as torch's padded reduction does). One plain pass
  * over each component's rows; column c of a row adds into the output column
  * it keeps. */
-static jag_status segment_reduce_int(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor **outs) {
+jag_status jag__ragged_reduce_int_kernel(const char *op, const jag_tensor *values, const jag_ragged_rows *rows,
+                                         const jag_segment_spec *sp, jag_tensor *y) {
+    ragged_batch sb = batch_of(values, rows), *s = &sb;
     jag_segment_kind kind = sp->kind; /* SUM, MEAN, AMAX or AMIN */
-    jag_dtype dt = s->values->dtype;
-    int64_t shape[JAG_MAX_DIMS];
-    int nd = seg_out_shape(s, sp->mask, sp->keepdim, shape);
-    jag_dtype odt = kind == JAG_SEG_SUM ? JAG_INT64 : kind == JAG_SEG_MEAN ? JAG_FLOAT32 : dt;
-    int64_t C = columns(s), n_out = jag__numel(shape + 1, nd - 1);
-    jag_tensor *v = NULL, *y = jag__tensor_new(op, shape, nd, odt, false, false);
+    jag_dtype dt = s->values->dtype, odt = y->dtype;
+    int64_t C = columns(s), n_out = jag__numel(y->sizes + 1, y->ndim - 1);
+    jag_tensor *v = NULL;
     int64_t *col = malloc((size_t)(C > 0 ? C : 1) * sizeof *col), *acc = malloc((size_t)(n_out > 0 ? n_out : 1) * sizeof *acc);
     int64_t *cnt = malloc((size_t)(n_out > 0 ? n_out : 1) * sizeof *cnt);
-    jag_status st = !y ? jag_last_status() : (!col || !acc || !cnt) ? jag__error(JAG_ENOMEM, "%s: out of memory", op) : JAG_OK;
-    if (!st) st = contiguous_values(s, &v);
+    jag_status st = (!col || !acc || !cnt) ? jag__error(JAG_ENOMEM, "%s: out of memory", op) : JAG_OK;
+    if (!st) st = contiguous_values(op, s, &v);
     if (st) goto done;
     /* col[c]: the output column that values column c reduces into */
     for (int64_t c = 0; c < C; c++) {
@@ -1241,7 +1207,7 @@ static jag_status segment_reduce_int(const char *op, const nested_state *s, cons
     const void *src = jag__ptr(v);
     void *dst = jag__ptr(y);
     for (int64_t b = 0; b < s->batch; b++) {
-        int64_t start = i64p(s->offsets)[b], len = seg_len(s, b);
+        int64_t start = s->offsets[b], len = seg_len(s, b);
         for (int64_t k = 0; k < n_out; k++) acc[k] = kind == JAG_SEG_AMAX ? lo : kind == JAG_SEG_AMIN ? hi : 0, cnt[k] = 0;
         for (int64_t r = start; r < start + len; r++)
             for (int64_t c = 0; c < C; c++) {
@@ -1257,36 +1223,7 @@ static jag_status segment_reduce_int(const char *op, const nested_state *s, cons
     }
 done:
     free(col), free(acc), free(cnt), jag_release(v);
-    if (st) {
-        jag_release(y);
-        return st;
-    }
-    outs[0] = y;
-    return JAG_OK;
-}
-
-// values (rows, D...) with segments of rows; mask as above -> outs[0] (B, kept D...) dense [outs[1] int64 indices
-// for max/min; argmax/argmin: outs[0] the indices alone]
-jag_status jag__segment_reduce_dims(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor **outs) {
-    if (s->values->storage && !jag_dtype_is_floating(s->values->dtype) && sp->kind <= JAG_SEG_AMIN)
-        return segment_reduce_int(op, s, sp, outs); /* the others need float values */
-    jag_status st = need_float_data(op, s);
-    if (st) return st;
-    jag_segment_kind kind = sp->kind;
-    int64_t shape[JAG_MAX_DIMS];
-    int nd = seg_out_shape(s, sp->mask, sp->keepdim, shape);
-    bool has_idx = kind >= JAG_SEG_MAX, has_val = kind != JAG_SEG_ARGMAX && kind != JAG_SEG_ARGMIN;
-    jag_tensor *y = has_val ? jag__tensor_new(op, shape, nd, s->values->dtype, false, false) : NULL;
-    jag_tensor *ix = has_idx && (y || !has_val) ? jag__tensor_new(op, shape, nd, JAG_INT64, false, false) : NULL;
-    if ((has_val && !y) || (has_idx && !ix)) st = jag_last_status();
-    if (!st) st = jag__segment_reduce_into(op, s, sp, y, ix);
-    if (st) {
-        jag_release(y), jag_release(ix);
-        return st;
-    }
-    if (has_val) outs[0] = y;
-    if (has_idx) outs[has_val ? 1 : 0] = ix;
-    return JAG_OK;
+    return st;
 }
 
 /* ---- gradients ------------------------------------------------------------ */
@@ -1295,17 +1232,18 @@ jag_status jag__segment_reduce_dims(const char *op, const nested_state *s, const
  * plainly: for each segment and kept column, its rows and R trailing
  * elements, element by element in double. What runs when R > 1, and the
  * reference of the row-streaming version below. */
-static jag_status seg_grad_generic(const char *op, const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
-                                   const jag_tensor *idx, const jag_tensor *g, jag_tensor **out) {
+static jag_status seg_grad_generic(const char *op, const ragged_batch *s, const jag_segment_spec *sp, const jag_tensor *y,
+                                   const jag_tensor *idx, const jag_tensor *g, jag_tensor *out) {
     seg_geom geo;
     jag_tensor *yc = NULL, *gc = NULL, *ic = NULL, *z = NULL;
     jag_status st = seg_geom_make(op, s, sp->mask, &geo);
     if (st) return st;
-    jag_value a1[] = {jag__v_tensor(y)}, a2[] = {jag__v_tensor(g)}, a3[] = {jag__v_tensor(idx)};
-    if (y) st = jag__dispatch(JAG_OP_clone, a1, 1, &yc);
-    if (!st) st = jag__dispatch(JAG_OP_clone, a2, 1, &gc);
-    if (!st && idx) st = jag__dispatch(JAG_OP_clone, a3, 1, &ic);
-    if (!st && !(z = jag__tensor_new(op, geo.psz, geo.nd, geo.v->dtype, true, false))) st = jag_last_status();
+    st = contiguous(op, y, &yc);
+    if (!st) st = contiguous(op, g, &gc);
+    if (!st) st = contiguous(op, idx, &ic);
+    /* z: out itself, or (trailing dims moved) a zeroed (rows, K, R) copied into out at the end */
+    if (!st && !geo.moved) zero_all(z = jag_retain(out));
+    else if (!st && !(z = jag__tensor_new(op, geo.psz, geo.nd, geo.v->dtype, true, false))) st = jag_last_status();
     if (!st) {
         int64_t B = geo.B, K = geo.K, R = geo.R, C = K * R;
         bool f64 = geo.v->dtype == JAG_FLOAT64, gf64 = gc->dtype == JAG_FLOAT64, yf64 = yc && yc->dtype == JAG_FLOAT64;
@@ -1368,23 +1306,15 @@ static jag_status seg_grad_generic(const char *op, const nested_state *s, const 
     }
     jag_release(yc), jag_release(gc), jag_release(ic);
     if (!st && geo.moved) { /* back to the values' dim order */
-        int64_t inv[JAG_MAX_DIMS];
-        for (int d = 0; d < geo.nd; d++) inv[geo.perm[d]] = d;
-        jag_tensor *pv = NULL, *zc = NULL;
-        jag_value a[] = {jag__v_tensor(z), jag__v_ints(inv, geo.nd)};
-        st = jag__dispatch(JAG_OP_permute, a, 2, &pv);
-        jag_value c[] = {jag__v_tensor(pv)};
-        if (!st) st = jag__dispatch(JAG_OP_clone, c, 1, &zc);
-        jag_release(pv), jag_release(z);
-        z = zc;
+        int64_t sz[JAG_MAX_DIMS], sd[JAG_MAX_DIMS];
+        for (int d = 0; d < geo.nd; d++) sz[geo.perm[d]] = z->sizes[d], sd[geo.perm[d]] = z->strides[d];
+        jag_tensor *back = jag__tensor_view(z, sz, sd, geo.nd, z->offset);
+        if (back) jag__copy_into(out, back);
+        else st = jag_last_status();
+        jag_release(back);
     }
-    jag_release(geo.v);
-    if (st) {
-        jag_release(z);
-        return st;
-    }
-    *out = z;
-    return JAG_OK;
+    jag_release(z), jag_release(geo.v);
+    return st;
 }
 
 /* The row-streaming gradient (the ragged dim alone, R = 1), on the tasks of
@@ -1501,7 +1431,7 @@ static void grad_job_rows(const seg_job *sj, const seg_task *t) {
 }
 
 /* R = 1: values v (rows, C) contiguous; y, g (B, C) contiguous; idx (B, C) for max/min -> z (rows, C) */
-static jag_status seg_rows_grad(const char *op, const nested_state *s, const jag_segment_spec *sp, const jag_tensor *v,
+static jag_status seg_rows_grad(const char *op, const ragged_batch *s, const jag_segment_spec *sp, const jag_tensor *v,
                                 const jag_tensor *y, const jag_tensor *idx, const jag_tensor *g, jag_tensor *z) {
     int64_t C = columns(s), B = s->batch;
     bool f64 = v->dtype == JAG_FLOAT64;
@@ -1526,7 +1456,7 @@ static jag_status seg_rows_grad(const char *op, const nested_state *s, const jag
     }
     seg_for(&p, grad_job_rows, &j.j);
     if (kind >= JAG_SEG_MAX) { /* max / min: the winning row of each column (z is zeroed) */
-        const int64_t *ip = (const int64_t *)jag__ptr(idx), *off = i64p(s->offsets);
+        const int64_t *ip = (const int64_t *)jag__ptr(idx), *off = s->offsets;
         const char *gp = jag__ptr(g);
         char *o = jag__ptr(z);
         for (int64_t b = 0; b < B; b++)
@@ -1537,20 +1467,8 @@ static jag_status seg_rows_grad(const char *op, const nested_state *s, const jag
     return JAG_OK;
 }
 
-/* A contiguous new reference to t (NULL stays NULL). */
-static jag_status contiguous(const jag_tensor *t, jag_tensor **out) {
-    *out = NULL;
-    if (!t) return JAG_OK;
-    if (jag_is_contiguous(t)) {
-        *out = jag_retain((jag_tensor *)t);
-        return JAG_OK;
-    }
-    jag_value a[] = {jag__v_tensor(t)};
-    return jag__dispatch(JAG_OP_clone, a, 1, out);
-}
-
 /* The ragged dim alone (reduced trailing dims of size 1 change nothing). */
-static bool seg_ragged_alone(const nested_state *s, unsigned mask) {
+static bool seg_ragged_alone(const ragged_batch *s, unsigned mask) {
     int64_t R = 1;
     for (int d = 1; d < s->values->ndim; d++)
         if (mask >> d & 1) R *= s->values->sizes[d];
@@ -1559,68 +1477,56 @@ static bool seg_ragged_alone(const nested_state *s, unsigned mask) {
 
 /* The row-streaming gradient into z (values-shaped, contiguous), zeroed
  * first where rows may stay unwritten unless `zeroed` says it is. */
-static jag_status seg_grad_rows_into(const char *op, const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
+static jag_status seg_grad_rows_into(const char *op, const ragged_batch *s, const jag_segment_spec *sp, const jag_tensor *y,
                                      const jag_tensor *idx, const jag_tensor *g, jag_tensor *z, bool zeroed) {
     jag_tensor *v = NULL, *yc = NULL, *gc = NULL, *ic = NULL;
-    const int64_t *off = i64p(s->offsets);
+    const int64_t *off = s->offsets;
     int64_t B = s->batch, rows = s->values->sizes[0];
     /* every row written: no holes, no rows outside the segments, not max/min (one row a column) */
     bool tiles = !s->lengths && sp->kind < JAG_SEG_MAX && (B == 0 ? rows == 0 : off[0] == 0 && off[B] == rows);
-    jag_status st = contiguous_values(s, &v);
-    if (!st) st = contiguous(y, &yc);
-    if (!st) st = contiguous(g, &gc);
-    if (!st) st = contiguous(idx, &ic);
-    if (!st && !tiles && !zeroed) memset(jag__ptr(z), 0, (size_t)jag_numel(z) * jag_dtype_size(z->dtype));
+    jag_status st = contiguous_values(op, s, &v);
+    if (!st) st = contiguous(op, y, &yc);
+    if (!st) st = contiguous(op, g, &gc);
+    if (!st) st = contiguous(op, idx, &ic);
+    if (!st && !tiles && !zeroed) zero_all(z);
     if (!st) st = seg_rows_grad(op, s, sp, v, yc, ic, gc, z);
     jag_release(v), jag_release(yc), jag_release(gc), jag_release(ic);
     return st;
 }
 
 // x values (rows, D...), y = the forward's output (B, kept...) [idx its indices for max/min], g (B, kept...)
-// -> values-shaped gradient; rows in holes get 0
-jag_status jag__segment_reduce_grad(const char *op, const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
-                                    const jag_tensor *idx, const jag_tensor *g, jag_tensor **out) {
-    if (!seg_ragged_alone(s, sp->mask)) return seg_grad_generic(op, s, sp, y, idx, g, out);
-    jag_tensor *z = jag__tensor_new(op, s->values->sizes, s->values->ndim, s->values->dtype, true, false);
-    jag_status st = z ? seg_grad_rows_into(op, s, sp, y, idx, g, z, true) : jag_last_status();
-    if (st) {
-        jag_release(z);
-        return st;
-    }
-    *out = z;
-    return JAG_OK;
-}
-
-// the same into z: contiguous, values-shaped, of the values' dtype
-jag_status jag__segment_reduce_grad_into(const char *op, const nested_state *s, const jag_segment_spec *sp,
-                                         const jag_tensor *y, const jag_tensor *idx, const jag_tensor *g, jag_tensor *z) {
+// -> z values-shaped (rows, D...) contiguous: the values' gradient; rows in holes get 0
+jag_status jag__ragged_reduce_backward_kernel(const char *op, const jag_tensor *values, const jag_ragged_rows *rows,
+                                              const jag_segment_spec *sp, const jag_tensor *y, const jag_tensor *idx,
+                                              const jag_tensor *g, jag_tensor *z) {
+    ragged_batch sb = batch_of(values, rows), *s = &sb;
     if (seg_ragged_alone(s, sp->mask)) return seg_grad_rows_into(op, s, sp, y, idx, g, z, false);
-    jag_tensor *made = NULL;
-    jag_status st = seg_grad_generic(op, s, sp, y, idx, g, &made);
-    jag_tensor *dst[1] = {z};
-    if (!st) st = jag__cpu_copy(op, (jag_value[]){jag__v_tensor(made)}, 1, dst);
-    jag_release(made);
-    return st;
+    return seg_grad_generic(op, s, sp, y, idx, g, z);
 }
 
-/* The reference of jag__segment_reduce_grad, for the tests. */
-jag_status jag__ref_segment_reduce_grad(const char *op, const nested_state *s, const jag_segment_spec *sp,
-                                        const jag_tensor *y, const jag_tensor *idx, const jag_tensor *g, jag_tensor **out) {
-    return seg_grad_generic(op, s, sp, y, idx, g, out);
+/* The reference of jag__ragged_reduce_backward_kernel: the plain loops of
+ * seg_grad_generic, which the row-streaming version (R = 1) is checked
+ * against. */
+jag_status jag__ragged_reduce_backward_reference(const char *op, const jag_tensor *values, const jag_ragged_rows *rows,
+                                                 const jag_segment_spec *sp, const jag_tensor *y,
+                                                 const jag_tensor *idx, const jag_tensor *g, jag_tensor *z) {
+    ragged_batch sb = batch_of(values, rows);
+    return seg_grad_generic(op, &sb, sp, y, idx, g, z);
 }
 
 /* ---- naive references ------------------------------------------------------ */
 
-/* The reductions of jag__segment_reduce_into computed plainly, element by
+/* The reductions of jag__ragged_reduce_kernel computed plainly, element by
  * element in double with libm's exp and log: for each segment b and kept
  * column k, the segment's rows and the column's R trailing elements in
  * order. Same outputs and contract (y, ix contiguous and given); the tests
  * compare the engine with it. */
-jag_status jag__ref_segment_reduce(const char *op, const nested_state *s, const jag_segment_spec *sp, jag_tensor *y,
-                                   jag_tensor *ix) {
-    jag_status st = need_float_data(op, s);
+jag_status jag__ragged_reduce_reference(const char *op, const jag_tensor *values, const jag_ragged_rows *rows,
+                                        const jag_segment_spec *sp, jag_tensor *y, jag_tensor *ix) {
+    ragged_batch sb = batch_of(values, rows), *s = &sb;
     seg_geom g;
-    if (st || (st = seg_geom_make(op, s, sp->mask, &g))) return st;
+    jag_status st = seg_geom_make(op, s, sp->mask, &g);
+    if (st) return st;
     bool f64 = g.v->dtype == JAG_FLOAT64, mx = seg_is_max(sp->kind);
     const char *in = jag__ptr(g.v);
     char *yo = y ? jag__ptr(y) : NULL;
@@ -1663,17 +1569,19 @@ jag_status jag__ref_segment_reduce(const char *op, const nested_state *s, const 
  * contiguous, rows in holes untouched), plainly: per column, the max (a NaN
  * makes the column NaN; an infinite max shifts by 0), the sum of exp(x -
  * shift) in double, then each row. */
-jag_status jag__ref_segment_softmax(const char *op, const nested_state *s, bool log_softmax, jag_tensor *out) {
+jag_status jag__ragged_softmax_reference(const char *op, const jag_tensor *values, const jag_ragged_rows *rows,
+                                         bool log_softmax, jag_tensor *out) {
+    ragged_batch sb = batch_of(values, rows), *s = &sb;
     jag_tensor *v = NULL;
-    jag_status st = need_float_data(op, s);
-    if (st || (st = contiguous_values(s, &v))) return st;
+    jag_status st = contiguous_values(op, s, &v);
+    if (st) return st;
     bool f64 = v->dtype == JAG_FLOAT64;
     int64_t C = columns(s);
     const char *in = jag__ptr(v);
     char *o = jag__ptr(out);
     for (int64_t b = 0; b < s->batch; b++)
         for (int64_t c = 0; c < C; c++) {
-            int64_t r0 = i64p(s->offsets)[b], n = seg_len(s, b);
+            int64_t r0 = s->offsets[b], n = seg_len(s, b);
             double m = -INFINITY, sum = 0;
             bool nan = false;
             for (int64_t r = r0; r < r0 + n; r++) {
@@ -1694,15 +1602,16 @@ jag_status jag__ref_segment_softmax(const char *op, const nested_state *s, bool 
 }
 
 /* softmax / log_softmax's gradient down each segment into out
- * (values-shaped, contiguous, rows in holes untouched), plainly: s's values
- * are the forward's output y; per column, the sum of g y (or of g) in
+ * (values-shaped, contiguous, rows in holes untouched), plainly: y_in is
+ * the forward's output y; per column, the sum of g y (or of g) in
  * double, then each row y (g - sum) or g - exp(y) sum with libm's exp. */
-jag_status jag__ref_segment_softmax_grad(const char *op, const nested_state *s, const jag_tensor *g, bool log_softmax,
-                                         jag_tensor *out) {
+jag_status jag__ragged_softmax_backward_reference(const char *op, const jag_tensor *y_in, const jag_ragged_rows *rows,
+                                                  const jag_tensor *g, bool log_softmax, jag_tensor *out) {
+    ragged_batch sb = batch_of(y_in, rows), *s = &sb;
     jag_tensor *y = NULL, *gc = NULL;
-    jag_status st = need_float_data(op, s);
-    if (st || (st = contiguous_values(s, &y))) return st;
-    if ((st = contiguous(g, &gc))) {
+    jag_status st = contiguous_values(op, s, &y);
+    if (st) return st;
+    if ((st = contiguous(op, g, &gc))) {
         jag_release(y);
         return st;
     }
@@ -1712,7 +1621,7 @@ jag_status jag__ref_segment_softmax_grad(const char *op, const nested_state *s, 
     char *o = jag__ptr(out);
     for (int64_t b = 0; b < s->batch; b++)
         for (int64_t c = 0; c < C; c++) {
-            int64_t r0 = i64p(s->offsets)[b], n = seg_len(s, b);
+            int64_t r0 = s->offsets[b], n = seg_len(s, b);
             double sum = 0;
             for (int64_t r = r0; r < r0 + n; r++)
                 sum += LOAD(gp, gf64, r * C + c) * (log_softmax ? 1.0 : LOAD(yp, f64, r * C + c));

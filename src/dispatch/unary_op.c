@@ -1,0 +1,143 @@
+/*
+ * unary_op.c — the unary pointwise ops (neg ... hardtanh): their META
+ * functions (the result dtype; the parametrised ops' scalars) and the boxed
+ * adapters ops.def names, which unbox the checked arguments and run the
+ * typed kernel of src/cpu/unary.c; the boxed forms of the naive reference,
+ * for the tests. dtypes: float ops compute in float32 or float64 and
+ * promote integer and bool inputs to float32; neg, abs, relu, square,
+ * sign, floor, ceil, round and trunc keep the input dtype (the last four
+ * and neg and relu refuse bool; a bool square gives int64, as torch).
+ */
+#include "dispatch.h"
+#include "pointwise_op.h"
+#include "../cpu/kernels.h"
+
+/* ---- META ---------------------------------------------------------------- */
+
+// x is (...), y is (...) of x's dtype (bool: see the file comment)
+jag_status jag__meta_unary_keep(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *x;
+    jag_status st = jag__arg_tensor(op, args, nargs, 0, "x", &x);
+    if (st != JAG_OK) return st;
+    jag_dtype dtype = x->dtype;
+    if (dtype == JAG_BOOL) {
+        if (jag__pw_op_is(op, "neg") || jag__pw_op_is(op, "relu") || jag__pw_op_is(op, "floor") ||
+            jag__pw_op_is(op, "ceil") || jag__pw_op_is(op, "round") || jag__pw_op_is(op, "trunc"))
+            return jag__error(JAG_EDTYPE,
+                              "%s: argument 'x' is bool, expected float32, float64, int32 or int64 "
+                              "(convert it with jag_to_dtype first)",
+                              op);
+        if (jag__pw_op_is(op, "square")) dtype = JAG_INT64;
+    }
+    jag__spec_set(&outs[0], dtype, x->sizes, x->ndim);
+    return JAG_OK;
+}
+
+// x is (...), y is (...) float: float32 for integer/bool x, else x's dtype
+jag_status jag__meta_unary_float(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *x;
+    jag_status st = jag__arg_tensor(op, args, nargs, 0, "x", &x);
+    if (st != JAG_OK) return st;
+    jag__spec_set(&outs[0], jag_dtype_is_floating(x->dtype) ? x->dtype : JAG_FLOAT32, x->sizes, x->ndim);
+    return JAG_OK;
+}
+
+/* The scalar arguments of the parametrised ops: how many follow x, their
+ * names for messages. */
+static int param_names(const char *op, const char **names) {
+    if (jag__pw_op_is(op, "leaky_relu")) { names[0] = "negative_slope"; return 1; }
+    if (jag__pw_op_is(op, "elu")) { names[0] = "alpha"; return 1; }
+    if (jag__pw_op_is(op, "softplus")) { names[0] = "beta"; names[1] = "threshold"; return 2; }
+    names[0] = "min_val";
+    names[1] = "max_val";
+    return 2; /* hardtanh */
+}
+
+// (x, scalars...) -> y (...) float: float32 for integer/bool x, else x's dtype.
+// softplus: beta != 0; hardtanh: min_val <= max_val (torch's checks).
+jag_status jag__meta_unary_param(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const char *names[2];
+    int np = param_names(op, names);
+    double prm[2] = {0, 0};
+    if (nargs != 1 + np)
+        return jag__error(JAG_EINVAL, "%s: expected %d arguments (x and %d scalars), got %d", op, 1 + np, np, nargs);
+    for (int k = 0; k < np; k++) {
+        jag_status st = jag__arg_double(op, args, nargs, 1 + k, names[k], &prm[k]);
+        if (st != JAG_OK) return st;
+    }
+    if (jag__pw_op_is(op, "softplus") && prm[0] == 0)
+        return jag__error(JAG_EINVAL, "%s: argument 'beta' is 0, expected a nonzero number", op);
+    if (jag__pw_op_is(op, "hardtanh") && !(prm[0] <= prm[1]))
+        return jag__error(JAG_EINVAL, "%s: argument 'min_val' (%g) is greater than 'max_val' (%g), expected min_val <= max_val",
+                          op, prm[0], prm[1]);
+    return jag__meta_unary_float(op, args, 1, outs);
+}
+
+/* ---- boxed adapters ------------------------------------------------------ */
+
+/* The scalars of a parametrised op (its META function checked them). */
+static void unbox_params(const char *op, const jag_value *args, int nargs, jag_unary_fn f, double *prm) {
+    const char *names[2];
+    param_names(op, names);
+    prm[0] = prm[1] = 0;
+    for (int k = 0; k < jag__unary_param_count(f); k++) (void)jag__arg_double(op, args, nargs, 1 + k, names[k], &prm[k]);
+}
+
+// jag__cpu_neg ... jag__cpu_atan: x is (...), y is (...): y = name(x)
+#define UNARY_ADAPTER(name)                                                    \
+    jag_status jag__cpu_##name(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
+        (void)nargs;                                                           \
+        return jag__unary_kernel(op, JAG_UNARY_##name, args[0].u.t, NULL, outs[0]); \
+    }
+JAG_UNARY_OP_LIST(UNARY_ADAPTER)
+#undef UNARY_ADAPTER
+
+// jag__cpu_leaky_relu ... jag__cpu_hardtanh: (x, scalars) -> y = name(x; scalars)
+#define PARAM_ADAPTER(name)                                                    \
+    jag_status jag__cpu_##name(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
+        double prm[2];                                                         \
+        unbox_params(op, args, nargs, JAG_UNARY_##name, prm);                  \
+        return jag__unary_kernel(op, JAG_UNARY_##name, args[0].u.t, prm, outs[0]); \
+    }
+JAG_UNARY_PARAM_OP_LIST(PARAM_ADAPTER)
+#undef PARAM_ADAPTER
+
+/* ---- the naive reference, boxed as the ops ------------------------------- */
+
+/* The kernel function of op, or -1 when op is not a unary op. */
+static int unary_fn_of(jag_op_id op) {
+    switch (op) {
+#define FN_CASE(name) case JAG_OP_##name: return JAG_UNARY_##name;
+        JAG_UNARY_OP_LIST(FN_CASE) JAG_UNARY_PARAM_OP_LIST(FN_CASE)
+#undef FN_CASE
+    default: return -1;
+    }
+}
+
+/* y (new, from op's META function) = the reference of op on args[0] (and
+ * its scalars, for a parametrised op). */
+static jag_status ref_run(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out) {
+    int f = unary_fn_of(op);
+    JAG_ASSERT(f >= 0);
+    const jag_op_info *info = &jag__ops[op];
+    jag_spec spec;
+    jag_status st = info->meta(info->api_name, args, nargs, &spec);
+    if (st != JAG_OK) return st;
+    jag_tensor *y = jag__tensor_from_spec(info->api_name, &spec, false);
+    if (!y) return jag_last_status();
+    double prm[2] = {0, 0};
+    unbox_params(info->api_name, args, nargs, (jag_unary_fn)f, prm);
+    jag__unary_reference((jag_unary_fn)f, args[0].u.t, prm, y);
+    *out = y;
+    return JAG_OK;
+}
+
+// x is (...), y is (...) new contiguous: y = f(x), one element at a time
+jag_status jag__ref_unary(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out) {
+    return ref_run(op, args, nargs, out);
+}
+
+// (x, scalars) -> y (...) new contiguous, one element at a time (x contiguous or not)
+jag_status jag__ref_unary_param(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out) {
+    return ref_run(op, args, nargs, out);
+}

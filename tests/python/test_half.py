@@ -1,0 +1,133 @@
+"""float16 and bfloat16: dtypes, conversions against numpy's float16 (IEEE
+binary16, round to nearest even), ops computed in float32 and rounded once
+(as torch computes half tensors on the CPU), numpy / DLPack interop, printing
+and safetensors files the `safetensors` package reads."""
+
+import struct
+
+import numpy as np
+import pytest
+
+import jag
+
+
+def bf16_bits(values):
+    """bfloat16 bit patterns of float32 values, round to nearest even
+    (torch's rounding): the upper half of the float32 pattern after adding
+    0x7fff plus the lowest kept bit. Finite inputs only."""
+    u = np.asarray(values, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
+
+
+def bf16_values(bits):
+    return (np.asarray(bits, dtype=np.uint32) << 16).view(np.float32)
+
+
+def test_dtypes():
+    assert jag.float16.is_floating_point and jag.bfloat16.is_floating_point
+    assert jag.half is jag.float16
+    assert repr(jag.float16) == "jag.float16" and repr(jag.bfloat16) == "jag.bfloat16"
+    # torch.promote_types
+    assert jag.promote_types(jag.float16, jag.bfloat16) is jag.float32
+    assert jag.promote_types(jag.float16, jag.int64) is jag.float16
+    assert jag.promote_types(jag.bfloat16, jag.float32) is jag.float32
+
+
+def test_float16_matches_numpy():
+    rng = np.random.default_rng(0)
+    x = np.concatenate([rng.standard_normal(1000).astype(np.float32) * 1000,
+                        np.float32([65504, 65519, 65520, 1e-8, 6e-8, -0.0, np.inf, -np.inf])])
+    t = jag.tensor(x).half()
+    assert t.dtype is jag.float16
+    with np.errstate(over="ignore"):
+        want = x.astype(np.float16)  # numpy: IEEE round to nearest even, inf past 65520
+    np.testing.assert_array_equal(t.numpy().view(np.uint16), want.view(np.uint16))
+    # and back, exactly
+    np.testing.assert_array_equal(t.float().numpy(), want.astype(np.float32))
+    # a numpy float16 array keeps its dtype
+    a = jag.tensor(want)
+    assert a.dtype is jag.float16
+    np.testing.assert_array_equal(a.numpy().view(np.uint16), want.view(np.uint16))
+
+
+def test_bfloat16_rounding():
+    x = np.float32([1.0, 1 + 2 ** -8, 1 + 3 * 2 ** -8, 3.14159265, -2.5, 1e-3])
+    t = jag.tensor(x).bfloat16()
+    assert t.dtype is jag.bfloat16
+    np.testing.assert_array_equal(t.float().numpy(), bf16_values(bf16_bits(x)))
+    # torch refuses numpy() for bfloat16; so does jag, with a clear message
+    with pytest.raises(TypeError, match="numpy has no bfloat16"):
+        t.numpy()
+    # jag.tensor(..., dtype=bfloat16) rounds once from float32
+    np.testing.assert_array_equal(jag.tensor(x, dtype=jag.bfloat16).float().numpy(), bf16_values(bf16_bits(x)))
+
+
+@pytest.mark.parametrize("dt", [jag.float16, jag.bfloat16])
+def test_ops_round_once_from_float32(dt):
+    rng = np.random.default_rng(1)
+    x = jag.tensor(rng.standard_normal((5, 7)).astype(np.float32)).to(dt)
+    y = jag.tensor(rng.uniform(0.5, 2, (5, 7)).astype(np.float32)).to(dt)
+    xf, yf = x.float(), y.float()
+    for got, ref in [(x * y, xf * yf), (x / y, xf / yf), (x.exp(), xf.exp()), (x.sum(1), xf.sum(1)),
+                     (jag.softmax(x, 1), jag.softmax(xf, 1))]:
+        assert got.dtype is dt
+        np.testing.assert_array_equal(got.float().numpy(), ref.to(dt).float().numpy())
+    assert (x + yf).dtype is jag.float32  # half with float32 promotes to float32
+
+
+def test_gradient_has_input_dtype():
+    x = jag.tensor([0.5, -1.25, 3.0], dtype=jag.float16, requires_grad=True)
+    (x * x).sum().backward()
+    assert x.grad.dtype is jag.float16
+    np.testing.assert_array_equal(x.grad.numpy(), np.float16([1.0, -2.5, 6.0]))
+
+
+def test_printing_and_item():
+    t = jag.tensor([1.0, 0.5], dtype=jag.float16)
+    assert str(t) == "tensor([1.0000, 0.5000], dtype=float16, size=[2])"
+    assert jag.tensor([0.1], dtype=jag.bfloat16)[0].item() == float(bf16_values(bf16_bits([0.1]))[0])
+
+
+def test_dlpack():
+    a = np.float16([1.5, -2.0, 65504])
+    t = jag.from_dlpack(a)
+    assert t.dtype is jag.float16 and t.tolist() == [1.5, -2.0, 65504.0]
+    back = np.from_dlpack(t)
+    assert back.dtype == np.float16
+    np.testing.assert_array_equal(back, a)
+    # bfloat16 travels as DLPack kDLBfloat 16 (code 4), read back as bfloat16
+    b = jag.tensor([1.0, 2.0], dtype=jag.bfloat16)
+    assert jag.from_dlpack(b).dtype is jag.bfloat16
+
+
+@pytest.mark.parametrize("dt,st_name", [(jag.float16, "F16"), (jag.bfloat16, "BF16")])
+def test_safetensors_package_reads_jag_files(tmp_path, dt, st_name):
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    x = jag.tensor([[1.0, -0.5, 3.0], [0.25, 1e-3, -7.0]]).to(dt)
+    path = tmp_path / "half.safetensors"
+    jag.save({"x": x}, str(path))
+    raw = path.read_bytes()
+    (n,) = struct.unpack("<Q", raw[:8])
+    assert ('"dtype":"%s"' % st_name) in raw[8:8 + n].decode()
+    if dt is jag.float16:
+        got = safetensors_numpy.load_file(str(path))["x"]
+        assert got.dtype == np.float16
+        np.testing.assert_array_equal(got, x.numpy())
+    else:
+        # numpy has no bfloat16: the package's numpy loader refuses BF16; its
+        # header parser takes the file, and the data bytes are read where the
+        # header places them
+        import json
+
+        from safetensors import safe_open
+
+        with safe_open(str(path), "np") as f:
+            assert list(f.keys()) == ["x"]
+        header = json.loads(raw[8:8 + n])
+        begin, end = header["x"]["data_offsets"]
+        bits = np.frombuffer(raw[8 + n + begin:8 + n + end], dtype=np.uint16).reshape(2, 3)
+        np.testing.assert_array_equal(bf16_values(bits), x.float().numpy())
+    # and jag reads it back, bit for bit
+    y = jag.load(str(path))["x"]
+    assert y.dtype is dt
+    np.testing.assert_array_equal(y.float().numpy(), x.float().numpy())
