@@ -685,6 +685,16 @@ static void test_jagged_ops(void) {
     GC("sum 2 dims", s, nested(JAG_JAGGED, 3, sh, 3, -1, 1, 21));
     call n = {.k = K_NARROW, .a = -1, .start = 0, .len = 2};
     GC("narrow 4-d", n, nested(JAG_JAGGED, 3, sh, 3, -1, 1, 22));
+    /* max_dim / min_dim over the ragged dim (components not empty: torch
+     * refuses the max of none): the gradient goes to the winning row of
+     * each column (ragged_reduce_backward with the forward's indices) */
+    const int64_t full3[3][3] = {{2, 3}, {1, 3}, {4, 3}};
+    for (int keep = 0; keep < 2; keep++) {
+        call m = {.k = K_MAX_DIM, .a = 1, .keep = keep};
+        GC("max_dim ragged", m, nested(JAG_JAGGED, 3, full3, 2, -1, 1, 30 + keep));
+        m.k = K_MIN_DIM;
+        GC("min_dim ragged", m, nested(JAG_JAGGED, 3, full3, 2, -1, 1, 32 + keep));
+    }
     /* the bridge from values to nested */
     jag_tensor *off = ints((double[]){0, 3, 3, 9}, S(4), JAG_INT64), *len = ints((double[]){2, 0, 4}, S(3), JAG_INT64);
     call fj = {.k = K_FROM_JAGGED, .off = off};

@@ -488,7 +488,7 @@ static void test_random(void) {
     jag_tensor *o = NULL;
     CHECK_ERR(jag_rand_uniform(s, 1, 3, -2, JAG_FLOAT32, g1, &o), JAG_EINVAL, "below");
     CHECK_ERR(jag_rand_normal(s, 1, 0, -1, JAG_FLOAT32, g1, &o), JAG_EINVAL, "std");
-    CHECK_ERR(jag_rand_normal(s, 1, 0, 1, JAG_INT32, g1, &o), JAG_EDTYPE, "float32 or float64");
+    CHECK_ERR(jag_rand_normal(s, 1, 0, 1, JAG_INT32, g1, &o), JAG_EDTYPE, "expected a floating dtype");
     CHECK(o == NULL);
     jag_release(a), jag_release(b), jag_release(c), jag_release(n), jag_release(d);
     jag_generator_free(g1), jag_generator_free(g2), jag_generator_free(g3);
@@ -557,10 +557,17 @@ static void test_format(void) {
     char tiny[8];
     size_t need = jag_format(x, tiny, sizeof tiny);
     CHECK(need == n && strlen(tiny) == 7); /* truncated, terminated, reports the full length */
-    int64_t big = 100;
+    /* torch's print options: every entry up to 1000 elements, then the
+     * first and last 3 of each dim */
+    int64_t big = 1001, some = 8;
     CHECK_OK(jag_zeros(&big, 1, JAG_BOOL, &b));
     jag_format(b, buf, sizeof buf);
-    CHECK_MSG(strstr(buf, "False, False, False, ..., False, False, False]") != NULL, "got %s", buf);
+    CHECK_MSG(strstr(buf, "[False, False, False, ..., False, False, False]") != NULL, "got %s", buf);
+    jag_release(b);
+    CHECK_OK(jag_full(&some, 1, 2.5, JAG_FLOAT32, &b));
+    jag_format(b, buf, sizeof buf);
+    CHECK_MSG(strcmp(buf, "tensor([2.5000, 2.5000, 2.5000, 2.5000, 2.5000, 2.5000, 2.5000, 2.5000], dtype=float32, size=[8])") == 0,
+              "got %s", buf);
     jag_release(x), jag_release(b);
 }
 

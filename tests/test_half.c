@@ -530,7 +530,41 @@ static void test_compiled_matches_eager(void) {
     jag_release(q);
 }
 
+/* Random draws of a half dtype: the float32 draw of the same generator
+ * state rounded once (torch draws half tensors in float and rounds), and a
+ * uniform in [low, high) never reaches high once rounded (values just
+ * below 1.0 round up to it in both half types). */
+static void test_random_draws(void) {
+    TEST_BEGIN();
+    int64_t n = 4096;
+    for (int k = 0; k < 2; k++) {
+        jag_generator *g1 = NULL, *g2 = NULL;
+        CHECK_OK(jag_generator_new(7, &g1));
+        CHECK_OK(jag_generator_new(7, &g2));
+        jag_tensor *h = NULL, *f = NULL;
+        CHECK_OK(jag_rand_normal(&n, 1, 0.5, 2.0, HALVES[k], g1, &h));
+        CHECK_OK(jag_rand_normal(&n, 1, 0.5, 2.0, JAG_FLOAT32, g2, &f));
+        const uint16_t *hv = jag_data(h);
+        const float *fv = jag_data(f);
+        bool same = true;
+        for (int64_t i = 0; i < n; i++)
+            same &= hv[i] == (HALVES[k] == JAG_FLOAT16 ? jag_float_to_float16(fv[i]) : jag_float_to_bfloat16(fv[i]));
+        CHECK_MSG(same, "%s normal draws are float32's rounded", jag_dtype_name(HALVES[k]));
+        jag_release(h), jag_release(f);
+        CHECK_OK(jag_rand_uniform(&n, 1, 0.0, 1.0, HALVES[k], g1, &h));
+        hv = jag_data(h);
+        float lo = 1, hi = 0;
+        for (int64_t i = 0; i < n; i++) {
+            float x = HALVES[k] == JAG_FLOAT16 ? jag_float16_to_float(hv[i]) : jag_bfloat16_to_float(hv[i]);
+            lo = x < lo ? x : lo, hi = x > hi ? x : hi;
+        }
+        CHECK_MSG(lo >= 0.0f && hi < 1.0f && hi > 0.9f, "%s uniform in [%g, %g]", jag_dtype_name(HALVES[k]), lo, hi);
+        jag_release(h);
+        jag_generator_free(g1), jag_generator_free(g2);
+    }
+}
+
 TEST_MAIN(test_dtype_table, test_float16_bit_patterns, test_bfloat16_bit_patterns, test_round_trip_every_pattern,
           test_narrowing_matches_reference, test_tensor_conversions, test_creation_item_and_printing,
           test_ops_compute_in_float32, test_mixed_promotion, test_moves_keep_bits, test_inplace, test_gradients,
-          test_compiled_matches_eager)
+          test_compiled_matches_eager, test_random_draws)

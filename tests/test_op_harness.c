@@ -1255,6 +1255,7 @@ static bool ragged_samples(jag_op_id op, jag_dtype dt, int k, bool nested, sampl
         else arg_none(s);
         if (form || kind == 2 || kind == 3 || kind == 4 || kind == 6) arg_t(s, y); /* needed by these kinds */
         else { jag_release(y); arg_none(s); }
+        arg_none(s); /* idx: the max / min kinds only */
         arg_t(s, g), arg_i(s, kind), arg_i(s, mask), arg_i(s, 1), arg_b(s, false);
     }
     snprintf(s->what, sizeof s->what, "kind %d, %s", kind, form ? "with dim 1 and lengths" : "ragged dim alone");
@@ -1271,9 +1272,9 @@ static jag_status ragged_ref(jag_op_id op, const jag_value *a, int n, jag_tensor
     const jag_tensor *values = a[0].u.t;
     const int64_t *off = i64_data(a[1].u.t);
     const int64_t *lens = a[2].kind == JAG_VAL_TENSOR ? i64_data(a[2].u.t) : NULL;
-    int kind = (int)a[bwd ? 5 : 3].u.i;
-    bool with_dim1 = a[bwd ? 6 : 4].u.i & 2;
-    const jag_tensor *g = bwd ? a[4].u.t : NULL;
+    int kind = (int)a[bwd ? 6 : 3].u.i;
+    bool with_dim1 = a[bwd ? 7 : 4].u.i & 2;
+    const jag_tensor *g = bwd ? a[5].u.t : NULL;
     jag_op_id rop = ragged_kind_op[kind];
     jag_tensor *leaf = NULL, *loss = NULL;
     jag_status st = jag_clone(values, &leaf);

@@ -10,6 +10,7 @@
 #include "test.h"
 #include "autograd/autograd.h"
 #include "trace/trace.h"
+#include "subclass/nested.h" /* jag__nested_has_rule: the class's registrations (nested_ops.c) */
 
 static void test_every_row_parses(void) {
     TEST_BEGIN();
@@ -58,8 +59,6 @@ static void test_every_row_has_a_derivative_or_a_reason(void) {
     }
 }
 
-/* The nested class's registrations (src/subclass/nested_ops.c). */
-bool jag__nested_has_rule(jag_op_id op);
 
 /* A nested rule, or NO_NESTED: the generic rule of POINTWISE rows (on the
  * packed values or the strided buffer), or one the nested class registers

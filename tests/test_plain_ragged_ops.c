@@ -40,11 +40,31 @@ static void test_ragged_reduce_by_hand(void) {
     /* its backward: the mean's gradient spreads g / length over each component's rows */
     const float gv[4] = {2, 4, 3, 6};
     g = f32(gv, (int64_t[]){2, 2}, 2);
-    jag_value b[9] = {a[0], a[1], a[2], {.kind = JAG_VAL_TENSOR, .u.t = out}, {.kind = JAG_VAL_TENSOR, .u.t = g}, a[3], a[4], a[5], a[6]};
+    jag_value b[10] = {a[0], a[1], a[2], {.kind = JAG_VAL_TENSOR, .u.t = out}, {.kind = JAG_VAL_NONE},
+                       {.kind = JAG_VAL_TENSOR, .u.t = g}, a[3], a[4], a[5], a[6]};
     jag_tensor *gx = NULL;
-    CHECK_OK(jag_op_call(t_op_id("ragged_reduce_backward"), b, 9, &gx));
+    CHECK_OK(jag_op_call(t_op_id("ragged_reduce_backward"), b, 10, &gx));
     CHECK(jag_size(gx, 0) == 5 && at(gx, 0) == 1 && at(gx, 1) == 2 && at(gx, 2) == 1 && at(gx, 4) == 1 && at(gx, 5) == 2 &&
           at(gx, 9) == 2);
+    /* max (kind 7) given the forward's indices, as max_dim's backward: g goes
+     * to row offsets[b] + idx[b, c] of its column, every other row gets 0 */
+    jag_tensor *ix = t_i64((int64_t[]){1, 0, 2, 1}, 4), *ix2 = NULL, *gm = NULL;
+    CHECK_OK(jag_view(ix, (int64_t[]){2, 2}, 2, &ix2));
+    jag_value m[10] = {b[0], b[1], b[2], {.kind = JAG_VAL_NONE}, {.kind = JAG_VAL_TENSOR, .u.t = ix2}, b[5],
+                       {.kind = JAG_VAL_INT, .u.i = 7}, b[7], b[8], b[9]};
+    CHECK_OK(jag_op_call(t_op_id("ragged_reduce_backward"), m, 10, &gm));
+    /* column 0: rows 1 and 2 + 2 get 2 and 3; column 1: rows 0 and 2 + 1 get 4 and 6 */
+    const float want_m[10] = {0, 4, 2, 0, 0, 0, 0, 6, 3, 0};
+    for (int i = 0; i < 10; i++) CHECK_MSG(at(gm, i) == want_m[i], "max backward element %d: %g", i, at(gm, i));
+    jag_release(gm), gm = NULL;
+    /* an index past its component (component 0 has 2 rows) is refused before anything is written */
+    ((int64_t *)jag_data(ix))[0] = 2;
+    CHECK_ERR(jag_op_call(t_op_id("ragged_reduce_backward"), m, 10, &gm), JAG_ERANGE,
+              "argument 'idx' holds 2 for component 0 of 2 rows");
+    CHECK(gm == NULL);
+    m[4] = (jag_value){.kind = JAG_VAL_NONE};
+    CHECK_ERR(jag_op_call(t_op_id("ragged_reduce_backward"), m, 10, &gm), JAG_EINVAL, "argument 'idx'");
+    jag_release(ix), jag_release(ix2);
     /* lengths make holes: component 1 keeps rows [2, 3) only */
     jag_tensor *len = t_i64((int64_t[]){2, 1}, 2), *h = NULL;
     a[2] = (jag_value){.kind = JAG_VAL_TENSOR, .u.t = len};

@@ -5,21 +5,6 @@
 #include "autograd.h"
 #include "../subclass/nested.h"
 
-/* Write src into dst, a part of a gradient being built (dst has src's
- * shape), with the clone op's kernel when dst is contiguous
- * (jag__dispatch_into), else with the copy_ op, grad mode off: the write is
- * part of making the gradient, never a recorded step. */
-static jag_status copy_part(const char *op, jag_tensor *dst, const jag_tensor *src) {
-    jag_value a[] = {jag__v_tensor(src)};
-    bool done = false;
-    jag_status st = jag__dispatch_into(JAG_OP_clone, op, a, 1, dst, &done);
-    if (st || done) return st;
-    bool prev = jag_set_grad_enabled(false);
-    st = jag_copy_(dst, src);
-    jag_set_grad_enabled(prev);
-    return st;
-}
-
 /* values(nt): the gradient of nt is the values' gradient wrapped with nt's
  * structure — the same offsets object. */
 jag_status jag__d_values(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in) {
@@ -66,7 +51,7 @@ jag_status jag__d_to_padded(const jag_grad_ctx *c, jag_tensor *const *grad_out, 
             st = jag_last_status();
             break;
         }
-        st = copy_part(c->name, comps[b], src);
+        st = jag__copy_part(c->name, comps[b], src);
         jag_release(src);
     }
     if (!st)
@@ -111,7 +96,7 @@ static jag_status copy_rows(const char *op, const jag_tensor *dst_values, const 
     sz[0] = n;
     jag_tensor *dv = jag__tensor_view(d, sz, d->strides, d->ndim, d->offset + r0 * d->strides[0]);
     jag_tensor *sv = jag__tensor_view(s, sz, s->strides, s->ndim, s->offset + r0 * s->strides[0]);
-    jag_status st = dv && sv ? copy_part(op, dv, sv) : jag_last_status();
+    jag_status st = dv && sv ? jag__copy_part(op, dv, sv) : jag_last_status();
     jag_release(dv), jag_release(sv);
     return st;
 }
@@ -269,7 +254,7 @@ static jag_status jagged_structural(const jag_grad_ctx *c, jag_tensor *const *gr
         jag_tensor *gv = jag__tensor_view(zs->values, g->sizes, zs->values->strides, g->ndim,
                                           zs->values->offset + (n ? o[i] * zs->values->strides[0] : 0));
         if (!gv) st = jag_last_status();
-        else st = copy_part(c->name, gv, g), jag_release(gv);
+        else st = jag__copy_part(c->name, gv, g), jag_release(gv);
     } else { /* the output viewed the same values rows: those rows get g */
         nested_state *os = jag__nested(c->outputs[0]), *gs = jag__nested(grad_out[0]);
         if (!os || !gs) st = jag__error(JAG_EINTERNAL, "%s: backward without a nested output or gradient", c->name);
@@ -283,55 +268,6 @@ static jag_status jagged_structural(const jag_grad_ctx *c, jag_tensor *const *gr
     }
     grad_in[0] = z;
     return JAG_OK;
-}
-
-/* max_dim / min_dim over the ragged dim alone: each output element's
- * gradient goes to the values row its index names (as torch's max(dim)
- * backward scatters the gradient at the returned indices). idx and g are
- * (B, D...) (the ragged dim squeezed when kept) and value element
- * ((offsets[b] + idx[b, d]) * |D| + d) of the flattened values gets g[b, d]:
- * one scatter_add along the single dim of the flattened values, which runs
- * as whole rows (flattened values: zeros, the index: a few small ops of
- * g's size). */
-static jag_status ragged_extreme_grad(const char *op, const nested_state *s, bool keepdim, const jag_tensor *idx,
-                                      const jag_tensor *g, jag_tensor **out) {
-    const jag_tensor *v = s->values;
-    int64_t inner = jag__numel(v->sizes + 1, v->ndim - 1), total = jag_numel(v), all = -1;
-    jag_tensor *i2 = NULL, *g2 = NULL, *starts = NULL, *starts_b = NULL, *rows = NULL, *width = NULL, *row_at = NULL,
-               *cols = NULL, *cols_b = NULL, *at = NULL, *at_flat = NULL, *g_flat = NULL, *z = NULL, *flat = NULL;
-    jag_status st = JAG_OK;
-    if (keepdim) {
-        if (!(st = jag_squeeze(idx, s->ragged_idx, &i2))) st = jag_squeeze(g, s->ragged_idx, &g2);
-    } else {
-        i2 = jag_retain((jag_tensor *)idx), g2 = jag_retain((jag_tensor *)g);
-    }
-    int64_t shape[JAG_MAX_DIMS] = {s->batch};
-    for (int d = 1; d < v->ndim; d++) shape[d] = 1;
-    if (!st && i2->ndim != v->ndim)
-        st = jag__error(JAG_EINTERNAL, "%s: backward got indices of %d dims for values of %d", op, i2->ndim, v->ndim);
-    /* the element of the flattened values each g[b, d] goes to */
-    if (!st) st = jag_narrow(s->offsets, 0, 0, s->batch, &starts);
-    if (!st) st = jag_view(starts, shape, v->ndim, &starts_b);
-    if (!st) st = jag_add(i2, starts_b, 1.0, &rows);
-    if (!st) st = jag_full(NULL, 0, (double)inner, JAG_INT64, &width);
-    if (!st) st = jag_mul(rows, width, &row_at);
-    if (!st) st = jag_arange(0, (double)inner, 1, JAG_INT64, &cols);
-    shape[0] = 1;
-    for (int d = 1; d < v->ndim; d++) shape[d] = v->sizes[d];
-    if (!st) st = jag_view(cols, shape, v->ndim, &cols_b);
-    if (!st) st = jag_add(row_at, cols_b, 1.0, &at);
-    if (!st) st = jag_reshape(at, &all, 1, &at_flat);
-    if (!st) st = jag_reshape(g2, &all, 1, &g_flat);
-    if (!st) st = jag_zeros(&total, 1, v->dtype, &z);
-    if (!st) {
-        jag_value a[] = {jag__v_tensor(z), jag__v_int(0), jag__v_tensor(at_flat), jag__v_tensor(g_flat)};
-        st = jag__dispatch(JAG_OP_scatter_add, a, 4, &flat);
-    }
-    if (!st) st = jag_view(flat, v->sizes, v->ndim, out);
-    jag_release(i2), jag_release(g2), jag_release(starts), jag_release(starts_b), jag_release(rows);
-    jag_release(width), jag_release(row_at), jag_release(cols), jag_release(cols_b), jag_release(at);
-    jag_release(at_flat), jag_release(g_flat), jag_release(z), jag_release(flat);
-    return st;
 }
 
 /* matmul of a jagged a (B, j, D) by a dense batch of matrices w (B, D, E):
@@ -384,10 +320,8 @@ jag_status jag__d_jagged_ragged(const jag_grad_ctx *c, jag_tensor *const *grad_o
         if (r == 0) return JAG_OK;
         *handled = true;
         bool idx = sp.kind == JAG_SEG_MAX || sp.kind == JAG_SEG_MIN;
-        if (sp.kind < JAG_SEG_MAX) /* a plain op on the inner tensors: traceable */
-            st = jag__ragged_reduce_backward(s, &sp, c->outputs[0], grad_out[0], &gv);
-        else if (idx) /* max_dim / min_dim: ragged dim alone */
-            st = ragged_extreme_grad(c->name, s, sp.keepdim, c->outputs[1], grad_out[0], &gv);
+        if (sp.kind < JAG_SEG_MAX || idx) /* a plain op on the inner tensors: traceable */
+            st = jag__ragged_reduce_backward(s, &sp, c->outputs[0], idx ? c->outputs[1] : NULL, grad_out[0], &gv);
         else
             st = jag__error(JAG_EINTERNAL, "%s: no gradient for ragged reduction kind %d", c->name, (int)sp.kind);
         return rewrap_grad(s, st, gv, grad_in);
@@ -451,9 +385,9 @@ jag_status jag__d_embedding_bag(const jag_grad_ctx *c, jag_tensor *const *grad_o
  * indices (no gradient). */
 jag_status jag__d_ragged_reduce(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in) {
     if (!c->needs[0]) return JAG_OK;
-    jag_value a[9] = {c->args[0], c->args[1], c->args[2], jag__v_tensor(c->outputs[0]), jag__v_tensor(grad_out[0]),
-                      c->args[3], c->args[4], c->args[5], c->args[6]};
-    return jag__dispatch(JAG_OP_ragged_reduce_backward, a, 9, &grad_in[0]);
+    jag_value a[10] = {c->args[0], c->args[1], c->args[2], jag__v_tensor(c->outputs[0]), jag__v_tensor(NULL),
+                       jag__v_tensor(grad_out[0]), c->args[3], c->args[4], c->args[5], c->args[6]};
+    return jag__dispatch(JAG_OP_ragged_reduce_backward, a, 10, &grad_in[0]);
 }
 
 /* ragged_softmax (values, offsets, lengths, log): the values' gradient is

@@ -18,7 +18,10 @@ static void put(text *t, const char *fmt, ...) {
     if (n > 0) t->len += (size_t)n;
 }
 
-/* Show at most this many entries per dim: the first and last EDGE ones. */
+/* A tensor of more than SUMMARIZE_ABOVE elements shows at most the first and
+ * last EDGE entries of each dim (torch's print options: threshold 1000,
+ * edgeitems 3); a smaller one shows every entry. */
+#define SUMMARIZE_ABOVE 1000
 #define EDGE 3
 
 static void put_value(text *t, const jag_tensor *x, int64_t off) {
@@ -35,7 +38,7 @@ static void put_value(text *t, const jag_tensor *x, int64_t off) {
     }
 }
 
-static void put_dim(text *t, const jag_tensor *x, int d, int64_t off, int indent) {
+static void put_dim(text *t, const jag_tensor *x, int d, int64_t off, int indent, bool summarize) {
     if (d == x->ndim) {
         put_value(t, x, off);
         return;
@@ -43,13 +46,13 @@ static void put_dim(text *t, const jag_tensor *x, int d, int64_t off, int indent
     put(t, "[");
     int64_t n = x->sizes[d];
     for (int64_t i = 0; i < n; i++) {
-        if (n > 2 * EDGE && i == EDGE) {
+        if (summarize && n > 2 * EDGE && i == EDGE) {
             put(t, "...");
             i = n - EDGE - 1;
             put(t, d == x->ndim - 1 ? ", " : ",\n%*s", d == x->ndim - 1 ? 0 : indent + 1, "");
             continue;
         }
-        put_dim(t, x, d + 1, off + i * x->strides[d], indent + 1);
+        put_dim(t, x, d + 1, off + i * x->strides[d], indent + 1, summarize);
         if (i + 1 < n) put(t, d == x->ndim - 1 ? ", " : ",\n%*s", d == x->ndim - 1 ? 0 : indent + 1, "");
     }
     put(t, "]");
@@ -81,7 +84,7 @@ size_t jag_format(const jag_tensor *x, char *buf, size_t cap) {
     }
     put(&t, "tensor(");
     if (jag__numel(x->sizes, x->ndim) == 0) put(&t, "[]"); /* no element: no offsets to compute */
-    else put_dim(&t, x, 0, 0, 7);
+    else put_dim(&t, x, 0, 0, 7, jag_numel(x) > SUMMARIZE_ABOVE);
     put(&t, ", dtype=%s, size=%s)", jag_dtype_name(x->dtype), shape);
     return t.len;
 }

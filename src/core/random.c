@@ -7,6 +7,7 @@
  * generator is a few dozen lines, and a dependency would not make it more
  * reproducible. */
 #include "internal.h"
+#include "half.h"
 
 #include <math.h>
 
@@ -118,11 +119,17 @@ static void philox_lanes(uint64_t base, uint64_t key, uint32_t w[4][PHILOX_LANES
 /* Uniform in [0, 1) with 24 (float) or 53 (double) random bits. */
 static double u01_53(uint32_t a, uint32_t b) { return (double)(((uint64_t)a << 21) ^ b) * 0x1.0p-53; }
 
+/* The half value just below the finite value with bits h (toward -inf). */
+static uint16_t half_step_down(uint16_t h) {
+    if ((h & 0x7fff) == 0) return 0x8001; /* below zero: the smallest negative subnormal */
+    return h & 0x8000 ? (uint16_t)(h + 1) : (uint16_t)(h - 1);
+}
+
 jag_status jag__random_new(const char *op, const int64_t *sizes, int ndim, double a, double b, jag_dtype dtype,
                            jag_generator *g, jag_distribution kind, jag_tensor **out) {
     if (!out) return jag__error(JAG_EINVAL, "%s: argument 'out' is NULL", op);
     if (!jag_dtype_is_floating(dtype))
-        return jag__error(JAG_EDTYPE, "%s: argument 'dtype' is %s, expected float32 or float64", op, jag_dtype_name(dtype));
+        return jag__error(JAG_EDTYPE, "%s: argument 'dtype' is %s, expected a floating dtype", op, jag_dtype_name(dtype));
     if (!isfinite(a) || !isfinite(b))
         return jag__error(JAG_EINVAL, "%s: parameters %g and %g must be finite", op, a, b);
     if (kind == JAG_DIST_UNIFORM && b < a)
@@ -145,6 +152,15 @@ jag_status jag__random_new(const char *op, const int64_t *sizes, int ndim, doubl
     /* float32 uniforms that round up to `high` move just below it (half-open) */
     const float fb = (float)b, below = nextafterf(fb, -INFINITY);
     const bool clamp_f32 = kind == JAG_DIST_UNIFORM && b > a;
+    /* half dtypes: the float32 draw rounded once; uniforms that round up to
+     * `high` move to the half value below it */
+    uint16_t *f16 = jag_dtype_is_half(dtype) ? (uint16_t *)jag__ptr(t) : NULL;
+    const bool bf16 = dtype == JAG_BFLOAT16;
+    uint16_t half_below = 0;
+    if (f16) {
+        uint16_t hb = bf16 ? jag__f32_to_bf16(fb) : jag__f32_to_f16(fb);
+        half_below = (bf16 ? jag__bf16_to_f32(hb) : jag__f16_to_f32(hb)) >= fb ? half_step_down(hb) : hb;
+    }
 #pragma omp parallel for schedule(static) if (n > JAG_PARALLEL_GRAIN)
     for (int64_t ch = 0; ch < chunks; ch++) {
         uint32_t w[4][PHILOX_LANES];
@@ -168,6 +184,13 @@ jag_status jag__random_new(const char *op, const int64_t *sizes, int ndim, doubl
             for (int64_t i = 0; i < m; i++) {
                 float x = (float)v[i];
                 f32[i0 + i] = clamp_f32 && x >= fb ? below : x;
+            }
+        } else if (f16) {
+            for (int64_t i = 0; i < m; i++) {
+                float x = (float)v[i];
+                uint16_t h = bf16 ? jag__f32_to_bf16(x) : jag__f32_to_f16(x);
+                float back = bf16 ? jag__bf16_to_f32(h) : jag__f16_to_f32(h);
+                f16[i0 + i] = clamp_f32 && back >= fb ? half_below : h;
             }
         } else {
             memcpy(f64 + i0, v, (size_t)m * sizeof *v);

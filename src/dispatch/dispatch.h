@@ -220,6 +220,13 @@ jag_status jag__trace_on_wrap(jag_tensor **t);
  * argument checks. */
 jag_status jag__dispatch_into(jag_op_id op, const char *name, const jag_value *args, int nargs, jag_tensor *out,
                               bool *done);
+/* Write src into dst (src's shape; dst a part of a tensor being built: a
+ * component of a nested tensor, a slice of a gradient): the clone op's
+ * kernel straight into a contiguous dst (jag__dispatch_into), else the
+ * copy_ op with grad mode off, as building a tensor copies its inputs'
+ * data and whatever autograd records, it records for the op as a whole.
+ * `op` names the caller in errors. */
+jag_status jag__copy_part(const char *op, jag_tensor *dst, const jag_tensor *src);
 
 /* jag__dispatch bracketed as a public entry point (records outputs in the
  * open scope). */

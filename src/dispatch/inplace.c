@@ -267,3 +267,14 @@ jag_status jag_copy_(jag_tensor *dst, const jag_tensor *src) {
     jag_release(tmp);
     return jag__leave(JAG_OK, NULL, 0);
 }
+
+jag_status jag__copy_part(const char *op, jag_tensor *dst, const jag_tensor *src) {
+    jag_value a[] = {jag__v_tensor(src)};
+    bool done = false;
+    jag_status st = jag__dispatch_into(JAG_OP_clone, op, a, 1, dst, &done);
+    if (st || done) return st;
+    bool prev = jag_set_grad_enabled(false);
+    st = jag_copy_(dst, src);
+    jag_set_grad_enabled(prev);
+    return st;
+}

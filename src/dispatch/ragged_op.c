@@ -6,8 +6,12 @@
  *
  *   ragged_reduce(values (R, D...), offsets (B+1), lengths (B) or none,
  *                 kind, mask, correction, keepdim) -> (B, kept D...)
- *   ragged_reduce_backward(values, offsets, lengths, y or none, g (B, kept
- *                 D...), kind, mask, correction, keepdim) -> (R, D...)
+ *   ragged_reduce_backward(values, offsets, lengths, y or none, idx or
+ *                 none, g (B, kept D...), kind, mask, correction, keepdim)
+ *                 -> (R, D...); kind max / min (the gradient of max_dim /
+ *                 min_dim over the ragged dim alone) with the forward's
+ *                 indices idx (int64, g's shape): row offsets[b] + idx of
+ *                 component b gets g, the other rows 0
  *   ragged_softmax(values (R, D...), offsets, lengths, log) -> y (R, D...)
  *   ragged_softmax_backward(y (R, D...), offsets, lengths, g (R, D...),
  *                 log) -> the values' gradient (R, D...)
@@ -73,9 +77,12 @@ static jag_status rows_of(const char *op, const jag_tensor *values, const jag_te
 
 /* ---- ragged_reduce and ragged_reduce_backward ----------------------------- */
 
-static bool kind_ok(int64_t k) {
+/* The kinds ragged_reduce computes (no indices); its backward also takes
+ * max and min (max_dim / min_dim over the ragged dim alone), given the
+ * forward's indices. */
+static bool kind_ok(int64_t k, bool backward) {
     return k == JAG_SEG_SUM || k == JAG_SEG_MEAN || k == JAG_SEG_AMAX || k == JAG_SEG_AMIN || k == JAG_SEG_LSE ||
-           k == JAG_SEG_VAR || k == JAG_SEG_STD;
+           k == JAG_SEG_VAR || k == JAG_SEG_STD || (backward && (k == JAG_SEG_MAX || k == JAG_SEG_MIN));
 }
 
 /* The arguments common to both ops: values, offsets, lengths at 0..2 and
@@ -96,9 +103,14 @@ static jag_status parse_reduce(const char *op, const jag_value *args, int nargs,
         (st = jag__arg_bool(op, args, nargs, at + 3, "keepdim", &r->sp.keepdim)))
         return st;
     const jag_tensor *v = r->values, *o = r->offsets, *l = r->lengths;
-    if (!kind_ok(kind))
-        return jag__error(JAG_EINVAL, "%s: argument 'kind' is %lld, expected a reduction without indices (0-2, 3-6)", op,
-                          (long long)kind);
+    bool backward = at > 3;
+    if (!kind_ok(kind, backward))
+        return jag__error(JAG_EINVAL, "%s: argument 'kind' is %lld, expected %s", op, (long long)kind,
+                          backward ? "a reduction without indices (0-6), or max or min (7, 8)"
+                                   : "a reduction without indices (0-6)");
+    if (backward && kind >= JAG_SEG_MAX && mask != 0)
+        return jag__error(JAG_EINVAL, "%s: max and min take the ragged dim alone (mask 0), got mask %lld", op,
+                          (long long)mask);
     if (v->ndim < 1 || !jag_dtype_is_floating(v->dtype))
         return jag__error(JAG_EDTYPE, "%s: argument 'values' must be a float tensor of 1 or more dims, got %s %d-d", op,
                           jag_dtype_name(v->dtype), v->ndim);
@@ -146,10 +158,11 @@ jag_status jag__cpu_ragged_reduce(const char *op, const jag_value *args, int nar
 
 jag_status jag__meta_ragged_reduce_backward(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
     reduce_args r;
-    const jag_tensor *y, *g;
-    jag_status st = parse_reduce(op, args, nargs, 5, &r);
+    const jag_tensor *y, *idx, *g;
+    jag_status st = parse_reduce(op, args, nargs, 6, &r);
     if (!st) st = jag__arg_opt_tensor(op, args, nargs, 3, "y", &y);
-    if (!st) st = jag__arg_tensor(op, args, nargs, 4, "g", &g);
+    if (!st) st = jag__arg_opt_tensor(op, args, nargs, 4, "idx", &idx);
+    if (!st) st = jag__arg_tensor(op, args, nargs, 5, "g", &g);
     if (st) return st;
     jag_spec want;
     reduced_spec(r.values, r.offsets->sizes[0] - 1, &r.sp, &want);
@@ -166,22 +179,54 @@ jag_status jag__meta_ragged_reduce_backward(const char *op, const jag_value *arg
     bool needs_y = r.sp.kind == JAG_SEG_AMAX || r.sp.kind == JAG_SEG_AMIN || r.sp.kind == JAG_SEG_LSE ||
                    r.sp.kind == JAG_SEG_STD;
     if (needs_y && !y) return jag__error(JAG_EINVAL, "%s: argument 'y' (the forward's output) is needed for this kind", op);
+    bool needs_idx = r.sp.kind == JAG_SEG_MAX || r.sp.kind == JAG_SEG_MIN;
+    if (needs_idx != (idx != NULL))
+        return jag__error(JAG_EINVAL, "%s: argument 'idx' (the forward's indices) is %s for this kind", op,
+                          needs_idx ? "needed" : "not taken");
+    if (idx && (idx->dtype != JAG_INT64 || idx->ndim != want.ndim ||
+                memcmp(idx->sizes, want.sizes, (size_t)want.ndim * sizeof *want.sizes) != 0))
+        return jag__error(JAG_ESHAPE, "%s: argument 'idx' is %s of shape %s, expected int64 of shape %s", op,
+                          jag_dtype_name(idx->dtype), jag__shape_str(idx->sizes, idx->ndim, b1, sizeof b1),
+                          jag__shape_str(want.sizes, want.ndim, b2, sizeof b2));
     jag__spec_set(&outs[0], r.values->dtype, r.values->sizes, r.values->ndim);
     return JAG_OK;
 }
 
-// values (R, D...), y and g (B, kept D...) -> out (R, D...): the values' gradient, 0 in holes
+/* idx (B, C) contiguous: each index names a row of its component, 0 <=
+ * idx[b, c] < len b (user input when the op is called by name; the kernel
+ * writes at the rows they name). */
+static jag_status check_indices(const char *op, const jag_tensor *idx, const jag_ragged_rows *rows) {
+    const int64_t *ip = (const int64_t *)jag__ptr(idx);
+    int64_t C = rows->batch ? jag_numel(idx) / rows->batch : 0;
+    for (int64_t b = 0; b < rows->batch; b++) {
+        int64_t n = rows->lengths ? rows->lengths[b] : rows->offsets[b + 1] - rows->offsets[b];
+        for (int64_t c = 0; c < C; c++)
+            if (ip[b * C + c] < 0 || ip[b * C + c] >= n)
+                return jag__error(JAG_ERANGE, "%s: argument 'idx' holds %lld for component %lld of %lld rows, expected an "
+                                  "index in [0, %lld)", op, (long long)ip[b * C + c], (long long)b, (long long)n,
+                                  (long long)n);
+    }
+    return JAG_OK;
+}
+
+// values (R, D...), y and g (B, kept D...) [idx (B, kept D...) for max / min] -> out (R, D...): the values' gradient, 0 in holes
 jag_status jag__cpu_ragged_reduce_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
     reduce_args r;
     jag_ragged_rows rows;
-    const jag_tensor *y = NULL, *g = NULL;
-    jag_tensor *hold[2] = {0};
-    jag_status st = parse_reduce(op, args, nargs, 5, &r);
+    const jag_tensor *y = NULL, *idx = NULL, *g = NULL;
+    jag_tensor *hold[3] = {0};
+    jag_status st = parse_reduce(op, args, nargs, 6, &r);
     if (!st) st = jag__arg_opt_tensor(op, args, nargs, 3, "y", &y);
-    if (!st) st = jag__arg_tensor(op, args, nargs, 4, "g", &g);
+    if (!st) st = jag__arg_opt_tensor(op, args, nargs, 4, "idx", &idx);
+    if (!st) st = jag__arg_tensor(op, args, nargs, 5, "g", &g);
     if (!st) st = rows_of(op, r.values, r.offsets, r.lengths, &rows, hold);
-    if (!st) st = jag__ragged_reduce_backward_kernel(op, r.values, &rows, &r.sp, y, NULL, g, outs[0]);
-    jag_release(hold[0]), jag_release(hold[1]);
+    if (!st && idx && !jag_is_contiguous(idx)) {
+        jag_value a[] = {jag__v_tensor(idx)};
+        if (!(st = jag__dispatch(JAG_OP_clone, a, 1, &hold[2]))) idx = hold[2];
+    }
+    if (!st && idx) st = check_indices(op, idx, &rows);
+    if (!st) st = jag__ragged_reduce_backward_kernel(op, r.values, &rows, &r.sp, y, idx, g, outs[0]);
+    jag_release(hold[0]), jag_release(hold[1]), jag_release(hold[2]);
     return st;
 }
 

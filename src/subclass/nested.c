@@ -159,6 +159,9 @@ static void register_nested(void) {
     };
     bool prev = jag__set_registering_builtin(true);
     nested_class_status = jag_subclass_register(&def, &jag__nested_class_ptr);
+    /* the rules go in with the class, before any caller can register a
+     * decomposition of its own for it (which then replaces ours) */
+    if (nested_class_status == JAG_OK) nested_class_status = jag__nested_register_rules(jag__nested_class_ptr);
     jag__set_registering_builtin(prev);
 }
 
@@ -467,21 +470,6 @@ fail:
     return st;
 }
 
-/* Write src into dst, a part of a tensor being built (dst has src's shape):
- * the clone op's kernel straight into a contiguous dst, else the copy_ op.
- * Grad mode is off around copy_: building a tensor copies its inputs'
- * data, and whatever autograd records, it records for the op as a whole. */
-static jag_status copy_part(const char *op, jag_tensor *dst, const jag_tensor *src) {
-    jag_value a[] = {jag__v_tensor(src)};
-    bool done = false;
-    jag_status st = jag__dispatch_into(JAG_OP_clone, op, a, 1, dst, &done);
-    if (st || done) return st;
-    bool prev = jag_set_grad_enabled(false);
-    st = jag_copy_(dst, src);
-    jag_set_grad_enabled(prev);
-    return st;
-}
-
 /* A new plain tensor filled with value: the full op. */
 static jag_status full_op(const int64_t *sizes, int ndim, double value, jag_dtype dtype, jag_tensor **out) {
     jag_value a[] = {jag__v_ints(sizes, ndim), jag__v_double(value), jag__v_int(dtype)};
@@ -492,7 +480,7 @@ static jag_status full_op(const int64_t *sizes, int ndim, double value, jag_dtyp
 static jag_status copy_rows(const char *op, jag_tensor *dst, int64_t start, const jag_tensor *src) {
     jag_tensor *v = jag__tensor_view(dst, src->sizes, dst->strides, dst->ndim, dst->offset + start * dst->strides[0]);
     if (!v) return jag_last_status();
-    jag_status st = copy_part(op, v, src);
+    jag_status st = jag__copy_part(op, v, src);
     jag_release(v);
     return st;
 }
@@ -571,7 +559,7 @@ jag_status jag__nested_from_components(const char *op, jag_tensor *const *items,
                 st = jag_last_status();
                 goto done;
             }
-            st = copy_part(op, dst, items[i]);
+            st = jag__copy_part(op, dst, items[i]);
             jag_release(dst);
             if (st) goto done;
             pos += jag_numel(items[i]);
@@ -820,7 +808,7 @@ jag_status jag__nested_to_padded(const jag_tensor *nt, double padding, const int
             st = jag_last_status();
             break;
         }
-        st = copy_part(op, dst, items[b]);
+        st = jag__copy_part(op, dst, items[b]);
         jag_release(dst);
     }
     free_components(items, s->batch);

@@ -97,6 +97,12 @@ jag_status jag__nested_rewrap_jagged(const nested_state *like, const jag_tensor 
 /* The same, taking the reference `values` holds (released on failure too):
  * for values just made, it saves a retain and a release. */
 jag_status jag__nested_rewrap_jagged_taking(const nested_state *like, jag_tensor *values, jag_tensor **out);
+
+/* Register the nested class's rules (nested_ops.c), one decomposition per
+ * op that has a rule of its own, through jag_subclass_register_decomp: run
+ * once, with the class. jag__nested_has_rule: whether `op` got one. */
+jag_status jag__nested_register_rules(const jag_subclass *cls);
+bool jag__nested_has_rule(jag_op_id op);
 jag_status jag__nested_wrap_strided(const jag_tensor *buffer, const jag_tensor *sizes, const jag_tensor *strides,
                                     const jag_tensor *storage_offsets, int64_t ragged_id, jag_tensor **out);
 
@@ -184,10 +190,12 @@ jag_status jag__segment_broadcast(const char *op, const nested_state *s, const j
                                   jag_tensor **out);
 /* The reductions without indices, through the ragged_reduce and
  * ragged_reduce_backward ops on s's inner tensors (ragged_ops.c): what the
- * handler and the rules call, so that traces record plain ops. */
+ * handler and the rules call, so that traces record plain ops. The
+ * backward also serves max / min (max_dim / min_dim over the ragged dim
+ * alone) given the forward's indices idx (else NULL). */
 jag_status jag__ragged_reduce(const nested_state *s, const jag_segment_spec *sp, jag_tensor **out);
 jag_status jag__ragged_reduce_backward(const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
-                                       const jag_tensor *g, jag_tensor **out);
+                                       const jag_tensor *idx, const jag_tensor *g, jag_tensor **out);
 /* softmax / log_softmax down each component of s's ragged dim and its
  * gradient (y: the forward's output values, g: their gradient), through the
  * ragged_softmax and ragged_softmax_backward ops on s's inner tensors

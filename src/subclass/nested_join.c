@@ -20,20 +20,6 @@ static bool packed(const nested_state *s) {
     return !s->lengths && o[0] == 0 && o[s->batch] == s->values->sizes[0];
 }
 
-/* Write src into dst, a contiguous part of a tensor being built, with the
- * clone op's kernel (jag__dispatch_into); the copy_ op, grad mode off, when
- * that does not apply. */
-static jag_status copy_part(const char *op, jag_tensor *dst, const jag_tensor *src) {
-    jag_value a[] = {jag__v_tensor(src)};
-    bool done = false;
-    jag_status st = jag__dispatch_into(JAG_OP_clone, op, a, 1, dst, &done);
-    if (st || done) return st;
-    bool prev = jag_set_grad_enabled(false);
-    st = jag_copy_(dst, src);
-    jag_set_grad_enabled(prev);
-    return st;
-}
-
 /* The rows of components picks[0..n) of s, packed in that order: values
  * (sum of their lengths, D...), one block copy per component; *lens gets
  * each one's length. */
@@ -74,7 +60,7 @@ static jag_status gather_components(const char *op, const nested_state *s, const
         jag_tensor *src = jag__tensor_view(v, sz, v->strides, v->ndim, v->offset + o[picks[k]] * v->strides[0]);
         jag_tensor *dst = src ? jag__tensor_view(y, sz, y->strides, y->ndim, y->offset + at * y->strides[0]) : NULL;
         if (!src || !dst) st = jag_last_status();
-        else st = copy_part(op, dst, src);
+        else st = jag__copy_part(op, dst, src);
         jag_release(src), jag_release(dst);
         at += lens[k];
     }

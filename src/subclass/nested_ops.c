@@ -995,14 +995,9 @@ jag_status jag__nested_register_rules(const jag_subclass *cls) {
     return JAG_OK;
 }
 
-bool jag__nested_has_rule(jag_op_id op) { return op >= 0 && op < JAG_OP_BUILTIN_COUNT && rule_registered[op]; }
-
-/* The rules go in when the library loads, before any caller can register
- * a decomposition of its own for the class (which then replaces ours). */
-__attribute__((constructor)) static void register_nested_rules(void) {
-    jag_status st = jag__nested_register_rules(jag__nested_class());
-    JAG_ASSERT(st == JAG_OK);
-    (void)st;
+bool jag__nested_has_rule(jag_op_id op) {
+    (void)jag__nested_class(); /* the rules go in with the class */
+    return op >= 0 && op < JAG_OP_BUILTIN_COUNT && rule_registered[op];
 }
 
 /* ---- the handler ---------------------------------------------------------- */

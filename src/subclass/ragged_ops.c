@@ -9,25 +9,25 @@
 
 /* The boxed arguments of ragged_reduce (g NULL) or ragged_reduce_backward
  * for a jagged state. */
-static int box_reduce(const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y, const jag_tensor *g,
-                      jag_value *a) {
+static int box_reduce(const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y, const jag_tensor *idx,
+                      const jag_tensor *g, jag_value *a) {
     int n = 0;
     a[n++] = jag__v_tensor(s->values), a[n++] = jag__v_tensor(s->offsets), a[n++] = jag__v_tensor(s->lengths);
-    if (g) a[n++] = jag__v_tensor(y), a[n++] = jag__v_tensor(g);
+    if (g) a[n++] = jag__v_tensor(y), a[n++] = jag__v_tensor(idx), a[n++] = jag__v_tensor(g);
     a[n++] = jag__v_int(sp->kind), a[n++] = jag__v_int(sp->mask), a[n++] = jag__v_int(sp->correction);
     a[n++] = jag__v_bool(sp->keepdim);
     return n;
 }
 
 jag_status jag__ragged_reduce(const nested_state *s, const jag_segment_spec *sp, jag_tensor **out) {
-    jag_value a[9];
-    return jag__dispatch(JAG_OP_ragged_reduce, a, box_reduce(s, sp, NULL, NULL, a), out);
+    jag_value a[10];
+    return jag__dispatch(JAG_OP_ragged_reduce, a, box_reduce(s, sp, NULL, NULL, NULL, a), out);
 }
 
 jag_status jag__ragged_reduce_backward(const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
-                                       const jag_tensor *g, jag_tensor **out) {
-    jag_value a[9];
-    return jag__dispatch(JAG_OP_ragged_reduce_backward, a, box_reduce(s, sp, y, g, a), out);
+                                       const jag_tensor *idx, const jag_tensor *g, jag_tensor **out) {
+    jag_value a[10];
+    return jag__dispatch(JAG_OP_ragged_reduce_backward, a, box_reduce(s, sp, y, idx, g, a), out);
 }
 
 jag_status jag__ragged_softmax(const nested_state *s, bool log_softmax, jag_tensor **out) {
