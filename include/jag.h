@@ -693,6 +693,17 @@ int jag_op_num_outputs(jag_op_id op);
  * wrong argument count or kind. */
 jag_status jag_op_call(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);
 
+/* The `kind` argument of the ops along a jagged tensor's ragged dim on its
+ * inner tensors, ragged_reduce (0..6) and ragged_reduce_backward (0..8:
+ * MAX / MIN, the gradients of max_dim / min_dim, take the forward's
+ * indices); jag_op_schema gives their arguments. ARGMAX / ARGMIN are the
+ * nested class's own. */
+typedef enum jag_segment_kind {
+    JAG_SEG_SUM, JAG_SEG_MEAN, JAG_SEG_AMAX, JAG_SEG_AMIN, /* integer values too */
+    JAG_SEG_LSE, JAG_SEG_VAR, JAG_SEG_STD,
+    JAG_SEG_MAX, JAG_SEG_MIN, JAG_SEG_ARGMAX, JAG_SEG_ARGMIN, /* with indices (ragged dim alone) */
+} jag_segment_kind;
+
 /* ------------------------------------------------------------------------ */
 /* Tensor subclasses                                                         */
 /* ------------------------------------------------------------------------ */

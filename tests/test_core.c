@@ -2,6 +2,7 @@
  * errors, random numbers and printing. */
 #include "test.h"
 #include "core/internal.h"
+#include "cpu/kernels.h" /* jag__copy_into, jag__copy_ref */
 
 static const double V6[6] = {1, 2, 3, 4, 5, 6};
 

@@ -26,6 +26,7 @@
 #include "test.h"
 #include "dispatch/dispatch.h"
 #include "dispatch/pointwise_op.h"
+#include "cpu/kernels.h"
 #include "cpu/pointwise_math.h"
 #include "cpu/attention.h"
 #include "trace/trace.h"

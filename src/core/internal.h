@@ -257,11 +257,6 @@ jag_status jag__leave(jag_status status, jag_tensor **outs, int n);
 void jag__scope_isolate(size_t *saved_floor, int *saved_depth);
 int jag__scope_open_in_frame(void);
 void jag__scope_restore(size_t saved_floor, int saved_depth);
-/* The thread's trace recorder (src/trace/trace.c; NULL when none), read on
- * the dispatcher's hot path and by the public entry points that behave
- * differently while tracing. src/core never reads it: it is declared here
- * only for the layers above, which all include this header. */
-extern _Thread_local void *jag__trace_current;
 
 /* ---- element access ----------------------------------------------------- */
 
@@ -269,20 +264,17 @@ extern _Thread_local void *jag__trace_current;
 double jag__load_as_double(const void *p, jag_dtype dtype);
 void jag__store_from_double(void *p, jag_dtype dtype, double v);
 
-/* ---- kernels shared by several layers (src/cpu/copy.c) ------------------ */
+/* ---- reductions along a ragged dim ------------------------------------------ */
 
-/* Declared here for the dispatcher, the tracer's factory ops and the
- * kernels that call them; src/core itself calls none of them. Above the
- * dispatcher (src/subclass, src/autograd) copies and fills go through ops:
- * copy_, clone (jag__dispatch_into), full. */
-
-/* Copy src, broadcast to dst's shape and converted to dst's dtype, into dst.
- * Shapes are the caller's to check. */
-void jag__copy_into(jag_tensor *dst, const jag_tensor *src);
-/* One element at a time through double: the reference for jag__copy_into. */
-void jag__copy_ref(jag_tensor *dst, const jag_tensor *src);
-/* Set every element of dst to value (converted to dst's dtype). */
-void jag__fill(jag_tensor *dst, double value);
+/* A reduction over the ragged dim and the trailing dims of the values set in
+ * `mask` (bit d: values dim d >= 1, i.e. outer dim d + 1): the plain data
+ * the nested class, the ragged ops and their kernels pass each other. */
+typedef struct jag_segment_spec {
+    jag_segment_kind kind;
+    unsigned mask;
+    int64_t correction; /* var / std */
+    bool keepdim;
+} jag_segment_spec;
 
 /* ---- threading ---------------------------------------------------------- */
 

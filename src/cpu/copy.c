@@ -4,6 +4,7 @@
  * src/dispatch/copy_op.c). */
 #include "../core/half.h"
 #include "../core/internal.h"
+#include "kernels.h"
 #include "iter.h"
 
 #include <math.h>

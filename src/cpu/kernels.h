@@ -8,15 +8,24 @@
  * said); it writes the outputs and nothing else. `op` names the op in the
  * few errors a kernel can still raise (out of memory, a value found out of
  * range while reading). The boxed adapters that unbox an op's arguments
- * and call these live in src/dispatch/<family>_op.c. The copy and fill
- * kernels of copy.c (jag__copy_into, jag__fill and the reference
- * jag__copy_ref) are declared in src/core/internal.h, as the core uses
- * them too.
+ * and call these live in src/dispatch/<family>_op.c.
  */
 #ifndef JAG_CPU_KERNELS_H
 #define JAG_CPU_KERNELS_H
 
 #include "../core/internal.h"
+
+/* ---- copy.c: copies and fills, which the dispatcher, the tracer's factory
+ * ops and other kernels call (above the dispatcher, src/subclass and
+ * src/autograd copy and fill through ops: copy_, clone, full) ----------- */
+
+/* Copy src, broadcast to dst's shape and converted to dst's dtype, into dst.
+ * Shapes are the caller's to check. */
+void jag__copy_into(jag_tensor *dst, const jag_tensor *src);
+/* One element at a time through double: the reference for jag__copy_into. */
+void jag__copy_ref(jag_tensor *dst, const jag_tensor *src);
+/* Set every element of dst to value (converted to dst's dtype). */
+void jag__fill(jag_tensor *dst, double value);
 
 /* ---- norm.c: layer_norm and rms_norm over the trailing dims --------------
  *

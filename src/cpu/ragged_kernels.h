@@ -19,21 +19,8 @@
 
 #include "../core/internal.h"
 
-/* What a reduction over the ragged dim computes: the kind argument of the
- * ragged_reduce op (0..6) and the nested reductions with indices. */
-typedef enum {
-    JAG_SEG_SUM, JAG_SEG_MEAN, JAG_SEG_AMAX, JAG_SEG_AMIN, /* integer values too */
-    JAG_SEG_LSE, JAG_SEG_VAR, JAG_SEG_STD,
-    JAG_SEG_MAX, JAG_SEG_MIN, JAG_SEG_ARGMAX, JAG_SEG_ARGMIN, /* with indices (ragged dim alone) */
-} jag_segment_kind;
-/* A reduction over the ragged dim and the trailing dims of the values set in
- * `mask` (bit d: values dim d >= 1, i.e. outer dim d + 1). */
-typedef struct jag_segment_spec {
-    jag_segment_kind kind;
-    unsigned mask;
-    int64_t correction; /* var / std */
-    bool keepdim;
-} jag_segment_spec;
+/* jag_segment_kind (what a reduction over the ragged dim computes) is in
+ * jag.h; jag_segment_spec (the kind with its dims) in core/internal.h. */
 
 /* The components' rows: batch B, offsets (B+1 entries; the first B are
  * read when lengths are given), lengths (B) or NULL; contiguous int64

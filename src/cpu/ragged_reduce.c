@@ -10,6 +10,7 @@
  * C = the product of D... ("columns"). Kernels read values as (R, C), or
  * as (rows, K, R) when R elements of trailing dims are reduced too. */
 #include "ragged_kernels.h"
+#include "kernels.h" /* jag__copy_into */
 #include "vecmath.h"
 
 #include <math.h>

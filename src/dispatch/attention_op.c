@@ -9,6 +9,7 @@
  * Outputs: out shaped like q, and the log-sum-exp of each query's scores
  * ((B, Hq, Lq) dense, (B, jq, Hq) jagged), kept for backward. */
 #include "../autograd/autograd.h"
+#include "../cpu/kernels.h" /* jag__copy_into, jag__fill */
 #include "../cpu/attention.h"
 #include "../subclass/nested.h"
 

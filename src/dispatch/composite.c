@@ -2,6 +2,7 @@
  * to_dtype, matmul, stack, split, chunk (in-place ops: inplace.c). Each runs inside
  * jag__enter/jag__leave so that only its final outputs reach the scope. */
 #include "dispatch.h"
+#include "../cpu/kernels.h" /* jag__copy_into, jag__fill */
 #include "../subclass/nested.h"
 
 static jag_status no_out(const char *op) {

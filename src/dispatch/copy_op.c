@@ -3,6 +3,7 @@
  * for both, which runs the typed copy kernel (jag__copy_into,
  * src/cpu/copy.c). */
 #include "dispatch.h"
+#include "../cpu/kernels.h" /* jag__copy_into, jag__fill */
 
 jag_status jag__meta_clone(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
     const jag_tensor *x;

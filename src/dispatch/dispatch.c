@@ -1,6 +1,7 @@
 /* dispatch.c — the op table and the dispatcher: key choice, then the
  * subclass handler, or META + allocation + kernel. */
 #include "dispatch.h"
+#include "../cpu/kernels.h" /* jag__copy_into, jag__fill */
 #include "../autograd/autograd.h"
 
 #include <stdio.h>

@@ -195,9 +195,10 @@ jag_status jag__subclass_wrap_unchecked(const jag_subclass *cls, void *state, ja
  * jag__enter/jag__leave (jag__call does both). */
 jag_status jag__dispatch(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);
 /* The TRACE key (src/trace/trace.c): while a thread records a trace, every
- * dispatched op goes to the recorder first. jag__trace_current (declared
- * in internal.h) is that thread's recorder (NULL when none: one load on the
- * hot path). */
+ * dispatched op goes to the recorder first. jag__trace_current is that
+ * thread's recorder (NULL when none: one load on the hot path), also read
+ * by the public entry points that behave differently while tracing. */
+extern _Thread_local void *jag__trace_current;
 bool jag__tracing(void);      /* recording, and not inside a symbol */
 jag_status jag__trace_dispatch(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);
 /* jag__dispatch without the TRACE key (the recorder's own calls). */

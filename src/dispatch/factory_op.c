@@ -6,6 +6,7 @@
  * allocation (src/core/tensor.c), the fill kernel (src/cpu/copy.c) and the
  * core's generator (src/core/random.c). */
 #include "dispatch.h"
+#include "../cpu/kernels.h" /* jag__copy_into, jag__fill */
 
 static jag_status finish(jag_tensor *t, jag_tensor **out) {
     if (!t) return jag__leave(jag_last_status(), NULL, 0);

@@ -20,6 +20,7 @@
  * (jag__dispatch_into); otherwise the result is computed aside and copied
  * in. */
 #include "dispatch.h"
+#include "../cpu/kernels.h" /* jag__copy_into, jag__fill */
 #include "../subclass/nested.h"
 
 /* Whether some element of t is reachable by two indices (stride 0 on a dim

@@ -2,6 +2,7 @@
  * dense and jagged nested inputs. For nested inputs the loss runs on the
  * packed values; rows in holes are masked out of the mean. */
 #include "dispatch.h"
+#include "../cpu/kernels.h" /* jag__copy_into, jag__fill */
 #include "../subclass/nested.h"
 
 #include <math.h>

@@ -15,6 +15,7 @@
  * under no_grad).
  */
 #include "../cpu/optim.h"
+#include "../cpu/kernels.h" /* jag__copy_into, jag__fill */
 
 #include "../io/json.h"
 

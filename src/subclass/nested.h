@@ -7,9 +7,6 @@
 #define JAG_NESTED_H
 
 #include "../dispatch/dispatch.h"
-/* jag_segment_kind and jag_segment_spec: the vocabulary of the ragged ops'
- * kind argument and of the nested reductions over the ragged dim */
-#include "../cpu/ragged_kernels.h"
 
 typedef struct nested_state {
     jag_layout layout;

@@ -3,6 +3,7 @@
  * (creation.c); inside a traced function they are symbols, so a compiled
  * program makes them again on each run. */
 #include "../autograd/autograd.h"
+#include "../cpu/kernels.h" /* jag__copy_into, jag__fill */
 
 jag_status jag__meta_full(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
     const int64_t *sizes;

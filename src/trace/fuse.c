@@ -8,6 +8,7 @@
  * Values stay in L1/L2 between steps: one pass over memory for the inputs
  * and the outputs. Tiles are shared among OpenMP threads. */
 #include "trace.h"
+#include "../cpu/kernels.h" /* jag__copy_into, jag__fill */
 
 #include <math.h>
 #include <omp.h>
