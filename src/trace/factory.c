@@ -1,6 +1,6 @@
 /* factory.c — the factory ops the tracer records: full (sizes, value, dtype)
  * and full_like (x, value). Eager code makes these tensors directly
- * (creation.c); inside a traced function they are symbols, so a compiled
+ * (src/dispatch/factory_op.c); inside a traced function they are symbols, so a compiled
  * program makes them again on each run. */
 #include "../autograd/autograd.h"
 #include "../cpu/kernels.h" /* jag__copy_into, jag__fill */

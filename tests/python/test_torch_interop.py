@@ -356,3 +356,19 @@ def test_public_names_are_the_interop():
     assert back.is_nested and back.layout == torch.jagged
     for a, b in zip(back.unbind(), njt.unbind()):
         assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_half_precision_round_trip(dt):
+    """float16 / bfloat16 cross both ways without a copy of the values, and a
+    jag op on them gives torch's bits: torch's CPU softmax on half tensors
+    computes in float32 and rounds once, as jag does."""
+    tdt = getattr(torch, dt)
+    x = torch.nested.nested_tensor([torch.randn(2, 3), torch.randn(4, 3)], layout=torch.jagged, dtype=tdt)
+    j = from_torch(x)
+    assert j.dtype is getattr(jag, dt) and tuple(j.values().shape) == (6, 3)
+    y = to_torch(jag.softmax(j, dim=-1))
+    assert y.dtype == tdt
+    assert torch.equal(y.values(), torch.softmax(x.values().float(), -1).to(tdt))
+    x.values()[0, 0] = 7.0  # the values are shared
+    assert float(j.values()[0, 0].float().item()) == 7.0
