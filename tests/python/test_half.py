@@ -131,3 +131,15 @@ def test_safetensors_package_reads_jag_files(tmp_path, dt, st_name):
     y = jag.load(str(path))["x"]
     assert y.dtype is dt
     np.testing.assert_array_equal(y.float().numpy(), x.float().numpy())
+
+
+def test_rms_norm_default_eps_is_the_dtypes():
+    """eps=None is torch.finfo(dtype).eps: 2^-10 for float16, 2^-7 for
+    bfloat16 (computed in float32, rounded once)."""
+    import jag.nn.functional as F
+    for dt, eps in ((jag.float16, 2.0 ** -10), (jag.bfloat16, 2.0 ** -7)):
+        x = jag.full((2, 4), 0.01, dtype=dt)
+        xv = float(x.float()[0, 0].item())
+        want = xv / np.sqrt(xv * xv + eps)
+        got = F.rms_norm(x, (4,)).float().numpy()
+        np.testing.assert_allclose(got, np.full((2, 4), want), rtol=2.0 ** -7)

@@ -599,3 +599,35 @@ def test_transformer_encoder_stacks_independent_copies():
         nn.TransformerEncoder(layer, 0)
     with pytest.raises(TypeError, match="encoder_layer"):
         nn.TransformerEncoder("layer", 2)
+
+
+def test_multihead_attention_dropout():
+    """torch's module drops attention weights while training only: each
+    weight is 0 or the eval weight / (1 - p), the returned weights are the
+    dropped ones; p = 1 leaves only out_proj's bias (the attention output is
+    zero); eval mode is the dropout-free result."""
+    jag.manual_seed(3)
+    mha = nn.MultiheadAttention(8, 2, dropout=0.5, batch_first=True, dtype=jag.float64)
+    with jag.no_grad():
+        mha.out_proj.bias.copy_(jag.tensor(np.linspace(-1, 1, 8)))
+    Wi, bi, Wo, bo = (npy(p) for p in mha.parameters())
+    x = np.random.default_rng(4).standard_normal((2, 5, 8))
+    X = jag.tensor(x)
+    mha.eval()
+    want, _ = np_mha(x, Wi, bi, Wo, bo, 2)
+    out, _ = mha(X, X, X)
+    np.testing.assert_allclose(npy(out), want, rtol=1e-10, atol=1e-12)
+    _, w_eval = mha(X, X, X, average_attn_weights=False)
+    mha.train()
+    out_t, w_t = mha(X, X, X, average_attn_weights=False)
+    wt, we = npy(w_t), npy(w_eval)
+    kept = wt != 0
+    assert 0 < kept.mean() < 1
+    np.testing.assert_allclose(wt[kept], 2.0 * we[kept], rtol=1e-12)
+    assert not np.allclose(npy(out_t), want)
+    mha.dropout = 1.0
+    for need in (True, False):
+        out1, _ = mha(X, X, X, need_weights=need)
+        np.testing.assert_allclose(npy(out1), np.broadcast_to(bo, (2, 5, 8)), rtol=0, atol=1e-15)
+    with pytest.raises(ValueError, match="between 0 and 1"):
+        nn.MultiheadAttention(8, 2, dropout=1.5)

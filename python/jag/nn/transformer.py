@@ -76,7 +76,9 @@ class MultiheadAttention(Module):
     grouped-query attention with fewer key/value heads, each shared by
     num_heads / num_kv_heads query heads; in_proj_weight is then
     (E + 2 * num_kv_heads * head_dim, E), query rows first.
-    Attention dropout is not supported (dropout must be 0).
+    dropout: the probability of zeroing an attention weight while training
+    (kept ones scaled by 1 / (1 - dropout)), as torch's module; the weights
+    returned with need_weights are the ones after dropout, as torch's.
 
     Example::
 
@@ -102,8 +104,8 @@ class MultiheadAttention(Module):
         if add_bias_kv or add_zero_attn or (kdim not in (None, embed_dim)) or (vdim not in (None, embed_dim)):
             raise NotImplementedError("MultiheadAttention: add_bias_kv, add_zero_attn and kdim/vdim != embed_dim "
                                       "are not supported")
-        if dropout:
-            raise NotImplementedError("MultiheadAttention: attention dropout is not supported (dropout must be 0)")
+        if not 0.0 <= dropout <= 1.0:
+            raise ValueError("MultiheadAttention: dropout probability has to be between 0 and 1, but got %r" % (dropout,))
         self.embed_dim = embed_dim
         self.num_heads = num_heads
         self.dropout = dropout
@@ -164,6 +166,7 @@ class MultiheadAttention(Module):
 
         KV = self.num_kv_heads
         q, k, v = heads(self._proj(query, 0), H), heads(self._proj(key, 1), KV), heads(self._proj(value, 2), KV)
+        p = self.dropout if self.training else 0.0
         weights = None
         if need_weights:
             if KV != H:  # each key/value head serves H / KV query heads in a row
@@ -178,13 +181,15 @@ class MultiheadAttention(Module):
                     attn_mask = _jag.where(attn_mask, 0.0, float("-inf")).to(scores.dtype)
                 scores = scores + attn_mask
             weights = _jag.softmax(scores, -1)
+            if p > 0:
+                weights = F.dropout(weights, p)
             out = weights @ v
             if average_attn_weights:
                 weights = _jag.mean(weights, 1)
         else:
             # is_causal with a mask: torch's module drops the mask and keeps
             # is_causal (the mask is taken to be the causal one it hints at)
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if is_causal else attn_mask,
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=None if is_causal else attn_mask, dropout_p=p,
                                                  is_causal=is_causal, enable_gqa=KV != H)
         out = self.out_proj(out.transpose(1, 2).reshape(B, -1, E))
         if not nested and not self.batch_first:
