@@ -613,16 +613,18 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
         if isinstance(value, Tensor):
             if value.is_nested:
                 raise TypeError("jag: x[index] = v: v must be dense, got a nested tensor")
-            v = value.detach().numpy()
+            # bfloat16: numpy has none; its values are exact in float32
+            v = (value.detach().float() if value.dtype is bfloat16 else value.detach()).numpy()
         else:
             v = np.asarray(value)
+        np_dtype = self.dtype._np or "float32"  # bfloat16 again: copy_ below rounds once
         try:
-            v = np.broadcast_to(np.asarray(v, dtype=self.dtype._np), picked)
+            v = np.broadcast_to(np.asarray(v, dtype=np_dtype), picked)
         except ValueError:
             raise ValueError("jag: x[index] = v: v of shape %s does not broadcast to the indexed shape %s"
                              % (tuple(np.shape(v)), picked)) from None
         where_np = pos.numpy().reshape(-1)
-        full_np = np.zeros(n, dtype=self.dtype._np)
+        full_np = np.zeros(n, dtype=np_dtype)
         full_np[where_np] = v.reshape(-1)  # numpy: a repeated position keeps the last value
         mask_np = np.zeros(n, dtype=np.bool_)
         mask_np[where_np] = True
@@ -1567,6 +1569,9 @@ def frombuffer(buffer: _typing.Any, dtype: _typing.Any, count: _builtins.int = -
     dt = _to_dtype(dtype)
     if dt is None:
         raise TypeError("frombuffer: dtype is required")
+    if dt._np is None:
+        raise TypeError("frombuffer: dtype %s is not supported (numpy has no such dtype to view the buffer as); read "
+                        "float32 and convert with .to(%s)" % (dt, dt))
     arr = np.frombuffer(buffer, dtype=dt._np, count=count, offset=offset)
     return _finish(from_dlpack(arr), requires_grad)
 

@@ -143,3 +143,20 @@ def test_rms_norm_default_eps_is_the_dtypes():
         want = xv / np.sqrt(xv * xv + eps)
         got = F.rms_norm(x, (4,)).float().numpy()
         np.testing.assert_allclose(got, np.full((2, 4), want), rtol=2.0 ** -7)
+
+
+def test_index_assignment_and_frombuffer():
+    """x[idx] = v on half tensors rounds v once into x's dtype (numpy has no
+    bfloat16: it goes through float32); frombuffer views float16 memory, and
+    refuses bfloat16 with a clear error."""
+    x = jag.zeros(4, dtype=jag.bfloat16)
+    x[jag.tensor([1, 3])] = jag.tensor([1.5, 2.0], dtype=jag.bfloat16)
+    x[jag.tensor([0])] = 1.0 + 2.0 ** -10  # rounds to 1.0 in bfloat16 (8 significant bits)
+    assert x.dtype is jag.bfloat16 and x.tolist() == [1.0, 1.5, 0.0, 2.0]
+    buf = bytearray(np.array([1.0, -2.5], dtype=np.float16).tobytes())
+    h = jag.frombuffer(buf, dtype=jag.float16)
+    assert h.tolist() == [1.0, -2.5]
+    buf[0:2] = np.array([3.0], dtype=np.float16).tobytes()  # a view of the buffer: no copy
+    assert h.tolist() == [3.0, -2.5]
+    with pytest.raises(TypeError, match="frombuffer: dtype jag.bfloat16 is not supported"):
+        jag.frombuffer(bytearray(8), dtype=jag.bfloat16)
