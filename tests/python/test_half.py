@@ -160,3 +160,28 @@ def test_index_assignment_and_frombuffer():
     assert h.tolist() == [3.0, -2.5]
     with pytest.raises(TypeError, match="frombuffer: dtype jag.bfloat16 is not supported"):
         jag.frombuffer(bytearray(8), dtype=jag.bfloat16)
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_attention_in_float32(dt):
+    """scaled_dot_product_attention on half inputs, dense and jagged: the
+    float32 attention of the widened inputs rounded once (torch's CPU path),
+    and a gradient of the inputs' dtype."""
+    import jag.nn.functional as F
+    half = getattr(jag, dt)
+    jag.manual_seed(5)
+    q = jag.randn(2, 2, 5, 4).to(half).requires_grad_(True)
+    out = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+    w = q.detach().float()
+    want = F.scaled_dot_product_attention(w, w, w, is_causal=True).to(half)
+    assert out.dtype is half
+    np.testing.assert_array_equal(out.detach().float().numpy(), want.float().numpy())
+    out.float().sum().backward()
+    assert q.grad.dtype is half and q.grad.shape == q.shape
+    n = jag.nested.nested_tensor([jag.randn(3, 2, 4), jag.randn(1, 2, 4)], layout=jag.jagged).to(half).transpose(1, 2)
+    got = F.scaled_dot_product_attention(n, n, n)
+    assert got.dtype is half
+    for g, c in zip(got.unbind(), n.unbind()):
+        cw = c.float().unsqueeze(0)
+        ref = F.scaled_dot_product_attention(cw, cw, cw)[0].to(half)
+        np.testing.assert_array_equal(g.float().numpy(), ref.float().numpy())

@@ -253,7 +253,8 @@ def scaled_dot_product_attention(query: _jag.Tensor, key: _jag.Tensor, value: _j
     probability dropout_p, the rest scaled by 1 / (1 - dropout_p)) before
     the product with v; the mask comes from the generator jag.manual_seed
     seeds, one draw over the (..., H, Lq, Lk) weights (jagged: one per
-    component, in order).
+    component, in order). float16 / bfloat16 inputs are computed in float32
+    and the result rounded once to their dtype (as torch's CPU attention).
 
     Example::
 
@@ -265,6 +266,14 @@ def scaled_dot_product_attention(query: _jag.Tensor, key: _jag.Tensor, value: _j
     """
     if not 0.0 <= dropout_p <= 1.0:
         raise ValueError("scaled_dot_product_attention: dropout_p must be in [0, 1], got %r" % (dropout_p,))
+    half = query.dtype
+    if half in (_jag.float16, _jag.bfloat16):  # the attention kernels read float32 / float64
+        if key.dtype is not half or value.dtype is not half:
+            raise RuntimeError("scaled_dot_product_attention: query, key and value must have the same dtype, got "
+                               "%s, %s and %s" % (half, key.dtype, value.dtype))
+        wide = (attn_mask.float() if attn_mask is not None and attn_mask.dtype is half else attn_mask)
+        return scaled_dot_product_attention(query.float(), key.float(), value.float(), wide, dropout_p, is_causal,
+                                            scale, enable_gqa).to(half)
     hq, hk, hv = _heads(query), _heads(key), _heads(value)
     if hk != hv:
         raise RuntimeError("scaled_dot_product_attention: key has %d heads and value %d, expected the same" % (hk, hv))
