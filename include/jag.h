@@ -359,7 +359,8 @@ int64_t jag_version(const jag_tensor *t);
  * signed zeros.
  * floor, ceil, round (halves to even, as torch.round) and trunc keep every
  * dtype but bool (JAG_EDTYPE); on integers they are the identity; their
- * gradient is zero. log1p, expm1, erf, erfc, atan and the activations selu,
+ * gradient is zero. log1p, expm1, erf, erfc, atan, sinh, cosh, asinh and
+ * the activations selu,
  * hardswish (x relu6(x + 3) / 6), hardsigmoid (relu6(x + 3) / 6), mish
  * (x tanh(softplus(x))) and logsigmoid (log(sigmoid(x)), computed without
  * overflow) are float ops, formulas and gradients as torch's. */
@@ -367,7 +368,8 @@ int64_t jag_version(const jag_tensor *t);
     X(neg) X(abs) X(exp) X(log) X(sqrt) X(rsqrt) X(sin) X(cos) X(tanh)        \
     X(sigmoid) X(relu) X(silu) X(gelu) X(gelu_tanh) X(reciprocal) X(square)  \
     X(sign) X(floor) X(ceil) X(round) X(trunc) X(log1p) X(expm1) X(erf)       \
-    X(erfc) X(selu) X(hardswish) X(hardsigmoid) X(mish) X(logsigmoid) X(atan)
+    X(erfc) X(selu) X(hardswish) X(hardsigmoid) X(mish) X(logsigmoid) X(atan)  \
+    X(sinh) X(cosh) X(asinh)
 
 #define JAG_X_DECL(name) jag_status jag_##name(const jag_tensor *x, jag_tensor **out);
 JAG_UNARY_OP_LIST(JAG_X_DECL)

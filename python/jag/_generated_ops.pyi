@@ -6,7 +6,8 @@ from jag import Tensor
 __all__ = [
     "neg", "abs", "exp", "log", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid", "relu", "silu",
     "gelu", "gelu_tanh", "reciprocal", "square", "sign", "floor", "ceil", "round", "trunc", "log1p",
-    "atan", "expm1", "erf", "erfc", "hardswish", "hardsigmoid", "mish", "logsigmoid",
+    "atan", "sinh", "cosh", "asinh", "expm1", "erf", "erfc", "hardswish", "hardsigmoid", "mish",
+    "logsigmoid",
 ]
 
 
@@ -100,6 +101,18 @@ def log1p(input: Tensor) -> Tensor:
 
 def atan(input: Tensor) -> Tensor:
     """jag.atan(input) -> Tensor: arctangent, in (-pi/2, pi/2), elementwise (dense or nested)."""
+    ...
+
+def sinh(input: Tensor) -> Tensor:
+    """jag.sinh(input) -> Tensor: hyperbolic sine, (e^x - e^-x) / 2, elementwise (dense or nested)."""
+    ...
+
+def cosh(input: Tensor) -> Tensor:
+    """jag.cosh(input) -> Tensor: hyperbolic cosine, (e^x + e^-x) / 2, elementwise (dense or nested)."""
+    ...
+
+def asinh(input: Tensor) -> Tensor:
+    """jag.asinh(input) -> Tensor: inverse hyperbolic sine, log(x + sqrt(x^2 + 1)), elementwise (dense or nested)."""
     ...
 
 def expm1(input: Tensor) -> Tensor:
@@ -224,6 +237,18 @@ class _GeneratedTensorMethods:
 
     def atan(self) -> Tensor:
         """Tensor.atan() -> Tensor: arctangent, in (-pi/2, pi/2), elementwise; as jag.atan(self)."""
+        ...
+
+    def sinh(self) -> Tensor:
+        """Tensor.sinh() -> Tensor: hyperbolic sine, (e^x - e^-x) / 2, elementwise; as jag.sinh(self)."""
+        ...
+
+    def cosh(self) -> Tensor:
+        """Tensor.cosh() -> Tensor: hyperbolic cosine, (e^x + e^-x) / 2, elementwise; as jag.cosh(self)."""
+        ...
+
+    def asinh(self) -> Tensor:
+        """Tensor.asinh() -> Tensor: inverse hyperbolic sine, log(x + sqrt(x^2 + 1)), elementwise; as jag.asinh(self)."""
         ...
 
     def expm1(self) -> Tensor:

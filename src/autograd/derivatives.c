@@ -645,6 +645,11 @@ RULE(rounding) { BEGIN; SET(0, ZEROS_LIKE(IN(0))); END; }
 RULE(log1p) { BEGIN; SET(0, DIV(go[0], ADDS(IN(0), 1.0))); END; }
 /* d atan(x) = 1 / (1 + x^2) */
 RULE(atan) { BEGIN; SET(0, DIV(go[0], ADDS(SQUARE(IN(0)), 1.0))); END; }
+/* d sinh(x) = cosh(x), d cosh(x) = sinh(x) */
+RULE(sinh) { BEGIN; SET(0, MUL(go[0], un(p, jag_cosh, IN(0)))); END; }
+RULE(cosh) { BEGIN; SET(0, MUL(go[0], un(p, jag_sinh, IN(0)))); END; }
+/* d asinh(x) = 1 / sqrt(x^2 + 1) */
+RULE(asinh) { BEGIN; SET(0, MUL(go[0], RSQRT(ADDS(SQUARE(IN(0)), 1.0)))); END; }
 /* d (e^x - 1) = e^x = y + 1 */
 RULE(expm1) { BEGIN; SET(0, MUL(go[0], ADDS(c->outputs[0], 1.0))); END; }
 /* d erf(x) = 2 / sqrt(pi) e^(-x^2); erfc's is its negative */
@@ -1487,6 +1492,9 @@ const jag_derivative_fn jag__derivatives[JAG_OP_BUILTIN_COUNT] = {
     [JAG_OP_trunc] = r_rounding,
     [JAG_OP_log1p] = r_log1p,
     [JAG_OP_atan] = r_atan,
+    [JAG_OP_sinh] = r_sinh,
+    [JAG_OP_cosh] = r_cosh,
+    [JAG_OP_asinh] = r_asinh,
     [JAG_OP_expm1] = r_expm1,
     [JAG_OP_erf] = r_erf,
     [JAG_OP_erfc] = r_erfc,

@@ -51,6 +51,9 @@ LIBM_OP(gelu_tanh, jag__gelu_tanh_f32, jag__gelu_tanh_f64)
 /* log1p, expm1, erf, erfc: glibc, one call per element (bounds in tests/test_unary_accuracy.c) */
 LIBM_OP(log1p, log1pf, log1p)
 LIBM_OP(atan, atanf, atan)
+LIBM_OP(sinh, sinhf, sinh)
+LIBM_OP(cosh, coshf, cosh)
+LIBM_OP(asinh, asinhf, asinh)
 LIBM_OP(expm1, expm1f, expm1)
 LIBM_OP(erf, erff, erf)
 LIBM_OP(erfc, erfcf, erfc)
@@ -219,6 +222,9 @@ NUMBER_LOOPS(round, NULL)
 NUMBER_LOOPS(trunc, NULL)
 FLOAT_LOOPS(log1p)
 FLOAT_LOOPS(atan)
+FLOAT_LOOPS(sinh)
+FLOAT_LOOPS(cosh)
+FLOAT_LOOPS(asinh)
 FLOAT_LOOPS(expm1)
 FLOAT_LOOPS(erf)
 FLOAT_LOOPS(erfc)
@@ -349,6 +355,9 @@ static double ref_value(jag_unary_fn f, double x) {
         return fabs(x) < 1.0 ? 2.0 * t / (1.0 - t) : exp(x) - 1.0;
     }
     case JAG_UNARY_atan: return atan(x);
+    case JAG_UNARY_sinh: return 0.5 * (exp(x) - exp(-x)); /* formulas, not the libm calls the kernel makes */
+    case JAG_UNARY_cosh: return 0.5 * (exp(x) + exp(-x));
+    case JAG_UNARY_asinh: return x < 0 ? -log(-x + sqrt(x * x + 1.0)) : log(x + sqrt(x * x + 1.0));
     case JAG_UNARY_erf: return erf(x);
     case JAG_UNARY_erfc: return erfc(x);
     case JAG_UNARY_selu: return x > 0 ? JAG_SELU_SCALE * x : JAG_SELU_SCALE * JAG_SELU_ALPHA * (exp(x) - 1.0);
