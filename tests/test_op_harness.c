@@ -1314,6 +1314,49 @@ static jag_status ragged_ref(jag_op_id op, const jag_value *a, int n, jag_tensor
     return st;
 }
 
+/* values (7, 4), offsets of 3 components (0, 2, 5, 7), k = kind + 2 * form +
+ * 4 * keepdim: kind max / min, form 1 with lengths (2, 3, 1) (row 6 a
+ * hole). */
+static bool ragged_idx_samples(jag_op_id op, jag_dtype dt, int k, bool nested, sample *s) {
+    (void)op;
+    if (nested || k >= 8 || !jag_dtype_is_floating(dt)) return false;
+    static const int64_t off[4] = {0, 2, 5, 7}, lens[3] = {2, 3, 1};
+    int kind = k % 2 ? 8 : 7, form = (k / 2) % 2;
+    bool keep = k / 4;
+    arg_t(s, rnd(dt, -2, 2, 2, 7, 4, 0)), arg_t(s, from_i64(off, 4));
+    if (form) arg_t(s, from_i64(lens, 3));
+    else arg_none(s);
+    arg_i(s, kind), arg_b(s, keep);
+    snprintf(s->what, sizeof s->what, "%s, %s%s", kind == 7 ? "max" : "min", form ? "with lengths" : "every row",
+             keep ? ", keepdim" : "");
+    s->grad_slots = 1;
+    return true;
+}
+
+/* Per component: max_dim / min_dim of rows [offsets[b], offsets[b] + len b)
+ * over dim 0, the values and indices stacked along a new dim 0. */
+static jag_status ragged_idx_ref(jag_op_id op, const jag_value *a, int n, jag_tensor **o) {
+    (void)op, (void)n;
+    const int64_t *off = i64_data(a[1].u.t);
+    const int64_t *lens = a[2].kind == JAG_VAL_TENSOR ? i64_data(a[2].u.t) : NULL;
+    bool max = a[3].u.i == 7, keep = a[4].u.b;
+    jag_tensor *vals[3] = {0}, *idxs[3] = {0};
+    jag_status st = JAG_OK;
+    for (int b = 0; b < 3 && !st; b++) {
+        jag_tensor *part = NULL, *v = NULL, *i = NULL;
+        int64_t len = lens ? lens[b] : off[b + 1] - off[b];
+        st = jag_narrow(a[0].u.t, 0, off[b], len, &part);
+        if (!st) st = (max ? jag_max_dim : jag_min_dim)(part, 0, keep, &v, &i);
+        if (!st) st = jag_unsqueeze(v, 0, &vals[b]);
+        if (!st) st = jag_unsqueeze(i, 0, &idxs[b]);
+        jag_release(part), jag_release(v), jag_release(i);
+    }
+    if (!st) st = jag_cat(vals, 3, 0, &o[0]);
+    if (!st) st = jag_cat(idxs, 3, 0, &o[1]);
+    for (int b = 0; b < 3; b++) jag_release(vals[b]), jag_release(idxs[b]);
+    return st;
+}
+
 /* --- softmax down the ragged dim on inner tensors -------------------------------------------- */
 
 /* values (7, 4), offsets of 3 components (0, 2, 5, 7), k = log + 2 * form:
@@ -1417,6 +1460,7 @@ static const family fam_attention_nested = {"attention", attention_samples, atte
 static const family fam_attention_bwd = {"attention", attention_samples, attention_ref, F_LAYOUT_ORDER, 10};
 static const family fam_ragged = {"ragged", ragged_samples, ragged_ref, F_GRAD, 4};
 static const family fam_ragged_bwd = {"ragged", ragged_samples, ragged_ref, 0, 4};
+static const family fam_ragged_idx = {"ragged", ragged_idx_samples, ragged_idx_ref, F_GRAD, 1};
 static const family fam_ragged_softmax = {"ragged", ragged_softmax_samples, ragged_softmax_ref, F_GRAD | F_LAYOUT_ORDER, 4};
 static const family fam_ragged_softmax_bwd = {"ragged", ragged_softmax_samples, ragged_softmax_ref, F_LAYOUT_ORDER, 4};
 
@@ -1470,6 +1514,7 @@ static const family *family_of(jag_op_id op) {
     case JAG_OP_scaled_dot_product_attention_masked: case JAG_OP_varlen_attention: return &fam_attention;
     case JAG_OP_varlen_attention_backward: return &fam_attention_bwd;
     case JAG_OP_ragged_reduce: return &fam_ragged;
+    case JAG_OP_ragged_reduce_indices: return &fam_ragged_idx;
     case JAG_OP_ragged_reduce_backward: return &fam_ragged_bwd;
     case JAG_OP_ragged_softmax: return &fam_ragged_softmax;
     case JAG_OP_ragged_softmax_backward: return &fam_ragged_softmax_bwd;

@@ -80,6 +80,7 @@ jag_status jag__d_sdpa(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_t
 jag_status jag__grad_accumulate(jag_tensor **slot, jag_tensor *g);
 jag_status jag__d_varlen_attention(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);
 jag_status jag__d_ragged_reduce(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);
+jag_status jag__d_ragged_reduce_indices(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);
 /* ragged_softmax's rule (derivatives_nested.c): ragged_softmax_backward. */
 jag_status jag__d_ragged_softmax(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);
 jag_status jag__d_to_padded(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in);

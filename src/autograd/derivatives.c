@@ -1483,6 +1483,7 @@ const jag_derivative_fn jag__derivatives[JAG_OP_BUILTIN_COUNT] = {
     [JAG_OP_logsumexp] = d_logsumexp,
     [JAG_OP_embedding_bag] = jag__d_embedding_bag,
     [JAG_OP_ragged_reduce] = jag__d_ragged_reduce,
+    [JAG_OP_ragged_reduce_indices] = jag__d_ragged_reduce_indices,
     [JAG_OP_ragged_softmax] = jag__d_ragged_softmax,
     [JAG_OP_varlen_attention] = jag__d_varlen_attention,
     [JAG_OP_scaled_dot_product_attention_masked] = jag__d_sdpa,

@@ -390,6 +390,16 @@ jag_status jag__d_ragged_reduce(const jag_grad_ctx *c, jag_tensor *const *grad_o
     return jag__dispatch(JAG_OP_ragged_reduce_backward, a, 10, &grad_in[0]);
 }
 
+/* ragged_reduce_indices (values, offsets, lengths, kind, keepdim): the
+ * values' gradient goes to the winning rows, ragged_reduce_backward with
+ * the forward's indices (as torch's max(dim) backward scatters at them). */
+jag_status jag__d_ragged_reduce_indices(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in) {
+    if (!c->needs[0] || !grad_out[0]) return JAG_OK;
+    jag_value a[10] = {c->args[0], c->args[1], c->args[2], jag__v_tensor(NULL), jag__v_tensor(c->outputs[1]),
+                       jag__v_tensor(grad_out[0]), c->args[3], jag__v_int(0), jag__v_int(0), c->args[4]};
+    return jag__dispatch(JAG_OP_ragged_reduce_backward, a, 10, &grad_in[0]);
+}
+
 /* ragged_softmax (values, offsets, lengths, log): the values' gradient is
  * ragged_softmax_backward from the output, y (g - sum_j g y) per component
  * and column (log: g - exp(y) sum_j g); offsets and lengths are indices (no

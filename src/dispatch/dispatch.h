@@ -163,6 +163,7 @@ jag_status jag__meta_scatter_add(const char *, const jag_value *, int, jag_spec 
 jag_status jag__meta_varlen_attention(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_varlen_attention_backward(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_ragged_reduce_backward(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_ragged_reduce_indices(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_ragged_softmax(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_ragged_softmax_backward(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_native_layer_norm(const char *, const jag_value *, int, jag_spec *);

@@ -12,12 +12,16 @@
  *                 min_dim over the ragged dim alone) with the forward's
  *                 indices idx (int64, g's shape): row offsets[b] + idx of
  *                 component b gets g, the other rows 0
+ *   ragged_reduce_indices(values, offsets, lengths, kind (max or min),
+ *                 keepdim) -> (the extreme (B, D...), its row within the
+ *                 component (int64)): max_dim / min_dim over the ragged dim
  *   ragged_softmax(values (R, D...), offsets, lengths, log) -> y (R, D...)
  *   ragged_softmax_backward(y (R, D...), offsets, lengths, g (R, D...),
  *                 log) -> the values' gradient (R, D...)
  *
  * kind: a jag_segment_kind without indices (sum, mean, amax, amin,
- * logsumexp, var, std); mask: the trailing dims of values reduced with the
+ * logsumexp, var, std; sum, mean, amax and amin of integer and bool values
+ * too, with torch's result dtypes: int64, float32, the values'); mask: the trailing dims of values reduced with the
  * ragged dim (bit d: values dim d >= 1). Softmax normalises each trailing
  * position (column) of a component's rows on its own. Rows outside every
  * component (holes, when lengths are given) are 0 in the values-shaped
@@ -111,9 +115,11 @@ static jag_status parse_reduce(const char *op, const jag_value *args, int nargs,
     if (backward && kind >= JAG_SEG_MAX && mask != 0)
         return jag__error(JAG_EINVAL, "%s: max and min take the ragged dim alone (mask 0), got mask %lld", op,
                           (long long)mask);
-    if (v->ndim < 1 || !jag_dtype_is_floating(v->dtype))
-        return jag__error(JAG_EDTYPE, "%s: argument 'values' must be a float tensor of 1 or more dims, got %s %d-d", op,
-                          jag_dtype_name(v->dtype), v->ndim);
+    /* integer and bool values: the forward's sum, mean, amax and amin */
+    bool int_ok = !backward && kind <= JAG_SEG_AMIN;
+    if (v->ndim < 1 || (!jag_dtype_is_floating(v->dtype) && !int_ok))
+        return jag__error(JAG_EDTYPE, "%s: argument 'values' must be a %s tensor of 1 or more dims, got %s %d-d", op,
+                          int_ok ? "" : "float", jag_dtype_name(v->dtype), v->ndim);
     if (mask < 0 || (mask & 1) || mask >> v->ndim)
         return jag__error(JAG_EINVAL, "%s: argument 'mask' is %lld, expected bits of values dims 1..%d", op, (long long)mask,
                           v->ndim - 1);
@@ -140,8 +146,12 @@ static void reduced_spec(const jag_tensor *values, int64_t batch, const jag_segm
 jag_status jag__meta_ragged_reduce(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
     reduce_args r;
     jag_status st = parse_reduce(op, args, nargs, 3, &r);
-    if (!st) reduced_spec(r.values, r.offsets->sizes[0] - 1, &r.sp, &outs[0]);
-    return st;
+    if (st) return st;
+    reduced_spec(r.values, r.offsets->sizes[0] - 1, &r.sp, &outs[0]);
+    jag_dtype dt = r.values->dtype;
+    if (!jag_dtype_is_floating(dt)) /* torch's result dtypes: sum int64, mean float32, amax / amin the values' */
+        outs[0].dtype = r.sp.kind == JAG_SEG_SUM ? JAG_INT64 : r.sp.kind == JAG_SEG_MEAN ? JAG_FLOAT32 : dt;
+    return JAG_OK;
 }
 
 // values (R, D...), offsets (B+1), lengths (B) -> out (B, kept D...)
@@ -151,7 +161,52 @@ jag_status jag__cpu_ragged_reduce(const char *op, const jag_value *args, int nar
     jag_tensor *hold[2] = {0};
     jag_status st = parse_reduce(op, args, nargs, 3, &r);
     if (!st) st = rows_of(op, r.values, r.offsets, r.lengths, &rows, hold);
-    if (!st) st = jag__ragged_reduce_kernel(op, r.values, &rows, &r.sp, outs[0], NULL);
+    if (!st)
+        st = jag_dtype_is_floating(r.values->dtype) ? jag__ragged_reduce_kernel(op, r.values, &rows, &r.sp, outs[0], NULL)
+                                                    : jag__ragged_reduce_int_kernel(op, r.values, &rows, &r.sp, outs[0]);
+    jag_release(hold[0]), jag_release(hold[1]);
+    return st;
+}
+
+/* ---- ragged_reduce_indices ---------------------------------------------------- */
+
+/* values, offsets, lengths at 0..2, kind (max or min) and keepdim at 3..4. */
+static jag_status parse_indices(const char *op, const jag_value *args, int nargs, reduce_args *r) {
+    int64_t kind;
+    jag_status st;
+    if ((st = jag__arg_tensor(op, args, nargs, 0, "values", &r->values)) ||
+        (st = jag__arg_tensor(op, args, nargs, 1, "offsets", &r->offsets)) ||
+        (st = jag__arg_opt_tensor(op, args, nargs, 2, "lengths", &r->lengths)) ||
+        (st = jag__arg_int(op, args, nargs, 3, "kind", &kind)) ||
+        (st = jag__arg_bool(op, args, nargs, 4, "keepdim", &r->sp.keepdim)))
+        return st;
+    if (kind != JAG_SEG_MAX && kind != JAG_SEG_MIN)
+        return jag__error(JAG_EINVAL, "%s: argument 'kind' is %lld, expected max (7) or min (8)", op, (long long)kind);
+    if (r->values->ndim < 1 || !jag_dtype_is_floating(r->values->dtype))
+        return jag__error(JAG_EDTYPE, "%s: argument 'values' must be a float tensor of 1 or more dims, got %s %d-d", op,
+                          jag_dtype_name(r->values->dtype), r->values->ndim);
+    r->sp.kind = (jag_segment_kind)kind, r->sp.mask = 0, r->sp.correction = 0;
+    return check_index(op, r->offsets, r->lengths);
+}
+
+jag_status jag__meta_ragged_reduce_indices(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    reduce_args r;
+    jag_status st = parse_indices(op, args, nargs, &r);
+    if (st) return st;
+    reduced_spec(r.values, r.offsets->sizes[0] - 1, &r.sp, &outs[0]);
+    outs[1] = outs[0];
+    outs[1].dtype = JAG_INT64;
+    return JAG_OK;
+}
+
+// values (R, D...), offsets (B+1), lengths (B) -> (max or min (B, D...), its row within the component, int64)
+jag_status jag__cpu_ragged_reduce_indices(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    reduce_args r;
+    jag_ragged_rows rows;
+    jag_tensor *hold[2] = {0};
+    jag_status st = parse_indices(op, args, nargs, &r);
+    if (!st) st = rows_of(op, r.values, r.offsets, r.lengths, &rows, hold);
+    if (!st) st = jag__ragged_reduce_kernel(op, r.values, &rows, &r.sp, outs[0], outs[1]);
     jag_release(hold[0]), jag_release(hold[1]);
     return st;
 }

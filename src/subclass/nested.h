@@ -193,6 +193,9 @@ jag_status jag__segment_broadcast(const char *op, const nested_state *s, const j
 jag_status jag__ragged_reduce(const nested_state *s, const jag_segment_spec *sp, jag_tensor **out);
 jag_status jag__ragged_reduce_backward(const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
                                        const jag_tensor *idx, const jag_tensor *g, jag_tensor **out);
+/* max_dim / min_dim (outs: values, indices) or argmax / argmin (outs:
+ * indices) over the ragged dim alone, through the ragged_reduce_indices op. */
+jag_status jag__ragged_reduce_indices(const nested_state *s, const jag_segment_spec *sp, jag_tensor **outs);
 /* softmax / log_softmax down each component of s's ragged dim and its
  * gradient (y: the forward's output values, g: their gradient), through the
  * ragged_softmax and ragged_softmax_backward ops on s's inner tensors

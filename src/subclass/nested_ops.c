@@ -594,15 +594,17 @@ int jag__ragged_reduction(jag_op_id op, const jag_value *args, int nargs, int ou
     return 1;
 }
 
-/* reductions over the ragged dim, alone or with trailing dims: (B, j, D...)
- * -> dense (B, kept D...) [and the indices of max_dim / min_dim]. Float
- * values without indices: the ragged_reduce op on the inner tensors; the
- * kinds with indices and integer values have no op yet and run the kernels
- * on the state. */
+/* reductions over the ragged dim: plain ops on the inner tensors, so that
+ * traces record them (ragged_reduce; max / min with indices and argmax /
+ * argmin: ragged_reduce_indices) */
 static jag_status reduce_ragged(jag_op_id op, nested_state *lead, const jag_segment_spec *sp, jag_tensor **outs) {
-    bool int_values = lead->values->storage && !jag_dtype_is_floating(lead->values->dtype); /* torch's dtypes: src/cpu/ragged_reduce.c */
-    if (sp->kind < JAG_SEG_MAX && !int_values) return jag__ragged_reduce(lead, sp, outs); /* traceable: a plain op */
-    return jag__segment_reduce_dims(jag__ops[op].api_name, lead, sp, outs);
+    /* integer and bool values: sum, mean, amax and amin only (as torch); the
+     * error names the op the caller called */
+    if (sp->kind > JAG_SEG_AMIN && !jag_dtype_is_floating(lead->values->dtype))
+        return jag__error(JAG_EDTYPE, "%s: reducing over the ragged dim needs float values, got %s",
+                          jag__ops[op].api_name, jag_dtype_name(lead->values->dtype));
+    if (sp->kind < JAG_SEG_MAX) return jag__ragged_reduce(lead, sp, outs);
+    return jag__ragged_reduce_indices(lead, sp, outs);
 }
 
 /* layer_norm / rms_norm over trailing dims that do not reach the ragged dim:

@@ -109,3 +109,32 @@ def test_ragged_dim_moved_by_transpose():
             y.sum().backward()
             np.testing.assert_allclose(y.detach().numpy(), want, rtol=1e-12, atol=1e-12)
             np.testing.assert_allclose(x.grad.values().numpy(), want_grad, rtol=1e-10, atol=1e-12)
+
+
+def test_max_and_argmax_over_the_ragged_dim_compile():
+    """max(dim=1) with indices and argmax over the ragged dim are plain ops
+    on the inner tensors (ragged_reduce_indices): they trace, compile once
+    for batches of other lengths, and give numpy's per-component max,
+    argmax (torch.max(dim): the values and their row) and gradient (1 at
+    the winning row of each column, as torch's max(dim) backward)."""
+    def f(x):
+        m = jag.max(x, 1)
+        return (m.values * 2).sum(), m.indices, jag.argmax(x, 1)
+
+    fast = jag.compile(f)
+    for k, lengths in enumerate(BATCHES):
+        x, comps = jagged(lengths, seed=40 + k)
+        want_idx = np.stack([c.argmax(0) for c in comps])
+        want_loss = 2 * sum(c.max(0).sum() for c in comps)
+        want_grad = np.concatenate([2.0 * (np.arange(len(c))[:, None] == c.argmax(0)[None, :]) for c in comps])
+        for fn in (fast, f):
+            x.grad = None
+            loss, idx, am = fn(x)
+            loss.backward()
+            assert float(loss) == pytest.approx(want_loss, rel=1e-12)
+            np.testing.assert_array_equal(idx.numpy(), want_idx)
+            np.testing.assert_array_equal(am.numpy(), want_idx)
+            np.testing.assert_array_equal(x.grad.values().numpy(), want_grad)
+    assert fast.num_programs == 1
+    text = str(jag.trace(lambda x: jag.argmax(x, 1), jagged([3, 2], seed=1)[0].detach()).desugar().dce())
+    assert "ragged_reduce_indices(" in text, text
