@@ -927,7 +927,8 @@ def report(res, results_rel, plots, plots_note):
     ar = [f for f in by_name(figures, "all_reduce_busbw", "dist") if "skipped" not in f["values"]]
     big = [f for f in ar if f["params"]["bytes"] >= 1 << 20]
     target_row("all-reduce ≥ 0.95 × a plain MPI_Allreduce of the same buffer (2 ranks, bus bandwidth, 1 MB and up; "
-               "below 1 MB each call's extra 32-byte collective, which makes mismatched ranks fail instead of hang, "
+               "below 1 MB the header each call exchanges first, a 72-byte collective that makes ranks that disagree "
+               "fail instead of hang, "
                "is a visible share)", ", ".join(
                    "%s %s× (%s GB/s)" % (fmt_bytes(f["params"]["bytes"]), fmt(f["values"]["ratio"]),
                                           fmt(f["values"]["jag_busbw_gbs"], 1)) for f in ar) or "no figures",
