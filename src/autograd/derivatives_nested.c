@@ -84,8 +84,6 @@ static jag_status rewrap_grad(nested_state *s, jag_status st, jag_tensor *gv, ja
     return jag__nested_rewrap_jagged_taking(s, gv, &grad_in[0]);
 }
 
-/* Rules for ops that ran along the ragged dim (see nested_reduce.c), or
- * JAG_ENOTIMPL-free "not handled" (*handled = false) for anything else. */
 /* rows [r0, r0 + n) of src's values copied into the same rows of dst's */
 static jag_status copy_rows(const char *op, const jag_tensor *dst_values, const jag_tensor *src_values, int64_t r0,
                             int64_t n) {

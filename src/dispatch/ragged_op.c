@@ -29,9 +29,9 @@
  * called by name (jag_op_call): the adapters check them against the
  * values' rows before a kernel reads one.
  *
- * Last, the same kernels on a nested tensor's state, for the callers that
- * still run them directly rather than through the ops (and for the
- * reductions with indices and over integer values, which have no op).
+ * Last, the same kernels on a nested tensor's state: the engine's tests
+ * compare them with the references, and the losses' mask broadcast
+ * (losses.c) uses jag__segment_broadcast. Nested code calls the ops.
  */
 #include "dispatch.h"
 #include "../cpu/ragged_kernels.h"

@@ -16,9 +16,8 @@
  *      rule); POINTWISE rows on the packed values (a dense operand broadcast
  *      to the packed rows) re-wrapped with the same structure; then the
  *      op's rule: mm / matmul / linear as one op on the values, reductions
- *      over the ragged dim by the ragged_reduce op or segment kernels
- *      (src/cpu/ragged_reduce.c) and over other dims on the values, narrow along the
- *      ragged dim, select and index_select over the batch, view, unsqueeze,
+ *      over the ragged dim by the ragged_reduce and ragged_reduce_indices
+ *      ops and over other dims on the values, narrow along the ragged dim, select and index_select over the batch, view, unsqueeze,
  *      embedding, embedding_bag, cat, softmax / log_softmax down components
  *      or on the values, layer_norm / rms_norm on the values; an op without
  *      a jagged rule is JAG_ENOTIMPL naming the op and the layout;
