@@ -75,6 +75,63 @@ static void test_ragged_reduce_by_hand(void) {
     jag_release(values), jag_release(off);
 }
 
+/* ragged_reduce on integer values (torch's result dtypes: sum int64, mean
+ * float32, amax the values'), ragged_reduce_indices by hand, and the
+ * arguments both refuse. */
+static void test_integer_values_and_indices_by_hand(void) {
+    TEST_BEGIN();
+    int32_t iv[5] = {4, -1, 7, 2, 9};
+    jag_tensor *vi = NULL, *off = t_i64((int64_t[]){0, 2, 5}, 3), *out = NULL, *outs[2] = {0};
+    CHECK_OK(jag_from_data(iv, (int64_t[]){5}, 1, JAG_INT32, &vi));
+    jag_value a[7] = {{.kind = JAG_VAL_TENSOR, .u.t = vi}, {.kind = JAG_VAL_TENSOR, .u.t = off}, {.kind = JAG_VAL_NONE},
+                      {.kind = JAG_VAL_INT, .u.i = 0 /* sum */}, {.kind = JAG_VAL_INT, .u.i = 0}, {.kind = JAG_VAL_INT, .u.i = 0},
+                      {.kind = JAG_VAL_BOOL, .u.b = false}};
+    CHECK_OK(jag_op_call(t_op_id("ragged_reduce"), a, 7, &out));
+    CHECK(jag_tensor_dtype(out) == JAG_INT64 && t_get(out, 0) == 3 && t_get(out, 1) == 18);
+    jag_release(out), out = NULL;
+    a[3].u.i = 1; /* mean: float32 */
+    CHECK_OK(jag_op_call(t_op_id("ragged_reduce"), a, 7, &out));
+    CHECK(jag_tensor_dtype(out) == JAG_FLOAT32 && t_get(out, 0) == 1.5 && t_get(out, 1) == 6);
+    jag_release(out), out = NULL;
+    a[3].u.i = 2; /* amax: the values' dtype */
+    CHECK_OK(jag_op_call(t_op_id("ragged_reduce"), a, 7, &out));
+    CHECK(jag_tensor_dtype(out) == JAG_INT32 && t_get(out, 0) == 4 && t_get(out, 1) == 9);
+    jag_release(out), out = NULL;
+    a[3].u.i = 4; /* logsumexp needs float values */
+    CHECK_ERR(jag_op_call(t_op_id("ragged_reduce"), a, 7, &out), JAG_EDTYPE, "argument 'values' must be a float tensor");
+    CHECK(out == NULL);
+    /* ragged_reduce_indices: min of (1, 2), (3, 4, 0.5) per column -> values and rows */
+    const float fv[10] = {1, 2, 3, 4, 5, 6, 0.5f, 8, 9, -1};
+    jag_tensor *vf = f32(fv, (int64_t[]){5, 2}, 2);
+    jag_value m[5] = {{.kind = JAG_VAL_TENSOR, .u.t = vf}, {.kind = JAG_VAL_TENSOR, .u.t = off}, {.kind = JAG_VAL_NONE},
+                      {.kind = JAG_VAL_INT, .u.i = 8 /* min */}, {.kind = JAG_VAL_BOOL, .u.b = true}};
+    CHECK_OK(jag_op_call(t_op_id("ragged_reduce_indices"), m, 5, outs));
+    CHECK(jag_ndim(outs[0]) == 3 && jag_size(outs[0], 1) == 1 && jag_tensor_dtype(outs[1]) == JAG_INT64);
+    CHECK(at(outs[0], 0) == 1 && at(outs[0], 1) == 2 && at(outs[0], 2) == 0.5f && at(outs[0], 3) == -1);
+    CHECK(t_get(outs[1], 0) == 0 && t_get(outs[1], 1) == 0 && t_get(outs[1], 2) == 1 && t_get(outs[1], 3) == 2);
+    jag_release(outs[0]), jag_release(outs[1]), outs[0] = outs[1] = NULL;
+    m[3].u.i = 0; /* a kind without indices */
+    CHECK_ERR(jag_op_call(t_op_id("ragged_reduce_indices"), m, 5, outs), JAG_EINVAL, "expected max (7) or min (8)");
+    m[3].u.i = 7, m[0].u.t = vi;
+    CHECK_ERR(jag_op_call(t_op_id("ragged_reduce_indices"), m, 5, outs), JAG_EDTYPE, "must be a float tensor");
+    CHECK(outs[0] == NULL && outs[1] == NULL);
+    /* ragged_reduce_backward: max takes the ragged dim alone, idx int64 of g's shape, and only for max / min */
+    jag_tensor *g = f32((const float[]){1, 1, 1, 1}, (int64_t[]){2, 2}, 2), *ix = t_i64((int64_t[]){0, 1, 0, 1}, 4);
+    jag_tensor *ix2 = NULL, *y = NULL;
+    CHECK_OK(jag_view(ix, (int64_t[]){2, 2}, 2, &ix2));
+    jag_value b[10] = {{.kind = JAG_VAL_TENSOR, .u.t = vf}, {.kind = JAG_VAL_TENSOR, .u.t = off}, {.kind = JAG_VAL_NONE},
+                       {.kind = JAG_VAL_NONE}, {.kind = JAG_VAL_TENSOR, .u.t = ix2}, {.kind = JAG_VAL_TENSOR, .u.t = g},
+                       {.kind = JAG_VAL_INT, .u.i = 7}, {.kind = JAG_VAL_INT, .u.i = 2}, {.kind = JAG_VAL_INT, .u.i = 0},
+                       {.kind = JAG_VAL_BOOL, .u.b = false}};
+    CHECK_ERR(jag_op_call(t_op_id("ragged_reduce_backward"), b, 10, &y), JAG_EINVAL, "max and min take the ragged dim alone");
+    b[7].u.i = 0, b[4].u.t = g; /* float indices */
+    CHECK_ERR(jag_op_call(t_op_id("ragged_reduce_backward"), b, 10, &y), JAG_ESHAPE, "argument 'idx' is float32");
+    b[4].u.t = ix2, b[6].u.i = 0; /* sum takes no indices */
+    CHECK_ERR(jag_op_call(t_op_id("ragged_reduce_backward"), b, 10, &y), JAG_EINVAL, "'idx' (the forward's indices) is not taken");
+    CHECK(y == NULL);
+    jag_release(g), jag_release(ix), jag_release(ix2), jag_release(vf), jag_release(vi), jag_release(off);
+}
+
 /* The nested mean over the ragged dim goes through ragged_reduce: equal to
  * the mean of each unbound component. */
 static void test_nested_mean_matches_components(void) {
@@ -747,6 +804,6 @@ static void test_engine_softmax_inf_columns(void) {
     }
 }
 
-TEST_MAIN(test_ragged_reduce_by_hand, test_nested_mean_matches_components, test_bad_offsets_refused,
+TEST_MAIN(test_ragged_reduce_by_hand, test_integer_values_and_indices_by_hand, test_nested_mean_matches_components, test_bad_offsets_refused,
           test_varlen_attention_matches_items, test_scatter_add, test_engine_exps, test_engine_log, test_engine_matches_references, test_engine_var_offsets, test_engine_lse_growing_max,
           test_ragged_reduce_noncontiguous, test_row_kernels, test_engine_softmax_inf_columns)

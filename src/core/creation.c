@@ -5,28 +5,28 @@
 
 #include <math.h>
 
-static jag_status finish(jag_tensor *t, jag_tensor **out) {
+jag_status jag__finish_new(jag_tensor *t, jag_tensor **out) {
     if (!t) return jag__leave(jag_last_status(), NULL, 0);
     *out = t;
     return jag__leave(JAG_OK, out, 1);
 }
 
-static jag_status check_out(const char *op, jag_tensor **out) {
+jag_status jag__check_out(const char *op, jag_tensor **out) {
     if (!out) return jag__error(JAG_EINVAL, "%s: argument 'out' is NULL, expected a place for the result", op);
     return JAG_OK;
 }
 
 jag_status jag_meta_tensor(const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor **out) {
-    if (check_out("jag_meta_tensor", out)) return JAG_EINVAL;
+    if (jag__check_out("jag_meta_tensor", out)) return JAG_EINVAL;
     jag__enter();
-    return finish(jag__tensor_new("jag_meta_tensor", sizes, ndim, dtype, false, true), out);
+    return jag__finish_new(jag__tensor_new("jag_meta_tensor", sizes, ndim, dtype, false, true), out);
 }
 
 bool jag_is_meta(const jag_tensor *t) { return t && jag__is_meta(t); }
 
 jag_status jag_arange(double start, double end, double step, jag_dtype dtype, jag_tensor **out) {
     const char *op = "jag_arange";
-    if (check_out(op, out)) return JAG_EINVAL;
+    if (jag__check_out(op, out)) return JAG_EINVAL;
     if (!isfinite(start) || !isfinite(end) || !isfinite(step))
         return jag__error(JAG_EINVAL, "%s: arguments start=%g, end=%g, step=%g must be finite", op, start, end, step);
     if (step == 0) return jag__error(JAG_EINVAL, "%s: argument 'step' is 0, expected a non-zero step", op);
@@ -41,12 +41,12 @@ jag_status jag_arange(double start, double end, double step, jag_dtype dtype, ja
         size_t es = jag_dtype_size(dtype);
         for (int64_t i = 0; i < n; i++) jag__store_from_double(p + i * (int64_t)es, dtype, start + (double)i * step);
     }
-    return finish(t, out);
+    return jag__finish_new(t, out);
 }
 
 jag_status jag_from_data(const void *data, const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor **out) {
     const char *op = "jag_from_data";
-    if (check_out(op, out)) return JAG_EINVAL;
+    if (jag__check_out(op, out)) return JAG_EINVAL;
     jag__enter();
     jag_tensor *t = jag__tensor_new(op, sizes, ndim, dtype, false, false);
     if (t) {
@@ -54,7 +54,7 @@ jag_status jag_from_data(const void *data, const int64_t *sizes, int ndim, jag_d
         if (nbytes && !data) {
             jag_release(t);
             jag__error(JAG_EINVAL, "%s: argument 'data' is NULL, expected %zu bytes", op, nbytes);
-            return finish(NULL, out);
+            return jag__finish_new(NULL, out);
         }
         if (nbytes) memcpy(jag__ptr(t), data, nbytes);
         if (dtype == JAG_BOOL) { /* keep the bool invariant: bytes are 0 or 1 */
@@ -62,13 +62,13 @@ jag_status jag_from_data(const void *data, const int64_t *sizes, int ndim, jag_d
             for (size_t i = 0; i < nbytes; i++) b[i] = b[i] != 0;
         }
     }
-    return finish(t, out);
+    return jag__finish_new(t, out);
 }
 
 jag_status jag_from_blob(void *data, const int64_t *sizes, const int64_t *strides, int ndim, jag_dtype dtype,
                          void (*release)(void *ctx, void *data), void *ctx, jag_tensor **out) {
     const char *op = "jag_from_blob";
-    if (check_out(op, out)) return JAG_EINVAL;
+    if (jag__check_out(op, out)) return JAG_EINVAL;
     jag_status st = jag__check_shape(op, sizes, ndim, dtype, NULL);
     if (st) return st;
     if (!data && jag__numel(sizes, ndim) > 0)
@@ -100,5 +100,5 @@ jag_status jag_from_blob(void *data, const int64_t *sizes, const int64_t *stride
         s->release = NULL;
     }
     jag__storage_release(s);
-    return finish(t, out);
+    return jag__finish_new(t, out);
 }

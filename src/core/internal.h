@@ -249,6 +249,11 @@ void jag__enter(void);
 /* Decrement the depth; on success at depth 0 record outs[0..n) in the open
  * scope. Returns `status`. */
 jag_status jag__leave(jag_status status, jag_tensor **outs, int n);
+/* The end of a public function that makes one tensor: jag__leave with t in
+ * *out, or with the error of a NULL t. */
+jag_status jag__finish_new(jag_tensor *t, jag_tensor **out);
+/* JAG_EINVAL naming op when the caller gave no place for the result. */
+jag_status jag__check_out(const char *op, jag_tensor **out);
 /* The traced function runs as code at the top level with no scope open: its
  * ops record in its own scopes, never in the caller's. isolate saves the
  * caller's scope floor and API depth and starts the function's frame;

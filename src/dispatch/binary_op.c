@@ -277,11 +277,9 @@ static int binary_fn_of(jag_op_id op) {
 // a, b (or a scalar) [, alpha] broadcast; or cond, a, b for where. y new contiguous.
 jag_status jag__ref_binary(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out) {
     const jag_op_info *info = &jag__ops[op];
-    jag_spec spec;
-    jag_status st = info->meta(info->api_name, args, nargs, &spec);
+    jag_tensor *y = NULL;
+    jag_status st = jag__pw_ref_output(op, args, nargs, &y);
     if (st != JAG_OK) return st;
-    jag_tensor *y = jag__tensor_from_spec(info->api_name, &spec, false);
-    if (!y) return jag_last_status();
     if (op == JAG_OP_where) {
         jag__where_reference(args[0].u.t, args[1].u.t, args[2].u.t, y);
     } else {

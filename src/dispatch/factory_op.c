@@ -8,27 +8,16 @@
 #include "dispatch.h"
 #include "../cpu/kernels.h" /* jag__copy_into, jag__fill */
 
-static jag_status finish(jag_tensor *t, jag_tensor **out) {
-    if (!t) return jag__leave(jag_last_status(), NULL, 0);
-    *out = t;
-    return jag__leave(JAG_OK, out, 1);
-}
-
-static jag_status check_out(const char *op, jag_tensor **out) {
-    if (!out) return jag__error(JAG_EINVAL, "%s: argument 'out' is NULL, expected a place for the result", op);
-    return JAG_OK;
-}
-
 /* A tensor of `sizes` whose elements are `value` (any when !fill, zero when
  * zeroed): a recorded full op while tracing. */
 static jag_status make_filled(const char *op, const int64_t *sizes, int ndim, double value, jag_dtype dtype, bool fill,
                               bool zeroed, jag_tensor **out) {
-    if (check_out(op, out)) return JAG_EINVAL;
+    if (jag__check_out(op, out)) return JAG_EINVAL;
     jag__enter();
     if (jag__trace_current) return jag__leave(jag__trace_full(sizes, ndim, value, dtype, out), out, 1);
     jag_tensor *t = jag__tensor_new(op, sizes, ndim, dtype, zeroed, false);
     if (t && fill) jag__fill(t, value);
-    return finish(t, out);
+    return jag__finish_new(t, out);
 }
 
 jag_status jag_empty(const int64_t *sizes, int ndim, jag_dtype dtype, jag_tensor **out) {

@@ -18,6 +18,17 @@ static inline bool jag__pw_op_is(const char *op, const char *name) {
     return !strcmp(op, name);
 }
 
+/* The output a boxed reference writes: op's META function checks args and
+ * says the dtype and shape of *y, a new contiguous tensor. */
+static inline jag_status jag__pw_ref_output(jag_op_id op, const jag_value *args, int nargs, jag_tensor **y) {
+    const jag_op_info *info = &jag__ops[op];
+    jag_spec spec;
+    jag_status st = info->meta(info->api_name, args, nargs, &spec);
+    if (st != JAG_OK) return st;
+    *y = jag__tensor_from_spec(info->api_name, &spec, false);
+    return *y ? JAG_OK : jag_last_status();
+}
+
 /* The naive references, boxed: the op's id and boxed arguments; its META
  * function checks them and gives the dtype and shape of *out, a new
  * contiguous tensor computed by jag__unary_reference,

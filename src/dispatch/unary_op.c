@@ -120,11 +120,9 @@ static jag_status ref_run(jag_op_id op, const jag_value *args, int nargs, jag_te
     int f = unary_fn_of(op);
     JAG_ASSERT(f >= 0);
     const jag_op_info *info = &jag__ops[op];
-    jag_spec spec;
-    jag_status st = info->meta(info->api_name, args, nargs, &spec);
+    jag_tensor *y = NULL;
+    jag_status st = jag__pw_ref_output(op, args, nargs, &y);
     if (st != JAG_OK) return st;
-    jag_tensor *y = jag__tensor_from_spec(info->api_name, &spec, false);
-    if (!y) return jag_last_status();
     double prm[2] = {0, 0};
     unbox_params(info->api_name, args, nargs, (jag_unary_fn)f, prm);
     jag__unary_reference((jag_unary_fn)f, args[0].u.t, prm, y);
