@@ -4,7 +4,11 @@
  *   pointwise: achieved bytes/s of an op vs a plain memcpy of the same bytes
  *              (target >= 0.85 for memory-bound ops on large tensors);
  *   mm:        GFLOP/s of jag_mm vs a direct cblas_sgemm of the same shape
- *              (target >= 0.95 for sizes >= 256).
+ *              (target >= 0.95 for sizes >= 256);
+ *   bf16 mm:   GFLOP/s of jag_mm on bfloat16 operands (oneDNN, AVX512-BF16,
+ *              float32 accumulation) vs jag_mm on float32 (OpenBLAS sgemm),
+ *              M x 1024 @ 1024 x 1024 for M = 8, 128, 1024 (target >= 1.5
+ *              at M = 1024).
  */
 #include "bench.h"
 
@@ -106,6 +110,41 @@ static void bench_mm(int64_t n) {
     jag_release(c.a), jag_release(c.b);
 }
 
+typedef struct {
+    jag_tensor *a, *b;
+} mm_pair;
+
+static void run_mm_pair(void *p) {
+    mm_pair *c = p;
+    jag_tensor *o = NULL;
+    bench_check(jag_mm(c->a, c->b, &o), "mm");
+    jag_release(o);
+}
+
+/* (m, k) @ (k, n): bfloat16 against float32, both through jag_mm, timed
+ * interleaved. */
+static void bench_bf16_mm(int64_t m, int64_t k, int64_t n) {
+    int64_t sa[2] = {m, k}, sb[2] = {k, n};
+    mm_pair f32 = {0}, bf16 = {0};
+    bench_check(jag_rand_uniform(sa, 2, -1, 1, JAG_FLOAT32, NULL, &f32.a), "rand");
+    bench_check(jag_rand_uniform(sb, 2, -1, 1, JAG_FLOAT32, NULL, &f32.b), "rand");
+    bench_check(jag_to_dtype(f32.a, JAG_BFLOAT16, &bf16.a), "to_dtype");
+    bench_check(jag_to_dtype(f32.b, JAG_BFLOAT16, &bf16.b), "to_dtype");
+    bench_stats sh, sf;
+    bench_pair(run_mm_pair, &bf16, run_mm_pair, &f32, 10, 1.0, &sh, &sf);
+    double flops = 2.0 * (double)m * (double)n * (double)k;
+    char params[128], values[400];
+    snprintf(params, sizeof params, "\"m\": %lld, \"k\": %lld, \"n\": %lld, \"dtype\": \"bfloat16\"", (long long)m,
+             (long long)k, (long long)n);
+    snprintf(values, sizeof values,
+             "\"bf16_s\": %.6g, \"bf16_s_min\": %.6g, \"bf16_s_max\": %.6g, \"f32_s\": %.6g, \"f32_s_min\": %.6g, "
+             "\"f32_s_max\": %.6g, \"bf16_gflops\": %.3f, \"f32_gflops\": %.3f, \"ratio_vs_f32\": %.3f",
+             sh.median, sh.min, sh.max, sf.median, sf.min, sf.max, flops / sh.median / 1e9, flops / sf.median / 1e9,
+             sf.median / sh.median);
+    bench_emit("dense", "bf16_mm_vs_f32", params, values);
+    jag_release(f32.a), jag_release(f32.b), jag_release(bf16.a), jag_release(bf16.b);
+}
+
 int main(int argc, char **argv) {
     bench_parse_args(argc, argv);
     jag_manual_seed(0);
@@ -116,5 +155,7 @@ int main(int argc, char **argv) {
     bench_pointwise((int64_t)16 << 20);
     int64_t sizes[] = {64, 256, 512, 1024};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) bench_mm(sizes[i]);
+    int64_t rows[] = {8, 128, 1024};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) bench_bf16_mm(rows[i], 1024, 1024);
     return 0;
 }

@@ -16,6 +16,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <unistd.h> /* sysconf */
 
 /* ---- dispatch overhead -------------------------------------------------- */
 
@@ -244,15 +245,31 @@ static void run_exp(void *p) {
     jag_release(o);
 }
 
-/* The issue's grid: lengths uniform in 1..512 or from the corpus, B in {8,
- * 64}, D = 256. The baseline copies half the bytes the op moves out of the
+/* The last-level cache's bytes as this CPU sees it (sysfs: a VM's glibc may
+ * report the whole socket's), else sysconf's, else 32 MiB. */
+static double llc_bytes(void) {
+    FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r");
+    long kib = 0;
+    if (f) {
+        if (fscanf(f, "%ldK", &kib) != 1) kib = 0;
+        fclose(f);
+    }
+    long l3 = kib > 0 ? kib * 1024 : sysconf(_SC_LEVEL3_CACHE_SIZE);
+    return l3 > 0 ? (double)l3 : 32.0 * 1024 * 1024;
+}
+
+/* The grid: lengths uniform in 1..512 or from the corpus, B in {8, 64},
+ * D = 256 (values in L2 or the last-level cache), and uniform lengths, B =
+ * 64, D = 4096 (values at least 4 x the last-level cache: from memory;
+ * "resident" says which, "meets_target" is only set for the memory case).
+ * The baseline copies half the bytes the op moves out of the
  * op's own values, so that both move the same bytes (read + written).
  * softmax and logsumexp take an exp per element: they are also timed
  * against jag_exp on the same values (dense, an exp per element read and
  * written), the rate of the machine's exps ("exp_over_op" > 1: the op is
  * faster than that exp alone). */
-static void bench_ragged_bandwidth(const char *dist, const corpus *cp, int64_t batch) {
-    int64_t dim = 256, lens[64], offs[65], nb1 = batch + 1;
+static void bench_ragged_bandwidth(const char *dist, const corpus *cp, int64_t batch, int64_t dim) {
+    int64_t lens[64], offs[65], nb1 = batch + 1;
     make_lengths(dist, cp, batch, (uint64_t)batch * 131, lens);
     offs[0] = 0;
     for (int64_t i = 0; i < batch; i++) offs[i + 1] = offs[i] + lens[i];
@@ -278,14 +295,17 @@ static void bench_ragged_bandwidth(const char *dist, const corpus *cp, int64_t b
             bench_pair(run_op, &c, run_exp, &ec, 10, bench_quick ? 0.2 : 0.5, &so2, &se);
             snprintf(exp_vals, sizeof exp_vals, ", \"exp_s\": %.6g, \"exp_over_op\": %.3f", se.median, se.median / so2.median);
         }
-        char params[160], vals[420];
-        snprintf(params, sizeof params, "\"op\": \"%s\", \"lengths\": \"%s\", \"B\": %lld, \"D\": %lld, \"rows\": %lld",
-                 op_names[op], dist, (long long)batch, (long long)dim, (long long)offs[batch]);
+        char params[240], vals[420];
+        const char *resident = (double)vbytes >= 4 * llc_bytes() ? "memory" : (double)vbytes > 2.0 * 1024 * 1024 ? "cache" : "L2";
+        snprintf(params, sizeof params,
+                 "\"op\": \"%s\", \"lengths\": \"%s\", \"B\": %lld, \"D\": %lld, \"rows\": %lld, \"values_mb\": %.1f, "
+                 "\"resident\": \"%s\"",
+                 op_names[op], dist, (long long)batch, (long long)dim, (long long)offs[batch], (double)vbytes / 1048576.0, resident);
         snprintf(vals, sizeof vals,
                  "\"op_s\": %.6g, \"op_s_min\": %.6g, \"op_s_max\": %.6g, \"memcpy_s\": %.6g, \"op_gbs\": %.3f, "
                  "\"memcpy_gbs\": %.3f, \"ratio_vs_memcpy\": %.3f, \"meets_target\": %s%s",
                  so.median, so.min, so.max, sc.median, op_gbs, copy_gbs, op_gbs / copy_gbs,
-                 op_gbs / copy_gbs >= 0.7 ? "true" : "false", exp_vals);
+                 strcmp(resident, "memory") ? "null" : op_gbs / copy_gbs >= 0.7 ? "true" : "false", exp_vals);
         bench_emit("nested", "ragged_vs_memcpy", params, vals);
         free(cc.dst);
     }
@@ -407,37 +427,48 @@ static void bench_attention(const char *dist, const corpus *cp, int64_t batch) {
     jag_release(pq), jag_release(pk), jag_release(pv), jag_release(pg), jag_release(gc.a), jag_release(gc.b);
 }
 
+/* --only=SECTION (dispatch, bandwidth, padded, bag, attention) runs that
+ * section alone; --batch=B the nested-vs-padded grid at that batch size */
+static const char *only_section;
+static int64_t only_batch;
+static bool section(const char *name) { return !only_section || !strcmp(only_section, name); }
+
 int main(int argc, char **argv) {
     bench_parse_args(argc, argv);
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(argv[i], "--only=", 7)) only_section = argv[i] + 7;
+        else if (!strncmp(argv[i], "--batch=", 8)) only_batch = atoll(argv[i] + 8);
     jag_manual_seed(7);
-    bench_dispatch_overhead();
+    if (section("dispatch")) bench_dispatch_overhead();
     corpus c;
     char err[256] = "";
     int have_corpus = corpus_load_fortunes(&c, err, sizeof err) == 0;
     if (!have_corpus) fprintf(stderr, "bench_nested: no corpus (%s); corpus lengths skipped\n", err);
-    for (int di = 0; di < 2; di++)
+    for (int di = 0; di < 2 && section("bandwidth"); di++)
         for (int bi = 0; bi < 2; bi++) {
             if (di == 1 && !have_corpus) break;
-            bench_ragged_bandwidth(di ? "corpus" : "uniform", &c, bi ? 64 : 8);
+            bench_ragged_bandwidth(di ? "corpus" : "uniform", &c, bi ? 64 : 8, 256);
         }
+    if (section("bandwidth")) bench_ragged_bandwidth("uniform", &c, 64, 4096);
     int64_t batches[] = {1, 8, 64, 512}, dims[] = {64, 256, 1024};
     const char *dists[] = {"uniform", "long_tailed", "equal", "corpus"};
-    for (int di = 0; di < 4; di++) {
+    for (int di = 0; di < 4 && section("padded"); di++) {
         if (di == 3 && !have_corpus) break;
         if (bench_quick && (di == 1 || di == 2)) continue;
         for (size_t bi = 0; bi < 4; bi++)
             for (size_t ki = 0; ki < 3; ki++) {
                 if (bench_quick && (batches[bi] == 512 || dims[ki] == 1024)) continue;
+                if (only_batch && batches[bi] != only_batch) continue;
                 bench_vs_padded(&c, dists[di], batches[bi], dims[ki]);
             }
     }
-    for (int di = 0; di < 2; di++)
+    for (int di = 0; di < 2 && section("bag"); di++)
         for (int bi = 0; bi < 2; bi++) {
             if (di == 1 && !have_corpus) break;
             bench_embedding_bag(&c, di ? "corpus" : "uniform", bi ? 64 : 8, 64);
         }
-    bench_attention("uniform", &c, 8);
-    if (have_corpus) bench_attention("corpus", &c, 64);
+    if (section("attention")) bench_attention("uniform", &c, 8);
+    if (have_corpus && section("attention")) bench_attention("corpus", &c, 64);
     if (have_corpus) corpus_free(&c);
     return 0;
 }

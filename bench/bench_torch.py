@@ -20,7 +20,10 @@ Figures (one JSON line each, "bench": "vs_torch"):
                  op), torch dense on the same batch padded to the longest
                  length (the padding is not timed). Before timing, jag's
                  result is compared with torch's (nested, else the padded
-                 result's real rows): max_abs_diff and agree.
+                 result's real rows): max_abs_diff and agree. The rows
+                 "linear (bf16)" and "sdpa (bf16)" run the float32 rows'
+                 ops on the same batch and weights rounded to bfloat16,
+                 on every side (torch in bfloat16 on the CPU too).
   dense_op       the same op on plain tensors: jag vs torch.
   encoder_step   one training step (forward + backward of a loss summed over
                  the real tokens) of TransformerEncoderLayer(256, 4, 1024) on
@@ -63,7 +66,11 @@ BUDGET = 0.1 if not QUICK else 0.02   # seconds per side per round
 SLOW_S = 0.5 if not QUICK else 0.25   # a side slower than this per call is timed once
 ENCODER = {"d_model": 256, "nhead": 4, "dim_feedforward": 1024, "batch": 32}
 COMPILE_LIMIT_S = 120 if QUICK else 600  # one side's memory process (torch.compile's compiling included)
-ATOL = {"float32": 1e-3}
+# jag against torch, max abs difference: float32 results; bfloat16 results
+# (both sides sum in float32, in their own orders, and round each output to
+# bfloat16 once: they may land one ulp apart, 2^-5 for the values in [4, 8)
+# and 2^-4 up to 16 that these rows give)
+ATOL = {"float32": 1e-3, "bfloat16": 6.25e-2}
 
 
 def thread_count():
@@ -241,12 +248,53 @@ def nested_cases(torch, rng, batch, dim):
     ]
 
 
+def nested_bf16_cases(torch, batch, dim):
+    """linear and sdpa on the batch and weights rounded to bfloat16, on
+    every side; rows as nested_cases', widened to float32 to compare. Its
+    own generator: the float32 rows' data stays as it was."""
+    F = torch.nn.functional
+    rng = np.random.default_rng(3)
+    bf = torch.bfloat16
+    x, tn, tp = batch.jag.to(jag.bfloat16), batch.torch_nested.to(bf), batch.padded.to(bf)
+    w_np = (rng.standard_normal((dim, dim)) / np.sqrt(dim)).astype(np.float32)
+    b_np = rng.standard_normal(dim).astype(np.float32)
+    jw, jb = jag.from_numpy(w_np).to(jag.bfloat16), jag.from_numpy(b_np).to(jag.bfloat16)
+    tw, tb = torch.from_numpy(w_np).to(bf), torch.from_numpy(b_np).to(bf)
+
+    def rows(side, r):  # (B, j, D) results
+        return to_numpy(r.values().float()) if side != "padded" else batch.real_rows(to_numpy(r.float()))
+
+    heads = 4
+    hd = dim // heads
+    jq = x.unflatten(-1, (heads, hd)).transpose(1, 2)             # (B, H, j, hd)
+    tq = tn.unflatten(-1, (heads, hd)).transpose(1, 2)
+    pq = tp.unflatten(-1, (heads, hd)).transpose(1, 2)            # (B, H, L, hd)
+    key_ok = (~batch.pad_mask)[:, None, None, :]
+
+    def attn_rows(side, r):  # (B, H, j, hd) -> rows of (j, H * hd)
+        if side == "padded":
+            return batch.real_rows(to_numpy(r.transpose(1, 2).float())).reshape(-1, dim)
+        return to_numpy(r.transpose(1, 2).values().float()).reshape(-1, dim)
+
+    return [
+        ("linear (bf16)", lambda: JF.linear(x, jw, jb), lambda: F.linear(tn, tw, tb), lambda: F.linear(tp, tw, tb),
+         rows),
+        ("sdpa (bf16)", lambda: JF.scaled_dot_product_attention(jq, jq, jq),
+         lambda: F.scaled_dot_product_attention(tq, tq, tq),
+         lambda: F.scaled_dot_product_attention(pq, pq, pq, attn_mask=key_ok), attn_rows),
+    ]
+
+
 def bench_nested(torch, threads):
     rng = np.random.default_rng(0)
     shapes = [(32, 256)] if QUICK else [(32, 256), (64, 512)]
     for B, D in shapes:
         batch = Batch(torch, rng, long_tailed_lengths(rng, B, 16, 8, 512), D)
-        for op, jfn, tfn, pfn, rows in nested_cases(torch, rng, batch, D):
+        cases = [c + ("float32",) for c in nested_cases(torch, rng, batch, D)]
+        for c in nested_bf16_cases(torch, batch, D):  # each beside its float32 row
+            at = max(i for i, f in enumerate(cases) if f[0].split()[0] == c[0].split()[0])
+            cases.insert(at + 1, c + ("bfloat16",))
+        for op, jfn, tfn, pfn, rows, dtype in cases:
             params = dict(batch.params(), op=op, D=D)
             values = {"threads": threads}
             sides = {"jag": jfn, "padded": pfn}
@@ -258,7 +306,7 @@ def bench_nested(torch, threads):
                 ref = ("padded", rows("padded", pfn()))
             mine = rows("jag", jfn())
             diff = float(np.max(np.abs(mine - ref[1]))) if mine.shape == ref[1].shape else float("inf")
-            values.update(compared_with="torch " + ref[0], max_abs_diff=diff, agree=diff <= ATOL["float32"])
+            values.update(compared_with="torch " + ref[0], max_abs_diff=diff, agree=diff <= ATOL[dtype], dtype=dtype)
             times = interleaved(sides)
             values.update(timed_values(times, {"jag": "jag", "nested": "torch_nested", "padded": "torch_padded"}))
             if "nested" in times:

@@ -499,7 +499,12 @@ jag_status jag_argmin(const jag_tensor *x, int dim, bool keepdim, jag_tensor **o
 /* Linear algebra (OpenBLAS)                                                 */
 /* ------------------------------------------------------------------------ */
 
-/* (n, k) @ (k, m) -> (n, m). Float dtypes, both the same.
+/* (n, k) @ (k, m) -> (n, m). Float dtypes, both the same. bfloat16
+ * operands run on oneDNN (AVX512-BF16 where the CPU has it): products
+ * summed in float32, each result rounded once to bfloat16, as torch's CPU
+ * bfloat16 mm; float16 operands are widened to float32, multiplied by
+ * OpenBLAS and rounded once. The same holds for jag_bmm and jag_linear
+ * (whose bias is added in float32 before the one rounding).
  * Errors: JAG_ESHAPE (inner sizes), JAG_EDTYPE. */
 jag_status jag_mm(const jag_tensor *a, const jag_tensor *b, jag_tensor **out);
 /* (B, n, k) @ (B, k, m) -> (B, n, m). */
@@ -703,7 +708,7 @@ jag_status jag_op_call(jag_op_id op, const jag_value *args, int nargs, jag_tenso
 typedef enum jag_segment_kind {
     JAG_SEG_SUM, JAG_SEG_MEAN, JAG_SEG_AMAX, JAG_SEG_AMIN, /* integer values too */
     JAG_SEG_LSE, JAG_SEG_VAR, JAG_SEG_STD,
-    JAG_SEG_MAX, JAG_SEG_MIN, JAG_SEG_ARGMAX, JAG_SEG_ARGMIN, /* with indices (ragged dim alone) */
+    JAG_SEG_MAX, JAG_SEG_MIN, JAG_SEG_ARGMAX, JAG_SEG_ARGMIN, /* with indices (ragged dim alone); integer values too */
 } jag_segment_kind;
 
 /* ------------------------------------------------------------------------ */
@@ -1088,7 +1093,9 @@ jag_status jag_dropout(const jag_tensor *x, double p, bool train, jag_generator 
  * scale <= 0 or NaN means 1/sqrt(Dh). causal: query i sees keys j <= i
  * (top-left aligned, as torch). The (L, L) score matrix is never built: an
  * online softmax over key blocks, parallel over items and heads. A query
- * that sees no key gets zeros. Differentiable. Errors: JAG_ESHAPE (shapes,
+ * that sees no key gets zeros. float16 / bfloat16 operands compute in
+ * float32 (widened, the output rounded once to their dtype, as torch's CPU
+ * attention; gradients in the input dtype). Differentiable. Errors: JAG_ESHAPE (shapes,
  * head counts, raggedness), JAG_EDTYPE, JAG_EINVAL (mixing nested and
  * dense), JAG_ENOTIMPL (strided nested). */
 jag_status jag_scaled_dot_product_attention(const jag_tensor *q, const jag_tensor *k, const jag_tensor *v, bool causal,
@@ -1741,7 +1748,11 @@ typedef struct jag_ddp jag_ddp;
  * at most `bucket_bytes` bytes (0: 25 MiB, torch's bucket_cap_mb=25), made
  * from the parameters in reverse order (the order backward finishes them)
  * and never mixing dtypes; a parameter larger than a bucket gets one of its
- * own. The DDP holds a reference on each parameter until jag_ddp_free.
+ * own. Parameters are float32, float64, float16 or bfloat16: a half bucket
+ * is all-reduced in its dtype (each pairwise sum computed in float32 and
+ * rounded to the dtype, as torch's DDP reduces half gradients in their
+ * dtype), and the average is the sum / world size in float32, rounded once.
+ * The DDP holds a reference on each parameter until jag_ddp_free.
  *
  * Overlap with backward (torch's reducer): the DDP registers a post-
  * accumulate-grad hook on every parameter that requires grad. During

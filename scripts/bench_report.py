@@ -33,6 +33,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MEMCPY_TARGET = 0.85      # memory-bound pointwise op / memcpy, bytes per second
 BLAS_TARGET = 0.95        # jag_mm / direct cblas_sgemm, for n >= BLAS_MIN_N
 BLAS_MIN_N = 256
+BF16_TARGET = 1.5         # bfloat16 jag_mm GFLOP/s / float32 jag_mm GFLOP/s, square n = BF16_SQUARE_N
+BF16_SQUARE_N = 1024
 DISPATCH_TARGET_NS = 300  # overhead per op
 PY_TARGET_NS = 2000       # one op called from Python on a tiny nested tensor
 NESTED_SLACK = 1.1        # nested <= padded * real/padded * 1.1, and <= padded
@@ -825,6 +827,18 @@ def report(res, results_rel, plots, plots_note):
             verdict(ok == len(big)), torch.missing()))
     else:
         out.append("| jag_mm ≥ %.2f × direct BLAS for n ≥ %d | no figures | no data | %s |" % (BLAS_TARGET, BLAS_MIN_N, torch.missing()))
+    bf = sorted(by_name(figures, "bf16_mm_vs_f32", "dense"), key=lambda f: f["params"]["m"])
+    square = [f for f in bf if f["params"]["m"] == f["params"]["k"] == f["params"]["n"] == BF16_SQUARE_N]
+    if square:
+        r = square[0]["values"]["ratio_vs_f32"]
+        out.append("| bfloat16 jag_mm ≥ %.1f × float32 GFLOP/s at n = %d | %s | %s | %s |" % (
+            BF16_TARGET, BF16_SQUARE_N, ", ".join("%d×%d×%d %.2f× (%.1f vs %.1f GFLOP/s)" % (
+                f["params"]["m"], f["params"]["k"], f["params"]["n"], f["values"]["ratio_vs_f32"],
+                f["values"]["bf16_gflops"], f["values"]["f32_gflops"]) for f in bf),
+            verdict(r >= BF16_TARGET), torch.missing()))
+    else:
+        out.append("| bfloat16 jag_mm ≥ %.1f × float32 GFLOP/s at n = %d | no figures | no data | %s |" % (
+            BF16_TARGET, BF16_SQUARE_N, torch.missing()))
     if do:
         v = do[0]["values"]
         worst = max(v.get("nested_overhead_ns", 0), v.get("dense_overhead_ns", 0))
@@ -1145,7 +1159,7 @@ def report(res, results_rel, plots, plots_note):
             out.append("")
 
     # -- anything else
-    known = {"pointwise_vs_memcpy", "mm_vs_blas", "dispatch_overhead", "nested_vs_padded", "python_overhead",
+    known = {"pointwise_vs_memcpy", "mm_vs_blas", "bf16_mm_vs_f32", "dispatch_overhead", "nested_vs_padded", "python_overhead",
              "op_vs_padded", "blas_core"}
     other = [f for f in figures if f["name"] not in known and f.get("bench") not in ("torch", "vs_torch")]
     if other:

@@ -5,7 +5,7 @@ set -euo pipefail
 
 need=()
 have_pkg() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
-for p in build-essential cmake pkg-config libopenblas-openmp-dev libsleef-dev libomp-dev valgrind python3-dev python3-venv fortunes-min libopenmpi-dev openmpi-bin; do
+for p in build-essential cmake pkg-config libopenblas-openmp-dev libdnnl-dev libsleef-dev libomp-dev valgrind python3-dev python3-venv fortunes-min libopenmpi-dev openmpi-bin; do
   have_pkg "$p" || need+=("$p")
 done
 if [ "${JAG_SETUP_EXTRA:-}" != "" ]; then

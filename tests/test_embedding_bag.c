@@ -188,4 +188,45 @@ static void test_errors(void) {
     jag_release(psw), jag_release(psw64), jag_release(w0), jag_release(w_before);
 }
 
-TEST_MAIN(test_dense, test_gradients, test_nested_indices, test_errors)
+/* Wide tables (D of 128, 256 and 300: whole blocks of columns and a tail),
+ * bags of 0 to 7 rows (odd and even counts, repeats) in sum and mean mode,
+ * float32 and float64, against sum_j w[ix[j]][c] (divided by the count for
+ * mean; 0 for an empty bag, as torch) computed here in double. A bag's sum
+ * is rounded once to float32 apart from the 2^-24 of a pair of rows: the
+ * tolerance is 2 float32 ulps of the sum of magnitudes (float64: the
+ * roundings of up to 7 adds and a division, 2^-53 each). */
+static void test_wide_tables(void) {
+    TEST_BEGIN();
+    const int64_t Ds[3] = {128, 256, 300}, V = 11;
+    const int64_t idx[16] = {3, 10, 0, 7, 7, 1, 9, 2, 5, 4, 3, 8, 6, 0, 10, 2};
+    const int64_t off[6] = {0, 0, 1, 3, 9, 16}; /* bags of 0, 1, 2, 6 and 7 rows */
+    for (int f = 0; f < 2; f++)
+        for (int k = 0; k < 3; k++) {
+            jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+            int64_t D = Ds[k], ws[2] = {V, D};
+            jag_tensor *w = t_rand(ws, 2, dt, -3, 3, 50 + (uint64_t)k), *ix = i64(idx, 16), *offs = i64(off, 6);
+            for (int mode = JAG_BAG_SUM; mode <= JAG_BAG_MEAN; mode++) {
+                jag_tensor *y = NULL;
+                CHECK_OK(jag_embedding_bag(w, ix, offs, mode, NULL, &y));
+                int bad = 0;
+                for (int b = 0; y && b < 5; b++)
+                    for (int64_t c = 0; c < D; c++) {
+                        double sum = 0, mag = 0;
+                        for (int64_t j = off[b]; j < off[b + 1]; j++) {
+                            double v = t_get(w, idx[j] * D + c);
+                            sum += v, mag += fabs(v);
+                        }
+                        int64_t n = off[b + 1] - off[b];
+                        double want = mode == JAG_BAG_MEAN && n ? sum / (double)n : sum;
+                        double scale = mode == JAG_BAG_MEAN && n ? mag / (double)n : mag;
+                        double tol = (f ? 8e-16 : 2.4e-7) * scale;
+                        bad += !(fabs(t_get(y, b * D + c) - want) <= tol);
+                    }
+                CHECK_MSG(y && bad == 0, "D %lld mode %d f64 %d: %d elements off", (long long)D, mode, f, bad);
+                jag_release(y);
+            }
+            jag_release(w), jag_release(ix), jag_release(offs);
+        }
+}
+
+TEST_MAIN(test_dense, test_wide_tables, test_gradients, test_nested_indices, test_errors)

@@ -219,6 +219,72 @@ static void test_softmax_vs_ref(void) {
     }
 }
 
+/* The row path (softmax along the last dim) at lengths around its vector
+ * widths, with one special value in the vector body or in the tail: a NaN
+ * or a +inf makes the line NaN, -inf values get probability 0 (log:
+ * -inf), as torch; other lines against the formula exp(x - m) / sum exp(x
+ * - m) in double (softmax_matches_f64). */
+static void test_softmax_row_lengths(void) {
+    TEST_BEGIN();
+    const int64_t lens[] = {1, 2, 31, 32, 33, 63, 64, 65, 100, 1030};
+    for (int f = 0; f < 2; f++)
+        for (size_t k = 0; k < sizeof lens / sizeof *lens; k++) {
+            int64_t n = lens[k], sizes[2] = {5, n};
+            double *v = malloc((size_t)(5 * n) * sizeof *v);
+            uint64_t h = 0x9e3779b97f4a7c15ull * (uint64_t)(k + 1);
+            for (int64_t i = 0; i < 5 * n; i++) {
+                h = h * 6364136223846793005ull + 1442695040888963407ull;
+                v[i] = ((double)(h >> 11) / 9007199254740992.0 - 0.5) * 20;
+            }
+            int64_t body = n / 3, tail = n - 1;
+            v[1 * n + tail] = NAN;          /* line 1: NaN in the tail */
+            v[2 * n + body] = INFINITY;     /* line 2: +inf in the body */
+            v[3 * n + body] = -INFINITY;    /* line 3: -inf in the body and the tail */
+            v[3 * n + tail] = -INFINITY;
+            if (n > 1) v[4 * n + 0] = NAN;  /* line 4: NaN first */
+            jag_tensor *x = t_from(v, sizes, 2, f ? JAG_FLOAT64 : JAG_FLOAT32);
+            for (int lg = 0; lg < 2; lg++) {
+                jag_tensor *y = NULL;
+                CHECK_OK(lg ? jag_log_softmax(x, 1, &y) : jag_softmax(x, 1, &y));
+                for (int r = 0; y && r < 5; r++) {
+                    bool nan_line = (r == 1 || r == 2 || r == 4) && !(n == 1 && r == 4);
+                    if (n <= 2 && r == 3) nan_line = true; /* a line of -inf only */
+                    if (nan_line) {
+                        int bad = 0;
+                        for (int64_t i = 0; i < n; i++) bad += !isnan(t_get(y, r * n + i));
+                        CHECK_MSG(bad == 0, "n %lld line %d log %d: %d values not NaN", (long long)n, r, lg, bad);
+                        continue;
+                    }
+                    jag_tensor *xr = NULL, *yr = NULL;
+                    CHECK_OK(jag_narrow(x, 0, r, 1, &xr));
+                    CHECK_OK(jag_narrow(y, 0, r, 1, &yr));
+                    if (r == 3) { /* -inf values: 0 (log: -inf), the rest by the formula over the others */
+                        CHECK(lg ? t_get(y, r * n + body) == -INFINITY : t_get(y, r * n + body) == 0);
+                        CHECK(lg ? t_get(y, r * n + tail) == -INFINITY : t_get(y, r * n + tail) == 0);
+                        double m = -INFINITY, s = 0;
+                        for (int64_t i = 0; i < n; i++) m = fmax(m, t_get(x, r * n + i));
+                        for (int64_t i = 0; i < n; i++) s += exp(t_get(x, r * n + i) - m);
+                        int bad = 0;
+                        for (int64_t i = 0; i < n; i++) {
+                            if (i == body || i == tail) continue;
+                            double xv = t_get(x, r * n + i);
+                            double want = lg ? xv - m - log(s) : exp(xv - m) / s, got = t_get(y, r * n + i);
+                            bad += !(fabs(got - want) <= (f ? 1e-13 : 2e-6) * (1 + fabs(want)));
+                        }
+                        CHECK_MSG(bad == 0, "n %lld line 3 log %d: %d values off", (long long)n, lg, bad);
+                    } else {
+                        CHECK_MSG(softmax_matches_f64(xr, 1, yr, lg, f ? 1e-13 : 2e-6), "n %lld line %d log %d",
+                                  (long long)n, r, lg);
+                    }
+                    jag_release(xr), jag_release(yr);
+                }
+                jag_release(y);
+            }
+            jag_release(x);
+            free(v);
+        }
+}
+
 static void test_softmax_large(void) {
     TEST_BEGIN();
     const int64_t s[] = {200, 300}, s3[] = {40, 30, 50}, s1[] = {1, 100000};
@@ -864,5 +930,5 @@ static void test_norm_backward_errors(void) {
 }
 
 TEST_MAIN(test_norm_backward_vs_ref, test_softmax_backward_vs_ref, test_norm_backward_gradcheck, test_norm_backward_nested,
-          test_norm_backward_errors, test_softmax_hand, test_softmax_vs_ref, test_softmax_large, test_softmax_empty_0d, test_softmax_errors,
+          test_norm_backward_errors, test_softmax_hand, test_softmax_vs_ref, test_softmax_row_lengths, test_softmax_large, test_softmax_empty_0d, test_softmax_errors,
           test_norm_hand, test_norm_vs_ref, test_norm_specials, test_norm_large_empty, test_norm_errors)

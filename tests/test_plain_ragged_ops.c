@@ -112,9 +112,19 @@ static void test_integer_values_and_indices_by_hand(void) {
     jag_release(outs[0]), jag_release(outs[1]), outs[0] = outs[1] = NULL;
     m[3].u.i = 0; /* a kind without indices */
     CHECK_ERR(jag_op_call(t_op_id("ragged_reduce_indices"), m, 5, outs), JAG_EINVAL, "expected max (7) or min (8)");
+    /* int32 values: max of (4, -1), (7, 2, 9) and its row within the component */
     m[3].u.i = 7, m[0].u.t = vi;
-    CHECK_ERR(jag_op_call(t_op_id("ragged_reduce_indices"), m, 5, outs), JAG_EDTYPE, "must be a float tensor");
+    CHECK_OK(jag_op_call(t_op_id("ragged_reduce_indices"), m, 5, outs));
+    CHECK(jag_tensor_dtype(outs[0]) == JAG_INT32 && t_get(outs[0], 0) == 4 && t_get(outs[0], 1) == 9);
+    CHECK(jag_tensor_dtype(outs[1]) == JAG_INT64 && t_get(outs[1], 0) == 0 && t_get(outs[1], 1) == 2);
+    jag_release(outs[0]), jag_release(outs[1]), outs[0] = outs[1] = NULL;
+    /* bool values: refused */
+    jag_tensor *vb = NULL;
+    CHECK_OK(jag_from_data((bool[]){true, false, true, true, false}, (int64_t[]){5}, 1, JAG_BOOL, &vb));
+    m[0].u.t = vb;
+    CHECK_ERR(jag_op_call(t_op_id("ragged_reduce_indices"), m, 5, outs), JAG_EDTYPE, "must be a float, int32 or int64 tensor");
     CHECK(outs[0] == NULL && outs[1] == NULL);
+    jag_release(vb);
     /* ragged_reduce_backward: max takes the ragged dim alone, idx int64 of g's shape, and only for max / min */
     jag_tensor *g = f32((const float[]){1, 1, 1, 1}, (int64_t[]){2, 2}, 2), *ix = t_i64((int64_t[]){0, 1, 0, 1}, 4);
     jag_tensor *ix2 = NULL, *y = NULL;
@@ -572,6 +582,13 @@ static void test_engine_matches_references(void) {
             check_engine(b, false, what);
             jag_release(a), jag_release(b);
         }
+        /* a long component cut into chunks, over two blocks of columns (a
+         * segment's blocks are consecutive tasks, each block's chunks too),
+         * between short ones */
+        const int64_t wide[3] = {4, 1200, 7};
+        jag_tensor *w = engine_input(dt, wide, 3, 600, 0, false, 630);
+        check_engine(w, false, f ? "float64 B 3 long D 600" : "float32 B 3 long D 600");
+        jag_release(w);
         /* many short components (grouped into tasks), some empty */
         int64_t *many = malloc(3000 * sizeof *many);
         for (int b = 0; b < 3000; b++) many[b] = (b * 5) % 4;

@@ -1456,6 +1456,9 @@ static void test_float32_ulp_sweep(void) {
         {"silu", jag_silu, sweep_silu, 2.75},       {"tanh", jag_tanh, sweep_tanh, 1.52},
         {"gelu", jag_gelu, sweep_gelu, 0.51},       {"gelu_tanh", jag_gelu_tanh, sweep_gelu_tanh, 0.57},
     };
+    /* gelu with SLEEF: sleef_unary.c's float kernel, 5.0 ulp (every float
+     * with |x| < 18 measured: 4.90; beyond, x itself or a zero) */
+    double gelu_ulp = jag__unary_uses_sleef() ? 5.0 : 0.51;
     /* Switches and edges: exp's overflow, denormal and underflow thresholds,
      * tanh's polynomial, gelu's two forms, the clamps and selects. */
     static const float edges[] = {88.7228394f, -87.3365479f, -103.972076f, -103.278931f, -120.0f, 90.0f,
@@ -1500,8 +1503,9 @@ static void test_float32_ulp_sweep(void) {
             double err = ulp_error(ys[i], ops[o].ref(xs[i]));
             if (!(err <= worst)) worst = err, at = i;
         }
-        CHECK_MSG(worst <= ops[o].max_ulp, "%s: %.3f ulp at x = %a (got %a, reference %a), bound %.2f", ops[o].name,
-                  worst, xs[at], ys[at], ops[o].ref(xs[at]), ops[o].max_ulp);
+        double bound = ops[o].fn == jag_gelu ? gelu_ulp : ops[o].max_ulp;
+        CHECK_MSG(worst <= bound, "%s: %.3f ulp at x = %a (got %a, reference %a), bound %.2f", ops[o].name, worst,
+                  xs[at], ys[at], ops[o].ref(xs[at]), bound);
         jag_release(y);
     }
     jag_release(x);

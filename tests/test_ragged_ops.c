@@ -538,7 +538,11 @@ static void test_more_reductions_over_ragged(void) {
     CHECK_OK(jag_from_data(iv, &three, 1, JAG_INT64, &ivt));
     CHECK_OK(jag_from_data(o1, &three, 1, JAG_INT64, &ioff));
     CHECK_OK(jag_nested_from_jagged(ivt, ioff, NULL, &int_nt));
-    CHECK_ERR(jag_argmax(int_nt, 1, false, &o2), JAG_EDTYPE, "needs float values");
+    /* integer values: argmax of (1), (2, 3) by hand; logsumexp refused */
+    CHECK_OK(jag_argmax(int_nt, 1, false, &o2));
+    CHECK(o2 && jag_tensor_dtype(o2) == JAG_INT64 && t_get(o2, 0) == 0 && t_get(o2, 1) == 1);
+    jag_release(o2), o2 = NULL;
+    CHECK_ERR(jag_logsumexp(int_nt, (int[]){1}, 1, false, &o2), JAG_EDTYPE, "needs float values");
     CHECK(o2 == NULL);
     jag_release(v), jag_release(off), jag_release(nt), jag_release(ivt), jag_release(ioff), jag_release(int_nt);
 }

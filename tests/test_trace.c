@@ -1113,6 +1113,117 @@ static void test_buffers_reused(void) {
     jag_release(x), jag_release(xs), jag_release(xl), jag_release(b);
 }
 
+/* y = |2 x + b| - x^2, b 0-d: five plain ops (or one fused region) */
+static jag_status kept_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    jag_tensor *a = NULL, *c = NULL, *d = NULL, *e = NULL;
+    jag_status st = jag_mul_scalar(in[0], 2.0, &a);
+    if (!st) st = jag_add(a, in[1], 1.0, &c);
+    if (!st) st = jag_abs(c, &d);
+    if (!st) st = jag_square(in[0], &e);
+    if (!st) st = jag_sub(d, e, &out[0]);
+    jag_release(a), jag_release(c), jag_release(d), jag_release(e);
+    return st;
+}
+
+/* y has x's shape and y = |2 x + b| - x^2 element by element (float32:
+ * within a few roundings of the value in double) */
+static bool kept_fn_matches(const jag_tensor *y, const jag_tensor *x, const jag_tensor *b) {
+    if (!y || !t_same_shape(y, x)) return false;
+    double bv = t_get(b, 0);
+    for (int64_t i = 0; i < jag_numel(x); i++) {
+        double xv = t_get(x, i), want = fabs(2 * xv + bv) - xv * xv;
+        if (fabs(t_get(y, i) - want) > 1e-5 * (1 + fabs(want))) return false;
+    }
+    return true;
+}
+
+/* A result the caller keeps is never a buffer the next run writes into; a
+ * result let go is written again. Inputs of other shapes between runs. */
+static void test_kept_results_untouched(void) {
+    TEST_BEGIN();
+    int64_t sz[2] = {4, 4}, flat[2] = {2, 8}, small[2] = {3, 5};
+    jag_tensor *x1 = t_rand(sz, 2, JAG_FLOAT32, -2, 2, 11), *x2 = t_rand(sz, 2, JAG_FLOAT32, -2, 2, 12);
+    jag_tensor *x3 = t_rand(flat, 2, JAG_FLOAT32, -2, 2, 13), *x4 = t_rand(small, 2, JAG_FLOAT32, -2, 2, 14);
+    jag_tensor *b = t_rand(NULL, 0, JAG_FLOAT32, -1, 1, 15);
+    jag_tensor *in1[2] = {x1, b}, *in2[2] = {x2, b}, *in3[2] = {x3, b}, *in4[2] = {x4, b};
+    unsigned pass_sets[2] = {JAG_PASS_DESUGAR | JAG_PASS_DCE, JAG_PASSES_ALL}; /* plain kernels, and fused */
+    for (int ps = 0; ps < 2; ps++) {
+        jag_trace *t = NULL;
+        jag_program *p = NULL;
+        CHECK_OK(jag_trace_function(kept_fn, NULL, in1, 2, NULL, 1, &t));
+        CHECK_OK(jag_trace_compile(t, pass_sets[ps], &p));
+        jag_tensor *y1 = NULL, *y2 = NULL, *y3 = NULL;
+        CHECK_OK(jag_program_run(p, in1, 2, &y1, 1));
+        CHECK_OK(jag_program_run(p, in2, 2, &y2, 1)); /* y1 still held */
+        CHECK_MSG(y1 && y2 && jag_data(y1) != jag_data(y2), "passes %u", pass_sets[ps]);
+        CHECK_MSG(kept_fn_matches(y1, x1, b) && kept_fn_matches(y2, x2, b), "passes %u", pass_sets[ps]);
+        void *let_go = y2 ? jag_data(y2) : NULL;
+        jag_release(y2);
+        CHECK_OK(jag_program_run(p, in1, 2, &y3, 1));
+        CHECK_MSG(y3 && jag_data(y3) == let_go, "passes %u: the buffer let go is used again", pass_sets[ps]);
+        CHECK_MSG(kept_fn_matches(y3, x1, b) && kept_fn_matches(y1, x1, b), "passes %u", pass_sets[ps]);
+        jag_release(y3);
+        /* other shapes (the same number of elements, then fewer), then the first again */
+        jag_tensor **runs[3] = {in3, in4, in1};
+        for (int r = 0; r < 3; r++) {
+            jag_tensor *y = NULL;
+            CHECK_OK(jag_program_run(p, runs[r], 2, &y, 1));
+            CHECK_MSG(kept_fn_matches(y, runs[r][0], b), "passes %u, run %d", pass_sets[ps], r);
+            jag_release(y);
+        }
+        CHECK_MSG(kept_fn_matches(y1, x1, b), "passes %u", pass_sets[ps]);
+        jag_program_free(p);
+        jag_trace_free(t);
+        CHECK_MSG(kept_fn_matches(y1, x1, b), "passes %u: a result outlives its program", pass_sets[ps]);
+        jag_release(y1);
+    }
+    jag_release(x1), jag_release(x2), jag_release(x3), jag_release(x4), jag_release(b);
+}
+
+/* out[0] is the input itself, out[1] = -x */
+static jag_status passthrough_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n, (void)n_out;
+    out[0] = jag_retain(in[0]);
+    return jag_neg(in[0], &out[1]);
+}
+
+/* An output that is an input: handed back as the input, never a buffer of
+ * the program's, and the input unchanged. */
+static void test_output_is_input(void) {
+    TEST_BEGIN();
+    int64_t sz[2] = {3, 4};
+    jag_tensor *x1 = t_rand(sz, 2, JAG_FLOAT32, -2, 2, 21), *x2 = t_rand(sz, 2, JAG_FLOAT32, -2, 2, 22);
+    jag_tensor *c1 = NULL, *c2 = NULL;
+    CHECK_OK(jag_clone(x1, &c1));
+    CHECK_OK(jag_clone(x2, &c2));
+    jag_trace *t = NULL;
+    jag_program *p = NULL;
+    CHECK_OK(jag_trace_function(passthrough_fn, NULL, &x1, 1, NULL, 2, &t));
+    CHECK_OK(jag_trace_compile(t, JAG_PASSES_ALL, &p));
+    jag_tensor *xs[2] = {x1, x2}, *cs[2] = {c1, c2}, *kept[2][2] = {{0}};
+    for (int r = 0; r < 4; r++) {
+        jag_tensor *y[2] = {0};
+        CHECK_OK(jag_program_run(p, &xs[r % 2], 1, y, 2));
+        CHECK(y[0] && jag_data(y[0]) == jag_data(xs[r % 2]));
+        bool neg = y[1] != NULL && t_same_shape(y[1], xs[r % 2]);
+        for (int64_t i = 0; neg && i < 12; i++) neg = t_get(y[1], i) == -t_get(cs[r % 2], i);
+        CHECK_MSG(neg, "run %d", r);
+        if (r < 2) kept[r][0] = y[0], kept[r][1] = y[1]; /* runs 2 and 3 while these are held */
+        else jag_release(y[0]), jag_release(y[1]);
+    }
+    for (int r = 0; r < 2; r++) {
+        CHECK(t_allclose(xs[r], cs[r], 0, 0));
+        bool neg = kept[r][1] != NULL;
+        for (int64_t i = 0; neg && i < 12; i++) neg = t_get(kept[r][1], i) == -t_get(cs[r], i);
+        CHECK_MSG(neg, "kept result of run %d", r);
+        jag_release(kept[r][0]), jag_release(kept[r][1]);
+    }
+    jag_program_free(p);
+    jag_trace_free(t);
+    jag_release(x1), jag_release(x2), jag_release(c1), jag_release(c2);
+}
+
 /* ---- grad alone: the backward appended, as text, then compiled ---------------- */
 
 static jag_status small_fn(void *ctx, jag_tensor *const *in, int n, jag_tensor **out, int n_out) {
@@ -1289,6 +1400,6 @@ static void test_trace_inside_scope(void) {
     jag_release(w);
 }
 
-TEST_MAIN(test_holes, test_trace_inside_scope, test_bound_sizes, test_grad_pass, test_transformer_block, test_buffers_reused, test_walkthrough_trace_text, test_walkthrough_compiled, test_walkthrough_custom_autograd, test_fuse, test_fuse_clamp, test_dce_flatten_unflatten,
+TEST_MAIN(test_holes, test_trace_inside_scope, test_bound_sizes, test_grad_pass, test_transformer_block, test_buffers_reused, test_kept_results_untouched, test_output_is_input, test_walkthrough_trace_text, test_walkthrough_compiled, test_walkthrough_custom_autograd, test_fuse, test_fuse_clamp, test_dce_flatten_unflatten,
           test_ctor_dce, test_scaled_program, test_user_class_program, test_strided_program, test_bad_inputs,
           test_compile_cache, test_compile_generalizes, test_static_program)

@@ -1561,19 +1561,48 @@ def from_dlpack(x: _typing.Any, *, device: _typing.Any = None, copy: _builtins.b
 def frombuffer(buffer: _typing.Any, dtype: _typing.Any, count: _builtins.int = -1, offset: _builtins.int = 0,
                requires_grad: _builtins.bool = False) -> Tensor:
     """A 1-D tensor over the memory of a buffer-protocol object (bytearray,
-    memoryview, mmap, array.array, ...), as torch.frombuffer: no copy for a
-    writable buffer (the tensor keeps the buffer alive); a read-only one
-    (bytes) is copied, since a tensor over borrowed memory is writable."""
+    memoryview, mmap, array.array, ...), as torch.frombuffer: ``count``
+    elements (-1: to the end) from ``offset`` bytes in, of any dtype
+    (bfloat16 included: its 2-byte patterns as they lie in memory). No copy
+    for a writable buffer (the tensor keeps the buffer alive); a read-only
+    one (bytes) is copied, since a tensor over borrowed memory is
+    writable."""
     import numpy as np
 
     dt = _to_dtype(dtype)
     if dt is None:
         raise TypeError("frombuffer: dtype is required")
+    _check_frombuffer_range(buffer, dt, _builtins.int(count), _builtins.int(offset))
+    if dt is bfloat16:
+        # numpy has no bfloat16: view the bytes as uint16, taken as bfloat16
+        # bit patterns by jag (same memory, no copy)
+        arr = np.frombuffer(buffer, dtype=np.uint16, count=count, offset=offset)
+        return _finish(_C._from_dlpack(arr.__dlpack__(max_version=(1, 0)), True, True), requires_grad)
     if dt._np is None:
-        raise TypeError("frombuffer: dtype %s is not supported (numpy has no such dtype to view the buffer as); read "
-                        "float32 and convert with .to(%s)" % (dt, dt))
+        raise TypeError("frombuffer: dtype %s is not supported; read float32 and convert with .to(%s)" % (dt, dt))
     arr = np.frombuffer(buffer, dtype=dt._np, count=count, offset=offset)
     return _finish(from_dlpack(arr), requires_grad)
+
+
+def _check_frombuffer_range(buffer: _typing.Any, dt: dtype, count: _builtins.int, offset: _builtins.int) -> None:
+    """torch.frombuffer's checks of count and offset (in bytes) against the
+    buffer's length, as ValueErrors naming the argument."""
+    import numpy as np
+
+    with memoryview(buffer) as view:
+        length = view.nbytes
+    esz = 2 if dt is bfloat16 else np.dtype(dt._np).itemsize
+    if offset < 0 or offset >= length:
+        raise ValueError("frombuffer: argument 'offset' is %d bytes; expected at least 0 and below the buffer's "
+                         "length (%d bytes)" % (offset, length))
+    if count == 0 or count < -1:
+        raise ValueError("frombuffer: argument 'count' is %d; expected -1 (to the end) or a positive count" % count)
+    if count == -1 and (length - offset) % esz:
+        raise ValueError("frombuffer: the buffer's %d bytes after offset %d are not a multiple of the element size "
+                         "of %s (%d bytes)" % (length - offset, offset, dt, esz))
+    if count > 0 and count * esz > length - offset:
+        raise ValueError("frombuffer: argument 'count' is %d (%d bytes of %s); the buffer has %d bytes after offset %d"
+                         % (count, count * esz, dt, length - offset, offset))
 
 
 class Generator:

@@ -238,15 +238,18 @@ static void copy_strided(char *dst, const char *src, int nd, const int64_t *shap
     }
 }
 
-/* _from_dlpack(capsule, allow_copy=True): a jag tensor over the capsule's
- * memory (a copy when the producer marked it read-only, or its strides are
- * negative, or the data is misaligned for its dtype; with allow_copy false
- * that is a BufferError and the capsule stays unconsumed). */
+/* _from_dlpack(capsule, allow_copy=True, uint16_as_bfloat16=False): a jag
+ * tensor over the capsule's memory (a copy when the producer marked it
+ * read-only, or its strides are negative, or the data is misaligned for its
+ * dtype; with allow_copy false that is a BufferError and the capsule stays
+ * unconsumed). With uint16_as_bfloat16, uint16 elements are taken as the
+ * bit patterns of bfloat16 ones (frombuffer's bfloat16 view: numpy, which
+ * views the buffer, has no bfloat16). */
 static PyObject *m_from_dlpack(PyObject *mod, PyObject *args) {
     (void)mod;
     PyObject *cap;
-    int allow_copy = 1;
-    if (!PyArg_ParseTuple(args, "O|p", &cap, &allow_copy)) return NULL;
+    int allow_copy = 1, uint16_as_bfloat16 = 0;
+    if (!PyArg_ParseTuple(args, "O|pp", &cap, &allow_copy, &uint16_as_bfloat16)) return NULL;
     if (!PyCapsule_CheckExact(cap)) {
         PyErr_Format(PyExc_TypeError, "from_dlpack: expected a DLPack capsule or an object with __dlpack__, got %.100s",
                      Py_TYPE(cap)->tp_name);
@@ -287,7 +290,10 @@ static PyObject *m_from_dlpack(PyObject *mod, PyObject *args) {
         return NULL;
     }
     jag_dtype dtype;
-    if (jag_dtype_of(dl->dtype, &dtype)) return NULL;
+    if (uint16_as_bfloat16 && dl->dtype.code == jag_kDLUInt && dl->dtype.bits == 16 && dl->dtype.lanes == 1)
+        dtype = JAG_BFLOAT16;
+    else if (jag_dtype_of(dl->dtype, &dtype))
+        return NULL;
     int nd = dl->ndim;
     if (nd < 0 || nd > JAG_MAX_DIMS) {
         PyErr_Format(PyExc_ValueError, "from_dlpack: %d dims; jag tensors have at most %d", nd, JAG_MAX_DIMS);
@@ -465,7 +471,7 @@ PyBufferProcs jagpy_buffer_procs = {getbuffer, releasebuffer};
 static PyMethodDef interop_methods[] = {
     {"_to_dlpack", m_to_dlpack, METH_VARARGS, "_to_dlpack(t, versioned, copy) -> DLPack capsule"},
     {"_from_dlpack", m_from_dlpack, METH_VARARGS,
-     "_from_dlpack(capsule, allow_copy=True) -> jag tensor sharing its memory"},
+     "_from_dlpack(capsule, allow_copy=True, uint16_as_bfloat16=False) -> jag tensor sharing its memory"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -4,7 +4,8 @@ Start the program with mpirun (``mpirun -np 4 python train.py``) and call
 ``init_process_group("mpi")``; every rank then runs the same collectives in
 the same order. Collectives work in place on dense tensors and on nested
 tensors' packed values (the C API, jag.h, documents every rule: dtypes
-float32 / float64 / int32 / int64, the header exchanged before each payload
+float32 / float64 / float16 / bfloat16 / int32 / int64, the half types
+summed in float32 and rounded once per sum, the header exchanged before each payload
 so that ranks disagreeing on dtype or size all raise instead of hanging,
 what happens when a rank dies).
 """

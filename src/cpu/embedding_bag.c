@@ -2,13 +2,18 @@
  * weight (V, D), indices (N) int32/int64 in [0, V), offsets (B+1) int64
  * (bag b is indices[offsets[b] : offsets[b+1]], offsets[0] == 0 and
  * offsets[B] == N), optional per-sample weights (N) scaling each row (sum
- * mode). out (B, D); an empty bag gives zeros. The backward touches only
- * the rows the bags use. The typed kernels and the naive reference (the
- * op's META function and boxed adapters are
+ * mode). out (B, D); an empty bag gives zeros. Sums in double, rounded
+ * once to the output (float32 tables without per-sample weights: rows
+ * added in pairs in float32 first, see block_sums_f32). The backward
+ * touches only the rows the bags use. The typed kernels and the naive
+ * reference (the op's META function and boxed adapters are
  * src/dispatch/embedding_bag_op.c). */
 #include "kernels.h"
 
 #include <math.h>
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
 
 /* The arguments every kernel here reads. */
 typedef struct bag_args {
@@ -59,8 +64,58 @@ static jag_status contiguous(const char *op, const jag_tensor *t, jag_tensor **o
     return JAG_OK;
 }
 
+/* w (V, D) row-major, ix (N), y (D): the sums (times inv) of the bag's
+ * rows ix[j0..j1) of w over its first columns, in blocks of BLOCK_COLS,
+ * into y; returns how many columns were done (the rest go through
+ * bag_row_*). With AVX-512, a block's BLOCK_COLS double sums stay in
+ * registers and each row is read once per block; two rows are added in
+ * float32 first (one rounding, at most 2^-24 of the pair's magnitude),
+ * halving the conversions and adds in double. */
+#define BLOCK_COLS 128
+#if defined(__AVX512F__)
+static int64_t block_sums_f32(const float *w, const int64_t *ix, int64_t j0, int64_t j1, int64_t D, double inv,
+                              float *y) {
+    enum { NV = BLOCK_COLS / 16 }; /* float vectors per block */
+    int64_t c0 = 0;
+    for (; c0 + BLOCK_COLS <= D; c0 += BLOCK_COLS) {
+        __m512d acc[2 * NV];
+        for (int k = 0; k < 2 * NV; k++) acc[k] = _mm512_setzero_pd();
+        int64_t j = j0;
+        for (; j < j1; j += 2) {
+            const float *r0 = w + ix[j] * D + c0, *r1 = j + 1 < j1 ? w + ix[j + 1] * D + c0 : NULL;
+            for (int k = 0; k < NV; k++) {
+                __m512 p = _mm512_loadu_ps(r0 + 16 * k);
+                if (r1) p = _mm512_add_ps(p, _mm512_loadu_ps(r1 + 16 * k));
+                __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(p), 1));
+                acc[2 * k] = _mm512_add_pd(acc[2 * k], _mm512_cvtps_pd(_mm512_castps512_ps256(p)));
+                acc[2 * k + 1] = _mm512_add_pd(acc[2 * k + 1], _mm512_cvtps_pd(hi));
+            }
+        }
+        __m512d vinv = _mm512_set1_pd(inv);
+        for (int k = 0; k < NV; k++) {
+            __m256 lo = _mm512_cvtpd_ps(_mm512_mul_pd(acc[2 * k], vinv));
+            __m256 hi = _mm512_cvtpd_ps(_mm512_mul_pd(acc[2 * k + 1], vinv));
+            _mm256_storeu_ps(y + c0 + 16 * k, lo);
+            _mm256_storeu_ps(y + c0 + 16 * k + 8, hi);
+        }
+    }
+    return c0;
+}
+#else
+static int64_t block_sums_f32(const float *w, const int64_t *ix, int64_t j0, int64_t j1, int64_t D, double inv,
+                              float *y) {
+    (void)w, (void)ix, (void)j0, (void)j1, (void)D, (void)inv, (void)y;
+    return 0;
+}
+#endif
+static int64_t no_block_sums(const double *w, const int64_t *ix, int64_t j0, int64_t j1, int64_t D, double inv,
+                             double *y) {
+    (void)w, (void)ix, (void)j0, (void)j1, (void)D, (void)inv, (void)y;
+    return 0;
+}
+
 /* One bag: rows ix[j0..j1) of w (V, D) -> y (D). Max keeps the first NaN. */
-#define DEF_BAG(SUF, T)                                                        \
+#define DEF_BAG(SUF, T, BLOCK_SUMS)                                             \
     /* acc (nc) += s * r (nc): one row into the bag's accumulators */          \
     static inline void bag_row_##SUF(double *restrict acc, const T *restrict r, double s, int64_t nc) { \
         if (s == 1.0)                                                          \
@@ -84,18 +139,20 @@ static jag_status contiguous(const char *op, const jag_tensor *t, jag_tensor **o
             for (int64_t j = j0 + 1; j < j1; j++) bag_max_row_##SUF(y, w + ix[j] * D, D); \
             return;                                                            \
         }                                                                      \
+        double inv = mode == JAG_BAG_MEAN ? 1.0 / (double)(j1 - j0) : 1.0;     \
+        int64_t c0 = 0;                                                        \
+        if (!psw) c0 = BLOCK_SUMS(w, ix, j0, j1, D, inv, y);                   \
         double acc[256];                                                       \
-        for (int64_t c0 = 0; c0 < D; c0 += 256) {                              \
+        for (; c0 < D; c0 += 256) {                                            \
             int64_t nc = D - c0 < 256 ? D - c0 : 256;                          \
             for (int64_t c = 0; c < nc; c++) acc[c] = 0;                       \
             for (int64_t j = j0; j < j1; j++)                                  \
                 bag_row_##SUF(acc, w + ix[j] * D + c0, psw ? (double)psw[j] : 1.0, nc); \
-            double inv = mode == JAG_BAG_MEAN ? 1.0 / (double)(j1 - j0) : 1.0; \
             for (int64_t c = 0; c < nc; c++) y[c0 + c] = (T)(acc[c] * inv);    \
         }                                                                      \
     }
-DEF_BAG(f32, float)
-DEF_BAG(f64, double)
+DEF_BAG(f32, float, block_sums_f32)
+DEF_BAG(f64, double, no_block_sums)
 #undef DEF_BAG
 
 

@@ -21,6 +21,15 @@
 
 #define LANES 16
 
+/* a * b + c, fused where the target has a fused multiply-add (one op and
+ * one rounding in double instead of two), else the plain form; the
+ * statistics and the transform stay in double either way. */
+#ifdef FP_FAST_FMA
+#define FMA(a, b, c) fma(a, b, c)
+#else
+#define FMA(a, b, c) ((a) * (b) + (c))
+#endif
+
 /* The sum of a row's LANES partial sums, as a tree of independent adds that
  * stay in registers (a loop of in-place halvings went through memory, a
  * stall per row). */
@@ -38,26 +47,28 @@ static inline double lane_sum(const double *s) {
 #define DEF_NORM(SUF, T)                                                       \
     /* x, y are (D); w, b are (D) or NULL; x may equal y */                    \
     static void layer_stats_##SUF(const T *x, int64_t D, double inv_d, double *mean_out, double *var_out) { \
-        double s[LANES] = {0}, q[LANES] = {0}, mean, var;                      \
+        double s[2 * LANES] = {0}, q[2 * LANES] = {0}, mean, var;              \
         int64_t i = 0;                                                         \
         if (sizeof(T) == 4) {                                                  \
             /* one pass: the sums of d = x - x0 and d^2, x0 the first value. \
              * d is exact in double, and as x0 is one of the values, (mean - \
              * x0)^2 is at most D times the variance: sum d^2 - (sum d)^2 / D \
-             * loses at most log2(D) of double's 53 bits */                  \
+             * loses at most log2(D) of double's 53 bits. 2 * LANES sums:    \
+             * twice as many independent chains of adds */                    \
             const double x0 = (double)x[0];                                    \
-            for (; i + LANES <= D; i += LANES) {                               \
+            for (; i + 2 * LANES <= D; i += 2 * LANES) {                       \
                 _Pragma("omp simd")                                            \
-                for (int j = 0; j < LANES; j++) {                              \
+                for (int j = 0; j < 2 * LANES; j++) {                          \
                     double d = (double)x[i + j] - x0;                          \
-                    s[j] += d, q[j] += d * d;                                  \
+                    s[j] += d, q[j] = FMA(d, d, q[j]);                         \
                 }                                                              \
             }                                                                  \
             for (int j = 0; i < D; i++, j++) {                                 \
                 double d = (double)x[i] - x0;                                  \
-                s[j] += d, q[j] += d * d;                                      \
+                s[j] += d, q[j] = FMA(d, d, q[j]);                             \
             }                                                                  \
-            double s1 = lane_sum(s), m2 = lane_sum(q) - s1 * (s1 * inv_d);       \
+            for (int j = 0; j < LANES; j++) s[j] += s[j + LANES], q[j] += q[j + LANES]; \
+            double s1 = lane_sum(s), m2 = lane_sum(q) - s1 * (s1 * inv_d);     \
             mean = x0 + s1 * inv_d;                                            \
             var = (m2 < 0 ? 0 : m2) * inv_d + (x0 - x0); /* NaN stays: inf or NaN anywhere */ \
         } else { /* float64: two passes, the mean then the squared deviations */ \
@@ -91,10 +102,14 @@ static inline double lane_sum(const double *s) {
         layer_stats_##SUF(x, D, inv_d, &mean, &var);                           \
         /* x - mean in float64: for offset data (|mean| >> std) a mean     \
          * rounded to float32 would cost several digits */                   \
-        double rstd = 1.0 / sqrt(var + eps);                                   \
+        double rstd = 1.0 / sqrt(var + eps), shift = -mean * rstd;             \
         if (mo) *mo = (T)mean, *ro = (T)rstd;                                  \
+        /* with w and b: (x - mean) rstd as x rstd - mean rstd, one fused   \
+         * multiply-add in double: its error is that of mean rstd, 2^-53    \
+         * |mean| / std, below float32's rounding while float32 values can  \
+         * tell apart deviations of one std (|mean| / std < 2^24) */        \
         if (w && b)                                                            \
-            for (i = 0; i < D; i++) y[i] = (T)(((double)x[i] - mean) * rstd * w[i] + b[i]); \
+            for (i = 0; i < D; i++) y[i] = (T)FMA(FMA((double)x[i], rstd, shift), w[i], b[i]); \
         else if (w)                                                            \
             for (i = 0; i < D; i++) y[i] = (T)(((double)x[i] - mean) * rstd * w[i]); \
         else if (b)                                                            \

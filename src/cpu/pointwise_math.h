@@ -21,9 +21,9 @@
 /* The activations, one element at a time: the branch-free approximations of
  * vecmath.h (vectorised, time independent of the values; errors listed
  * there), except gelu in float64, which is libm's erfc. Where the build has
- * SLEEF, unary.c runs float32 sigmoid and silu and float64 gelu on it
- * instead (sleef_unary.c, same formulas and bounds); these serve builds
- * without it. */
+ * SLEEF, unary.c runs float32 sigmoid, silu and gelu and float64 gelu on it
+ * instead (sleef_unary.c: the same formulas and bounds, except float32
+ * gelu, computed in float there); these serve builds without it. */
 
 /* sigmoid(x) = 1 / (1 + exp(-x)), computed as 1 / (1 + e) for x >= 0 and
  * e / (1 + e) for x < 0 with e = exp(-|x|) in (0, 1], so that nothing
@@ -53,7 +53,9 @@ static inline double jag__gelu_tanh_f64(double x) {
 /* ---- the activations of torch.nn.functional, in double ----------------- */
 
 /* Each computes in double; the float32 kernels call them and round once, so
- * their float32 results are within half an ulp of the double value. NaN
+ * their float32 results are within half an ulp of the double value (where
+ * the build has SLEEF, float32 selu, mish and logsigmoid run
+ * sleef_unary.c's float kernels instead, within a few ulp). NaN
  * gives NaN through every one. Formulas as torch's CPU kernels. */
 
 #define JAG_SELU_ALPHA 1.6732632423543772848170429916717
@@ -72,8 +74,14 @@ static inline double jag__hardswish_f64(double x) { return x * fmin(fmax(x + 3.0
 static inline double jag__hardsigmoid_f64(double x) {
     return isnan(x) ? x : fmin(fmax(x + 3.0, 0.0), 6.0) / 6.0;
 }
-/* mish(x) = x tanh(softplus(x)). */
-static inline double jag__mish_f64(double x) { return x * tanh(jag__softplus1_f64(x)); }
+/* mish(x) = x tanh(softplus(x)). Below -40 tanh(softplus(x)) = e^x within
+ * e^x / 2 < 2^-58 relative, so mish(x) = x e^x = silu(x) as closely: those
+ * take vecmath.h's silu, whose denormal results (below -708) keep their
+ * accuracy, where x times a rounded denormal tanh would lose up to |x| / 2
+ * ulp. */
+static inline double jag__mish_f64(double x) {
+    return x < -40.0 ? jag__vm_silu_f64(x) : x * tanh(jag__softplus1_f64(x));
+}
 /* logsigmoid(x) = -softplus(-x) = min(x, 0) - log1p(e^-|x|). */
 static inline double jag__logsigmoid_f64(double x) { return fmin(x, 0.0) - log1p(exp(-fabs(x))); }
 
@@ -105,8 +113,17 @@ void jag__sleef_sin_f32(float *y, const float *x, int64_t n);
 void jag__sleef_cos_f32(float *y, const float *x, int64_t n);
 void jag__sleef_log_f32(float *y, const float *x, int64_t n);
 void jag__sleef_exp_f32(float *y, const float *x, int64_t n);
+void jag__sleef_erf_f32(float *y, const float *x, int64_t n);
+void jag__sleef_erfc_f32(float *y, const float *x, int64_t n);
+void jag__sleef_log1p_f32(float *y, const float *x, int64_t n);
+void jag__sleef_expm1_f32(float *y, const float *x, int64_t n);
+void jag__sleef_atan_f32(float *y, const float *x, int64_t n);
 void jag__sleef_sigmoid_f32(float *y, const float *x, int64_t n);
 void jag__sleef_silu_f32(float *y, const float *x, int64_t n);
+void jag__sleef_gelu_f32(float *y, const float *x, int64_t n);
+void jag__sleef_selu_f32(float *y, const float *x, int64_t n);
+void jag__sleef_logsigmoid_f32(float *y, const float *x, int64_t n);
+void jag__sleef_mish_f32(float *y, const float *x, int64_t n);
 void jag__sleef_sin_f64(double *y, const double *x, int64_t n);
 void jag__sleef_cos_f64(double *y, const double *x, int64_t n);
 void jag__sleef_log_f64(double *y, const double *x, int64_t n);

@@ -50,6 +50,14 @@ jag_status jag__ragged_reduce_kernel(const char *op, const jag_tensor *values, c
  * amin: an empty component gives the dtype's lowest / highest value). */
 jag_status jag__ragged_reduce_int_kernel(const char *op, const jag_tensor *values, const jag_ragged_rows *rows,
                                          const jag_segment_spec *sp, jag_tensor *y);
+/* max (max true) or min with indices of int32 / int64 values over the
+ * ragged dim alone: y (B, D...) of the values' dtype gets each component's
+ * extreme per column, ix (B, D...) int64 the row of its first occurrence
+ * within the component (torch's max(dim) / argmax: the first index). y and
+ * ix contiguous (a keepdim shape has the same layout). An empty component
+ * is JAG_EINVAL, as for float values. */
+jag_status jag__ragged_reduce_int_indices_kernel(const char *op, const jag_tensor *values, const jag_ragged_rows *rows,
+                                                 bool max, jag_tensor *y, jag_tensor *ix);
 /* The values' gradient of the reduction above: y its output (needed by
  * amax, amin, logsumexp, std; else may be NULL), idx its indices (MAX, MIN;
  * else NULL), g (B, kept D...) float -> z (R, D...) contiguous of the

@@ -69,10 +69,12 @@ static void zero_all(jag_tensor *t) { memset(jag__ptr(t), 0, (size_t)jag_numel(t
  * of at most COL_BLOCK columns of one segment (or of a group of short
  * ones), or of one chunk of a long segment's rows. A task streams its rows
  * in order with the block's columns in the inner loop (contiguous,
- * vectorised) and keeps the block's accumulators in L1; kernels that read
- * their rows twice (logsumexp, softmax) find them in L2 the second time, as
- * a chunk is at most CHUNK_BYTES. Only when the input is large enough for
- * threads are long segments (B = 1) cut into chunks; the last chunk of a
+ * vectorised) and keeps the block's accumulators in L1; logsumexp reads
+ * its rows once (a running max, block by block), softmax reads them again
+ * from L2 or L3, as a chunk is at most CHUNK_BYTES (SOFTMAX_CHUNK_BYTES).
+ * A group's or a segment's blocks are consecutive tasks, so that a thread
+ * reads one stretch of memory at a time. Only when the input is large
+ * enough for threads are long segments (B = 1) cut into chunks; the last chunk of a
  * segment to finish merges their partial results in order. Chunks depend
  * on the shapes alone, never on the thread count, so neither do the
  * results; blocks narrow when there are too few tasks for the threads,
@@ -90,6 +92,8 @@ static void zero_all(jag_tensor *t) { memset(jag__ptr(t), 0, (size_t)jag_numel(t
 #define CHUNK_TASKS 32       /* and at least (all rows) / CHUNK_TASKS rows (reductions: merging chunks is cheap) */
 #define SOFTMAX_TASKS 4      /* (softmax: a segment of several chunks takes one more pass over its rows) */
 #define CHUNK_BYTES (512 << 10) /* but at most this many bytes of values */
+#define SOFTMAX_CHUNK_BYTES (2 << 20) /* (softmax: a segment cut into chunks takes one more pass over its output, from
+                                        memory when it is large: longer chunks, their later passes in L2 or L3) */
 #define SUM_ROWS 16          /* rows whose exps are summed in T before they go into a double */
 
 typedef struct seg_task {
@@ -111,14 +115,16 @@ typedef struct seg_plan {
     const ragged_batch *s;
 } seg_plan;
 
-/* The tasks of segments s over values (rows, C) of es-byte elements: per
- * block of columns, the segments in order, short ones grouped up to
- * GROUP_ELEMS elements a task. With threads, segments longer than a chunk
- * (CHUNK_ELEMS elements and (all rows) / `tasks` rows at least, CHUNK_BYTES
- * at most) are cut into chunks, from the shapes alone; blocks of columns
- * narrow (not under COL_MIN) while there are fewer than two tasks a thread,
- * which changes no result. */
-static jag_status seg_plan_make(const char *op, const ragged_batch *s, int64_t C, size_t es, int64_t tasks, seg_plan *p) {
+/* The tasks of segments s over values (rows, C) of es-byte elements: the
+ * segments in order, short ones grouped up to GROUP_ELEMS elements a task,
+ * each group (or a long segment's chunks) over every block of columns.
+ * With threads, segments longer than a chunk (CHUNK_ELEMS elements and
+ * (all rows) / `tasks` rows at least, chunk_bytes at most) are cut into
+ * chunks, from the shapes alone; blocks of columns narrow (not under
+ * COL_MIN) while there are fewer than two tasks a thread, which changes no
+ * result. */
+static jag_status seg_plan_make(const char *op, const ragged_batch *s, int64_t C, size_t es, int64_t tasks,
+                                int64_t chunk_bytes, seg_plan *p) {
     const int64_t *off = s->offsets;
     int64_t B = s->batch, rows = 0;
     memset(p, 0, sizeof *p);
@@ -127,37 +133,41 @@ static jag_status seg_plan_make(const char *op, const ragged_batch *s, int64_t C
     if (!C) return JAG_OK;
     int64_t cw = C < COL_BLOCK ? C : COL_BLOCK, chunk = INT64_MAX; /* one chunk a segment unless threads share the work */
     if (p->par) {
-        int64_t most = CHUNK_BYTES / (cw * (int64_t)es), by_tasks = (rows + tasks - 1) / tasks;
+        int64_t most = chunk_bytes / (cw * (int64_t)es), by_tasks = (rows + tasks - 1) / tasks;
         chunk = CHUNK_ELEMS / cw > by_tasks ? CHUNK_ELEMS / cw : by_tasks;
         chunk = chunk < most ? chunk : most;
         chunk = chunk > 0 ? chunk : 1;
     }
     int64_t group = GROUP_ELEMS / cw > 0 ? GROUP_ELEMS / cw : 1;
-    /* two sweeps over the segments of one block: count, then fill (every block alike) */
+    /* two sweeps over the segments: count (one block), then fill. A group
+     * of short segments, or a segment's chunks, take every block before the
+     * next segments: a run of tasks reads one stretch of the values, not a
+     * block of columns out of every row (which streams from memory at a
+     * fraction of the rate). The chunks of one block stay consecutive. */
     int64_t per_blk = 0, slots_blk = 0, nblk = 0, width = 0;
     for (int fill = 0; fill < 2; fill++) {
         int64_t i = 0, slot = 0;
-        for (int64_t k0 = 0; k0 < (fill ? C : 1); k0 += fill ? width : 1) {
-            int64_t nc = C - k0 < width ? C - k0 : width;
-            for (int64_t b = 0; b < B;) {
-                int64_t n = seg_len(s, b), nch = n > chunk ? (n + chunk - 1) / chunk : 1;
-                if (nch == 1) { /* a group of short segments */
-                    int64_t b1 = b + 1, rs = n;
-                    while (b1 < B && rs < group && seg_len(s, b1) <= chunk) rs += seg_len(s, b1++);
+        for (int64_t b = 0; b < B;) {
+            int64_t n = seg_len(s, b), nch = n > chunk ? (n + chunk - 1) / chunk : 1, b1 = b + 1, rs = n;
+            if (nch == 1) /* a group of short segments */
+                while (b1 < B && rs < group && seg_len(s, b1) <= chunk) rs += seg_len(s, b1++);
+            int64_t per = (n + nch - 1) / nch;
+            for (int64_t k0 = 0; k0 < (fill ? C : 1); k0 += fill ? width : 1) {
+                int64_t nc = C - k0 < width ? C - k0 : width;
+                if (nch == 1) {
                     if (fill)
                         p->t[i] = (seg_task){.b = b, .nb = b1 - b, .c0 = k0, .nc = nc, .r0 = off[b], .n = n, .nch = 1, .slot = -1, .rows = rs};
-                    i++, b = b1;
+                    i++;
                     continue;
                 }
-                int64_t per = (n + nch - 1) / nch;
                 for (int64_t k = 0; k < nch; k++, i++, slot++) {
                     int64_t r = k * per < n ? k * per : n;
                     if (fill)
                         p->t[i] = (seg_task){.b = b, .nb = 1, .c0 = k0, .nc = nc, .r0 = off[b] + r, .n = n - r < per ? n - r : per,
                                              .row0 = r, .k = k, .nch = nch, .slot = slot, .rows = n - r < per ? n - r : per};
                 }
-                b++;
             }
+            b = b1;
         }
         if (fill) break;
         per_blk = i, slots_blk = slot;
@@ -367,30 +377,55 @@ static void var_rows_f64(const double *in, int64_t C, int64_t n, int64_t nc, dou
                                double *restrict m2) {                          \
         VARF(in + t->r0 * p->C + t->c0, p->C, t->n, t->nc, mean, m2);         \
     }                                                                          \
-    /* logsumexp: m (nc) the rows' max (a NaN wins), then s (nc) the sum of  \
-     * exp(x - LSE_SHIFT(m)) in double, a second pass over the rows (in L2 by \
-     * then), SUM_ROWS rows summed in T at a time. Where m is NaN or +inf, s  \
-     * means nothing (seg_lse_finish). */                                     \
+    /* logsumexp: m (nc) the rows' max (a NaN wins) and s (nc) the sum of   \
+     * exp(x - LSE_SHIFT(m)) in double, in one pass over the rows (each read \
+     * once from memory). Rows go in blocks of SUM_ROWS: at each block, s is \
+     * rescaled to the shift of the running max through the block (exp(old - \
+     * new) <= 1 in double, once per column and block), then the block's exps \
+     * are summed in T and added to s, while the same loop folds the next    \
+     * block's rows into the running max (the exps of one block overlap the  \
+     * loads of the next). Every term stays <= 1 and the max's row gives 1,   \
+     * as with the final max as the shift: the same error bound. While the   \
+     * max is -inf the terms are the exp's clamped floor, not 0: s restarts   \
+     * at the first finite max. Where m is NaN or +inf, s means nothing       \
+     * (seg_lse_finish). */                                                   \
     static void rows_lse_##SUF(const seg_plan *p, const T *in, const seg_task *t, T *restrict m, double *restrict s) { \
         int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
-        T sh[COL_BLOCK], es[COL_BLOCK];                                        \
-        for (int64_t c = 0; c < nc; c++) m[c] = -INFINITY;                     \
-        for (int64_t r = t->r0; r < e; r++) {                                  \
+        T sh[COL_BLOCK], es[COL_BLOCK], mo[COL_BLOCK], nm[COL_BLOCK];          \
+        for (int64_t c = 0; c < nc; c++) m[c] = -INFINITY, mo[c] = -INFINITY, sh[c] = 0, s[c] = 0; \
+        for (int64_t r = t->r0; r < e && r < t->r0 + SUM_ROWS; r++) {          \
             const T *restrict x = in + r * C + c0;                             \
             _Pragma("omp simd")                                                \
             for (int64_t c = 0; c < nc; c++) m[c] = x[c] > m[c] || x[c] != x[c] ? x[c] : m[c]; \
         }                                                                      \
-        for (int64_t c = 0; c < nc; c++) sh[c] = LSE_SHIFT(m[c]), s[c] = 0;    \
         for (int64_t r = t->r0; r < e; r += SUM_ROWS) {                        \
-            int64_t nr = e - r < SUM_ROWS ? e - r : SUM_ROWS;                  \
-            for (int64_t c = 0; c < nc; c++) es[c] = 0;                        \
-            for (int64_t q = 0; q < nr; q++) {                                 \
-                const T *restrict x = in + (r + q) * C + c0;                   \
-                _Pragma("omp simd")                                            \
-                for (int64_t c = 0; c < nc; c++) es[c] += EXP_SUM(x[c] - sh[c]); \
+            int64_t nr = e - r < SUM_ROWS ? e - r : SUM_ROWS, rn = r + nr;     \
+            int64_t nn = e - rn < SUM_ROWS ? e - rn : SUM_ROWS;                \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) {                                 \
+                T nsh = LSE_SHIFT(m[c]);                                       \
+                double f = nsh == sh[c] ? 1.0 : jag__vm_exp_f64((double)sh[c] - (double)nsh); \
+                s[c] = mo[c] == -INFINITY ? 0.0 : s[c] * f, sh[c] = nsh, es[c] = 0; \
+                mo[c] = m[c], nm[c] = m[c];                                    \
+            }                                                                  \
+            for (int64_t q = 0; q < nr || q < nn; q++) {                       \
+                const T *restrict x = in + (r + q) * C + c0, *restrict xn = in + (rn + q) * C + c0; \
+                if (q < nr && q < nn) {                                        \
+                    _Pragma("omp simd")                                        \
+                    for (int64_t c = 0; c < nc; c++) {                         \
+                        es[c] += EXP_SUM(x[c] - sh[c]);                        \
+                        nm[c] = xn[c] > nm[c] || xn[c] != xn[c] ? xn[c] : nm[c]; \
+                    }                                                          \
+                } else if (q < nr) {                                           \
+                    _Pragma("omp simd")                                        \
+                    for (int64_t c = 0; c < nc; c++) es[c] += EXP_SUM(x[c] - sh[c]); \
+                } else {                                                       \
+                    _Pragma("omp simd")                                        \
+                    for (int64_t c = 0; c < nc; c++) nm[c] = xn[c] > nm[c] || xn[c] != xn[c] ? xn[c] : nm[c]; \
+                }                                                              \
             }                                                                  \
             _Pragma("omp simd")                                                \
-            for (int64_t c = 0; c < nc; c++) s[c] += (double)es[c];            \
+            for (int64_t c = 0; c < nc; c++) s[c] += (double)es[c], m[c] = nm[c]; \
         }                                                                      \
     }                                                                          \
     /* softmax / log_softmax, first part: m (nc) the chunk's max (a NaN      \
@@ -749,7 +784,7 @@ static jag_status seg_rows_reduce(const char *op, const ragged_batch *s, const j
                                   jag_segment_kind kind, int64_t corr, jag_tensor *y, jag_tensor *ix) {
     bool f64 = v->dtype == JAG_FLOAT64;
     seg_plan p;
-    jag_status st = seg_plan_make(op, s, C, f64 ? 8 : 4, CHUNK_TASKS, &p);
+    jag_status st = seg_plan_make(op, s, C, f64 ? 8 : 4, CHUNK_TASKS, CHUNK_BYTES, &p);
     if (st) return st;
     /* the partial results of segments of several chunks, one per task */
     double *parts = p.nslots ? seg_parts_new(op, &p) : NULL;
@@ -839,7 +874,7 @@ jag_status jag__ragged_softmax_kernel(const char *op, const jag_tensor *values, 
     if (!seg_tiles(s)) zero_all(y); /* rows not written */
     bool f64 = v->dtype == JAG_FLOAT64;
     seg_plan p = {0};
-    st = seg_plan_make(op, s, columns(s), f64 ? 8 : 4, SOFTMAX_TASKS, &p);
+    st = seg_plan_make(op, s, columns(s), f64 ? 8 : 4, SOFTMAX_TASKS, SOFTMAX_CHUNK_BYTES, &p);
     double *parts = !st && p.nslots ? seg_parts_new(op, &p) : NULL;
     if (st || (p.nslots && !parts)) {
         if (!st) st = jag_last_status();
@@ -940,7 +975,7 @@ jag_status jag__ragged_softmax_backward_kernel(const char *op, const jag_tensor 
     int64_t C = columns(s), B = s->batch;
     bool f64 = yc->dtype == JAG_FLOAT64;
     seg_plan p = {0};
-    st = seg_plan_make(op, s, C, f64 ? 8 : 4, SOFTMAX_TASKS, &p);
+    st = seg_plan_make(op, s, C, f64 ? 8 : 4, SOFTMAX_TASKS, SOFTMAX_CHUNK_BYTES, &p);
     double *parts = !st && p.nslots ? seg_parts_new(op, &p) : NULL;
     double *sum = !st ? malloc((size_t)(B * C > 0 ? B * C : 1) * sizeof *sum) : NULL;
     if (!st && (!sum || (p.nslots && !parts))) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
@@ -1227,6 +1262,35 @@ done:
     return st;
 }
 
+jag_status jag__ragged_reduce_int_indices_kernel(const char *op, const jag_tensor *values, const jag_ragged_rows *rows,
+                                                 bool max, jag_tensor *y, jag_tensor *ix) {
+    ragged_batch sb = batch_of(values, rows), *s = &sb;
+    jag_dtype dt = s->values->dtype;
+    int64_t C = columns(s);
+    for (int64_t b = 0; b < s->batch; b++)
+        if (seg_len(s, b) == 0 || C == 0)
+            return jag__error(JAG_EINVAL, "%s: component %lld is empty: its %s over the ragged dim is undefined", op,
+                              (long long)b, max ? "max" : "min");
+    jag_tensor *v = NULL;
+    jag_status st = contiguous_values(op, s, &v);
+    if (st) return st;
+    const void *src = jag__ptr(v);
+    void *best = jag__ptr(y);
+    int64_t *at = (int64_t *)jag__ptr(ix);
+    for (int64_t b = 0; b < s->batch; b++) {
+        int64_t start = s->offsets[b], len = seg_len(s, b), o = b * C;
+        for (int64_t c = 0; c < C; c++) int_store(best, dt, o + c, int_at(src, dt, start * C + c)), at[o + c] = 0;
+        /* row by row; a later row wins only when strictly better: the first index */
+        for (int64_t r = 1; r < len; r++)
+            for (int64_t c = 0; c < C; c++) {
+                int64_t x = int_at(src, dt, (start + r) * C + c), cur = int_at(best, dt, o + c);
+                if (max ? x > cur : x < cur) int_store(best, dt, o + c, x), at[o + c] = r;
+            }
+    }
+    jag_release(v);
+    return JAG_OK;
+}
+
 /* ---- gradients ------------------------------------------------------------ */
 
 /* The gradient of any reduction over the ragged dim and trailing dims,
@@ -1439,7 +1503,7 @@ static jag_status seg_rows_grad(const char *op, const ragged_batch *s, const jag
     jag_segment_kind kind = sp->kind;
     bool stat = kind == JAG_SEG_VAR || kind == JAG_SEG_STD || kind == JAG_SEG_AMAX || kind == JAG_SEG_AMIN;
     seg_plan p;
-    jag_status st = seg_plan_make(op, s, C, f64 ? 8 : 4, CHUNK_TASKS, &p);
+    jag_status st = seg_plan_make(op, s, C, f64 ? 8 : 4, CHUNK_TASKS, CHUNK_BYTES, &p);
     if (st) return st;
     double *parts = stat && p.nslots ? seg_parts_new(op, &p) : NULL;
     double *sv = stat ? malloc((size_t)(B * C > 0 ? B * C : 1) * sizeof *sv) : NULL;

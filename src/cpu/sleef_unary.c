@@ -1,30 +1,48 @@
 /*
  * sleef_unary.c — the pointwise kernels that run SLEEF's vectorised
  * functions (libsleef-dev): sin, cos and log in float32 and float64; exp,
- * sigmoid and silu in float32 (on SLEEF's exp); gelu in float64 (its erfc).
+ * erf, erfc, log1p, expm1 and atan in float32; sigmoid, silu, gelu, selu,
+ * logsigmoid and mish in float32 (float vector formulas on SLEEF's exp,
+ * expm1 and log1p); gelu in float64 (its erfc).
  *
- * Why SLEEF: glibc's sinf, cosf, logf, sin, cos, log and erfc are one call
- * per element (gcc vectorises libm calls only under -ffast-math, which the
+ * Why SLEEF: glibc's sinf, cosf, logf, erff, log1pf ... are one call per
+ * element (gcc vectorises libm calls only under -ffast-math, which the
  * project does not use: NaN and inf must behave), 3-13 ns an element here;
  * SLEEF's vector forms evaluate 16 floats or 8 doubles in about the time of
  * one such call, over the whole range (Payne-Hanek reduction for huge sin and
  * cos arguments) and with IEEE special values. Its float32 exp is also a
  * little faster than vecmath.h's (0.30 against 0.39 ns an element in L1),
- * and sigmoid and silu on it 1.3 and 1.7 times faster. Where vecmath.h's
+ * and sigmoid and silu on it 1.3 and 1.7 times faster. float32 gelu runs in
+ * float vectors here (sl_gelu_f, 1.4-1.6 times faster than vecmath.h's
+ * double form, which builds without SLEEF keep). Where vecmath.h's
  * hand-written code is as fast or faster it stays, measured the same way:
  * tanh (SLEEF's u10 tanh is 2.3 times slower in float32, 1.8 in float64;
- * its u35 one is 3.5 ulp), float32 gelu and gelu_tanh (computed in double
- * for 0.5 ulp; SLEEF's float erfc is 2.5 times slower and 1.5 ulp), exp,
- * sigmoid, silu and gelu_tanh in float64 (SLEEF's double exp is no faster);
- * and so do vecmath.h's callers outside the pointwise ops (softmax, the
- * ragged reductions).
+ * its u35 one is 3.5 ulp), float32 gelu_tanh (computed in double for 0.6
+ * ulp), exp, sigmoid, silu and gelu_tanh in float64 (SLEEF's double exp is
+ * no faster); and so do vecmath.h's callers outside the pointwise ops
+ * (softmax, the ragged reductions).
  *
  * Error bounds, in ulps of the result against the exact value
  * (tests/test_unary_accuracy.c asserts them over every binade, the
  * denormals and the special values):
- *     sin, cos, log (both dtypes), exp (float32)   SLEEF's u10: 1.0 ulp
+ *     sin, cos, log (both dtypes), exp, erf, log1p, expm1, atan (float32)
+ *                         SLEEF's u10: 1.0 ulp (erf's denormal results and
+ *                         log1p above 2^100 fixed here, see sl_erf_f and
+ *                         sl_log1p_f)
+ *     erfc (float32)      SLEEF's u15: 1.5 ulp
  *     sigmoid (float32)   2.41 ulp, as vecmath.h's (see sl_sigmoid_f)
  *     silu (float32)      2.75 ulp, as vecmath.h's (see sl_silu_f)
+ *     gelu (float32)      5.0 ulp (every float with |x| < 18 measured: 4.90
+ *                         at x = -12.33; beyond, the result is x or a zero),
+ *                         relative accuracy kept down to the denormals, where
+ *                         0.5 x (1 + erf(x / sqrt 2)) would cancel to 0 from
+ *                         x = -5 on (see sl_gelu_f). Was 0.5 ulp in double:
+ *                         torch's float gelu, 0.5 x (1 + erf(x / sqrt 2)) in
+ *                         float with a polynomial erf, has no relative bound
+ *                         at all below x = -4.
+ *     selu (float32)      2.0 ulp (measured 1.58)
+ *     logsigmoid (float32) 2.5 ulp (measured 1.46)
+ *     mish (float32)      5.0 ulp (every float with |x| < 18 measured: 4.70)
  *     gelu (float64)      0.5 x erfc(-x / sqrt 2), Sleef_erfcd*_u15: erfc
  *                         within 1.5 ulp of erfc at the rounded argument,
  *                         2.0 ulp for the product (as libm's erfc there,
@@ -73,6 +91,11 @@
 #define SL_COSF Sleef_cosf16_u10
 #define SL_LOGF Sleef_logf16_u10
 #define SL_EXPF Sleef_expf16_u10
+#define SL_ERFF Sleef_erff16_u10
+#define SL_ERFCF Sleef_erfcf16_u15
+#define SL_LOG1PF Sleef_log1pf16_u10
+#define SL_EXPM1F Sleef_expm1f16_u10
+#define SL_ATANF Sleef_atanf16_u10
 #define SL_SIND Sleef_sind8_u10
 #define SL_COSD Sleef_cosd8_u10
 #define SL_LOGD Sleef_logd8_u10
@@ -89,6 +112,9 @@ typedef __mmask8 sl_md;
 #define SL_SELF(m, t, f) _mm512_mask_blend_ps(m, f, t)
 #define SL_SELD(m, t, f) _mm512_mask_blend_pd(m, f, t)
 #define SL_SET1F _mm512_set1_ps
+#define SL_FMAF _mm512_fmadd_ps
+#define SL_MINF _mm512_min_ps
+#define SL_MAXF _mm512_max_ps
 #define SL_SET1D _mm512_set1_pd
 #elif defined(__AVX2__) && defined(__FMA__)
 #define SL_F32 __m256
@@ -103,6 +129,11 @@ typedef __mmask8 sl_md;
 #define SL_COSF Sleef_cosf8_u10avx2
 #define SL_LOGF Sleef_logf8_u10avx2
 #define SL_EXPF Sleef_expf8_u10avx2
+#define SL_ERFF Sleef_erff8_u10avx2
+#define SL_ERFCF Sleef_erfcf8_u15avx2
+#define SL_LOG1PF Sleef_log1pf8_u10avx2
+#define SL_EXPM1F Sleef_expm1f8_u10avx2
+#define SL_ATANF Sleef_atanf8_u10avx2
 #define SL_SIND Sleef_sind4_u10avx2
 #define SL_COSD Sleef_cosd4_u10avx2
 #define SL_LOGD Sleef_logd4_u10avx2
@@ -119,6 +150,9 @@ typedef __m256d sl_md;
 #define SL_SELF(m, t, f) _mm256_blendv_ps(f, t, m)
 #define SL_SELD(m, t, f) _mm256_blendv_pd(f, t, m)
 #define SL_SET1F _mm256_set1_ps
+#define SL_FMAF _mm256_fmadd_ps
+#define SL_MINF _mm256_min_ps
+#define SL_MAXF _mm256_max_ps
 #define SL_SET1D _mm256_set1_pd
 #else
 #define SL_F32 __m128
@@ -133,6 +167,11 @@ typedef __m256d sl_md;
 #define SL_COSF Sleef_cosf4_u10
 #define SL_LOGF Sleef_logf4_u10
 #define SL_EXPF Sleef_expf4_u10
+#define SL_ERFF Sleef_erff4_u10
+#define SL_ERFCF Sleef_erfcf4_u15
+#define SL_LOG1PF Sleef_log1pf4_u10
+#define SL_EXPM1F Sleef_expm1f4_u10
+#define SL_ATANF Sleef_atanf4_u10
 #define SL_SIND Sleef_sind2_u10
 #define SL_COSD Sleef_cosd2_u10
 #define SL_LOGD Sleef_logd2_u10
@@ -149,6 +188,17 @@ typedef __m128d sl_md;
 #define SL_SELF(m, t, f) _mm_or_ps(_mm_and_ps(m, t), _mm_andnot_ps(m, f))
 #define SL_SELD(m, t, f) _mm_or_pd(_mm_and_pd(m, t), _mm_andnot_pd(m, f))
 #define SL_SET1F _mm_set1_ps
+/* a b + c with one rounding to float: a b is exact in double, the sum
+ * rounds there and then to float (2^-29 relative beyond half an ulp). */
+static inline __m128 sl_fma_sse(__m128 a, __m128 b, __m128 c) {
+    __m128d lo = _mm_add_pd(_mm_mul_pd(_mm_cvtps_pd(a), _mm_cvtps_pd(b)), _mm_cvtps_pd(c));
+    __m128d hi = _mm_add_pd(_mm_mul_pd(_mm_cvtps_pd(_mm_movehl_ps(a, a)), _mm_cvtps_pd(_mm_movehl_ps(b, b))),
+                            _mm_cvtps_pd(_mm_movehl_ps(c, c)));
+    return _mm_movelh_ps(_mm_cvtpd_ps(lo), _mm_cvtpd_ps(hi));
+}
+#define SL_FMAF sl_fma_sse
+#define SL_MINF _mm_min_ps
+#define SL_MAXF _mm_max_ps
 #define SL_SET1D _mm_set1_pd
 #endif
 #define SL_ALLF ((1u << SL_WF) - 1u)
@@ -213,6 +263,69 @@ static inline SL_F64 sl_gelu_d(SL_F64 x) {
     return half_x * SL_ERFCD(x * -JAG_SQRT1_2);
 }
 
+/* gelu(x) = x Phi(x) in float32, Phi the normal CDF, on float vectors (the
+ * form of vecmath.h's jag__vm_gelu_f32, which runs in double; its
+ * polynomials refitted for float):
+ *   |x| < 1/2: x Phi(x) = x (1/2 + x P(x^2)), P of degree 4 (relative
+ *            error 2.9e-8, the float rounding of P(0) = 1 / sqrt(2 pi));
+ *   t = |x| >= 1/2: Phi(-t) = exp(-t^2/2) M(t), M(t) = w S(w - 0.552) with
+ *            w = 4 / (4 + t) in [0.215, 0.889] and S of degree 9 (relative
+ *            error 2.6e-8 for t in [1/2, 14.6]; centred, so that its terms
+ *            fall off and Horner's rule does not cancel); x Phi(x) = x Phi(-t) for x < 0, x (1 - Phi(-t))
+ *            for x > 0 (Phi(-t) <= 0.31: no cancellation).
+ * t^2/2 = h + l exactly (h = (t/2) t rounded, l = fma(t/2, t, -h), |l| <=
+ * 2^-24 h), and exp(-t^2/2) = exp(-h) (1 - l) within l^2 / 2 < 2^-35: the
+ * rounding of the argument, which the steep exp would amplify by t^2/2 (50
+ * ulp at x = -10), never happens. For x < 0 the product is (x M(t) (1 -
+ * l)) exp(-h), exp last: exp(-h) is SLEEF's (1.0 ulp), and where it is
+ * denormal (x below -13.2) its absolute error is scaled by |x M(t)| < 0.4,
+ * not by |x| (as x (M exp(-h)) would), so the result's stays under an ulp
+ * of the denormals. t is clamped to 20 for the tail (Phi(-20) rounds to 0 in
+ * float), so x = inf gives inf, x = -inf gives -inf * 0 = NaN as the
+ * reference 0.5 x (1 + erf(x / sqrt 2)), and NaN gives NaN. No lane's
+ * result depends on another's. Max error over the test sweep: see the
+ * bound table above. */
+static inline SL_F32 sl_gelu_f(SL_F32 x) {
+    SL_F32 half = SL_SET1F(0.5f), one = SL_SET1F(1.0f), zero = SL_SET1F(0.0f);
+    SL_F32 t = SL_ABSF(x);
+    SL_F32 s = x * x;
+    SL_F32 p = SL_SET1F(0x1.e49f22p-12f);
+    p = SL_FMAF(p, s, SL_SET1F(-0x1.654fc4p-10f));
+    p = SL_FMAF(p, s, SL_SET1F(0x1.47b8b0p-7f));
+    p = SL_FMAF(p, s, SL_SET1F(-0x1.1059b0p-4f));
+    p = SL_FMAF(p, s, SL_SET1F(0x1.988454p-2f));
+    SL_F32 near0 = x * SL_FMAF(x, p, half);
+
+    SL_F32 tc = SL_MINF(t, SL_SET1F(20.0f));
+    SL_F32 ht = half * tc, h = ht * tc, l = SL_FMAF(ht, tc, zero - h);
+    SL_F32 e = SL_EXPF(zero - h);
+    /* w = 4 / (4 + t) + w_lo: the rounding of 4 + t (d + d_lo, Fast2Sum)
+     * and of the quotient (r = 4 - w d, exact by fma) carried, since S
+     * amplifies an error in w up to 7 times */
+    SL_F32 four = SL_SET1F(4.0f);
+    SL_F32 big = SL_MAXF(tc, four), small = SL_MINF(tc, four);
+    SL_F32 d = big + small, d_lo = small - (d - big);
+    SL_F32 w = four / d;
+    SL_F32 r = SL_FMAF(zero - w, d, four);
+    SL_F32 w_lo = SL_FMAF(zero - w, d_lo, r) * (w * SL_SET1F(0.25f));
+    SL_F32 u = (w - SL_SET1F(0x1.1a9bfcp-1f)) + w_lo; /* w - 0.552, |u| <= 0.34 */
+    SL_F32 m = SL_SET1F(0x1.f9723cp-6f);
+    m = SL_FMAF(m, u, SL_SET1F(0x1.888002p-6f));
+    m = SL_FMAF(m, u, SL_SET1F(-0x1.836d8cp-5f));
+    m = SL_FMAF(m, u, SL_SET1F(-0x1.30fff2p-4f));
+    m = SL_FMAF(m, u, SL_SET1F(0x1.4972b4p-5f));
+    m = SL_FMAF(m, u, SL_SET1F(0x1.04ef00p-2f));
+    m = SL_FMAF(m, u, SL_SET1F(0x1.b2ea82p-2f));
+    m = SL_FMAF(m, u, SL_SET1F(0x1.cc1332p-2f));
+    m = SL_FMAF(m, u, SL_SET1F(0x1.63af70p-2f));
+    m = SL_FMAF(m, u, SL_SET1F(0x1.a54f52p-3f));
+    SL_F32 wm = SL_FMAF(w, m, w_lo * m);
+    wm = SL_FMAF(zero - l, wm, wm); /* M(t) (1 - l) */
+    SL_F32 neg = (x * wm) * e, q = wm * e; /* x Phi(-t), Phi(-t) */
+    SL_F32 tail = SL_SELF(SL_LTF(x, zero), neg, x * (one - q));
+    return SL_SELF(SL_LTF(t, half), near0, tail);
+}
+
 /* ---- sigmoid and silu in float32, on SLEEF's exp ---------------------------- */
 
 /* sigmoid(x) = 1 / (1 + e) for x >= 0 and e / (1 + e) for x < 0, e =
@@ -248,6 +361,84 @@ static inline SL_F32 sl_silu_f(SL_F32 x) {
     return y;
 }
 
+/* ---- erf and log1p in float32: SLEEF's, with its two edges fixed ------------ */
+
+/* erf(x) = SLEEF's u10 erff, except for |x| < 2^-14 where erf(x) = c x (1 -
+ * x^2 / 3 + ...) = c x within 2^-29 relative (c = 2 / sqrt(pi)): there
+ * SLEEF's result rounds c x into the denormals through an intermediate that
+ * has already rounded (1.05 ulp of the denormal spacing). Here c x is
+ * fma(x', c_hi, x' c_lo) on x' = 2^64 x (normal, exact), c = c_hi + c_lo
+ * in two floats (c_lo > 0, so that -0 stays -0), then scaled back by 2^-64 exactly or rounding once into
+ * the denormals: within 0.5 ulp plus 2^-29 relative. */
+static inline SL_F32 sl_erf_f(SL_F32 x) {
+    SL_F32 y = SL_ERFF(x);
+    sl_mf tiny = SL_LTF(SL_ABSF(x), SL_SET1F(0x1p-14f));
+    if (SL_BITSF(tiny)) {
+        SL_F32 xs = x * SL_SET1F(0x1p64f);
+        SL_F32 cx = SL_FMAF(xs, SL_SET1F(0x1.20dd74p+0f), xs * SL_SET1F(0x1.0429b6p-24f)) * SL_SET1F(0x1p-64f);
+        y = SL_SELF(tiny, cx, y);
+    }
+    return y;
+}
+
+/* log1p(x) = SLEEF's u10 log1pf, except above 2^100, where SLEEF 3.5's
+ * log1pf overflows to inf (its 1 + x is formed in a scaled form that does
+ * not reach FLT_MAX): there log1p(x) = log(x) + log1p(1 / x), the last term
+ * below 2^-100 and far under half an ulp of log(x) > 69, so SLEEF's logf
+ * (1.0 ulp) is the result. */
+static inline SL_F32 sl_log1p_f(SL_F32 x) {
+    SL_F32 y = SL_LOG1PF(x);
+    sl_mf huge = SL_LTF(SL_SET1F(0x1p100f), x);
+    if (SL_BITSF(huge)) y = SL_SELF(huge, SL_LOGF(x), y);
+    return y;
+}
+
+/* ---- selu, logsigmoid and mish in float32, on SLEEF's exp and expm1 -------- */
+
+/* selu(x) = scale x for x > 0, (scale alpha) expm1(x) else, the products'
+ * constants rounded to float (half an ulp each): expm1 (1.0 ulp), the
+ * constant and the product, 2.0 ulp at most; expm1(-0) = -0 keeps the
+ * sign, -inf gives -scale alpha, NaN gives NaN. */
+static inline SL_F32 sl_selu_f(SL_F32 x) {
+    SL_F32 neg = SL_SET1F((float)(JAG_SELU_SCALE * JAG_SELU_ALPHA)) * SL_EXPM1F(x);
+    return SL_SELF(SL_LTF(SL_SET1F(0.0f), x), SL_SET1F((float)JAG_SELU_SCALE) * x, neg);
+}
+
+/* logsigmoid(x) = min(x, 0) - log1p(e), e = exp(-|x|) in (0, 1]: both terms
+ * are <= 0 (no cancellation), nothing overflows, and for large x the result
+ * is -e itself (log1p's 1 ulp, e's 1 ulp scaled by e / ((1 + e) log1p(e))
+ * <= 1, the subtraction's half). NaN gives NaN (the log1p term is NaN),
+ * -inf gives -inf. */
+static inline SL_F32 sl_logsigmoid_f(SL_F32 x) {
+    SL_F32 zero = SL_SET1F(0.0f);
+    return SL_MINF(x, zero) - sl_log1p_f(SL_EXPF(zero - SL_ABSF(x)));
+}
+
+/* mish(x) = x tanh(log(1 + E)), E = e^x: tanh(log(1 + E)) = (2E + E^2) /
+ * (2 + 2E + E^2), written with e = exp(-|x|) in (0, 1] so nothing
+ * overflows: r = (1 + 2e) / (1 + 2e + 2e^2) for x >= 0 and n / (n + 2), n =
+ * e (e + 2), for x < 0 (one exp, one division; neither cancels). Below -80
+ * r = e^x within 2^-115 relative, and mish(x) = x e^x = silu(x) as closely;
+ * those lanes take vecmath.h's silu, whose denormal results keep their
+ * accuracy (x times a rounded denormal e would not). inf gives inf, -inf
+ * gives -inf * 0 = NaN (as torch), NaN gives NaN. */
+static inline SL_F32 sl_mish_f(SL_F32 x) {
+    SL_F32 zero = SL_SET1F(0.0f), one = SL_SET1F(1.0f), two = SL_SET1F(2.0f);
+    SL_F32 e = SL_EXPF(zero - SL_ABSF(x));
+    SL_F32 n = e * (e + two), p = SL_FMAF(two, e, one);
+    SL_F32 num = SL_SELF(SL_LTF(x, zero), n, p);
+    SL_F32 den = SL_SELF(SL_LTF(x, zero), n + two, SL_FMAF(two * e, e, p));
+    SL_F32 y = x * (num / den);
+    sl_mf far = SL_LTF(x, SL_SET1F(-80.0f));
+    if (SL_BITSF(far)) {
+        float t[SL_WF];
+        SL_STOREF(t, x);
+        for (int i = 0; i < SL_WF; i++) t[i] = jag__vm_silu_f32(t[i]);
+        y = SL_SELF(far, SL_LOADF(t), y);
+    }
+    return y;
+}
+
 /* y (n) = F(x (n)), T elements, VT vectors of W lanes: whole vectors, then
  * the tail through one zero-padded vector. */
 #define SL_ARRAY(NAME, T, VT, W, LOAD, STORE, F)                                 \
@@ -272,9 +463,20 @@ SL_ARRAY(jag__sleef_sin_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, sl_sin_f
 SL_ARRAY(jag__sleef_cos_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, sl_cos_f)
 SL_ARRAY(jag__sleef_log_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, SL_LOGF)
 SL_ARRAY(jag__sleef_exp_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, SL_EXPF)
-// x is (n) float32 contiguous, y is (n): y = sigmoid(x), silu(x)
+// x is (n) float32 contiguous, y is (n): y = erf(x), erfc(x), log1p(x), expm1(x), atan(x)
+SL_ARRAY(jag__sleef_erf_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, sl_erf_f)
+SL_ARRAY(jag__sleef_erfc_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, SL_ERFCF)
+SL_ARRAY(jag__sleef_log1p_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, sl_log1p_f)
+SL_ARRAY(jag__sleef_expm1_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, SL_EXPM1F)
+SL_ARRAY(jag__sleef_atan_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, SL_ATANF)
+// x is (n) float32 contiguous, y is (n): y = sigmoid(x), silu(x), gelu(x)
 SL_ARRAY(jag__sleef_sigmoid_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, sl_sigmoid_f)
 SL_ARRAY(jag__sleef_silu_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, sl_silu_f)
+SL_ARRAY(jag__sleef_gelu_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, sl_gelu_f)
+// x is (n) float32 contiguous, y is (n): y = selu(x), logsigmoid(x), mish(x)
+SL_ARRAY(jag__sleef_selu_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, sl_selu_f)
+SL_ARRAY(jag__sleef_logsigmoid_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, sl_logsigmoid_f)
+SL_ARRAY(jag__sleef_mish_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, sl_mish_f)
 // x is (n) float64 contiguous, y is (n): y = sin(x), cos(x), log(x), gelu(x)
 SL_ARRAY(jag__sleef_sin_f64, double, SL_F64, SL_WD, SL_LOADD, SL_STORED, sl_sin_d)
 SL_ARRAY(jag__sleef_cos_f64, double, SL_F64, SL_WD, SL_LOADD, SL_STORED, sl_cos_d)

@@ -17,9 +17,12 @@
  *           columns: one pass down the R rows keeps a running max and sum
  *           per column (online softmax), a second one writes.
  * exp runs through exp_nonpos_*, a branch-free exp for arguments <= 0 that
- * gcc vectorises (libm's exp does not vectorise without -ffast-math).
+ * gcc vectorises (libm's exp does not vectorise without -ffast-math); the
+ * float32 row path through vecmath.h's (fused multiply-adds, one degree
+ * less), its NaN handled by the row (row_*).
  */
 #include "kernels.h"
+#include "vecmath.h"
 
 #include <math.h>
 
@@ -28,6 +31,7 @@
 #endif
 
 #define LANES 16
+#define MAX_LANES (4 * LANES) /* the row max: four independent vectors */
 #define TILE_I 1024 /* most columns in a tile (dim not last) */
 #define TILE_MIN 64
 
@@ -91,53 +95,82 @@ static inline double exp_nonpos_f64(double x) {
     return x == x ? y : x;
 }
 
-/* NaN wins, so that a NaN anywhere makes its line NaN. */
-#define SM_MAX(v, a) ((v) > (a) || (v) != (v) ? (v) : (a))
+/* exp(x) for x <= 0 on the row path (I == 1), where NaN never reaches the
+ * result through it (see row_*): vecmath's, a polynomial of degree 6 with
+ * fused multiply-adds, within 1.052 ulp. */
+static inline float row_exp_f32(float x) { return jag__vm_exp_nonpos_f32(x); }
 
 /* ---- kernels, per float type --------------------------------------------- */
 
-#define DEF_SOFTMAX(SUF, T, EXP, LOG)                                          \
-    /* in, out are (n); in may equal out */                                    \
+#define DEF_SOFTMAX(SUF, T, EXP, ROW_EXP, LOG)                                 \
+    /* in, out are (n); in may equal out. Three passes over the row (from   \
+     * L1 after the first): the max, in four independent vectors of lanes  \
+     * (one would make a chain of dependent maxima); exp(x - m), kept and   \
+     * summed in double; the scaling. A NaN is skipped by the max and shows \
+     * in the sum of x - m; a max of NaN (x[0]), +inf or -inf (a +inf, or a \
+     * line of -inf only) needs no exp: the whole line is NaN. */          \
     static void row_##SUF(const T *in, T *out, int64_t n, bool log_out) {      \
-        T mx[LANES];                                                           \
-        for (int j = 0; j < LANES; j++) mx[j] = in[0];                         \
+        T mx[MAX_LANES];                                                       \
+        for (int j = 0; j < MAX_LANES; j++) mx[j] = in[0];                     \
         int64_t i = 0;                                                         \
-        for (; i + LANES <= n; i += LANES) {                                   \
+        for (; i + MAX_LANES <= n; i += MAX_LANES) {                           \
             _Pragma("omp simd")                                                \
-            for (int j = 0; j < LANES; j++) mx[j] = SM_MAX(in[i + j], mx[j]);  \
+            for (int j = 0; j < MAX_LANES; j++) mx[j] = in[i + j] > mx[j] ? in[i + j] : mx[j]; \
         }                                                                      \
-        for (; i < n; i++) mx[0] = SM_MAX(in[i], mx[0]);                       \
-        for (int j = 1; j < LANES; j++) mx[0] = SM_MAX(mx[j], mx[0]);          \
+        for (int j = 0; i < n; i++, j++) mx[j] = in[i] > mx[j] ? in[i] : mx[j]; \
         T m = mx[0];                                                           \
+        for (int j = 1; j < MAX_LANES; j++) m = mx[j] > m ? mx[j] : m;         \
+        if (!(m < (T)INFINITY && m > -(T)INFINITY)) { /* NaN first, +inf or only -inf */ \
+            for (i = 0; i < n; i++) out[i] = (T)NAN;                           \
+            return;                                                            \
+        }                                                                      \
         double s[LANES] = {0};                                                 \
+        T d_sum[LANES] = {0}; /* NaN when some x is NaN */                     \
+        i = 0;                                                                 \
+        /* two terms added in T first: one rounding, at most 2^-24 of the   \
+         * sum in float32, below the error of exp itself */                  \
         if (log_out) {                                                         \
-            for (i = 0; i + LANES <= n; i += LANES) {                          \
-                _Pragma("omp simd")                                            \
-                for (int j = 0; j < LANES; j++) s[j] += (double)EXP(in[i + j] - m); \
-            }                                                                  \
-            for (int j = 0; i < n; i++, j++) s[j] += (double)EXP(in[i] - m);   \
-        } else {                                                               \
-            for (i = 0; i + LANES <= n; i += LANES) {                          \
+            for (; i + 2 * LANES <= n; i += 2 * LANES) {                       \
                 _Pragma("omp simd")                                            \
                 for (int j = 0; j < LANES; j++) {                              \
-                    T e = EXP(in[i + j] - m);                                  \
-                    out[i + j] = e;                                            \
-                    s[j] += (double)e;                                         \
+                    T d0 = in[i + j] - m, d1 = in[i + LANES + j] - m;          \
+                    d_sum[j] += d0 + d1;                                       \
+                    s[j] += (double)(ROW_EXP(d0) + ROW_EXP(d1));               \
                 }                                                              \
             }                                                                  \
-            for (int j = 0; i < n; i++, j++) {                                 \
-                T e = EXP(in[i] - m);                                          \
+            for (int j = 0; i < n; i++, j = (j + 1) % LANES) {                 \
+                T d = in[i] - m;                                               \
+                d_sum[j] += d;                                                 \
+                s[j] += (double)ROW_EXP(d);                                    \
+            }                                                                  \
+        } else {                                                               \
+            for (; i + 2 * LANES <= n; i += 2 * LANES) {                       \
+                _Pragma("omp simd")                                            \
+                for (int j = 0; j < LANES; j++) {                              \
+                    T d0 = in[i + j] - m, d1 = in[i + LANES + j] - m;          \
+                    T e0 = ROW_EXP(d0), e1 = ROW_EXP(d1);                      \
+                    d_sum[j] += d0 + d1;                                       \
+                    out[i + j] = e0, out[i + LANES + j] = e1;                  \
+                    s[j] += (double)(e0 + e1);                                 \
+                }                                                              \
+            }                                                                  \
+            for (int j = 0; i < n; i++, j = (j + 1) % LANES) {                 \
+                T d = in[i] - m, e = ROW_EXP(d);                               \
+                d_sum[j] += d;                                                 \
                 out[i] = e;                                                    \
                 s[j] += (double)e;                                             \
             }                                                                  \
         }                                                                      \
         for (int w = LANES / 2; w > 0; w /= 2)                                 \
-            for (int j = 0; j < w; j++) s[j] += s[j + w];                      \
+            for (int j = 0; j < w; j++) s[j] += s[j + w], d_sum[j] += d_sum[j + w]; \
+        if (d_sum[0] != d_sum[0]) s[0] = NAN;                                  \
         if (log_out) {                                                         \
             T lse = (T)LOG(s[0]);                                              \
+            _Pragma("omp simd")                                                \
             for (i = 0; i < n; i++) out[i] = (in[i] - m) - lse;                \
         } else {                                                               \
             T inv = (T)(1.0 / s[0]);                                           \
+            _Pragma("omp simd")                                                \
             for (i = 0; i < n; i++) out[i] *= inv;                             \
         }                                                                      \
     }                                                                          \
@@ -191,8 +224,8 @@ static inline double exp_nonpos_f64(double x) {
         }                                                                      \
     }
 
-DEF_SOFTMAX(f32, float, exp_nonpos_f32, log)
-DEF_SOFTMAX(f64, double, exp_nonpos_f64, log)
+DEF_SOFTMAX(f32, float, exp_nonpos_f32, row_exp_f32, log)
+DEF_SOFTMAX(f64, double, exp_nonpos_f64, exp_nonpos_f64, log)
 
 /* ---- backward kernels, per float type ------------------------------------
  *

@@ -32,9 +32,10 @@
  * the activations run vecmath.h's branch-free approximations (the contiguous
  * loop vectorises; libm would be a call per element), except gelu in
  * float64 (libm's erfc, see pointwise_math.h). Where the build has SLEEF,
- * sin, cos, log, exp (float32), sigmoid and silu (float32) and gelu
- * (float64) run its array kernels instead (sleef_unary.c; the loops below
- * say which): those element functions are then unused. */
+ * sin, cos, log and gelu (both dtypes), and exp, sigmoid, silu, log1p,
+ * expm1, erf, erfc, atan, selu, mish and logsigmoid (float32) run its
+ * array kernels instead (sleef_unary.c; the loops below say which): those
+ * element functions are then unused. */
 #define LIBM_OP(name, ffn, dfn)                                                \
     __attribute__((unused)) static inline float name##_f32(float x) { return ffn(x); } \
     __attribute__((unused)) static inline double name##_f64(double x) { return dfn(x); }
@@ -213,26 +214,26 @@ SLEEF_LOOPS(cos)
 FLOAT_LOOPS(tanh)
 SLEEF_LOOPS_F32(sigmoid)
 SLEEF_LOOPS_F32(silu)
-SLEEF_LOOPS_F64(gelu)
+SLEEF_LOOPS(gelu)
 FLOAT_LOOPS(gelu_tanh)
 FLOAT_LOOPS(reciprocal)
 NUMBER_LOOPS(floor, NULL)
 NUMBER_LOOPS(ceil, NULL)
 NUMBER_LOOPS(round, NULL)
 NUMBER_LOOPS(trunc, NULL)
-FLOAT_LOOPS(log1p)
-FLOAT_LOOPS(atan)
+SLEEF_LOOPS_F32(log1p)
+SLEEF_LOOPS_F32(atan)
 FLOAT_LOOPS(sinh)
 FLOAT_LOOPS(cosh)
 FLOAT_LOOPS(asinh)
-FLOAT_LOOPS(expm1)
-FLOAT_LOOPS(erf)
-FLOAT_LOOPS(erfc)
-FLOAT_LOOPS(selu)
+SLEEF_LOOPS_F32(expm1)
+SLEEF_LOOPS_F32(erf)
+SLEEF_LOOPS_F32(erfc)
+SLEEF_LOOPS_F32(selu)
 FLOAT_LOOPS(hardswish)
 FLOAT_LOOPS(hardsigmoid)
-FLOAT_LOOPS(mish)
-FLOAT_LOOPS(logsigmoid)
+SLEEF_LOOPS_F32(mish)
+SLEEF_LOOPS_F32(logsigmoid)
 
 /* The parametrised ops: ctx is their scalar arguments (double[2]), already
  * rounded through the dtype the loop computes in (float32: as torch, which

@@ -304,6 +304,92 @@ static bool queries_cover(const attn_args *a, int64_t rows) {
     return end == rows;
 }
 
+/* ---- half dtypes ---------------------------------------------------------
+ * float16 / bfloat16 q, k, v (and mask) compute in float32, as torch's CPU
+ * attention does: the operands are widened (exactly), the float32 attention
+ * runs, and the output is rounded once to the input dtype. The log-sum-exp
+ * stays float32 (torch's CPU attention keeps it in float for reduced
+ * precision too), so that backward reads it unrounded; the gradients are
+ * computed in float32 and each rounded once to its input's dtype. */
+
+static bool is_half_call(const jag_value *args, int nargs) {
+    (void)nargs;
+    return args[0].kind == JAG_VAL_TENSOR && args[0].u.t && jag_dtype_is_half(args[0].u.t->dtype);
+}
+
+/* x converted to dtype (dense or nested), a new reference */
+static jag_status converted_to(const jag_tensor *x, jag_dtype dtype, jag_tensor **out) {
+    jag_value a[] = {jag__v_tensor(x), jag__v_int((int64_t)dtype)};
+    return jag__dispatch(JAG_OP_to_dtype, a, 2, out);
+}
+
+/* args with each tensor argument (q, k, v, mask) widened to float32 into
+ * wide[]; *held keeps the new references (release with release_held).
+ * k, v and mask must have q's dtype, as for every dtype. */
+static jag_status widen_args(const char *op, const jag_value *args, int nargs, jag_value *wide, jag_tensor **held) {
+    const jag_tensor *q = args[0].u.t;
+    static const char *const names[4] = {"q", "k", "v", "mask"};
+    for (int i = 0; i < nargs; i++) wide[i] = args[i];
+    for (int i = 0; i < 4 && i < nargs; i++) {
+        held[i] = NULL;
+        if (args[i].kind != JAG_VAL_TENSOR || !args[i].u.t) continue;
+        const jag_tensor *t = args[i].u.t;
+        if (i > 0 && t->dtype != q->dtype) {
+            if (i < 3)
+                return jag__error(JAG_EDTYPE, "%s: q, k and v have dtypes %s, %s, %s; expected one float dtype", op,
+                                  jag_dtype_name(q->dtype), jag_dtype_name(args[1].u.t->dtype),
+                                  jag_dtype_name(args[2].u.t->dtype));
+            return jag__error(JAG_EDTYPE, "%s: argument '%s' has dtype %s, expected %s like q", op, names[i],
+                              jag_dtype_name(t->dtype), jag_dtype_name(q->dtype));
+        }
+        jag_status st = converted_to(t, JAG_FLOAT32, &held[i]);
+        if (st) return st;
+        wide[i] = jag__v_tensor(held[i]);
+    }
+    return JAG_OK;
+}
+
+static void release_held(jag_tensor **held, int n) {
+    for (int i = 0; i < n; i++) jag_release(held[i]), held[i] = NULL;
+}
+
+/* The forward on half operands: widened, run in float32, the output
+ * rounded once; lse float32. */
+static jag_status sdpa_in_float32(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    jag_value wide[6];
+    jag_tensor *held[4] = {0}, *r[2] = {0};
+    jag_dtype half = args[0].u.t->dtype;
+    jag_status st = widen_args(op, args, nargs, wide, held);
+    if (!st) st = jag__composite_sdpa(op, wide, nargs, r);
+    if (!st) st = converted_to(r[0], half, &outs[0]);
+    if (!st) outs[1] = r[1], r[1] = NULL;
+    release_held(held, 4);
+    jag_release(r[0]), jag_release(r[1]);
+    return st;
+}
+
+static jag_status d_sdpa_in_float32(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_tensor **grad_in) {
+    jag_value wide[6];
+    jag_tensor *held[4] = {0}, *o = NULL, *go = NULL, *wi[4] = {0};
+    jag_status st = widen_args(c->name, c->args, c->nargs, wide, held);
+    if (!st) st = converted_to(c->outputs[0], JAG_FLOAT32, &o);
+    if (!st) st = converted_to(grad_out[0], JAG_FLOAT32, &go);
+    if (!st) {
+        jag_tensor *outs[2] = {o, c->outputs[1]}, *gos[2] = {go, grad_out[1]};
+        jag_grad_ctx w = *c;
+        w.args = wide, w.outputs = outs;
+        st = jag__d_sdpa(&w, gos, wi);
+    }
+    for (int i = 0; !st && i < 4 && i < c->n_inputs; i++)
+        if (wi[i]) st = converted_to(wi[i], c->args[i].u.t->dtype, &grad_in[i]);
+    if (st)
+        for (int i = 0; i < 4 && i < c->n_inputs; i++) jag_release(grad_in[i]), grad_in[i] = NULL;
+    for (int i = 0; i < 4; i++) jag_release(wi[i]);
+    release_held(held, 4);
+    jag_release(o), jag_release(go);
+    return st;
+}
+
 jag_status jag__composite_sdpa(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
     const jag_tensor *q, *k, *v, *mask;
     bool causal;
@@ -320,6 +406,7 @@ jag_status jag__composite_sdpa(const char *op, const jag_value *args, int nargs,
                           op);
     if (jag__nested_ragged_idx(q) > 1 || jag__nested_ragged_idx(k) > 1 || jag__nested_ragged_idx(v) > 1)
         return sdpa_heads_first(op, args, nargs, outs);
+    if (is_half_call(args, nargs)) return sdpa_in_float32(op, args, nargs, outs);
     if (!mask && jag__nested(q)) return sdpa_jagged(op, q, k, v, causal, scale, outs);
     attn_setup su;
     if ((st = setup(op, q, k, v, causal, scale, &su)) || (st = setup_mask(op, q, mask, &su))) {
@@ -425,6 +512,7 @@ jag_status jag__d_sdpa(const jag_grad_ctx *c, jag_tensor *const *grad_out, jag_t
     double scale;
     jag_status st = parse_args(c->name, c->args, c->nargs, &q, &k, &v, &mask, &causal, &scale);
     if (st) return st;
+    if (is_half_call(c->args, c->nargs)) return d_sdpa_in_float32(c, grad_out, grad_in);
     if (!mask && jag__nested(q)) return d_sdpa_jagged(c, q, k, v, causal, scale, grad_out, grad_in);
     attn_setup su;
     st = setup(c->name, q, k, v, causal, scale, &su);

@@ -105,8 +105,9 @@ static jag_status check_call(jag_op_id op, const jag_value *args, int nargs) {
  * custom ops make their own outputs). Every other op computes in float32:
  * its half operands are widened (exactly), the float32 kernel runs, and
  * its float32 results are rounded once to the half dtype, as PyTorch's CPU
- * kernels compute half tensors. The kernels themselves know float32 and
- * float64 only: code that runs a kernel below the dispatcher (a compiled
+ * kernels compute half tensors; bfloat16 matrix products run their own
+ * kernel (computes_bf16), with the same contract. The other kernels know
+ * float32 and float64 only: code that runs a kernel below the dispatcher (a compiled
  * program's direct path, fused regions) leaves half operands to the
  * dispatcher (program.c, fuse.c). */
 static bool keeps_half(jag_op_id op) {
@@ -124,18 +125,28 @@ static bool keeps_half(jag_op_id op) {
     }
 }
 
-/* Composite ops whose dense path runs float32 / float64 kernels on their
- * operands' data itself (attention): half operands are refused there. */
-static bool composite_reads_floats(jag_op_id op) {
-    return op == JAG_OP_scaled_dot_product_attention || op == JAG_OP_scaled_dot_product_attention_masked;
-}
-
 /* The tensors of argument i (one, a list, or none), through *ts and *n. */
 static void arg_tensors(const jag_value *a, const jag_tensor *const **ts, int *n) {
     *ts = NULL, *n = 0;
     if (a->kind == JAG_VAL_TENSOR && a->u.t) *ts = &a->u.t, *n = 1;
     else if (a->kind == JAG_VAL_TENSORS && a->u.tensors.v)
         *ts = (const jag_tensor *const *)a->u.tensors.v, *n = a->u.tensors.n;
+}
+
+/* Ops whose kernels compute bfloat16 themselves when every tensor operand
+ * is bfloat16: the matrix products (src/cpu/gemm_bf16.c: float32
+ * accumulation, one rounding). Mixed operands go to run_in_float32, whose
+ * META call refuses them (JAG_EDTYPE); float16 is widened there. */
+static bool computes_bf16(jag_op_id op, const jag_value *args, int nargs) {
+    if (op != JAG_OP_mm && op != JAG_OP_bmm && op != JAG_OP_linear) return false;
+    for (int i = 0; i < nargs; i++) {
+        const jag_tensor *const *ts;
+        int n;
+        arg_tensors(&args[i], &ts, &n);
+        for (int j = 0; j < n; j++)
+            if (ts[j] && ts[j]->dtype != JAG_BFLOAT16) return false;
+    }
+    return true;
 }
 
 /* The first half tensor among the arguments: its argument's index, or -1. */
@@ -286,16 +297,10 @@ static jag_status dispatch_below_trace(jag_op_id op, const jag_value *args, int 
     } else if (info->custom) {
         st = jag__custom_run(info, key == KEY_META, args, nargs, made);
     } else if (info->tags & (JAG_TAG_VIEW | JAG_TAG_COMPOSITE)) {
-        jag_dtype half;
-        int i = composite_reads_floats(op) ? first_half_arg(args, nargs, &half) : -1;
-        if (i >= 0)
-            st = jag__error(JAG_EDTYPE, "%s: argument %d has dtype %s, expected float32 or float64 (convert with jag_to_dtype)",
-                            info->api_name, i, jag_dtype_name(half));
-        else
-            st = info->cpu(info->api_name, args, nargs, made);
+        st = info->cpu(info->api_name, args, nargs, made);
     } else {
         jag_dtype half;
-        if (!keeps_half(op) && first_half_arg(args, nargs, &half) >= 0)
+        if (!keeps_half(op) && !computes_bf16(op, args, nargs) && first_half_arg(args, nargs, &half) >= 0)
             st = run_in_float32(op, key == KEY_META, args, nargs, made);
         else
             st = run_meta_and_kernel(op, key == KEY_META, args, nargs, made);

@@ -182,9 +182,10 @@ static jag_status parse_indices(const char *op, const jag_value *args, int nargs
         return st;
     if (kind != JAG_SEG_MAX && kind != JAG_SEG_MIN)
         return jag__error(JAG_EINVAL, "%s: argument 'kind' is %lld, expected max (7) or min (8)", op, (long long)kind);
-    if (r->values->ndim < 1 || !jag_dtype_is_floating(r->values->dtype))
-        return jag__error(JAG_EDTYPE, "%s: argument 'values' must be a float tensor of 1 or more dims, got %s %d-d", op,
-                          jag_dtype_name(r->values->dtype), r->values->ndim);
+    jag_dtype dt = r->values->dtype;
+    if (r->values->ndim < 1 || !(jag_dtype_is_floating(dt) || dt == JAG_INT32 || dt == JAG_INT64))
+        return jag__error(JAG_EDTYPE, "%s: argument 'values' must be a float, int32 or int64 tensor of 1 or more dims, "
+                          "got %s %d-d", op, jag_dtype_name(dt), r->values->ndim);
     r->sp.kind = (jag_segment_kind)kind, r->sp.mask = 0, r->sp.correction = 0;
     return check_index(op, r->offsets, r->lengths);
 }
@@ -206,7 +207,10 @@ jag_status jag__cpu_ragged_reduce_indices(const char *op, const jag_value *args,
     jag_tensor *hold[2] = {0};
     jag_status st = parse_indices(op, args, nargs, &r);
     if (!st) st = rows_of(op, r.values, r.offsets, r.lengths, &rows, hold);
-    if (!st) st = jag__ragged_reduce_kernel(op, r.values, &rows, &r.sp, outs[0], outs[1]);
+    if (!st && jag_dtype_is_floating(r.values->dtype))
+        st = jag__ragged_reduce_kernel(op, r.values, &rows, &r.sp, outs[0], outs[1]);
+    else if (!st)
+        st = jag__ragged_reduce_int_indices_kernel(op, r.values, &rows, r.sp.kind == JAG_SEG_MAX, outs[0], outs[1]);
     jag_release(hold[0]), jag_release(hold[1]);
     return st;
 }

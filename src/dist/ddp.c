@@ -8,8 +8,20 @@
  * last bucket has started the hook waits for all and writes the averages.
  * jag_ddp_sync_grads is the explicit path (after backward, or to finish a
  * step in which some parameters got no gradient).
+ *
+ * Half parameters (float16, bfloat16) are reduced in their own dtype, as
+ * torch's DDP all-reduces bf16 / fp16 gradient buckets in the gradients'
+ * dtype: the bucket travels as 2-byte values and jag_dist's half sum adds
+ * each pair in float32 and rounds it once (comm.c). The average is the sum
+ * divided by the world size in float32 and rounded once. (torch divides
+ * each rank's gradient by the world size before the all-reduce, rounding
+ * there too; jag divides after the sum, so the division rounds once, and a
+ * float16 sum beyond 65504 becomes inf where torch's divided values might
+ * not: bfloat16 has float32's range.)
  */
 #include "dist_internal.h"
+
+#include "../core/half.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,8 +80,8 @@ static jag_status check_param(const char *fn, jag_tensor *const *params, int i) 
     if (jag__is_subclass(p) || jag__is_meta(p))
         return jag__error(JAG_EINVAL, "%s: %s is a %s tensor; expected a plain tensor with data", fn, arg,
                           jag__is_meta(p) ? "meta" : jag_subclass_name(jag_tensor_subclass(p)));
-    if (p->dtype != JAG_FLOAT32 && p->dtype != JAG_FLOAT64)
-        return jag__error(JAG_EDTYPE, "%s: %s has dtype %s; expected float32 or float64", fn, arg,
+    if (!jag_dtype_is_floating(p->dtype))
+        return jag__error(JAG_EDTYPE, "%s: %s has dtype %s; expected float32, float64, float16 or bfloat16", fn, arg,
                           jag_dtype_name(p->dtype));
     if (!jag_is_contiguous(p) || jag__is_read_only(p))
         return jag__error(JAG_EINVAL, "%s: %s is %s; expected a contiguous, writable tensor", fn, arg,
@@ -151,6 +163,51 @@ static size_t bucket_buf_bytes(const ddp_bucket *bk) {
     return ((size_t)bk->numel + (size_t)bk->n) * jag_dtype_size(bk->dtype);
 }
 
+/* Element e of a bucket buffer of dtype d, widened (float32 and the half
+ * types to float32, exactly). */
+static double buf_get(const void *buf, int64_t e, jag_dtype d) {
+    switch (d) {
+    case JAG_FLOAT32: return ((const float *)buf)[e];
+    case JAG_FLOAT16: return jag__f16_to_f32(((const uint16_t *)buf)[e]);
+    case JAG_BFLOAT16: return jag__bf16_to_f32(((const uint16_t *)buf)[e]);
+    default: return ((const double *)buf)[e];
+    }
+}
+
+/* Flag k of a bucket (after its elements): 1 where this rank has the
+ * gradient. Small integers are exact in every float dtype. */
+static void set_flag(void *buf, int64_t e, jag_dtype d, bool has) {
+    switch (d) {
+    case JAG_FLOAT32: ((float *)buf)[e] = has; break;
+    case JAG_FLOAT16: ((uint16_t *)buf)[e] = jag__f32_to_f16(has); break;
+    case JAG_BFLOAT16: ((uint16_t *)buf)[e] = jag__f32_to_bf16(has); break;
+    default: ((double *)buf)[e] = has; break;
+    }
+}
+
+/* dst[e] = src[e] / p for m elements of dtype d: float32 and the half
+ * types divide in float32 (the half types then round once), float64 in
+ * float64. */
+static void divide_into(void *dst, const void *src, int64_t m, jag_dtype d, int p) {
+    if (d == JAG_FLOAT32) {
+        const float *s = src;
+        float *o = dst;
+        for (int64_t e = 0; e < m; e++) o[e] = s[e] / (float)p;
+    } else if (d == JAG_FLOAT16 || d == JAG_BFLOAT16) {
+        const uint16_t *s = src;
+        uint16_t *o = dst;
+        bool bf = d == JAG_BFLOAT16;
+        for (int64_t e = 0; e < m; e++) {
+            float v = (bf ? jag__bf16_to_f32(s[e]) : jag__f16_to_f32(s[e])) / (float)p;
+            o[e] = bf ? jag__f32_to_bf16(v) : jag__f32_to_f16(v);
+        }
+    } else {
+        const double *s = src;
+        double *o = dst;
+        for (int64_t e = 0; e < m; e++) o[e] = s[e] / (double)p;
+    }
+}
+
 /* The summed buffers of every bucket become each parameter's gradient (the
  * average: the sum over the world size), for the parameters with a
  * gradient on some rank (flags; NULL: read the flags in the buffers). New
@@ -162,24 +219,14 @@ static jag_status write_averages(jag_ddp *d, const char *fn, void *const *bufs, 
     for (int b = 0; !st && b < d->n_buckets; b++) {
         const ddp_bucket *bk = &d->buckets[b];
         const char *at = bufs[b];
-        bool f32 = bk->dtype == JAG_FLOAT32;
         for (int k = 0; !st && k < bk->n; k++) {
             int i = bk->index[k];
             jag_tensor *prm = d->params[i];
             int64_t m = jag_numel(prm);
-            bool has = flags ? flags[1 + i] != 0
-                             : (f32 ? ((const float *)bufs[b])[bk->numel + k] : ((const double *)bufs[b])[bk->numel + k]) > 0;
+            bool has = flags ? flags[1 + i] != 0 : buf_get(bufs[b], bk->numel + k, bk->dtype) > 0;
             if (has) {
                 st = jag_empty(prm->sizes, prm->ndim, prm->dtype, &fresh[i]);
-                if (!st && f32) {
-                    const float *src = (const float *)at;
-                    float *dst = (float *)jag__ptr(fresh[i]);
-                    for (int64_t e = 0; e < m; e++) dst[e] = src[e] / (float)p;
-                } else if (!st) {
-                    const double *src = (const double *)at;
-                    double *dst = (double *)jag__ptr(fresh[i]);
-                    for (int64_t e = 0; e < m; e++) dst[e] = src[e] / (double)p;
-                }
+                if (!st) divide_into(jag__ptr(fresh[i]), at, m, bk->dtype, p);
             }
             at += (size_t)m * jag_dtype_size(bk->dtype);
         }
@@ -219,12 +266,12 @@ static jag_status launch_bucket(jag_ddp *d, int b, const char *fn) {
         else memset(at, 0, bytes);
         jag_release(c);
         at += bytes;
-        char *flag = (char *)d->bufs[b] + ((size_t)bk->numel + (size_t)k) * esz;
-        if (bk->dtype == JAG_FLOAT32) *(float *)flag = has;
-        else *(double *)flag = has;
+        set_flag(d->bufs[b], bk->numel + k, bk->dtype, has);
     }
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, d->bufs[b], (int)(bk->numel + bk->n), jag__dist_mpi_type(bk->dtype), MPI_SUM,
-                            jag__dist_comm(), &d->reqs[b]);
+    /* MPI's sum for float32 / float64, jag_dist's half sum for the half
+     * types (in their own dtype, as torch's DDP reduces them) */
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, d->bufs[b], (int)(bk->numel + bk->n), jag__dist_mpi_type(bk->dtype),
+                            jag__dist_mpi_op(JAG_REDUCE_SUM, bk->dtype), jag__dist_comm(), &d->reqs[b]);
     jag_status st = jag__dist_mpi_check(fn, "MPI_Iallreduce", rc);
     if (!st) d->next_launch = b + 1;
     return st;
@@ -331,16 +378,18 @@ jag_status jag_ddp_new(jag_tensor *const *params, int n, size_t bucket_bytes, ja
         st = make_buckets(d, bucket_bytes ? bucket_bytes : JAG_DDP_DEFAULT_BUCKET);
     }
     /* the ranks agree on the parameter list: count, total elements and a
-     * checksum of the shapes and dtypes */
-    int64_t total = 0, shape_sum = 0;
+     * checksum of the shapes and dtypes (unsigned arithmetic wraps; kept
+     * to 62 bits, so that the exchange can negate it) */
+    int64_t total = 0;
+    uint64_t shape_sum = 0;
     for (int i = 0; !st && i < n; i++) {
         total += jag_numel(params[i]);
-        shape_sum = shape_sum * 1000003 + params[i]->dtype;
-        for (int k = 0; k < params[i]->ndim; k++) shape_sum = shape_sum * 31 + params[i]->sizes[k];
+        shape_sum = shape_sum * 1000003u + (uint64_t)params[i]->dtype;
+        for (int k = 0; k < params[i]->ndim; k++) shape_sum = shape_sum * 31u + (uint64_t)params[i]->sizes[k];
     }
     jag_dist_field f[] = {{"parameter count", st ? -1 : n, JAG_ESHAPE},
                           {"total parameter elements", total, JAG_ESHAPE},
-                          {"checksum of the parameters' shapes and dtypes", shape_sum, JAG_ESHAPE}};
+                          {"checksum of the parameters' shapes and dtypes", (int64_t)(shape_sum >> 2), JAG_ESHAPE}};
     st = jag__dist_agree(fn, st, f, 3);
     /* the replicas start from rank 0's values */
     for (int i = 0; !st && i < n; i++) st = jag_dist_broadcast(d->params[i], 0);
@@ -409,8 +458,8 @@ jag_status jag_ddp_sync_grads(jag_ddp *d) {
             else memset(at, 0, bytes);
             at += bytes;
         }
-        int rc = MPI_Iallreduce(MPI_IN_PLACE, d->bufs[b], (int)bk->numel, jag__dist_mpi_type(bk->dtype), MPI_SUM,
-                                jag__dist_comm(), &reqs[b]);
+        int rc = MPI_Iallreduce(MPI_IN_PLACE, d->bufs[b], (int)bk->numel, jag__dist_mpi_type(bk->dtype),
+                                jag__dist_mpi_op(JAG_REDUCE_SUM, bk->dtype), jag__dist_comm(), &reqs[b]);
         if ((st = jag__dist_mpi_check(fn, "MPI_Iallreduce", rc))) break;
         started++;
     }

@@ -597,9 +597,12 @@ int jag__ragged_reduction(jag_op_id op, const jag_value *args, int nargs, int ou
  * traces record them (ragged_reduce; max / min with indices and argmax /
  * argmin: ragged_reduce_indices) */
 static jag_status reduce_ragged(jag_op_id op, nested_state *lead, const jag_segment_spec *sp, jag_tensor **outs) {
-    /* integer and bool values: sum, mean, amax and amin only (as torch); the
-     * error names the op the caller called */
-    if (sp->kind > JAG_SEG_AMIN && !jag_dtype_is_floating(lead->values->dtype))
+    /* integer and bool values: sum, mean, amax and amin; int32 / int64 also
+     * max / min with indices and argmax / argmin (as torch's dense
+     * reductions); the error names the op the caller called */
+    jag_dtype dt = lead->values->dtype;
+    bool int_indices = sp->kind >= JAG_SEG_MAX && (dt == JAG_INT32 || dt == JAG_INT64);
+    if (sp->kind > JAG_SEG_AMIN && !jag_dtype_is_floating(dt) && !int_indices)
         return jag__error(JAG_EDTYPE, "%s: reducing over the ragged dim needs float values, got %s",
                           jag__ops[op].api_name, jag_dtype_name(lead->values->dtype));
     if (sp->kind < JAG_SEG_MAX) return jag__ragged_reduce(lead, sp, outs);

@@ -14,7 +14,9 @@
 #include <omp.h>
 #include <stdio.h>
 
-#define TILE 2048 /* elements: 16 KiB of float32; the few live tiles stay in L1/L2 */
+#define TILE 2048 /* elements: 8 KiB of float32, 16 KiB of float64; the few live tiles stay in L1/L2 */
+#define PREFETCH_TILES 2 /* inputs are prefetched (to the outer caches) this many tiles ahead */
+#define CHUNK_TILES 32   /* threads take tiles this many at a time, as they come free */
 #define MAX_STEPS 64
 #define MAX_VALS 96
 
@@ -444,8 +446,17 @@ static int run_tiles(const jag_fused *f, const jag_value *args, jag_tensor **out
         int64_t start = tile * TILE, len = n - start < TILE ? n - start : TILE;
         for (int i = 0; i < f->n_in; i++) {
             const jag_tensor *a = args[i].u.t;
-            if (a->ndim == 0) val[i] = a;
-            else header(&h[i], a->storage, a->dtype, a->offset + start, len), val[i] = &h[i];
+            if (a->ndim == 0) {
+                val[i] = a;
+                continue;
+            }
+            header(&h[i], a->storage, a->dtype, a->offset + start, len), val[i] = &h[i];
+            if (tile + PREFETCH_TILES < t1) { /* a later tile's inputs are on their way while this one computes */
+                int64_t ns = start + PREFETCH_TILES * TILE;
+                const char *next = jag__ptr(a) + ns * (int64_t)es;
+                int64_t bytes = (n - ns < TILE ? n - ns : TILE) * (int64_t)es;
+                for (int64_t b = 0; b < bytes; b += 64) __builtin_prefetch(next + b, 0, 1);
+            }
         }
         for (int v = f->n_in; v < f->n_val; v++) {
             header(&h[v], &scratch_store, f->dtype, (int64_t)f->slot[v] * TILE * 8 / (int64_t)es, len);
@@ -496,11 +507,18 @@ jag_status jag__fused_run(jag_fused *f, const jag_value *args, int nargs, jag_te
     if (nt == 1) {
         failed = run_tiles(f, args, outs, n, 0, n_tiles, f->scratch[0]);
     } else {
+        /* chunks handed out as threads come free: a thread the machine
+         * delays does not hold back a fixed share of the tiles */
+        int64_t n_chunks = (n_tiles + CHUNK_TILES - 1) / CHUNK_TILES;
 #pragma omp parallel num_threads(nt)
         {
-            int tid = omp_get_thread_num(), nth = omp_get_num_threads();
-            int64_t per = (n_tiles + nth - 1) / nth, t0 = tid * per, t1 = t0 + per < n_tiles ? t0 + per : n_tiles;
-            if (t0 < t1 && run_tiles(f, args, outs, n, t0, t1, f->scratch[tid])) {
+            int tid = omp_get_thread_num(), bad = 0;
+#pragma omp for schedule(dynamic, 1) nowait
+            for (int64_t c = 0; c < n_chunks; c++) {
+                int64_t t0 = c * CHUNK_TILES, t1 = t0 + CHUNK_TILES < n_tiles ? t0 + CHUNK_TILES : n_tiles;
+                bad |= run_tiles(f, args, outs, n, t0, t1, f->scratch[tid]);
+            }
+            if (bad) {
 #pragma omp atomic write
                 failed = 1;
             }

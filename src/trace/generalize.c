@@ -216,6 +216,7 @@ static jag_status apply_plan(jag_exec *a, const jag_exec *b, const exec_plan *pl
     }
     a->n_kept = n;
     free(a->cand_value), a->cand_value = NULL; /* sized by n_cands */
+    a->last_ok = false; /* size lists read other sizes now: shapes are checked again */
     return JAG_OK;
 }
 
@@ -247,6 +248,7 @@ jag_status jag__exec_make_static(jag_exec *e) {
     e->kept = kept, e->n_kept = n;
     e->generalized = true;
     e->fixed_sizes = false;
+    e->last_ok = false; /* size lists are constants now: shapes are checked again */
     return JAG_OK;
 }
 

@@ -4,6 +4,7 @@
 #include "program.h"
 #include "../autograd/autograd.h"
 #include "../subclass/nested.h"
+#include "../cpu/kernels.h" /* the typed pointwise kernels */
 
 #include <stdio.h>
 
@@ -21,15 +22,17 @@ void jag__exec_release(jag_exec *e) {
     if (!e || atomic_fetch_sub(&e->refcount, 1) != 1) return;
     for (int i = 0; i < e->n_code; i++) {
         jag_instr *in = &e->code[i];
-        free(in->arg_slot), free(in->release), free(in->dyn_ints), free(in->dyn_cand);
+        free(in->arg_slot), free(in->release), free(in->dyn_ints), free(in->dyn_cand), free(in->argv), free(in->tpos);
     }
     free(e->cands), free(e->cand_value), free(e->kept), free(e->leftover);
+    if (e->slots)
+        for (int s = 0; s < e->n_slots; s++)
+            if (!e->borrowed || !e->borrowed[s]) jag_release(e->slots[s]);
     for (int g = 0; g < e->n_groups; g++) jag_release(e->keep[g]);
     free(e->keep);
     free(e->code);
-    if (e->slots)
-        for (int s = 0; s < e->n_slots; s++) jag_release(e->slots[s]);
-    free(e->slots);
+    free(e->slots), free(e->borrowed);
+    free(e->last_dtype), free(e->last_ndim), free(e->last_sizes);
     free(e->sig);
     jag_trace_free(e->trace);
     free(e);
@@ -197,6 +200,77 @@ static jag_status eval_sizes(jag_exec *e, jag_tensor *const *inputs) {
     return JAG_OK;
 }
 
+static bool is_number(const jag_value *v) { return v->kind == JAG_VAL_DOUBLE || v->kind == JAG_VAL_INT; }
+static double number(const jag_value *v) { return v->kind == JAG_VAL_DOUBLE ? v->u.d : (double)v->u.i; }
+
+/* Unary ops and add ... minimum: their typed kernels, called as their boxed
+ * adapters call them (arithmetic computes in the result's dtype). */
+static void plan_typed(jag_instr *in) {
+    const jag_sym *s = in->sym;
+    in->typed = JAG_TYPED_NONE;
+    switch (s->op) {
+#define UNARY_CASE(name) case JAG_OP_##name: in->fn = JAG_UNARY_##name, in->typed = JAG_TYPED_UNARY; break;
+        JAG_UNARY_OP_LIST(UNARY_CASE)
+#undef UNARY_CASE
+    case JAG_OP_add: in->fn = JAG_BINARY_add, in->typed = JAG_TYPED_ARITH; break;
+    case JAG_OP_sub: in->fn = JAG_BINARY_sub, in->typed = JAG_TYPED_ARITH; break;
+    case JAG_OP_mul: in->fn = JAG_BINARY_mul, in->typed = JAG_TYPED_ARITH; break;
+    case JAG_OP_div: in->fn = JAG_BINARY_div, in->typed = JAG_TYPED_ARITH; break;
+    case JAG_OP_maximum: in->fn = JAG_BINARY_maximum, in->typed = JAG_TYPED_ARITH; break;
+    case JAG_OP_minimum: in->fn = JAG_BINARY_minimum, in->typed = JAG_TYPED_ARITH; break;
+    default: return;
+    }
+    if (in->typed == JAG_TYPED_UNARY && !(s->nargs == 1 && s->args[0].kind == JAG_VAL_TENSOR)) in->typed = JAG_TYPED_NONE;
+    if (in->typed != JAG_TYPED_ARITH) return;
+    int want = s->op == JAG_OP_add ? 3 : 2;
+    if (s->nargs != want || s->args[0].kind != JAG_VAL_TENSOR ||
+        !(s->args[1].kind == JAG_VAL_TENSOR || is_number(&s->args[1])) || (want == 3 && !is_number(&s->args[2]))) {
+        in->typed = JAG_TYPED_NONE;
+        return;
+    }
+    in->b_scalar = s->args[1].kind != JAG_VAL_TENSOR;
+    in->scalar = in->b_scalar ? number(&s->args[1]) : 0.0;
+    in->alpha = want == 3 ? number(&s->args[2]) : 1.0;
+}
+
+/* Box an instruction's arguments once (not one with a tensor list: those
+ * are boxed per run): each run sets only its tensors. A direct op whose
+ * operands are nested or half goes through the dispatcher, which unwraps
+ * the one and widens the other to float32; the proxies say which, and the
+ * inputs' checks make every run's tensors agree with them. */
+static jag_status box_args(jag_instr *in) {
+    const jag_sym *s = in->sym;
+    for (int i = 0; i < s->nargs; i++) {
+        if (s->args[i].kind == JAG_VAL_TENSORS) {
+            in->direct = false;
+            return JAG_OK;
+        }
+        if (s->args[i].kind == JAG_VAL_TENSOR && (s->args[i].u.t->subclass || jag_dtype_is_half(s->args[i].u.t->dtype)))
+            in->direct = false;
+    }
+    in->argv = malloc((size_t)(s->nargs ? s->nargs : 1) * sizeof *in->argv);
+    in->tpos = malloc((size_t)(in->n_args ? in->n_args : 1) * sizeof *in->tpos);
+    if (!in->argv || !in->tpos) return jag__error(JAG_ENOMEM, "jag_trace_compile: out of memory");
+    int k = 0;
+    for (int i = 0; i < s->nargs; i++) {
+        in->argv[i] = s->args[i];
+        if (s->args[i].kind == JAG_VAL_TENSOR) in->tpos[k++] = i;
+    }
+    if (in->size_arg >= 0) in->argv[in->size_arg].u.ints.v = in->dyn_ints;
+    if (in->direct) plan_typed(in);
+    return JAG_OK;
+}
+
+/* Whether the shapes an instruction makes follow from its operands' shapes
+ * alone (plain kernels, fused regions, views), not from data or from a
+ * subclass's inner tensors. */
+static bool shape_follows(const jag_instr *in) {
+    const jag_sym *s = in->sym;
+    if (s->kind == JAG_SYM_FUSED) return true;
+    if (s->kind != JAG_SYM_OP || s->op >= JAG_OP_BUILTIN_COUNT) return false;
+    return in->direct || (jag__ops[s->op].tags & JAG_TAG_VIEW);
+}
+
 jag_status jag__exec_new(const jag_trace *src, jag_exec **out) {
     const char *op = "jag_trace_compile";
     jag_exec *e = calloc(1, sizeof *e);
@@ -222,10 +296,14 @@ jag_status jag__exec_new(const jag_trace *src, jag_exec **out) {
     const jag_trace *t = e->trace;
     e->n_slots = t->n_vars;
     e->slots = calloc((size_t)e->n_slots + 1, sizeof *e->slots);
+    e->borrowed = calloc((size_t)e->n_slots + 1, sizeof *e->borrowed);
     e->code = calloc((size_t)t->n_syms + 1, sizeof *e->code);
     e->sig = calloc((size_t)t->n_inputs + 1, sizeof *e->sig);
+    e->last_dtype = calloc((size_t)t->n_inputs + 1, sizeof *e->last_dtype);
+    e->last_ndim = calloc((size_t)t->n_inputs + 1, sizeof *e->last_ndim);
+    e->last_sizes = calloc((size_t)t->n_inputs + 1, sizeof *e->last_sizes);
     int *last = malloc(((size_t)t->n_vars + 1) * sizeof *last);
-    if (!e->slots || !e->code || !e->sig || !last) {
+    if (!e->slots || !e->borrowed || !e->code || !e->sig || !e->last_dtype || !e->last_ndim || !e->last_sizes || !last) {
         free(last);
         jag__exec_release(e);
         return jag__error(JAG_ENOMEM, "%s: out of memory", op);
@@ -276,6 +354,9 @@ jag_status jag__exec_new(const jag_trace *src, jag_exec **out) {
     }
     /* size lists: entries bound to input sizes, or the program fixes sizes */
     for (int i = 0; !st && i < e->n_code; i++) st = bind_sizes(e, &e->code[i]);
+    for (int i = 0; !st && i < e->n_code; i++) st = box_args(&e->code[i]);
+    e->shapes_follow_inputs = true;
+    for (int i = 0; i < e->n_code; i++) e->shapes_follow_inputs &= shape_follows(&e->code[i]);
     /* buffer groups by liveness: an output takes a group whose value's last
      * use came before this instruction */
     int *busy = malloc(((size_t)e->n_code * JAG_SUBCLASS_MAX_INNER + 1) * sizeof *busy);
@@ -290,7 +371,9 @@ jag_status jag__exec_new(const jag_trace *src, jag_exec **out) {
             int g = 0;
             while (g < e->n_groups && busy[g] >= at) g++;
             if (g == e->n_groups) e->n_groups++;
-            busy[g] = last[in->sym->outs[k]];
+            /* a value nothing reads stays in its slot to the end of the run */
+            int v = in->sym->outs[k];
+            busy[g] = last[v] >= 0 ? last[v] : t->n_syms;
             in->group[k] = g;
         }
     }
@@ -385,16 +468,26 @@ jag_status jag__exec_check(jag_exec *e, jag_tensor *const *inputs, int n_inputs,
 /* ---- running ------------------------------------------------------------------- */
 
 /* An output buffer for spec: the kept one when nobody else holds it and its
- * storage is large enough (reshaped in place), else a new tensor. */
+ * storage is large enough (reshaped in place), else a new tensor that
+ * becomes the kept one. The result is borrowed: *keep holds its one
+ * reference, the slot it goes into none (a result the caller keeps has a
+ * reference of its own, so the next run does not write into it). */
+static bool same_dims(const int64_t *a, const int64_t *b, int ndim) {
+    for (int d = 0; d < ndim; d++)
+        if (a[d] != b[d]) return false;
+    return true;
+}
+
 static jag_tensor *take_buffer(jag_tensor **keep, const jag_spec *spec, const char *op) {
     jag_tensor *k = *keep;
-    if (k && atomic_load(&k->refcount) == 1 && k->storage && atomic_load(&k->storage->refcount) == 1 &&
-        !k->storage->borrowed && !k->storage->release && !k->grad_fn && !k->grad) {
+    if (k && atomic_load_explicit(&k->refcount, memory_order_acquire) == 1 && k->storage &&
+        atomic_load_explicit(&k->storage->refcount, memory_order_acquire) == 1 && !k->storage->borrowed &&
+        !k->storage->release && !k->grad_fn && !k->grad) {
         if (k->dtype == spec->dtype && k->ndim == spec->ndim && k->offset == 0 &&
-            memcmp(k->sizes, spec->sizes, (size_t)spec->ndim * sizeof *k->sizes) == 0) { /* as last time */
+            same_dims(k->sizes, spec->sizes, spec->ndim)) { /* as last time */
             k->flags = 0;
             k->requires_grad = false;
-            return jag_retain(k);
+            return k;
         }
         int64_t numel = jag__numel(spec->sizes, spec->ndim);
         size_t nbytes = (size_t)numel * jag_dtype_size(spec->dtype);
@@ -408,14 +501,21 @@ static jag_tensor *take_buffer(jag_tensor **keep, const jag_spec *spec, const ch
             k->flags = 0;
             k->requires_grad = false;
             k->storage->nbytes = nbytes;
-            return jag_retain(k);
+            return k;
         }
     }
     jag_tensor *t = jag__tensor_from_spec(op, spec, false);
     if (!t) return NULL;
     jag_release(*keep);
-    *keep = jag_retain(t);
+    *keep = t;
     return t;
+}
+
+/* Empty slot v: its reference goes unless it is borrowed. */
+static inline void slot_clear(jag_exec *e, int v) {
+    if (!e->borrowed[v] && e->slots[v]) jag_release(e->slots[v]);
+    e->slots[v] = NULL;
+    e->borrowed[v] = false;
 }
 
 static jag_status run_flatten(jag_exec *e, const jag_instr *in, jag_tensor *x) {
@@ -451,28 +551,47 @@ static jag_status run_flatten(jag_exec *e, const jag_instr *in, jag_tensor *x) {
 jag_status jag__fused_specs(const struct jag_fused *f, const jag_value *args, int nargs, jag_spec *specs);
 jag_status jag__fused_run(struct jag_fused *f, const jag_value *args, int nargs, jag_tensor **outs);
 
-static jag_status run_instr(jag_exec *e, jag_instr *in) {
-    const jag_sym *s = in->sym;
-    jag_value a[32];
-    jag_tensor *lists[4][64];
-    int nl = 0, k = 0;
-    if (s->nargs > 32) return jag__error(JAG_ENOTIMPL, "jag_program_run: too many arguments");
-    for (int i = 0; i < s->nargs; i++) {
-        a[i] = s->args[i];
-        if (a[i].kind == JAG_VAL_TENSOR) {
-            a[i].u.t = e->slots[in->arg_slot[k++]];
-        } else if (a[i].kind == JAG_VAL_TENSORS) {
-            if (nl == 4 || a[i].u.tensors.n > 64) return jag__error(JAG_ENOTIMPL, "jag_program_run: tensor list too long");
-            for (int j = 0; j < a[i].u.tensors.n; j++) lists[nl][j] = e->slots[in->arg_slot[k++]];
-            a[i].u.tensors.v = lists[nl++];
-        }
+/* Whether a direct instruction's operands have the shapes its specs were
+ * computed for. */
+static bool same_operand_shapes(const jag_exec *e, const jag_instr *in) {
+    for (int j = 0; j < in->n_args; j++) {
+        const jag_tensor *x = e->slots[in->arg_slot[j]];
+        if (x->dtype != in->in_dtype[j] || x->ndim != in->in_ndim[j] || !same_dims(x->sizes, in->in_sizes[j], x->ndim))
+            return false;
     }
-    if (in->size_arg >= 0) {
+    return true;
+}
+
+/* same_shapes: every operand has the shape it had in the last complete run
+ * (the inputs do, and the program's shapes follow from them). */
+static jag_status run_instr(jag_exec *e, jag_instr *in, bool same_shapes) {
+    const jag_sym *s = in->sym;
+    jag_value boxed[32];
+    jag_tensor *lists[4][64];
+    jag_value *a = in->argv;
+    if (a) { /* boxed when lowered: set the tensors */
+        for (int k = 0; k < in->n_args; k++) a[in->tpos[k]].u.t = e->slots[in->arg_slot[k]];
+    } else {
+        int nl = 0, k = 0;
+        if (s->nargs > 32) return jag__error(JAG_ENOTIMPL, "jag_program_run: too many arguments");
+        a = boxed;
+        for (int i = 0; i < s->nargs; i++) {
+            a[i] = s->args[i];
+            if (a[i].kind == JAG_VAL_TENSOR) {
+                a[i].u.t = e->slots[in->arg_slot[k++]];
+            } else if (a[i].kind == JAG_VAL_TENSORS) {
+                if (nl == 4 || a[i].u.tensors.n > 64) return jag__error(JAG_ENOTIMPL, "jag_program_run: tensor list too long");
+                for (int j = 0; j < a[i].u.tensors.n; j++) lists[nl][j] = e->slots[in->arg_slot[k++]];
+                a[i].u.tensors.v = lists[nl++];
+            }
+        }
+        if (in->size_arg >= 0) a[in->size_arg].u.ints.v = in->dyn_ints;
+    }
+    if (in->size_arg >= 0)
         for (int j = 0; j < a[in->size_arg].u.ints.n; j++)
             if (in->dyn_cand[j] >= 0) in->dyn_ints[j] = e->cand_value[in->dyn_cand[j]];
-        a[in->size_arg].u.ints.v = in->dyn_ints;
-    }
     jag_tensor *outs[JAG_SUBCLASS_MAX_INNER] = {0};
+    bool kept = false; /* outs are kept buffers, borrowed */
     jag_status st = JAG_OK;
     switch (s->kind) {
     case JAG_SYM_FLATTEN: return run_flatten(e, in, (jag_tensor *)a[0].u.t);
@@ -486,6 +605,7 @@ static jag_status run_instr(jag_exec *e, jag_instr *in) {
     }
     case JAG_SYM_FUSED: {
         jag_spec specs[JAG_SUBCLASS_MAX_INNER];
+        kept = true;
         st = jag__fused_specs(s->fused, a, s->nargs, specs);
         for (int i = 0; !st && i < s->n_out; i++)
             if (!(outs[i] = take_buffer(&e->keep[in->group[i]], &specs[i], "fused"))) st = jag_last_status();
@@ -494,58 +614,76 @@ static jag_status run_instr(jag_exec *e, jag_instr *in) {
     }
     case JAG_SYM_OP: {
         const jag_op_info *info = &jag__ops[s->op];
-        bool direct = in->direct;
-        /* nested and half operands go through the dispatcher: it unwraps
-         * the one and widens the other to float32 */
-        for (int i = 0; direct && i < s->nargs; i++)
-            if (a[i].kind == JAG_VAL_TENSOR && (a[i].u.t->subclass || jag_dtype_is_half(a[i].u.t->dtype))) direct = false;
-            else if (a[i].kind == JAG_VAL_TENSORS) direct = false;
-        if (direct) {
-            /* the specs of the last run serve while the tensor arguments
-             * keep their shapes, unless the op takes a size list read from
-             * the inputs (full, mean_backward): its numbers change them */
-            bool same = in->have_specs && in->n_args <= 4 && in->size_arg < 0;
-            for (int j = 0; same && j < in->n_args; j++) {
-                const jag_tensor *x = e->slots[in->arg_slot[j]];
-                same = x->dtype == in->in_dtype[j] && x->ndim == in->in_ndim[j] &&
-                       memcmp(x->sizes, in->in_sizes[j], (size_t)x->ndim * sizeof *x->sizes) == 0;
-            }
-            if (!same) {
-                in->have_specs = false;
-                st = info->meta(info->api_name, a, s->nargs, in->specs);
-                if (!st && in->n_args <= 4) {
-                    for (int j = 0; j < in->n_args; j++) {
-                        const jag_tensor *x = e->slots[in->arg_slot[j]];
-                        in->in_dtype[j] = x->dtype, in->in_ndim[j] = x->ndim;
-                        memcpy(in->in_sizes[j], x->sizes, (size_t)x->ndim * sizeof *x->sizes);
-                    }
-                    in->have_specs = true;
-                }
-            }
-            for (int i = 0; !st && i < info->n_out; i++)
-                if (!(outs[i] = take_buffer(&e->keep[in->group[i]], &in->specs[i], info->api_name))) st = jag_last_status();
-            if (!st) st = info->cpu(info->api_name, a, s->nargs, outs);
-        } else {
+        if (!in->direct) {
             st = jag__dispatch_untraced(s->op, a, s->nargs, outs);
+            break;
         }
+        /* the specs of the last run serve while the tensor arguments keep
+         * their shapes, unless the op takes a size list read from the
+         * inputs (full, mean_backward): its numbers change them */
+        kept = true;
+        if (!(in->have_specs && in->size_arg < 0 && (same_shapes || same_operand_shapes(e, in)))) {
+            in->have_specs = false;
+            st = info->meta(info->api_name, a, s->nargs, in->specs);
+            if (!st && in->n_args <= 4) {
+                for (int j = 0; j < in->n_args; j++) {
+                    const jag_tensor *x = e->slots[in->arg_slot[j]];
+                    in->in_dtype[j] = x->dtype, in->in_ndim[j] = x->ndim;
+                    memcpy(in->in_sizes[j], x->sizes, (size_t)x->ndim * sizeof *x->sizes);
+                }
+                in->have_specs = true;
+            }
+        }
+        for (int i = 0; !st && i < info->n_out; i++)
+            if (!(outs[i] = take_buffer(&e->keep[in->group[i]], &in->specs[i], info->api_name))) st = jag_last_status();
+        if (st) break;
+        if (in->typed == JAG_TYPED_UNARY)
+            st = jag__unary_kernel(info->api_name, (jag_unary_fn)in->fn, a[0].u.t, NULL, outs[0]);
+        else if (in->typed == JAG_TYPED_ARITH)
+            st = jag__binary_kernel(info->api_name, (jag_binary_fn)in->fn, a[0].u.t, in->b_scalar ? NULL : a[1].u.t,
+                                    in->scalar, in->alpha, outs[0]->dtype, outs[0]);
+        else
+            st = info->cpu(info->api_name, a, s->nargs, outs);
         break;
     }
     case JAG_SYM_FUNCTION: break;
     }
     if (st) {
-        for (int i = 0; i < JAG_SUBCLASS_MAX_INNER; i++) jag_release(outs[i]);
+        if (!kept)
+            for (int i = 0; i < JAG_SUBCLASS_MAX_INNER; i++) jag_release(outs[i]);
         return st;
     }
     for (int i = 0; i < s->n_out; i++) {
-        jag_release(e->slots[s->outs[i]]);
+        slot_clear(e, s->outs[i]);
         e->slots[s->outs[i]] = outs[i];
+        e->borrowed[s->outs[i]] = kept;
     }
-    for (int i = 0; i < in->n_release; i++) {
-        int v = in->release[i];
-        jag_release(e->slots[v]);
-        e->slots[v] = NULL;
-    }
+    for (int i = 0; i < in->n_release; i++) slot_clear(e, in->release[i]);
     return JAG_OK;
+}
+
+/* Whether the inputs have the dtypes and shapes of the last complete run,
+ * all plain, and the program's shapes follow from them. */
+static bool inputs_as_last_run(const jag_exec *e, jag_tensor *const *inputs, int n_inputs) {
+    if (!e->shapes_follow_inputs || !e->last_ok) return false;
+    for (int i = 0; i < n_inputs; i++) {
+        const jag_tensor *x = inputs[i];
+        if (x->subclass || x->dtype != e->last_dtype[i] || x->ndim != e->last_ndim[i] ||
+            !same_dims(x->sizes, e->last_sizes[i], x->ndim))
+            return false;
+    }
+    return true;
+}
+
+static void remember_inputs(jag_exec *e, jag_tensor *const *inputs, int n_inputs) {
+    bool plain = e->shapes_follow_inputs;
+    for (int i = 0; plain && i < n_inputs; i++) {
+        const jag_tensor *x = inputs[i];
+        plain = !x->subclass;
+        e->last_dtype[i] = x->dtype, e->last_ndim[i] = x->ndim;
+        memcpy(e->last_sizes[i], x->sizes, (size_t)x->ndim * sizeof *x->sizes);
+    }
+    e->last_ok = plain;
 }
 
 jag_status jag__exec_run(jag_exec *e, jag_tensor *const *inputs, int n_inputs, jag_tensor **outputs, int n_outputs,
@@ -556,14 +694,18 @@ jag_status jag__exec_run(jag_exec *e, jag_tensor *const *inputs, int n_inputs, j
     if (!outputs) return jag__error(JAG_EINVAL, "jag_program_run: argument 'outputs' is NULL");
     jag_status st = jag__exec_check(e, inputs, n_inputs, false);
     if (st) return st;
+    bool same_shapes = inputs_as_last_run(e, inputs, n_inputs);
+    e->last_ok = false; /* until this run completes */
     bool prev = jag_set_grad_enabled(false);
     jag__enter();
+    /* the caller holds the inputs for the whole run: their slots borrow them */
     for (int i = 0; i < n_inputs; i++) {
-        jag_tensor **slot = &e->slots[t->inputs[i]];
-        jag_release(*slot);
-        *slot = jag_retain(inputs[i]);
+        int v = t->inputs[i];
+        slot_clear(e, v);
+        e->slots[v] = inputs[i];
+        e->borrowed[v] = true;
     }
-    for (int i = 0; !st && i < e->n_code; i++) st = run_instr(e, &e->code[i]);
+    for (int i = 0; !st && i < e->n_code; i++) st = run_instr(e, &e->code[i], same_shapes);
     for (int i = 0; !st && i < n_outputs; i++)
         if (!e->slots[t->outputs[i]]) st = jag__error(JAG_EINTERNAL, "jag_program_run: output %d was not computed", i);
     jag_tensor *res[64] = {0};
@@ -583,9 +725,10 @@ jag_status jag__exec_run(jag_exec *e, jag_tensor *const *inputs, int n_inputs, j
     }
     if (st) { /* a run that stopped midway: every slot */
         for (int s = 0; s < e->n_slots; s++)
-            if (!t->vars[s].constant) jag_release(e->slots[s]), e->slots[s] = NULL;
+            if (!t->vars[s].constant) slot_clear(e, s);
     } else { /* the values no instruction let go: inputs, outputs, unused */
-        for (int k = 0; k < e->n_leftover; k++) jag_release(e->slots[e->leftover[k]]), e->slots[e->leftover[k]] = NULL;
+        for (int k = 0; k < e->n_leftover; k++) slot_clear(e, e->leftover[k]);
+        remember_inputs(e, inputs, n_inputs);
     }
     jag__leave(st, NULL, 0);
     jag_set_grad_enabled(prev);

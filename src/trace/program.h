@@ -42,7 +42,19 @@ typedef struct jag_instr {
     int size_arg;       /* the INTS argument, or -1 */
     int64_t *dyn_ints;  /* the list as run (owned) */
     int *dyn_cand;      /* per entry: candidate or -1 (owned) */
+    /* the arguments boxed once when lowered (no tensor list): each run
+     * only sets the tensors, at positions tpos[0..n_args) (owned) */
+    jag_value *argv;
+    int *tpos;
+    /* a direct pointwise op run by its typed kernel, its scalars unboxed
+     * when lowered: JAG_TYPED_UNARY (fn a jag_unary_fn) or JAG_TYPED_ARITH
+     * (fn a jag_binary_fn; b_scalar: b is `scalar`) */
+    int typed, fn;
+    bool b_scalar;
+    double scalar, alpha;
 } jag_instr;
+
+enum { JAG_TYPED_NONE, JAG_TYPED_UNARY, JAG_TYPED_ARITH };
 
 /* A size of an input that a size list depends on: input `input`, inner
  * tensor `inner` (-1: the input itself), dim `dim`; and the group of
@@ -61,6 +73,7 @@ typedef struct jag_exec {
     jag_instr *code;
     int n_code;
     jag_tensor **slots;
+    bool *borrowed; /* slot holds no reference of its own: a kept buffer, or an input the caller holds for the run */
     int n_slots;
     jag_input_sig *sig;
     /* buffer groups: values whose lifetimes do not overlap share one group;
@@ -68,6 +81,14 @@ typedef struct jag_exec {
     jag_tensor **keep;
     int n_groups;
     bool fixed_sizes; /* some symbol fixes sizes: inputs must match them */
+    /* every shape in a run follows from the plain inputs' shapes and
+     * dtypes: when they are those of the last complete run (last_ok), the
+     * direct ops' specs of that run serve without comparing shapes */
+    bool shapes_follow_inputs;
+    bool last_ok;
+    jag_dtype *last_dtype;
+    int *last_ndim;
+    int64_t (*last_sizes)[JAG_MAX_DIMS];
     int *leftover, n_leftover; /* slots still set after a run */
     jag_size_cand *cands;
     int n_cands;

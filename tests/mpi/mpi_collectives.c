@@ -108,7 +108,7 @@ static void test_all_reduce_strided(void) {
 /* Rank-independent ragged structure: B components of lengths 1 + (i % 3),
  * each row of 2 features; values rank r's formula. */
 static jag_tensor *nested_of(int r, int b, int shift, jag_dtype d) {
-    jag_tensor *items[8];
+    jag_tensor *items[8] = {0};
     int64_t at = 0;
     for (int i = 0; i < b; i++) {
         int64_t len = (i + shift) % 3, n = len * 2;

@@ -158,8 +158,9 @@ def test_index_assignment_and_frombuffer():
     assert h.tolist() == [1.0, -2.5]
     buf[0:2] = np.array([3.0], dtype=np.float16).tobytes()  # a view of the buffer: no copy
     assert h.tolist() == [3.0, -2.5]
-    with pytest.raises(TypeError, match="frombuffer: dtype jag.bfloat16 is not supported"):
-        jag.frombuffer(bytearray(8), dtype=jag.bfloat16)
+    # bfloat16 views the bytes too (torch.frombuffer takes any dtype): 0x3f80 is 1.0
+    b = jag.frombuffer(bytearray(b"\x80\x3f"), dtype=jag.bfloat16)
+    assert b.dtype is jag.bfloat16 and b.float().tolist() == [1.0]
 
 
 @pytest.mark.parametrize("dt", ["float16", "bfloat16"])
@@ -185,3 +186,68 @@ def test_attention_in_float32(dt):
         cw = c.float().unsqueeze(0)
         ref = F.scaled_dot_product_attention(cw, cw, cw)[0].to(half)
         np.testing.assert_array_equal(g.float().numpy(), ref.float().numpy())
+
+
+def _within_gemm_bound(got, a, b, bias=None):
+    """got (float64 array) against a @ b (+ bias) summed exactly in float64
+    from the widened bfloat16 inputs: float32 summation of K terms (the bias
+    one more) and one rounding to bfloat16 give
+    |got - ref| <= 2^-8 |ref| + (1 + 2^-8) * 1.01 * K * 2^-24 * sum |terms|."""
+    ref = a @ b + (0 if bias is None else bias)
+    s = np.abs(a) @ np.abs(b) + (0 if bias is None else np.abs(bias))
+    k = a.shape[-1] + (bias is not None)
+    tol = 2.0 ** -8 * np.abs(ref) + (1 + 2.0 ** -8) * 1.01 * k * 2.0 ** -24 * s
+    assert np.all(np.abs(got - ref) <= tol), np.max(np.abs(got - ref) - tol)
+
+
+def test_bfloat16_linear_and_matmul():
+    """bfloat16 linear / mm / matmul (dense and nested): products summed in
+    float32, rounded once to bfloat16 (torch's CPU bfloat16 matmul); the
+    gradients are bfloat16 too."""
+    import jag.nn.functional as F
+    jag.manual_seed(7)
+    x = jag.randn(4, 3, 70).to(jag.bfloat16).requires_grad_(True)
+    w = jag.randn(33, 70).to(jag.bfloat16).requires_grad_(True)
+    b = jag.randn(33).to(jag.bfloat16).requires_grad_(True)
+    y = F.linear(x, w, b)
+    assert y.dtype is jag.bfloat16 and y.shape == (4, 3, 33)
+    xv, wv, bv = (t.detach().double().numpy() for t in (x, w, b))
+    _within_gemm_bound(y.detach().double().numpy(), xv, wv.T, bv)
+    # d sum(y) / dx = column sums of w (K = 33), / dw = row sums of x over
+    # the 12 rows, / db = 12: each one sum rounded once
+    y.sum().backward()
+    assert x.grad.dtype is jag.bfloat16 and w.grad.dtype is jag.bfloat16 and b.grad.dtype is jag.bfloat16
+    ones = np.ones((12, 33))
+    _within_gemm_bound(x.grad.double().numpy().reshape(12, 70), ones, wv)
+    _within_gemm_bound(w.grad.double().numpy(), ones.T, xv.reshape(12, 70))
+    assert b.grad.double().numpy().tolist() == [12.0] * 33
+    # mm of a transposed view, and nested matmul on the packed values
+    a = jag.randn(40, 9).to(jag.bfloat16)
+    m = jag.randn(40, 17).to(jag.bfloat16)
+    _within_gemm_bound(jag.mm(a.t(), m).double().numpy(), a.double().numpy().T, m.double().numpy())
+    n = jag.nested.nested_tensor([jag.randn(2, 70), jag.randn(5, 70)], layout=jag.jagged).to(jag.bfloat16)
+    out = n @ w.detach().t()
+    assert out.dtype is jag.bfloat16
+    for o, c in zip(out.unbind(), n.unbind()):
+        _within_gemm_bound(o.double().numpy(), c.double().numpy(), wv.T)
+    with pytest.raises(TypeError, match="jag_mm: argument .b. has dtype float32, expected bfloat16"):
+        jag.mm(a.t(), m.float())
+
+
+@pytest.mark.parametrize("dt", ["float16", "bfloat16"])
+def test_attention_masks_on_half_inputs(dt):
+    """A mask of the inputs' dtype and a float32 mask (torch takes both with
+    half inputs): the float32 attention of the widened inputs and mask,
+    rounded once; key / value of another dtype are refused, as in torch."""
+    import jag.nn.functional as F
+    half = getattr(jag, dt)
+    jag.manual_seed(9)
+    q, k, v = (jag.randn(2, 2, 5, 8).to(half) for _ in range(3))
+    m32 = jag.randn(5, 5)
+    for mask in (m32.to(half), m32):
+        got = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+        want = F.scaled_dot_product_attention(q.float(), k.float(), v.float(), attn_mask=mask.float()).to(half)
+        assert got.dtype is half
+        np.testing.assert_array_equal(got.float().numpy(), want.float().numpy())
+    with pytest.raises(RuntimeError, match="must have the same dtype"):
+        F.scaled_dot_product_attention(q, k.float(), v)

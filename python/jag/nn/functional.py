@@ -16,6 +16,7 @@ import math as _math
 import typing as _typing
 
 import jag as _jag
+from jag import _C
 
 _op: _typing.Callable[..., _typing.Any] = _jag._C._op
 
@@ -267,13 +268,17 @@ def scaled_dot_product_attention(query: _jag.Tensor, key: _jag.Tensor, value: _j
     if not 0.0 <= dropout_p <= 1.0:
         raise ValueError("scaled_dot_product_attention: dropout_p must be in [0, 1], got %r" % (dropout_p,))
     half = query.dtype
-    if half in (_jag.float16, _jag.bfloat16):  # the attention kernels read float32 / float64
+    if half in (_jag.float16, _jag.bfloat16):
         if key.dtype is not half or value.dtype is not half:
             raise RuntimeError("scaled_dot_product_attention: query, key and value must have the same dtype, got "
                                "%s, %s and %s" % (half, key.dtype, value.dtype))
-        wide = (attn_mask.float() if attn_mask is not None and attn_mask.dtype is half else attn_mask)
-        return scaled_dot_product_attention(query.float(), key.float(), value.float(), wide, dropout_p, is_causal,
-                                            scale, enable_gqa).to(half)
+        # The op computes half inputs in float32 itself. Dropout's weights,
+        # and a float32 mask (torch takes one with half inputs, unrounded),
+        # take the float32 path here, the result rounded once.
+        if dropout_p > 0.0 or (attn_mask is not None and attn_mask.dtype is _jag.float32):
+            wide = (attn_mask.float() if attn_mask is not None and attn_mask.dtype is half else attn_mask)
+            return scaled_dot_product_attention(query.float(), key.float(), value.float(), wide, dropout_p,
+                                                is_causal, scale, enable_gqa).to(half)
     hq, hk, hv = _heads(query), _heads(key), _heads(value)
     if hk != hv:
         raise RuntimeError("scaled_dot_product_attention: key has %d heads and value %d, expected the same" % (hk, hv))
@@ -353,9 +358,8 @@ def embedding_bag(input: _typing.Any, weight: _jag.Tensor, offsets: _typing.Any 
                   padding_idx: _typing.Optional[int] = None, max_norm: _typing.Optional[float] = None) -> _jag.Tensor:
     """Sums, means or maxima of bags of embedding rows, as torch: input (B, L)
     of fixed-size bags, or 1-D indices with ``offsets`` (the start of each
-    bag; include_last_offset: offsets has B + 1 entries). Built from
-    embedding and a reduction over a jagged nested tensor's ragged dim, so
-    it is differentiable; an empty bag gives zeros. per_sample_weights
+    bag; include_last_offset: offsets has B + 1 entries). Differentiable
+    (weight and per_sample_weights); an empty bag gives zeros. per_sample_weights
     (mode "sum" only) scales each row first.
 
     Example::
@@ -374,6 +378,16 @@ def embedding_bag(input: _typing.Any, weight: _jag.Tensor, offsets: _typing.Any 
         raise NotImplementedError("embedding_bag: per_sample_weights needs mode='sum', as torch")
     if not isinstance(input, _jag.Tensor):
         input = _jag.tensor(input)
+    if input.ndim == 1 and offsets is not None and weight.dtype in (_jag.float32, _jag.float64):
+        # bags given by offsets: the embedding_bag op, one pass over the
+        # rows without gathering them first (its derivative rule gives the
+        # weight's and per_sample_weights' gradients)
+        bounds = offsets if isinstance(offsets, _jag.Tensor) else _jag.tensor(offsets, dtype=_jag.int64)
+        bounds = bounds.to(_jag.int64)
+        if not include_last_offset:
+            bounds = _jag.cat([bounds, _jag.tensor([input.shape[0]], dtype=_jag.int64)])
+        return _C._op("embedding_bag", weight, input, bounds, {"sum": 0, "mean": 1, "max": 2}[mode],
+                      per_sample_weights)
     rows = embedding(input, weight)
     if per_sample_weights is not None:
         rows = rows * per_sample_weights.unsqueeze(-1)

@@ -26,6 +26,11 @@ class DistributedDataParallel(Module):
     ``no_sync()`` gradients accumulate locally; the first backward after
     it averages the sums.
 
+    Parameters may be float32, float64, float16 or bfloat16; a bucket holds
+    one dtype, and a half bucket is all-reduced in its own dtype, as torch's
+    DDP reduces half gradients (each pairwise sum in float32 rounded to the
+    dtype, the sum divided by the world size in float32 and rounded once).
+
     Args:
         module (Module): the model, the same on every rank.
         bucket_cap_mb (float): the most MiB per bucket (torch's 25).
