@@ -903,25 +903,39 @@ def report(res, results_rel, plots, plots_note):
             "%s %s" % (lengths_label(f["params"]["lengths"]), fmt(f["values"]["ratio_vs_gemm"])) for f in fs)
                    or "no figures", "" if fs else None)
     rv = by_name(figures, "ragged_vs_memcpy")
+
+    def case_key(f):
+        p = f["params"]
+        return (p.get("lengths", "uniform"), p["B"], p.get("D"), p.get("resident", "cache"))
+
+    def case_label(k):
+        d, B, D, res = k
+        return "%s B=%s%s (%s)" % (lengths_label(d), B, "" if D is None else " D=%s" % D,
+                                   {"memory": "DRAM", "cache": "L3", "L2": "L2"}.get(res, res))
+
     groups = []
     for f in rv:
-        key = (f["params"].get("lengths", "uniform"), f["params"]["B"])
-        if key not in groups:
-            groups.append(key)
-    target_row("ragged reductions and softmax ≥ 0.7 × memcpy bandwidth", "; ".join(
-        "%s B=%s: %s" % (lengths_label(d), B, ", ".join(
-            "%s %s" % (f["params"]["op"].replace("_ragged", ""), fmt(f["values"]["ratio_vs_memcpy"]))
-            for f in rv if (f["params"].get("lengths", "uniform"), f["params"]["B"]) == (d, B)))
-        for d, B in groups) or "no figures",
-               all(f["values"]["ratio_vs_memcpy"] >= 0.7 for f in rv) if rv else None)
+        if case_key(f) not in groups:
+            groups.append(case_key(f))
+
+    def cases(ops, value, fs):
+        return "; ".join("%s: %s" % (case_label(k), ", ".join(
+            "%s %s" % (f["params"]["op"].replace("_ragged", ""), fmt(f["values"][value]))
+            for f in fs if case_key(f) == k and f["params"]["op"].replace("_ragged", "") in ops))
+            for k in groups if any(case_key(f) == k and f["params"]["op"].replace("_ragged", "") in ops for f in fs))
+
+    sums = ("sum", "mean", "var", "std")
+    judged = [f for f in rv if f["params"].get("resident") == "memory" and f["params"]["op"].replace("_ragged", "") in sums]
+    target_row("ragged sum / mean / var ≥ 0.7 × memcpy bandwidth at DRAM-resident sizes (values ≥ 4 × the last-level "
+               "cache; cache-resident cases shown without a target)", cases(sums, "ratio_vs_memcpy", rv) or "no figures",
+               all(f["values"]["ratio_vs_memcpy"] >= 0.7 for f in judged) if judged else None)
     rx = [f for f in rv if "exp_over_op" in f["values"]]
     if rx:
-        target_row("ragged softmax and logsumexp vs jag_exp on the same values (time of the exp / time of the op; "
-                   "no target)", "; ".join(
-            "%s B=%s: %s" % (lengths_label(d), B, ", ".join(
-                "%s %s" % (f["params"]["op"].replace("_ragged", ""), fmt(f["values"]["exp_over_op"]))
-                for f in rx if (f["params"].get("lengths", "uniform"), f["params"]["B"]) == (d, B)))
-            for d, B in groups), "")
+        exps = ("softmax", "log_softmax", "logsumexp")
+        judged = [f for f in rx if f["params"].get("resident") == "memory"]
+        target_row("ragged softmax / logsumexp ≥ 0.85 × one jag_exp pass over the same values (time of the exp / "
+                   "time of the op; DRAM-resident sizes judged)", cases(exps, "exp_over_op", rx),
+                   all(f["values"]["exp_over_op"] >= 0.85 for f in judged) if judged else None)
     opt = by_name(figures, "step_vs_memcpy", "optim")
     dram = [f for f in opt if f["params"]["set"] == "dram"]
     target_row("fused optimizer step ≥ 0.7 × memcpy bandwidth over the bytes it moves (DRAM-resident set)", "; ".join(
