@@ -646,6 +646,94 @@ static void test_batch_one_and_plain_errors(void) {
     release_all(items, 1);
 }
 
+/* ---- the rules' calls on the packed values -------------------------------- */
+
+/* A rule runs its op on the values by a shorter path only where the full
+ * dispatcher would do nothing but run the op: half values still compute in
+ * float32 and round once, values that require grad still record the op,
+ * and broadcast operands, gathered components and every temporary are
+ * released (the live-tensor count comes back). */
+static void test_rules_on_values_keep_the_full_path(void) {
+    TEST_BEGIN();
+    long live0 = jag__live_tensors();
+    int64_t lens[2] = {3, 2}, d = 4;
+    jag_tensor *items[2], *nt = NULL;
+    make_items(items, 2, lens, d, 700);
+    CHECK_OK(jag_nested_from_list(items, 2, JAG_JAGGED, &nt));
+
+    /* float16 values: the nested result is each component's float16 op
+     * (torch computes half tensors in float32 and rounds once) */
+    jag_tensor *h = NULL, *hitems[2], *y = NULL, *want[2];
+    CHECK_OK(jag_to_dtype(nt, JAG_FLOAT16, &h));
+    for (int i = 0; i < 2; i++) CHECK_OK(jag_to_dtype(items[i], JAG_FLOAT16, &hitems[i]));
+    CHECK_OK(jag_mul(h, h, &y));
+    for (int i = 0; i < 2; i++) CHECK_OK(jag_mul(hitems[i], hitems[i], &want[i]));
+    CHECK(jag_tensor_dtype(y) == JAG_FLOAT16);
+    CHECK_MSG(components_equal(y, want, 2, 0), "float16 nested mul per component");
+    release_all(want, 2), release_all(hitems, 2);
+    jag_release(y), jag_release(h);
+
+    /* values that require grad: relu(nt) records, d sum(relu(x)) / dx = [x > 0] */
+    int64_t vs[2] = {5, 4};
+    jag_tensor *v = t_rand(vs, 2, JAG_FLOAT32, -1, 1, 701), *off = NULL, *gnt = NULL, *r = NULL, *rv = NULL, *s = NULL,
+               *g = NULL;
+    int64_t o[3] = {0, 3, 5};
+    off = t_i64(o, 3);
+    CHECK_OK(jag_set_requires_grad(v, true));
+    CHECK_OK(jag_nested_from_jagged(v, off, NULL, &gnt));
+    CHECK_OK(jag_relu(gnt, &r));
+    CHECK(jag_requires_grad(r));
+    CHECK_OK(jag_nested_values(r, &rv));
+    CHECK_OK(jag_sum(rv, NULL, 0, false, &s));
+    CHECK_OK(jag_backward(s, NULL, false));
+    CHECK_OK(jag_get_grad(v, &g));
+    bool grad_ok = g != NULL;
+    for (int64_t k = 0; grad_ok && k < 20; k++) grad_ok = t_get(g, k) == (t_get(v, k) > 0 ? 1.0 : 0.0);
+    CHECK_MSG(grad_ok, "gradient of relu through a nested tensor is [x > 0]");
+    jag_release(g), jag_release(s), jag_release(rv), jag_release(r), jag_release(gnt), jag_release(off), jag_release(v);
+
+    /* masked_fill with a 0-d fill value and an operand of shape (D): used as
+     * they are; where(mask, 0, x) per component, x - row per component */
+    jag_tensor *mask = NULL, *filled = NULL, *row = t_rand(&d, 1, JAG_FLOAT32, -1, 1, 702), *sub = NULL;
+    CHECK_OK(jag_gt_scalar(nt, 0.5, &mask));
+    CHECK_OK(jag_masked_fill(nt, mask, 0.0, &filled));
+    CHECK_OK(jag_sub(nt, row, &sub));
+    jag_tensor *want_sub[2];
+    bool fill_ok = true;
+    jag_tensor *got[2];
+    int m = 0;
+    CHECK_OK(jag_nested_unbind(filled, got, 2, &m));
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(jag_sub(items[i], row, &want_sub[i]));
+        for (int64_t k = 0; k < lens[i] * d; k++) {
+            double x = t_get(items[i], k);
+            fill_ok = fill_ok && t_get(got[i], k) == (x > 0.5 ? 0.0 : x);
+        }
+    }
+    CHECK_MSG(m == 2 && fill_ok, "masked_fill per component: x > 0.5 ? 0 : x");
+    CHECK(components_equal(sub, want_sub, 2, 1e-6));
+    release_all(got, m), release_all(want_sub, 2);
+    jag_release(mask), jag_release(filled), jag_release(row), jag_release(sub);
+
+    /* cat along the batch dim of a packed tensor and one with holes (its
+     * components gathered first): the components in order */
+    int64_t hv[2] = {6, 4}, ho[3] = {0, 3, 6}, hl[2] = {2, 1};
+    jag_tensor *hvals = t_rand(hv, 2, JAG_FLOAT32, -1, 1, 703), *hoff = t_i64(ho, 3), *hlen = t_i64(hl, 2), *holes = NULL,
+               *cat = NULL, *parts[2], *hc[2], *all[4];
+    CHECK_OK(jag_nested_from_jagged(hvals, hoff, hlen, &holes));
+    parts[0] = nt, parts[1] = holes;
+    CHECK_OK(jag_cat(parts, 2, 0, &cat));
+    CHECK_OK(jag_nested_unbind(holes, hc, 2, &m));
+    all[0] = items[0], all[1] = items[1], all[2] = hc[0], all[3] = hc[1];
+    CHECK_MSG(components_equal(cat, all, 4, 0), "cat along the batch dim: components in order");
+    release_all(hc, 2);
+    jag_release(cat), jag_release(holes), jag_release(hvals), jag_release(hoff), jag_release(hlen);
+
+    jag_release(nt);
+    release_all(items, 2);
+    CHECK_MSG(jag__live_tensors() == live0, "every temporary released: %ld live tensors left", jag__live_tensors() - live0);
+}
+
 /* ---- regressions from review ------------------------------------------- */
 
 /* Holes: equal lengths with different offsets are different raggedness. */
@@ -786,4 +874,4 @@ TEST_MAIN(test_fuzz_regressions, test_shared_lengths_different_offsets, test_rev
           test_int32_offsets_and_lengths, test_holes, test_padding_round_trip, test_layout_conversion, test_unary_pointwise, test_binary_nested_nested,
           test_binary_nested_dense, test_jagged_mm_linear, test_strided_bmm_transpose, test_non_ragged_dims,
           test_unsupported_and_fallback, test_like_factories_and_clone, test_printing, test_flatten_unflatten,
-          test_batch_one_and_plain_errors, test_narrow_ragged_start_past_end)
+          test_batch_one_and_plain_errors, test_narrow_ragged_start_past_end, test_rules_on_values_keep_the_full_path)

@@ -30,6 +30,13 @@
  * 1.5 ulp, or glibc's) and of sigmoid, each plus the final product's
  * rounding.
  *
+ * The parametrised ops (hardtanh, leaky_relu, elu, softplus) with several
+ * scalars each, and hardswish and hardsigmoid, in float32 over the same
+ * inputs: bit for bit against their double formula rounded once where the
+ * kernel is exact, elu and softplus within their stated bounds (softplus
+ * also around its threshold and its switch to the double formula), their
+ * special values exactly.
+ *
  * Also: vecmath.h's float32 exp, sigmoid and silu called directly (the
  * public ops run SLEEF's where the build has it; other kernels still run
  * these); a strided input (every other element, and a transposed matrix)
@@ -430,6 +437,203 @@ static void test_vecmath_float32(void) {
     free(xs);
 }
 
+/* ---- the parametrised ops and hardswish, hardsigmoid in float32 ------------- */
+
+/* Each case: one op with fixed scalars (a wrapper of the unary_fn shape),
+ * its textbook formula in double on the float32 input (exact there) and
+ * scalars, and its bound: exact (the float32 result must be the formula's
+ * double value rounded once, bit for bit: hardtanh and leaky_relu are
+ * compares and a product exact in double; hardswish and hardsigmoid are
+ * computed in double) or in ulps. elu with SLEEF: sleef_unary.c's alpha
+ * expm1(x), 2.5 ulp (SLEEF's 1.0 ulp expm1, up to 2 ulps of the product's
+ * binade, and the product's rounding); softplus with SLEEF: its float
+ * kernel on exp and log1p with beta x carried exactly, 3.0 ulp. Without
+ * SLEEF both are pointwise_math.h's double formulas rounded once (1.0 as
+ * selu's). torch computes hardtanh as clamp(x, min_val, max_val), leaky_relu
+ * as x > 0 ? x : x negative_slope, elu as x > 0 ? x : alpha (e^x - 1),
+ * softplus as beta x > threshold ? x : log1p(e^(beta x)) / beta, hardswish
+ * as x min(max(x + 3, 0), 6) / 6 and hardsigmoid as min(max(x + 3, 0), 6) /
+ * 6: the same formulas (the scalars converted to float32 first, as torch
+ * converts them to the tensor's dtype). */
+#define PARAM_CASE(NAME, CALL)                                                 \
+    static jag_status NAME(const jag_tensor *x, jag_tensor **y) { return CALL; }
+PARAM_CASE(htanh_unit, jag_hardtanh(x, -1.0, 1.0, y))
+PARAM_CASE(htanh_odd, jag_hardtanh(x, -0.3, 2.7, y)) /* scalars round to float32 */
+PARAM_CASE(htanh_relu6, jag_hardtanh(x, 0.0, 6.0, y))
+PARAM_CASE(leaky_default, jag_leaky_relu(x, 0.01, y))
+PARAM_CASE(leaky_neg, jag_leaky_relu(x, -0.7, y))
+PARAM_CASE(leaky_big, jag_leaky_relu(x, 3.3, y))
+PARAM_CASE(elu_1, jag_elu(x, 1.0, y))
+PARAM_CASE(elu_small, jag_elu(x, 0.375, y))
+PARAM_CASE(elu_big, jag_elu(x, 2.9, y))
+PARAM_CASE(softplus_default, jag_softplus(x, 1.0, 20.0, y))
+PARAM_CASE(softplus_b2, jag_softplus(x, 2.0, 20.0, y))
+PARAM_CASE(softplus_b03, jag_softplus(x, 0.3, 5.0, y))
+PARAM_CASE(softplus_bneg, jag_softplus(x, -1.7, 20.0, y))
+PARAM_CASE(softplus_b1e3, jag_softplus(x, 1000.0, 0.25, y))
+PARAM_CASE(hardswish_op, jag_hardswish(x, y))
+PARAM_CASE(hardsigmoid_op, jag_hardsigmoid(x, y))
+#undef PARAM_CASE
+
+static double f32(double v) { return (double)(float)v; }
+static double ref_htanh(double x, double lo, double hi) {
+    lo = f32(lo), hi = f32(hi);
+    return isnan(x) ? x : x < lo ? lo : x > hi ? hi : x;
+}
+static double ref_leaky(double x, double s) { return x > 0 ? x : x * f32(s); }
+static double ref_elu(double x, double a) { return x > 0 ? x : f32(a) * expm1(x); }
+static double ref_softplus(double x, double beta, double thr) {
+    beta = f32(beta), thr = f32(thr);
+    double b = beta * x; /* exact: 24 + 24 bits */
+    return b > thr ? x : (fmax(b, 0.0) + log1p(exp(-fabs(b)))) / beta;
+}
+static double ref_hardswish(double x) {
+    double c = x + 3.0;
+    c = isnan(c) ? c : c < 0 ? 0 : c > 6 ? 6 : c;
+    return x * c / 6.0;
+}
+static double ref_hardsigmoid(double x) {
+    double c = x + 3.0;
+    return isnan(c) ? c : (c < 0 ? 0 : c > 6 ? 6 : c) / 6.0;
+}
+
+typedef enum { P_HT_UNIT, P_HT_ODD, P_HT_RELU6, P_LK_DEF, P_LK_NEG, P_LK_BIG, P_ELU_1, P_ELU_S, P_ELU_B, P_SP_DEF,
+               P_SP_B2, P_SP_B03, P_SP_NEG, P_SP_B1E3, P_HSWISH, P_HSIG } param_id;
+static double param_ref(param_id id, double x) {
+    switch (id) {
+    case P_HT_UNIT: return ref_htanh(x, -1.0, 1.0);
+    case P_HT_ODD: return ref_htanh(x, -0.3, 2.7);
+    case P_HT_RELU6: return ref_htanh(x, 0.0, 6.0);
+    case P_LK_DEF: return ref_leaky(x, 0.01);
+    case P_LK_NEG: return ref_leaky(x, -0.7);
+    case P_LK_BIG: return ref_leaky(x, 3.3);
+    case P_ELU_1: return ref_elu(x, 1.0);
+    case P_ELU_S: return ref_elu(x, 0.375);
+    case P_ELU_B: return ref_elu(x, 2.9);
+    case P_SP_DEF: return ref_softplus(x, 1.0, 20.0);
+    case P_SP_B2: return ref_softplus(x, 2.0, 20.0);
+    case P_SP_B03: return ref_softplus(x, 0.3, 5.0);
+    case P_SP_NEG: return ref_softplus(x, -1.7, 20.0);
+    case P_SP_B1E3: return ref_softplus(x, 1000.0, 0.25);
+    case P_HSWISH: return ref_hardswish(x);
+    case P_HSIG: return ref_hardsigmoid(x);
+    }
+    return NAN;
+}
+
+static const struct {
+    const char *name;
+    param_id id;
+    unary_fn fn;
+    double b32_sleef, b32_libm; /* max ulps; a negative bound: exact, bit for bit */
+} param_ops[] = {
+    {"hardtanh(-1, 1)", P_HT_UNIT, htanh_unit, -1, -1},
+    {"hardtanh(-0.3, 2.7)", P_HT_ODD, htanh_odd, -1, -1},
+    {"hardtanh(0, 6)", P_HT_RELU6, htanh_relu6, -1, -1},
+    {"leaky_relu(0.01)", P_LK_DEF, leaky_default, -1, -1},
+    {"leaky_relu(-0.7)", P_LK_NEG, leaky_neg, -1, -1},
+    {"leaky_relu(3.3)", P_LK_BIG, leaky_big, -1, -1},
+    {"elu(1)", P_ELU_1, elu_1, 2.5, 1.0},
+    {"elu(0.375)", P_ELU_S, elu_small, 2.5, 1.0},
+    {"elu(2.9)", P_ELU_B, elu_big, 2.5, 1.0},
+    {"softplus(1, 20)", P_SP_DEF, softplus_default, 3.0, 1.0},
+    {"softplus(2, 20)", P_SP_B2, softplus_b2, 3.0, 1.0},
+    {"softplus(0.3, 5)", P_SP_B03, softplus_b03, 3.0, 1.0},
+    {"softplus(-1.7, 20)", P_SP_NEG, softplus_bneg, 3.0, 1.0},
+    {"softplus(1000, 0.25)", P_SP_B1E3, softplus_b1e3, 3.0, 1.0},
+    {"hardswish", P_HSWISH, hardswish_op, -1, -1},
+    {"hardsigmoid", P_HSIG, hardsigmoid_op, -1, -1},
+};
+#define N_PARAM_OPS ((int)(sizeof param_ops / sizeof param_ops[0]))
+
+/* float32 results against the double formula rounded once: bit for bit (a
+ * NaN for a NaN) where exact, else |y - ref| in ulps. */
+static void test_param_float32_sweep(void) {
+    TEST_BEGIN();
+    bool sleef = jag__unary_uses_sleef();
+    float *xs = NULL;
+    int64_t n = inputs32(&xs);
+    CHECK(n > 500000);
+    if (!xs) return;
+    /* the threshold and the exp switch of softplus: beta x at either side */
+    jag_tensor *x = NULL;
+    CHECK_OK(jag_from_data(xs, &n, 1, JAG_FLOAT32, &x));
+    for (int o = 0; x && o < N_PARAM_OPS; o++) {
+        jag_tensor *y = NULL;
+        CHECK_OK(param_ops[o].fn(x, &y));
+        if (!y) continue;
+        CHECK(jag_tensor_dtype(y) == JAG_FLOAT32 && jag_numel(y) == n);
+        const float *ys = jag_data(y);
+        double bound = sleef ? param_ops[o].b32_sleef : param_ops[o].b32_libm;
+        double worst = 0;
+        int64_t at = 0, mismatches = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double ref = param_ref(param_ops[o].id, xs[i]);
+            if (bound < 0) {
+                float want = (float)ref;
+                bool same = isnan(want) ? isnan(ys[i]) : memcmp(&want, &ys[i], sizeof want) == 0;
+                if (!same && mismatches++ == 0) at = i;
+            } else {
+                double err = ulp_err32(ys[i], ref);
+                if (!(err <= worst)) worst = err, at = i;
+            }
+        }
+        if (bound < 0) {
+            printf("  float32 %-22s %lld results differ from the double formula rounded once\n", param_ops[o].name,
+                   (long long)mismatches);
+            CHECK_MSG(mismatches == 0, "float32 %s: %lld results differ, first at x = %a (got %a, expected %a)",
+                      param_ops[o].name, (long long)mismatches, xs[at], ys[at],
+                      (float)param_ref(param_ops[o].id, xs[at]));
+        } else {
+            printf("  float32 %-22s max %.3f ulp (bound %.2f)\n", param_ops[o].name, worst, bound);
+            CHECK_MSG(worst <= bound, "float32 %s: %.3f ulp at x = %a (got %a, reference %a), bound %.2f",
+                      param_ops[o].name, worst, xs[at], ys[at], param_ref(param_ops[o].id, xs[at]), bound);
+        }
+        jag_release(y);
+    }
+    jag_release(x);
+    free(xs);
+}
+
+/* Around softplus's threshold and its switch to the double formula (beta x
+ * = -80), every float within 4096 ulps of x = threshold / beta and -80 /
+ * beta, for each beta: the exact decision beta x > threshold (beta x is
+ * not rounded first) and the bound on both sides. */
+static void test_softplus_edges(void) {
+    TEST_BEGIN();
+    bool sleef = jag__unary_uses_sleef();
+    static const param_id ids[] = {P_SP_DEF, P_SP_B2, P_SP_B03, P_SP_NEG, P_SP_B1E3};
+    static const double betas[] = {1.0, 2.0, 0.3, -1.7, 1000.0}, thrs[] = {20.0, 20.0, 5.0, 20.0, 0.25};
+    static const unary_fn fns[] = {softplus_default, softplus_b2, softplus_b03, softplus_bneg, softplus_b1e3};
+    enum { HALF = 4096 };
+    float *xs = malloc(4 * HALF * sizeof *xs);
+    CHECK(xs != NULL);
+    if (!xs) return;
+    for (int k = 0; k < 5; k++) {
+        float centres[2] = {(float)(f32(thrs[k]) / f32(betas[k])), (float)(-80.0 / f32(betas[k]))};
+        int64_t n = 0;
+        for (int c = 0; c < 2; c++) {
+            float v = centres[c];
+            for (int d = 0; d < HALF; d++) v = nextafterf(v, -INFINITY);
+            for (int d = 0; d < 2 * HALF; d++, v = nextafterf(v, INFINITY)) xs[n++] = v;
+        }
+        jag_tensor *x = NULL, *y = NULL;
+        CHECK_OK(jag_from_data(xs, &n, 1, JAG_FLOAT32, &x));
+        CHECK_OK(fns[k](x, &y));
+        double worst = 0, bound = sleef ? 3.0 : 1.0;
+        int64_t at = 0;
+        const float *ys = y ? jag_data(y) : NULL;
+        for (int64_t i = 0; ys && i < n; i++) {
+            double err = ulp_err32(ys[i], param_ref(ids[k], xs[i]));
+            if (!(err <= worst)) worst = err, at = i;
+        }
+        CHECK_MSG(ys && worst <= bound, "softplus(beta %g, threshold %g) near its edges: %.3f ulp at x = %a, bound %.2f",
+                  betas[k], thrs[k], worst, xs[at], bound);
+        jag_release(y), jag_release(x);
+    }
+    free(xs);
+}
+
 /* ---- special values, exactly -------------------------------------------------- */
 
 static void check_exact(const char *name, unary_fn fn, jag_dtype dt, const double *x, const double *want, int n) {
@@ -469,6 +673,20 @@ static void test_special_values(void) {
         {"selu", jag_selu, {inf, nan, 0, -0.0}, {inf, nan, 0, -0.0}, 4},
         {"logsigmoid", jag_logsigmoid, {inf, -inf, nan}, {0, -inf, nan}, 3},
         {"mish", jag_mish, {inf, -inf, nan, 0, -0.0, -1e4}, {inf, nan, nan, 0, -0.0, -0.0}, 6},
+        /* torch: hardtanh(NaN) = NaN, the clamps at +-inf; leaky_relu(-inf)
+         * = -inf slope; elu(-inf) = -alpha; softplus(-inf) = 0 (-0 for a
+         * negative beta), softplus(inf) = inf; hardswish(-inf) = -inf * 0 =
+         * NaN; hardsigmoid(+-inf) = 1, 0 */
+        {"hardtanh(-1, 1)", htanh_unit, {inf, -inf, nan, 0, -0.0, 0.5}, {1, -1, nan, 0, -0.0, 0.5}, 6},
+        {"hardtanh(0, 6)", htanh_relu6, {inf, -inf, nan, -0.0, -2, 7}, {6, 0, nan, -0.0, 0, 6}, 6},
+        {"leaky_relu(0.01)", leaky_default, {inf, -inf, nan, 0, -0.0, 2}, {inf, -inf, nan, 0, -0.0, 2}, 6},
+        {"leaky_relu(-0.7)", leaky_neg, {inf, -inf, nan, -0.0}, {inf, inf, nan, 0}, 4},
+        {"elu(1)", elu_1, {inf, -inf, nan, 0, -0.0, -1e4}, {inf, -1, nan, 0, -0.0, -1}, 6},
+        {"elu(0.375)", elu_small, {inf, -inf, nan, -0.0, -1e4}, {inf, -0.375, nan, -0.0, -0.375}, 5},
+        {"softplus(1, 20)", softplus_default, {inf, -inf, nan, 1e4, -1e4, 30}, {inf, 0, nan, 1e4, 0, 30}, 6},
+        {"softplus(-1.7, 20)", softplus_bneg, {inf, -inf, nan, -30}, {-0.0, -inf, nan, -30}, 4},
+        {"hardswish", hardswish_op, {inf, -inf, nan, 0, -0.0, -4, 3}, {inf, nan, nan, 0, -0.0, -0.0, 3}, 7},
+        {"hardsigmoid", hardsigmoid_op, {inf, -inf, nan, 0, -3, 3}, {1, 0, nan, 0.5, 0, 1}, 6},
     };
     for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
         check_exact(cases[k].name, cases[k].fn, JAG_FLOAT32, cases[k].x, cases[k].want, cases[k].n);
@@ -503,6 +721,47 @@ static jag_tensor *spread(int64_t rows, int64_t cols, jag_dtype dt) {
     return c;
 }
 
+/* fn on the transposed and the sliced matrix gives the bits it gives on
+ * their contiguous copies; on lengths 1..70 of the flat values, those of
+ * the same elements of the whole run. */
+static void check_layouts(const char *name, unary_fn fn, jag_tensor *m, jag_dtype dt) {
+    jag_tensor *mt = NULL, *mtc = NULL, *m3 = NULL, *sl = NULL, *slc = NULL;
+    int64_t s3[3] = {jag_size(m, 0), jag_size(m, 1) / 2, 2};
+    CHECK_OK(jag_transpose(m, 0, 1, &mt)); /* (300, 67), strided */
+    CHECK_OK(jag_contiguous(mt, &mtc));    /* the same values, contiguous */
+    CHECK_OK(jag_view(m, s3, 3, &m3));
+    CHECK_OK(jag_select(m3, 2, 1, &sl)); /* (67, 150): every other column */
+    CHECK_OK(jag_contiguous(sl, &slc));
+    jag_tensor *a = NULL, *b = NULL;
+    CHECK_OK(fn(mt, &a));
+    CHECK_OK(fn(mtc, &b));
+    CHECK_MSG(a && b && same_bits(a, b), "%s (%s): transposed input differs from contiguous", name,
+              jag_dtype_name(dt));
+    jag_release(a), jag_release(b);
+    a = b = NULL;
+    CHECK_OK(fn(sl, &a));
+    CHECK_OK(fn(slc, &b));
+    CHECK_MSG(a && b && same_bits(a, b), "%s (%s): sliced input differs from contiguous", name, jag_dtype_name(dt));
+    jag_release(a), jag_release(b);
+    jag_tensor *flat = NULL, *whole = NULL;
+    int64_t all = jag_numel(m);
+    CHECK_OK(jag_reshape(m, &all, 1, &flat));
+    CHECK_OK(fn(flat, &whole));
+    for (int64_t len = 1; flat && whole && len <= 70; len++) {
+        jag_tensor *part = NULL, *pc = NULL, *py = NULL, *wy = NULL;
+        int64_t start = 3 * len;
+        CHECK_OK(jag_narrow(flat, 0, start, len, &part));
+        CHECK_OK(jag_contiguous(part, &pc));
+        CHECK_OK(fn(pc, &py));
+        CHECK_OK(jag_narrow(whole, 0, start, len, &wy));
+        CHECK_MSG(py && wy && same_bits(py, wy), "%s (%s): length %lld differs from the long run", name,
+                  jag_dtype_name(dt), (long long)len);
+        jag_release(part), jag_release(pc), jag_release(py), jag_release(wy);
+    }
+    jag_release(flat), jag_release(whole);
+    jag_release(mt), jag_release(mtc), jag_release(m3), jag_release(sl), jag_release(slc);
+}
+
 static void test_layouts_and_tails(void) {
     TEST_BEGIN();
     const jag_dtype dts[2] = {JAG_FLOAT32, JAG_FLOAT64};
@@ -510,47 +769,25 @@ static void test_layouts_and_tails(void) {
         jag_tensor *m = spread(67, 300, dts[d]); /* odd shapes: every tail length */
         CHECK(m != NULL);
         if (!m) continue;
-        jag_tensor *mt = NULL, *mtc = NULL, *m3 = NULL, *sl = NULL, *slc = NULL;
-        int64_t s3[3] = {67, 150, 2};
-        CHECK_OK(jag_transpose(m, 0, 1, &mt)); /* (300, 67), strided */
-        CHECK_OK(jag_contiguous(mt, &mtc));    /* the same values, contiguous */
-        CHECK_OK(jag_view(m, s3, 3, &m3));
-        CHECK_OK(jag_select(m3, 2, 1, &sl)); /* (67, 150): every other column */
-        CHECK_OK(jag_contiguous(sl, &slc));
-        for (int o = 0; o < N_OPS; o++) {
-            jag_tensor *a = NULL, *b = NULL;
-            CHECK_OK(ops[o].fn(mt, &a));
-            CHECK_OK(ops[o].fn(mtc, &b));
-            CHECK_MSG(a && b && same_bits(a, b), "%s (%s): transposed input differs from contiguous", ops[o].name,
-                      jag_dtype_name(dts[d]));
-            jag_release(a), jag_release(b);
-            a = b = NULL;
-            CHECK_OK(ops[o].fn(sl, &a));
-            CHECK_OK(ops[o].fn(slc, &b));
-            CHECK_MSG(a && b && same_bits(a, b), "%s (%s): sliced input differs from contiguous", ops[o].name,
-                      jag_dtype_name(dts[d]));
-            jag_release(a), jag_release(b);
-            /* lengths 1..70 of the flat values against the same elements of
-             * the whole run */
-            jag_tensor *flat = NULL, *whole = NULL;
-            int64_t all = jag_numel(m);
-            CHECK_OK(jag_reshape(m, &all, 1, &flat));
-            CHECK_OK(ops[o].fn(flat, &whole));
-            for (int64_t len = 1; flat && whole && len <= 70; len++) {
-                jag_tensor *part = NULL, *pc = NULL, *py = NULL, *wy = NULL;
-                int64_t start = 3 * len;
-                CHECK_OK(jag_narrow(flat, 0, start, len, &part));
-                CHECK_OK(jag_contiguous(part, &pc));
-                CHECK_OK(ops[o].fn(pc, &py));
-                CHECK_OK(jag_narrow(whole, 0, start, len, &wy));
-                CHECK_MSG(py && wy && same_bits(py, wy), "%s (%s): length %lld differs from the long run", ops[o].name,
-                          jag_dtype_name(dts[d]), (long long)len);
-                jag_release(part), jag_release(pc), jag_release(py), jag_release(wy);
-            }
-            jag_release(flat), jag_release(whole);
-        }
-        jag_release(mt), jag_release(mtc), jag_release(m3), jag_release(sl), jag_release(slc), jag_release(m);
+        for (int o = 0; o < N_OPS; o++) check_layouts(ops[o].name, ops[o].fn, m, dts[d]);
+        jag_release(m);
     }
 }
 
-TEST_MAIN(test_float32_sweep, test_float64_sweep, test_vecmath_float32, test_special_values, test_layouts_and_tails)
+/* The same for the parametrised ops, hardswish and hardsigmoid (their
+ * scalar fallback lanes, softplus's beyond -80 and its huge values, among
+ * the vector lanes). */
+static void test_param_layouts_and_tails(void) {
+    TEST_BEGIN();
+    const jag_dtype dts[2] = {JAG_FLOAT32, JAG_FLOAT64};
+    for (int d = 0; d < 2; d++) {
+        jag_tensor *m = spread(67, 300, dts[d]);
+        CHECK(m != NULL);
+        if (!m) continue;
+        for (int o = 0; o < N_PARAM_OPS; o++) check_layouts(param_ops[o].name, param_ops[o].fn, m, dts[d]);
+        jag_release(m);
+    }
+}
+
+TEST_MAIN(test_float32_sweep, test_float64_sweep, test_vecmath_float32, test_param_float32_sweep, test_softplus_edges,
+          test_special_values, test_layouts_and_tails, test_param_layouts_and_tails)

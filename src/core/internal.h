@@ -283,7 +283,44 @@ typedef struct jag_segment_spec {
 
 /* ---- threading ---------------------------------------------------------- */
 
-/* Minimum amount of work (elements) worth splitting across threads. */
+/* Minimum amount of work (elements) worth splitting across threads, per
+ * family of loop: measured by bench/bench_grain.c (float32, 1 vs 2 threads
+ * interleaved, median of the pairs' ratios t2/t1 on a shared 2-core
+ * machine; under 1: two threads win).
+ *             4K    8K   16K   32K   64K  128K
+ *   MEMORY  copies, fills, cat, index_select, add, relu
+ *            1.9-3.2 1.6-2.0 0.9-1.3 0.7-0.9 0.6-0.8 0.5-0.6
+ *   COMPUTE exp, sin, gelu (SLEEF / vecmath)
+ *            0.7-1.2 0.7-0.9 0.6-0.7 0.6-0.7 0.6-0.7 0.5-0.6
+ *   REDUCE  sum over all / over rows of 256 (and clip_grad_norm's norm)
+ *            1.1-1.3 0.9-1.2 0.7-0.9 0.7-0.8 0.7    0.5-0.6
+ *   ROWS    softmax, layer_norm over rows of 256
+ *            0.7-1.7 0.6-1.1 0.6-0.9 0.6-0.7 0.6    0.5-0.6
+ *   OPTIM   the fused Adam step (reads 4 arrays, writes 3)
+ *            0.84   0.70  0.61  0.55  0.54  0.52
+ * Waking the other thread costs microseconds and leaves it spinning in
+ * libgomp afterwards, taking a core from whatever runs next, so each grain
+ * is the first size where two threads win clearly (t2/t1 under about 0.8),
+ * not the break-even. Each may be set at build time (-DJAG_GRAIN_MEMORY=1
+ * ...), as bench_grain's measuring build does. JAG_PARALLEL_GRAIN is the
+ * former single grain, kept for the loops not yet given a family. */
+#ifndef JAG_PARALLEL_GRAIN
 #define JAG_PARALLEL_GRAIN 32768
+#endif
+#ifndef JAG_GRAIN_MEMORY
+#define JAG_GRAIN_MEMORY 65536
+#endif
+#ifndef JAG_GRAIN_COMPUTE
+#define JAG_GRAIN_COMPUTE 8192
+#endif
+#ifndef JAG_GRAIN_REDUCE
+#define JAG_GRAIN_REDUCE 16384
+#endif
+#ifndef JAG_GRAIN_ROWS
+#define JAG_GRAIN_ROWS 16384
+#endif
+#ifndef JAG_GRAIN_OPTIM
+#define JAG_GRAIN_OPTIM 8192
+#endif
 
 #endif /* JAG_INTERNAL_H */

@@ -24,7 +24,7 @@ jag_status jag__cat_kernel(jag_tensor *const *xs, int n, int d, jag_tensor *out)
         const jag_tensor *t = xs[i];
         if (jag__cat_skips(t) || t->sizes[d] == 0) continue;
         int64_t numel = jag_numel(t);
-        if (runs && t->dtype == out->dtype && numel < JAG_PARALLEL_GRAIN && jag_is_contiguous(t)) {
+        if (runs && t->dtype == out->dtype && numel < JAG_GRAIN_MEMORY && jag_is_contiguous(t)) {
             /* small and contiguous: one memcpy, no view (larger copies take
              * jag__copy_into's threads) */
             memcpy(jag__ptr(out) + (size_t)(at * out->strides[d]) * es, jag__ptr(t), (size_t)numel * es);

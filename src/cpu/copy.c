@@ -177,7 +177,7 @@ void jag__copy_into(jag_tensor *dst, const jag_tensor *src) {
     size_t sizes[2] = {jag_dtype_size(dst->dtype), jag_dtype_size(src->dtype)};
     jag_iter it;
     jag__iter_init(&it, dst->sizes, dst->ndim, 2, base, strides, sizes);
-    jag__iter_run(&it, copy_loops[dst->dtype][src->dtype], NULL);
+    jag__iter_run_grain(&it, JAG_GRAIN_MEMORY, copy_loops[dst->dtype][src->dtype], NULL);
 }
 
 /* ---- fill --------------------------------------------------------------- */
@@ -212,5 +212,5 @@ void jag__fill(jag_tensor *dst, double value) {
     size_t sizes[1] = {c.size};
     jag_iter it;
     jag__iter_init(&it, dst->sizes, dst->ndim, 1, base, strides, sizes);
-    jag__iter_run(&it, fill_loop, &c);
+    jag__iter_run_grain(&it, JAG_GRAIN_MEMORY, fill_loop, &c);
 }

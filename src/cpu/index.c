@@ -68,7 +68,7 @@ static jag_status read_indices(const char *op, const char *name, const jag_tenso
     if (!buf) return jag__error(JAG_ENOMEM, "%s: out of memory reading argument '%s'", op, name);
     int64_t first_bad = INT64_MAX;
     if (n > 0) {
-#pragma omp parallel if (n >= JAG_PARALLEL_GRAIN)
+#pragma omp parallel if (n >= JAG_GRAIN_MEMORY)
         {
             int64_t t = 0, nt = 1;
 #ifdef _OPENMP
@@ -146,7 +146,7 @@ jag_status jag__index_select_kernel(const char *op, const jag_tensor *x, int d, 
          * `inner` elements. */
         size_t bytes = (size_t)inner * es;
         int64_t rows = outer * L;
-#pragma omp parallel if (total >= JAG_PARALLEL_GRAIN)
+#pragma omp parallel if (total >= JAG_GRAIN_MEMORY)
         {
             int64_t t = 0, nt = 1;
 #ifdef _OPENMP
@@ -167,7 +167,7 @@ jag_status jag__index_select_kernel(const char *op, const jag_tensor *x, int d, 
          * source offset comes from its coordinates, dim d mapped via idx. */
         int nd = out->ndim, last = nd - 1;
         int64_t C = out->sizes[last], rows = total / C, sl = x->strides[last] * (int64_t)es;
-#pragma omp parallel for if (total >= JAG_PARALLEL_GRAIN) schedule(static)
+#pragma omp parallel for if (total >= JAG_GRAIN_MEMORY) schedule(static)
         for (int64_t r = 0; r < rows; r++) {
             int64_t cd = 0;
             int64_t base = row_base(x, out->sizes, nd, r, d, &cd) * (int64_t)es;
@@ -205,7 +205,7 @@ jag_status jag__gather_kernel(const char *op, const jag_tensor *x, int d, const 
     int nd = out->ndim, last = nd - 1;
     int64_t C = out->sizes[last], rows = total / C;
     int64_t sd = x->strides[d] * (int64_t)es, sl = x->strides[last] * (int64_t)es;
-#pragma omp parallel for if (total >= JAG_PARALLEL_GRAIN) schedule(static)
+#pragma omp parallel for if (total >= JAG_GRAIN_MEMORY) schedule(static)
     for (int64_t r = 0; r < rows; r++) {
         int64_t unused;
         int64_t base = row_base(x, out->sizes, nd, r, d, &unused) * (int64_t)es;
@@ -239,10 +239,10 @@ jag_status jag__embedding_kernel(const char *op, const jag_tensor *w, const jag_
     int64_t s0 = w->strides[0] * (int64_t)es, s1 = w->strides[1] * (int64_t)es;
     size_t row_bytes = (size_t)D * es;
     if (D == 1 || s1 == (int64_t)es) { /* rows of the table are contiguous */
-#pragma omp parallel for if (N * D >= JAG_PARALLEL_GRAIN) schedule(static)
+#pragma omp parallel for if (N * D >= JAG_GRAIN_MEMORY) schedule(static)
         for (int64_t i = 0; i < N; i++) memcpy(ob + i * (int64_t)row_bytes, wb + idx[i] * s0, row_bytes);
     } else {
-#pragma omp parallel for if (N * D >= JAG_PARALLEL_GRAIN) schedule(static)
+#pragma omp parallel for if (N * D >= JAG_GRAIN_MEMORY) schedule(static)
         for (int64_t i = 0; i < N; i++) {
             const char *src = wb + idx[i] * s0;
             char *dst = ob + i * (int64_t)row_bytes;

@@ -83,12 +83,16 @@ static void run_range(const jag_iter *it, int64_t row_begin, int64_t row_end, in
 }
 
 void jag__iter_run(const jag_iter *it, jag_loop_fn fn, void *ctx) {
+    jag__iter_run_grain(it, JAG_PARALLEL_GRAIN, fn, ctx);
+}
+
+void jag__iter_run_grain(const jag_iter *it, int64_t grain, jag_loop_fn fn, void *ctx) {
     if (it->numel == 0) return;
     int64_t inner = it->ndim ? it->sizes[it->ndim - 1] : 1;
     int64_t rows = it->numel / inner;
 #ifdef _OPENMP
     int nthreads = omp_get_max_threads();
-    if (nthreads > 1 && it->numel >= JAG_PARALLEL_GRAIN) {
+    if (nthreads > 1 && it->numel >= grain) {
         if (rows >= nthreads) {
 #pragma omp parallel
             {

@@ -33,7 +33,11 @@ typedef struct jag_iter {
  * and element size in bytes. */
 void jag__iter_init(jag_iter *it, const int64_t *sizes, int ndim, int nops, char *const *base,
                     const int64_t *const *elem_strides, const size_t *elem_size);
-/* Run fn over all elements; in parallel when there is enough work. */
+/* Run fn over all elements; in parallel from `grain` elements on (one of
+ * the JAG_GRAIN_* of internal.h, as the loop's cost per element calls for). */
+void jag__iter_run_grain(const jag_iter *it, int64_t grain, jag_loop_fn fn, void *ctx);
+/* jag__iter_run_grain with JAG_PARALLEL_GRAIN, for the loops not yet given
+ * a family. */
 void jag__iter_run(const jag_iter *it, jag_loop_fn fn, void *ctx);
 
 /* Strides of tensor t broadcast to `sizes` (ndim >= t->ndim): 0 on broadcast

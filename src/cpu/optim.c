@@ -9,7 +9,7 @@
  * implementations (each tensor op of theirs is one rounding here); the step
  * scalars (bias corrections, step size) are computed in double by the
  * caller and rounded to the dtype once, as torch does with Python floats.
- * Above JAG_PARALLEL_GRAIN elements the loop is split across OpenMP threads
+ * Above JAG_GRAIN_OPTIM elements the loop is split across OpenMP threads
  * (static schedule: elements are independent, the result does not depend on
  * the thread count). The clause is `if (parallel : ...)`: a bare `if` on a
  * combined `parallel for simd` applies to the simd construct too, and
@@ -51,7 +51,7 @@ static void adam_scalars(const jag__adam_hyper *h, int64_t step, double *step_si
  * loop with a select on a loop-invariant flag scalar). */
 #define SGD_LOOP(T, MOM, WD, NEST, FIRST)                                      \
     do {                                                                       \
-        _Pragma("omp parallel for simd schedule(static) if (parallel : n >= JAG_PARALLEL_GRAIN)") \
+        _Pragma("omp parallel for simd schedule(static) if (parallel : n >= JAG_GRAIN_OPTIM)") \
         for (int64_t i = 0; i < n; i++) {                                      \
             T pi = p[i], d = g[i];                                             \
             if (WD) d = d + wd * pi;                                           \
@@ -139,7 +139,7 @@ void jag__optim_sgd_ref(jag_dtype dt, void *param, const void *grad, void *buf, 
  * SGD_LOOP): AMS amsgrad, DEC AdamW's decay, L2 Adam's, LO the lerp form. */
 #define ADAM_LOOP(T, SQRT, AMS, DEC, L2, LO)                                   \
     do {                                                                       \
-        _Pragma("omp parallel for simd schedule(static) if (parallel : n >= JAG_PARALLEL_GRAIN)") \
+        _Pragma("omp parallel for simd schedule(static) if (parallel : n >= JAG_GRAIN_OPTIM)") \
         for (int64_t i = 0; i < n; i++) {                                      \
             T pi = p[i], gi = g[i], a = m[i];                                  \
             if (DEC) pi = pi * decay;                                          \
@@ -267,7 +267,7 @@ static double combine(double acc, double a, double p) {
             }                                                                  \
             return acc;                                                        \
         }                                                                      \
-        _Pragma("omp parallel for schedule(static) if (n >= JAG_PARALLEL_GRAIN)") \
+        _Pragma("omp parallel for schedule(static) if (n >= JAG_GRAIN_REDUCE)") \
         for (int64_t b = 0; b < nb; b++) {                                     \
             int64_t lo = b * NORM_BLOCK, len = n - lo < NORM_BLOCK ? n - lo : NORM_BLOCK; \
             part[b] = norm_block_##SUF(x + lo, len, p);                        \

@@ -124,6 +124,10 @@ void jag__sleef_gelu_f32(float *y, const float *x, int64_t n);
 void jag__sleef_selu_f32(float *y, const float *x, int64_t n);
 void jag__sleef_logsigmoid_f32(float *y, const float *x, int64_t n);
 void jag__sleef_mish_f32(float *y, const float *x, int64_t n);
+/* The same for the parametrised elu and softplus: prm holds their scalars
+ * (alpha; beta, threshold), already rounded through float32. */
+void jag__sleef_elu_f32(float *y, const float *x, int64_t n, const double *prm);
+void jag__sleef_softplus_f32(float *y, const float *x, int64_t n, const double *prm);
 void jag__sleef_sin_f64(double *y, const double *x, int64_t n);
 void jag__sleef_cos_f64(double *y, const double *x, int64_t n);
 void jag__sleef_log_f64(double *y, const double *x, int64_t n);

@@ -726,7 +726,7 @@ static void run_rows(const red_geom *g, const red_kind *k, const red_ctx *ctx, c
                      .rosz = g->rsz, .rost = g->rst};
     int64_t S = (g->R / Ri) * proto.spp;
     int nt = jag_get_num_threads();
-    bool par = nt > 1 && g->N * g->R >= JAG_PARALLEL_GRAIN;
+    bool par = nt > 1 && g->N * g->R >= JAG_GRAIN_REDUCE;
     if (par && g->N < nt && S > 1) { /* few long rows: split each row's tree */
         odo o;
         odo_start(&o, 0, g->nk, g->ksz, g->kst);
@@ -765,7 +765,7 @@ static void run_cols(const red_geom *g, const red_kind *k, const red_ctx *ctx, c
                      char *const *outs) {
     int64_t C = g->ksz[g->nk - 1], O = g->N / C;
     int nt = jag_get_num_threads();
-    bool par = nt > 1 && g->N * g->R >= JAG_PARALLEL_GRAIN;
+    bool par = nt > 1 && g->N * g->R >= JAG_GRAIN_REDUCE;
     int64_t cb = COL_BLOCK;
     while (par && cb > COL_MIN && O * ((C + cb - 1) / cb) < nt) cb /= 2;
     int64_t nb = (C + cb - 1) / cb, tiles = O * nb;

@@ -35,7 +35,8 @@
  * sin, cos, log and gelu (both dtypes), and exp, sigmoid, silu, log1p,
  * expm1, erf, erfc, atan, selu, mish and logsigmoid (float32) run its
  * array kernels instead (sleef_unary.c; the loops below say which): those
- * element functions are then unused. */
+ * element functions are then unused. So do float32 elu and softplus, with
+ * their scalars (PARAM_ARRAY_LOOP). */
 #define LIBM_OP(name, ffn, dfn)                                                \
     __attribute__((unused)) static inline float name##_f32(float x) { return ffn(x); } \
     __attribute__((unused)) static inline double name##_f64(double x) { return dfn(x); }
@@ -62,14 +63,27 @@ LIBM_OP(erfc, erfcf, erfc)
 
 /* The activations of pointwise_math.h: double, rounded once for float32. */
 #define VIA_DOUBLE_OP(name)                                                    \
-    static inline float name##_f32(float x) { return (float)jag__##name##_f64(x); } \
-    static inline double name##_f64(double x) { return jag__##name##_f64(x); }
+    __attribute__((unused)) static inline float name##_f32(float x) { return (float)jag__##name##_f64(x); } \
+    __attribute__((unused)) static inline double name##_f64(double x) { return jag__##name##_f64(x); }
 VIA_DOUBLE_OP(selu)
-VIA_DOUBLE_OP(hardswish)
-VIA_DOUBLE_OP(hardsigmoid)
 VIA_DOUBLE_OP(mish)
 VIA_DOUBLE_OP(logsigmoid)
 #undef VIA_DOUBLE_OP
+
+/* hardswish and hardsigmoid: pointwise_math.h's double formulas with the
+ * clamps written as compares (fmin and fmax are calls that stop the loop
+ * vectorising), so float32 gives the same bits as the double formula
+ * rounded once. A NaN x + 3 passes both compares where fmax would give 0;
+ * the result is NaN either way (there x 0 and the isnan test, here the NaN
+ * carried through). */
+static inline double clamp_0_6(double v) {
+    v = v < 0.0 ? 0.0 : v;
+    return v > 6.0 ? 6.0 : v;
+}
+static inline float hardswish_f32(float x) { return (float)((double)x * clamp_0_6((double)x + 3.0) / 6.0); }
+static inline double hardswish_f64(double x) { return jag__hardswish_f64(x); }
+static inline float hardsigmoid_f32(float x) { return (float)(clamp_0_6((double)x + 3.0) / 6.0); }
+static inline double hardsigmoid_f64(double x) { return jag__hardsigmoid_f64(x); }
 
 static inline float rsqrt_f32(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt_f64(double x) { return 1.0 / sqrt(x); }
@@ -256,10 +270,70 @@ SLEEF_LOOPS_F32(logsigmoid)
     PARAM_LOOP(loop_##op##_f32, float, jag__##op##_f64)                        \
     PARAM_LOOP(loop_##op##_f64, double, jag__##op##_f64)                       \
     FLOAT_TABLE(op)
-PARAM_LOOPS(leaky_relu)
-PARAM_LOOPS(elu)
-PARAM_LOOPS(softplus)
-PARAM_LOOPS(hardtanh)
+
+/* float32 leaky_relu and hardtanh in float, on the scalars as floats (p0,
+ * p1: prm rounded to float32 already, so exact): compares and one product
+ * the loop vectorises, the same bits as the double formulas rounded once
+ * (x slope is exact in double, 24 + 24 bits, so rounding it to float once
+ * is the float product). hardtanh's compares are false for NaN, which
+ * stays NaN. */
+static inline float leaky_relu_f32(float x, float slope, float unused) {
+    (void)unused;
+    return x > 0 ? x : x * slope;
+}
+static inline float hardtanh_f32(float x, float lo, float hi) { return x < lo ? lo : x > hi ? hi : x; }
+#define PARAM_LOOP_F32(NAME, F)                                                \
+    static void NAME(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) { \
+        const double *prm = (const double *)ctx;                               \
+        const float p0 = (float)prm[0], p1 = (float)prm[1];                    \
+        if (strides[0] == (int64_t)sizeof(float) && strides[1] == (int64_t)sizeof(float)) { \
+            float *restrict y = (float *)ptrs[0];                              \
+            const float *restrict x = (const float *)ptrs[1];                  \
+            for (int64_t i = 0; i < n; i++) y[i] = F(x[i], p0, p1);            \
+        } else {                                                               \
+            char *y = ptrs[0];                                                 \
+            const char *x = ptrs[1];                                           \
+            const int64_t ys = strides[0], xs = strides[1];                    \
+            for (int64_t i = 0; i < n; i++) *(float *)(y + i * ys) = F(*(const float *)(x + i * xs), p0, p1); \
+        }                                                                      \
+    }
+#define PARAM_LOOPS_F32(op)                                                    \
+    PARAM_LOOP_F32(loop_##op##_f32, op##_f32)                                  \
+    PARAM_LOOP(loop_##op##_f64, double, jag__##op##_f64)                       \
+    FLOAT_TABLE(op)
+
+#ifdef JAG_HAVE_SLEEF
+/* float32 elu and softplus: the array kernels of sleef_unary.c, which take
+ * prm (a strided run through a stack buffer, as ARRAY_LOOP). */
+#define PARAM_ARRAY_LOOP(NAME, AF)                                             \
+    static void NAME(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) { \
+        const double *prm = (const double *)ctx;                               \
+        if (strides[0] == (int64_t)sizeof(float) && strides[1] == (int64_t)sizeof(float)) { \
+            AF((float *)ptrs[0], (const float *)ptrs[1], n, prm);              \
+            return;                                                            \
+        }                                                                      \
+        char *y = ptrs[0];                                                     \
+        const char *x = ptrs[1];                                               \
+        const int64_t ys = strides[0], xs = strides[1];                        \
+        float buf[SL_BUF];                                                     \
+        for (int64_t i0 = 0; i0 < n; i0 += SL_BUF) {                           \
+            int64_t m = n - i0 < SL_BUF ? n - i0 : SL_BUF;                     \
+            for (int64_t i = 0; i < m; i++) buf[i] = *(const float *)(x + (i0 + i) * xs); \
+            AF(buf, buf, m, prm);                                              \
+            for (int64_t i = 0; i < m; i++) *(float *)(y + (i0 + i) * ys) = buf[i]; \
+        }                                                                      \
+    }
+#define PARAM_SLEEF_LOOPS_F32(op)                                              \
+    PARAM_ARRAY_LOOP(loop_##op##_f32, jag__sleef_##op##_f32)                   \
+    PARAM_LOOP(loop_##op##_f64, double, jag__##op##_f64)                       \
+    FLOAT_TABLE(op)
+#else
+#define PARAM_SLEEF_LOOPS_F32(op) PARAM_LOOPS(op)
+#endif
+PARAM_LOOPS_F32(leaky_relu)
+PARAM_SLEEF_LOOPS_F32(elu)
+PARAM_SLEEF_LOOPS_F32(softplus)
+PARAM_LOOPS_F32(hardtanh)
 
 /* ---- kernels ----------------------------------------------------------------- */
 

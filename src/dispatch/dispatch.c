@@ -313,6 +313,44 @@ static jag_status dispatch_below_trace(jag_op_id op, const jag_value *args, int 
     return JAG_OK;
 }
 
+/* Whether a call of a built-in op on these arguments reaches
+ * run_meta_and_kernel through the full path with nothing else to do: not
+ * tracing, the op neither a view nor a composite, and every tensor operand
+ * live, plain, with data, not requiring grad and of no half dtype (the
+ * keys SUBCLASS / META / AUTOGRAD and the float32 widening would apply). */
+static bool plain_call(const jag_op_info *info, const jag_value *args, int nargs) {
+    if (jag__trace_current || info->custom || (info->tags & (JAG_TAG_VIEW | JAG_TAG_COMPOSITE))) return false;
+    for (int i = 0; i < nargs; i++) {
+        const jag_tensor *const *ts;
+        int n;
+        if (args[i].kind == JAG_VAL_TENSOR) ts = &args[i].u.t, n = 1;
+        else if (args[i].kind == JAG_VAL_TENSORS) ts = (const jag_tensor *const *)args[i].u.tensors.v, n = args[i].u.tensors.n;
+        else continue;
+        if (n > 0 && !ts) return false;
+        for (int j = 0; j < n; j++) {
+            const jag_tensor *t = ts[j];
+            if (!t || t->magic != JAG_TENSOR_LIVE || t->subclass || !t->storage || t->requires_grad ||
+                jag_dtype_is_half(t->dtype))
+                return false;
+        }
+    }
+    return true;
+}
+
+jag_status jag__dispatch_plain(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs) {
+    const jag_op_info *info = &jag__ops[op];
+    if (!plain_call(info, args, nargs)) return jag__dispatch(op, args, nargs, outs);
+    jag_tensor *made[JAG_MAX_OUTS] = {0};
+    JAG_ASSERT(info->n_out <= JAG_MAX_OUTS);
+    jag_status st = run_meta_and_kernel(op, false, args, nargs, made);
+    if (st != JAG_OK) {
+        for (int i = 0; i < info->n_out; i++) jag_release(made[i]);
+        return st;
+    }
+    for (int i = 0; i < info->n_out; i++) outs[i] = made[i];
+    return JAG_OK;
+}
+
 jag_status jag__dispatch_into(jag_op_id op, const char *name, const jag_value *args, int nargs, jag_tensor *out,
                               bool *done) {
     *done = false;

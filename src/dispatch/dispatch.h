@@ -195,6 +195,16 @@ jag_status jag__subclass_wrap_unchecked(const jag_subclass *cls, void *state, ja
  * Callers inside jag use this; public entry points wrap it with
  * jag__enter/jag__leave (jag__call does both). */
 jag_status jag__dispatch(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);
+/* jag__dispatch for a subclass rule's call of an op on plain tensors of
+ * its own (a nested tensor's values, offsets, ...), made from a call that
+ * jag__dispatch already checked: `args` must fit op's schema (the outer
+ * call's arguments with tensors replaced by tensors). When the full path
+ * would only run the META function and the kernel (not tracing, a built-in
+ * op that is neither a view nor a composite, every tensor operand plain,
+ * with data, not requiring grad and not of a half dtype) it runs them
+ * directly; otherwise it is jag__dispatch. Same results, errors and
+ * ownership as jag__dispatch. */
+jag_status jag__dispatch_plain(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);
 /* The TRACE key (src/trace/trace.c): while a thread records a trace, every
  * dispatched op goes to the recorder first. jag__trace_current is that
  * thread's recorder (NULL when none: one load on the hot path), also read
@@ -253,11 +263,13 @@ jag_status jag__arg_bool(const char *op, const jag_value *args, int nargs, int i
                          const char *name, bool *out);
 jag_status jag__arg_ints(const char *op, const jag_value *args, int nargs, int i,
                          const char *name, const int64_t **v, int *n);
-/* Fill a spec. */
+/* Fill a spec (0 <= ndim <= JAG_MAX_DIMS; the bound is asserted so that
+ * the compiler sees the copy stays inside s->sizes). */
 static inline void jag__spec_set(jag_spec *s, jag_dtype dtype, const int64_t *sizes, int ndim) {
+    JAG_ASSERT(ndim >= 0 && ndim <= JAG_MAX_DIMS);
     s->dtype = dtype;
     s->ndim = ndim;
-    if (ndim) memcpy(s->sizes, sizes, (size_t)ndim * sizeof *sizes);
+    if (ndim > 0 && ndim <= JAG_MAX_DIMS) memcpy(s->sizes, sizes, (size_t)ndim * sizeof *sizes);
 }
 
 #endif /* JAG_DISPATCH_H */

@@ -27,12 +27,20 @@ static int64_t ragged_id_of(const jag_tensor *t) {
 
 /* ---- the class ---------------------------------------------------------- */
 
+/* Each layout holds its own inner tensors (the other's are NULL); the
+ * cached row ids and lengths are often absent: only what is there is
+ * released (every nested result is freed through here). */
 static void destroy_state(void *p) {
     nested_state *s = p;
-    jag_release(s->values), jag_release(s->offsets), jag_release(s->lengths);
-    jag_release(s->buffer), jag_release(s->sizes), jag_release(s->strides), jag_release(s->storage_offsets);
-    jag_release(atomic_load(&s->row_ids));
-    jag_release(atomic_load(&s->seq_lengths));
+    if (s->layout == JAG_JAGGED) {
+        jag_release(s->values), jag_release(s->offsets);
+        if (s->lengths) jag_release(s->lengths);
+    } else {
+        jag_release(s->buffer), jag_release(s->sizes), jag_release(s->strides), jag_release(s->storage_offsets);
+    }
+    jag_tensor *cached = atomic_load_explicit(&s->row_ids, memory_order_acquire);
+    if (cached) jag_release(cached);
+    if ((cached = atomic_load_explicit(&s->seq_lengths, memory_order_acquire))) jag_release(cached);
     jag__small_free(s, sizeof *s);
 }
 

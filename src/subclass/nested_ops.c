@@ -34,26 +34,39 @@ static jag_status not_supported(const jag_op_info *info, jag_layout l, const cha
                       layout_name(l), why ? ": " : "", why ? why : "");
 }
 
-/* The first nested argument, and a check that nested arguments agree on the
- * layout. */
-static jag_status find_lead(const jag_op_info *info, const jag_value *args, int nargs, nested_state **lead) {
-    *lead = NULL;
+/* What the handler reads from its arguments, in one pass over them: the
+ * lead (the first nested argument), the number of dims of the first plain
+ * tensor argument that is the lead's (0 when the lead comes only in a
+ * list), and whether a jagged argument has its ragged dim elsewhere than
+ * dim 1. */
+typedef struct {
+    nested_state *lead;
+    int outer_ndim;
+    bool ragged_elsewhere;
+} lead_facts;
+
+/* The facts above, and a check that nested arguments agree on the layout
+ * (another subclass beside them is refused). */
+static jag_status find_lead(const jag_op_info *info, const jag_value *args, int nargs, lead_facts *f) {
+    f->lead = NULL, f->outer_ndim = 0, f->ragged_elsewhere = false;
     for (int i = 0; i < nargs; i++) {
         int n = args[i].kind == JAG_VAL_TENSOR ? 1 : args[i].kind == JAG_VAL_TENSORS ? args[i].u.tensors.n : 0;
         for (int j = 0; j < n; j++) {
             const jag_tensor *t = args[i].kind == JAG_VAL_TENSOR ? args[i].u.t : args[i].u.tensors.v[j];
-            if (t->subclass && !jag__nested(t))
+            if (!t->subclass) continue;
+            nested_state *s = jag__nested(t);
+            if (!s)
                 return jag__error(JAG_ENOTIMPL, "%s: mixes a nested tensor with a %s tensor", info->api_name,
                                   jag_subclass_name(t->subclass));
-            nested_state *s = jag__nested(t);
-            if (!s) continue;
-            if (!*lead) *lead = s;
-            else if (s->layout != (*lead)->layout)
+            if (!f->lead) f->lead = s;
+            else if (s->layout != f->lead->layout)
                 return jag__error(JAG_EINVAL, "%s: mixes nested tensors of the jagged and strided layouts; convert one with jag_nested_to_layout",
                                   info->api_name);
+            if (s->layout == JAG_JAGGED && s->ragged_idx > 1) f->ragged_elsewhere = true;
+            if (!f->outer_ndim && s == f->lead && args[i].kind == JAG_VAL_TENSOR) f->outer_ndim = t->ndim;
         }
     }
-    JAG_ASSERT(*lead != NULL);
+    JAG_ASSERT(f->lead != NULL);
     return JAG_OK;
 }
 
@@ -76,6 +89,14 @@ static const char *arg_label(int i) {
     return i < 5 ? labels[i] : "an argument";
 }
 
+/* Whether a dense operand of a pointwise op on jagged (B, j, D...) with
+ * outer_ndim dims broadcasts against the values (sum L, D...) as it is:
+ * (D...) or (1, D...) (the first case of dense_for_jagged, which would
+ * only take a reference). */
+static bool broadcasts_as_is(const jag_tensor *d, int outer_ndim) {
+    return d->ndim < outer_ndim - 1 || (d->ndim == outer_ndim - 1 && d->sizes[0] == 1);
+}
+
 /* A dense operand of a pointwise op on jagged (B, j, D...) as a tensor that
  * broadcasts against values (sum L, D...). Accepts shapes that broadcast over
  * the packed dims: (D...), (1, D...), (1, 1, D...) and (B, 1, D...) — the
@@ -84,7 +105,7 @@ static jag_status dense_for_jagged(const jag_op_info *info, int argi, nested_sta
                                    const jag_tensor *d, jag_tensor **out) {
     char ds[JAG_SHAPE_BUF];
     int dn = d->ndim;
-    if (dn < outer_ndim - 1 || (dn == outer_ndim - 1 && d->sizes[0] == 1)) {
+    if (broadcasts_as_is(d, outer_ndim)) {
         *out = jag_retain((jag_tensor *)d);
         return JAG_OK;
     }
@@ -105,7 +126,7 @@ static jag_status dense_for_jagged(const jag_op_info *info, int argi, nested_sta
             return jag_last_status();
         }
         jag_value a[] = {jag__v_tensor(v), jag__v_int(0), jag__v_tensor(ids)};
-        jag_status st2 = jag__dispatch(JAG_OP_index_select, a, 3, out);
+        jag_status st2 = jag__dispatch_plain(JAG_OP_index_select, a, 3, out);
         jag_release(v);
         return st2;
     }
@@ -123,6 +144,7 @@ static jag_status pointwise_jagged(jag_op_id op, const jag_value *args, int narg
     rewritten r; /* args[0..nargs) are all written below */
     r.n_temps = 0;
     jag_status st = JAG_OK;
+    int n_others = 0; /* nested arguments other than the lead */
     for (int i = 0; i < nargs && !st; i++) {
         r.args[i] = args[i];
         if (args[i].kind == JAG_VAL_TENSORS) { /* would come back here for ever (fuzz regression) */
@@ -133,7 +155,7 @@ static jag_status pointwise_jagged(jag_op_id op, const jag_value *args, int narg
         const jag_tensor *t = args[i].u.t;
         nested_state *s = jag__nested(t);
         if (s) {
-            if (!jag__nested_same_raggedness(lead, s, false))
+            if (s != lead && !jag__nested_same_raggedness(lead, s, false))
                 st = jag__error(JAG_ESHAPE, "%s: %s has different raggedness (j%lld) than the first nested argument (j%lld): offsets or lengths differ",
                                 info->api_name, arg_label(i), (long long)atomic_load(&s->ragged_id),
                                 (long long)atomic_load(&lead->ragged_id));
@@ -141,20 +163,20 @@ static jag_status pointwise_jagged(jag_op_id op, const jag_value *args, int narg
                 st = jag__error(JAG_ESHAPE, "%s: nested %s has %d dims, the first nested argument %d", info->api_name,
                                 arg_label(i), t->ndim, outer_ndim);
             else
-                r.args[i].u.t = s->values; /* (the field alone: a whole new jag_value stalls the copy after it) */
-        } else {
+                r.args[i].u.t = s->values, n_others += s != lead; /* (the field alone: a whole new jag_value stalls the copy after it) */
+        } else if (!broadcasts_as_is(t, outer_ndim)) {
             jag_tensor *d = NULL;
             st = dense_for_jagged(info, i, lead, outer_ndim, t, &d);
             if (!st) r.temps[r.n_temps++] = d, r.args[i] = jag__v_tensor(d);
         }
     }
     jag_tensor *res = NULL;
-    if (!st) st = jag__dispatch(op, r.args, nargs, &res);
+    if (!st) st = jag__dispatch_plain(op, r.args, nargs, &res);
     release_temps(&r);
     if (st) return st;
     st = jag__nested_rewrap_jagged_taking(lead, res, outs);
     if (st) return st;
-    for (int i = 0; i < nargs; i++) { /* the call succeeded: remember matches */
+    for (int i = 0; n_others && i < nargs; i++) { /* the call succeeded: remember matches */
         nested_state *s = args[i].kind == JAG_VAL_TENSOR ? jag__nested(args[i].u.t) : NULL;
         if (s && s != lead) jag__nested_same_raggedness(lead, s, true);
     }
@@ -190,7 +212,7 @@ static jag_status pointwise_strided(jag_op_id op, const jag_value *args, int nar
     for (int i = 0; i < nargs; i++)
         a[i] = args[i].kind == JAG_VAL_TENSOR ? jag__v_tensor(jag__nested(args[i].u.t)->buffer) : args[i];
     jag_tensor *res = NULL;
-    jag_status st = jag__dispatch(op, a, nargs, &res);
+    jag_status st = jag__dispatch_plain(op, a, nargs, &res);
     if (st) return st;
     st = jag__nested_wrap_strided(res, lead->sizes, lead->strides, lead->storage_offsets,
                                   atomic_load(&lead->ragged_id), outs);
@@ -265,7 +287,7 @@ static jag_status on_values_dims(jag_op_id op, const jag_value *args, int nargs,
         }
     }
     jag_tensor *res[2] = {0};
-    if ((st = jag__dispatch(op, a, nargs, res))) return st;
+    if ((st = jag__dispatch_plain(op, a, nargs, res))) return st;
     for (int k = 0; k < info->n_out && !st; k++) st = jag__nested_rewrap_jagged(lead, res[k], &outs[k]);
     for (int k = 0; k < info->n_out; k++) jag_release(res[k]);
     if (st)
@@ -356,7 +378,7 @@ static jag_status gemm_on_values(jag_op_id op, const jag_value *args, int nargs,
     for (int i = 0; i < nargs; i++) a[i] = args[i];
     a[0] = jag__v_tensor(lead->values);
     jag_tensor *res = NULL;
-    jag_status st = jag__dispatch(op, a, nargs, &res);
+    jag_status st = jag__dispatch_plain(op, a, nargs, &res);
     if (st) return st;
     return jag__nested_rewrap_jagged_taking(lead, res, outs);
 }
@@ -626,7 +648,7 @@ static jag_status norm_on_values(jag_op_id op, const jag_value *args, int nargs,
     for (int i = 0; i < nargs; i++) a[i] = args[i];
     a[0] = jag__v_tensor(lead->values);
     jag_tensor *res = NULL;
-    if ((st = jag__dispatch(op, a, nargs, &res))) return st;
+    if ((st = jag__dispatch_plain(op, a, nargs, &res))) return st;
     return jag__nested_rewrap_jagged_taking(lead, res, outs);
 }
 
@@ -639,7 +661,7 @@ static jag_status embedding_nested(const jag_value *args, int nargs, nested_stat
         return not_supported(info, JAG_JAGGED, "the weight must be dense and the indices nested");
     jag_value a[] = {args[0], jag__v_tensor(lead->values)};
     jag_tensor *res = NULL;
-    jag_status st = jag__dispatch(JAG_OP_embedding, a, nargs, &res);
+    jag_status st = jag__dispatch_plain(JAG_OP_embedding, a, nargs, &res);
     if (st) return st;
     return jag__nested_rewrap_jagged_taking(lead, res, outs);
 }
@@ -1006,33 +1028,21 @@ bool jag__nested_has_rule(jag_op_id op) {
 
 /* ---- the handler ---------------------------------------------------------- */
 
-/* Whether a jagged argument has its ragged dim elsewhere than dim 1. */
-static bool any_ragged_elsewhere(const jag_value *args, int nargs) {
-    for (int i = 0; i < nargs; i++) {
-        if (args[i].kind == JAG_VAL_TENSOR && jag__nested_ragged_idx(args[i].u.t) > 1) return true;
-        if (args[i].kind == JAG_VAL_TENSORS)
-            for (int j = 0; j < args[i].u.tensors.n; j++)
-                if (jag__nested_ragged_idx(args[i].u.tensors.v[j]) > 1) return true;
-    }
-    return false;
-}
-
 /* The class's handler (ctx NULL) and every registered rule (ctx: the rule). */
 jag_status jag__nested_dispatch(const jag_subclass *cls, jag_op_id op, const jag_value *args, int nargs,
                                 jag_tensor **outs, void *ctx) {
     const nested_rule *rule = ctx;
     const jag_op_info *info = &jag__ops[op];
     if (rule && rule->stage == RULE_BEFORE_LEAD) return rule->fn(op, args, nargs, NULL, 0, outs);
-    nested_state *lead;
-    jag_status st = find_lead(info, args, nargs, &lead);
+    lead_facts f;
+    jag_status st = find_lead(info, args, nargs, &f);
     if (st) return st;
-    int outer_ndim = 0;
-    for (int i = 0; i < nargs && !outer_ndim; i++)
-        if (args[i].kind == JAG_VAL_TENSOR && jag__nested(args[i].u.t) == lead) outer_ndim = args[i].u.t->ndim;
+    nested_state *lead = f.lead;
+    int outer_ndim = f.outer_ndim;
     if (rule && rule->stage == RULE_ON_STRUCTURE) return rule->fn(op, args, nargs, lead, outer_ndim, outs);
 
     if (lead->layout == JAG_JAGGED) {
-        if (any_ragged_elsewhere(args, nargs))
+        if (f.ragged_elsewhere)
             return jag__nested_dispatch_moved(cls, op, args, nargs, lead, outer_ndim, outs, ctx);
         if (info->tags & JAG_TAG_POINTWISE) return pointwise_jagged(op, args, nargs, lead, outer_ndim, outs);
         if (rule && rule->fn) return rule->fn(op, args, nargs, lead, outer_ndim, outs);

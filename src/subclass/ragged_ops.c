@@ -22,13 +22,13 @@ static int box_reduce(const nested_state *s, const jag_segment_spec *sp, const j
 
 jag_status jag__ragged_reduce(const nested_state *s, const jag_segment_spec *sp, jag_tensor **out) {
     jag_value a[10];
-    return jag__dispatch(JAG_OP_ragged_reduce, a, box_reduce(s, sp, NULL, NULL, NULL, a), out);
+    return jag__dispatch_plain(JAG_OP_ragged_reduce, a, box_reduce(s, sp, NULL, NULL, NULL, a), out);
 }
 
 jag_status jag__ragged_reduce_backward(const nested_state *s, const jag_segment_spec *sp, const jag_tensor *y,
                                        const jag_tensor *idx, const jag_tensor *g, jag_tensor **out) {
     jag_value a[10];
-    return jag__dispatch(JAG_OP_ragged_reduce_backward, a, box_reduce(s, sp, y, idx, g, a), out);
+    return jag__dispatch_plain(JAG_OP_ragged_reduce_backward, a, box_reduce(s, sp, y, idx, g, a), out);
 }
 
 jag_status jag__ragged_reduce_indices(const nested_state *s, const jag_segment_spec *sp, jag_tensor **outs) {
@@ -37,7 +37,7 @@ jag_status jag__ragged_reduce_indices(const nested_state *s, const jag_segment_s
     jag_value a[] = {jag__v_tensor(s->values), jag__v_tensor(s->offsets), jag__v_tensor(s->lengths),
                      jag__v_int(max ? JAG_SEG_MAX : JAG_SEG_MIN), jag__v_bool(sp->keepdim)};
     jag_tensor *both[2] = {0};
-    jag_status st = jag__dispatch(JAG_OP_ragged_reduce_indices, a, 5, both);
+    jag_status st = jag__dispatch_plain(JAG_OP_ragged_reduce_indices, a, 5, both);
     if (st) return st;
     if (arg) {
         jag_release(both[0]);
@@ -51,12 +51,12 @@ jag_status jag__ragged_reduce_indices(const nested_state *s, const jag_segment_s
 jag_status jag__ragged_softmax(const nested_state *s, bool log_softmax, jag_tensor **out) {
     jag_value a[] = {jag__v_tensor(s->values), jag__v_tensor(s->offsets), jag__v_tensor(s->lengths),
                      jag__v_bool(log_softmax)};
-    return jag__dispatch(JAG_OP_ragged_softmax, a, 4, out);
+    return jag__dispatch_plain(JAG_OP_ragged_softmax, a, 4, out);
 }
 
 jag_status jag__ragged_softmax_backward(const nested_state *s, const jag_tensor *y, const jag_tensor *g, bool log_softmax,
                                         jag_tensor **out) {
     jag_value a[] = {jag__v_tensor(y), jag__v_tensor(s->offsets), jag__v_tensor(s->lengths), jag__v_tensor(g),
                      jag__v_bool(log_softmax)};
-    return jag__dispatch(JAG_OP_ragged_softmax_backward, a, 5, out);
+    return jag__dispatch_plain(JAG_OP_ragged_softmax_backward, a, 5, out);
 }
