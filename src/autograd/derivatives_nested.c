@@ -428,6 +428,10 @@ jag_status jag__canonical_grad_ctx(const jag_grad_ctx *c, jag_tensor *const *go,
             o = jag__component_canonical_order(c->outputs[k], r);
             g = go[k] ? jag__component_canonical_order(go[k], r) : NULL;
             if (!o || (go[k] && !g)) st = jag_last_status();
+        } else if (jag__kept_ragged_result(c->op, c->args, c->nargs, c->outputs[k], n)) { /* back to canonical */
+            o = jag__kept_ragged_reorder(c->outputs[k], r, false);
+            g = go[k] ? jag__kept_ragged_reorder(go[k], r, false) : NULL;
+            if (!o || (go[k] && !g)) st = jag_last_status();
         } else {
             o = jag_retain(c->outputs[k]), g = jag_retain(go[k]);
         }

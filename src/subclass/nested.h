@@ -135,6 +135,15 @@ jag_tensor *jag__component_canonical_order(const jag_tensor *comp, int r);
  * lists. JAG_ESHAPE when jagged arguments are ragged in different dims. */
 jag_status jag__nested_canonical_args(jag_op_id op, const jag_value *args, int nargs, int r, int outer_ndim,
                                       jag_value *out, jag_tensor **temps, int *n_temps, int64_t *lists);
+/* Whether res, a result of op on a jagged tensor with outer_ndim dims, is
+ * the dense result of a reduction over the ragged dim with keepdim: every
+ * dim kept, the reduced ragged dim's 1 where the ragged dim was. Run on
+ * the canonical form it has that 1 at dim 1. */
+bool jag__kept_ragged_result(jag_op_id op, const jag_value *args, int nargs, const jag_tensor *res, int outer_ndim);
+/* Such a result between the canonical order (its dim 1) and outer order
+ * (its dim r), as a view: to_outer moves dim 1 to r, else r to 1. New
+ * reference; NULL on failure (status set). */
+jag_tensor *jag__kept_ragged_reorder(const jag_tensor *res, int r, bool to_outer);
 /* Where the ragged dim (at r before) lands in op's nested results. */
 int jag__nested_ragged_idx_after(jag_op_id op, const jag_value *args, int nargs, int r, int outer_ndim);
 /* transpose of a jagged tensor that involves its ragged dim or a tensor

@@ -56,6 +56,15 @@ jag_tensor *jag__component_canonical_order(const jag_tensor *comp, int r) {
     return move_dim(jag_retain((jag_tensor *)comp), r - 1, 0);
 }
 
+bool jag__kept_ragged_result(jag_op_id op, const jag_value *args, int nargs, const jag_tensor *res, int outer_ndim) {
+    return (jag__ops[op].tags & JAG_TAG_REDUCTION) && nargs > 1 && args[nargs - 1].kind == JAG_VAL_BOOL &&
+           args[nargs - 1].u.b && res && !res->subclass && res->ndim == outer_ndim;
+}
+
+jag_tensor *jag__kept_ragged_reorder(const jag_tensor *res, int r, bool to_outer) {
+    return to_outer ? move_dim(jag_retain((jag_tensor *)res), 1, r) : move_dim(jag_retain((jag_tensor *)res), r, 1);
+}
+
 static jag_status dim_in_range(const char *op, int64_t d, int n, int64_t *out) {
     if (d < -n || d >= n)
         return jag__error(JAG_ERANGE, "%s: dim %lld is out of range for a nested tensor with %d dims", op, (long long)d, n);
@@ -282,6 +291,10 @@ jag_status jag__nested_dispatch_moved(const jag_subclass *cls, jag_op_id op, con
             if (!outs[k]) st = jag_last_status();
         } else if (jag__nested_ragged_idx(res[k])) {
             st = jag__nested_relabel(res[k], nr, &outs[k]);
+        } else if (jag__kept_ragged_result(op, args, nargs, res[k], n)) {
+            /* (B, H, j, D).sum(2, keepdim) is (B, H, 1, D), not the
+             * canonical (B, 1, H, D) */
+            if (!(outs[k] = jag__kept_ragged_reorder(res[k], r, true))) st = jag_last_status();
         } else {
             outs[k] = res[k], res[k] = NULL;
         }

@@ -163,9 +163,33 @@ def layer_norm(input: _jag.Tensor, normalized_shape: _typing.Any, weight: _typin
         tensor([[-1.0000, 1.0000],
                 [0.0000, 0.0000],
                 [-1.0000, 1.0000]], dtype=float32, size=[3, 2])
+
+    On a jagged tensor, ``normalized_shape`` may also reach the ragged dim,
+    as torch allows (``F.layer_norm(nt, nt.shape[1:])``, ``(nt.shape[1], D)``):
+    each component is then normalized over all of its elements in those
+    dims, holes (lengths) included, and the result is differentiable. There
+    ``weight`` and ``bias`` must be None: a weight over a ragged dim has no
+    meaning (torch 2.15 accepts them there and ignores them).
     """
     n = _normalized_ndim(input, normalized_shape, "layer_norm")
+    ragged = getattr(input, "_ragged_idx", 0) if input.is_nested else 0
+    if ragged and input.dim() - n <= ragged:
+        return _layer_norm_over_ragged(input, n, weight, bias, _builtins.float(eps))
     return _op("layer_norm", input, n, weight, bias, _builtins.float(eps))
+
+
+def _layer_norm_over_ragged(input, n, weight, bias, eps):
+    """layer_norm of a jagged tensor over its last n dims, the ragged one
+    among them: per component, from differentiable ops (a mean over the
+    ragged dim with keepdim is dense, one value per component)."""
+    if weight is not None or bias is not None:
+        raise ValueError("layer_norm: normalized_shape %s reaches the ragged dim (%d) of a jagged tensor of shape %s; "
+                         "weight and bias must be None there (expected no affine transform over a ragged dim)"
+                         % (list(input.shape[-n:]), input._ragged_idx, list(input.shape)))
+    dims = tuple(range(input.dim() - n, input.dim()))
+    centered = input - input.mean(dim=dims, keepdim=True)
+    var = (centered * centered).mean(dim=dims, keepdim=True)  # biased, as torch
+    return centered * _jag.rsqrt(var + eps)
 
 
 def rms_norm(input: _jag.Tensor, normalized_shape: _typing.Any, weight: _typing.Optional[_jag.Tensor] = None,
