@@ -4,7 +4,8 @@
 # the README's pkg-config command, copied from README.md, and with CMake's
 # find_package (tests/install/). Both programs must run as built, without
 # LD_LIBRARY_PATH (their rpath finds libjag.so.0 in the prefix), and print
-# the README's result and its error for the bad mm.
+# the README's result and its error for the bad mm. Every ```c block of
+# README.md is then built verbatim with the same command and run.
 set -euo pipefail
 src=$1
 build=$2
@@ -26,6 +27,20 @@ cp "$src/examples/first_program.c" "$work/prog.c"
 "$work/pc" >"$work/out" 2>&1 || fail "the pkg-config program does not run: $(cat "$work/out")"
 grep -q "size=\[2, 4\]" "$work/out" || fail "pkg-config program: no result in: $(cat "$work/out")"
 grep -q "jag_mm" "$work/out" || fail "pkg-config program: no jag_mm error in: $(cat "$work/out")"
+
+# every ```c block of README.md, verbatim, built the same way and run
+awk -v dir="$work" '/^```c$/ {n++; f=dir "/readme_" n ".c"; inblock=1; next}
+                    /^```$/ {inblock=0; next}
+                    inblock {print > f}' "$src/README.md"
+blocks=$(ls "$work"/readme_*.c 2>/dev/null | wc -l)
+[ "$blocks" -ge 2 ] || fail "README.md: expected its two C programs in \`\`\`c blocks, found $blocks"
+for c in "$work"/readme_*.c; do
+  exe=${c%.c}
+  (cd "$work" && eval "${readme_command/cc prog.c/cc -std=c11 -Wall -Wextra -Werror $c -o $exe}") ||
+    fail "README.md's block $(basename "$c") does not compile"
+  "$exe" >"$exe.out" 2>&1 || fail "README.md's block $(basename "$c") does not run: $(cat "$exe.out")"
+  grep -q "tensor(" "$exe.out" || fail "README.md's block $(basename "$c") printed no tensor: $(cat "$exe.out")"
+done
 
 cmake -S "$src/tests/install" -B "$work/cm" -DCMAKE_PREFIX_PATH="$prefix" \
   -DFIRST_PROGRAM="$src/examples/first_program.c" >/dev/null
