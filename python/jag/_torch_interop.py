@@ -145,7 +145,19 @@ def from_torch(njt: _typing.Any) -> jag.Tensor:
     away from dim 1 (``njt._ragged_idx``) are kept. When ``njt`` requires
     grad (and torch's grad mode is on), the result requires grad and a jag
     backward through it accumulates gradients into torch's leaves.
-    dtypes: float32, float64, int32, int64, bool; CPU tensors only."""
+    dtypes: float32, float64, int32, int64, bool; CPU tensors only.
+
+    Example::
+
+        >>> import torch
+        >>> njt = torch.nested.nested_tensor([torch.tensor([1.0, 2.0]), torch.tensor([3.0])], layout=torch.jagged)
+        >>> nt = jag.nested.from_torch(njt)
+        >>> nt.offsets().tolist(), [c.tolist() for c in nt.unbind()]
+        ([0, 2, 3], [[1.0, 2.0], [3.0]])
+        >>> njt.values()[0] = 10.0  # the values are shared
+        >>> nt.values()
+        tensor([10.0000, 2.0000, 3.0000], dtype=float32, size=[3])
+    """
     torch = _torch()
     jag = _jag()
     if not isinstance(njt, torch.Tensor) or not njt.is_nested:
@@ -195,7 +207,19 @@ def to_torch(nt: jag.Tensor, copy: _typing.Optional[bool] = None) -> _typing.Any
     read-only values with a BufferError instead; True always copies.
     When ``nt`` requires grad (and jag's grad mode is on), the result
     requires grad and a torch backward through it accumulates gradients into
-    jag's leaves."""
+    jag's leaves.
+
+    Example::
+
+        >>> import torch
+        >>> nt = jag.nested.nested_tensor([jag.tensor([1.0, 2.0]), jag.tensor([3.0])], layout=jag.jagged)
+        >>> njt = nt.to_torch()  # this function, as a Tensor method
+        >>> njt.layout, njt.offsets().tolist(), [c.tolist() for c in njt.unbind()]
+        (torch.jagged, [0, 2, 3], [[1.0, 2.0], [3.0]])
+        >>> njt.values()[2] = 30.0  # the values are shared
+        >>> nt.values()
+        tensor([1.0000, 2.0000, 30.0000], dtype=float32, size=[3])
+    """
     jag = _jag()
     torch = _torch()
     if not isinstance(nt, jag.Tensor) or not nt.is_nested:

@@ -9,7 +9,24 @@ from . import _C
 
 class GradcheckError(RuntimeError):
     """Raised by gradcheck when an analytic gradient differs from the
-    finite-difference one (the message names the worst element)."""
+    finite-difference one (the message names the worst element).
+
+    Example::
+
+        >>> x = jag.tensor([1.0, 2.0], dtype=jag.float64, requires_grad=True)
+        >>> class WrongGrad(jag.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         return x * x
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         return g  # should be 2 x g
+        >>> try:
+        ...     jag.autograd.gradcheck(WrongGrad.apply, (x,))
+        ... except jag.autograd.GradcheckError:
+        ...     print("mismatch")
+        mismatch
+    """
 
 
 def gradcheck(func: _typing.Callable[..., _typing.Any], inputs: _typing.Any, eps: float = 1e-6, atol: float = 1e-5,
@@ -17,7 +34,18 @@ def gradcheck(func: _typing.Callable[..., _typing.Any], inputs: _typing.Any, eps
     """Compare the gradients of func(*inputs) with central finite differences
     in float64 (jag_gradcheck). inputs: float64 tensors (dense or nested)
     requiring grad; func returns one tensor. Returns True, or raises
-    GradcheckError (False with raise_exception=False) on a mismatch."""
+    GradcheckError (False with raise_exception=False) on a mismatch.
+
+    Example::
+
+        >>> x = jag.tensor([0.5, 1.5], dtype=jag.float64, requires_grad=True)
+        >>> jag.autograd.gradcheck(lambda t: (t * t.sin()).sum(), (x,))
+        True
+        >>> nt = jag.nested.nested_tensor([jag.tensor([1.0, 2.0]), jag.tensor([3.0])], layout=jag.jagged,
+        ...                               dtype=jag.float64, requires_grad=True)
+        >>> jag.autograd.gradcheck(lambda t: t.exp(), (nt,))
+        True
+    """
     import jag
 
     if isinstance(inputs, jag.Tensor):
@@ -41,6 +69,14 @@ def backward(tensors: _typing.Any, grad_tensors: _typing.Any = None, retain_grap
     """Compute the gradients of ``tensors`` (a tensor or a sequence) with
     respect to the graph's leaves, as calling ``t.backward(g)`` for each ``t``
     and its ``grad_tensors`` entry ``g``.
+
+    Example::
+
+        >>> x = jag.tensor([1.0, 2.0], requires_grad=True)
+        >>> y, z = x * x, 3 * x
+        >>> jag.autograd.backward([y, z], [jag.ones(2), jag.tensor([1.0, 0.0])])
+        >>> x.grad  # 2 x + [3, 0]
+        tensor([5.0000, 4.0000], dtype=float32, size=[2])
     """
     import jag
 
@@ -57,7 +93,25 @@ class FunctionCtx:
     """The ``ctx`` given to a Function's forward and backward: keep tensors
     with save_for_backward (read them back as saved_tensors) and anything
     else as attributes. needs_input_grad has one bool per argument of
-    apply."""
+    apply.
+
+    Example::
+
+        >>> class Cube(jag.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         ctx.save_for_backward(x)
+        ...         ctx.power = 3  # any other value: an attribute
+        ...         return x ** 3
+        ...     @staticmethod
+        ...     def backward(ctx, g):
+        ...         x, = ctx.saved_tensors
+        ...         return g * ctx.power * x ** (ctx.power - 1)
+        >>> x = jag.tensor([1.0, 2.0], requires_grad=True)
+        >>> Cube.apply(x).sum().backward()
+        >>> x.grad
+        tensor([3.0000, 12.0000], dtype=float32, size=[2])
+    """
 
     # set by Function.apply for the node's backward
     _cls: _typing.Any
@@ -74,7 +128,24 @@ class FunctionCtx:
         self._n_forward_outputs = 0
 
     def save_for_backward(self, *tensors: _typing.Any) -> None:
-        """Keep tensors (or None) for backward, where ``saved_tensors`` gives them back."""
+        """Keep tensors (or None) for backward, where ``saved_tensors`` gives them back.
+
+        Example::
+
+            >>> class Mul(jag.autograd.Function):
+            ...     @staticmethod
+            ...     def forward(ctx, a, b):
+            ...         ctx.save_for_backward(a, b)
+            ...         return a * b
+            ...     @staticmethod
+            ...     def backward(ctx, g):
+            ...         a, b = ctx.saved_tensors
+            ...         return g * b, g * a
+            >>> a, b = jag.tensor([2.0], requires_grad=True), jag.tensor([5.0], requires_grad=True)
+            >>> Mul.apply(a, b).sum().backward()
+            >>> a.grad, b.grad
+            (tensor([5.0000], dtype=float32, size=[1]), tensor([2.0000], dtype=float32, size=[1]))
+        """
         import jag
 
         for t in tensors:
@@ -84,12 +155,53 @@ class FunctionCtx:
 
     @property
     def saved_tensors(self) -> tuple:
-        """The tensors given to ``save_for_backward``, as a tuple."""
+        """The tensors given to ``save_for_backward``, as a tuple.
+
+        Example::
+
+            >>> class Square(jag.autograd.Function):
+            ...     @staticmethod
+            ...     def forward(ctx, x):
+            ...         ctx.save_for_backward(x, None)
+            ...         return x * x
+            ...     @staticmethod
+            ...     def backward(ctx, g):
+            ...         print(type(ctx.saved_tensors).__name__, len(ctx.saved_tensors))
+            ...         x, _ = ctx.saved_tensors
+            ...         return 2 * x * g
+            >>> x = jag.tensor([3.0], requires_grad=True)
+            >>> Square.apply(x).sum().backward()
+            tuple 2
+            >>> x.grad
+            tensor([6.0000], dtype=float32, size=[1])
+        """
         return self._saved
 
     def mark_non_differentiable(self, *tensors: _typing.Any) -> None:
         """Outputs (returned by forward) that get no gradient: apply returns
-        them not requiring grad, and backward receives None for them."""
+        them not requiring grad, and backward receives None for them.
+
+        Example::
+
+            >>> class ReluWithMask(jag.autograd.Function):
+            ...     @staticmethod
+            ...     def forward(ctx, x):
+            ...         mask = x > 0
+            ...         ctx.mark_non_differentiable(mask)
+            ...         ctx.save_for_backward(mask)
+            ...         return jag.where(mask, x, jag.zeros_like(x)), mask
+            ...     @staticmethod
+            ...     def backward(ctx, g_out, g_mask):  # g_mask: zeros, never used
+            ...         mask, = ctx.saved_tensors
+            ...         return jag.where(mask, g_out, jag.zeros_like(g_out))
+            >>> x = jag.tensor([-1.0, 2.0], requires_grad=True)
+            >>> out, mask = ReluWithMask.apply(x)
+            >>> out.requires_grad, mask.requires_grad, mask.tolist()
+            (True, False, [False, True])
+            >>> out.sum().backward()
+            >>> x.grad
+            tensor([0.0000, 1.0000], dtype=float32, size=[2])
+        """
         import jag
 
         for t in tensors:
@@ -136,7 +248,17 @@ class FunctionCtx:
 
     def set_materialize_grads(self, value: bool) -> None:
         """jag's engine always gives zeros to an output that received no
-        gradient (torch's default); None instead is not supported."""
+        gradient (torch's default); None instead is not supported.
+
+        Example::
+
+            >>> ctx = jag.autograd.FunctionCtx()
+            >>> ctx.set_materialize_grads(True)  # the only behaviour jag has
+            >>> ctx.set_materialize_grads(False)
+            Traceback (most recent call last):
+                ...
+            NotImplementedError: set_materialize_grads(False): jag always passes zeros ...
+        """
         if not value:
             raise NotImplementedError("set_materialize_grads(False): jag always passes zeros for outputs that "
                                       "received no gradient")
@@ -167,12 +289,44 @@ class Function:
     apply (None for non-tensor arguments). An output that received no
     gradient gets zeros shaped like it (as torch materialises them). Dense
     and nested tensors alike; exceptions
-    raised in backward reach the caller of .backward()."""
+    raised in backward reach the caller of .backward().
+
+    Example::
+
+        >>> class Exp(jag.autograd.Function):
+        ...     @staticmethod
+        ...     def forward(ctx, x):
+        ...         y = jag.exp(x)
+        ...         ctx.save_for_backward(y)
+        ...         return y
+        ...     @staticmethod
+        ...     def backward(ctx, gy):
+        ...         y, = ctx.saved_tensors
+        ...         return gy * y
+        >>> x = jag.tensor([0.0, 1.0], requires_grad=True)
+        >>> Exp.apply(x).sum().backward()
+        >>> x.grad
+        tensor([1.0000, 2.7183], dtype=float32, size=[2])
+    """
 
     @staticmethod
     def forward(ctx: FunctionCtx, *args: _typing.Any) -> _typing.Any:
         """Compute the outputs from ``args`` (run under no_grad); override it.
         Returns a tensor or a tuple of tensors.
+
+        Example::
+
+            >>> class Double(jag.autograd.Function):
+            ...     @staticmethod
+            ...     def forward(ctx, x):
+            ...         print("grad mode in forward:", jag.is_grad_enabled())
+            ...         return 2 * x
+            ...     @staticmethod
+            ...     def backward(ctx, g):
+            ...         return 2 * g
+            >>> Double.apply(jag.tensor([1.0], requires_grad=True))
+            grad mode in forward: False
+            tensor([2.0000], dtype=float32, size=[1])
         """
         raise NotImplementedError("Function.forward must be overridden")
 
@@ -180,6 +334,21 @@ class Function:
     def backward(ctx: FunctionCtx, *grad_outputs: _typing.Any) -> _typing.Any:
         """The gradients with respect to forward's arguments (one per argument,
         None for those that need none), given one gradient per output; override it.
+
+        Example::
+
+            >>> class ScaleBy(jag.autograd.Function):
+            ...     @staticmethod
+            ...     def forward(ctx, x, k):
+            ...         ctx.k = k
+            ...         return x * k
+            ...     @staticmethod
+            ...     def backward(ctx, g):
+            ...         return g * ctx.k, None  # no gradient for the number k
+            >>> x = jag.tensor([1.0, 2.0], requires_grad=True)
+            >>> ScaleBy.apply(x, 3.0).sum().backward()
+            >>> x.grad
+            tensor([3.0000, 3.0000], dtype=float32, size=[2])
         """
         raise NotImplementedError("Function.backward must be overridden")
 
@@ -187,6 +356,23 @@ class Function:
     def apply(cls, *args: _typing.Any) -> _typing.Any:
         """Run forward on ``args`` and, when an input requires grad, record a node
         whose backward is this class's ``backward``. Returns forward's outputs.
+
+        Example::
+
+            >>> class Neg(jag.autograd.Function):
+            ...     @staticmethod
+            ...     def forward(ctx, x):
+            ...         return -x
+            ...     @staticmethod
+            ...     def backward(ctx, g):
+            ...         return -g
+            >>> nt = jag.nested.nested_tensor([jag.tensor([1.0, 2.0]), jag.tensor([3.0])], layout=jag.jagged,
+            ...                               requires_grad=True)
+            >>> out = Neg.apply(nt)
+            >>> out.requires_grad, [c.tolist() for c in out.unbind()]
+            (True, [[-1.0, -2.0], [-3.0]])
+            >>> Neg.apply(jag.tensor([1.0])).requires_grad  # no input requires grad: no node
+            False
         """
         import jag
 

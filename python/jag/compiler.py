@@ -46,7 +46,18 @@ class Program:
     """A compiled trace. Call it with inputs of the kind it was traced with
     (same dtypes, ranks, subclasses and layouts; lengths and batch sizes may
     differ): other inputs raise TypeError (a dtype) or ValueError (a rank, a
-    layout, a count), and nothing runs."""
+    layout, a count), and nothing runs.
+
+    Example::
+
+        >>> prog = jag.trace(lambda x: x * 2 + 1, jag.tensor([1.0, 2.0])).compile()
+        >>> prog(jag.tensor([0.0, 1.0, 2.0]))  # another length, the same kind
+        tensor([1.0000, 3.0000, 5.0000], dtype=float32, size=[3])
+        >>> prog(jag.tensor([1, 2]))  # another dtype
+        Traceback (most recent call last):
+            ...
+        TypeError: jag_program_run: input 0 ('x0') has dtype int64, expected float32
+    """
 
     __slots__ = ("_p",)
 
@@ -58,12 +69,36 @@ class Program:
 
     @property
     def trace(self) -> str:
-        """The program that runs, after the passes, as text."""
+        """The program that runs, after the passes, as text.
+
+        Example::
+
+            >>> prog = jag.trace(lambda a: (a * 2 + 1).relu(), jag.tensor([1.0, 2.0]), names=["a"]).compile()
+            >>> print(prog.trace)
+            def computation(a):
+              # a: f32[2]
+              t2 = fused[mul, add, relu](a)         # f32[2]
+              return t2
+        """
         return self._p.trace
 
     @property
     def backward_trace(self) -> _typing.Optional[str]:
-        """The backward program as text (None when no input requires grad)."""
+        """The backward program as text (None when no input requires grad).
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 2.0], requires_grad=True)
+            >>> prog = jag.trace(lambda a: (a * a).sum(), x).compile()
+            >>> print(prog.backward_trace)  # gradient of sum(a * a): 2 a g
+            def computation(x0, g_t1):
+              # x0: f32[2]  requires_grad
+              # g_t1: f32[]
+              ...
+              return grad_x0
+            >>> jag.trace(lambda a: a * a, jag.tensor([1.0])).compile().backward_trace is None
+            True
+        """
         return self._p.backward_trace
 
     def __str__(self):
@@ -75,7 +110,21 @@ class Program:
 
 class Trace:
     """A function recorded on proxies. str() is the program as source, one
-    symbol a line; the passes return new traces; compile() a Program."""
+    symbol a line; the passes return new traces; compile() a Program.
+
+    Example::
+
+        >>> tr = jag.trace(lambda x, w: (x * w).relu(), jag.ones(3), jag.ones(3), names=["x", "w"])
+        >>> print(tr)
+        def computation(x, w):
+          # x: f32[3]
+          # w: f32[3]
+          t0 = mul(x, w)                        # f32[3]
+          t1 = relu(t0)                         # f32[3]
+          return t1
+        >>> tr.compile()(jag.tensor([1.0, -2.0, 3.0]), jag.tensor([2.0, 2.0, 2.0]))
+        tensor([2.0000, 0.0000, 6.0000], dtype=float32, size=[3])
+    """
 
     __slots__ = ("_t",)
 
@@ -90,27 +139,98 @@ class Trace:
 
     @property
     def num_symbols(self) -> int:
-        """The number of symbols (lines) of the program."""
+        """The number of symbols (lines) of the program.
+
+        Example::
+
+            >>> tr = jag.trace(lambda a: (a * 2 + 1).relu(), jag.tensor([1.0, 2.0]))
+            >>> tr.num_symbols
+            3
+        """
         return self._t.num_symbols
 
     def desugar(self) -> Trace:
-        """A new trace with each subclass symbol replaced by the ops its handler runs on the inner tensors."""
+        """A new trace with each subclass symbol replaced by the ops its handler runs on the inner tensors.
+
+        Example::
+
+            >>> nt = jag.nested.nested_tensor([jag.ones(2, 3), jag.ones(1, 3)], layout=jag.jagged)
+            >>> tr = jag.trace(lambda a: (a * 2).sum(-1), nt)
+            >>> print(tr.desugar())  # the nested ops become ops on the packed values
+            def computation(x0):
+              # x0: nested(jagged) f32[2, j0, 3]  (values f32[3, 3], offsets i64[3])
+              x0_values, x0_offsets = flatten(x0)
+              t2 = mul(x0_values, 2)                # f32[3, 3]
+              t3 = sum(t2, [1], False)              # f32[3]
+              t1 = unflatten[nested](t3, x0_offsets) # nested(jagged) f32[2, j0]
+              return t1
+        """
         return Trace(self._t.desugar())
 
     def dce(self) -> Trace:
-        """A new trace without the symbols no output needs (dead code elimination)."""
+        """A new trace without the symbols no output needs (dead code elimination).
+
+        Example::
+
+            >>> tr = jag.trace(lambda a: (a.exp(), a + 1)[1], jag.tensor([1.0, 2.0]))  # exp is never used
+            >>> tr.num_symbols, tr.dce().num_symbols
+            (2, 1)
+            >>> print(tr.dce())
+            def computation(x0):
+              # x0: f32[2]
+              t1 = add(x0, 1, 1)                    # f32[2]
+              return t1
+        """
         return Trace(self._t.dce())
 
     def fuse(self) -> Trace:
-        """A new trace whose pointwise chains run in one pass over memory."""
+        """A new trace whose pointwise chains run in one pass over memory.
+
+        Example::
+
+            >>> tr = jag.trace(lambda a: (a * 2 + 1).relu(), jag.tensor([1.0, 2.0]), names=["a"])
+            >>> print(tr.fuse())
+            def computation(a):
+              # a: f32[2]
+              t2 = fused[mul, add, relu](a)         # f32[2]
+              return t2
+        """
         return Trace(self._t.fuse())
 
     def grad(self) -> Trace:
-        """A new trace with the backward program appended."""
+        """A new trace with the backward program appended.
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 2.0], requires_grad=True)
+            >>> print(jag.trace(lambda a: (a * a).sum(), x).grad())
+            def computation(x0, g_t1):
+              # x0: f32[2]  requires_grad
+              # g_t1: f32[]
+              t0 = mul(x0, x0)                      # f32[2]
+              t1 = sum(t0, [], False)               # f32[]
+              ...
+              grad_x0 = add(t5, t6, 1)              # f32[2]
+              return t1, grad_x0
+        """
         return Trace(self._t.grad())
 
     def compile(self, passes: _typing.Optional[_typing.Sequence[str]] = None) -> Program:
-        """A Program (passes: names among "desugar", "dce", "fuse"; all by default)."""
+        """A Program (passes: names among "desugar", "dce", "fuse"; all by default).
+
+        Example::
+
+            >>> tr = jag.trace(lambda a: (a * 2 + 1).relu(), jag.tensor([1.0, 2.0]), names=["a"])
+            >>> print(tr.compile(passes=["dce"]).trace)  # no fusion
+            def computation(a):
+              # a: f32[2]
+              t0 = mul(a, 2)                        # f32[2]
+              t1 = add(t0, 1, 1)                    # f32[2]
+              t2 = relu(t1)                         # f32[2]
+              return t2
+            >>> tr.compile()(jag.tensor([-3.0, 3.0]))
+            tensor([0.0000, 7.0000], dtype=float32, size=[2])
+        """
         return Program(self._t._compile(_pass_flags(passes)))
 
 
@@ -120,7 +240,25 @@ def trace(fn: _typing.Callable[..., _typing.Any], *example_inputs: _typing.Any,
     sizes are read; requires_grad too). names: one name per input for the
     printed program. fn returns a tensor or a tuple of tensors. Tensors fn
     reads from outside its inputs are constants of the trace (jag.compile
-    passes them as inputs instead)."""
+    passes them as inputs instead).
+
+    Example::
+
+        >>> nt = jag.nested.nested_tensor([jag.ones(2, 3), jag.ones(1, 3)], layout=jag.jagged)
+        >>> w = jag.ones(3, 4)
+        >>> tr = jag.trace(lambda x, w: (x @ w).relu(), nt, w, names=["x", "w"])
+        >>> print(tr)
+        def computation(x, w):
+          # x: nested(jagged) f32[2, j0, 3]  (values f32[3, 3], offsets i64[3])
+          # w: f32[3, 4]
+          x_values, x_offsets = flatten(x)
+          t0 = matmul(x, w)                     # nested(jagged) f32[2, j0, 4]
+          t1 = relu(t0)                         # nested(jagged) f32[2, j0, 4]
+          return t1
+        >>> out = tr.compile()(nt, w)
+        >>> [c.shape for c in out.unbind()]
+        [(2, 4), (1, 4)]
+    """
     if names is not None:
         names = tuple(names)
     return Trace(_C._trace(fn, tuple(example_inputs), names))

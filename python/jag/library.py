@@ -54,7 +54,19 @@ def _qualify(ns, name):
 
 class Library:
     """A namespace of custom ops. kind: "DEF", "FRAGMENT" or "IMPL" (accepted
-    for torch compatibility; every kind may define and implement)."""
+    for torch compatibility; every kind may define and implement).
+
+    Example::
+
+        >>> lib = jag.library.Library("doc_lib", "FRAGMENT")
+        >>> lib
+        Library('doc_lib', 'FRAGMENT')
+        >>> lib.define("scale(Tensor x, float k) -> Tensor")
+        'scale'
+        >>> lib.impl("scale", lambda x, k: x * k, "CPU")
+        >>> jag.ops.doc_lib.scale(jag.tensor([1.0, 2.0]), 3.0)
+        tensor([3.0000, 6.0000], dtype=float32, size=[2])
+    """
 
     def __init__(self, ns: str, kind: str = "FRAGMENT") -> None:
         if not isinstance(ns, str) or not _re.match(r"^[A-Za-z_][A-Za-z0-9_]*$", ns):
@@ -67,7 +79,16 @@ class Library:
     def define(self, schema: str) -> str:
         """Define an op from a schema, e.g. "my_op(Tensor x, float alpha) ->
         Tensor" (argument types: Tensor, Tensor?, Tensor[], int, int[],
-        float, bool; returns Tensor or (Tensor, ...)). Returns its name."""
+        float, bool; returns Tensor or (Tensor, ...)). Returns its name.
+
+        Example::
+
+            >>> lib = jag.library.Library("doc_define")
+            >>> lib.define("add_n(Tensor[] xs, int n) -> (Tensor, Tensor)")
+            'add_n'
+            >>> jag.ops.doc_define.add_n.schema
+            'doc_define::add_n(Tensor[] xs, int n) -> (Tensor, Tensor)'
+        """
         if not isinstance(schema, str):
             raise TypeError("define: the schema must be a str")
         head = schema.split("(", 1)[0]
@@ -77,7 +98,17 @@ class Library:
 
     def impl(self, op_name: str, fn: _typing.Callable[..., _typing.Any], dispatch_key: str = "CPU") -> None:
         """Give the op a Python kernel for dispatch_key: "CPU", "Meta" or
-        "Autograd"."""
+        "Autograd".
+
+        Example::
+
+            >>> lib = jag.library.Library("doc_impl")
+            >>> lib.define("twice(Tensor x) -> Tensor")
+            'twice'
+            >>> lib.impl("twice", lambda x: jag.tensor(x.numpy() * 2), "CPU")  # numpy() views x without a copy
+            >>> jag.ops.doc_impl.twice(jag.tensor([1.0, 5.0]))
+            tensor([2.0000, 10.0000], dtype=float32, size=[2])
+        """
         if dispatch_key not in _KEYS:
             raise ValueError("impl: dispatch_key must be 'CPU', 'Meta' or 'Autograd', got %r" % (dispatch_key,))
         if not callable(fn):
@@ -85,7 +116,21 @@ class Library:
         _C._op_impl(_qualify(self.ns, op_name), _KEYS[dispatch_key], fn)
 
     def register_nested_decomp(self, op_name: str) -> _Decorator:
-        """Decorator: fn is the nested tensors' implementation of the op."""
+        """Decorator: fn is the nested tensors' implementation of the op.
+
+        Example::
+
+            >>> lib = jag.library.Library("doc_decomp")
+            >>> lib.define("square(Tensor x) -> Tensor")
+            'square'
+            >>> lib.impl("square", lambda x: x * x, "CPU")
+            >>> @lib.register_nested_decomp("square")
+            ... def square_nested(nt):  # pointwise: the op on the packed values, same offsets
+            ...     return jag.nested.nested_tensor_from_jagged(jag.ops.doc_decomp.square(nt.values()), nt.offsets())
+            >>> nt = jag.nested.nested_tensor([jag.tensor([1.0, 2.0]), jag.tensor([3.0])], layout=jag.jagged)
+            >>> [c.tolist() for c in jag.ops.doc_decomp.square(nt).unbind()]
+            [[1.0, 4.0], [9.0]]
+        """
         return register_nested_decomp(_qualify(self.ns, op_name))
 
     def __repr__(self):
@@ -97,7 +142,20 @@ def register_nested_decomp(op: _typing.Any) -> _Decorator:
     jag.ops handle or an "ns::name" string) when a nested tensor is among its
     arguments: fn receives the op's arguments (nested tensors as they are)
     and returns the outputs, usually nested tensors rebuilt around the input's
-    offsets. Registering again replaces the previous decomposition."""
+    offsets. Registering again replaces the previous decomposition.
+
+    Example::
+
+        >>> jag.library.define("doc_reg::neg(Tensor x) -> Tensor")
+        'neg'
+        >>> jag.library.impl("doc_reg::neg", lambda x: -x)
+        >>> @jag.library.register_nested_decomp(jag.ops.doc_reg.neg)
+        ... def neg_nested(nt):
+        ...     return jag.nested.nested_tensor_from_jagged(-nt.values(), nt.offsets())
+        >>> nt = jag.nested.nested_tensor([jag.tensor([1.0]), jag.tensor([2.0, 3.0])], layout=jag.jagged)
+        >>> [c.tolist() for c in jag.ops.doc_reg.neg(nt).unbind()]
+        [[-1.0], [-2.0, -3.0]]
+    """
     qual = _qualify(None, op)
 
     def decorator(fn):
@@ -110,7 +168,15 @@ def register_nested_decomp(op: _typing.Any) -> _Decorator:
 
 
 def define(qualname_schema: str) -> str:
-    """jag.library.define("ns::op(Tensor x) -> Tensor")."""
+    """jag.library.define("ns::op(Tensor x) -> Tensor").
+
+    Example::
+
+        >>> jag.library.define("doc_def::clamp01(Tensor x) -> Tensor")
+        'clamp01'
+        >>> jag.ops.doc_def.clamp01
+        jag.ops.doc_def.clamp01
+    """
     ns, _, rest = qualname_schema.partition("::")
     return Library(ns.strip()).define(rest)
 
@@ -118,5 +184,13 @@ def define(qualname_schema: str) -> str:
 def impl(qualname: str, fn: _typing.Callable[..., _typing.Any], dispatch_key: str = "CPU") -> None:
     """Give the op ``qualname`` ("ns::op") the Python kernel ``fn`` for
     ``dispatch_key`` ("CPU", "Meta" or "Autograd"), as Library(ns).impl.
+
+    Example::
+
+        >>> jag.library.define("doc_impl2::half(Tensor x) -> Tensor")
+        'half'
+        >>> jag.library.impl("doc_impl2::half", lambda x: x * 0.5, "CPU")
+        >>> jag.ops.doc_impl2.half(jag.tensor([4.0]))
+        tensor([2.0000], dtype=float32, size=[1])
     """
     Library(qualname.split("::", 1)[0]).impl(qualname, fn, dispatch_key)

@@ -17,7 +17,16 @@ __all__ = ["OpOverload"]
 
 class OpOverload:
     """A callable handle on one op: ``op(*args)`` calls it with boxed
-    arguments (tensors, ints, floats, bools, None, lists)."""
+    arguments (tensors, ints, floats, bools, None, lists).
+
+    Example::
+
+        >>> op = jag.ops.aten.sin
+        >>> op, op.name
+        (jag.ops.sin, 'sin')
+        >>> op(jag.tensor([0.0]))
+        tensor([0.0000], dtype=float32, size=[1])
+    """
 
     __slots__ = ("name",)
 
@@ -29,12 +38,28 @@ class OpOverload:
 
     @property
     def default(self) -> OpOverload:
-        """self (torch's overload packet ``op.default``)."""
+        """self (torch's overload packet ``op.default``).
+
+        Example::
+
+            >>> jag.ops.aten.mul.default is jag.ops.aten.mul
+            True
+            >>> jag.ops.aten.mul.default(jag.tensor([2.0]), jag.tensor([3.0]))
+            tensor([6.0000], dtype=float32, size=[1])
+        """
         return self
 
     @property
     def schema(self) -> _typing.Optional[str]:
-        """The op's schema, as text."""
+        """The op's schema, as text.
+
+        Example::
+
+            >>> jag.library.define("doc_schema::axpy(Tensor x, Tensor y, float a) -> Tensor")
+            'axpy'
+            >>> jag.ops.doc_schema.axpy.schema
+            'doc_schema::axpy(Tensor x, Tensor y, float a) -> Tensor'
+        """
         return _C._op_info(self.name)[1]
 
     def __repr__(self):

@@ -219,7 +219,19 @@ def _rebuild(description, tensors):
 
 
 def load_with_metadata(path: _typing.Any, mmap: bool = False) -> _typing.Tuple[_typing.Any, _typing.Dict[str, str]]:
-    """(the object, dict of the file's other metadata): as ``load``."""
+    """(the object, dict of the file's other metadata): as ``load``.
+
+    Example::
+
+        >>> import os, tempfile
+        >>> tmp = tempfile.TemporaryDirectory()
+        >>> path = os.path.join(tmp.name, "model.safetensors")
+        >>> jag.save({"w": jag.ones(2)}, path, metadata={"epoch": "7"})
+        >>> obj, meta = jag.serialization.load_with_metadata(path)
+        >>> obj["w"], meta["epoch"]
+        (tensor([1.0000, 1.0000], dtype=float32, size=[2]), '7')
+        >>> tmp.cleanup()
+    """
     items, meta, description = _C._load(_path(path), bool(mmap))
     tensors = dict(items)
     obj = tensors if description is None else _rebuild(description, tensors)

@@ -37,7 +37,22 @@ class Module:
     register_buffer) a buffer to an attribute registers it, and the
     traversals (parameters, named_parameters, buffers, children, modules),
     state_dict / load_state_dict, train / eval, zero_grad and to(dtype) then
-    cover it. Subclasses define ``forward``; calling the module calls it."""
+    cover it. Subclasses define ``forward``; calling the module calls it.
+
+    Example::
+
+        >>> class Scale(jag.nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.w = jag.nn.Parameter(jag.tensor([2.0]))
+        ...     def forward(self, x):
+        ...         return x * self.w
+        >>> m = Scale()
+        >>> [name for name, _ in m.named_parameters()]
+        ['w']
+        >>> m(jag.tensor([1.0, 3.0])).detach()
+        tensor([2.0000, 6.0000], dtype=float32, size=[2])
+    """
 
     training = True
 
@@ -49,7 +64,14 @@ class Module:
         object.__setattr__(self, "_modules", _OrderedDict())
 
     def forward(self, *args: _typing.Any, **kwargs: _typing.Any) -> _typing.Any:
-        """The module's computation (defined by subclasses)."""
+        """The module's computation (defined by subclasses).
+
+        Example::
+
+            >>> m = jag.nn.ReLU()
+            >>> m.forward(jag.tensor([-1.0, 2.0]))  # what m(x) calls
+            tensor([0.0000, 2.0000], dtype=float32, size=[2])
+        """
         raise NotImplementedError('Module [%s] is missing the required "forward" function' % type(self).__name__)
 
     def __call__(self, *args, **kwargs):
@@ -67,7 +89,15 @@ class Module:
             raise KeyError('%s name can\'t be empty string ""' % kind)
 
     def register_parameter(self, name: str, param: _typing.Optional[Parameter]) -> None:
-        """Register ``param`` (a Parameter, or None) under ``name``."""
+        """Register ``param`` (a Parameter, or None) under ``name``.
+
+        Example::
+
+            >>> m = jag.nn.Module()
+            >>> m.register_parameter("scale", jag.nn.Parameter(jag.ones(2)))
+            >>> [name for name, _ in m.named_parameters()]
+            ['scale']
+        """
         self._check_name(name, "parameter")
         if hasattr(self, name) and name not in self._parameters:
             raise KeyError("attribute '%s' already exists" % name)
@@ -79,7 +109,15 @@ class Module:
     def register_buffer(self, name: str, tensor: _typing.Optional[_jag.Tensor], persistent: bool = True) -> None:
         """Register a tensor that is state but not a parameter (running
         statistics, constants). ``persistent=False`` keeps it out of
-        state_dict."""
+        state_dict.
+
+        Example::
+
+            >>> m = jag.nn.Module()
+            >>> m.register_buffer("running_mean", jag.zeros(2))
+            >>> list(m.state_dict()), list(m.parameters())
+            (['running_mean'], [])
+        """
         self._check_name(name, "buffer")
         if hasattr(self, name) and name not in self._buffers:
             raise KeyError("attribute '%s' already exists" % name)
@@ -93,7 +131,17 @@ class Module:
             self._non_persistent_buffers_set.add(name)
 
     def add_module(self, name: str, module: _typing.Optional[Module]) -> None:
-        """Register a child module (or None) under ``name``."""
+        """Register a child module (or None) under ``name``.
+
+        Example::
+
+            >>> m = jag.nn.Module()
+            >>> m.add_module("fc", jag.nn.Linear(2, 1))
+            >>> m
+            Module(
+              (fc): Linear(in_features=2, out_features=1, bias=True)
+            )
+        """
         if module is not None and not isinstance(module, Module):
             raise TypeError("%s is not a Module subclass" % type(module).__name__)
         self._check_name(name, "module")
@@ -179,26 +227,63 @@ class Module:
     def named_parameters(self, prefix: str = "", recurse: bool = True,
                          remove_duplicate: bool = True) -> _typing.Iterator[_typing.Tuple[str, Parameter]]:
         """(name, Parameter) pairs, this module's then its children's, each
-        parameter once ("layer.weight", ...)."""
+        parameter once ("layer.weight", ...).
+
+        Example::
+
+            >>> model = jag.nn.Sequential(jag.nn.Linear(2, 3), jag.nn.ReLU(), jag.nn.Linear(3, 1))
+            >>> [(name, p.shape) for name, p in model.named_parameters()]
+            [('0.weight', (3, 2)), ('0.bias', (3,)), ('2.weight', (1, 3)), ('2.bias', (1,))]
+        """
         yield from self._named_members(lambda m: m._parameters.items(), prefix, recurse, remove_duplicate)
 
     def parameters(self, recurse: bool = True) -> _typing.Iterator[Parameter]:
-        """The parameters, in named_parameters' order."""
+        """The parameters, in named_parameters' order.
+
+        Example::
+
+            >>> model = jag.nn.Linear(4, 2)
+            >>> sum(p.numel() for p in model.parameters())
+            10
+        """
         for _, p in self.named_parameters(recurse=recurse):
             yield p
 
     def named_buffers(self, prefix: str = "", recurse: bool = True,
                       remove_duplicate: bool = True) -> _typing.Iterator[_typing.Tuple[str, _jag.Tensor]]:
-        """(name, buffer) pairs, as named_parameters."""
+        """(name, buffer) pairs, as named_parameters.
+
+        Example::
+
+            >>> m = jag.nn.Sequential(jag.nn.Linear(2, 2))
+            >>> m[0].register_buffer("count", jag.zeros(1))
+            >>> [(name, b.tolist()) for name, b in m.named_buffers()]
+            [('0.count', [0.0])]
+        """
         yield from self._named_members(lambda m: m._buffers.items(), prefix, recurse, remove_duplicate)
 
     def buffers(self, recurse: bool = True) -> _typing.Iterator[_jag.Tensor]:
-        """The buffers, in named_buffers' order."""
+        """The buffers, in named_buffers' order.
+
+        Example::
+
+            >>> m = jag.nn.Module()
+            >>> m.register_buffer("count", jag.tensor([3.0]))
+            >>> [b.tolist() for b in m.buffers()]
+            [[3.0]]
+        """
         for _, b in self.named_buffers(recurse=recurse):
             yield b
 
     def named_children(self) -> _typing.Iterator[_typing.Tuple[str, Module]]:
-        """(name, module) for the direct children, each once."""
+        """(name, module) for the direct children, each once.
+
+        Example::
+
+            >>> model = jag.nn.Sequential(jag.nn.Linear(2, 2), jag.nn.ReLU())
+            >>> [(name, type(m).__name__) for name, m in model.named_children()]
+            [('0', 'Linear'), ('1', 'ReLU')]
+        """
         memo = set()
         for name, module in self._modules.items():
             if module is not None and id(module) not in memo:
@@ -206,14 +291,28 @@ class Module:
                 yield name, module
 
     def children(self) -> _typing.Iterator[Module]:
-        """The direct children."""
+        """The direct children.
+
+        Example::
+
+            >>> model = jag.nn.Sequential(jag.nn.Linear(2, 2), jag.nn.ReLU())
+            >>> list(model.children())
+            [Linear(in_features=2, out_features=2, bias=True), ReLU()]
+        """
         for _, m in self.named_children():
             yield m
 
     def named_modules(self, memo: _typing.Optional[set] = None, prefix: str = "",
                       remove_duplicate: bool = True) -> _typing.Iterator[_typing.Tuple[str, Module]]:
         """(name, module) for this module ("") and every descendant, depth
-        first, each once."""
+        first, each once.
+
+        Example::
+
+            >>> model = jag.nn.Sequential(jag.nn.Linear(2, 2), jag.nn.ReLU())
+            >>> [(name, type(m).__name__) for name, m in model.named_modules()]
+            [('', 'Sequential'), ('0', 'Linear'), ('1', 'ReLU')]
+        """
         if memo is None:
             memo = set()
         if id(self) in memo:
@@ -228,12 +327,30 @@ class Module:
             yield from module.named_modules(memo, sub, remove_duplicate)
 
     def modules(self) -> _typing.Iterator[Module]:
-        """This module and every descendant."""
+        """This module and every descendant.
+
+        Example::
+
+            >>> model = jag.nn.Sequential(jag.nn.Linear(2, 2), jag.nn.ReLU())
+            >>> [type(m).__name__ for m in model.modules()]
+            ['Sequential', 'Linear', 'ReLU']
+        """
         for _, m in self.named_modules():
             yield m
 
     def apply(self, fn: _typing.Callable[[Module], None]) -> Module:
-        """Call fn on every child (recursively) then on self; returns self."""
+        """Call fn on every child (recursively) then on self; returns self.
+
+        Example::
+
+            >>> model = jag.nn.Sequential(jag.nn.Linear(2, 2), jag.nn.Linear(2, 1))
+            >>> def init_weights(m):
+            ...     if isinstance(m, jag.nn.Linear):
+            ...         jag.nn.init.ones_(m.weight)
+            >>> _ = model.apply(init_weights)
+            >>> model[1].weight.tolist()
+            [[1.0, 1.0]]
+        """
         for m in self.children():
             m.apply(fn)
         fn(self)
@@ -242,7 +359,16 @@ class Module:
     # --- modes and gradients --------------------------------------------------
     def train(self, mode: bool = True) -> Module:
         """Set training mode (dropout active) on this module and its
-        descendants; returns self."""
+        descendants; returns self.
+
+        Example::
+
+            >>> model = jag.nn.Sequential(jag.nn.Linear(2, 2), jag.nn.Dropout(0.5))
+            >>> model.train().training, model[1].training
+            (True, True)
+            >>> model.train(False)[1].training
+            False
+        """
         if not isinstance(mode, bool):
             raise ValueError("training mode is expected to be boolean")
         self.training = mode
@@ -251,17 +377,45 @@ class Module:
         return self
 
     def eval(self) -> Module:
-        """train(False)."""
+        """train(False).
+
+        Example::
+
+            >>> model = jag.nn.Sequential(jag.nn.Linear(2, 2), jag.nn.Dropout(0.5))
+            >>> model.eval()[1].training
+            False
+            >>> model(jag.ones(1, 2)).shape  # dropout is now the identity
+            (1, 2)
+        """
         return self.train(False)
 
     def requires_grad_(self, requires_grad: bool = True) -> Module:
-        """Set requires_grad on every parameter; returns self."""
+        """Set requires_grad on every parameter; returns self.
+
+        Example::
+
+            >>> model = jag.nn.Linear(2, 2)
+            >>> _ = model.requires_grad_(False)  # freeze
+            >>> [p.requires_grad for p in model.parameters()]
+            [False, False]
+        """
         for p in self.parameters():
             p.requires_grad_(requires_grad)
         return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        """Forget every parameter's gradient (or zero it in place)."""
+        """Forget every parameter's gradient (or zero it in place).
+
+        Example::
+
+            >>> model = jag.nn.Linear(2, 1)
+            >>> model(jag.ones(1, 2)).sum().backward()
+            >>> model.bias.grad
+            tensor([1.0000], dtype=float32, size=[1])
+            >>> model.zero_grad()
+            >>> model.bias.grad is None
+            True
+        """
         for p in self.parameters():
             if set_to_none:
                 p.grad = None
@@ -277,7 +431,14 @@ class Module:
         dtype). jag tensors cannot change their data in place, so a
         converted parameter is a new Parameter object (requires_grad kept,
         gradient dropped) registered under the same name: make optimizers
-        after calling to()."""
+        after calling to().
+
+        Example::
+
+            >>> model = jag.nn.Linear(2, 1)
+            >>> model.to(jag.float64).weight.dtype
+            jag.float64
+        """
         dt = _jag._to_dtype(dtype)
         if dt is None or not dt.is_floating_point:
             raise TypeError("Module.to only accepts floating point dtypes, but got desired dtype=%s" % (dtype,))
@@ -291,11 +452,25 @@ class Module:
         return self
 
     def float(self) -> Module:
-        """to(jag.float32)."""
+        """to(jag.float32).
+
+        Example::
+
+            >>> model = jag.nn.Linear(2, 1).double()
+            >>> model.float().weight.dtype
+            jag.float32
+        """
         return self.to(_jag.float32)
 
     def double(self) -> Module:
-        """to(jag.float64)."""
+        """to(jag.float64).
+
+        Example::
+
+            >>> model = jag.nn.Linear(2, 1)
+            >>> model.double().bias.dtype
+            jag.float64
+        """
         return self.to(_jag.float64)
 
     # --- state_dict --------------------------------------------------------------
@@ -303,7 +478,15 @@ class Module:
                    keep_vars: bool = False) -> _typing.Dict[str, _jag.Tensor]:
         """An OrderedDict of every parameter and persistent buffer by its
         dotted name ("0.weight", "layer.bias"), detached unless
-        keep_vars (the tensors share the module's data)."""
+        keep_vars (the tensors share the module's data).
+
+        Example::
+
+            >>> model = jag.nn.Sequential(jag.nn.Linear(2, 1))
+            >>> sd = model.state_dict()
+            >>> [(k, v.shape) for k, v in sd.items()]
+            [('0.weight', (1, 2)), ('0.bias', (1,))]
+        """
         if destination is None:
             destination = _OrderedDict()
         for name, p in self._parameters.items():
@@ -321,7 +504,16 @@ class Module:
         """Copy values from ``state_dict`` into the parameters and persistent
         buffers of the same names (under no_grad; shapes must match). Returns
         (missing_keys, unexpected_keys); with strict=True either being
-        non-empty raises RuntimeError listing them, as torch."""
+        non-empty raises RuntimeError listing them, as torch.
+
+        Example::
+
+            >>> a, b = jag.nn.Linear(2, 1), jag.nn.Linear(2, 1)
+            >>> b.load_state_dict(a.state_dict())
+            <All keys matched successfully>
+            >>> b.weight.tolist() == a.weight.tolist()
+            True
+        """
         missing, unexpected, errors = [], [], []
         expected = self.state_dict(keep_vars=True)
         for key in state_dict:
@@ -359,7 +551,13 @@ class Module:
 
     # --- printing --------------------------------------------------------------
     def extra_repr(self) -> str:
-        """The text inside this module's parentheses (subclasses set it)."""
+        """The text inside this module's parentheses (subclasses set it).
+
+        Example::
+
+            >>> jag.nn.Linear(2, 3).extra_repr()
+            'in_features=2, out_features=3, bias=True'
+        """
         return ""
 
     def _get_name(self):

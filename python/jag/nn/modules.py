@@ -27,13 +27,27 @@ def _float_dtype(dtype):
 
 
 class Identity(Module):
-    """Returns its input."""
+    """Returns its input.
+
+    Example::
+
+        >>> m = jag.nn.Identity(54, unused_arg=True)  # arguments are ignored
+        >>> m(jag.tensor([1.0, 2.0]))
+        tensor([1.0000, 2.0000], dtype=float32, size=[2])
+    """
 
     def __init__(self, *args: _typing.Any, **kwargs: _typing.Any) -> None:
         super().__init__()
 
     def forward(self, input: _typing.Any) -> _typing.Any:
-        """input itself."""
+        """input itself.
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 2.0])
+            >>> jag.nn.Identity()(x) is x
+            True
+        """
         return input
 
 
@@ -74,7 +88,15 @@ class Linear(Module):
         self.reset_parameters(generator)
 
     def reset_parameters(self, generator: _typing.Any = None) -> None:
-        """torch's default initialisation (see the class)."""
+        """torch's default initialisation (see the class).
+
+        Example::
+
+            >>> m = jag.nn.Linear(4, 2)
+            >>> m.reset_parameters(generator=jag.Generator().manual_seed(0))
+            >>> m.weight.abs().max().item() <= 0.5, m.bias.abs().max().item() <= 0.5  # bound 1 / sqrt(4)
+            (True, True)
+        """
         init.kaiming_uniform_(self.weight, a=_math.sqrt(5), generator=generator)
         if self.bias is not None:
             fan_in = self.in_features
@@ -82,11 +104,26 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound, generator=generator)
 
     def forward(self, input: _jag.Tensor) -> _jag.Tensor:
-        """F.linear(input, weight, bias)."""
+        """F.linear(input, weight, bias).
+
+        Example::
+
+            >>> m = jag.nn.Linear(2, 1)
+            >>> _ = jag.nn.init.ones_(m.weight), jag.nn.init.zeros_(m.bias)
+            >>> m(jag.tensor([[1.0, 2.0], [3.0, 4.0]])).detach()
+            tensor([[3.0000],
+                    [7.0000]], dtype=float32, size=[2, 1])
+        """
         return F.linear(input, self.weight, self.bias)
 
     def extra_repr(self) -> str:
-        """The settings shown in the module's repr."""
+        """The settings shown in the module's repr.
+
+        Example::
+
+            >>> jag.nn.Linear(3, 2, bias=False).extra_repr()
+            'in_features=3, out_features=2, bias=False'
+        """
         return "in_features=%d, out_features=%d, bias=%s" % (self.in_features, self.out_features,
                                                              self.bias is not None)
 
@@ -141,7 +178,15 @@ class Embedding(Module):
         self._keep: _typing.Optional[_jag.Tensor] = None
 
     def reset_parameters(self, generator: _typing.Any = None) -> None:
-        """N(0, 1), the padding row zeroed."""
+        """N(0, 1), the padding row zeroed.
+
+        Example::
+
+            >>> emb = jag.nn.Embedding(3, 2, padding_idx=1)
+            >>> emb.reset_parameters(generator=jag.Generator().manual_seed(0))
+            >>> emb.weight[1].tolist()
+            [0.0, 0.0]
+        """
         init.normal_(self.weight, generator=generator)
         self._fill_padding_idx_with_zero()
 
@@ -151,7 +196,17 @@ class Embedding(Module):
                 self.weight[self.padding_idx].fill_(0)
 
     def forward(self, input: _jag.Tensor) -> _jag.Tensor:
-        """The rows of weight at input's indices (input's shape + (dim,))."""
+        """The rows of weight at input's indices (input's shape + (dim,)).
+
+        Example::
+
+            >>> emb = jag.nn.Embedding.from_pretrained(jag.tensor([[0.0, 0.0], [1.0, 2.0], [3.0, 4.0]]))
+            >>> emb(jag.tensor([[2, 1], [0, 2]]))
+            tensor([[[3.0000, 4.0000],
+                     [1.0000, 2.0000]],
+                    [[0.0000, 0.0000],
+                     [3.0000, 4.0000]]], dtype=float32, size=[2, 2, 2])
+        """
         w: _jag.Tensor = self.weight
         if self.padding_idx is not None and w.requires_grad and _jag.is_grad_enabled():
             # the padding row is read through a detached alias: no gradient
@@ -165,7 +220,13 @@ class Embedding(Module):
         return F.embedding(input, w)
 
     def extra_repr(self) -> str:
-        """The settings shown in the module's repr."""
+        """The settings shown in the module's repr.
+
+        Example::
+
+            >>> jag.nn.Embedding(10, 4, padding_idx=0).extra_repr()
+            '10, 4, padding_idx=0'
+        """
         s = "%d, %d" % (self.num_embeddings, self.embedding_dim)
         if self.padding_idx is not None:
             s += ", padding_idx=%d" % self.padding_idx
@@ -174,7 +235,17 @@ class Embedding(Module):
     @classmethod
     def from_pretrained(cls, embeddings: _jag.Tensor, freeze: bool = True, padding_idx: _typing.Optional[int] = None,
                         **kwargs: _typing.Any) -> Embedding:
-        """An Embedding over a copy-free alias of ``embeddings`` (2-D)."""
+        """An Embedding over a copy-free alias of ``embeddings`` (2-D).
+
+        Example::
+
+            >>> weights = jag.tensor([[1.0, 2.0], [3.0, 4.0]])
+            >>> emb = jag.nn.Embedding.from_pretrained(weights)
+            >>> emb, emb.weight.requires_grad
+            (Embedding(2, 2), False)
+            >>> emb(jag.tensor([1]))
+            tensor([[3.0000, 4.0000]], dtype=float32, size=[1, 2])
+        """
         if embeddings.dim() != 2:
             raise AssertionError("Embeddings parameter is expected to be 2-dimensional")
         rows, cols = embeddings.shape
@@ -219,25 +290,60 @@ class LayerNorm(Module):
             self.register_parameter("bias", None)
 
     def reset_parameters(self) -> None:
-        """weight ones, bias zeros."""
+        """weight ones, bias zeros.
+
+        Example::
+
+            >>> ln = jag.nn.LayerNorm(3)
+            >>> _ = jag.nn.init.constant_(ln.weight, 5.0)
+            >>> ln.reset_parameters()
+            >>> ln.weight.tolist(), ln.bias.tolist()
+            ([1.0, 1.0, 1.0], [0.0, 0.0, 0.0])
+        """
         if self.weight is not None:
             init.ones_(self.weight)
         if self.bias is not None:
             init.zeros_(self.bias)
 
     def forward(self, input: _jag.Tensor) -> _jag.Tensor:
-        """F.layer_norm."""
+        """F.layer_norm.
+
+        Example::
+
+            >>> ln = jag.nn.LayerNorm(3)
+            >>> a, b = jag.tensor([[1.0, 2.0, 3.0]]), jag.tensor([[0.0, 0.0, 3.0], [2.0, 2.0, 2.0]])
+            >>> x = jag.nested.nested_tensor([a, b], layout=jag.jagged)
+            >>> ln(x).detach().values()  # each row normalised over its 3 features
+            tensor([[-1.2247, 0.0000, 1.2247],
+                    [-0.7071, -0.7071, 1.4142],
+                    [0.0000, 0.0000, 0.0000]], dtype=float32, size=[3, 3])
+        """
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        """The settings shown in the module's repr."""
+        """The settings shown in the module's repr.
+
+        Example::
+
+            >>> jag.nn.LayerNorm((2, 3), eps=1e-6).extra_repr()
+            '(2, 3), eps=1e-06, elementwise_affine=True, bias=True'
+        """
         return "%s, eps=%s, elementwise_affine=%s, bias=%s" % (self.normalized_shape, self.eps,
                                                                self.elementwise_affine, self._has_bias)
 
 
 class RMSNorm(Module):
     """x / sqrt(mean(x^2) + eps) * weight over the trailing normalized_shape
-    dims; eps None: the dtype's machine epsilon (torch's)."""
+    dims; eps None: the dtype's machine epsilon (torch's).
+
+    Example::
+
+        >>> rms = jag.nn.RMSNorm(2)
+        >>> rms
+        RMSNorm((2,), eps=None, elementwise_affine=True)
+        >>> rms(jag.tensor([[3.0, 4.0]]))  # x / sqrt(mean(x^2)) = x / sqrt(12.5)
+        tensor([[0.8485, 1.1314]], dtype=float32, size=[1, 2])
+    """
 
     def __init__(self, normalized_shape: _typing.Any, eps: _typing.Optional[float] = None,
                  elementwise_affine: bool = True, dtype: _typing.Any = None) -> None:
@@ -251,22 +357,59 @@ class RMSNorm(Module):
             self.register_parameter("weight", None)
 
     def reset_parameters(self) -> None:
-        """weight ones."""
+        """weight ones.
+
+        Example::
+
+            >>> rms = jag.nn.RMSNorm(2)
+            >>> _ = jag.nn.init.zeros_(rms.weight)
+            >>> rms.reset_parameters()
+            >>> rms.weight.tolist()
+            [1.0, 1.0]
+        """
         if self.weight is not None:
             init.ones_(self.weight)
 
     def forward(self, input: _jag.Tensor) -> _jag.Tensor:
-        """F.rms_norm."""
+        """F.rms_norm.
+
+        Example::
+
+            >>> rms = jag.nn.RMSNorm(2, eps=0.0)
+            >>> a, b = jag.tensor([[1.0, 1.0]]), jag.tensor([[2.0, -2.0], [0.0, 2.0]])
+            >>> x = jag.nested.nested_tensor([a, b], layout=jag.jagged)
+            >>> rms(x).detach().values()
+            tensor([[1.0000, 1.0000],
+                    [1.0000, -1.0000],
+                    [0.0000, 1.4142]], dtype=float32, size=[3, 2])
+        """
         return F.rms_norm(input, self.normalized_shape, self.weight, self.eps)
 
     def extra_repr(self) -> str:
-        """The settings shown in the module's repr."""
+        """The settings shown in the module's repr.
+
+        Example::
+
+            >>> jag.nn.RMSNorm(4, eps=1e-6).extra_repr()
+            '(4,), eps=1e-06, elementwise_affine=True'
+        """
         return "%s, eps=%s, elementwise_affine=%s" % (self.normalized_shape, self.eps, self.elementwise_affine)
 
 
 class Dropout(Module):
     """Zeroes each element with probability p in training mode (the rest
-    scaled by 1 / (1 - p)); the identity in eval mode."""
+    scaled by 1 / (1 - p)); the identity in eval mode.
+
+    Example::
+
+        >>> drop = jag.nn.Dropout(p=0.5)
+        >>> jag.manual_seed(0)
+        >>> y = drop(jag.ones(8))
+        >>> sorted(set(y.tolist()))  # zeroed, or scaled by 1 / (1 - p)
+        [0.0, 2.0]
+        >>> drop.eval()(jag.ones(3))
+        tensor([1.0000, 1.0000, 1.0000], dtype=float32, size=[3])
+    """
 
     def __init__(self, p: float = 0.5, inplace: bool = False) -> None:
         super().__init__()
@@ -276,16 +419,38 @@ class Dropout(Module):
         self.inplace = inplace
 
     def forward(self, input: _jag.Tensor, generator: _typing.Any = None) -> _jag.Tensor:
-        """F.dropout(input, p, training)."""
+        """F.dropout(input, p, training).
+
+        Example::
+
+            >>> drop = jag.nn.Dropout(p=0.25)
+            >>> y = drop(jag.ones(1000), generator=jag.Generator().manual_seed(0))
+            >>> round(y.max().item(), 4), 0.65 < (y > 0).float().mean().item() < 0.85
+            (1.3333, True)
+        """
         return F.dropout(input, self.p, self.training, self.inplace, generator=generator)
 
     def extra_repr(self) -> str:
-        """The settings shown in the module's repr."""
+        """The settings shown in the module's repr.
+
+        Example::
+
+            >>> jag.nn.Dropout(0.1).extra_repr()
+            'p=0.1, inplace=False'
+        """
         return "p=%s, inplace=%s" % (self.p, self.inplace)
 
 
 class GELU(Module):
-    """x * Phi(x) (approximate='none') or its tanh approximation."""
+    """x * Phi(x) (approximate='none') or its tanh approximation.
+
+    Example::
+
+        >>> jag.nn.GELU()(jag.tensor([-1.0, 0.0, 1.0]))
+        tensor([-0.1587, 0.0000, 0.8413], dtype=float32, size=[3])
+        >>> jag.nn.GELU(approximate="tanh")
+        GELU(approximate='tanh')
+    """
 
     def __init__(self, approximate: str = "none") -> None:
         super().__init__()
@@ -294,32 +459,72 @@ class GELU(Module):
         self.approximate = approximate
 
     def forward(self, input: _jag.Tensor) -> _jag.Tensor:
-        """F.gelu."""
+        """F.gelu.
+
+        Example::
+
+            >>> x = jag.nested.nested_tensor([jag.tensor([[1.0]]), jag.tensor([[2.0], [-2.0]])], layout=jag.jagged)
+            >>> jag.nn.GELU()(x).values()
+            tensor([[0.8413],
+                    [1.9545],
+                    [-0.0455]], dtype=float32, size=[3, 1])
+        """
         return F.gelu(input, approximate=self.approximate)
 
     def extra_repr(self) -> str:
-        """The settings shown in the module's repr."""
+        """The settings shown in the module's repr.
+
+        Example::
+
+            >>> jag.nn.GELU(approximate="tanh").extra_repr()
+            "approximate='tanh'"
+        """
         return "approximate=%r" % (self.approximate,)
 
 
 class ReLU(Module):
-    """max(x, 0)."""
+    """max(x, 0).
+
+    Example::
+
+        >>> jag.nn.ReLU()(jag.tensor([-1.0, 0.0, 2.0]))
+        tensor([0.0000, 0.0000, 2.0000], dtype=float32, size=[3])
+    """
 
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
         self.inplace = inplace
 
     def forward(self, input: _jag.Tensor) -> _jag.Tensor:
-        """F.relu."""
+        """F.relu.
+
+        Example::
+
+            >>> x = jag.nested.nested_tensor([jag.tensor([[-1.0]]), jag.tensor([[2.0], [-3.0]])], layout=jag.jagged)
+            >>> [c.tolist() for c in jag.nn.ReLU()(x).unbind()]
+            [[[0.0]], [[2.0], [0.0]]]
+        """
         return F.relu(input, self.inplace)
 
     def extra_repr(self) -> str:
-        """The settings shown in the module's repr."""
+        """The settings shown in the module's repr.
+
+        Example::
+
+            >>> jag.nn.ReLU(inplace=True).extra_repr(), jag.nn.ReLU().extra_repr()
+            ('inplace=True', '')
+        """
         return "inplace=True" if self.inplace else ""
 
 
 class LeakyReLU(Module):
-    """F.leaky_relu with a fixed negative_slope."""
+    """F.leaky_relu with a fixed negative_slope.
+
+    Example::
+
+        >>> jag.nn.LeakyReLU(0.1)(jag.tensor([-2.0, 3.0]))
+        tensor([-0.2000, 3.0000], dtype=float32, size=[2])
+    """
 
     def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
         super().__init__()
@@ -327,16 +532,35 @@ class LeakyReLU(Module):
         self.inplace = inplace
 
     def forward(self, input: _jag.Tensor) -> _jag.Tensor:
-        """F.leaky_relu with this module's settings."""
+        """F.leaky_relu with this module's settings.
+
+        Example::
+
+            >>> m = jag.nn.LeakyReLU(negative_slope=0.5)
+            >>> m.forward(jag.tensor([-4.0, 4.0]))
+            tensor([-2.0000, 4.0000], dtype=float32, size=[2])
+        """
         return F.leaky_relu(input, self.negative_slope, self.inplace)
 
     def extra_repr(self) -> str:
-        """The settings shown in the module's repr."""
+        """The settings shown in the module's repr.
+
+        Example::
+
+            >>> jag.nn.LeakyReLU(0.2, inplace=True).extra_repr()
+            'negative_slope=0.2, inplace=True'
+        """
         return "negative_slope=%s%s" % (self.negative_slope, ", inplace=True" if self.inplace else "")
 
 
 class ELU(Module):
-    """F.elu with a fixed alpha."""
+    """F.elu with a fixed alpha.
+
+    Example::
+
+        >>> jag.nn.ELU()(jag.tensor([-1.0, 0.0, 2.0]))  # alpha * (exp(x) - 1) below 0
+        tensor([-0.6321, 0.0000, 2.0000], dtype=float32, size=[3])
+    """
 
     def __init__(self, alpha: float = 1.0, inplace: bool = False) -> None:
         super().__init__()
@@ -344,16 +568,35 @@ class ELU(Module):
         self.inplace = inplace
 
     def forward(self, input: _jag.Tensor) -> _jag.Tensor:
-        """F.elu with this module's settings."""
+        """F.elu with this module's settings.
+
+        Example::
+
+            >>> m = jag.nn.ELU(alpha=2.0)
+            >>> m.forward(jag.tensor([-1.0, 1.0]))
+            tensor([-1.2642, 1.0000], dtype=float32, size=[2])
+        """
         return F.elu(input, self.alpha, self.inplace)
 
     def extra_repr(self) -> str:
-        """The settings shown in the module's repr."""
+        """The settings shown in the module's repr.
+
+        Example::
+
+            >>> jag.nn.ELU(alpha=0.5).extra_repr()
+            'alpha=0.5'
+        """
         return "alpha=%s%s" % (self.alpha, ", inplace=True" if self.inplace else "")
 
 
 class Softplus(Module):
-    """F.softplus with fixed beta and threshold."""
+    """F.softplus with fixed beta and threshold.
+
+    Example::
+
+        >>> jag.nn.Softplus()(jag.tensor([-1.0, 0.0, 1.0]))  # log(1 + exp(x))
+        tensor([0.3133, 0.6931, 1.3133], dtype=float32, size=[3])
+    """
 
     def __init__(self, beta: float = 1.0, threshold: float = 20.0) -> None:
         super().__init__()
@@ -361,16 +604,35 @@ class Softplus(Module):
         self.threshold = threshold
 
     def forward(self, input: _jag.Tensor) -> _jag.Tensor:
-        """F.softplus with this module's settings."""
+        """F.softplus with this module's settings.
+
+        Example::
+
+            >>> m = jag.nn.Softplus(beta=2.0, threshold=1.0)
+            >>> m.forward(jag.tensor([0.0, 5.0]))  # beyond threshold / beta: x itself
+            tensor([0.3466, 5.0000], dtype=float32, size=[2])
+        """
         return F.softplus(input, self.beta, self.threshold)
 
     def extra_repr(self) -> str:
-        """The settings shown in the module's repr."""
+        """The settings shown in the module's repr.
+
+        Example::
+
+            >>> jag.nn.Softplus(beta=2.0).extra_repr()
+            'beta=2.0, threshold=20.0'
+        """
         return "beta=%s, threshold=%s" % (self.beta, self.threshold)
 
 
 class Hardtanh(Module):
-    """F.hardtanh with fixed bounds."""
+    """F.hardtanh with fixed bounds.
+
+    Example::
+
+        >>> jag.nn.Hardtanh()(jag.tensor([-3.0, 0.5, 3.0]))
+        tensor([-1.0000, 0.5000, 1.0000], dtype=float32, size=[3])
+    """
 
     def __init__(self, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> None:
         super().__init__()
@@ -381,11 +643,24 @@ class Hardtanh(Module):
         self.inplace = inplace
 
     def forward(self, input: _jag.Tensor) -> _jag.Tensor:
-        """F.hardtanh with this module's settings."""
+        """F.hardtanh with this module's settings.
+
+        Example::
+
+            >>> m = jag.nn.Hardtanh(min_val=0.0, max_val=2.0)
+            >>> m.forward(jag.tensor([-1.0, 1.0, 5.0]))
+            tensor([0.0000, 1.0000, 2.0000], dtype=float32, size=[3])
+        """
         return F.hardtanh(input, self.min_val, self.max_val, self.inplace)
 
     def extra_repr(self) -> str:
-        """The settings shown in the module's repr."""
+        """The settings shown in the module's repr.
+
+        Example::
+
+            >>> jag.nn.Hardtanh(-2.0, 2.0).extra_repr()
+            'min_val=-2.0, max_val=2.0'
+        """
         return "min_val=%s, max_val=%s%s" % (self.min_val, self.max_val, ", inplace=True" if self.inplace else "")
 
 
@@ -398,11 +673,23 @@ def _simple_activation(name, doc):
             self.inplace = inplace
 
         def forward(self, input: _jag.Tensor) -> _jag.Tensor:
-            """The activation applied elementwise."""
+            """The activation applied elementwise.
+
+            Example (Hardsigmoid shown; SELU, Hardswish and Mish alike)::
+
+                >>> jag.nn.Hardsigmoid().forward(jag.tensor([-3.0, 0.0, 3.0]))
+                tensor([0.0000, 0.5000, 1.0000], dtype=float32, size=[3])
+            """
             return fn(input, self.inplace)
 
         def extra_repr(self) -> str:
-            """The settings shown in the module's repr."""
+            """The settings shown in the module's repr.
+
+            Example (SELU shown; Hardswish, Hardsigmoid and Mish alike)::
+
+                >>> jag.nn.SELU(inplace=True).extra_repr(), jag.nn.SELU()
+                ('inplace=True', SELU())
+            """
             return "inplace=True" if self.inplace else ""
 
     _Activation.__name__ = _Activation.__qualname__ = name
@@ -410,33 +697,91 @@ def _simple_activation(name, doc):
     return _Activation
 
 
-SELU = _simple_activation("SELU", "F.selu: scale * elu(x, alpha) with torch's constants.")
-Hardswish = _simple_activation("Hardswish", "F.hardswish: x * relu6(x + 3) / 6.")
-Hardsigmoid = _simple_activation("Hardsigmoid", "F.hardsigmoid: relu6(x + 3) / 6.")
-Mish = _simple_activation("Mish", "F.mish: x * tanh(softplus(x)).")
+SELU = _simple_activation("SELU", """F.selu: scale * elu(x, alpha) with torch's constants.
+
+    Example::
+
+        >>> jag.nn.SELU()(jag.tensor([-1.0, 0.0, 1.0]))
+        tensor([-1.1113, 0.0000, 1.0507], dtype=float32, size=[3])
+    """)
+Hardswish = _simple_activation("Hardswish", """F.hardswish: x * relu6(x + 3) / 6.
+
+    Example::
+
+        >>> jag.nn.Hardswish()(jag.tensor([-1.0, 0.0, 1.0]))
+        tensor([-0.3333, 0.0000, 0.6667], dtype=float32, size=[3])
+    """)
+Hardsigmoid = _simple_activation("Hardsigmoid", """F.hardsigmoid: relu6(x + 3) / 6.
+
+    Example::
+
+        >>> jag.nn.Hardsigmoid()(jag.tensor([-1.0, 0.0, 1.0]))
+        tensor([0.3333, 0.5000, 0.6667], dtype=float32, size=[3])
+    """)
+Mish = _simple_activation("Mish", """F.mish: x * tanh(softplus(x)).
+
+    Example::
+
+        >>> jag.nn.Mish()(jag.tensor([-1.0, 0.0, 1.0]))
+        tensor([-0.3034, 0.0000, 0.8651], dtype=float32, size=[3])
+    """)
 
 
 class LogSigmoid(Module):
-    """F.logsigmoid: log(sigmoid(x))."""
+    """F.logsigmoid: log(sigmoid(x)).
+
+    Example::
+
+        >>> jag.nn.LogSigmoid()(jag.tensor([0.0, -10.0]))  # log(1 / 2), about x for x << 0
+        tensor([-0.6931, -10.0000], dtype=float32, size=[2])
+    """
 
     def forward(self, input: _jag.Tensor) -> _jag.Tensor:
-        """F.logsigmoid with this module's settings."""
+        """F.logsigmoid with this module's settings.
+
+        Example::
+
+            >>> x = jag.nested.nested_tensor([jag.tensor([[0.0]]), jag.tensor([[0.0], [-100.0]])], layout=jag.jagged)
+            >>> jag.nn.LogSigmoid()(x).values()
+            tensor([[-0.6931],
+                    [-0.6931],
+                    [-100.0000]], dtype=float32, size=[3, 1])
+        """
         return F.logsigmoid(input)
 
 
 class SiLU(Module):
-    """x * sigmoid(x)."""
+    """x * sigmoid(x).
+
+    Example::
+
+        >>> jag.nn.SiLU()(jag.tensor([-1.0, 0.0, 1.0]))  # x * sigmoid(x)
+        tensor([-0.2689, 0.0000, 0.7311], dtype=float32, size=[3])
+    """
 
     def __init__(self, inplace: bool = False) -> None:
         super().__init__()
         self.inplace = inplace
 
     def forward(self, input: _jag.Tensor) -> _jag.Tensor:
-        """F.silu."""
+        """F.silu.
+
+        Example::
+
+            >>> x = jag.nested.nested_tensor([jag.tensor([[0.0]]), jag.tensor([[2.0], [-2.0]])], layout=jag.jagged)
+            >>> [c.shape for c in jag.nn.SiLU()(x).unbind()]
+            [(1, 1), (2, 1)]
+        """
         return F.silu(input, self.inplace)
 
     def extra_repr(self) -> str:
-        """The settings shown in the module's repr."""
+        """The settings shown in the module's repr.
+
+        Example::
+
+            >>> jag.nn.SiLU(inplace=True).extra_repr()
+            'inplace=True'
+        """
         return "inplace=True" if self.inplace else ""
 
 
@@ -502,19 +847,48 @@ class Sequential(Module):
         return iter(self._modules.values())
 
     def append(self, module: Module) -> Sequential:
-        """Add a module at the end; returns self."""
+        """Add a module at the end; returns self.
+
+        Example::
+
+            >>> model = jag.nn.Sequential(jag.nn.Linear(2, 2))
+            >>> model.append(jag.nn.ReLU())
+            Sequential(
+              (0): Linear(in_features=2, out_features=2, bias=True)
+              (1): ReLU()
+            )
+        """
         self.add_module(str(len(self)), module)
         return self
 
     def forward(self, input: _typing.Any) -> _typing.Any:
-        """Each module on the previous one's output."""
+        """Each module on the previous one's output.
+
+        Example::
+
+            >>> model = jag.nn.Sequential(jag.nn.Identity(), jag.nn.ReLU())
+            >>> model.forward(jag.tensor([-1.0, 1.0]))  # relu(identity(x))
+            tensor([0.0000, 1.0000], dtype=float32, size=[2])
+        """
         for module in self:
             input = module(input)
         return input
 
 
 class ModuleList(Module):
-    """A list of modules, registered as children "0", "1", ..."""
+    """A list of modules, registered as children "0", "1", ...
+
+    Example::
+
+        >>> layers = jag.nn.ModuleList([jag.nn.Linear(2, 2) for _ in range(3)])
+        >>> len(layers), len(list(layers.parameters()))
+        (3, 6)
+        >>> x = jag.ones(1, 2)
+        >>> for layer in layers:
+        ...     x = layer(x)
+        >>> x.shape
+        (1, 2)
+    """
 
     def __init__(self, modules: _typing.Optional[_typing.Iterable[Module]] = None) -> None:
         super().__init__()
@@ -556,18 +930,46 @@ class ModuleList(Module):
         return self.extend(modules)
 
     def append(self, module: Module) -> ModuleList:
-        """Add a module at the end; returns self."""
+        """Add a module at the end; returns self.
+
+        Example::
+
+            >>> layers = jag.nn.ModuleList()
+            >>> layers.append(jag.nn.ReLU())
+            ModuleList(
+              (0): ReLU()
+            )
+        """
         self.add_module(str(len(self)), module)
         return self
 
     def extend(self, modules: _typing.Iterable[Module]) -> ModuleList:
-        """Append each module of an iterable; returns self."""
+        """Append each module of an iterable; returns self.
+
+        Example::
+
+            >>> layers = jag.nn.ModuleList([jag.nn.ReLU()])
+            >>> layers.extend([jag.nn.GELU(), jag.nn.SiLU()])
+            ModuleList(
+              (0): ReLU()
+              (1): GELU(approximate='none')
+              (2): SiLU()
+            )
+        """
         for m in modules:
             self.append(m)
         return self
 
     def insert(self, index: int, module: Module) -> None:
-        """Insert a module before index."""
+        """Insert a module before index.
+
+        Example::
+
+            >>> layers = jag.nn.ModuleList([jag.nn.ReLU(), jag.nn.SiLU()])
+            >>> layers.insert(1, jag.nn.GELU())
+            >>> [type(m).__name__ for m in layers]
+            ['ReLU', 'GELU', 'SiLU']
+        """
         mods = list(self._modules.values())
         mods.insert(index, module)
         self._modules.clear()
@@ -575,13 +977,33 @@ class ModuleList(Module):
             self.add_module(str(i), m)
 
     def forward(self, *args: _typing.Any, **kwargs: _typing.Any) -> _typing.Any:
-        """A ModuleList is not callable (as torch's)."""
+        """A ModuleList is not callable (as torch's).
+
+        Example::
+
+            >>> jag.nn.ModuleList([jag.nn.ReLU()])(jag.ones(1))
+            Traceback (most recent call last):
+                ...
+            NotImplementedError: ModuleList has no forward; iterate over it
+        """
         raise NotImplementedError("ModuleList has no forward; iterate over it")
 
 
 class ModuleDict(Module):
     """A dict of modules by name, registered as children in insertion
-    order."""
+    order.
+
+    Example::
+
+        >>> heads = jag.nn.ModuleDict({"cls": jag.nn.Linear(4, 3), "reg": jag.nn.Linear(4, 1)})
+        >>> heads
+        ModuleDict(
+          (cls): Linear(in_features=4, out_features=3, bias=True)
+          (reg): Linear(in_features=4, out_features=1, bias=True)
+        )
+        >>> heads["reg"](jag.ones(2, 4)).shape
+        (2, 1)
+    """
 
     def __init__(self, modules: _typing.Any = None) -> None:
         super().__init__()
@@ -607,33 +1029,87 @@ class ModuleDict(Module):
         return key in self._modules
 
     def keys(self) -> _typing.KeysView[str]:
-        """The names."""
+        """The names.
+
+        Example::
+
+            >>> jag.nn.ModuleDict({"a": jag.nn.ReLU(), "b": jag.nn.SiLU()}).keys()
+            odict_keys(['a', 'b'])
+        """
         return self._modules.keys()
 
     def items(self) -> _typing.ItemsView[str, Module]:
-        """(name, module) pairs."""
+        """(name, module) pairs.
+
+        Example::
+
+            >>> d = jag.nn.ModuleDict({"act": jag.nn.ReLU(), "fc": jag.nn.Linear(1, 1)})
+            >>> [(k, type(m).__name__) for k, m in d.items()]
+            [('act', 'ReLU'), ('fc', 'Linear')]
+        """
         return self._modules.items()
 
     def values(self) -> _typing.ValuesView[Module]:
-        """The modules."""
+        """The modules.
+
+        Example::
+
+            >>> d = jag.nn.ModuleDict({"act": jag.nn.ReLU(), "gelu": jag.nn.GELU()})
+            >>> list(d.values())
+            [ReLU(), GELU(approximate='none')]
+        """
         return self._modules.values()
 
     def pop(self, key: str) -> Module:
-        """Remove and return the module named key."""
+        """Remove and return the module named key.
+
+        Example::
+
+            >>> d = jag.nn.ModuleDict({"act": jag.nn.ReLU(), "gelu": jag.nn.GELU()})
+            >>> d.pop("act"), list(d.keys())
+            (ReLU(), ['gelu'])
+        """
         v = self[key]
         del self[key]
         return v
 
     def clear(self) -> None:
-        """Remove every module."""
+        """Remove every module.
+
+        Example::
+
+            >>> d = jag.nn.ModuleDict({"fc": jag.nn.Linear(2, 2)})
+            >>> d.clear()
+            >>> len(d), list(d.parameters())
+            (0, [])
+        """
         self._modules.clear()
 
     def update(self, modules: _typing.Any) -> None:
-        """Add (name, module) pairs from a mapping or an iterable of pairs."""
+        """Add (name, module) pairs from a mapping or an iterable of pairs.
+
+        Example::
+
+            >>> d = jag.nn.ModuleDict({"a": jag.nn.ReLU()})
+            >>> d.update([("b", jag.nn.GELU()), ("a", jag.nn.SiLU())])
+            >>> d
+            ModuleDict(
+              (a): SiLU()
+              (b): GELU(approximate='none')
+            )
+        """
         items = modules.items() if hasattr(modules, "items") else modules
         for key, module in items:
             self[key] = module
 
     def forward(self, *args: _typing.Any, **kwargs: _typing.Any) -> _typing.Any:
-        """A ModuleDict is not callable (as torch's)."""
+        """A ModuleDict is not callable (as torch's).
+
+        Example::
+
+            >>> jag.nn.ModuleDict({"a": jag.nn.ReLU()})(jag.ones(1))
+            Traceback (most recent call last):
+                ...
+            NotImplementedError: ModuleDict has no forward; index it
+        """
         raise NotImplementedError("ModuleDict has no forward; index it")

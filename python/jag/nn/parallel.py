@@ -34,6 +34,18 @@ class DistributedDataParallel(Module):
     Args:
         module (Module): the model, the same on every rank.
         bucket_cap_mb (float): the most MiB per bucket (torch's 25).
+
+    Example::
+
+        >>> import jag.distributed as dist
+        >>> dist.init_process_group("mpi")  # under mpirun -np 2  # doctest: +SKIP
+        >>> jag.manual_seed(0)
+        >>> model = jag.nn.Linear(3, 1)
+        >>> ddp = jag.nn.parallel.DistributedDataParallel(model)  # rank 0's parameters on every rank  # doctest: +SKIP
+        >>> x = jag.ones(4, 3) * (dist.get_rank() + 1)  # each rank its own batch  # doctest: +SKIP
+        >>> ddp(x).sum().backward()  # the gradients are averaged over the ranks  # doctest: +SKIP
+        >>> model.weight.grad  # the mean of 4 * [1, 1, 1] and 4 * [2, 2, 2]  # doctest: +SKIP
+        tensor([[6.0000, 6.0000, 6.0000]], dtype=float32, size=[1, 3])
     """
 
     def __init__(self, module: Module, bucket_cap_mb: float = 25, broadcast_buffers: bool = True) -> None:
@@ -58,12 +70,34 @@ class DistributedDataParallel(Module):
                 dist.broadcast(b, 0)
 
     def forward(self, *args: _typing.Any, **kwargs: _typing.Any) -> _typing.Any:
-        """Run the wrapped module."""
+        """Run the wrapped module.
+
+        Example::
+
+            >>> import jag.distributed as dist
+            >>> dist.init_process_group("mpi")  # doctest: +SKIP
+            >>> model = jag.nn.Linear(3, 2)
+            >>> ddp = jag.nn.parallel.DistributedDataParallel(model)  # doctest: +SKIP
+            >>> ddp(jag.ones(5, 3)).shape  # model(x)  # doctest: +SKIP
+            (5, 2)
+        """
         return self.module(*args, **kwargs)
 
     def sync_gradients(self) -> None:
         """Average every parameter's gradient over the ranks (collective;
-        skipped inside no_sync())."""
+        skipped inside no_sync()).
+
+        Example::
+
+            >>> import jag.distributed as dist
+            >>> dist.init_process_group("mpi")  # under mpirun -np 2  # doctest: +SKIP
+            >>> model = jag.nn.Sequential(jag.nn.Linear(2, 2), jag.nn.Linear(2, 1))
+            >>> ddp = jag.nn.parallel.DistributedDataParallel(model)  # doctest: +SKIP
+            >>> model[0](jag.ones(1, 2)).sum().backward()  # the second Linear gets no gradient  # doctest: +SKIP
+            >>> ddp.sync_gradients()  # averages what the pending buckets hold  # doctest: +SKIP
+            >>> model[0].bias.grad  # doctest: +SKIP
+            tensor([1.0000, 1.0000], dtype=float32, size=[2])
+        """
         if self._require_sync:
             self._lib._dist_ddp_sync(self._ddp)
 
@@ -71,7 +105,20 @@ class DistributedDataParallel(Module):
     def no_sync(self) -> _typing.Iterator[None]:
         """A context in which backward and sync_gradients() do not
         communicate: gradients of several backward passes accumulate
-        locally; the first backward (or sync) after it averages the sums."""
+        locally; the first backward (or sync) after it averages the sums.
+
+        Example::
+
+            >>> import jag.distributed as dist
+            >>> dist.init_process_group("mpi")  # under mpirun -np 2  # doctest: +SKIP
+            >>> model = jag.nn.Linear(2, 1)
+            >>> ddp = jag.nn.parallel.DistributedDataParallel(model)  # doctest: +SKIP
+            >>> with ddp.no_sync():  # doctest: +SKIP
+            ...     ddp(jag.ones(1, 2) * (dist.get_rank() + 1)).sum().backward()  # local only
+            >>> ddp(jag.ones(1, 2)).sum().backward()  # averages the sums: (1 + 1) and (2 + 1)  # doctest: +SKIP
+            >>> model.weight.grad  # doctest: +SKIP
+            tensor([[2.5000, 2.5000]], dtype=float32, size=[1, 2])
+        """
         prev = self._require_sync
         object.__setattr__(self, "_require_sync", False)
         self._lib._dist_ddp_set_require_sync(self._ddp, False)
@@ -83,5 +130,15 @@ class DistributedDataParallel(Module):
 
     def bucket_indices(self) -> _typing.List[_typing.List[int]]:
         """The buckets as lists of indices into the module's parameters
-        that require grad (in parameters() order)."""
+        that require grad (in parameters() order).
+
+        Example::
+
+            >>> import jag.distributed as dist
+            >>> dist.init_process_group("mpi")  # doctest: +SKIP
+            >>> model = jag.nn.Sequential(jag.nn.Linear(4, 4), jag.nn.Linear(4, 1))
+            >>> ddp = jag.nn.parallel.DistributedDataParallel(model)  # doctest: +SKIP
+            >>> ddp.bucket_indices()  # one bucket of all four, in reverse order  # doctest: +SKIP
+            [[3, 2, 1, 0]]
+        """
         return self._lib._dist_ddp_buckets(self._ddp)

@@ -8,7 +8,21 @@ class Parameter(_jag.Tensor):
     assigned it as an attribute registers in its parameters, as torch's
     nn.Parameter. ``Parameter(t)`` shares t's data (a detached alias:
     writes to one show in the other); ops on a Parameter give plain
-    jag.Tensors."""
+    jag.Tensors.
+
+    Example::
+
+        >>> p = jag.nn.Parameter(jag.tensor([1.0, 2.0]))
+        >>> p
+        Parameter containing:
+        tensor([1.0000, 2.0000], dtype=float32, size=[2])
+        >>> p.requires_grad, isinstance(p, jag.Tensor)
+        (True, True)
+        >>> m = jag.nn.Module()
+        >>> m.scale = p  # registered as a parameter
+        >>> [name for name, _ in m.named_parameters()]
+        ['scale']
+    """
 
     __slots__ = ()
 

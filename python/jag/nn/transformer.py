@@ -21,7 +21,17 @@ __all__ = ["EmbeddingBag", "MultiheadAttention", "TransformerEncoderLayer", "Tra
 class EmbeddingBag(Module):
     """Sums, means or maxima of bags of embedding rows (weight N(0, 1)):
     input (B, L) of fixed bags, 1-D indices with ``offsets``, or a jagged
-    nested (B, j) tensor of indices, one bag per component."""
+    nested (B, j) tensor of indices, one bag per component.
+
+    Example::
+
+        >>> bag = jag.nn.EmbeddingBag(10, 3, mode="sum")
+        >>> idx = jag.nested.nested_tensor([jag.tensor([1, 2, 4]), jag.tensor([7])], layout=jag.jagged)
+        >>> bag(idx).shape  # one row per bag
+        (2, 3)
+        >>> bag
+        EmbeddingBag(10, 3, mode='sum')
+    """
 
     def __init__(self, num_embeddings: int, embedding_dim: int, max_norm: _typing.Optional[float] = None,
                  norm_type: float = 2.0, scale_grad_by_freq: bool = False, mode: str = "mean", sparse: bool = False,
@@ -47,7 +57,19 @@ class EmbeddingBag(Module):
 
     def forward(self, input: _typing.Any, offsets: _typing.Any = None,
                 per_sample_weights: _typing.Optional[_jag.Tensor] = None) -> _jag.Tensor:
-        """F.embedding_bag; a nested input is its values with its offsets."""
+        """F.embedding_bag; a nested input is its values with its offsets.
+
+        Example::
+
+            >>> w = jag.tensor([[1.0, 0.0], [0.0, 2.0], [4.0, 4.0]])
+            >>> bag = jag.nn.EmbeddingBag(3, 2, mode="mean", _weight=w)
+            >>> bag(jag.tensor([0, 1, 2, 2]), offsets=jag.tensor([0, 2])).detach()  # bags [0, 1] and [2, 2]
+            tensor([[0.5000, 1.0000],
+                    [4.0000, 4.0000]], dtype=float32, size=[2, 2])
+            >>> bag(jag.tensor([[0, 2], [1, 1]])).detach()  # fixed-size bags
+            tensor([[2.5000, 2.0000],
+                    [0.0000, 2.0000]], dtype=float32, size=[2, 2])
+        """
         if isinstance(input, _jag.Tensor) and input.is_nested:
             if offsets is not None:
                 raise ValueError("EmbeddingBag: offsets must be None for a nested input")
@@ -59,7 +81,13 @@ class EmbeddingBag(Module):
         return F.embedding_bag(input, self.weight, offsets, self.mode, per_sample_weights, self.include_last_offset)
 
     def extra_repr(self) -> str:
-        """The settings shown in the module's repr."""
+        """The settings shown in the module's repr.
+
+        Example::
+
+            >>> jag.nn.EmbeddingBag(10, 3, mode="max").extra_repr()
+            "10, 3, mode='max'"
+        """
         return "%d, %d, mode=%r" % (self.num_embeddings, self.embedding_dim, self.mode)
 
 
@@ -147,7 +175,19 @@ class MultiheadAttention(Module):
                 attn_mask: _typing.Optional[_jag.Tensor] = None, average_attn_weights: bool = True,
                 is_causal: bool = False) -> _typing.Tuple[_jag.Tensor, _typing.Optional[_jag.Tensor]]:
         """(attn_output, attn_weights): attn_weights (B, L, S) averaged over
-        heads (or (B, H, L, S)) when need_weights, else None."""
+        heads (or (B, H, L, S)) when need_weights, else None.
+
+        Example::
+
+            >>> jag.manual_seed(0)
+            >>> mha = jag.nn.MultiheadAttention(4, 2)  # (L, B, E) inputs by default
+            >>> q, kv = jag.randn(3, 2, 4), jag.randn(5, 2, 4)
+            >>> out, w = mha(q, kv, kv)
+            >>> out.shape, w.shape  # weights averaged over heads
+            ((3, 2, 4), (2, 3, 5))
+            >>> mha(q, kv, kv, average_attn_weights=False)[1].shape
+            (2, 2, 3, 5)
+        """
         if key_padding_mask is not None:
             raise NotImplementedError("MultiheadAttention: key_padding_mask is not supported; use nested inputs")
         nested = query.is_nested
@@ -201,7 +241,15 @@ class TransformerEncoderLayer(Module):
     """torch's encoder layer: self-attention then a feed-forward block
     (linear1, activation, dropout, linear2), each added to its input, with
     LayerNorms after (norm_first=False) or before (norm_first=True). Dense
-    or jagged nested (B, j, d_model) inputs (nested: batch_first=True)."""
+    or jagged nested (B, j, d_model) inputs (nested: batch_first=True).
+
+    Example::
+
+        >>> layer = jag.nn.TransformerEncoderLayer(d_model=8, nhead=2, dim_feedforward=16, batch_first=True)
+        >>> x = jag.nested.nested_tensor([jag.randn(4, 8), jag.randn(1, 8)], layout=jag.jagged)
+        >>> [c.shape for c in layer(x).unbind()]
+        [(4, 8), (1, 8)]
+    """
 
     def __init__(self, d_model: int, nhead: int, dim_feedforward: int = 2048, dropout: float = 0.1,
                  activation: _typing.Any = "relu", layer_norm_eps: float = 1e-5, batch_first: bool = False,
@@ -237,7 +285,15 @@ class TransformerEncoderLayer(Module):
 
     def forward(self, src: _jag.Tensor, src_mask: _typing.Optional[_jag.Tensor] = None,
                 src_key_padding_mask: _typing.Optional[_jag.Tensor] = None, is_causal: bool = False) -> _jag.Tensor:
-        """The layer on src (see the class)."""
+        """The layer on src (see the class).
+
+        Example::
+
+            >>> layer = jag.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, norm_first=True).eval()
+            >>> src = jag.randn(5, 3, 8)  # (L, B, E)
+            >>> layer(src, is_causal=True).shape  # each position attends to itself and earlier ones
+            (5, 3, 8)
+        """
         if src_key_padding_mask is not None:
             raise NotImplementedError("TransformerEncoderLayer: src_key_padding_mask is not supported; use nested "
                                       "inputs")
@@ -299,7 +355,15 @@ class TransformerEncoder(Module):
     def forward(self, src: _jag.Tensor, mask: _typing.Optional[_jag.Tensor] = None,
                 src_key_padding_mask: _typing.Optional[_jag.Tensor] = None,
                 is_causal: _typing.Optional[bool] = None) -> _jag.Tensor:
-        """The layers in order on src, then norm (see the class)."""
+        """The layers in order on src, then norm (see the class).
+
+        Example::
+
+            >>> layer = jag.nn.TransformerEncoderLayer(8, 2, dim_feedforward=16, dropout=0.0, batch_first=True)
+            >>> enc = jag.nn.TransformerEncoder(layer, num_layers=2, norm=jag.nn.LayerNorm(8)).eval()
+            >>> enc(jag.randn(2, 5, 8)).shape
+            (2, 5, 8)
+        """
         x = src
         for layer in self.layers:
             x = layer(x, src_mask=mask, src_key_padding_mask=src_key_padding_mask, is_causal=bool(is_causal))

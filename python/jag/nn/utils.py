@@ -17,7 +17,17 @@ def clip_grad_norm_(parameters: _typing.Any, max_norm: float, norm_type: float =
     when that is below 1 (torch's clip_coef). Returns the total norm before
     clipping as a 0-d tensor (float32, float64 when every gradient is).
     The norm is computed in double in one C pass. error_if_nonfinite: raise
-    RuntimeError, changing nothing, when the norm is NaN or infinite."""
+    RuntimeError, changing nothing, when the norm is NaN or infinite.
+
+    Example::
+
+        >>> w = jag.tensor([1.0, 1.0], requires_grad=True)
+        >>> (w * jag.tensor([3.0, 4.0])).sum().backward()  # grad [3, 4], norm 5
+        >>> jag.nn.utils.clip_grad_norm_([w], max_norm=1.0)
+        tensor(5.0000, dtype=float32, size=[])
+        >>> w.grad
+        tensor([0.6000, 0.8000], dtype=float32, size=[2])
+    """
     if isinstance(parameters, _jag.Tensor):
         parameters = [parameters]
     params = [p for p in parameters]

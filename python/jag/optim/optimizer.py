@@ -23,7 +23,25 @@ class Optimizer:
     """Base class of the optimizers: ``params`` is an iterable of tensors or
     of dicts (parameter groups, each with a "params" list and its own
     hyperparameters); ``defaults`` fills the hyperparameters a group does
-    not give. ``self.state`` maps each parameter to a dict of its state."""
+    not give. ``self.state`` maps each parameter to a dict of its state.
+
+    Example::
+
+        >>> class PlainSGD(jag.optim.Optimizer):
+        ...     def __init__(self, params, lr=0.1):
+        ...         super().__init__(params, dict(lr=lr))
+        ...     def _step_group(self, group):  # p -= lr * grad, for each parameter with a grad
+        ...         with jag.no_grad():
+        ...             for p in group["params"]:
+        ...                 if p.grad is not None:
+        ...                     p.sub_(p.grad * group["lr"])
+        >>> w = jag.tensor([1.0, 2.0], requires_grad=True)
+        >>> opt = PlainSGD([w], lr=0.25)
+        >>> (w * w).sum().backward()
+        >>> opt.step()
+        >>> w.detach()
+        tensor([0.5000, 1.0000], dtype=float32, size=[2])
+    """
 
     def __init__(self, params: _typing.Iterable[_typing.Any], defaults: _typing.Dict[str, _typing.Any]) -> None:
         if isinstance(params, _jag.Tensor):
@@ -59,7 +77,16 @@ class Optimizer:
     def add_param_group(self, param_group: _typing.Dict[str, _typing.Any]) -> None:
         """Add a group of parameters (a dict with "params" and optional
         hyperparameters; the optimizer's defaults fill the rest). A
-        parameter may belong to one group only, and must be a leaf tensor."""
+        parameter may belong to one group only, and must be a leaf tensor.
+
+        Example::
+
+            >>> w, b = jag.zeros(2, requires_grad=True), jag.zeros(1, requires_grad=True)
+            >>> opt = jag.optim.SGD([w], lr=0.1)
+            >>> opt.add_param_group({"params": [b], "lr": 0.01})  # e.g. a layer unfrozen later
+            >>> [(len(g["params"]), g["lr"]) for g in opt.param_groups]
+            [(1, 0.1), (1, 0.01)]
+        """
         if not isinstance(param_group, dict):
             raise TypeError("param_group must be a dict, but got %s" % type(param_group).__name__)
         params = param_group["params"]
@@ -90,7 +117,20 @@ class Optimizer:
 
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget every parameter's gradient (set_to_none=True, torch's
-        default), or write zeros into the gradients that exist."""
+        default), or write zeros into the gradients that exist.
+
+        Example::
+
+            >>> w = jag.tensor([1.0], requires_grad=True)
+            >>> opt = jag.optim.SGD([w], lr=0.1)
+            >>> (3 * w).sum().backward()
+            >>> opt.zero_grad(set_to_none=False)
+            >>> w.grad
+            tensor([0.0000], dtype=float32, size=[1])
+            >>> opt.zero_grad()
+            >>> w.grad is None
+            True
+        """
         for group in self.param_groups:
             for p in group["params"]:
                 if set_to_none:
@@ -105,7 +145,22 @@ class Optimizer:
         """One optimization step over every parameter group (parameters
         whose .grad is None are skipped). ``closure``, if given, is called
         with grad mode on first (it recomputes the loss and its gradients)
-        and its result is returned."""
+        and its result is returned.
+
+        Example::
+
+            >>> w = jag.tensor([3.0], requires_grad=True)
+            >>> opt = jag.optim.SGD([w], lr=0.25)
+            >>> def closure():
+            ...     opt.zero_grad()
+            ...     loss = (w * w).sum()
+            ...     loss.backward()
+            ...     return loss
+            >>> opt.step(closure)  # the loss before the step
+            tensor(9.0000, dtype=float32, size=[])
+            >>> w.detach()  # 3 - 0.25 * 6
+            tensor([1.5000], dtype=float32, size=[1])
+        """
         loss = None
         if closure is not None:
             with _jag.enable_grad():
@@ -120,7 +175,16 @@ class Optimizer:
     def state_dict(self) -> _typing.Dict[str, _typing.Any]:
         """torch's format: {"state": {index: {name: value}}, "param_groups":
         [{hyperparameters..., "params": [indices]}]}, parameters numbered in
-        group order. State tensors are the live ones (not copies)."""
+        group order. State tensors are the live ones (not copies).
+
+        Example::
+
+            >>> w = jag.zeros(2, requires_grad=True)
+            >>> opt = jag.optim.SGD([w], lr=0.1, momentum=0.9)
+            >>> sd = opt.state_dict()
+            >>> sd["param_groups"][0]["params"], sd["param_groups"][0]["lr"], sd["state"]
+            ([0], 0.1, {})
+        """
         mapping: _typing.Dict[int, int] = {}
         start = 0
         groups = []
@@ -138,7 +202,17 @@ class Optimizer:
         """Restore hyperparameters and state saved by state_dict (groups and
         their sizes must match). State tensors are copied (converted to
         their parameter's dtype; "step" stays float32), so later steps do
-        not write into the given dict's tensors."""
+        not write into the given dict's tensors.
+
+        Example::
+
+            >>> w = jag.zeros(1, requires_grad=True)
+            >>> saved = jag.optim.Adam([w], lr=0.01).state_dict()
+            >>> opt = jag.optim.Adam([w], lr=1.0)
+            >>> opt.load_state_dict(saved)
+            >>> opt.param_groups[0]["lr"]
+            0.01
+        """
         state_dict = dict(state_dict)
         groups = self.param_groups
         saved_groups = _copy.deepcopy(state_dict["param_groups"])

@@ -54,7 +54,19 @@ def _permutation(n, generator):
 
 class Dataset:
     """A map-style dataset, as torch.utils.data.Dataset: subclasses define
-    ``__getitem__(index)`` and ``__len__()``."""
+    ``__getitem__(index)`` and ``__len__()``.
+
+    Example::
+
+        >>> class Squares(jag.utils.data.Dataset):
+        ...     def __len__(self):
+        ...         return 4
+        ...     def __getitem__(self, i):
+        ...         return jag.tensor(float(i * i))
+        >>> loader = jag.utils.data.DataLoader(Squares(), batch_size=2)
+        >>> [b.tolist() for b in loader]
+        [[0.0, 1.0], [4.0, 9.0]]
+    """
 
     def __getitem__(self, index):
         raise NotImplementedError("Subclasses of Dataset should implement __getitem__.")
@@ -101,7 +113,21 @@ class TensorDataset(Dataset):
 
 class Sampler:
     """Base class of samplers, as torch's: ``__iter__`` yields dataset
-    indices (or lists of them, for a batch sampler); ``__len__`` is optional."""
+    indices (or lists of them, for a batch sampler); ``__len__`` is optional.
+
+    Example::
+
+        >>> class EvenFirst(jag.utils.data.Sampler):
+        ...     def __init__(self, n):
+        ...         self.n = n
+        ...     def __iter__(self):
+        ...         return iter(list(range(0, self.n, 2)) + list(range(1, self.n, 2)))
+        ...     def __len__(self):
+        ...         return self.n
+        >>> ds = jag.utils.data.TensorDataset(jag.arange(5))
+        >>> [b[0].tolist() for b in jag.utils.data.DataLoader(ds, batch_size=3, sampler=EvenFirst(5))]
+        [[0, 2, 4], [1, 3]]
+    """
 
     def __init__(self, data_source: _typing.Any = None) -> None:
         pass
@@ -111,7 +137,13 @@ class Sampler:
 
 
 class SequentialSampler(Sampler):
-    """Indices 0, 1, ..., len(data_source) - 1, always in that order."""
+    """Indices 0, 1, ..., len(data_source) - 1, always in that order.
+
+    Example::
+
+        >>> list(jag.utils.data.SequentialSampler(["a", "b", "c"]))
+        [0, 1, 2]
+    """
 
     def __init__(self, data_source: _typing.Sized) -> None:
         self.data_source = data_source
@@ -137,6 +169,15 @@ class RandomSampler(Sampler):
     differs), or when None a generator seeded at each ``iter()`` with
     floor(v * 2**53), v one float64 uniform from the calling thread's
     default generator (jag.manual_seed makes it reproducible).
+
+    Example::
+
+        >>> s = jag.utils.data.RandomSampler(range(5), generator=jag.Generator().manual_seed(0))
+        >>> sorted(s), len(s)  # a permutation of 0..4
+        ([0, 1, 2, 3, 4], 5)
+        >>> r = jag.utils.data.RandomSampler(range(3), replacement=True, num_samples=6)
+        >>> len(list(r)), all(0 <= i < 3 for i in r)
+        (6, True)
     """
 
     def __init__(self, data_source: _typing.Sized, replacement: bool = False, num_samples: _typing.Optional[int] = None,
@@ -154,7 +195,15 @@ class RandomSampler(Sampler):
 
     @property
     def num_samples(self) -> int:
-        """How many indices one pass yields: num_samples, else len(data_source)."""
+        """How many indices one pass yields: num_samples, else len(data_source).
+
+        Example::
+
+            >>> jag.utils.data.RandomSampler(range(5)).num_samples
+            5
+            >>> jag.utils.data.RandomSampler(range(5), replacement=True, num_samples=8).num_samples
+            8
+        """
         return len(self.data_source) if self._num_samples is None else self._num_samples
 
     def __iter__(self):
@@ -178,7 +227,16 @@ class RandomSampler(Sampler):
 
 class BatchSampler(Sampler):
     """Groups the indices of ``sampler`` into lists of ``batch_size``, as
-    torch's BatchSampler; drop_last drops a last, shorter list."""
+    torch's BatchSampler; drop_last drops a last, shorter list.
+
+    Example::
+
+        >>> seq = jag.utils.data.SequentialSampler(range(7))
+        >>> list(jag.utils.data.BatchSampler(seq, batch_size=3, drop_last=False))
+        [[0, 1, 2], [3, 4, 5], [6]]
+        >>> list(jag.utils.data.BatchSampler(seq, batch_size=3, drop_last=True))
+        [[0, 1, 2], [3, 4, 5]]
+    """
 
     def __init__(self, sampler: _typing.Iterable[int], batch_size: int, drop_last: bool) -> None:
         if not _is_int(batch_size) or batch_size <= 0:
@@ -279,6 +337,14 @@ class TokenBudgetBatchSampler(Sampler):
 
     The same (lengths, arguments, seed, epoch) always give the same batches,
     on every machine and in C.
+
+    Example::
+
+        >>> lengths = [3, 1, 4, 1, 5, 9, 2, 6]
+        >>> s = jag.utils.data.TokenBudgetBatchSampler(lengths, max_tokens=10, shuffle=False)
+        >>> batches = list(s)
+        >>> batches, [sum(lengths[i] for i in b) for b in batches]
+        ([[1, 3, 6, 0], [2, 4], [7], [5]], [7, 9, 6, 9])
     """
 
     def __init__(self, lengths: _typing.Any, max_tokens: int, shuffle: bool = True, seed: int = 0,
@@ -314,7 +380,17 @@ class TokenBudgetBatchSampler(Sampler):
 
     def set_epoch(self, epoch: int) -> None:
         """Sets the epoch: the shuffle of epoch e is seeded with seed + e,
-        as torch's DistributedSampler.set_epoch."""
+        as torch's DistributedSampler.set_epoch.
+
+        Example::
+
+            >>> s = jag.utils.data.TokenBudgetBatchSampler([2, 3, 1, 4, 2, 2], max_tokens=5, seed=0)
+            >>> s.set_epoch(3)
+            >>> a = list(s)
+            >>> s.set_epoch(3)
+            >>> list(s) == a, sorted(i for b in a for i in b)  # an epoch's batches are reproducible
+            (True, [0, 1, 2, 3, 4, 5])
+        """
         if not _is_int(epoch):
             raise TypeError("TokenBudgetBatchSampler.set_epoch: epoch must be an int, got %s"
                             % type(epoch).__name__)
@@ -455,7 +531,18 @@ def default_collate(batch: _typing.Sequence[_typing.Any]) -> _typing.Any:
     (and numpy arrays) are stacked on a new dim 0 (equal shapes, else
     RuntimeError), floats become a float64 tensor, ints an int64 tensor
     (bools a bool tensor), strings stay a list; dicts, namedtuples, tuples
-    and lists are collated field by field (a tuple gives a list)."""
+    and lists are collated field by field (a tuple gives a list).
+
+    Example::
+
+        >>> batch = [(jag.tensor([1.0, 2.0]), 0), (jag.tensor([3.0, 4.0]), 1)]
+        >>> x, y = jag.utils.data.default_collate(batch)
+        >>> x
+        tensor([[1.0000, 2.0000],
+                [3.0000, 4.0000]], dtype=float32, size=[2, 2])
+        >>> y
+        tensor([0, 1], dtype=int64, size=[2])
+    """
     return _collate(batch, _stack, "default_collate")
 
 
@@ -465,7 +552,17 @@ def collate_nested(batch: _typing.Sequence[_typing.Any]) -> _typing.Any:
     layout=jag.jagged)) with no padding, whatever their lengths:
     ``out.unbind()`` gives the items back. 0-d tensors and Python numbers
     are stacked as default_collate does (labels). Items differing in a dim
-    other than the first raise RuntimeError."""
+    other than the first raise RuntimeError.
+
+    Example::
+
+        >>> batch = [(jag.tensor([1.0, 2.0, 3.0]), 0), (jag.tensor([4.0]), 1)]
+        >>> x, y = jag.utils.data.collate_nested(batch)
+        >>> x.is_nested, [c.tolist() for c in x.unbind()]
+        (True, [[1.0, 2.0, 3.0], [4.0]])
+        >>> y
+        tensor([0, 1], dtype=int64, size=[2])
+    """
     return _collate(batch, _stack_or_nest, "collate_nested")
 
 
@@ -478,7 +575,13 @@ def _same_type_as(data: _typing.Any) -> _typing.Callable[..., _typing.Any]:
 def default_convert(data: _typing.Any) -> _typing.Any:
     """torch's default_convert (the collate without batching,
     batch_size=None): numpy arrays and numpy scalars become jag tensors,
-    inside dicts, namedtuples, tuples and lists too; the rest is unchanged."""
+    inside dicts, namedtuples, tuples and lists too; the rest is unchanged.
+
+    Example::
+
+        >>> jag.utils.data.default_convert({"x": np.array([1.0, 2.0]), "name": "a"})
+        {'x': tensor([1.0000, 2.0000], dtype=float64, size=[2]), 'name': 'a'}
+    """
     if isinstance(data, np.ndarray):
         return data if data.dtype.kind in "SaUO" else jag.tensor(data)
     if isinstance(data, (np.bool_, np.number)):

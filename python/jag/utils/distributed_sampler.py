@@ -13,7 +13,15 @@ def split_by_tokens(batch: _typing.Sequence[int], lengths: _typing.Sequence[int]
     (ties: the earlier position in ``batch``) each go to the least-loaded
     rank so far (ties: the lowest rank). Deterministic. Returns
     ``num_replicas`` lists of indices, each in ``batch``'s order. A rank's
-    load exceeds the lightest rank's by at most the longest item."""
+    load exceeds the lightest rank's by at most the longest item.
+
+    Example::
+
+        >>> from jag.utils.distributed_sampler import split_by_tokens
+        >>> lengths = [5, 1, 4, 2, 3]
+        >>> split_by_tokens([0, 1, 2, 3, 4], lengths, num_replicas=2)  # 5 + 2 + 1 and 4 + 3 tokens
+        [[0, 1, 3], [2, 4]]
+    """
     if num_replicas < 1:
         raise ValueError("split_by_tokens: num_replicas must be >= 1, got %r" % (num_replicas,))
     load = [0] * num_replicas
@@ -44,6 +52,15 @@ class DistributedTokenBudgetSampler(Sampler):
         num_replicas (int or None): the number of ranks (None:
             jag.distributed.get_world_size()).
         rank (int or None): this rank (None: jag.distributed.get_rank()).
+
+    Example::
+
+        >>> from jag.utils.distributed_sampler import DistributedTokenBudgetSampler
+        >>> lengths = [3, 1, 4, 1, 5, 9, 2, 6]
+        >>> ranks = [DistributedTokenBudgetSampler(lengths, max_tokens=12, num_replicas=2, rank=r, shuffle=False)
+        ...          for r in range(2)]
+        >>> list(ranks[0]), list(ranks[1])  # each rank's part of each global batch
+        ([[1, 3, 2], [7], [5]], [[6, 0], [4], []])
     """
 
     def __init__(self, lengths: _typing.Any, max_tokens: int, num_replicas: _typing.Optional[int] = None,
@@ -65,11 +82,29 @@ class DistributedTokenBudgetSampler(Sampler):
         self.rank = rank
 
     def set_epoch(self, epoch: int) -> None:
-        """The epoch whose global batches the next iteration splits."""
+        """The epoch whose global batches the next iteration splits.
+
+        Example::
+
+            >>> from jag.utils.distributed_sampler import DistributedTokenBudgetSampler
+            >>> s = DistributedTokenBudgetSampler([2, 3, 1, 4, 2, 2], max_tokens=6, num_replicas=2, rank=0, seed=1)
+            >>> s.set_epoch(0); e0 = s.splits()
+            >>> s.set_epoch(1); e1 = s.splits()
+            >>> e0 != e1, sorted(i for batch in e1 for part in batch for i in part)  # reshuffled, each item once
+            (True, [0, 1, 2, 3, 4, 5])
+        """
         self.global_sampler.set_epoch(epoch)
 
     def splits(self) -> _typing.List[_typing.List[_typing.List[int]]]:
-        """This epoch's global batches, each split over every rank."""
+        """This epoch's global batches, each split over every rank.
+
+        Example::
+
+            >>> from jag.utils.distributed_sampler import DistributedTokenBudgetSampler
+            >>> s = DistributedTokenBudgetSampler([3, 1, 4, 1, 5], max_tokens=8, num_replicas=2, rank=0, shuffle=False)
+            >>> s.splits()  # per global batch: every rank's indices
+            [[[0], [1, 3]], [[2], []], [[4], []]]
+        """
         lengths = self.global_sampler.lengths
         return [split_by_tokens(b, lengths, self.num_replicas) for b in self.global_sampler]
 
@@ -82,7 +117,15 @@ class DistributedTokenBudgetSampler(Sampler):
 
     def imbalance(self) -> _typing.List[float]:
         """max / mean of the ranks' tokens, per global batch of the epoch
-        (1.0 is perfect balance; a batch of no tokens counts as 1.0)."""
+        (1.0 is perfect balance; a batch of no tokens counts as 1.0).
+
+        Example::
+
+            >>> from jag.utils.distributed_sampler import DistributedTokenBudgetSampler
+            >>> s = DistributedTokenBudgetSampler([3, 1, 4, 1, 5], max_tokens=8, num_replicas=2, rank=0, shuffle=False)
+            >>> [round(x, 4) for x in s.imbalance()]
+            [1.2, 2.0, 2.0]
+        """
         lengths = self.global_sampler.lengths
         out = []
         for parts in self.splits():
