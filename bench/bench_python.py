@@ -15,7 +15,9 @@ bench/bench.h does. Output: one JSON line per figure, as the C benchmarks
     {"bench": "python", "name": "python_overhead", "params": {...}, "values": {...}}
     {"bench": "torch", "name": "python_overhead", "params": {...}, "values": {...}}
 
-Usage: python bench/bench_python.py [--quick]
+Usage: python bench/bench_python.py [--quick] [--overhead-only]
+
+--overhead-only prints the per-op lines only (no training step, no sampler).
 """
 import json
 import os
@@ -31,6 +33,7 @@ except ImportError:  # from the source tree: the in-place built package
 from jag import _C
 
 QUICK = "--quick" in sys.argv[1:]
+OVERHEAD_ONLY = "--overhead-only" in sys.argv[1:]
 ROUNDS = 5
 TARGET_NS = 2000
 
@@ -223,6 +226,8 @@ def main():
         else:
             vals["torch"] = reason if torch_version is None else "not measured"
         emit("python", params, vals)
+    if OVERHEAD_ONLY:
+        return
     train_step_share()
     sampler_imbalance()
 

@@ -9,7 +9,7 @@
  *
  * Validation: the documents d whose draw u[d] is below 0.1, with u the
  * n_docs float64 uniforms of jag_generator_new(1) (Python: jag.rand(n,
- * dtype=jag.float64, generator=jag.Generator(1))), are held out; the model
+ * dtype=jag.float64, generator=jag.Generator().manual_seed(1))), are held out; the model
  * never trains on them. Their loss and accuracy are printed at the end of
  * every epoch and after the last step, next to the majority class's
  * accuracy (the most common label of the training documents).

@@ -8,7 +8,7 @@ document is the path it came from. Documents longer than 128 tokens are cut
 to their first 128.
 
 Validation: document d is held out when u[d] < 0.1, u = jag.rand(n_docs,
-dtype=jag.float64, generator=jag.Generator(1)); its loss and accuracy are
+dtype=jag.float64, generator=jag.Generator().manual_seed(1)); its loss and accuracy are
 printed at the end of every epoch and after the last step, next to the
 majority class's accuracy (the most common label of the training split).
 
@@ -116,7 +116,7 @@ class Documents(Dataset):
 
 def split_documents(n_docs):
     """(train, validation) document ids: d is held out when u[d] < 0.1."""
-    u = jag.rand(n_docs, dtype=jag.float64, generator=jag.Generator(SPLIT_SEED)).tolist()
+    u = jag.rand(n_docs, dtype=jag.float64, generator=jag.Generator().manual_seed(SPLIT_SEED)).tolist()
     val = [d for d in range(n_docs) if u[d] < VAL_FRACTION]
     train = [d for d in range(n_docs) if u[d] >= VAL_FRACTION]
     return train, val

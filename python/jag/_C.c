@@ -74,19 +74,65 @@ static PyObject *raise_index_status(jag_status st) {
 /* Wrapping                                                                  */
 /* ------------------------------------------------------------------------ */
 
+/* Freed objects of the exact class jag.Tensor, kept for the next wrap():
+ * a small op's result is made and dropped once per call, and allocating a
+ * GC-tracked heap-type object and freeing it through subtype_dealloc costs
+ * about as much as the op's own dispatch. Only when tensor_class is
+ * `fast_class` (a subclass of TensorBase that adds no storage, dict or
+ * finalizer: m_set_tensor_class checks this and gives it
+ * Tensor_heap_dealloc). Entries are dead objects (refcount 0, untracked,
+ * no type reference); the list is bounded, like CPython's own free lists. */
+#define TENSOR_FREELIST_MAX 64
+static PyObject *tensor_freelist[TENSOR_FREELIST_MAX];
+static int tensor_freelist_n;
+static PyTypeObject *fast_class;
+#ifndef Py_TPFLAGS_MANAGED_DICT /* before Python 3.11 */
+#define Py_TPFLAGS_MANAGED_DICT 0
+#endif
+
 /* A new Python tensor owning `t` (the reference is stolen, also on failure). */
 static PyObject *wrap(jag_tensor *t) {
     if (!t) {
         PyErr_SetString(PyExc_RuntimeError, "jag returned no tensor");
         return NULL;
     }
-    TensorObject *o = (TensorObject *)tensor_class->tp_alloc(tensor_class, 0);
+    TensorObject *o;
+    if (tensor_freelist_n && tensor_class == fast_class) {
+        /* as PyType_GenericAlloc: type (a new reference), refcount 1, fields, tracked */
+        o = (TensorObject *)PyObject_Init(tensor_freelist[--tensor_freelist_n], tensor_class);
+        o->weakreflist = NULL;
+        o->t = t;
+        PyObject_GC_Track(o);
+        return (PyObject *)o;
+    }
+    o = (TensorObject *)tensor_class->tp_alloc(tensor_class, 0);
     if (!o) {
         jag_release(t);
         return NULL;
     }
     o->t = t;
     return (PyObject *)o;
+}
+
+/* tp_dealloc of fast_class (jag.Tensor), in place of subtype_dealloc, and
+ * the base deallocator its own subclasses' subtype_dealloc calls (they
+ * re-track the object, keep their weakref list for the base to clear, and
+ * leave the type's reference to the base, as for any heap base): untrack,
+ * clear weakrefs, release the jag tensor, free (or keep an exact
+ * fast_class object for reuse), drop the type's reference. */
+static void Tensor_heap_dealloc(PyObject *self) {
+    PyTypeObject *tp = Py_TYPE(self);
+    TensorObject *o = (TensorObject *)self;
+    PyObject_GC_UnTrack(self);
+    if (o->weakreflist) PyObject_ClearWeakRefs(self);
+    jag_tensor *t = o->t;
+    o->t = NULL;
+    jag_release(t);
+    if (tp == fast_class && tensor_freelist_n < TENSOR_FREELIST_MAX)
+        tensor_freelist[tensor_freelist_n++] = self;
+    else
+        tp->tp_free(self);
+    Py_DECREF(tp);
 }
 
 static int is_tensor(PyObject *o) { return PyObject_TypeCheck(o, &TensorBase_Type); }
@@ -781,9 +827,20 @@ static PyObject *m_set_tensor_class(PyObject *mod, PyObject *cls) {
         PyErr_SetString(PyExc_TypeError, "expected a subclass of TensorBase");
         return NULL;
     }
+    PyTypeObject *tp = (PyTypeObject *)cls;
+    /* the reuse of freed objects (wrap, Tensor_heap_dealloc) for a class
+     * laid out as TensorBase, with nothing of its own to clear or finalize */
+    if (!fast_class && tp->tp_base == &TensorBase_Type && (tp->tp_flags & Py_TPFLAGS_HEAPTYPE) &&
+        (tp->tp_flags & Py_TPFLAGS_HAVE_GC) && !(tp->tp_flags & Py_TPFLAGS_MANAGED_DICT) &&
+        tp->tp_basicsize == TensorBase_Type.tp_basicsize && tp->tp_itemsize == 0 && tp->tp_dictoffset == 0 &&
+        tp->tp_weaklistoffset == TensorBase_Type.tp_weaklistoffset && !tp->tp_finalize && !tp->tp_del &&
+        tp->tp_free == PyObject_GC_Del) {
+        tp->tp_dealloc = Tensor_heap_dealloc;
+        fast_class = tp;
+    }
     Py_INCREF(cls);
     if (tensor_class != &TensorBase_Type) Py_DECREF((PyObject *)tensor_class);
-    tensor_class = (PyTypeObject *)cls;
+    tensor_class = tp;
     Py_RETURN_NONE;
 }
 
@@ -1010,77 +1067,279 @@ static PyObject *m_op_rows(PyObject *mod, PyObject *unused) {
     return rows;
 }
 
-/* _op(name, *args): call any op through jag_op_find / jag_op_call. Returns a
- * tensor, or a tuple of tensors for ops with several outputs. */
-static PyObject *m_op(PyObject *mod, PyObject *args) {
-    (void)mod;
-    Py_ssize_t nargs = PyTuple_GET_SIZE(args);
-    if (nargs < 1 || !PyUnicode_Check(PyTuple_GET_ITEM(args, 0))) {
-        PyErr_SetString(PyExc_TypeError, "_op(name: str, *args)");
-        return NULL;
+/* ------------------------------------------------------------------------ */
+/* Calling ops: the generic entry _op and the hot paths beside it            */
+/* ------------------------------------------------------------------------ */
+
+/* Where the time of a small op goes from Python (bench/bench_python.py):
+ * the interpreter's call, boxing, the name lookup, allocating and freeing
+ * the result object. The entry points below are METH_FASTCALL (no argument
+ * tuple), find an op id by the name object's address (one compare), box
+ * only the arguments given, and the operators + - * / @ of TensorBase call
+ * the op without a Python frame (nb_* slots). Every path ends in the same
+ * jag_op_call, so results, gradients and error messages are those of
+ * _op(name, *args); what the fast paths do not cover (scalars on the left,
+ * lists, numpy arrays, bools) goes to the Python code that handled it
+ * before (jag._binary, set by _set_binary_fallback). */
+
+/* name -> op id. Ids never change (the op table only grows), so a hit is
+ * final. First a direct-mapped cache keyed by the name object's address
+ * (call sites pass the same interned constant each time; the cache holds a
+ * reference, so an address cannot be reused by another object while it is
+ * cached), then a dict by value, then jag_op_find (which compares names
+ * one by one). Returns 0, or -1 with an exception. */
+#define OP_CACHE_SIZE 256
+static struct {
+    PyObject *name;
+    jag_op_id id;
+    int n_out;
+} op_cache[OP_CACHE_SIZE];
+static PyObject *op_ids; /* str -> int, every name looked up so far */
+
+static int op_lookup(PyObject *name_obj, jag_op_id *op, int *n_out) {
+    size_t slot = ((uintptr_t)name_obj >> 4) % OP_CACHE_SIZE;
+    if (op_cache[slot].name == name_obj) {
+        *op = op_cache[slot].id;
+        *n_out = op_cache[slot].n_out;
+        return 0;
     }
-    PyObject *name_obj = PyTuple_GET_ITEM(args, 0);
-    const char *name = PyUnicode_AsUTF8(name_obj);
-    if (!name) return NULL;
-    jag_op_id op;
-    jag_status st;
-    /* name -> op id, remembered (ids never change: the op table only grows);
-     * jag_op_find compares names one by one */
-    static PyObject *op_ids;
+    jag_op_id id;
     PyObject *cached = op_ids ? PyDict_GetItemWithError(op_ids, name_obj) : NULL;
     if (cached) {
-        op = (jag_op_id)PyLong_AsLong(cached);
+        id = (jag_op_id)PyLong_AsLong(cached);
     } else {
-        if (PyErr_Occurred()) return NULL;
-        if ((st = jag_op_find(name, &op))) return raise_status(st);
-        PyObject *id = PyLong_FromLong(op);
-        if (!id || (!op_ids && !(op_ids = PyDict_New())) || PyDict_SetItem(op_ids, name_obj, id) < 0) {
-            Py_XDECREF(id);
-            return NULL;
+        if (PyErr_Occurred()) return -1;
+        const char *name = PyUnicode_AsUTF8(name_obj);
+        if (!name) return -1;
+        jag_status st = jag_op_find(name, &id);
+        if (st) {
+            raise_status(st);
+            return -1;
         }
-        Py_DECREF(id);
+        PyObject *v = PyLong_FromLong(id);
+        if (!v || (!op_ids && !(op_ids = PyDict_New())) || PyDict_SetItem(op_ids, name_obj, v) < 0) {
+            Py_XDECREF(v);
+            return -1;
+        }
+        Py_DECREF(v);
+    }
+    Py_INCREF(name_obj);
+    Py_XSETREF(op_cache[slot].name, name_obj);
+    op_cache[slot].id = id;
+    op_cache[slot].n_out = jag_op_num_outputs(id);
+    *op = id;
+    *n_out = op_cache[slot].n_out;
+    return 0;
+}
+
+/* jag_op_call on boxed values and the result as Python: a tensor, or a
+ * tuple of n_out tensors. */
+static PyObject *call_boxed(jag_op_id op, int n_out, const jag_value *vals, int nvals) {
+    if (n_out < 1 || n_out > 8) {
+        PyErr_SetString(PyExc_RuntimeError, "op has an unexpected number of outputs");
+        return NULL;
     }
     jagpy_clear_stashed();
-    if (nargs - 1 > 32) {
+    jag_tensor *outs[8] = {0};
+    jag_status st = jag_op_call(op, vals, nvals, outs);
+    if (st) return raise_status(st);
+    if (n_out == 1) return wrap(outs[0]);
+    PyObject *result = PyTuple_New(n_out);
+    for (int i = 0; i < n_out; i++) {
+        PyObject *w = wrap(outs[i]);
+        if (!result || !w) {
+            Py_XDECREF(w);
+            continue; /* wrap stole outs[i] */
+        }
+        PyTuple_SET_ITEM(result, i, w);
+    }
+    if (result && PyErr_Occurred()) Py_CLEAR(result);
+    return result;
+}
+
+/* The op `name_obj` on Python arguments args[0..n), boxed as _op boxes them. */
+static PyObject *call_op(PyObject *name_obj, PyObject *const *args, Py_ssize_t n) {
+    jag_op_id op;
+    int n_out;
+    if (op_lookup(name_obj, &op, &n_out)) return NULL;
+    if (n > 32) {
         PyErr_SetString(PyExc_ValueError, "too many arguments");
         return NULL;
     }
     jag_value vals[32];
-    memset(vals, 0, sizeof vals);
-    arg_pool pool = {0};
+    arg_pool pool;
+    pool.n_ints = pool.n_tens = 0;
     PyObject *result = NULL;
-    for (Py_ssize_t i = 1; i < nargs; i++)
-        if (box(PyTuple_GET_ITEM(args, i), &vals[i - 1], &pool, i - 1, name)) goto done;
-    int n_out = jag_op_num_outputs(op);
-    if (n_out < 1 || n_out > 8) {
-        PyErr_SetString(PyExc_RuntimeError, "op has an unexpected number of outputs");
-        goto done;
-    }
-    jag_tensor *outs[8] = {0};
-    st = jag_op_call(op, vals, (int)(nargs - 1), outs);
-    if (st) {
-        raise_status(st);
-        goto done;
-    }
-    if (n_out == 1) {
-        result = wrap(outs[0]);
-    } else {
-        result = PyTuple_New(n_out);
-        for (int i = 0; i < n_out; i++) {
-            PyObject *w = wrap(outs[i]);
-            if (!result || !w) {
-                Py_XDECREF(w);
-                continue; /* wrap stole outs[i] */
-            }
-            PyTuple_SET_ITEM(result, i, w);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *o = args[i];
+        memset(&vals[i], 0, sizeof vals[i]);
+        if (Py_IS_TYPE(o, tensor_class) && ((TensorObject *)o)->t) { /* the common case first */
+            vals[i].kind = JAG_VAL_TENSOR;
+            vals[i].u.t = ((TensorObject *)o)->t;
+        } else if (box(o, &vals[i], &pool, i, PyUnicode_AsUTF8(name_obj))) {
+            goto done;
         }
-        if (result && PyErr_Occurred()) Py_CLEAR(result);
     }
+    result = call_boxed(op, n_out, vals, (int)n);
 done:
     for (int i = 0; i < pool.n_ints; i++) free(pool.ints[i]);
     for (int i = 0; i < pool.n_tens; i++) free(pool.tens[i]);
     return result;
 }
+
+/* _op(name, *args): call any op through jag_op_find / jag_op_call. Returns a
+ * tensor, or a tuple of tensors for ops with several outputs. */
+static PyObject *m_op(PyObject *mod, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames) {
+    (void)mod;
+    if (kwnames && PyTuple_GET_SIZE(kwnames)) {
+        PyErr_SetString(PyExc_TypeError, "_op() takes no keyword arguments");
+        return NULL;
+    }
+    if (nargs < 1 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "_op(name: str, *args)");
+        return NULL;
+    }
+    return call_op(args[0], args + 1, nargs - 1);
+}
+
+/* The name Python gives a type (type(x).__name__): tp_name after its last dot. */
+static const char *type_name(PyTypeObject *tp) {
+    const char *dot = strrchr(tp->tp_name, '.');
+    return dot ? dot + 1 : tp->tp_name;
+}
+
+/* _unary(name, input): the body of the generated jag.<name> functions
+ * (__init__.py, _make_unary): `input` must be a jag.Tensor (the TypeError
+ * and its message are those of the Python check it replaces). */
+static PyObject *m_unary(PyObject *mod, PyObject *const *args, Py_ssize_t nargs) {
+    (void)mod;
+    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "_unary(name: str, input)");
+        return NULL;
+    }
+    PyObject *x = args[1];
+    if (!PyObject_TypeCheck(x, tensor_class)) {
+        int ok = PyObject_IsInstance(x, (PyObject *)tensor_class); /* __instancecheck__, __class__ */
+        if (ok < 0) return NULL;
+        if (!ok) {
+            PyErr_Format(PyExc_TypeError, "jag.%U: expected a jag.Tensor, got %s", args[0], type_name(Py_TYPE(x)));
+            return NULL;
+        }
+    }
+    return call_op(args[0], args + 1, 1);
+}
+
+/* --- the operators of TensorBase ------------------------------------------ */
+
+/* What the fast paths do not cover: jag._binary(name, a, b) (and
+ * matmul(tensor(a), b) for "rmatmul"), set by __init__.py. */
+static PyObject *binary_fallback;
+
+static PyObject *m_set_binary_fallback(PyObject *mod, PyObject *fn) {
+    (void)mod;
+    if (!PyCallable_Check(fn)) {
+        PyErr_SetString(PyExc_TypeError, "_set_binary_fallback: expected a callable");
+        return NULL;
+    }
+    Py_INCREF(fn);
+    Py_XSETREF(binary_fallback, fn);
+    Py_RETURN_NONE;
+}
+
+enum { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV, BIN_MATMUL, BIN_COUNT };
+/* The fallback's name for each operator ("add_": add with alpha 1, as
+ * _binary spells it) and the op it calls. */
+static const char *const bin_fallback_names[BIN_COUNT] = {"add_", "sub", "mul", "div", "matmul"};
+static const char *const bin_op_names[BIN_COUNT] = {"add", "sub", "mul", "div", "matmul"};
+static PyObject *bin_fallback_strs[BIN_COUNT]; /* interned, made on first use */
+static jag_op_id bin_ops[BIN_COUNT];
+static int bin_ready;
+
+static int bin_init(void) {
+    for (int k = 0; k < BIN_COUNT; k++) {
+        jag_status st = jag_op_find(bin_op_names[k], &bin_ops[k]);
+        if (st) {
+            raise_status(st);
+            return -1;
+        }
+        if (!bin_fallback_strs[k] && !(bin_fallback_strs[k] = PyUnicode_InternFromString(bin_fallback_names[k])))
+            return -1;
+    }
+    bin_ready = 1;
+    return 0;
+}
+
+/* A Python int or float (exactly: bool and subclasses take the fallback) as a double. */
+static int plain_scalar(PyObject *o, double *out) {
+    if (PyFloat_CheckExact(o)) {
+        *out = PyFloat_AS_DOUBLE(o);
+        return 1;
+    }
+    if (PyLong_CheckExact(o)) {
+        *out = PyLong_AsDouble(o); /* OverflowError as float(o) raises it */
+        return *out == -1.0 && PyErr_Occurred() ? -1 : 1;
+    }
+    return 0;
+}
+
+static jag_tensor *tensor_of(PyObject *o) {
+    return PyObject_TypeCheck(o, tensor_class) ? ((TensorObject *)o)->t : NULL;
+}
+
+/* a <op> b for the nb_* slots: one operand at least is a TensorBase.
+ *   tensor op tensor    -> op(a, b)            (add: add(a, b, 1.0))
+ *   tensor op int/float -> op(a, float(b))     (add: add(a, float(b), 1.0))
+ *   int/float + tensor  -> add(b, float(a), 1.0)
+ *   tensor @ anything   -> matmul(a, b), b boxed as _op boxes it
+ *   anything else       -> the Python fallback (jag._binary) */
+static PyObject *tensor_binary(PyObject *a, PyObject *b, int which) {
+    if (!bin_ready && bin_init()) return NULL;
+    jag_tensor *ta = tensor_of(a), *tb = tensor_of(b);
+    jag_value v[3];
+    memset(v, 0, sizeof v);
+    double s;
+    int r;
+    if (which == BIN_MATMUL) {
+        if (ta) return call_op(bin_fallback_strs[BIN_MATMUL], (PyObject *[]){a, b}, 2);
+    } else if (ta && tb) {
+        v[0].kind = v[1].kind = JAG_VAL_TENSOR;
+        v[0].u.t = ta;
+        v[1].u.t = tb;
+        v[2].kind = JAG_VAL_DOUBLE;
+        v[2].u.d = 1.0;
+        return call_boxed(bin_ops[which], 1, v, which == BIN_ADD ? 3 : 2);
+    } else if (ta || (tb && which == BIN_ADD)) {
+        if ((r = plain_scalar(ta ? b : a, &s)) < 0) return NULL;
+        if (r) {
+            v[0].kind = JAG_VAL_TENSOR;
+            v[0].u.t = ta ? ta : tb;
+            v[1].kind = v[2].kind = JAG_VAL_DOUBLE;
+            v[1].u.d = s;
+            v[2].u.d = 1.0;
+            return call_boxed(bin_ops[which], 1, v, which == BIN_ADD ? 3 : 2);
+        }
+    }
+    if (!binary_fallback) Py_RETURN_NOTIMPLEMENTED; /* before __init__.py set it */
+    PyObject *name = which == BIN_MATMUL ? PyUnicode_InternFromString("rmatmul") : Py_NewRef(bin_fallback_strs[which]);
+    if (!name) return NULL;
+    PyObject *res = PyObject_CallFunctionObjArgs(binary_fallback, name, a, b, NULL);
+    Py_DECREF(name);
+    return res;
+}
+
+static PyObject *Tensor_nb_add(PyObject *a, PyObject *b) { return tensor_binary(a, b, BIN_ADD); }
+static PyObject *Tensor_nb_sub(PyObject *a, PyObject *b) { return tensor_binary(a, b, BIN_SUB); }
+static PyObject *Tensor_nb_mul(PyObject *a, PyObject *b) { return tensor_binary(a, b, BIN_MUL); }
+static PyObject *Tensor_nb_div(PyObject *a, PyObject *b) { return tensor_binary(a, b, BIN_DIV); }
+static PyObject *Tensor_nb_matmul(PyObject *a, PyObject *b) { return tensor_binary(a, b, BIN_MATMUL); }
+
+static PyNumberMethods Tensor_as_number = {
+    .nb_add = Tensor_nb_add,
+    .nb_subtract = Tensor_nb_sub,
+    .nb_multiply = Tensor_nb_mul,
+    .nb_true_divide = Tensor_nb_div,
+    .nb_matrix_multiply = Tensor_nb_matmul,
+};
 
 static PyObject *m_op_exists(PyObject *mod, PyObject *arg) {
     (void)mod;
@@ -1310,7 +1569,9 @@ static PyMethodDef module_methods[] = {
     {"_arange", m_arange, METH_VARARGS, NULL},
     {"_like", m_like, METH_VARARGS, NULL},
     {"_from_buffer", m_from_buffer, METH_VARARGS, NULL},
-    {"_op", m_op, METH_VARARGS, "call a jag op by name with boxed arguments"},
+    {"_op", (PyCFunction)(void (*)(void))m_op, METH_FASTCALL | METH_KEYWORDS, "call a jag op by name with boxed arguments"},
+    {"_unary", (PyCFunction)(void (*)(void))m_unary, METH_FASTCALL, "_unary(name, input): jag.<name>(input) of a unary op"},
+    {"_set_binary_fallback", m_set_binary_fallback, METH_O, NULL},
     {"_op_rows", m_op_rows, METH_NOARGS, "every op as (name, schema, doc, tags), in id order"},
     {"_op_exists", m_op_exists, METH_O, NULL},
     {"_nested_from_list", m_nested_from_list, METH_VARARGS, NULL},
@@ -1338,6 +1599,7 @@ int jag_py_io_init(PyObject *module, PyObject *(*wrap)(jag_tensor *), jag_tensor
 
 PyMODINIT_FUNC PyInit__C(void) {
     TensorBase_Type.tp_as_buffer = &jagpy_buffer_procs;
+    TensorBase_Type.tp_as_number = &Tensor_as_number;
     if (PyType_Ready(&TensorBase_Type) < 0) return NULL;
     PyObject *m = PyModule_Create(&moduledef);
     if (!m) return NULL;

@@ -3,7 +3,10 @@
 A thin layer over the C library libjag. Every op goes through one generic
 entry point, ``jag._C._op(name, *args)``, which boxes Python arguments into
 ``jag_value``s and calls ``jag_op_call``; the functions below only choose
-argument order and defaults as torch does.
+argument order and defaults as torch does. (The operators + - * / @ on
+tensors and ints/floats call ``jag_op_call`` from TensorBase's C slots
+directly, the same op with the same arguments; other operands come back to
+``_binary_fallback`` here.)
 
 Example::
 
@@ -35,7 +38,17 @@ __version__ = _C.VERSION
 
 
 class dtype:
-    """A jag dtype (jag.float32, ...). Compares by identity."""
+    """A jag dtype (jag.float32, ...). Compares by identity.
+
+    Example::
+
+        >>> jag.tensor([1, 2]).dtype
+        jag.int64
+        >>> jag.tensor([1.0]).dtype is jag.float32
+        True
+        >>> jag.float64, jag.int64, jag.bool
+        (jag.float64, jag.int64, jag.bool)
+    """
 
     __slots__ = ("code", "name", "_np", "is_floating_point")
 
@@ -74,7 +87,15 @@ _NP_TO_DTYPE = {"float32": float32, "float64": float64, "int32": int32, "int64":
 class layout:
     """A tensor layout: ``jag.strided`` (dense tensors, and nested tensors
     whose components may differ in every dim) or ``jag.jagged`` (nested
-    tensors stored as packed values plus offsets), as torch.layout."""
+    tensors stored as packed values plus offsets), as torch.layout.
+
+    Example::
+
+        >>> jag.ones(2).layout
+        jag.strided
+        >>> jag.nested.nested_tensor([[1.0], [2.0, 3.0]], layout=jag.jagged).layout
+        jag.jagged
+    """
 
     __slots__ = ("code", "name")
 
@@ -95,7 +116,16 @@ _Layout = layout  # the class, for annotations inside Tensor (whose property lay
 
 class RaggedDim:
     """A ragged dim in a nested tensor's shape; prints as ``j<id>`` (torch's
-    nested int). Two shapes compare equal when their ragged ids match."""
+    nested int). Two shapes compare equal when their ragged ids match.
+
+    Example::
+
+        >>> nt = jag.nested.nested_tensor([[1.0, 2.0], [3.0]], layout=jag.jagged)
+        >>> nt.shape
+        (2, j...)
+        >>> isinstance(nt.shape[1], jag.RaggedDim)
+        True
+    """
 
     __slots__ = ("id",)
 
@@ -142,7 +172,15 @@ def _shape_arg(size):
 
 
 def get_default_dtype() -> dtype:
-    """The dtype of floating-point tensors made from Python floats: jag.float32 (fixed)."""
+    """The dtype of floating-point tensors made from Python floats: jag.float32 (fixed).
+
+    Example::
+
+        >>> jag.get_default_dtype()
+        jag.float32
+        >>> jag.tensor([0.5]).dtype
+        jag.float32
+    """
     return float32
 
 
@@ -158,19 +196,43 @@ def promote_types(a: dtype, b: dtype) -> dtype:
 
 
 def manual_seed(seed: _builtins.int) -> None:
-    """Seed this thread's default random generator (rand, randn, dropout, init)."""
+    """Seed this thread's default random generator (rand, randn, dropout, init).
+
+    Example::
+
+        >>> jag.manual_seed(0)
+        >>> a = jag.rand(3)
+        >>> jag.manual_seed(0)
+        >>> jag.allclose(a, jag.rand(3))  # the same numbers again
+        True
+    """
     _C._manual_seed(seed)
 
 
 def get_num_threads() -> _builtins.int:
     """The number of threads jag's kernels (and OpenBLAS) use, as
-    torch.get_num_threads."""
+    torch.get_num_threads.
+
+    Example::
+
+        >>> jag.get_num_threads() >= 1
+        True
+    """
     return _C._get_num_threads()
 
 
 def set_num_threads(n: _builtins.int) -> None:
     """Use n threads in jag's kernels and OpenBLAS (OpenMP), as
-    torch.set_num_threads: n must be a positive int."""
+    torch.set_num_threads: n must be a positive int.
+
+    Example::
+
+        >>> n = jag.get_num_threads()
+        >>> jag.set_num_threads(1)
+        >>> jag.get_num_threads()
+        1
+        >>> jag.set_num_threads(n)  # restore
+    """
     n = _operator_index(n)
     if n <= 0:
         raise ValueError("set_num_threads: expected a positive number of threads, got %d" % n)
@@ -227,6 +289,18 @@ def _binary(name, a, b):
     raise TypeError("%s: expected at least one jag.Tensor, got %s and %s" % (name, type(a).__name__, type(b).__name__))
 
 
+def _binary_fallback(name, a, b):
+    """The operators' cases that TensorBase's C slots leave to Python (a
+    scalar on the left of - * /, bools, lists, arrays, other types): name is
+    _binary's, or "rmatmul" for ``a @ b`` with b the tensor."""
+    if name == "rmatmul":
+        return matmul(tensor(a), b)
+    return _binary(name, a, b)
+
+
+_C._set_binary_fallback(_binary_fallback)
+
+
 def _type_error(name, a, b):
     raise TypeError("%s: unsupported operand types %s and %s" % (name, type(a).__name__, type(b).__name__))
 
@@ -249,7 +323,19 @@ def _scalar_like(s, t):
 
 
 class Tensor(_C.TensorBase, _GeneratedTensorMethods):
-    """A jag tensor: dense, or nested (``is_nested``) with a ragged dim."""
+    """A jag tensor: dense, or nested (``is_nested``) with a ragged dim.
+
+    Example::
+
+        >>> x = jag.tensor([[1.0, 2.0], [3.0, 4.0]])
+        >>> x.shape, x.dtype, x.is_nested
+        ((2, 2), jag.float32, False)
+        >>> nt = jag.nested.nested_tensor([[1.0, 2.0, 3.0], [4.0]], layout=jag.jagged)
+        >>> nt.shape, nt.is_nested
+        ((2, j...), True)
+        >>> nt.values(), nt.offsets()
+        (tensor([1.0000, 2.0000, 3.0000, 4.0000], dtype=float32, size=[4]), tensor([0, 3, 4], dtype=int64, size=[3]))
+    """
 
     __slots__ = ()
     __array_priority__ = 1000  # numpy defers to our operators
@@ -257,7 +343,16 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
     # --- metadata ---------------------------------------------------------
     @property
     def shape(self) -> _typing.Tuple[_typing.Any, ...]:
-        """The sizes of the dims, a tuple; a ragged dim is a :class:`RaggedDim` (``j<id>``)."""
+        """The sizes of the dims, a tuple; a ragged dim is a :class:`RaggedDim` (``j<id>``).
+
+        Example::
+
+            >>> jag.ones(2, 3).shape
+            (2, 3)
+            >>> nt = jag.nested.nested_tensor([[1.0, 2.0], [3.0]], layout=jag.jagged)
+            >>> nt.shape  # j<id>: the ragged dim, a jag.RaggedDim
+            (2, j...)
+        """
         sizes = self._sizes
         if -1 in sizes:
             rid = self._ragged_id()
@@ -266,7 +361,16 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
         return tuple(sizes)
 
     def size(self, dim: _builtins.int | None = None) -> _typing.Any:
-        """The shape (as ``shape``), or the size of dim ``dim``."""
+        """The shape (as ``shape``), or the size of dim ``dim``.
+
+        Example::
+
+            >>> x = jag.ones(2, 3)
+            >>> x.size()
+            (2, 3)
+            >>> x.size(1), x.size(-1)
+            (3, 3)
+        """
         s = self.shape
         if dim is None:
             return s
@@ -276,7 +380,16 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
         return s[dim]
 
     def stride(self, dim: _builtins.int | None = None) -> _typing.Any:
-        """The strides in elements (a tuple), or the stride of dim ``dim``; dense tensors only."""
+        """The strides in elements (a tuple), or the stride of dim ``dim``; dense tensors only.
+
+        Example::
+
+            >>> x = jag.ones(2, 3)
+            >>> x.stride()
+            (3, 1)
+            >>> x.t().stride(0)
+            1
+        """
         st = self._strides
         if st is None:
             raise ValueError("stride: a nested tensor has no strides")
@@ -284,30 +397,81 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
 
     @property
     def dtype(self) -> _Dtype:
-        """The element type (jag.float32, jag.int64, ...)."""
+        """The element type (jag.float32, jag.int64, ...).
+
+        Example::
+
+            >>> jag.tensor([1, 2]).dtype
+            jag.int64
+            >>> jag.tensor([1.0]).double().dtype
+            jag.float64
+        """
         return _DTYPES[self._dtype_code]
 
     @property
     def is_meta(self) -> _builtins.bool:
-        """True for a meta tensor (shape and dtype only, no data)."""
+        """True for a meta tensor (shape and dtype only, no data).
+
+        Example::
+
+            >>> jag.empty(2, 3, device='meta').is_meta
+            True
+            >>> jag.ones(2).is_meta
+            False
+        """
         return _C._is_meta(self)
 
     @property
     def device(self) -> str:
-        """"cpu", or "meta" for a meta tensor."""
+        """"cpu", or "meta" for a meta tensor.
+
+        Example::
+
+            >>> jag.ones(2).device
+            'cpu'
+            >>> jag.empty(2, device='meta').device
+            'meta'
+        """
         return "meta" if _C._is_meta(self) else "cpu"
 
     @property
     def layout(self) -> _Layout:
-        """jag.strided for a dense tensor, else the nested tensor's layout."""
+        """jag.strided for a dense tensor, else the nested tensor's layout.
+
+        Example::
+
+            >>> jag.ones(2).layout
+            jag.strided
+            >>> nt = jag.nested.nested_tensor([[1.0, 2.0], [3.0]], layout=jag.jagged)
+            >>> nt.layout
+            jag.jagged
+        """
         return _LAYOUTS[self._layout_code] if self.is_nested else strided
 
     def dim(self) -> _builtins.int:
-        """The number of dims (``ndim``)."""
+        """The number of dims (``ndim``).
+
+        Example::
+
+            >>> jag.ones(2, 3, 4).dim()
+            3
+            >>> nt = jag.nested.nested_tensor([[1.0, 2.0], [3.0]], layout=jag.jagged)
+            >>> nt.dim()
+            2
+        """
         return self.ndim
 
     def numel(self) -> _builtins.int:
-        """The number of elements; a nested tensor with a ragged dim raises (ask its values())."""
+        """The number of elements; a nested tensor with a ragged dim raises (ask its values()).
+
+        Example::
+
+            >>> jag.ones(2, 3).numel()
+            6
+            >>> nt = jag.nested.nested_tensor([[1.0, 2.0], [3.0]], layout=jag.jagged)
+            >>> nt.values().numel()  # the real elements
+            3
+        """
         n = 1
         for s in self._sizes:
             if s < 0:
@@ -318,7 +482,14 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
     def is_contiguous(self, memory_format: _typing.Any = None) -> _builtins.bool:
         """Whether the elements are laid out densely in row-major order. A
         jagged nested tensor is contiguous (torch's answer) when its values
-        are, it has no holes (lengths) and its ragged dim is dim 1."""
+        are, it has no holes (lengths) and its ragged dim is dim 1.
+
+        Example::
+
+            >>> x = jag.ones(2, 3)
+            >>> x.is_contiguous(), x.t().is_contiguous()
+            (True, False)
+        """
         if self.is_nested and self.layout is jagged:
             return (self.lengths() is None and self._ragged_idx == 1 and
                     _op("values", self.detach())._is_contiguous)
@@ -336,7 +507,16 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
         as torch does. A read-only tensor (``is_read_only()``: mapped from a
         file by ``jag.load(mmap=True)``, a nested tensor's offsets) gives a
         read-only array (``flags.writeable`` False); ``.clone().numpy()``
-        gives a writable one."""
+        gives a writable one.
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 2.0])
+            >>> a = x.numpy()
+            >>> a[0] = 5.0  # the same memory
+            >>> x
+            tensor([5.0000, 2.0000], dtype=float32, size=[2])
+        """
         import numpy as np
 
         if self.requires_grad:
@@ -385,7 +565,16 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
         nested tensor's offsets and lengths. In-place ops raise on them and
         every export (``numpy()``, the buffer protocol, DLPack) is
         read-only; ``clone()`` gives a writable copy. For a nested tensor,
-        ask its ``values()`` or ``offsets()``."""
+        ask its ``values()`` or ``offsets()``.
+
+        Example::
+
+            >>> jag.ones(2).is_read_only()
+            False
+            >>> nt = jag.nested.nested_tensor([[1.0, 2.0], [3.0]], layout=jag.jagged)
+            >>> nt.offsets().is_read_only(), nt.values().is_read_only()
+            (True, False)
+        """
         return _C._is_read_only(self)
 
     def tolist(self) -> _typing.Any:
@@ -424,7 +613,18 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
         ``to(device, dtype)``, ``to(other)`` (other's dtype) or keywords
         ``dtype=``, ``device=``, ``copy=``, ``non_blocking=``. jag tensors
         live on the CPU: the device must be "cpu". Returns self when nothing
-        changes (and copy is False), else a new tensor."""
+        changes (and copy is False), else a new tensor.
+
+        Example::
+
+            >>> x = jag.tensor([1.5, 2.5])
+            >>> x.to(jag.int64)
+            tensor([1, 2], dtype=int64, size=[2])
+            >>> x.to('cpu') is x
+            True
+            >>> x.to(jag.ones(1, dtype=jag.float64)).dtype  # the other tensor's dtype
+            jag.float64
+        """
         dt, device = None, None
         for a in args:
             if isinstance(a, Tensor):
@@ -450,44 +650,110 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
 
     def cpu(self) -> Tensor:
         """self: jag tensors live on the CPU (as torch's Tensor.cpu() on a
-        CPU tensor)."""
+        CPU tensor).
+
+        Example::
+
+            >>> x = jag.ones(2)
+            >>> x.cpu() is x
+            True
+        """
         return self
 
     def float(self) -> Tensor:
-        """self converted to float32 (self when it already is)."""
+        """self converted to float32 (self when it already is).
+
+        Example::
+
+            >>> jag.tensor([1, 2]).float()
+            tensor([1.0000, 2.0000], dtype=float32, size=[2])
+        """
         return self.to(float32)
 
     def double(self) -> Tensor:
-        """self converted to float64 (self when it already is)."""
+        """self converted to float64 (self when it already is).
+
+        Example::
+
+            >>> jag.tensor([1.0, 2.0]).double()
+            tensor([1.0000, 2.0000], dtype=float64, size=[2])
+        """
         return self.to(float64)
 
     def half(self) -> Tensor:
-        """self converted to float16 (self when it already is)."""
+        """self converted to float16 (self when it already is).
+
+        Example::
+
+            >>> jag.tensor([1.0, 2.0]).half()
+            tensor([1.0000, 2.0000], dtype=float16, size=[2])
+        """
         return self.to(float16)
 
     def bfloat16(self) -> Tensor:
-        """self converted to bfloat16 (self when it already is)."""
+        """self converted to bfloat16 (self when it already is).
+
+        Example::
+
+            >>> jag.tensor([1.0, 2.0]).bfloat16()
+            tensor([1.0000, 2.0000], dtype=bfloat16, size=[2])
+        """
         return self.to(bfloat16)
 
     def long(self) -> Tensor:
-        """self converted to int64 (self when it already is)."""
+        """self converted to int64 (self when it already is).
+
+        Example::
+
+            >>> jag.tensor([1.7, -1.7]).long()
+            tensor([1, -1], dtype=int64, size=[2])
+        """
         return self.to(int64)
 
     def int(self) -> Tensor:
-        """self converted to int32 (self when it already is)."""
+        """self converted to int32 (self when it already is).
+
+        Example::
+
+            >>> jag.tensor([1.7, -1.7]).int()
+            tensor([1, -1], dtype=int32, size=[2])
+        """
         return self.to(int32)
 
     def bool(self) -> Tensor:
-        """self converted to bool (self when it already is)."""
+        """self converted to bool (self when it already is).
+
+        Example::
+
+            >>> jag.tensor([0.0, 2.0]).bool()
+            tensor([False, True], dtype=bool, size=[2])
+        """
         return self.to(bool)
 
     def clone(self) -> Tensor:
-        """A copy with its own memory; differentiable."""
+        """A copy with its own memory; differentiable.
+
+        Example::
+
+            >>> a = jag.tensor([1.0, 2.0], requires_grad=True)
+            >>> b = a.clone()
+            >>> b.sum().backward()
+            >>> a.grad  # differentiable
+            tensor([1.0000, 1.0000], dtype=float32, size=[2])
+        """
         return _op("clone", self)
 
     def to_padded_tensor(self, padding: _builtins.float, output_size: _typing.Any = None) -> Tensor:
         """A dense tensor with every component copied in and the rest filled
-        with ``padding`` (as jag.nested.to_padded_tensor). Differentiable."""
+        with ``padding`` (as jag.nested.to_padded_tensor). Differentiable.
+
+        Example::
+
+            >>> nt = jag.nested.nested_tensor([[1.0, 2.0, 3.0], [4.0]], layout=jag.jagged)
+            >>> nt.to_padded_tensor(0.0)
+            tensor([[1.0000, 2.0000, 3.0000],
+                    [4.0000, 0.0000, 0.0000]], dtype=float32, size=[2, 3])
+        """
         return nested.to_padded_tensor(self, padding, output_size)
 
     # --- indexing ---------------------------------------------------------
@@ -632,19 +898,54 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
 
     # --- views ------------------------------------------------------------
     def reshape(self, *shape: _typing.Any) -> Tensor:
-        """self with a new shape (one size may be -1): a view when the memory allows, else a copy."""
+        """self with a new shape (one size may be -1): a view when the memory allows, else a copy.
+
+        Example::
+
+            >>> jag.arange(6).reshape(2, 3)
+            tensor([[0, 1, 2],
+                    [3, 4, 5]], dtype=int64, size=[2, 3])
+            >>> jag.arange(6).reshape(-1, 2).shape
+            (3, 2)
+        """
         return self._reshape(_shape_arg(shape))
 
     def view(self, *shape: _typing.Any) -> Tensor:
-        """A view of the same memory with a new shape (one size may be -1)."""
+        """A view of the same memory with a new shape (one size may be -1).
+
+        Example::
+
+            >>> x = jag.arange(6)
+            >>> v = x.view(2, 3)
+            >>> v[0, 0] = 100  # shares x's memory
+            >>> x
+            tensor([100, 1, 2, 3, 4, 5], dtype=int64, size=[6])
+        """
         return _op("view", self, list(_shape_arg(shape)))
 
     def transpose(self, dim0: _builtins.int, dim1: _builtins.int) -> Tensor:
-        """A view with dims ``dim0`` and ``dim1`` swapped."""
+        """A view with dims ``dim0`` and ``dim1`` swapped.
+
+        Example::
+
+            >>> jag.tensor([[1, 2, 3], [4, 5, 6]]).transpose(0, 1)
+            tensor([[1, 4],
+                    [2, 5],
+                    [3, 6]], dtype=int64, size=[3, 2])
+        """
         return _op("transpose", self, dim0, dim1)
 
     def permute(self, *dims: _typing.Any) -> Tensor:
-        """A view with the dims reordered as ``dims``; a nested tensor keeps its batch dim first."""
+        """A view with the dims reordered as ``dims``; a nested tensor keeps its batch dim first.
+
+        Example::
+
+            >>> jag.ones(2, 3, 4).permute(2, 0, 1).shape
+            (4, 2, 3)
+            >>> nt = jag.nested.nested_tensor([jag.ones(2, 3), jag.ones(1, 3)], layout=jag.jagged)
+            >>> nt.permute(0, 2, 1).shape
+            (2, 3, j...)
+        """
         dims = _shape_arg(dims)
         if self.is_nested and self.layout is jagged:
             return nested._permute(self, dims)
@@ -652,29 +953,69 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
 
     @property
     def T(self) -> Tensor:
-        """The dims reversed (self for fewer than 2 dims)."""
+        """The dims reversed (self for fewer than 2 dims).
+
+        Example::
+
+            >>> jag.tensor([[1, 2], [3, 4]]).T
+            tensor([[1, 3],
+                    [2, 4]], dtype=int64, size=[2, 2])
+        """
         if self.ndim < 2:
             return self
         return self.permute(*range(self.ndim - 1, -1, -1))
 
     @property
     def mT(self) -> Tensor:
-        """The last two dims swapped (a batch of transposed matrices)."""
+        """The last two dims swapped (a batch of transposed matrices).
+
+        Example::
+
+            >>> jag.ones(5, 2, 3).mT.shape
+            (5, 3, 2)
+        """
         return self.transpose(-2, -1)
 
     def t(self) -> Tensor:
-        """A 2-D tensor transposed; self for fewer than 2 dims."""
+        """A 2-D tensor transposed; self for fewer than 2 dims.
+
+        Example::
+
+            >>> jag.tensor([[1, 2, 3]]).t()
+            tensor([[1],
+                    [2],
+                    [3]], dtype=int64, size=[3, 1])
+        """
         return self.transpose(0, 1) if self.ndim == 2 else self
 
     def narrow(self, dim: _builtins.int, start: _builtins.int, length: _builtins.int) -> Tensor:
-        """A view of ``length`` entries of dim ``dim`` from ``start``."""
+        """A view of ``length`` entries of dim ``dim`` from ``start``.
+
+        Example::
+
+            >>> jag.arange(6).narrow(0, 2, 3)
+            tensor([2, 3, 4], dtype=int64, size=[3])
+            >>> jag.tensor([[1, 2, 3], [4, 5, 6]]).narrow(1, 1, 2)
+            tensor([[2, 3],
+                    [5, 6]], dtype=int64, size=[2, 2])
+        """
         return self._narrow(dim, start, length)
 
     def select(self, dim: _builtins.int, index: _builtins.int) -> Tensor:
         """The slice at ``index`` along ``dim``, without that dim. On a
         jagged tensor: dim 0 picks a component, the ragged dim picks row
         ``index`` of every component (a dense (B, D...) tensor), a later
-        dim its entry; each differentiable."""
+        dim its entry; each differentiable.
+
+        Example::
+
+            >>> x = jag.tensor([[1, 2], [3, 4]])
+            >>> x.select(0, 1), x.select(1, 0)
+            (tensor([3, 4], dtype=int64, size=[2]), tensor([1, 3], dtype=int64, size=[2]))
+            >>> nt = jag.nested.nested_tensor([[1.0, 2.0, 3.0], [4.0]], layout=jag.jagged)
+            >>> nt.select(0, 0)  # the first component
+            tensor([1.0000, 2.0000, 3.0000], dtype=float32, size=[3])
+        """
         if self.is_nested and self.layout is jagged:
             d = nested._outer_dim(self, _operator_index(dim), "select")
             k = _operator_index(index)
@@ -689,13 +1030,27 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
         return self._select(dim, index)
 
     def unsqueeze(self, dim: _builtins.int) -> Tensor:
-        """A view with a new dim of size 1 at ``dim``."""
+        """A view with a new dim of size 1 at ``dim``.
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 2.0])
+            >>> x.unsqueeze(0).shape, x.unsqueeze(-1).shape
+            ((1, 2), (2, 1))
+        """
         return _op("unsqueeze", self, dim)
 
     def squeeze(self, dim: _typing.Any = None) -> Tensor:
         """self without size-1 dims (all of them, or ``dim``: an int or a
         tuple), a view; on a jagged tensor only dims after the ragged one
-        are dropped."""
+        are dropped.
+
+        Example::
+
+            >>> x = jag.ones(1, 3, 1)
+            >>> x.squeeze().shape, x.squeeze(0).shape, x.squeeze((0, 2)).shape
+            ((3,), (3, 1), (3,))
+        """
         if self.is_nested and self.layout is jagged:
             dims = range(2, self.ndim) if dim is None else dim if isinstance(dim, (tuple, list)) else (dim,)
             out = self
@@ -718,12 +1073,28 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
         return _op("squeeze", self, dim)
 
     def expand(self, *sizes: _typing.Any) -> Tensor:
-        """A view with size-1 dims repeated to ``sizes`` (-1 keeps a dim), no copy."""
+        """A view with size-1 dims repeated to ``sizes`` (-1 keeps a dim), no copy.
+
+        Example::
+
+            >>> jag.tensor([[1], [2]]).expand(2, 3)
+            tensor([[1, 1, 1],
+                    [2, 2, 2]], dtype=int64, size=[2, 3])
+            >>> jag.tensor([1.0, 2.0]).expand(3, -1).shape
+            (3, 2)
+        """
         return _op("expand", self, list(_shape_arg(sizes)))
 
     def flatten(self, start_dim: _builtins.int = 0, end_dim: _builtins.int = -1) -> Tensor:
         """Dims start_dim..end_dim merged into one (a view when the memory
-        allows, as torch). On a jagged tensor, dims after the ragged one."""
+        allows, as torch). On a jagged tensor, dims after the ragged one.
+
+        Example::
+
+            >>> x = jag.ones(2, 3, 4)
+            >>> x.flatten().shape, x.flatten(1).shape
+            ((24,), (2, 12))
+        """
         n = _builtins.max(self.ndim, 1)
         s = start_dim + n if start_dim < 0 else start_dim
         e = end_dim + n if end_dim < 0 else end_dim
@@ -746,7 +1117,15 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
     def split(self, split_size_or_sections: _typing.Any, dim: _builtins.int = 0) -> _typing.Tuple[Tensor, ...]:
         """Views of consecutive pieces along dim: pieces of split_size (the
         last may be shorter) or of the listed sizes, as torch. A nested
-        tensor splits along a dim after the ragged one."""
+        tensor splits along a dim after the ragged one.
+
+        Example::
+
+            >>> [p.tolist() for p in jag.arange(5).split(2)]
+            [[0, 1], [2, 3], [4]]
+            >>> [p.tolist() for p in jag.arange(5).split([1, 4])]
+            [[0], [1, 2, 3, 4]]
+        """
         d = dim + self.ndim if dim < 0 else dim
         if not 0 <= d < self.ndim:
             raise IndexError("split: dim %d out of range for a %d-d tensor" % (dim, self.ndim))
@@ -761,7 +1140,13 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
 
     def chunk(self, chunks: _builtins.int, dim: _builtins.int = 0) -> _typing.Tuple[Tensor, ...]:
         """At most ``chunks`` views along dim, each of ceil(size / chunks)
-        (the last may be shorter), as torch."""
+        (the last may be shorter), as torch.
+
+        Example::
+
+            >>> [c.tolist() for c in jag.arange(5).chunk(3)]
+            [[0, 1], [2, 3], [4]]
+        """
         chunks = _operator_index(chunks)
         if chunks <= 0:
             raise ValueError("chunk: chunks must be positive, got %d" % chunks)
@@ -776,7 +1161,15 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
     def masked_fill(self, mask: Tensor, value: _typing.Any) -> Tensor:
         """self with ``value`` where ``mask`` (a bool tensor broadcasting to
         self, or a nested mask of the same structure) is True.
-        Differentiable with respect to self (and a tensor value)."""
+        Differentiable with respect to self (and a tensor value).
+
+        Example::
+
+            >>> x = jag.tensor([[1.0, 2.0], [3.0, 4.0]])
+            >>> x.masked_fill(x > 2, 0.0)
+            tensor([[1.0000, 2.0000],
+                    [0.0000, 0.0000]], dtype=float32, size=[2, 2])
+        """
         if not isinstance(mask, Tensor) or mask.dtype is not bool:
             raise TypeError("masked_fill: argument 'mask' must be a bool jag.Tensor")
         if isinstance(value, Tensor):
@@ -792,7 +1185,13 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
     def unflatten(self, dim: _builtins.int, sizes: _typing.Sequence[_builtins.int]) -> Tensor:
         """Dim `dim` split into `sizes` (one of them may be -1), a view as
         torch's; on a jagged tensor, a dim after the ragged one (its values
-        are viewed)."""
+        are viewed).
+
+        Example::
+
+            >>> jag.ones(2, 12).unflatten(1, (3, -1)).shape
+            (2, 3, 4)
+        """
         shape = list(self.shape)
         d = dim + len(shape) if dim < 0 else dim
         if not 0 <= d < len(shape):
@@ -815,7 +1214,17 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
     def requires_grad_(self, requires_grad: _builtins.bool = True) -> Tensor:
         """Set requires_grad in place and return self. Leaves only (float
         dtypes): the output of an op is refused with a ValueError (detach()
-        it first); an integer or bool tensor cannot require grad."""
+        it first); an integer or bool tensor cannot require grad.
+
+        Example::
+
+            >>> w = jag.zeros(2).requires_grad_()
+            >>> w.requires_grad
+            True
+            >>> (3 * w).sum().backward()
+            >>> w.grad
+            tensor([3.0000, 3.0000], dtype=float32, size=[2])
+        """
         self.requires_grad = requires_grad
         return self
 
@@ -843,7 +1252,19 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
         (``w.data -= lr * w.grad``) change this tensor. In jag the version
         counter is the storage's, so unlike torch's ``.data`` those writes
         are seen by autograd's check of saved tensors, as after torch's
-        ``detach()``."""
+        ``detach()``.
+
+        Example::
+
+            >>> w = jag.ones(2, requires_grad=True)
+            >>> d = w.data
+            >>> d.requires_grad
+            False
+            >>> d.mul_(3.0)  # changes w, unseen by autograd
+            tensor([3.0000, 3.0000], dtype=float32, size=[2])
+            >>> w
+            tensor([3.0000, 3.0000], dtype=float32, size=[2])
+        """
         return self.detach()
 
     @data.setter
@@ -861,20 +1282,50 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
 
     def add_(self, other: _typing.Any, alpha: _typing.Any = 1) -> Tensor:
         """self += alpha * other, in place; returns self. other: a tensor
-        (broadcast to self's shape), a number or an array."""
+        (broadcast to self's shape), a number or an array.
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 2.0])
+            >>> x.add_(jag.tensor([1.0, 1.0]), alpha=10)
+            tensor([11.0000, 12.0000], dtype=float32, size=[2])
+            >>> x
+            tensor([11.0000, 12.0000], dtype=float32, size=[2])
+        """
         return self._inplace("add_", 0, other, alpha)
 
     def sub_(self, other: _typing.Any, alpha: _typing.Any = 1) -> Tensor:
-        """self -= alpha * other, in place; returns self."""
+        """self -= alpha * other, in place; returns self.
+
+        Example::
+
+            >>> x = jag.tensor([5.0, 6.0])
+            >>> x.sub_(1.0)
+            tensor([4.0000, 5.0000], dtype=float32, size=[2])
+        """
         return self._inplace("sub_", 1, other, alpha)
 
     def mul_(self, other: _typing.Any) -> Tensor:
-        """self *= other, in place; returns self."""
+        """self *= other, in place; returns self.
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 2.0])
+            >>> x.mul_(jag.tensor([3.0, 4.0]))
+            tensor([3.0000, 8.0000], dtype=float32, size=[2])
+        """
         return self._inplace("mul_", 2, other, 1)
 
     def div_(self, other: _typing.Any) -> Tensor:
         """self /= other (true division), in place; returns self. An
-        integer self is refused (the quotient is a float), as torch."""
+        integer self is refused (the quotient is a float), as torch.
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 2.0])
+            >>> x.div_(4)
+            tensor([0.2500, 0.5000], dtype=float32, size=[2])
+        """
         return self._inplace("div_", 3, other, 1)
 
     def _inplace(self, name, kind, other, alpha):
@@ -909,7 +1360,18 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
 
     def clamp_(self, min: _typing.Any = None, max: _typing.Any = None) -> Tensor:  # noqa: A002 (torch's names)
         """self = min(max(self, min), max), in place; returns self. At
-        least one bound; an integer self takes integer bounds (as torch)."""
+        least one bound; an integer self takes integer bounds (as torch).
+
+        Example::
+
+            >>> x = jag.tensor([-2.0, 0.5, 3.0])
+            >>> x.clamp_(-1.0, 1.0)
+            tensor([-1.0000, 0.5000, 1.0000], dtype=float32, size=[3])
+            >>> x
+            tensor([-1.0000, 0.5000, 1.0000], dtype=float32, size=[3])
+            >>> x.clip_(min=0.0)  # clip_ is another name of clamp_
+            tensor([0.0000, 0.5000, 1.0000], dtype=float32, size=[3])
+        """
         if min is None and max is None:
             raise ValueError("clamp_: at least one of min and max must be given")
         for what, b in (("min", min), ("max", max)):
@@ -930,12 +1392,30 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
     clip_ = clamp_
 
     def zero_(self) -> Tensor:
-        """Fill self with zeros, in place; returns self."""
+        """Fill self with zeros, in place; returns self.
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 2.0])
+            >>> x.zero_()
+            tensor([0.0000, 0.0000], dtype=float32, size=[2])
+        """
         return self._zero_()
 
     def fill_(self, value: _typing.Any) -> Tensor:
         """Fill self with value (a number or a one-element tensor, converted
-        to self's dtype as torch does), in place; returns self."""
+        to self's dtype as torch does), in place; returns self.
+
+        Example::
+
+            >>> x = jag.zeros(2, 2)
+            >>> x.fill_(1.5)
+            tensor([[1.5000, 1.5000],
+                    [1.5000, 1.5000]], dtype=float32, size=[2, 2])
+            >>> x.fill_(jag.tensor(2.0))
+            tensor([[2.0000, 2.0000],
+                    [2.0000, 2.0000]], dtype=float32, size=[2, 2])
+        """
         if isinstance(value, Tensor):
             if value.is_nested or value.numel() != 1:
                 raise ValueError("fill_: argument 'value' must be a number or a one-element tensor, got shape %s"
@@ -949,7 +1429,15 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
         """Copy src (a tensor broadcast to self's shape; its dtype converted
         to self's) into self, in place; returns self. A nested self takes a
         nested src of the same structure, or a dense one that broadcasts
-        over its packed values."""
+        over its packed values.
+
+        Example::
+
+            >>> x = jag.zeros(2, 2)
+            >>> x.copy_(jag.tensor([1, 2]))  # broadcast over rows, converted to float32
+            tensor([[1.0000, 2.0000],
+                    [1.0000, 2.0000]], dtype=float32, size=[2, 2])
+        """
         if not isinstance(src, Tensor):
             raise TypeError("copy_: argument 'src' must be a jag.Tensor, got %s (fill_ takes a number)"
                             % type(src).__name__)
@@ -1023,13 +1511,32 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
     def lengths(self) -> Tensor | None:
         """The components' lengths of a jagged tensor with holes (made by
         jag.nested.narrow or nested_tensor_from_jagged with lengths), else None.
+
+        Example::
+
+            >>> nt = jag.nested.nested_tensor([[1.0, 2.0], [3.0]], layout=jag.jagged)
+            >>> nt.lengths() is None  # no holes
+            True
+            >>> x = jag.arange(10.0).reshape(2, 5)
+            >>> h = jag.nested.narrow(x, 1, jag.tensor([0, 2]), jag.tensor([3, 1]), layout=jag.jagged)  # with holes
+            >>> h.lengths(), h.offsets()
+            (tensor([3, 1], dtype=int64, size=[2]), tensor([0, 7, 10], dtype=int64, size=[3]))
         """
         return self._lengths()
 
     def unbind(self, dim: _builtins.int = 0) -> _typing.Tuple[Tensor, ...]:
         """The components (a nested tensor) or the slices along dim 0 (a
         dense tensor), as views. Differentiable: on a jagged tensor that
-        requires grad, gradients of the components reach its values."""
+        requires grad, gradients of the components reach its values.
+
+        Example::
+
+            >>> jag.tensor([[1, 2], [3, 4]]).unbind()
+            (tensor([1, 2], dtype=int64, size=[2]), tensor([3, 4], dtype=int64, size=[2]))
+            >>> nt = jag.nested.nested_tensor([[1.0, 2.0], [3.0]], layout=jag.jagged)
+            >>> nt.unbind()
+            (tensor([1.0000, 2.0000], dtype=float32, size=[2]), tensor([3.0000], dtype=float32, size=[1]))
+        """
         if dim != 0:
             raise NotImplementedError("unbind: only dim=0 is supported")
         if self.is_nested:
@@ -1039,191 +1546,406 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
         return tuple(self._select(0, i) for i in range(len(self)))
 
     def to_layout(self, layout: _Layout) -> Tensor:
-        """A nested tensor converted to ``layout`` (jag.jagged or jag.strided)."""
+        """A nested tensor converted to ``layout`` (jag.jagged or jag.strided).
+
+        Example::
+
+            >>> nt = jag.nested.nested_tensor([[1.0, 2.0], [3.0]], layout=jag.jagged)
+            >>> s = nt.to_layout(jag.strided)
+            >>> s.layout, [c.tolist() for c in s.unbind()]
+            (jag.strided, [[1.0, 2.0], [3.0]])
+        """
         return self._to_layout(layout.code)
 
     def to_torch(self, copy: _builtins.bool | None = None) -> _typing.Any:
         """A torch nested tensor of layout torch.jagged over this jagged
         tensor's values (no copy unless they are read-only or copy=True;
         offsets and lengths copied; differentiable). The way back:
-        jag.nested.from_torch."""
+        jag.nested.from_torch.
+
+        Example::
+
+            >>> nt = jag.nested.nested_tensor([[1.0, 2.0], [3.0]], layout=jag.jagged)
+            >>> njt = nt.to_torch()  # needs torch  # doctest: +SKIP
+            >>> njt.layout, njt.offsets().tolist()  # doctest: +SKIP
+        """
         from ._torch_interop import to_torch
         return to_torch(self, copy=copy)
 
     # --- math methods -----------------------------------------------------
     def sum(self, dim: _builtins.int | _typing.Sequence[_builtins.int] | None = None, keepdim: _builtins.bool = False,
             dtype: _typing.Any = None) -> Tensor:
-        """As :func:`jag.sum`; ``dtype`` converts the result."""
+        """As :func:`jag.sum`; ``dtype`` converts the result.
+
+        Example::
+
+            >>> jag.tensor([[1.0, 2.0], [3.0, 4.0]]).sum(1)
+            tensor([3.0000, 7.0000], dtype=float32, size=[2])
+            >>> nt = jag.nested.nested_tensor([[1.0, 2.0, 3.0], [4.0, 5.0]], layout=jag.jagged)
+            >>> nt.sum(1)  # one sum per component
+            tensor([6.0000, 9.0000], dtype=float32, size=[2])
+        """
         r = sum(self, dim, keepdim)
         return r if dtype is None else r.to(dtype)
 
     def mean(self, dim: _builtins.int | _typing.Sequence[_builtins.int] | None = None,
              keepdim: _builtins.bool = False) -> Tensor:
-        """As :func:`jag.mean`."""
+        """As :func:`jag.mean`.
+
+        Example::
+
+            >>> nt = jag.nested.nested_tensor([[1.0, 2.0, 3.0], [4.0, 5.0]], layout=jag.jagged)
+            >>> nt.mean(1)  # one mean per component, over its own length
+            tensor([2.0000, 4.5000], dtype=float32, size=[2])
+        """
         return mean(self, dim, keepdim)
 
     def prod(self, dim: _builtins.int | _typing.Sequence[_builtins.int] | None = None,
              keepdim: _builtins.bool = False) -> Tensor:
-        """As :func:`jag.prod`."""
+        """As :func:`jag.prod`.
+
+        Example::
+
+            >>> x = jag.tensor([[1.0, 2.0], [3.0, 4.0]])
+            >>> x.prod(0, keepdim=True)
+            tensor([[3.0000, 8.0000]], dtype=float32, size=[1, 2])
+        """
         return prod(self, dim, keepdim)
 
     def amax(self, dim: _builtins.int | _typing.Sequence[_builtins.int] | None = None,
              keepdim: _builtins.bool = False) -> Tensor:
-        """As :func:`jag.amax`."""
+        """As :func:`jag.amax`.
+
+        Example::
+
+            >>> x = jag.tensor([[1.0, 2.0], [3.0, 4.0]])
+            >>> x.amax(0, keepdim=True)
+            tensor([[3.0000, 4.0000]], dtype=float32, size=[1, 2])
+        """
         return amax(self, dim, keepdim)
 
     def logsumexp(self, dim: _builtins.int | _typing.Sequence[_builtins.int] | None = None,
                   keepdim: _builtins.bool = False) -> Tensor:
-        """As :func:`jag.logsumexp`."""
+        """As :func:`jag.logsumexp`.
+
+        Example::
+
+            >>> x = jag.tensor([[1.0, 2.0], [3.0, 4.0]])
+            >>> x.logsumexp(0, keepdim=True)
+            tensor([[3.1269, 4.1269]], dtype=float32, size=[1, 2])
+        """
         return logsumexp(self, dim, keepdim)
 
     def amin(self, dim: _builtins.int | _typing.Sequence[_builtins.int] | None = None,
              keepdim: _builtins.bool = False) -> Tensor:
-        """As :func:`jag.amin`."""
+        """As :func:`jag.amin`.
+
+        Example::
+
+            >>> x = jag.tensor([[1.0, 2.0], [3.0, 4.0]])
+            >>> x.amin(0, keepdim=True)
+            tensor([[1.0000, 2.0000]], dtype=float32, size=[1, 2])
+        """
         return amin(self, dim, keepdim)
 
     def max(self, dim: _typing.Any = None, keepdim: _builtins.bool = False) -> _typing.Any:
-        """As :func:`jag.max`."""
+        """As :func:`jag.max`.
+
+        Example::
+
+            >>> x = jag.tensor([[1.0, 5.0], [4.0, 2.0]])
+            >>> x.max(0)
+            (tensor([4.0000, 5.0000], dtype=float32, size=[2]), tensor([1, 0], dtype=int64, size=[2]))
+        """
         return max(self, dim, keepdim)
 
     def min(self, dim: _typing.Any = None, keepdim: _builtins.bool = False) -> _typing.Any:
-        """As :func:`jag.min`."""
+        """As :func:`jag.min`.
+
+        Example::
+
+            >>> x = jag.tensor([[1.0, 5.0], [4.0, 2.0]])
+            >>> x.min()
+            tensor(1.0000, dtype=float32, size=[])
+            >>> x.min(1).values
+            tensor([1.0000, 2.0000], dtype=float32, size=[2])
+        """
         return min(self, dim, keepdim)
 
     def argmax(self, dim: _builtins.int | None = None, keepdim: _builtins.bool = False) -> Tensor:
-        """As :func:`jag.argmax`."""
+        """As :func:`jag.argmax`.
+
+        Example::
+
+            >>> jag.tensor([3.0, 7.0, 5.0]).argmax()
+            tensor(1, dtype=int64, size=[])
+        """
         return argmax(self, dim, keepdim)
 
     def argmin(self, dim: _builtins.int | None = None, keepdim: _builtins.bool = False) -> Tensor:
-        """As :func:`jag.argmin`."""
+        """As :func:`jag.argmin`.
+
+        Example::
+
+            >>> jag.tensor([[3.0, 1.0], [0.0, 2.0]]).argmin(1, keepdim=True)
+            tensor([[1],
+                    [0]], dtype=int64, size=[2, 1])
+        """
         return argmin(self, dim, keepdim)
 
     def var(self, dim: _builtins.int | _typing.Sequence[_builtins.int] | None = None, correction: _builtins.int = 1,
             keepdim: _builtins.bool = False) -> Tensor:
-        """As :func:`jag.var`."""
+        """As :func:`jag.var`.
+
+        Example::
+
+            >>> jag.tensor([1.0, 2.0, 3.0, 4.0]).var()
+            tensor(1.6667, dtype=float32, size=[])
+        """
         return var(self, dim, correction=correction, keepdim=keepdim)
 
     def std(self, dim: _builtins.int | _typing.Sequence[_builtins.int] | None = None, correction: _builtins.int = 1,
             keepdim: _builtins.bool = False) -> Tensor:
-        """As :func:`jag.std`."""
+        """As :func:`jag.std`.
+
+        Example::
+
+            >>> jag.tensor([1.0, 2.0, 3.0, 4.0]).std()
+            tensor(1.2910, dtype=float32, size=[])
+        """
         return std(self, dim, correction=correction, keepdim=keepdim)
 
     def softmax(self, dim: _builtins.int) -> Tensor:
-        """As :func:`jag.softmax`."""
+        """As :func:`jag.softmax`.
+
+        Example::
+
+            >>> jag.tensor([[0.0, 0.0], [0.0, 2.0]]).softmax(1)
+            tensor([[0.5000, 0.5000],
+                    [0.1192, 0.8808]], dtype=float32, size=[2, 2])
+            >>> nt = jag.nested.nested_tensor([[0.0, 0.0, 0.0], [1.0]], layout=jag.jagged)
+            >>> [c.tolist() for c in nt.softmax(1).unbind()]  # per component
+            [[0.3333333432674408, 0.3333333432674408, 0.3333333432674408], [1.0]]
+        """
         return softmax(self, dim)
 
     def log_softmax(self, dim: _builtins.int) -> Tensor:
-        """As :func:`jag.log_softmax`."""
+        """As :func:`jag.log_softmax`.
+
+        Example::
+
+            >>> jag.tensor([[1.0, 1.0, 1.0, 1.0]]).log_softmax(1).exp()
+            tensor([[0.2500, 0.2500, 0.2500, 0.2500]], dtype=float32, size=[1, 4])
+        """
         return log_softmax(self, dim)
 
     def matmul(self, other: _typing.Any) -> Tensor:
-        """As :func:`jag.matmul`."""
+        """As :func:`jag.matmul`.
+
+        Example::
+
+            >>> a = jag.tensor([[1.0, 2.0], [3.0, 4.0]])
+            >>> a.matmul(jag.tensor([1.0, 1.0]))
+            tensor([3.0000, 7.0000], dtype=float32, size=[2])
+            >>> nt = jag.nested.nested_tensor([jag.ones(2, 3), jag.ones(1, 3)], layout=jag.jagged)
+            >>> nt.matmul(jag.ones(3, 4)).shape  # (B, j, 3) @ (3, 4)
+            (2, j..., 4)
+        """
         return matmul(self, other)
 
     def mm(self, other: _typing.Any) -> Tensor:
-        """As :func:`jag.mm`."""
+        """As :func:`jag.mm`.
+
+        Example::
+
+            >>> jag.tensor([[1.0, 2.0]]).mm(jag.tensor([[3.0], [4.0]]))
+            tensor([[11.0000]], dtype=float32, size=[1, 1])
+        """
         return mm(self, other)
 
     def bmm(self, other: _typing.Any) -> Tensor:
-        """As :func:`jag.bmm`."""
+        """As :func:`jag.bmm`.
+
+        Example::
+
+            >>> jag.ones(5, 2, 3).bmm(jag.ones(5, 3, 1)).shape
+            (5, 2, 1)
+        """
         return bmm(self, other)
 
     def add(self, other: _typing.Any, alpha: _typing.Any = 1) -> Tensor:
-        """As :func:`jag.add`."""
+        """As :func:`jag.add`.
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 2.0])
+            >>> x.add(jag.tensor([10.0, 20.0]), alpha=2)
+            tensor([21.0000, 42.0000], dtype=float32, size=[2])
+        """
         return add(self, other, alpha=alpha)
 
     def sub(self, other: _typing.Any, alpha: _typing.Any = 1) -> Tensor:
-        """As :func:`jag.sub`."""
+        """As :func:`jag.sub`.
+
+        Example::
+
+            >>> jag.tensor([5.0, 6.0]).sub(1.0)
+            tensor([4.0000, 5.0000], dtype=float32, size=[2])
+        """
         return sub(self, other, alpha=alpha)
 
     def mul(self, other: _typing.Any) -> Tensor:
-        """As :func:`jag.mul`."""
+        """As :func:`jag.mul`.
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 2.0, 3.0])
+            >>> x.mul(2.0)
+            tensor([2.0000, 4.0000, 6.0000], dtype=float32, size=[3])
+        """
         return mul(self, other)
 
     def div(self, other: _typing.Any) -> Tensor:
-        """As :func:`jag.div`."""
+        """As :func:`jag.div`.
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 2.0, 3.0])
+            >>> x.div(jag.tensor([2.0, 4.0, 0.5]))
+            tensor([0.5000, 0.5000, 6.0000], dtype=float32, size=[3])
+        """
         return div(self, other)
 
     def pow(self, other: _typing.Any) -> Tensor:
-        """As :func:`jag.pow`."""
+        """As :func:`jag.pow`.
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 2.0, 3.0])
+            >>> x.pow(2)
+            tensor([1.0000, 4.0000, 9.0000], dtype=float32, size=[3])
+        """
         return pow(self, other)
 
     def maximum(self, other: _typing.Any) -> Tensor:
-        """As :func:`jag.maximum`."""
+        """As :func:`jag.maximum`.
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 5.0, 3.0])
+            >>> x.maximum(jag.tensor([2.0, 2.0, 2.0]))
+            tensor([2.0000, 5.0000, 3.0000], dtype=float32, size=[3])
+        """
         return maximum(self, other)
 
     def minimum(self, other: _typing.Any) -> Tensor:
-        """As :func:`jag.minimum`."""
+        """As :func:`jag.minimum`.
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 5.0, 3.0])
+            >>> x.minimum(jag.tensor([2.0, 2.0, 2.0]))
+            tensor([1.0000, 2.0000, 2.0000], dtype=float32, size=[3])
+        """
         return minimum(self, other)
 
     def eq(self, other: _typing.Any) -> Tensor:
-        """As :func:`jag.eq`."""
+        """As :func:`jag.eq`.
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 2.0, 3.0])
+            >>> x.eq(2.0)
+            tensor([False, True, False], dtype=bool, size=[3])
+        """
         return eq(self, other)
 
     def ne(self, other: _typing.Any) -> Tensor:
-        """As :func:`jag.ne`."""
+        """As :func:`jag.ne`.
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 2.0, 3.0])
+            >>> x.ne(2.0)
+            tensor([True, False, True], dtype=bool, size=[3])
+        """
         return ne(self, other)
 
     def lt(self, other: _typing.Any) -> Tensor:
-        """As :func:`jag.lt`."""
+        """As :func:`jag.lt`.
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 2.0, 3.0])
+            >>> x.lt(2.0)
+            tensor([True, False, False], dtype=bool, size=[3])
+        """
         return lt(self, other)
 
     def le(self, other: _typing.Any) -> Tensor:
-        """As :func:`jag.le`."""
+        """As :func:`jag.le`.
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 2.0, 3.0])
+            >>> x.le(2.0)
+            tensor([True, True, False], dtype=bool, size=[3])
+        """
         return le(self, other)
 
     def gt(self, other: _typing.Any) -> Tensor:
-        """As :func:`jag.gt`."""
+        """As :func:`jag.gt`.
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 2.0, 3.0])
+            >>> x.gt(2.0)
+            tensor([False, False, True], dtype=bool, size=[3])
+        """
         return gt(self, other)
 
     def ge(self, other: _typing.Any) -> Tensor:
-        """As :func:`jag.ge`."""
+        """As :func:`jag.ge`.
+
+        Example::
+
+            >>> x = jag.tensor([1.0, 2.0, 3.0])
+            >>> x.ge(2.0)
+            tensor([False, True, True], dtype=bool, size=[3])
+        """
         return ge(self, other)
 
     def where(self, cond: Tensor, other: _typing.Any) -> Tensor:
-        """``jag.where(cond, self, other)``."""
+        """``jag.where(cond, self, other)``.
+
+        Example::
+
+            >>> x = jag.tensor([-1.0, 2.0, -3.0])
+            >>> x.where(x > 0, jag.zeros(3))
+            tensor([0.0000, 2.0000, 0.0000], dtype=float32, size=[3])
+        """
         return where(cond, self, other)
 
     def clamp(self, min: _typing.Any = None, max: _typing.Any = None) -> Tensor:  # noqa: A002
-        """As :func:`jag.clamp`."""
+        """As :func:`jag.clamp`.
+
+        Example::
+
+            >>> jag.tensor([-2.0, 0.5, 3.0]).clamp(-1.0, 1.0)
+            tensor([-1.0000, 0.5000, 1.0000], dtype=float32, size=[3])
+        """
         return clamp(self, min, max)
 
     # --- operators --------------------------------------------------------
-    def __add__(self, o):
-        return _binary("add_", self, o)
-
-    def __radd__(self, o):
-        return _binary("add_", o, self)
-
-    def __sub__(self, o):
-        return _binary("sub", self, o)
-
-    def __rsub__(self, o):
-        return _binary("sub", o, self)
-
-    def __mul__(self, o):
-        return _binary("mul", self, o)
-
-    def __rmul__(self, o):
-        return _binary("mul", o, self)
-
-    def __truediv__(self, o):
-        return _binary("div", self, o)
-
-    def __rtruediv__(self, o):
-        return _binary("div", o, self)
+    # + - * / and @ (and their reflected forms) are TensorBase's C slots
+    # (_C.c, tensor_binary): tensor-tensor and tensor-scalar call the op
+    # without a Python frame; every other operand goes to _binary_fallback.
 
     def __pow__(self, o):
         return _binary("pow", self, o)
 
     def __rpow__(self, o):
         return _binary("pow", o, self)
-
-    def __matmul__(self, o):
-        return matmul(self, o)
-
-    def __rmatmul__(self, o):
-        return matmul(tensor(o), self)
 
     def __neg__(self):
         return _op("neg", self)
@@ -1381,7 +2103,18 @@ def tensor(data: _typing.Any, dtype: _typing.Any = None, requires_grad: _builtin
            device: _typing.Any = None) -> Tensor:
     """A new tensor holding a copy of ``data`` (nested lists, scalars, numpy
     arrays, jag tensors). dtype defaults as torch: float32 for floats, int64
-    for ints, bool for bools; a numpy array keeps its dtype (float64 too)."""
+    for ints, bool for bools; a numpy array keeps its dtype (float64 too).
+
+    Example::
+
+        >>> jag.tensor([[1, 2], [3, 4]])
+        tensor([[1, 2],
+                [3, 4]], dtype=int64, size=[2, 2])
+        >>> jag.tensor([0.5, 1.5], dtype=jag.float64, requires_grad=True)
+        tensor([0.5000, 1.5000], dtype=float64, size=[2])
+        >>> jag.tensor(3.0)
+        tensor(3.0000, dtype=float32, size=[])
+    """
     import numpy as np
 
     _check_device("tensor", device)
@@ -1422,7 +2155,15 @@ as_tensor = tensor
 
 
 def from_numpy(arr: _typing.Any) -> Tensor:
-    """A tensor holding a copy of the numpy array ``arr`` (its dtype kept)."""
+    """A tensor holding a copy of the numpy array ``arr`` (its dtype kept).
+
+    Example::
+
+        >>> a = np.array([[1, 2], [3, 4]], dtype=np.int32)
+        >>> jag.from_numpy(a)
+        tensor([[1, 2],
+                [3, 4]], dtype=int32, size=[2, 2])
+    """
     return tensor(arr)
 
 
@@ -1448,7 +2189,16 @@ def zeros(*size: _typing.Any, dtype: _typing.Any = None, requires_grad: _builtin
 
 def ones(*size: _typing.Any, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
          device: _typing.Any = None) -> Tensor:
-    """A tensor of ones of shape ``size`` (float32 unless ``dtype``)."""
+    """A tensor of ones of shape ``size`` (float32 unless ``dtype``).
+
+    Example::
+
+        >>> jag.ones(2, 3)
+        tensor([[1.0000, 1.0000, 1.0000],
+                [1.0000, 1.0000, 1.0000]], dtype=float32, size=[2, 3])
+        >>> jag.ones((2,), dtype=jag.int64)
+        tensor([1, 1], dtype=int64, size=[2])
+    """
     _check_device("ones", device)
     return _factory("ones", size, dtype, requires_grad)
 
@@ -1456,7 +2206,16 @@ def ones(*size: _typing.Any, dtype: _typing.Any = None, requires_grad: _builtins
 def empty(*size: _typing.Any, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
           device: _typing.Any = None) -> Tensor:
     """Uninitialised memory; device="meta" gives a meta tensor (shape and
-    dtype, no data: ops on it only infer shapes and dtypes)."""
+    dtype, no data: ops on it only infer shapes and dtypes).
+
+    Example::
+
+        >>> jag.empty(2, 3).shape
+        (2, 3)
+        >>> m = jag.empty(1000, 1000, device='meta')  # no memory
+        >>> m.is_meta, m.shape
+        (True, (1000, 1000))
+    """
     if device is not None and str(device) == "meta":
         return _C._meta(_shape_arg(size), (_to_dtype(dtype) or float32).code)
     _check_device("empty", device)
@@ -1467,6 +2226,14 @@ def full(size: _typing.Any, fill_value: _typing.Any, dtype: _typing.Any = None, 
          device: _typing.Any = None) -> Tensor:
     """A tensor of shape ``size`` filled with ``fill_value``; the dtype follows
     the value (bool, int64, float32) unless ``dtype`` is given, as torch.
+
+    Example::
+
+        >>> jag.full((2, 2), 7.0)
+        tensor([[7.0000, 7.0000],
+                [7.0000, 7.0000]], dtype=float32, size=[2, 2])
+        >>> jag.full((3,), 1).dtype
+        jag.int64
     """
     _check_device("full", device)
     if dtype is None:
@@ -1485,7 +2252,18 @@ def rand(*size: _typing.Any, dtype: _typing.Any = None, requires_grad: _builtins
          generator: Generator | None = None, seed: _builtins.int | None = None, device: _typing.Any = None) -> Tensor:
     """Uniform [0, 1) numbers from ``generator`` (a jag.Generator), from a
     fresh generator seeded with ``seed``, or from the thread's default one
-    (jag.manual_seed)."""
+    (jag.manual_seed).
+
+    Example::
+
+        >>> jag.manual_seed(0)
+        >>> x = jag.rand(2, 3)
+        >>> x.shape, 0 <= x.min().item() <= x.max().item() < 1
+        ((2, 3), True)
+        >>> g = jag.Generator(7)
+        >>> jag.allclose(jag.rand(3, generator=g), jag.rand(3, generator=jag.Generator(7)))
+        True
+    """
     _check_device("rand", device)
     g = _generator_arg(generator, seed)
     if g is None:
@@ -1496,7 +2274,16 @@ def rand(*size: _typing.Any, dtype: _typing.Any = None, requires_grad: _builtins
 
 def randn(*size: _typing.Any, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
           generator: Generator | None = None, seed: _builtins.int | None = None, device: _typing.Any = None) -> Tensor:
-    """Standard normal numbers; generator and seed as for rand."""
+    """Standard normal numbers; generator and seed as for rand.
+
+    Example::
+
+        >>> jag.manual_seed(0)
+        >>> jag.randn(2, 3).shape
+        (2, 3)
+        >>> jag.allclose(jag.randn(4, generator=jag.Generator(1)), jag.randn(4, generator=jag.Generator(1)))
+        True
+    """
     _check_device("randn", device)
     g = _generator_arg(generator, seed)
     if g is None:
@@ -1533,7 +2320,16 @@ def from_dlpack(x: _typing.Any, *, device: _typing.Any = None, copy: _builtins.b
     data read-only (a tensor over a producer's memory is writable, so a
     read-only jag tensor, numpy array, ... is copied), has negative strides
     or misaligned data (copy=False makes those a BufferError). CPU memory
-    only."""
+    only.
+
+    Example::
+
+        >>> a = np.arange(4.0)
+        >>> t = jag.from_dlpack(a)  # shares a's memory
+        >>> a[0] = 9.0
+        >>> t
+        tensor([9.0000, 1.0000, 2.0000, 3.0000], dtype=float64, size=[4])
+    """
     if device is not None and device not in ("cpu", (1, 0)):
         raise BufferError("from_dlpack: jag tensors live on the CPU, got device=%r" % (device,))
     allow_copy = copy is None or _builtins.bool(copy)
@@ -1566,7 +2362,16 @@ def frombuffer(buffer: _typing.Any, dtype: _typing.Any, count: _builtins.int = -
     (bfloat16 included: its 2-byte patterns as they lie in memory). No copy
     for a writable buffer (the tensor keeps the buffer alive); a read-only
     one (bytes) is copied, since a tensor over borrowed memory is
-    writable."""
+    writable.
+
+    Example::
+
+        >>> buf = bytearray(np.array([1.0, 2.0, 3.0], dtype=np.float32).tobytes())
+        >>> jag.frombuffer(buf, dtype=jag.float32)
+        tensor([1.0000, 2.0000, 3.0000], dtype=float32, size=[3])
+        >>> jag.frombuffer(buf, dtype=jag.float32, count=1, offset=4)
+        tensor([2.0000], dtype=float32, size=[1])
+    """
     import numpy as np
 
     dt = _to_dtype(dtype)
@@ -1608,20 +2413,42 @@ def _check_frombuffer_range(buffer: _typing.Any, dt: dtype, count: _builtins.int
 class Generator:
     """A reproducible random generator (jag_generator): the same seed gives
     the same numbers on every run and machine. Pass it as ``generator=`` to
-    rand/randn/rand_like/randn_like and jag.nn.functional.dropout."""
+    rand/randn/rand_like/randn_like and jag.nn.functional.dropout.
+
+    Example::
+
+        >>> g = jag.Generator(42)
+        >>> a = jag.rand(3, generator=g)
+        >>> _ = g.manual_seed(42)  # restart: the same numbers again
+        >>> jag.allclose(a, jag.rand(3, generator=g))
+        True
+    """
 
     def __init__(self, seed: _builtins.int = 0) -> None:
         self._g = _C._Generator(_builtins.int(seed))
         self._seed = _builtins.int(seed)
 
     def manual_seed(self, seed: _builtins.int) -> Generator:
-        """Restart the generator from ``seed``; returns self."""
+        """Restart the generator from ``seed``; returns self.
+
+        Example::
+
+            >>> g = jag.Generator()
+            >>> g.manual_seed(5).initial_seed()
+            5
+        """
         self._g = _C._Generator(_builtins.int(seed))
         self._seed = _builtins.int(seed)
         return self
 
     def initial_seed(self) -> _builtins.int:
-        """The seed this generator was started from."""
+        """The seed this generator was started from.
+
+        Example::
+
+            >>> jag.Generator(123).initial_seed()
+            123
+        """
         return self._seed
 
 
@@ -1650,25 +2477,63 @@ def _like(kind, x, dtype=None, requires_grad=False, value=0.0, device=None):
 
 def empty_like(x: Tensor, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
                device: _typing.Any = None) -> Tensor:
-    """Uninitialised memory shaped like ``x`` (a nested ``x`` gives a nested result with its offsets)."""
+    """Uninitialised memory shaped like ``x`` (a nested ``x`` gives a nested result with its offsets).
+
+    Example::
+
+        >>> jag.empty_like(jag.ones(2, 3)).shape
+        (2, 3)
+        >>> nt = jag.nested.nested_tensor([[1.0, 2.0], [3.0]], layout=jag.jagged)
+        >>> jag.empty_like(nt).offsets()
+        tensor([0, 2, 3], dtype=int64, size=[3])
+    """
     return _like("empty", x, dtype, requires_grad, device=device)
 
 
 def zeros_like(x: Tensor, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
                device: _typing.Any = None) -> Tensor:
-    """Zeros shaped like ``x`` (a nested ``x`` gives a nested result with its offsets)."""
+    """Zeros shaped like ``x`` (a nested ``x`` gives a nested result with its offsets).
+
+    Example::
+
+        >>> jag.zeros_like(jag.ones(2, 2))
+        tensor([[0.0000, 0.0000],
+                [0.0000, 0.0000]], dtype=float32, size=[2, 2])
+        >>> nt = jag.nested.nested_tensor([[1.0, 2.0], [3.0]], layout=jag.jagged)
+        >>> jag.zeros_like(nt).values()
+        tensor([0.0000, 0.0000, 0.0000], dtype=float32, size=[3])
+    """
     return _like("zeros", x, dtype, requires_grad, device=device)
 
 
 def ones_like(x: Tensor, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
               device: _typing.Any = None) -> Tensor:
-    """Ones shaped like ``x`` (a nested ``x`` gives a nested result with its offsets)."""
+    """Ones shaped like ``x`` (a nested ``x`` gives a nested result with its offsets).
+
+    Example::
+
+        >>> jag.ones_like(jag.zeros(3, dtype=jag.int64))
+        tensor([1, 1, 1], dtype=int64, size=[3])
+        >>> nt = jag.nested.nested_tensor([[1.0, 2.0], [3.0]], layout=jag.jagged)
+        >>> [c.tolist() for c in jag.ones_like(nt).unbind()]
+        [[1.0, 1.0], [1.0]]
+    """
     return _like("ones", x, dtype, requires_grad, device=device)
 
 
 def full_like(x: Tensor, fill_value: _typing.Any, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
               device: _typing.Any = None) -> Tensor:
-    """``fill_value`` everywhere, shaped like ``x`` (a nested ``x`` gives a nested result with its offsets)."""
+    """``fill_value`` everywhere, shaped like ``x`` (a nested ``x`` gives a nested result with its offsets).
+
+    Example::
+
+        >>> jag.full_like(jag.zeros(2, 2), 0.5)
+        tensor([[0.5000, 0.5000],
+                [0.5000, 0.5000]], dtype=float32, size=[2, 2])
+        >>> nt = jag.nested.nested_tensor([[1.0, 2.0], [3.0]], layout=jag.jagged)
+        >>> jag.full_like(nt, 7.0).values()
+        tensor([7.0000, 7.0000, 7.0000], dtype=float32, size=[3])
+    """
     return _like("full", x, dtype, requires_grad, fill_value, device=device)
 
 
@@ -1690,19 +2555,43 @@ def rand_like(x: Tensor, dtype: _typing.Any = None, requires_grad: _builtins.boo
               generator: Generator | None = None, seed: _builtins.int | None = None,
               device: _typing.Any = None) -> Tensor:
     """Uniform [0, 1) numbers shaped like x (nested results share x's
-    offsets); generator and seed as for rand."""
+    offsets); generator and seed as for rand.
+
+    Example::
+
+        >>> nt = jag.nested.nested_tensor([[1.0, 2.0], [3.0]], layout=jag.jagged)
+        >>> r = jag.rand_like(nt, generator=jag.Generator(0))
+        >>> r.is_nested, r.offsets().tolist()
+        (True, [0, 2, 3])
+    """
     return _random_like("rand", x, dtype, requires_grad, generator, seed, device)
 
 
 def randn_like(x: Tensor, dtype: _typing.Any = None, requires_grad: _builtins.bool = False,
                generator: Generator | None = None, seed: _builtins.int | None = None,
                device: _typing.Any = None) -> Tensor:
-    """Standard normal numbers shaped like x (nested results share x's offsets); generator and seed as for rand."""
+    """Standard normal numbers shaped like x (nested results share x's offsets); generator and seed as for rand.
+
+    Example::
+
+        >>> jag.manual_seed(0)
+        >>> jag.randn_like(jag.zeros(2, 3)).shape
+        (2, 3)
+    """
     return _random_like("randn", x, dtype, requires_grad, generator, seed, device)
 
 
 def clamp(input: Tensor, min: _typing.Any = None, max: _typing.Any = None) -> Tensor:  # noqa: A002 (torch's names)
-    """min(max(input, min), max) elementwise; dense and nested, differentiable."""
+    """min(max(input, min), max) elementwise; dense and nested, differentiable.
+
+    Example::
+
+        >>> jag.clamp(jag.tensor([-2.0, 0.5, 3.0]), min=0.0)
+        tensor([0.0000, 0.5000, 3.0000], dtype=float32, size=[3])
+        >>> nt = jag.nested.nested_tensor([[-2.0, 0.5], [3.0]], layout=jag.jagged)
+        >>> jag.clamp(nt, max=1.0).values()
+        tensor([-2.0000, 0.5000, 1.0000], dtype=float32, size=[3])
+    """
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
     lo = -_builtins.float("inf") if min is None else _builtins.float(min)
@@ -1714,7 +2603,13 @@ clip = clamp
 
 
 def is_tensor(x: _typing.Any) -> _builtins.bool:
-    """True when ``x`` is a jag.Tensor (dense or nested)."""
+    """True when ``x`` is a jag.Tensor (dense or nested).
+
+    Example::
+
+        >>> jag.is_tensor(jag.ones(2)), jag.is_tensor([1.0, 2.0])
+        (True, False)
+    """
     return isinstance(x, Tensor)
 
 
@@ -1723,11 +2618,14 @@ def is_tensor(x: _typing.Any) -> _builtins.bool:
 # ---------------------------------------------------------------------------
 
 
+_unary = _C._unary
+
+
 def _make_unary(name, doc):
     def f(input: Tensor) -> Tensor:
-        if not isinstance(input, Tensor):
-            raise TypeError("jag.%s: expected a jag.Tensor, got %s" % (name, type(input).__name__))
-        return _op(name, input)
+        # _C._unary: a TypeError "jag.<name>: expected a jag.Tensor, got
+        # <type>" unless input is a jag.Tensor, else _op(name, input)
+        return _unary(name, input)
 
     f.__name__ = name
     f.__doc__ = "jag.%s(input) -> Tensor: %s, elementwise (dense or nested)." % (name, doc)
@@ -1761,7 +2659,13 @@ fix = globals()["trunc"]
 
 
 def selu(input: Tensor) -> Tensor:
-    """scale * (max(0, x) + min(0, alpha * (exp(x) - 1))), torch's constants."""
+    """scale * (max(0, x) + min(0, alpha * (exp(x) - 1))), torch's constants.
+
+    Example::
+
+        >>> jag.selu(jag.tensor([-1.0, 0.0, 1.0]))
+        tensor([-1.1113, 0.0000, 1.0507], dtype=float32, size=[3])
+    """
     return _op("selu", input)
 
 
@@ -1791,7 +2695,15 @@ greater, greater_equal, less, less_equal, not_equal = gt, ge, lt, le, ne
 
 
 def add(input: _typing.Any, other: _typing.Any, alpha: _typing.Any = 1) -> Tensor:
-    """input + alpha * other."""
+    """input + alpha * other.
+
+    Example::
+
+        >>> jag.add(jag.tensor([1.0, 2.0]), jag.tensor([10.0, 20.0]))
+        tensor([11.0000, 22.0000], dtype=float32, size=[2])
+        >>> jag.add(jag.tensor([1.0, 2.0]), jag.tensor([10.0, 20.0]), alpha=0.5)
+        tensor([6.0000, 12.0000], dtype=float32, size=[2])
+    """
     if alpha == 1:
         return _binary("add_", input, other)
     if isinstance(input, Tensor) and isinstance(other, Tensor):
@@ -1800,7 +2712,13 @@ def add(input: _typing.Any, other: _typing.Any, alpha: _typing.Any = 1) -> Tenso
 
 
 def sub(input: _typing.Any, other: _typing.Any, alpha: _typing.Any = 1) -> Tensor:
-    """input - alpha * other, with broadcasting."""
+    """input - alpha * other, with broadcasting.
+
+    Example::
+
+        >>> jag.sub(jag.tensor([5.0, 6.0]), jag.tensor([1.0, 2.0]), alpha=2)
+        tensor([3.0000, 2.0000], dtype=float32, size=[2])
+    """
     if alpha == 1:
         return _binary("sub", input, other)
     if isinstance(input, Tensor) and isinstance(other, Tensor):
@@ -1812,7 +2730,14 @@ subtract = sub
 
 
 def where(condition: Tensor, input: _typing.Any, other: _typing.Any) -> Tensor:
-    """condition ? input : other (condition is a bool tensor; scalars allowed)."""
+    """condition ? input : other (condition is a bool tensor; scalars allowed).
+
+    Example::
+
+        >>> x = jag.tensor([-1.0, 2.0, -3.0])
+        >>> jag.where(x > 0, x, 0.0)
+        tensor([0.0000, 2.0000, 0.0000], dtype=float32, size=[3])
+    """
     if not isinstance(condition, Tensor):
         raise TypeError("where: condition must be a jag.Tensor")
     ref = input if isinstance(input, Tensor) else other if isinstance(other, Tensor) else None
@@ -1866,6 +2791,14 @@ def var(input: Tensor, dim: _builtins.int | _typing.Sequence[_builtins.int] | No
     """The variance over ``dim`` (an int, a list, or None for every dim) with
     ``correction`` subtracted from the count (1: Bessel's correction), as torch;
     ``unbiased`` (torch's older flag) sets correction to 1 or 0.
+
+    Example::
+
+        >>> x = jag.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0]])
+        >>> jag.var(x, 1)
+        tensor([1.0000, 4.0000], dtype=float32, size=[2])
+        >>> jag.var(x, 1, correction=0)
+        tensor([0.6667, 2.6667], dtype=float32, size=[2])
     """
     if unbiased is not None:
         correction = 1 if unbiased else 0
@@ -1878,6 +2811,14 @@ def std(input: Tensor, dim: _builtins.int | _typing.Sequence[_builtins.int] | No
     """The standard deviation over ``dim`` (an int, a list, or None for every dim) with
     ``correction`` subtracted from the count (1: Bessel's correction), as torch;
     ``unbiased`` (torch's older flag) sets correction to 1 or 0.
+
+    Example::
+
+        >>> x = jag.tensor([[1.0, 2.0, 3.0], [2.0, 4.0, 6.0]])
+        >>> jag.std(x, 1)
+        tensor([1.0000, 2.0000], dtype=float32, size=[2])
+        >>> jag.std(x, 1, correction=0)
+        tensor([0.8165, 1.6330], dtype=float32, size=[2])
     """
     if unbiased is not None:
         correction = 1 if unbiased else 0
@@ -1897,7 +2838,20 @@ class _MinMax(tuple):
 
 
 def max(input: Tensor, dim: _typing.Any = None, keepdim: _builtins.bool = False) -> _typing.Any:  # noqa: A001
-    """max(x): the largest element (0-d); max(x, dim): (values, indices); max(a, b): maximum."""
+    """max(x): the largest element (0-d); max(x, dim): (values, indices); max(a, b): maximum.
+
+    Example::
+
+        >>> x = jag.tensor([[1.0, 5.0], [4.0, 2.0]])
+        >>> jag.max(x)
+        tensor(5.0000, dtype=float32, size=[])
+        >>> values, indices = jag.max(x, 1)
+        >>> values, indices
+        (tensor([5.0000, 4.0000], dtype=float32, size=[2]), tensor([1, 0], dtype=int64, size=[2]))
+        >>> jag.max(x, jag.tensor([3.0, 3.0]))
+        tensor([[3.0000, 5.0000],
+                [4.0000, 3.0000]], dtype=float32, size=[2, 2])
+    """
     if isinstance(dim, Tensor):
         return maximum(input, dim)
     if dim is None:
@@ -1906,7 +2860,16 @@ def max(input: Tensor, dim: _typing.Any = None, keepdim: _builtins.bool = False)
 
 
 def min(input: Tensor, dim: _typing.Any = None, keepdim: _builtins.bool = False) -> _typing.Any:  # noqa: A001
-    """min(x): the smallest element (0-d); min(x, dim): (values, indices); min(a, b): minimum."""
+    """min(x): the smallest element (0-d); min(x, dim): (values, indices); min(a, b): minimum.
+
+    Example::
+
+        >>> x = jag.tensor([[1.0, 5.0], [4.0, 2.0]])
+        >>> jag.min(x)
+        tensor(1.0000, dtype=float32, size=[])
+        >>> jag.min(x, 1).indices
+        tensor([0, 1], dtype=int64, size=[2])
+    """
     if isinstance(dim, Tensor):
         return minimum(input, dim)
     if dim is None:
@@ -1918,12 +2881,28 @@ _DIM_ALL = -1000
 
 
 def argmax(input: Tensor, dim: _builtins.int | None = None, keepdim: _builtins.bool = False) -> Tensor:
-    """The index of the largest element along ``dim`` (int64), or in the flattened tensor when dim is None."""
+    """The index of the largest element along ``dim`` (int64), or in the flattened tensor when dim is None.
+
+    Example::
+
+        >>> x = jag.tensor([[1.0, 5.0], [4.0, 2.0]])
+        >>> jag.argmax(x, 1)
+        tensor([1, 0], dtype=int64, size=[2])
+        >>> jag.argmax(x)
+        tensor(1, dtype=int64, size=[])
+    """
     return _op("argmax", input, _DIM_ALL if dim is None else _builtins.int(dim), _builtins.bool(keepdim))
 
 
 def argmin(input: Tensor, dim: _builtins.int | None = None, keepdim: _builtins.bool = False) -> Tensor:
-    """The index of the smallest element along ``dim`` (int64), or in the flattened tensor when dim is None."""
+    """The index of the smallest element along ``dim`` (int64), or in the flattened tensor when dim is None.
+
+    Example::
+
+        >>> x = jag.tensor([[1.0, 5.0], [4.0, 2.0]])
+        >>> jag.argmin(x, 0)
+        tensor([0, 1], dtype=int64, size=[2])
+    """
     return _op("argmin", input, _DIM_ALL if dim is None else _builtins.int(dim), _builtins.bool(keepdim))
 
 
@@ -1941,12 +2920,28 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
 
 
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
-    """The product of two matrices (2-D tensors)."""
+    """The product of two matrices (2-D tensors).
+
+    Example::
+
+        >>> a = jag.tensor([[1.0, 2.0], [3.0, 4.0]])
+        >>> jag.mm(a, jag.tensor([[1.0], [1.0]]))
+        tensor([[3.0000],
+                [7.0000]], dtype=float32, size=[2, 1])
+    """
     return _op("mm", input, mat2)
 
 
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
-    """Batched matrix products: (B, n, m) @ (B, m, p) -> (B, n, p)."""
+    """Batched matrix products: (B, n, m) @ (B, m, p) -> (B, n, p).
+
+    Example::
+
+        >>> a = jag.ones(2, 2, 3)
+        >>> b = jag.ones(2, 3, 4)
+        >>> jag.bmm(a, b).shape
+        (2, 2, 4)
+    """
     return _op("bmm", input, mat2)
 
 
@@ -1965,38 +2960,88 @@ its own length.
 
 
 def log_softmax(input: Tensor, dim: _builtins.int, dtype: _typing.Any = None) -> Tensor:
-    """log(softmax(input, dim)), computed stably."""
+    """log(softmax(input, dim)), computed stably.
+
+    Example::
+
+        >>> jag.log_softmax(jag.tensor([0.0, 0.0]), 0)
+        tensor([-0.6931, -0.6931], dtype=float32, size=[2])
+    """
     x = input if dtype is None else input.to(dtype)
     return _op("log_softmax", x, _builtins.int(dim))
 
 
 def transpose(input: Tensor, dim0: _builtins.int, dim1: _builtins.int) -> Tensor:
-    """``input.transpose(dim0, dim1)``: dims dim0 and dim1 swapped, a view."""
+    """``input.transpose(dim0, dim1)``: dims dim0 and dim1 swapped, a view.
+
+    Example::
+
+        >>> jag.transpose(jag.tensor([[1, 2, 3], [4, 5, 6]]), 0, 1)
+        tensor([[1, 4],
+                [2, 5],
+                [3, 6]], dtype=int64, size=[3, 2])
+    """
     return input.transpose(dim0, dim1)
 
 
 def reshape(input: Tensor, shape: _typing.Any) -> Tensor:
-    """``input.reshape(shape)``."""
+    """``input.reshape(shape)``.
+
+    Example::
+
+        >>> jag.reshape(jag.arange(6), (2, 3))
+        tensor([[0, 1, 2],
+                [3, 4, 5]], dtype=int64, size=[2, 3])
+    """
     return input.reshape(shape)
 
 
 def permute(input: Tensor, dims: _typing.Any) -> Tensor:
-    """``input.permute(dims)``."""
+    """``input.permute(dims)``.
+
+    Example::
+
+        >>> jag.permute(jag.ones(2, 3, 4), (2, 0, 1)).shape
+        (4, 2, 3)
+    """
     return input.permute(dims)
 
 
 def unsqueeze(input: Tensor, dim: _builtins.int) -> Tensor:
-    """``input.unsqueeze(dim)``."""
+    """``input.unsqueeze(dim)``.
+
+    Example::
+
+        >>> jag.unsqueeze(jag.tensor([1.0, 2.0]), 0)
+        tensor([[1.0000, 2.0000]], dtype=float32, size=[1, 2])
+    """
     return input.unsqueeze(dim)
 
 
 def squeeze(input: Tensor, dim: _typing.Any = None) -> Tensor:
-    """``input.squeeze(dim)``."""
+    """``input.squeeze(dim)``.
+
+    Example::
+
+        >>> jag.squeeze(jag.ones(1, 3, 1)).shape
+        (3,)
+        >>> jag.squeeze(jag.ones(1, 3, 1), 0).shape
+        (3, 1)
+    """
     return input.squeeze(dim)
 
 
 def clone(input: Tensor) -> Tensor:
-    """``input.clone()``: a copy with its own memory."""
+    """``input.clone()``: a copy with its own memory.
+
+    Example::
+
+        >>> a = jag.tensor([1.0, 2.0])
+        >>> b = jag.clone(a)
+        >>> b[0] = 5.0
+        >>> a, b
+        (tensor([1.0000, 2.0000], dtype=float32, size=[2]), tensor([5.0000, 2.0000], dtype=float32, size=[2]))
+    """
     return input.clone()
 
 
@@ -2018,7 +3063,17 @@ concat = concatenate = cat
 
 
 def stack(tensors: _typing.Sequence[Tensor], dim: _builtins.int = 0) -> Tensor:
-    """The tensors (all of one shape) joined along a new dim ``dim``."""
+    """The tensors (all of one shape) joined along a new dim ``dim``.
+
+    Example::
+
+        >>> a, b = jag.tensor([1.0, 2.0]), jag.tensor([3.0, 4.0])
+        >>> jag.stack([a, b])
+        tensor([[1.0000, 2.0000],
+                [3.0000, 4.0000]], dtype=float32, size=[2, 2])
+        >>> jag.stack([a, b], dim=1).shape
+        (2, 2)
+    """
     tensors = list(tensors)
     if not tensors:
         raise ValueError("stack: expected a non-empty list of tensors")
@@ -2028,28 +3083,67 @@ def stack(tensors: _typing.Sequence[Tensor], dim: _builtins.int = 0) -> Tensor:
 
 
 def index_select(input: Tensor, dim: _builtins.int, index: Tensor) -> Tensor:
-    """The entries of ``input`` along ``dim`` at the positions in ``index`` (a 1-D int tensor)."""
+    """The entries of ``input`` along ``dim`` at the positions in ``index`` (a 1-D int tensor).
+
+    Example::
+
+        >>> x = jag.tensor([[1, 2], [3, 4], [5, 6]])
+        >>> jag.index_select(x, 0, jag.tensor([2, 0]))
+        tensor([[5, 6],
+                [1, 2]], dtype=int64, size=[2, 2])
+    """
     return _op("index_select", input, _builtins.int(dim), index)
 
 
 def gather(input: Tensor, dim: _builtins.int, index: Tensor) -> Tensor:
-    """out[i][j] = input[index[i][j]][j] (dim 0; likewise for other dims), as torch.gather."""
+    """out[i][j] = input[index[i][j]][j] (dim 0; likewise for other dims), as torch.gather.
+
+    Example::
+
+        >>> x = jag.tensor([[1.0, 2.0], [3.0, 4.0]])
+        >>> jag.gather(x, 1, jag.tensor([[1, 0], [0, 0]]))
+        tensor([[2.0000, 1.0000],
+                [3.0000, 3.0000]], dtype=float32, size=[2, 2])
+    """
     return _op("gather", input, _builtins.int(dim), index)
 
 
 def unbind(input: Tensor, dim: _builtins.int = 0) -> _typing.Tuple[Tensor, ...]:
-    """``input.unbind(dim)``: the slices (or components) along dim 0."""
+    """``input.unbind(dim)``: the slices (or components) along dim 0.
+
+    Example::
+
+        >>> jag.unbind(jag.tensor([[1, 2], [3, 4]]))
+        (tensor([1, 2], dtype=int64, size=[2]), tensor([3, 4], dtype=int64, size=[2]))
+        >>> nt = jag.nested.nested_tensor([[1.0, 2.0], [3.0]], layout=jag.jagged)
+        >>> [c.shape for c in jag.unbind(nt)]
+        [(2,), (1,)]
+    """
     return input.unbind(dim)
 
 
 def numel(input: Tensor) -> _builtins.int:
-    """``input.numel()``: the number of elements."""
+    """``input.numel()``: the number of elements.
+
+    Example::
+
+        >>> jag.numel(jag.ones(2, 3))
+        6
+    """
     return input.numel()
 
 
 def allclose(a: _typing.Any, b: _typing.Any, rtol: _builtins.float = 1e-5,
              atol: _builtins.float = 1e-8) -> _builtins.bool:
-    """True when |a - b| <= atol + rtol * |b| everywhere (dense tensors or arrays)."""
+    """True when |a - b| <= atol + rtol * |b| everywhere (dense tensors or arrays).
+
+    Example::
+
+        >>> jag.allclose(jag.tensor([1.0, 2.0]), jag.tensor([1.0, 2.000001]))
+        True
+        >>> jag.allclose(jag.tensor([1.0]), jag.tensor([1.1]), atol=0.2)
+        True
+    """
     import numpy as np
 
     return _builtins.bool(np.allclose(np.asarray(a), np.asarray(b), rtol=rtol, atol=atol))
@@ -2061,7 +3155,21 @@ def allclose(a: _typing.Any, b: _typing.Any, rtol: _builtins.float = 1e-5,
 
 
 class no_grad:
-    """Context manager (and decorator) turning grad mode off on this thread."""
+    """Context manager (and decorator) turning grad mode off on this thread.
+
+    Example::
+
+        >>> w = jag.ones(2, requires_grad=True)
+        >>> with jag.no_grad():
+        ...     y = w * 2
+        >>> y.requires_grad
+        False
+        >>> @jag.no_grad()
+        ... def evaluate(x):
+        ...     return (x * w).sum()
+        >>> evaluate(jag.ones(2)).requires_grad
+        False
+    """
 
     def __enter__(self):
         self._prev = _C._set_grad_enabled(False)
@@ -2083,7 +3191,17 @@ class no_grad:
 
 
 class enable_grad(no_grad):
-    """Context manager (and decorator) turning grad mode on on this thread."""
+    """Context manager (and decorator) turning grad mode on on this thread.
+
+    Example::
+
+        >>> w = jag.ones(2, requires_grad=True)
+        >>> with jag.no_grad():
+        ...     with jag.enable_grad():
+        ...         y = w * 2
+        >>> y.requires_grad
+        True
+    """
 
     def __enter__(self):
         self._prev = _C._set_grad_enabled(True)
@@ -2113,7 +3231,16 @@ class set_grad_enabled:
 
 
 def is_grad_enabled() -> _builtins.bool:
-    """True when ops record the graph for autograd on this thread."""
+    """True when ops record the graph for autograd on this thread.
+
+    Example::
+
+        >>> jag.is_grad_enabled()
+        True
+        >>> with jag.no_grad():
+        ...     jag.is_grad_enabled()
+        False
+    """
     return _C._is_grad_enabled()
 
 
@@ -2121,3 +3248,255 @@ from . import autograd, nested, nn, library, ops  # noqa: E402,F401
 from . import optim  # noqa: E402,F401
 from .compiler import compile, trace  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
+
+
+# --- begin: doc examples of the generated ops (written by apply_init_examples.py; edit it there) ---
+# The ops below are made at import time (from the op table, _make_binary,
+# _make_reduction), so their docstrings are generated; these examples are
+# appended to them. Name (in jag, or Tensor.<member>) -> doctest text.
+_GENERATED_EXAMPLES = {
+    "Tensor.abs": (">>> x = jag.tensor([-1.5, 0.5, 2.0])\n"
+                   ">>> x.abs()\n"
+                   "tensor([1.5000, 0.5000, 2.0000], dtype=float32, size=[3])"),
+    "Tensor.asinh": (">>> x = jag.tensor([-1.0, 0.0, 1.0])\n"
+                     ">>> x.asinh()\n"
+                     "tensor([-0.8814, 0.0000, 0.8814], dtype=float32, size=[3])"),
+    "Tensor.atan": (">>> x = jag.tensor([-1.0, 0.0, 1.0])\n"
+                    ">>> x.atan()\n"
+                    "tensor([-0.7854, 0.0000, 0.7854], dtype=float32, size=[3])"),
+    "Tensor.ceil": (">>> x = jag.tensor([-1.5, 0.5, 2.0])\n"
+                    ">>> x.ceil()\n"
+                    "tensor([-1.0000, 1.0000, 2.0000], dtype=float32, size=[3])"),
+    "Tensor.cos": (">>> x = jag.tensor([-1.0, 0.0, 1.0])\n"
+                   ">>> x.cos()\n"
+                   "tensor([0.5403, 1.0000, 0.5403], dtype=float32, size=[3])"),
+    "Tensor.cosh": (">>> x = jag.tensor([-1.0, 0.0, 1.0])\n"
+                    ">>> x.cosh()\n"
+                    "tensor([1.5431, 1.0000, 1.5431], dtype=float32, size=[3])"),
+    "Tensor.erf": (">>> x = jag.tensor([-1.0, 0.0, 1.0])\n"
+                   ">>> x.erf()\n"
+                   "tensor([-0.8427, 0.0000, 0.8427], dtype=float32, size=[3])"),
+    "Tensor.erfc": (">>> x = jag.tensor([-1.0, 0.0, 1.0])\n"
+                    ">>> x.erfc()\n"
+                    "tensor([1.8427, 1.0000, 0.1573], dtype=float32, size=[3])"),
+    "Tensor.exp": (">>> x = jag.tensor([-1.0, 0.0, 1.0])\n"
+                   ">>> x.exp()\n"
+                   "tensor([0.3679, 1.0000, 2.7183], dtype=float32, size=[3])"),
+    "Tensor.expm1": (">>> x = jag.tensor([-1.0, 0.0, 1.0])\n"
+                     ">>> x.expm1()\n"
+                     "tensor([-0.6321, 0.0000, 1.7183], dtype=float32, size=[3])"),
+    "Tensor.floor": (">>> x = jag.tensor([-1.5, 0.5, 2.0])\n"
+                     ">>> x.floor()\n"
+                     "tensor([-2.0000, 0.0000, 2.0000], dtype=float32, size=[3])"),
+    "Tensor.gelu": (">>> x = jag.tensor([-1.0, 0.0, 1.0])\n"
+                    ">>> x.gelu()\n"
+                    "tensor([-0.1587, 0.0000, 0.8413], dtype=float32, size=[3])"),
+    "Tensor.gelu_tanh": (">>> x = jag.tensor([-1.0, 0.0, 1.0])\n"
+                         ">>> x.gelu_tanh()\n"
+                         "tensor([-0.1588, 0.0000, 0.8412], dtype=float32, size=[3])"),
+    "Tensor.hardsigmoid": (">>> x = jag.tensor([-1.0, 0.0, 1.0])\n"
+                           ">>> x.hardsigmoid()\n"
+                           "tensor([0.3333, 0.5000, 0.6667], dtype=float32, size=[3])"),
+    "Tensor.hardswish": (">>> x = jag.tensor([-1.0, 0.0, 1.0])\n"
+                         ">>> x.hardswish()\n"
+                         "tensor([-0.3333, 0.0000, 0.6667], dtype=float32, size=[3])"),
+    "Tensor.log": (">>> x = jag.tensor([1.0, 4.0])\n"
+                   ">>> x.log()\n"
+                   "tensor([0.0000, 1.3863], dtype=float32, size=[2])"),
+    "Tensor.log1p": (">>> x = jag.tensor([-0.5, 0.0, 1.0])\n"
+                     ">>> x.log1p()\n"
+                     "tensor([-0.6931, 0.0000, 0.6931], dtype=float32, size=[3])"),
+    "Tensor.logsigmoid": (">>> x = jag.tensor([-1.0, 0.0, 1.0])\n"
+                          ">>> x.logsigmoid()\n"
+                          "tensor([-1.3133, -0.6931, -0.3133], dtype=float32, size=[3])"),
+    "Tensor.mish": (">>> x = jag.tensor([-1.0, 0.0, 1.0])\n"
+                    ">>> x.mish()\n"
+                    "tensor([-0.3034, 0.0000, 0.8651], dtype=float32, size=[3])"),
+    "Tensor.neg": (">>> x = jag.tensor([-1.5, 0.5, 2.0])\n"
+                   ">>> x.neg()\n"
+                   "tensor([1.5000, -0.5000, -2.0000], dtype=float32, size=[3])"),
+    "Tensor.reciprocal": (">>> x = jag.tensor([1.0, 4.0])\n"
+                          ">>> x.reciprocal()\n"
+                          "tensor([1.0000, 0.2500], dtype=float32, size=[2])"),
+    "Tensor.relu": (">>> jag.tensor([-1.0, 0.0, 2.0]).relu()\n"
+                    "tensor([0.0000, 0.0000, 2.0000], dtype=float32, size=[3])\n"
+                    ">>> nt = jag.nested.nested_tensor([[-1.0, 2.0], [3.0]], layout=jag.jagged)\n"
+                    ">>> [c.tolist() for c in nt.relu().unbind()]\n"
+                    "[[0.0, 2.0], [3.0]]"),
+    "Tensor.round": (">>> x = jag.tensor([0.5, 1.5, 2.6])\n"
+                     ">>> x.round()\n"
+                     "tensor([0.0000, 2.0000, 3.0000], dtype=float32, size=[3])"),
+    "Tensor.rsqrt": (">>> x = jag.tensor([1.0, 4.0])\n"
+                     ">>> x.rsqrt()\n"
+                     "tensor([1.0000, 0.5000], dtype=float32, size=[2])"),
+    "Tensor.selu": (">>> x = jag.tensor([-1.0, 0.0, 1.0])\n"
+                    ">>> x.selu()\n"
+                    "tensor([-1.1113, 0.0000, 1.0507], dtype=float32, size=[3])"),
+    "Tensor.sigmoid": (">>> x = jag.tensor([-1.0, 0.0, 1.0])\n"
+                       ">>> x.sigmoid()\n"
+                       "tensor([0.2689, 0.5000, 0.7311], dtype=float32, size=[3])"),
+    "Tensor.sign": (">>> x = jag.tensor([-1.5, 0.5, 2.0])\n"
+                    ">>> x.sign()\n"
+                    "tensor([-1.0000, 1.0000, 1.0000], dtype=float32, size=[3])"),
+    "Tensor.silu": (">>> x = jag.tensor([-1.0, 0.0, 1.0])\n"
+                    ">>> x.silu()\n"
+                    "tensor([-0.2689, 0.0000, 0.7311], dtype=float32, size=[3])"),
+    "Tensor.sin": (">>> x = jag.tensor([-1.0, 0.0, 1.0])\n"
+                   ">>> x.sin()\n"
+                   "tensor([-0.8415, 0.0000, 0.8415], dtype=float32, size=[3])"),
+    "Tensor.sinh": (">>> x = jag.tensor([-1.0, 0.0, 1.0])\n"
+                    ">>> x.sinh()\n"
+                    "tensor([-1.1752, 0.0000, 1.1752], dtype=float32, size=[3])"),
+    "Tensor.sqrt": (">>> x = jag.tensor([1.0, 4.0])\n"
+                    ">>> x.sqrt()\n"
+                    "tensor([1.0000, 2.0000], dtype=float32, size=[2])"),
+    "Tensor.square": (">>> x = jag.tensor([-2.0, 3.0])\n"
+                      ">>> x.square()\n"
+                      "tensor([4.0000, 9.0000], dtype=float32, size=[2])"),
+    "Tensor.tanh": (">>> x = jag.tensor([-1.0, 0.0, 1.0])\n"
+                    ">>> x.tanh()\n"
+                    "tensor([-0.7616, 0.0000, 0.7616], dtype=float32, size=[3])"),
+    "Tensor.trunc": (">>> x = jag.tensor([-1.5, 0.5, 2.0])\n"
+                     ">>> x.trunc()\n"
+                     "tensor([-1.0000, 0.0000, 2.0000], dtype=float32, size=[3])"),
+    "abs": (">>> jag.abs(jag.tensor([-1.5, 0.5, 2.0]))\n"
+            "tensor([1.5000, 0.5000, 2.0000], dtype=float32, size=[3])"),
+    "amax": (">>> x = jag.tensor([[1.0, 2.0], [3.0, 4.0]])\n"
+             ">>> jag.amax(x, 1)\n"
+             "tensor([2.0000, 4.0000], dtype=float32, size=[2])\n"
+             ">>> jag.amax(x)\n"
+             "tensor(4.0000, dtype=float32, size=[])"),
+    "amin": (">>> x = jag.tensor([[1.0, 2.0], [3.0, 4.0]])\n"
+             ">>> jag.amin(x, 1)\n"
+             "tensor([1.0000, 3.0000], dtype=float32, size=[2])\n"
+             ">>> jag.amin(x)\n"
+             "tensor(1.0000, dtype=float32, size=[])"),
+    "asinh": (">>> jag.asinh(jag.tensor([-1.0, 0.0, 1.0]))\n"
+              "tensor([-0.8814, 0.0000, 0.8814], dtype=float32, size=[3])"),
+    "atan": (">>> jag.atan(jag.tensor([-1.0, 0.0, 1.0]))\n"
+             "tensor([-0.7854, 0.0000, 0.7854], dtype=float32, size=[3])"),
+    "ceil": (">>> jag.ceil(jag.tensor([-1.5, 0.5, 2.0]))\n"
+             "tensor([-1.0000, 1.0000, 2.0000], dtype=float32, size=[3])"),
+    "cos": (">>> jag.cos(jag.tensor([-1.0, 0.0, 1.0]))\n"
+            "tensor([0.5403, 1.0000, 0.5403], dtype=float32, size=[3])"),
+    "cosh": (">>> jag.cosh(jag.tensor([-1.0, 0.0, 1.0]))\n"
+             "tensor([1.5431, 1.0000, 1.5431], dtype=float32, size=[3])"),
+    "div": (">>> jag.div(jag.tensor([1.0, 2.0, 3.0]), jag.tensor([2.0, 4.0, 0.5]))\n"
+            "tensor([0.5000, 0.5000, 6.0000], dtype=float32, size=[3])"),
+    "eq": (">>> jag.eq(jag.tensor([1.0, 2.0, 3.0]), 2.0)\n"
+           "tensor([False, True, False], dtype=bool, size=[3])"),
+    "erf": (">>> jag.erf(jag.tensor([-1.0, 0.0, 1.0]))\n"
+            "tensor([-0.8427, 0.0000, 0.8427], dtype=float32, size=[3])"),
+    "erfc": (">>> jag.erfc(jag.tensor([-1.0, 0.0, 1.0]))\n"
+             "tensor([1.8427, 1.0000, 0.1573], dtype=float32, size=[3])"),
+    "exp": (">>> jag.exp(jag.tensor([0.0, 1.0]))\n"
+            "tensor([1.0000, 2.7183], dtype=float32, size=[2])\n"
+            ">>> nt = jag.nested.nested_tensor([[0.0, 1.0], [2.0]], layout=jag.jagged)\n"
+            ">>> jag.exp(nt).values()  # elementwise ops keep the raggedness\n"
+            "tensor([1.0000, 2.7183, 7.3891], dtype=float32, size=[3])"),
+    "expm1": (">>> jag.expm1(jag.tensor([-1.0, 0.0, 1.0]))\n"
+              "tensor([-0.6321, 0.0000, 1.7183], dtype=float32, size=[3])"),
+    "floor": (">>> jag.floor(jag.tensor([-1.5, 0.5, 2.0]))\n"
+              "tensor([-2.0000, 0.0000, 2.0000], dtype=float32, size=[3])"),
+    "ge": (">>> jag.ge(jag.tensor([1.0, 2.0, 3.0]), 2.0)\n"
+           "tensor([False, True, True], dtype=bool, size=[3])"),
+    "gelu": (">>> jag.gelu(jag.tensor([-1.0, 0.0, 1.0]))\n"
+             "tensor([-0.1587, 0.0000, 0.8413], dtype=float32, size=[3])"),
+    "gelu_tanh": (">>> jag.gelu_tanh(jag.tensor([-1.0, 0.0, 1.0]))\n"
+                  "tensor([-0.1588, 0.0000, 0.8412], dtype=float32, size=[3])"),
+    "gt": (">>> jag.gt(jag.tensor([1.0, 2.0, 3.0]), 2.0)\n"
+           "tensor([False, False, True], dtype=bool, size=[3])"),
+    "hardsigmoid": (">>> jag.hardsigmoid(jag.tensor([-1.0, 0.0, 1.0]))\n"
+                    "tensor([0.3333, 0.5000, 0.6667], dtype=float32, size=[3])"),
+    "hardswish": (">>> jag.hardswish(jag.tensor([-1.0, 0.0, 1.0]))\n"
+                  "tensor([-0.3333, 0.0000, 0.6667], dtype=float32, size=[3])"),
+    "le": (">>> jag.le(jag.tensor([1.0, 2.0, 3.0]), 2.0)\n"
+           "tensor([True, True, False], dtype=bool, size=[3])"),
+    "log": (">>> jag.log(jag.tensor([1.0, 4.0]))\n"
+            "tensor([0.0000, 1.3863], dtype=float32, size=[2])"),
+    "log1p": (">>> jag.log1p(jag.tensor([-0.5, 0.0, 1.0]))\n"
+              "tensor([-0.6931, 0.0000, 0.6931], dtype=float32, size=[3])"),
+    "logsigmoid": (">>> jag.logsigmoid(jag.tensor([-1.0, 0.0, 1.0]))\n"
+                   "tensor([-1.3133, -0.6931, -0.3133], dtype=float32, size=[3])"),
+    "logsumexp": (">>> x = jag.tensor([[1.0, 2.0], [3.0, 4.0]])\n"
+                  ">>> jag.logsumexp(x, 1)\n"
+                  "tensor([2.3133, 4.3133], dtype=float32, size=[2])\n"
+                  ">>> jag.logsumexp(x)\n"
+                  "tensor(4.4402, dtype=float32, size=[])"),
+    "lt": (">>> jag.lt(jag.tensor([1.0, 2.0, 3.0]), 2.0)\n"
+           "tensor([True, False, False], dtype=bool, size=[3])"),
+    "maximum": (">>> jag.maximum(jag.tensor([1.0, 5.0, 3.0]), jag.tensor([2.0, 2.0, 2.0]))\n"
+                "tensor([2.0000, 5.0000, 3.0000], dtype=float32, size=[3])"),
+    "mean": (">>> x = jag.tensor([[1.0, 2.0], [3.0, 4.0]])\n"
+             ">>> jag.mean(x, 1)\n"
+             "tensor([1.5000, 3.5000], dtype=float32, size=[2])\n"
+             ">>> jag.mean(x)\n"
+             "tensor(2.5000, dtype=float32, size=[])"),
+    "minimum": (">>> jag.minimum(jag.tensor([1.0, 5.0, 3.0]), jag.tensor([2.0, 2.0, 2.0]))\n"
+                "tensor([1.0000, 2.0000, 2.0000], dtype=float32, size=[3])"),
+    "mish": (">>> jag.mish(jag.tensor([-1.0, 0.0, 1.0]))\n"
+             "tensor([-0.3034, 0.0000, 0.8651], dtype=float32, size=[3])"),
+    "mul": (">>> jag.mul(jag.tensor([[1.0, 2.0], [3.0, 4.0]]), jag.tensor([10.0, 100.0]))  # broadcast rows\n"
+            "tensor([[10.0000, 200.0000],\n"
+            "        [30.0000, 400.0000]], dtype=float32, size=[2, 2])"),
+    "ne": (">>> jag.ne(jag.tensor([1.0, 2.0, 3.0]), 2.0)\n"
+           "tensor([True, False, True], dtype=bool, size=[3])"),
+    "neg": (">>> jag.neg(jag.tensor([-1.5, 0.5, 2.0]))\n"
+            "tensor([1.5000, -0.5000, -2.0000], dtype=float32, size=[3])"),
+    "pow": (">>> jag.pow(jag.tensor([1.0, 2.0, 3.0]), 2)\n"
+            "tensor([1.0000, 4.0000, 9.0000], dtype=float32, size=[3])"),
+    "prod": (">>> x = jag.tensor([[1.0, 2.0], [3.0, 4.0]])\n"
+             ">>> jag.prod(x, 1)\n"
+             "tensor([2.0000, 12.0000], dtype=float32, size=[2])\n"
+             ">>> jag.prod(x)\n"
+             "tensor(24.0000, dtype=float32, size=[])"),
+    "reciprocal": (">>> jag.reciprocal(jag.tensor([1.0, 4.0]))\n"
+                   "tensor([1.0000, 0.2500], dtype=float32, size=[2])"),
+    "relu": (">>> jag.relu(jag.tensor([-1.0, 0.0, 1.0]))\n"
+             "tensor([0.0000, 0.0000, 1.0000], dtype=float32, size=[3])"),
+    "round": (">>> jag.round(jag.tensor([0.5, 1.5, 2.6]))\n"
+              "tensor([0.0000, 2.0000, 3.0000], dtype=float32, size=[3])"),
+    "rsqrt": (">>> jag.rsqrt(jag.tensor([1.0, 4.0]))\n"
+              "tensor([1.0000, 0.5000], dtype=float32, size=[2])"),
+    "sigmoid": (">>> jag.sigmoid(jag.tensor([-1.0, 0.0, 1.0]))\n"
+                "tensor([0.2689, 0.5000, 0.7311], dtype=float32, size=[3])"),
+    "sign": (">>> jag.sign(jag.tensor([-1.5, 0.5, 2.0]))\n"
+             "tensor([-1.0000, 1.0000, 1.0000], dtype=float32, size=[3])"),
+    "silu": (">>> jag.silu(jag.tensor([-1.0, 0.0, 1.0]))\n"
+             "tensor([-0.2689, 0.0000, 0.7311], dtype=float32, size=[3])"),
+    "sin": (">>> jag.sin(jag.tensor([-1.0, 0.0, 1.0]))\n"
+            "tensor([-0.8415, 0.0000, 0.8415], dtype=float32, size=[3])"),
+    "sinh": (">>> jag.sinh(jag.tensor([-1.0, 0.0, 1.0]))\n"
+             "tensor([-1.1752, 0.0000, 1.1752], dtype=float32, size=[3])"),
+    "sqrt": (">>> jag.sqrt(jag.tensor([1.0, 4.0]))\n"
+             "tensor([1.0000, 2.0000], dtype=float32, size=[2])"),
+    "square": (">>> jag.square(jag.tensor([-2.0, 3.0]))\n"
+               "tensor([4.0000, 9.0000], dtype=float32, size=[2])"),
+    "sum": (">>> x = jag.tensor([[1.0, 2.0], [3.0, 4.0]])\n"
+            ">>> jag.sum(x, 1)\n"
+            "tensor([3.0000, 7.0000], dtype=float32, size=[2])\n"
+            ">>> jag.sum(x)\n"
+            "tensor(10.0000, dtype=float32, size=[])\n"
+            ">>> nt = jag.nested.nested_tensor([[1.0, 2.0, 3.0], [4.0, 5.0]], layout=jag.jagged)\n"
+            ">>> jag.sum(nt, 1)  # over the ragged dim: one sum per component\n"
+            "tensor([6.0000, 9.0000], dtype=float32, size=[2])"),
+    "tanh": (">>> jag.tanh(jag.tensor([-1.0, 0.0, 1.0]))\n"
+             "tensor([-0.7616, 0.0000, 0.7616], dtype=float32, size=[3])"),
+    "trunc": (">>> jag.trunc(jag.tensor([-1.5, 0.5, 2.0]))\n"
+              "tensor([-1.0000, 0.0000, 2.0000], dtype=float32, size=[3])"),
+}
+
+
+def _add_generated_examples() -> None:
+    for name, example in _GENERATED_EXAMPLES.items():
+        owner, _, attr = name.rpartition(".")
+        fn = (vars(Tensor) if owner == "Tensor" else globals()).get(attr)
+        if getattr(fn, "__code__", None) is None or ">>>" in (fn.__doc__ or ""):
+            continue  # not a generated Python function here, or documented already
+        indented = "\n".join("    " + line for line in example.split("\n"))
+        fn.__doc__ = (fn.__doc__ or "").rstrip() + "\n\nExample::\n\n" + indented + "\n"
+
+
+_add_generated_examples()
+del _add_generated_examples, _GENERATED_EXAMPLES
+# --- end: doc examples of the generated ops ---

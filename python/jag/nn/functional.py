@@ -22,14 +22,30 @@ _op: _typing.Callable[..., _typing.Any] = _jag._C._op
 
 
 def relu(input: _jag.Tensor, inplace: bool = False) -> _jag.Tensor:
-    """max(x, 0) elementwise (inplace=True is not supported)."""
+    """max(x, 0) elementwise (inplace=True is not supported).
+
+    Example::
+
+        >>> F = jag.nn.functional
+        >>> F.relu(jag.tensor([-2.0, 0.0, 1.0]))
+        tensor([0.0000, 0.0000, 1.0000], dtype=float32, size=[3])
+        >>> nt = jag.nested.nested_tensor([[-1.0, 2.0], [-3.0]], layout=jag.jagged)
+        >>> [c.tolist() for c in F.relu(nt).unbind()]  # nested in, nested out
+        [[0.0, 2.0], [0.0]]
+    """
     if inplace:
         raise NotImplementedError("relu(inplace=True) is not supported")
     return _op("relu", input)
 
 
 def silu(input: _jag.Tensor, inplace: bool = False) -> _jag.Tensor:
-    """x * sigmoid(x) elementwise (inplace=True is not supported)."""
+    """x * sigmoid(x) elementwise (inplace=True is not supported).
+
+    Example::
+
+        >>> jag.nn.functional.silu(jag.tensor([-2.0, 0.0, 1.0]))
+        tensor([-0.2384, 0.0000, 0.7311], dtype=float32, size=[3])
+    """
     if inplace:
         raise NotImplementedError("silu(inplace=True) is not supported")
     return _op("silu", input)
@@ -38,6 +54,14 @@ def silu(input: _jag.Tensor, inplace: bool = False) -> _jag.Tensor:
 def gelu(input: _jag.Tensor, approximate: str = "none") -> _jag.Tensor:
     """x * Phi(x) elementwise, Phi the standard normal CDF; approximate="tanh":
     torch's tanh approximation.
+
+    Example::
+
+        >>> x = jag.tensor([-1.0, 0.0, 1.0])
+        >>> jag.nn.functional.gelu(x)
+        tensor([-0.1587, 0.0000, 0.8413], dtype=float32, size=[3])
+        >>> jag.nn.functional.gelu(x, approximate='tanh')
+        tensor([-0.1588, 0.0000, 0.8412], dtype=float32, size=[3])
     """
     if approximate == "none":
         return _op("gelu", input)
@@ -47,12 +71,24 @@ def gelu(input: _jag.Tensor, approximate: str = "none") -> _jag.Tensor:
 
 
 def sigmoid(input: _jag.Tensor) -> _jag.Tensor:
-    """1 / (1 + exp(-x)) elementwise."""
+    """1 / (1 + exp(-x)) elementwise.
+
+    Example::
+
+        >>> jag.nn.functional.sigmoid(jag.tensor([-2.0, 0.0, 1.0]))
+        tensor([0.1192, 0.5000, 0.7311], dtype=float32, size=[3])
+    """
     return _op("sigmoid", input)
 
 
 def tanh(input: _jag.Tensor) -> _jag.Tensor:
-    """tanh(x) elementwise."""
+    """tanh(x) elementwise.
+
+    Example::
+
+        >>> jag.nn.functional.tanh(jag.tensor([-2.0, 0.0, 1.0]))
+        tensor([-0.9640, 0.0000, 0.7616], dtype=float32, size=[3])
+    """
     return _op("tanh", input)
 
 
@@ -62,59 +98,124 @@ def _no_inplace(name, inplace):
 
 
 def leaky_relu(input: _jag.Tensor, negative_slope: float = 0.01, inplace: bool = False) -> _jag.Tensor:
-    """x if x > 0 else negative_slope * x."""
+    """x if x > 0 else negative_slope * x.
+
+    Example::
+
+        >>> jag.nn.functional.leaky_relu(jag.tensor([-2.0, 3.0]), negative_slope=0.1)
+        tensor([-0.2000, 3.0000], dtype=float32, size=[2])
+    """
     _no_inplace("leaky_relu", inplace)
     return _op("leaky_relu", input, _builtins.float(negative_slope))
 
 
 def elu(input: _jag.Tensor, alpha: float = 1.0, inplace: bool = False) -> _jag.Tensor:
-    """x if x > 0 else alpha * (exp(x) - 1)."""
+    """x if x > 0 else alpha * (exp(x) - 1).
+
+    Example::
+
+        >>> jag.nn.functional.elu(jag.tensor([-1.0, 0.0, 2.0]), alpha=1.0)
+        tensor([-0.6321, 0.0000, 2.0000], dtype=float32, size=[3])
+    """
     _no_inplace("elu", inplace)
     return _op("elu", input, _builtins.float(alpha))
 
 
 def selu(input: _jag.Tensor, inplace: bool = False) -> _jag.Tensor:
-    """scale * elu(x, alpha) with torch's constants (alpha 1.6732..., scale 1.0507...)."""
+    """scale * elu(x, alpha) with torch's constants (alpha 1.6732..., scale 1.0507...).
+
+    Example::
+
+        >>> jag.nn.functional.selu(jag.tensor([-2.0, 0.0, 1.0]))
+        tensor([-1.5202, 0.0000, 1.0507], dtype=float32, size=[3])
+    """
     _no_inplace("selu", inplace)
     return _op("selu", input)
 
 
 def softplus(input: _jag.Tensor, beta: float = 1.0, threshold: float = 20.0) -> _jag.Tensor:
-    """log(1 + exp(beta * x)) / beta, or x where beta * x > threshold."""
+    """log(1 + exp(beta * x)) / beta, or x where beta * x > threshold.
+
+    Example::
+
+        >>> F = jag.nn.functional
+        >>> F.softplus(jag.tensor([-1.0, 0.0, 1.0]))
+        tensor([0.3133, 0.6931, 1.3133], dtype=float32, size=[3])
+        >>> F.softplus(jag.tensor([30.0]))  # above the threshold: x itself
+        tensor([30.0000], dtype=float32, size=[1])
+    """
     return _op("softplus", input, _builtins.float(beta), _builtins.float(threshold))
 
 
 def hardtanh(input: _jag.Tensor, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False) -> _jag.Tensor:
-    """min(max(x, min_val), max_val); the gradient is zero at the bounds, as torch."""
+    """min(max(x, min_val), max_val); the gradient is zero at the bounds, as torch.
+
+    Example::
+
+        >>> jag.nn.functional.hardtanh(jag.tensor([-3.0, 0.5, 3.0]))
+        tensor([-1.0000, 0.5000, 1.0000], dtype=float32, size=[3])
+        >>> jag.nn.functional.hardtanh(jag.tensor([-3.0, 0.5, 3.0]), min_val=-2.0, max_val=2.0)
+        tensor([-2.0000, 0.5000, 2.0000], dtype=float32, size=[3])
+    """
     _no_inplace("hardtanh", inplace)
     return _op("hardtanh", input, _builtins.float(min_val), _builtins.float(max_val))
 
 
 def relu6(input: _jag.Tensor, inplace: bool = False) -> _jag.Tensor:
-    """hardtanh(x, 0, 6)."""
+    """hardtanh(x, 0, 6).
+
+    Example::
+
+        >>> jag.nn.functional.relu6(jag.tensor([-1.0, 3.0, 8.0]))
+        tensor([0.0000, 3.0000, 6.0000], dtype=float32, size=[3])
+    """
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
 def hardswish(input: _jag.Tensor, inplace: bool = False) -> _jag.Tensor:
-    """x * relu6(x + 3) / 6."""
+    """x * relu6(x + 3) / 6.
+
+    Example::
+
+        >>> jag.nn.functional.hardswish(jag.tensor([-2.0, 0.0, 1.0]))
+        tensor([-0.3333, 0.0000, 0.6667], dtype=float32, size=[3])
+    """
     _no_inplace("hardswish", inplace)
     return _op("hardswish", input)
 
 
 def hardsigmoid(input: _jag.Tensor, inplace: bool = False) -> _jag.Tensor:
-    """relu6(x + 3) / 6."""
+    """relu6(x + 3) / 6.
+
+    Example::
+
+        >>> jag.nn.functional.hardsigmoid(jag.tensor([-2.0, 0.0, 1.0]))
+        tensor([0.1667, 0.5000, 0.6667], dtype=float32, size=[3])
+    """
     _no_inplace("hardsigmoid", inplace)
     return _op("hardsigmoid", input)
 
 
 def mish(input: _jag.Tensor, inplace: bool = False) -> _jag.Tensor:
-    """x * tanh(softplus(x))."""
+    """x * tanh(softplus(x)).
+
+    Example::
+
+        >>> jag.nn.functional.mish(jag.tensor([-2.0, 0.0, 1.0]))
+        tensor([-0.2525, 0.0000, 0.8651], dtype=float32, size=[3])
+    """
     _no_inplace("mish", inplace)
     return _op("mish", input)
 
 
 def logsigmoid(input: _jag.Tensor) -> _jag.Tensor:
-    """log(sigmoid(x)), computed without overflow."""
+    """log(sigmoid(x)), computed without overflow.
+
+    Example::
+
+        >>> jag.nn.functional.logsigmoid(jag.tensor([-2.0, 0.0, 1.0]))
+        tensor([-2.1269, -0.6931, -0.3133], dtype=float32, size=[3])
+    """
     return _op("logsigmoid", input)
 
 
@@ -133,7 +234,18 @@ def softmax(input: _jag.Tensor, dim: int, dtype: _typing.Any = None) -> _jag.Ten
 
 
 def log_softmax(input: _jag.Tensor, dim: int, dtype: _typing.Any = None) -> _jag.Tensor:
-    """log(softmax(input, dim)), computed stably."""
+    """log(softmax(input, dim)), computed stably.
+
+    Example::
+
+        >>> F = jag.nn.functional
+        >>> F.log_softmax(jag.tensor([[0.0, 0.0], [0.0, 1.0]]), dim=1)
+        tensor([[-0.6931, -0.6931],
+                [-1.3133, -0.3133]], dtype=float32, size=[2, 2])
+        >>> nt = jag.nested.nested_tensor([[0.0, 0.0], [0.0, 0.0, 0.0, 0.0]], layout=jag.jagged)
+        >>> F.log_softmax(nt, dim=1).exp().values()  # each component over its own length
+        tensor([0.5000, 0.5000, 0.2500, 0.2500, 0.2500, 0.2500], dtype=float32, size=[6])
+    """
     return _jag.log_softmax(input, dim, dtype=dtype)
 
 
@@ -194,7 +306,18 @@ def _layer_norm_over_ragged(input, n, weight, bias, eps):
 
 def rms_norm(input: _jag.Tensor, normalized_shape: _typing.Any, weight: _typing.Optional[_jag.Tensor] = None,
              eps: _typing.Optional[float] = None) -> _jag.Tensor:
-    """eps=None uses the dtype's machine epsilon, as torch."""
+    """eps=None uses the dtype's machine epsilon, as torch.
+
+    Example::
+
+        >>> x = jag.tensor([[3.0, 4.0], [1.0, 1.0]])
+        >>> jag.nn.functional.rms_norm(x, (2,))  # x / sqrt(mean(x^2) + eps)
+        tensor([[0.8485, 1.1314],
+                [1.0000, 1.0000]], dtype=float32, size=[2, 2])
+        >>> jag.nn.functional.rms_norm(x, (2,), weight=jag.tensor([1.0, 0.5]), eps=0.0)
+        tensor([[0.8485, 0.5657],
+                [1.0000, 0.5000]], dtype=float32, size=[2, 2])
+    """
     n = _normalized_ndim(input, normalized_shape, "rms_norm")
     if eps is None:  # torch.finfo(dtype).eps: 2^-23, 2^-52, 2^-10, 2^-7
         eps = {"float64": 2.0 ** -52, "float16": 2.0 ** -10, "bfloat16": 2.0 ** -7}.get(str(input.dtype).split(".")[-1],
@@ -203,7 +326,18 @@ def rms_norm(input: _jag.Tensor, normalized_shape: _typing.Any, weight: _typing.
 
 
 def linear(input: _jag.Tensor, weight: _jag.Tensor, bias: _typing.Optional[_jag.Tensor] = None) -> _jag.Tensor:
-    """input @ weight.T + bias."""
+    """input @ weight.T + bias.
+
+    Example::
+
+        >>> x = jag.tensor([[1.0, 2.0]])
+        >>> w = jag.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 2.0]])  # (out, in)
+        >>> jag.nn.functional.linear(x, w, jag.tensor([0.0, 0.0, 10.0]))
+        tensor([[1.0000, 3.0000, 14.0000]], dtype=float32, size=[1, 3])
+        >>> nt = jag.nested.nested_tensor([jag.ones(2, 2), jag.ones(1, 2)], layout=jag.jagged)
+        >>> jag.nn.functional.linear(nt, w).shape  # (B, j, in) -> (B, j, out)
+        (2, j..., 3)
+    """
     return _op("linear", input, weight, bias)
 
 
@@ -225,7 +359,18 @@ def dropout(input: _jag.Tensor, p: float = 0.5, training: bool = True, inplace: 
             generator: _typing.Any = None) -> _jag.Tensor:
     """Inverted dropout: each element zeroed with probability p, the rest
     scaled by 1 / (1 - p); identity when not training. generator: a
-    jag.Generator (the same seed gives the same mask). Dense and nested."""
+    jag.Generator (the same seed gives the same mask). Dense and nested.
+
+    Example::
+
+        >>> F = jag.nn.functional
+        >>> x = jag.ones(8)
+        >>> y = F.dropout(x, p=0.5, generator=jag.Generator(0))
+        >>> sorted(set(y.tolist()))  # zeros, and the kept elements scaled by 1 / (1 - p)
+        [0.0, 2.0]
+        >>> jag.allclose(F.dropout(x, p=0.5, training=False), x)  # the identity outside training
+        True
+    """
     if inplace:
         raise NotImplementedError("dropout: inplace=True is not supported")
     g = None if generator is None else _jag._generator_arg(generator, None)
@@ -240,14 +385,35 @@ def _mean_only(name, reduction):
 def cross_entropy(input: _jag.Tensor, target: _jag.Tensor, reduction: str = "mean") -> _jag.Tensor:
     """-mean over tokens of log_softmax(input)[target]: input (N, C) with an
     integer target (N), or a jagged (B, j, C) with a jagged (B, j) target of
-    the same raggedness (padding and holes excluded)."""
+    the same raggedness (padding and holes excluded).
+
+    Example::
+
+        >>> logits = jag.tensor([[2.0, 0.0, 0.0], [0.0, 0.0, 0.0]])
+        >>> jag.nn.functional.cross_entropy(logits, jag.tensor([0, 2]))
+        tensor(0.6691, dtype=float32, size=[])
+        >>> nt = jag.nested.nested_tensor([jag.zeros(2, 4), jag.zeros(1, 4)], layout=jag.jagged)  # (B, j, C)
+        >>> target = jag.nested.nested_tensor([jag.tensor([1, 2]), jag.tensor([3])], layout=jag.jagged)
+        >>> jag.nn.functional.cross_entropy(nt, target)  # log(4), the mean over 3 tokens
+        tensor(1.3863, dtype=float32, size=[])
+    """
     _mean_only("cross_entropy", reduction)
     return _jag._C._cross_entropy(input, target)
 
 
 def mse_loss(input: _jag.Tensor, target: _jag.Tensor, reduction: str = "mean") -> _jag.Tensor:
     """Mean of (input - target)^2 over every real element (dense, or nested
-    with the same raggedness)."""
+    with the same raggedness).
+
+    Example::
+
+        >>> jag.nn.functional.mse_loss(jag.tensor([1.0, 2.0, 3.0]), jag.tensor([1.0, 2.0, 5.0]))
+        tensor(1.3333, dtype=float32, size=[])
+        >>> a = jag.nested.nested_tensor([[1.0, 2.0], [3.0]], layout=jag.jagged)
+        >>> b = jag.nested.nested_tensor([[1.0, 4.0], [3.0]], layout=jag.jagged)
+        >>> jag.nn.functional.mse_loss(a, b)  # 4 / 3 real elements
+        tensor(1.3333, dtype=float32, size=[])
+    """
     _mean_only("mse_loss", reduction)
     return _jag._C._mse_loss(input, target)
 
