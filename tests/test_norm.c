@@ -929,6 +929,32 @@ static void test_norm_backward_errors(void) {
     jag_release(x), jag_release(g), jag_release(gf), jag_release(w), jag_release(st), jag_release(bad);
 }
 
+/* layer_norm over rows of every length from 1 to 70 and of 256, 1000 and
+ * 1024 (the float32 kernels' vector loops and their masked tails: 8 and 32
+ * lanes), over 1, 7, 9 and 19 rows (AVX-512 builds take rows in blocks of
+ * 8, each row's statistics computed before the previous row's transform),
+ * with and without weight and bias, both dtypes, against the reference. */
+static void test_norm_row_lengths(void) {
+    TEST_BEGIN();
+    const int64_t rows[] = {1, 7, 9, 19};
+    for (int f = 0; f < 2; f++) {
+        jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+        for (int64_t D = 1; D <= 1024; D = D < 70 ? D + 1 : D == 70 ? 256 : D == 256 ? 1000 : D == 1000 ? 1024 : 2000) {
+            jag_tensor *w = t_rand(&D, 1, dt, 0.5, 2, 96), *b = t_rand(&D, 1, dt, -1, 1, 97);
+            for (int r = 0; r < 4; r++) {
+                const int64_t sz[] = {rows[r], D};
+                jag_tensor *x = t_rand(sz, 2, dt, -2, 3, 98 + (uint64_t)D);
+                check_norm(true, x, 1, NULL, NULL, 1e-5);
+                check_norm(true, x, 1, w, b, 1e-5);
+                check_norm(true, x, 1, w, NULL, 1e-5);
+                check_norm(true, x, 1, NULL, b, 1e-5);
+                jag_release(x);
+            }
+            jag_release(w), jag_release(b);
+        }
+    }
+}
+
 TEST_MAIN(test_norm_backward_vs_ref, test_softmax_backward_vs_ref, test_norm_backward_gradcheck, test_norm_backward_nested,
           test_norm_backward_errors, test_softmax_hand, test_softmax_vs_ref, test_softmax_row_lengths, test_softmax_large, test_softmax_empty_0d, test_softmax_errors,
-          test_norm_hand, test_norm_vs_ref, test_norm_specials, test_norm_large_empty, test_norm_errors)
+          test_norm_hand, test_norm_vs_ref, test_norm_row_lengths, test_norm_specials, test_norm_large_empty, test_norm_errors)

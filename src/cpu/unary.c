@@ -6,7 +6,8 @@
  * Every kernel writes y = f(x) where y is the contiguous output and x has any
  * strides. x is first converted to y's dtype when it differs (an integer
  * input of a float op), so that each loop runs on one C type. The loops run
- * under jag__iter (merged dims, OpenMP over long runs); inside, a contiguous
+ * under jag__iter (merged dims, OpenMP over long runs, from a grain that
+ * depends on the op's cost: unary_grain); inside, a contiguous
  * run is a plain restrict loop gcc vectorises, any other stride a strided
  * loop. The ops that run SLEEF's vector functions where the build has it
  * (sleef_unary.c) take a contiguous run in one call and a strided one
@@ -34,9 +35,10 @@
  * float64 (libm's erfc, see pointwise_math.h). Where the build has SLEEF,
  * sin, cos, log and gelu (both dtypes), and exp, sigmoid, silu, log1p,
  * expm1, erf, erfc, atan, selu, mish and logsigmoid (float32) run its
- * array kernels instead (sleef_unary.c; the loops below say which): those
- * element functions are then unused. So do float32 elu and softplus, with
- * their scalars (PARAM_ARRAY_LOOP). */
+ * array kernels instead (sleef_unary.c; the loops below say which; on
+ * AVX-512 targets float32 gelu, erf and erfc there are table-driven
+ * polynomials): those element functions are then unused. So do float32
+ * elu and softplus, with their scalars (PARAM_ARRAY_LOOP). */
 #define LIBM_OP(name, ffn, dfn)                                                \
     __attribute__((unused)) static inline float name##_f32(float x) { return ffn(x); } \
     __attribute__((unused)) static inline double name##_f64(double x) { return dfn(x); }
@@ -362,6 +364,34 @@ static void round_params(jag_unary_fn f, const double *params, jag_dtype dtype, 
     for (int k = 0; k < jag__unary_param_count(f); k++) prm[k] = jag__pw_round_to(params[k], dtype);
 }
 
+/* The grain family of each op (src/core/internal.h): the ops that cost a
+ * few instructions an element (sign flips, compares, rounding, one
+ * division or square root) run at memory speed and split across threads
+ * from JAG_GRAIN_MEMORY elements on; the transcendental ones (exp, log,
+ * the trigonometric and error functions, the activations built on them)
+ * from JAG_GRAIN_COMPUTE. */
+static int64_t unary_grain(jag_unary_fn f) {
+    switch (f) {
+    case JAG_UNARY_neg:
+    case JAG_UNARY_abs:
+    case JAG_UNARY_relu:
+    case JAG_UNARY_square:
+    case JAG_UNARY_sign:
+    case JAG_UNARY_floor:
+    case JAG_UNARY_ceil:
+    case JAG_UNARY_round:
+    case JAG_UNARY_trunc:
+    case JAG_UNARY_reciprocal:
+    case JAG_UNARY_sqrt:
+    case JAG_UNARY_rsqrt:
+    case JAG_UNARY_hardswish:
+    case JAG_UNARY_hardsigmoid:
+    case JAG_UNARY_leaky_relu:
+    case JAG_UNARY_hardtanh: return JAG_GRAIN_MEMORY;
+    default: return JAG_GRAIN_COMPUTE;
+    }
+}
+
 // x is (...) any strides and dtype, y is (...) contiguous: y = f(x; params)
 jag_status jag__unary_kernel(const char *op, jag_unary_fn f, const jag_tensor *x0, const double *params,
                              jag_tensor *y) {
@@ -379,7 +409,7 @@ jag_status jag__unary_kernel(const char *op, jag_unary_fn f, const jag_tensor *x
     size_t elem[2] = {jag_dtype_size(y->dtype), jag_dtype_size(y->dtype)};
     jag_iter it;
     jag__iter_init(&it, y->sizes, y->ndim, 2, base, strides, elem);
-    jag__iter_run(&it, fn, prm);
+    jag__iter_run_grain(&it, unary_grain(f), fn, prm);
     jag_release(xc);
     return JAG_OK;
 }
@@ -388,6 +418,16 @@ jag_status jag__unary_kernel(const char *op, jag_unary_fn f, const jag_tensor *x
  * tests state their error bounds per build). */
 bool jag__unary_uses_sleef(void) {
 #ifdef JAG_HAVE_SLEEF
+    return true;
+#else
+    return false;
+#endif
+}
+
+/* Whether float32 gelu, erf and erfc run sleef_unary.c's AVX-512 table
+ * kernels (pointwise_math.h). */
+bool jag__unary_uses_tables(void) {
+#if defined(JAG_HAVE_SLEEF) && defined(__AVX512F__)
     return true;
 #else
     return false;
