@@ -8,7 +8,7 @@
  * them on one thread, so the figures below a grain mean something only in a
  * build whose grains are 1:
  *     cmake -S . -B build-grain -DJAG_BUILD_BENCH=ON \
- *           -DCMAKE_C_FLAGS="-DJAG_PARALLEL_GRAIN=1 -DJAG_GRAIN_MEMORY=1 \
+ *           -DCMAKE_C_FLAGS="-DJAG_GRAIN_MEMORY=1 \
  *             -DJAG_GRAIN_COMPUTE=1 -DJAG_GRAIN_REDUCE=1 -DJAG_GRAIN_ROWS=1 -DJAG_GRAIN_OPTIM=1"
  *     cmake --build build-grain --target bench_grain && build-grain/bench/bench_grain
  *

@@ -399,7 +399,7 @@ static void test_copy_inplace(void) {
 
 static void test_copy_large_parallel(void) {
     TEST_BEGIN();
-    /* > JAG_PARALLEL_GRAIN elements on both the many-rows and the few-long-rows paths */
+    /* > JAG_GRAIN_MEMORY elements (copies' grain) on both the many-rows and the few-long-rows paths */
     int64_t s1[2] = {300, 257}, s2[2] = {2, 70001};
     int64_t *shapes[2] = {s1, s2};
     for (int k = 0; k < 2; k++) {

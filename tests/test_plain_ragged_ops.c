@@ -671,6 +671,72 @@ static void test_engine_lse_growing_max(void) {
     jag_release(v), jag_release(off), jag_release(nt), jag_release(y);
 }
 
+/* float32 logsumexp down the ragged dim through the engine's fast path
+ * (all values of a task finite: blocks of 32 rows, 16 columns a vector)
+ * against log(sum(exp)) in double per item and column, within the
+ * contract of the float32 kernel (2e-6 relative, as check_engine): lengths
+ * around the 32-row blocks (0, 1, 31, 32, 33, 65, 300), holes, columns
+ * not a multiple of 16 (37) and over two blocks of columns (520 = 512 +
+ * 8), values rising row after row in some columns (the shift grows at
+ * every block, the sum rescaled each time), falling in others, spread
+ * over [-300, 0] (terms below exp(-86) clamped) and around +-60; a NaN
+ * in one component and a +inf in another (their columns alone redone by
+ * the plain kernel); 1 and 2 threads (other widths of the column blocks)
+ * give the same bits. */
+static void test_engine_lse_fast_blocks(void) {
+    TEST_BEGIN();
+    const int64_t lens[7] = {0, 1, 31, 32, 33, 65, 300}, cols[3] = {5, 37, 520};
+    for (size_t ci = 0; ci < 3; ci++)
+        for (int gap = 0; gap <= 3; gap += 3)
+            for (int nan = 0; nan < 2; nan++) {
+                int64_t C = cols[ci], B = 7, o[8], nb1 = 8;
+                o[0] = 0;
+                for (int64_t b = 0; b < B; b++) o[b + 1] = o[b] + lens[b] + gap;
+                int64_t vs[2] = {o[B], C};
+                jag_tensor *v = t_rand(vs, 2, JAG_FLOAT32, -1, 1, 700 + ci), *off = NULL, *ln = NULL, *nt = NULL;
+                float *pv = jag_data(v);
+                for (int64_t b = 0; b < B; b++)
+                    for (int64_t r = 0; r < lens[b]; r++)
+                        for (int64_t c = 0; c < C; c++) {
+                            float *x = &pv[(o[b] + r) * C + c], u = *x;
+                            switch (c % 5) {
+                            case 0: *x = 0.05f * (float)r + u; break;      /* rising */
+                            case 1: *x = -0.05f * (float)r + u; break;     /* falling */
+                            case 2: *x = 150.0f * (u - 1.0f); break;       /* [-300, 0] */
+                            case 3: *x = 60.0f * u; break;
+                            default: break;
+                            }
+                        }
+                if (nan) pv[(o[5] + 40) * C + 3 % C] = NAN, pv[(o[6] + 100) * C + C - 1] = INFINITY;
+                CHECK_OK(jag_from_data(o, &nb1, 1, JAG_INT64, &off));
+                if (gap) CHECK_OK(jag_from_data(lens, &B, 1, JAG_INT64, &ln));
+                CHECK_OK(jag_nested_from_jagged(v, off, ln, &nt));
+                int dim = 1;
+                jag_tensor *y1 = NULL, *y2 = NULL;
+                set_threads(1);
+                CHECK_OK(jag_logsumexp(nt, &dim, 1, false, &y1));
+                set_threads(2);
+                CHECK_OK(jag_logsumexp(nt, &dim, 1, false, &y2));
+                char what[96];
+                snprintf(what, sizeof what, "C %lld gap %d nan %d", (long long)C, gap, nan);
+                CHECK_MSG(y1 && y2 && same_bits(y1, y2), "%s: 1 and 2 threads differ", what);
+                int bad = 0;
+                for (int64_t b = 0; b < B && y1; b++)
+                    for (int64_t c = 0; c < C; c++) {
+                        double m = -INFINITY, sum = 0, got = t_get(y1, b * C + c);
+                        bool isn = false;
+                        for (int64_t r = o[b]; r < o[b] + lens[b]; r++) isn |= isnan(pv[r * C + c]), m = fmax(m, pv[r * C + c]);
+                        for (int64_t r = o[b]; r < o[b] + lens[b] && isfinite(m); r++) sum += exp((double)pv[r * C + c] - m);
+                        double want = isn ? NAN : isfinite(m) ? m + log(sum) : m;
+                        bool ok = isn ? isnan(got) : isfinite(want) ? fabs(got - want) <= 2e-6 * fmax(1.0, fabs(want)) : got == want;
+                        if (!ok && bad++ < 5)
+                            fprintf(stderr, "%s: component %lld column %lld: %.9g, want %.9g\n", what, (long long)b, (long long)c, got, want);
+                    }
+                CHECK_MSG(bad == 0, "%s: %d values off", what, bad);
+                jag_release(v), jag_release(off), jag_release(ln), jag_release(nt), jag_release(y1), jag_release(y2);
+            }
+}
+
 /* The ragged sum's and var's float32 row kernels against their plain
  * loops, bit for bit: column counts around the strips (64 and 32 columns)
  * and the 8-column masked tails, row counts from none up, a row stride
@@ -823,4 +889,5 @@ static void test_engine_softmax_inf_columns(void) {
 
 TEST_MAIN(test_ragged_reduce_by_hand, test_integer_values_and_indices_by_hand, test_nested_mean_matches_components, test_bad_offsets_refused,
           test_varlen_attention_matches_items, test_scatter_add, test_engine_exps, test_engine_log, test_engine_matches_references, test_engine_var_offsets, test_engine_lse_growing_max,
+          test_engine_lse_fast_blocks,
           test_ragged_reduce_noncontiguous, test_row_kernels, test_engine_softmax_inf_columns)

@@ -57,10 +57,15 @@ static jag_tensor *rand_vals(const int64_t *sizes, int ndim, jag_dtype dt, doubl
     return t;
 }
 
-/* Large: more than JAG_PARALLEL_GRAIN (32768) elements, so jag__iter splits
- * the work across OpenMP threads (the tests run with OMP_NUM_THREADS=2). */
-#define LARGE_ROWS 300
+/* Large: 512 x 129 = 66048 elements, at least the largest grain
+ * (JAG_GRAIN_MEMORY, 65536: binary add/mul and copies), so jag__iter splits
+ * the work across OpenMP threads for every family (the tests run with
+ * OMP_NUM_THREADS=2); checked at compile time below. */
+#define LARGE_ROWS 512
 #define LARGE_COLS 129
+_Static_assert((int64_t)LARGE_ROWS * LARGE_COLS >= JAG_GRAIN_MEMORY && JAG_GRAIN_MEMORY >= JAG_GRAIN_COMPUTE &&
+                   JAG_GRAIN_MEMORY >= JAG_GRAIN_REDUCE && JAG_GRAIN_MEMORY >= JAG_GRAIN_ROWS,
+               "the large cases must cross every grain");
 
 static jag_tensor *make_layout(int layout, jag_dtype dt, double lo, double hi, uint64_t seed, bool int_valued) {
     int64_t s3[] = {3, 4, 5}, s2[] = {4, 1}, e1[] = {0, 3}, e2[] = {2, 0, 4}, s1[] = {1, 5, 1};
@@ -1357,7 +1362,7 @@ static void test_errors(void) {
 
 /* ---- parallel path ----------------------------------------------------------------------- */
 
-/* Well above JAG_PARALLEL_GRAIN, in shapes that split by rows (many rows)
+/* Well above the largest grain (JAG_GRAIN_MEMORY), in shapes that split by rows (many rows)
  * and by columns (one long row). */
 static void test_parallel_paths(void) {
     TEST_BEGIN();

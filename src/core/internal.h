@@ -302,11 +302,8 @@ typedef struct jag_segment_spec {
  * libgomp afterwards, taking a core from whatever runs next, so each grain
  * is the first size where two threads win clearly (t2/t1 under about 0.8),
  * not the break-even. Each may be set at build time (-DJAG_GRAIN_MEMORY=1
- * ...), as bench_grain's measuring build does. JAG_PARALLEL_GRAIN is the
- * former single grain, kept for the loops not yet given a family. */
-#ifndef JAG_PARALLEL_GRAIN
-#define JAG_PARALLEL_GRAIN 32768
-#endif
+ * ...), as bench_grain's measuring build does. Every parallel loop takes
+ * the grain of its family (there was one grain of 32768 for all before). */
 #ifndef JAG_GRAIN_MEMORY
 #define JAG_GRAIN_MEMORY 65536
 #endif

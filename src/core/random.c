@@ -161,7 +161,7 @@ jag_status jag__random_new(const char *op, const int64_t *sizes, int ndim, doubl
         uint16_t hb = bf16 ? jag__f32_to_bf16(fb) : jag__f32_to_f16(fb);
         half_below = (bf16 ? jag__bf16_to_f32(hb) : jag__f16_to_f32(hb)) >= fb ? half_step_down(hb) : hb;
     }
-#pragma omp parallel for schedule(static) if (n > JAG_PARALLEL_GRAIN)
+#pragma omp parallel for schedule(static) if (n >= JAG_GRAIN_COMPUTE) /* Philox rounds per element, and log and sincos for normals: COMPUTE */
     for (int64_t ch = 0; ch < chunks; ch++) {
         uint32_t w[4][PHILOX_LANES];
         philox_lanes(g->offset + (uint64_t)(ch * PHILOX_LANES), g->seed, w);

@@ -312,7 +312,8 @@ static loop_operand scalar_operand(jag__pw_scalar *s, jag_dtype dtype) {
 }
 
 /* Run loop fn over y (contiguous, operand 0) and the inputs. */
-static void run_loop(jag_tensor *y, const loop_operand *in, int n_in, jag_loop_fn fn, void *ctx) {
+/* grain: the loop's JAG_GRAIN_* family (internal.h) */
+static void run_loop(jag_tensor *y, const loop_operand *in, int n_in, jag_loop_fn fn, void *ctx, int64_t grain) {
     char *base[JAG_ITER_MAX_OPS] = {jag__ptr(y)};
     const int64_t *strides[JAG_ITER_MAX_OPS] = {y->strides};
     size_t elem[JAG_ITER_MAX_OPS] = {jag_dtype_size(y->dtype)};
@@ -323,7 +324,7 @@ static void run_loop(jag_tensor *y, const loop_operand *in, int n_in, jag_loop_f
     }
     jag_iter it;
     jag__iter_init(&it, y->sizes, y->ndim, n_in + 1, base, strides, elem);
-    jag__iter_run(&it, fn, ctx);
+    jag__iter_run_grain(&it, grain, fn, ctx);
 }
 
 /* Every op's loops by compute dtype, indexed by jag_binary_fn. */
@@ -357,7 +358,9 @@ jag_status jag__binary_kernel(const char *op, jag_binary_fn f, const jag_tensor 
         jag__store_from_double(&s, compute, b_scalar);
         in[1] = scalar_operand(&s, compute);
     }
-    run_loop(y, in, 2, fn, f == JAG_BINARY_add ? &alpha_s : NULL);
+    /* pow calls exp and log per element (COMPUTE); the rest are an
+     * arithmetic op or a compare per element read (MEMORY) */
+    run_loop(y, in, 2, fn, f == JAG_BINARY_add ? &alpha_s : NULL, f == JAG_BINARY_pow ? JAG_GRAIN_COMPUTE : JAG_GRAIN_MEMORY);
     jag_release(ac);
     jag_release(bc);
     return JAG_OK;
@@ -375,7 +378,7 @@ jag_status jag__where_kernel(const char *op, const jag_tensor *cond, const jag_t
         return jag_last_status();
     }
     loop_operand in[3] = {tensor_operand(cond, y), tensor_operand(a, y), tensor_operand(b, y)};
-    run_loop(y, in, 3, where_loops[y->dtype], NULL);
+    run_loop(y, in, 3, where_loops[y->dtype], NULL, JAG_GRAIN_MEMORY);
     jag_release(ac);
     jag_release(bc);
     return JAG_OK;
@@ -404,7 +407,7 @@ jag_status jag__clamp_kernel(const char *op, const jag_tensor *x0, double lo, do
     clamp_bound(&bound[0], y->dtype, lo);
     clamp_bound(&bound[1], y->dtype, hi);
     loop_operand in[1] = {tensor_operand(x, y)};
-    run_loop(y, in, 1, clamp_loops[y->dtype], bound);
+    run_loop(y, in, 1, clamp_loops[y->dtype], bound, JAG_GRAIN_MEMORY);
     jag_release(xc);
     return JAG_OK;
 }

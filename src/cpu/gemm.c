@@ -268,7 +268,7 @@ static void fill_rows_with_bias(jag_tensor *out, const jag_tensor *bias, int64_t
         bp = o;
     }
     size_t row_bytes = (size_t)cols * es;
-#pragma omp parallel for if (rows * cols >= JAG_PARALLEL_GRAIN) schedule(static)
+#pragma omp parallel for if (rows * cols >= JAG_GRAIN_MEMORY) schedule(static)
     for (int64_t r = 0; r < rows; r++)
         if (o + r * (int64_t)row_bytes != bp) memcpy(o + r * (int64_t)row_bytes, bp, row_bytes);
 }

@@ -82,10 +82,6 @@ static void run_range(const jag_iter *it, int64_t row_begin, int64_t row_end, in
     }
 }
 
-void jag__iter_run(const jag_iter *it, jag_loop_fn fn, void *ctx) {
-    jag__iter_run_grain(it, JAG_PARALLEL_GRAIN, fn, ctx);
-}
-
 void jag__iter_run_grain(const jag_iter *it, int64_t grain, jag_loop_fn fn, void *ctx) {
     if (it->numel == 0) return;
     int64_t inner = it->ndim ? it->sizes[it->ndim - 1] : 1;

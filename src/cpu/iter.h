@@ -4,7 +4,7 @@
  * A jag_iter describes up to JAG_ITER_MAX_OPS operands over one shape (inputs
  * already broadcast: stride 0 on broadcast dims). jag__iter_init merges dims
  * that are contiguous for every operand and drops size-1 dims, so a
- * contiguous tensor becomes one long row. jag__iter_run then calls a loop
+ * contiguous tensor becomes one long row. jag__iter_run_grain then calls a loop
  * function on 1-D runs, splitting the runs across OpenMP threads.
  *
  * The loop function sees byte pointers and byte strides, one per operand:
@@ -36,9 +36,6 @@ void jag__iter_init(jag_iter *it, const int64_t *sizes, int ndim, int nops, char
 /* Run fn over all elements; in parallel from `grain` elements on (one of
  * the JAG_GRAIN_* of internal.h, as the loop's cost per element calls for). */
 void jag__iter_run_grain(const jag_iter *it, int64_t grain, jag_loop_fn fn, void *ctx);
-/* jag__iter_run_grain with JAG_PARALLEL_GRAIN, for the loops not yet given
- * a family. */
-void jag__iter_run(const jag_iter *it, jag_loop_fn fn, void *ctx);
 
 /* Strides of tensor t broadcast to `sizes` (ndim >= t->ndim): 0 on broadcast
  * dims. The shapes must already be known to broadcast. */

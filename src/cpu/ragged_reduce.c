@@ -71,7 +71,10 @@ static void zero_all(jag_tensor *t) { memset(jag__ptr(t), 0, (size_t)jag_numel(t
  * in order with the block's columns in the inner loop (contiguous,
  * vectorised) and keeps the block's accumulators in L1; logsumexp reads
  * its rows once (a running max, block by block), softmax reads them again
- * from L2 or L3, as a chunk is at most CHUNK_BYTES (SOFTMAX_CHUNK_BYTES).
+ * from L2 or L3, as a chunk is at most CHUNK_BYTES (SOFTMAX_CHUNK_BYTES),
+ * and requests the next task's rows while its exps run, so that their max
+ * pass reads from cache; a float32 logsumexp of finite values takes the
+ * AVX-512 path of rows_lse_fast_f32 (one exp per element, in registers).
  * A group's or a segment's blocks are consecutive tasks, so that a thread
  * reads one stretch of memory at a time. Only when the input is large
  * enough for threads are long segments (B = 1) cut into chunks; the last chunk of a
@@ -118,18 +121,20 @@ typedef struct seg_plan {
 /* The tasks of segments s over values (rows, C) of es-byte elements: the
  * segments in order, short ones grouped up to GROUP_ELEMS elements a task,
  * each group (or a long segment's chunks) over every block of columns.
- * With threads, segments longer than a chunk (CHUNK_ELEMS elements and
+ * Threads from `grain` elements on (the loop's JAG_GRAIN_* family of
+ * internal.h: REDUCE for the reductions, ROWS for softmax and the
+ * gradients). With threads, segments longer than a chunk (CHUNK_ELEMS elements and
  * (all rows) / `tasks` rows at least, chunk_bytes at most) are cut into
  * chunks, from the shapes alone; blocks of columns narrow (not under
  * COL_MIN) while there are fewer than two tasks a thread, which changes no
  * result. */
 static jag_status seg_plan_make(const char *op, const ragged_batch *s, int64_t C, size_t es, int64_t tasks,
-                                int64_t chunk_bytes, seg_plan *p) {
+                                int64_t chunk_bytes, int64_t grain, seg_plan *p) {
     const int64_t *off = s->offsets;
     int64_t B = s->batch, rows = 0;
     memset(p, 0, sizeof *p);
     for (int64_t b = 0; b < B; b++) rows += seg_len(s, b);
-    p->C = C, p->s = s, p->par = rows * C > JAG_PARALLEL_GRAIN;
+    p->C = C, p->s = s, p->par = rows * C >= grain;
     if (!C) return JAG_OK;
     int64_t cw = C < COL_BLOCK ? C : COL_BLOCK, chunk = INT64_MAX; /* one chunk a segment unless threads share the work */
     if (p->par) {
@@ -183,6 +188,28 @@ static jag_status seg_plan_make(const char *op, const ragged_batch *s, int64_t C
     }
     for (int64_t i = 0; i < p->ntasks; i++) p->work += p->t[i].rows * p->t[i].nc;
     return JAG_OK;
+}
+
+/* The `bytes` bytes at p on their way into the caches (a row of a later
+ * block: rows C columns apart are short runs the hardware prefetchers
+ * barely follow). */
+static inline void seg_prefetch(const void *p, int64_t bytes) {
+#if defined(__GNUC__)
+    for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch((const char *)p + i, 0, 2);
+#else
+    (void)p, (void)bytes;
+#endif
+}
+
+/* Rows of the next task to prefetch while a task computes: `rows` rows
+ * of `bytes` bytes, `stride` bytes apart from `at`; `per` rows a step. */
+typedef struct seg_pf {
+    const char *at;
+    int64_t stride, bytes, rows, per;
+} seg_pf;
+
+static inline void seg_pf_step(seg_pf *f) {
+    for (int64_t k = 0; k < f->per && f->rows > 0; k++, f->rows--, f->at += f->stride) seg_prefetch(f->at, f->bytes);
 }
 
 /* The shift of a max-shifted sum: the max when finite, else 0. */
@@ -434,7 +461,7 @@ static void var_rows_f64(const double *in, int64_t C, int64_t n, int64_t nc, dou
      * dense op and torch, where x - max is inf - inf); y = exp(x - sh), or   \
      * x - sh for log */                                                      \
     static void rows_softmax_##SUF(const seg_plan *p, const T *in, T *out, const seg_task *t, bool lg, \
-                                   T *restrict m, double *restrict s) {       \
+                                   T *restrict m, double *restrict s, seg_pf *pf) { \
         int64_t C = p->C, c0 = t->c0, nc = t->nc, r0 = t->r0, e = t->r0 + t->n; \
         T sh[COL_BLOCK];                                                       \
         bool pinf = false;                                                     \
@@ -520,6 +547,7 @@ static void var_rows_f64(const double *in, int64_t C, int64_t n, int64_t nc, dou
         for (; r + 4 <= e; r += 4) {                                           \
             const T *restrict x0 = in + r * C + c0, *restrict x1 = x0 + C;     \
             const T *restrict x2 = x1 + C, *restrict x3 = x2 + C;              \
+            if (pf) seg_pf_step(pf);                                           \
             T *restrict y0 = out + r * C + c0, *restrict y1 = y0 + C;          \
             T *restrict y2 = y1 + C, *restrict y3 = y2 + C;                    \
             _Pragma("omp simd")                                                \
@@ -546,6 +574,179 @@ static void var_rows_f64(const double *in, int64_t C, int64_t n, int64_t nc, dou
 DEF_SEG_ROWS(f32, float, jag__sum_rows_f32, jag__var_rows_f32, jag__vm_exp_nonpos_f32, jag__vm_exp_f32, jag__vm_exp_sum_f32)
 DEF_SEG_ROWS(f64, double, sum_rows_f64, var_rows_f64, jag__vm_exp_f64, jag__vm_exp_f64, jag__vm_exp_f64)
 #undef DEF_SEG_ROWS
+
+/* ---- float32 logsumexp: registers, one exp per element ------------------
+ *
+ * rows_lse_f32 keeps its sums and maxima in arrays and checks for NaN at
+ * every element, about 1.3 x the work of a dense exp per element. The fast
+ * path below (AVX-512) does a task whose values are all finite in blocks
+ * of LSE_ROWS rows, row by row inside a block, each row's nc columns in
+ * order (rows are C columns apart: 16 columns of 32 rows would all fall in
+ * one set of L1), the next block's rows prefetched meanwhile:
+ *   1. the block's max per column (one max and one fused multiply-add a
+ *      vector: x * 0 + fin turns fin NaN at a NaN or an infinity);
+ *   2. the shift sh_b = the running max; where it grew, s (double) is
+ *      rescaled by exp(old - new) <= 1, in double;
+ *   3. the block's rows again (from L2): exp(x - sh_b), four rows at a
+ *      time ((e0 + e1) + (e2 + e3)) summed in float over at most SUM_ROWS
+ *      rows, then into s in double.
+ * The terms are jag__vm_exp_sum_f32's bit for bit, each <= 1 with the
+ * max's row giving 1, and at most SUM_ROWS of them are summed in float
+ * before going into double, as in rows_lse_f32: the same contract (the
+ * log of the sum off by at most 1.9e-7 from the terms, plus the float
+ * sums' roundings: within 2e-6 relative of the double reference, tested
+ * per item and column in test_plain_ragged_ops.c). Each column's result
+ * depends on that column alone (lane by lane; a factor 1 where the shift
+ * did not grow is exact), whatever the task's width: the columns with a
+ * non-finite value (found by a second look at the task's values when fin
+ * ends NaN) are redone one by one by rows_lse_f32, so that the result
+ * stays the same for any thread count (which changes the widths). */
+#define LSE_ROWS 32
+#if defined(__AVX512F__)
+/* jag__vm_exp_sum_f32 on 16 lanes, the same operations */
+static inline __m512 lse_exp16(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-86.0f));
+    __m512 t = _mm512_fmadd_ps(x, _mm512_set1_ps(1.44269504f), _mm512_set1_ps(12582912.0f));
+    __m512 k = _mm512_sub_ps(t, _mm512_set1_ps(12582912.0f));
+    __m512 f = _mm512_fmsub_ps(x, _mm512_set1_ps(1.44269504f), k);
+    __m512 q = _mm512_set1_ps(1.32764725e-03f);
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(9.67554096e-03f));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(5.55071309e-02f));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(2.40221202e-01f));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(6.93146944e-01f));
+    q = _mm512_fmadd_ps(q, f, _mm512_set1_ps(1.00000012f));
+    return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(q), _mm512_slli_epi32(_mm512_castps_si512(t), 23)));
+}
+
+/* the low / high 8 floats of v in double */
+static inline __m512d lo_pd(__m512 v) { return _mm512_cvtps_pd(_mm512_castps512_ps256(v)); }
+static inline __m512d hi_pd(__m512 v) { return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))); }
+
+/* s (ncp doubles) += es (ncp floats); es = 0 */
+static inline void fast_flush(double *restrict s, float *restrict es, int64_t ncp) {
+    for (int64_t c = 0; c < ncp; c += 16) {
+        __m512 e = _mm512_load_ps(es + c);
+        _mm512_store_pd(s + c, _mm512_add_pd(_mm512_load_pd(s + c), lo_pd(e)));
+        _mm512_store_pd(s + c + 8, _mm512_add_pd(_mm512_load_pd(s + c + 8), hi_pd(e)));
+        _mm512_store_ps(es + c, _mm512_setzero_ps());
+    }
+}
+
+// in (n, C) float32 rows from the task's first row and column, nc columns (ncp = nc rounded up to 16) ->
+// sh (ncp) the max, s (ncp) the sum of exp(x - max) in double, meaningful in the columns of finite values;
+// false when some value is not finite
+static bool rows_exp_fast_f32(const float *in, int64_t C, int64_t n, int64_t nc, float *restrict sh, double *restrict s) {
+    int64_t ncp = (nc + 15) / 16 * 16;
+    _Alignas(64) float bm[COL_BLOCK + 16], es[COL_BLOCK + 16];
+    __mmask16 kt = (__mmask16)(nc % 16 ? (1u << (nc % 16)) - 1 : 0xffff); /* the last vector's lanes */
+    __m512 fin = _mm512_setzero_ps(), zero = _mm512_setzero_ps();
+    for (int64_t c = 0; c < ncp; c += 16) _mm512_store_ps(es + c, zero);
+    for (int64_t rb = 0; rb < n; rb += LSE_ROWS) {
+        int64_t nr = n - rb < LSE_ROWS ? n - rb : LSE_ROWS, nxt = n - rb - nr < LSE_ROWS ? n - rb - nr : LSE_ROWS;
+        const float *xb = in + rb * C;
+        /* 1: the block's max, the next block's rows requested meanwhile */
+        for (int64_t r = 0; r < nr; r++) {
+            const float *x = xb + r * C;
+            if (r < nxt) seg_prefetch(x + nr * C, nc * (int64_t)sizeof(float));
+            for (int64_t c = 0; c < ncp; c += 16) {
+                __m512 v = _mm512_maskz_loadu_ps(c + 16 <= nc ? (__mmask16)0xffff : kt, x + c);
+                fin = _mm512_fmadd_ps(v, zero, fin);
+                _mm512_store_ps(bm + c, r ? _mm512_max_ps(_mm512_load_ps(bm + c), v) : v);
+            }
+        }
+        /* 2: the shift */
+        for (int64_t c = 0; c < ncp; c += 16) {
+            __m512 b = _mm512_load_ps(bm + c);
+            if (rb == 0) {
+                _mm512_store_ps(sh + c, b);
+                _mm512_store_pd(s + c, _mm512_setzero_pd()), _mm512_store_pd(s + c + 8, _mm512_setzero_pd());
+            } else {
+                __m512 old = _mm512_load_ps(sh + c), nw = _mm512_max_ps(old, b);
+                if (_mm512_cmp_ps_mask(nw, old, _CMP_GT_OQ)) { /* s to the new shift: exp(old - new) <= 1 */
+                    _Alignas(64) double d[16], f[16];
+                    _mm512_store_pd(d, _mm512_sub_pd(lo_pd(old), lo_pd(nw)));
+                    _mm512_store_pd(d + 8, _mm512_sub_pd(hi_pd(old), hi_pd(nw)));
+#pragma omp simd
+                    for (int l = 0; l < 16; l++) f[l] = d[l] == 0 ? 1.0 : jag__vm_exp_f64(d[l]);
+                    _mm512_store_pd(s + c, _mm512_mul_pd(_mm512_load_pd(s + c), _mm512_load_pd(f)));
+                    _mm512_store_pd(s + c + 8, _mm512_mul_pd(_mm512_load_pd(s + c + 8), _mm512_load_pd(f + 8)));
+                }
+                _mm512_store_ps(sh + c, nw);
+            }
+        }
+        /* 3: the exps, four rows at a time */
+        int64_t r = 0;
+        for (; r + 4 <= nr; r += 4) {
+            const float *x0 = xb + r * C;
+            for (int64_t c = 0; c < ncp; c += 16) {
+                __mmask16 km = c + 16 <= nc ? (__mmask16)0xffff : kt;
+                __m512 h = _mm512_load_ps(sh + c);
+                __m512 z0 = _mm512_sub_ps(_mm512_maskz_loadu_ps(km, x0 + c), h);
+                __m512 z1 = _mm512_sub_ps(_mm512_maskz_loadu_ps(km, x0 + C + c), h);
+                __m512 z2 = _mm512_sub_ps(_mm512_maskz_loadu_ps(km, x0 + 2 * C + c), h);
+                __m512 z3 = _mm512_sub_ps(_mm512_maskz_loadu_ps(km, x0 + 3 * C + c), h);
+                __m512 e0 = lse_exp16(z0), e1 = lse_exp16(z1), e2 = lse_exp16(z2), e3 = lse_exp16(z3);
+                _mm512_store_ps(es + c, _mm512_add_ps(_mm512_load_ps(es + c), _mm512_add_ps(_mm512_add_ps(e0, e1), _mm512_add_ps(e2, e3))));
+            }
+            if ((r + 4) % SUM_ROWS == 0) fast_flush(s, es, ncp); /* SUM_ROWS rows summed in float: into double */
+        }
+        for (; r < nr; r++) {
+            const float *x = xb + r * C;
+            for (int64_t c = 0; c < ncp; c += 16) {
+                __mmask16 km = c + 16 <= nc ? (__mmask16)0xffff : kt;
+                __m512 z = _mm512_sub_ps(_mm512_maskz_loadu_ps(km, x + c), _mm512_load_ps(sh + c));
+                __m512 e = lse_exp16(z);
+                _mm512_store_ps(es + c, _mm512_add_ps(_mm512_load_ps(es + c), e));
+            }
+        }
+        fast_flush(s, es, ncp);
+    }
+    return !_mm512_cmp_ps_mask(fin, fin, _CMP_UNORD_Q);
+}
+
+// in (n, C) float32 rows from the task's first row and column, nc columns -> m (nc) the max, s (nc) the
+// sum of exp(x - m) in double, in the columns of finite values; *nonfinite: some column has another;
+// false (nothing done) when n == 0
+static bool rows_lse_fast_f32(const float *in, int64_t C, int64_t n, int64_t nc, float *restrict m, double *restrict s,
+                              bool *nonfinite) {
+    if (n <= 0 || nc <= 0) return false;
+    _Alignas(64) float sh[COL_BLOCK + 16];
+    _Alignas(64) double sd[COL_BLOCK + 16];
+    *nonfinite = !rows_exp_fast_f32(in, C, n, nc, sh, sd);
+    memcpy(m, sh, (size_t)nc * sizeof *m), memcpy(s, sd, (size_t)nc * sizeof *s);
+    return true;
+}
+
+#else
+static bool rows_lse_fast_f32(const float *in, int64_t C, int64_t n, int64_t nc, float *restrict m, double *restrict s,
+                              bool *nonfinite) {
+    (void)in, (void)C, (void)n, (void)nc, (void)m, (void)s, (void)nonfinite;
+    return false;
+}
+#endif
+
+/* logsumexp's m and s of task t: the fast path, then rows_lse_f32 on
+ * each column it left (non-finite values), or on the task (no fast path) */
+static void rows_lse_task_f32(const seg_plan *p, const float *in, const seg_task *t, float *restrict m, double *restrict s) {
+    int64_t C = p->C;
+    bool nonfinite = false;
+    if (!rows_lse_fast_f32(in + t->r0 * C + t->c0, C, t->n, t->nc, m, s, &nonfinite)) {
+        rows_lse_f32(p, in, t, m, s);
+        return;
+    }
+    for (int64_t c = 0; nonfinite && c < t->nc; c++) {
+        bool fin = true;
+        for (int64_t r = t->r0; r < t->r0 + t->n && fin; r++) fin = isfinite(in[r * C + t->c0 + c]);
+        if (fin) continue;
+        seg_task one = *t;
+        one.c0 = t->c0 + c, one.nc = 1;
+        rows_lse_f32(p, in, &one, m + c, s + c);
+    }
+}
+
+static void rows_lse_task_f64(const seg_plan *p, const double *in, const seg_task *t, double *restrict m, double *restrict s) {
+    rows_lse_f64(p, in, t, m, s);
+}
 
 /* M2 / max(n - correction, 0), as the dense var: NaN when n == 0 */
 static double seg_var_finish(double m2, double n, int64_t correction) {
@@ -610,7 +811,7 @@ static double *seg_parts_new(const char *op, const seg_plan *p) {
         case JAG_SEG_SUM: case JAG_SEG_MEAN: rows_sum_##SUF(p, in, t, r->a); break; \
         case JAG_SEG_VAR: case JAG_SEG_STD: rows_var_##SUF(p, in, t, r->a, r->q); break; \
         case JAG_SEG_LSE:                                                      \
-            rows_lse_##SUF(p, in, t, m, r->q);                                 \
+            rows_lse_task_##SUF(p, in, t, m, r->q);                            \
             for (int64_t c = 0; c < t->nc; c++) r->a[c] = m[c];                \
             break;                                                             \
         default:                                                               \
@@ -784,7 +985,7 @@ static jag_status seg_rows_reduce(const char *op, const ragged_batch *s, const j
                                   jag_segment_kind kind, int64_t corr, jag_tensor *y, jag_tensor *ix) {
     bool f64 = v->dtype == JAG_FLOAT64;
     seg_plan p;
-    jag_status st = seg_plan_make(op, s, C, f64 ? 8 : 4, CHUNK_TASKS, CHUNK_BYTES, &p);
+    jag_status st = seg_plan_make(op, s, C, f64 ? 8 : 4, CHUNK_TASKS, CHUNK_BYTES, JAG_GRAIN_REDUCE, &p);
     if (st) return st;
     /* the partial results of segments of several chunks, one per task */
     double *parts = p.nslots ? seg_parts_new(op, &p) : NULL;
@@ -807,7 +1008,18 @@ static jag_status seg_rows_reduce(const char *op, const ragged_batch *s, const j
 #define DEF_SEG_SOFTMAX_TASK(SUF, T)                                           \
     static void task_softmax_##SUF(const seg_plan *p, const T *in, T *out, const seg_task *t, bool lg, seg_part *r) { \
         T m[COL_BLOCK], f[COL_BLOCK];                                          \
-        rows_softmax_##SUF(p, in, out, t, lg, m, r->q);                        \
+        /* the next task's rows (a segment of its own) requested while this \
+         * one's exps run from cache: its max pass then reads from cache */  \
+        seg_pf pf = {0}, *pfp = NULL;                                          \
+        uintptr_t at = (uintptr_t)t, t0 = (uintptr_t)p->t; /* t: in the plan, or a group's copy */ \
+        if (at >= t0 && at + sizeof *t < t0 + (uintptr_t)p->ntasks * sizeof *t && t[1].nb == 1) { \
+            const seg_task *u = t + 1;                                         \
+            int64_t steps = t->n / 4 > 0 ? t->n / 4 : 1;                       \
+            pf = (seg_pf){(const char *)(in + u->r0 * p->C + u->c0), p->C * (int64_t)sizeof(T), \
+                          u->nc * (int64_t)sizeof(T), u->n, (u->n + steps - 1) / steps}; \
+            pfp = &pf;                                                         \
+        }                                                                      \
+        rows_softmax_##SUF(p, in, out, t, lg, m, r->q, pfp);                   \
         if (t->slot >= 0) {                                                    \
             for (int64_t c = 0; c < t->nc; c++) r->a[c] = m[c];                \
             return;                                                            \
@@ -874,7 +1086,7 @@ jag_status jag__ragged_softmax_kernel(const char *op, const jag_tensor *values, 
     if (!seg_tiles(s)) zero_all(y); /* rows not written */
     bool f64 = v->dtype == JAG_FLOAT64;
     seg_plan p = {0};
-    st = seg_plan_make(op, s, columns(s), f64 ? 8 : 4, SOFTMAX_TASKS, SOFTMAX_CHUNK_BYTES, &p);
+    st = seg_plan_make(op, s, columns(s), f64 ? 8 : 4, SOFTMAX_TASKS, SOFTMAX_CHUNK_BYTES, JAG_GRAIN_ROWS, &p);
     double *parts = !st && p.nslots ? seg_parts_new(op, &p) : NULL;
     if (st || (p.nslots && !parts)) {
         if (!st) st = jag_last_status();
@@ -975,7 +1187,7 @@ jag_status jag__ragged_softmax_backward_kernel(const char *op, const jag_tensor 
     int64_t C = columns(s), B = s->batch;
     bool f64 = yc->dtype == JAG_FLOAT64;
     seg_plan p = {0};
-    st = seg_plan_make(op, s, C, f64 ? 8 : 4, SOFTMAX_TASKS, SOFTMAX_CHUNK_BYTES, &p);
+    st = seg_plan_make(op, s, C, f64 ? 8 : 4, SOFTMAX_TASKS, SOFTMAX_CHUNK_BYTES, JAG_GRAIN_ROWS, &p);
     double *parts = !st && p.nslots ? seg_parts_new(op, &p) : NULL;
     double *sum = !st ? malloc((size_t)(B * C > 0 ? B * C : 1) * sizeof *sum) : NULL;
     if (!st && (!sum || (p.nslots && !parts))) st = jag__error(JAG_ENOMEM, "%s: out of memory", op);
@@ -1007,7 +1219,7 @@ jag_status jag__ragged_broadcast_kernel(const char *op, const jag_ragged_rows *r
     size_t es = f64 ? 8 : 4;
     const char *gp = jag__ptr(gc);
     char *o = jag__ptr(y);
-#pragma omp parallel for schedule(dynamic, 4) if (jag_numel(y) > JAG_PARALLEL_GRAIN)
+#pragma omp parallel for schedule(dynamic, 4) if (jag_numel(y) >= JAG_GRAIN_MEMORY) /* copies */
     for (int64_t b = 0; b < B; b++) { /* a block of g's row, scaled, then copied into each row */
         int64_t r0 = off[b], n = seg_len(s, b);
         double scale = mean && n ? 1.0 / (double)n : 1.0;
@@ -1178,7 +1390,7 @@ jag_status jag__ragged_reduce_kernel(const char *op, const jag_tensor *values, c
     int64_t blocks = (g.K + COL_BLOCK - 1) / COL_BLOCK, K = g.K, R = g.R, B = g.B;
     if (K == 0) blocks = 0;
     const int64_t *off = g.off;
-#pragma omp parallel for schedule(dynamic, 1) if (jag_numel(g.v) > JAG_PARALLEL_GRAIN)
+#pragma omp parallel for schedule(dynamic, 1) if (jag_numel(g.v) >= JAG_GRAIN_REDUCE)
     for (int64_t task = 0; task < B * blocks; task++) {
         int64_t b = task / blocks, k0 = task % blocks * COL_BLOCK, nk = K - k0 < COL_BLOCK ? K - k0 : COL_BLOCK;
         if (f64) seg_generic_f64((const double *)in, (double *)o, K, R, off[b], seg_len(s, b), b, k0, nk, kind, sp->correction);
@@ -1317,7 +1529,7 @@ static jag_status seg_grad_generic(const char *op, const ragged_batch *s, const 
         char *o = jag__ptr(z);
         jag_segment_kind kind = sp->kind;
         const int64_t *off = geo.off;
-#pragma omp parallel for schedule(dynamic, 1) if (jag_numel(z) > JAG_PARALLEL_GRAIN)
+#pragma omp parallel for schedule(dynamic, 1) if (jag_numel(z) >= JAG_GRAIN_ROWS) /* per element: g and the stats (an exp for logsumexp) */
         for (int64_t b = 0; b < B; b++) {
             int64_t r0 = off[b], n = seg_len(s, b);
             double cnt = (double)n * (double)R;
@@ -1503,7 +1715,7 @@ static jag_status seg_rows_grad(const char *op, const ragged_batch *s, const jag
     jag_segment_kind kind = sp->kind;
     bool stat = kind == JAG_SEG_VAR || kind == JAG_SEG_STD || kind == JAG_SEG_AMAX || kind == JAG_SEG_AMIN;
     seg_plan p;
-    jag_status st = seg_plan_make(op, s, C, f64 ? 8 : 4, CHUNK_TASKS, CHUNK_BYTES, &p);
+    jag_status st = seg_plan_make(op, s, C, f64 ? 8 : 4, CHUNK_TASKS, CHUNK_BYTES, JAG_GRAIN_ROWS, &p);
     if (st) return st;
     double *parts = stat && p.nslots ? seg_parts_new(op, &p) : NULL;
     double *sv = stat ? malloc((size_t)(B * C > 0 ? B * C : 1) * sizeof *sv) : NULL;

@@ -207,7 +207,7 @@ static inline float row_exp_f32(float x) { return jag__vm_exp_nonpos_f32(x); }
         }                                                                      \
     }                                                                          \
     static void run_##SUF(const T *in, T *out, int64_t O, int64_t R, int64_t I, bool log_out) { \
-        bool par = O * R * I >= JAG_PARALLEL_GRAIN;                            \
+        bool par = O * R * I >= JAG_GRAIN_ROWS;                                \
         if (I == 1) {                                                          \
             _Pragma("omp parallel for schedule(static) if (par)")              \
             for (int64_t o = 0; o < O; o++) row_##SUF(in + o * R, out + o * R, R, log_out); \
@@ -284,7 +284,7 @@ DEF_SOFTMAX(f64, double, exp_nonpos_f64, exp_nonpos_f64, log)
         }                                                                      \
     }                                                                          \
     static void back_run_##SUF(const T *g, const T *y, T *dx, int64_t O, int64_t R, int64_t I, bool log_out) { \
-        bool par = O * R * I >= JAG_PARALLEL_GRAIN;                            \
+        bool par = O * R * I >= JAG_GRAIN_ROWS;                                \
         if (I == 1) {                                                          \
             _Pragma("omp parallel for schedule(static) if (par)")              \
             for (int64_t o = 0; o < O; o++) back_row_##SUF(g + o * R, y + o * R, dx + o * R, R, log_out); \

@@ -40,7 +40,7 @@ static jag_status gather_components(const char *op, const nested_state *s, const
             return jag__error(JAG_ENOMEM, "%s: out of memory", op);
         }
         for (int64_t k = 0, r = 0; k < n; k++) at[k] = r, r += lens[k];
-#pragma omp parallel for schedule(dynamic, 1) if (rows * per_row > JAG_PARALLEL_GRAIN && n > 1)
+#pragma omp parallel for schedule(dynamic, 1) if (rows * per_row >= JAG_GRAIN_MEMORY && n > 1) /* copies */
         for (int64_t k = 0; k < n; k++)
             if (lens[k]) memcpy(dst + (size_t)at[k] * row, src + (size_t)o[picks[k]] * row, (size_t)lens[k] * row);
         free(at);

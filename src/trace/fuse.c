@@ -488,7 +488,11 @@ jag_status jag__fused_run(jag_fused *f, const jag_value *args, int nargs, jag_te
     }
     if (!fast) return run_unfused(f, args, nargs, outs);
     int64_t n = jag_numel(x), n_tiles = (n + TILE - 1) / TILE;
-    int nt = n >= JAG_PARALLEL_GRAIN ? omp_get_max_threads() : 1;
+    /* threads from JAG_GRAIN_MEMORY elements of work (internal.h): each step
+     * is a pointwise op on the tile, so the region counts as n_steps such
+     * loops over n elements (one read and one write of memory, the rest in
+     * cache) */
+    int nt = n * (f->n_steps > 0 ? f->n_steps : 1) >= JAG_GRAIN_MEMORY ? omp_get_max_threads() : 1;
     if (nt > n_tiles) nt = (int)(n_tiles ? n_tiles : 1);
     if (f->n_scratch < nt) {
         char **g = realloc(f->scratch, (size_t)nt * sizeof *g);
