@@ -496,11 +496,15 @@ jag_status jag_argmax(const jag_tensor *x, int dim, bool keepdim, jag_tensor **o
 jag_status jag_argmin(const jag_tensor *x, int dim, bool keepdim, jag_tensor **out);
 
 /* ------------------------------------------------------------------------ */
-/* Linear algebra (OpenBLAS)                                                 */
+/* Linear algebra (oneDNN and OpenBLAS)                                      */
 /* ------------------------------------------------------------------------ */
 
-/* (n, k) @ (k, m) -> (n, m). Float dtypes, both the same. bfloat16
- * operands run on oneDNN (AVX512-BF16 where the CPU has it): products
+/* (n, k) @ (k, m) -> (n, m). Float dtypes, both the same. float32 products
+ * of 64^3 multiply-adds and more run on oneDNN (dnnl_sgemm, or its matmul
+ * primitive for a transposed right operand of 16 rows and more, as linear
+ * has), smaller ones and float64 on OpenBLAS: float32 sums in a blocked
+ * order either way (bench/gemm_libs/README.md measured the choice against
+ * BLIS, MKL and torch). bfloat16 operands run on oneDNN (AVX512-BF16 where the CPU has it): products
  * summed in float32, each result rounded once to bfloat16, as torch's CPU
  * bfloat16 mm; float16 operands are widened to float32, multiplied by
  * OpenBLAS and rounded once. The same holds for jag_bmm and jag_linear
@@ -1145,7 +1149,7 @@ void jag_empty_cache(void);
  * OPENBLAS_CORETYPE is set. */
 const char *jag_blas_core(void);
 
-/* Threads used by jag's own kernels and by OpenBLAS (0 = all cores). */
+/* Threads used by jag's own kernels, OpenBLAS and oneDNN (0 = all cores). */
 void jag_set_num_threads(int n);
 int jag_get_num_threads(void);
 
