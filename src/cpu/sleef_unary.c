@@ -395,8 +395,10 @@ static inline SL_F32 sl_silu_f(SL_F32 x) {
  * has already rounded (1.05 ulp of the denormal spacing). Here c x is
  * fma(x', c_hi, x' c_lo) on x' = 2^64 x (normal, exact), c = c_hi + c_lo
  * in two floats (c_lo > 0, so that -0 stays -0), then scaled back by 2^-64 exactly or rounding once into
- * the denormals: within 0.5 ulp plus 2^-29 relative. */
-static inline SL_F32 sl_erf_f(SL_F32 x) {
+ * the denormals: within 0.5 ulp plus 2^-29 relative. The kernel of builds
+ * without AVX-512 (which run av_erf_f instead: unused there, hence the
+ * attribute). */
+__attribute__((unused)) static inline SL_F32 sl_erf_f(SL_F32 x) {
     SL_F32 y = SL_ERFF(x);
     sl_mf tiny = SL_LTF(SL_ABSF(x), SL_SET1F(0x1p-14f));
     if (SL_BITSF(tiny)) {
