@@ -74,7 +74,7 @@ static double now(void) {
 }
 
 /* oneDNN f32 matmul primitive, made per call (oneDNN's primitive cache makes
- * the second creation of a shape cheap), as src/cpu/gemm_bf16.c does. */
+ * the second creation of a shape cheap), as src/cpu/gemm_dnnl.c does. */
 static int dnnl_matmul_f32(const shape *s) {
     dnnl_memory_desc_t da, db, dc;
     dnnl_dims_t dims_a = {s->m, s->k}, dims_b = {s->k, s->n}, dims_c = {s->m, s->n};

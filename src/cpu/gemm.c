@@ -6,20 +6,19 @@
  * whenever their strides can be said to BLAS (row-major with a leading
  * dimension, or the transpose of that); only an operand whose strides cannot
  * is first copied to contiguous memory. bfloat16 operands go the same way
- * to oneDNN (gemm_bf16.c: float32 accumulation, one rounding; small ones
+ * to oneDNN (gemm_dnnl.c: float32 accumulation, one rounding; small ones
  * widened to sgemm, the same contract). float32 products of F32_DNNL_MACS
  * multiply-adds and more go to oneDNN too (dnnl_sgemm, or its matmul
  * primitive for linear's transposed weight), faster than OpenBLAS 0.3.21 on
  * this AVX-512 host (bench/gemm_libs.md). float16 has no product instruction
  * on x86 CPUs and takes the dispatcher's widening path (dispatch.c). */
 #include "kernels.h"
-#include "gemm_bf16.h"
+#include "gemm_dnnl.h"
 #include "../core/half.h"
 
 #include <cblas.h>
 #include <dnnl.h>
 #include <limits.h>
-#include <pthread.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -167,75 +166,6 @@ static bool in_parallel(void) {
 #endif
 }
 
-/* A (rows, cols) float32 operand as oneDNN sees it: row-major with leading
- * dimension ld, or the transpose of one. */
-static dnnl_status_t f32_desc(dnnl_memory_desc_t *d, int64_t rows, int64_t cols, const blas_operand *o) {
-    dnnl_dims_t dims = {rows, cols};
-    dnnl_dims_t strides = {o->trans == CblasTrans ? 1 : o->ld, o->trans == CblasTrans ? o->ld : 1};
-    return dnnl_memory_desc_init_by_strides(d, 2, dims, dnnl_f32, strides);
-}
-
-static dnnl_engine_t f32_engine;
-static bool f32_engine_ok;
-static pthread_once_t f32_engine_once = PTHREAD_ONCE_INIT;
-static void make_f32_engine(void) { f32_engine_ok = dnnl_engine_create(&f32_engine, dnnl_cpu, 0) == dnnl_success; }
-
-/* c (n, m) float32, contiguous = op(a) (n, k) @ op(b) (k, m) [+ c] on
- * oneDNN's matmul primitive (brgemm kernels). The primitive is made per call:
- * oneDNN's own primitive cache makes that a lookup after the first call of a
- * shape (1-3 us, gemm_bf16.c). Returns false, c untouched, when oneDNN
- * cannot make the primitive (no engine, an unimplemented CPU, no memory):
- * the caller then runs sgemm. A failure while executing is an error (*st). */
-static bool gemm_f32_dnnl_matmul(const char *op, int64_t n, int64_t m, int64_t k, const float *a,
-                                 const blas_operand *oa, const float *b, const blas_operand *ob, bool accumulate,
-                                 float *c, jag_status *st) {
-    pthread_once(&f32_engine_once, make_f32_engine);
-    if (!f32_engine_ok) return false;
-    dnnl_memory_desc_t da, db, dc;
-    dnnl_dims_t dims_c = {n, m};
-    dnnl_matmul_desc_t md;
-    dnnl_primitive_attr_t attr = NULL;
-    dnnl_post_ops_t post = NULL;
-    dnnl_primitive_desc_t pd = NULL;
-    dnnl_primitive_t prim = NULL;
-    dnnl_memory_t ma = NULL, mb = NULL, mc = NULL;
-    dnnl_stream_t stream = NULL;
-    dnnl_status_t s = f32_desc(&da, n, k, oa);
-    if (!s) s = f32_desc(&db, k, m, ob);
-    if (!s) s = dnnl_memory_desc_init_by_tag(&dc, 2, dims_c, dnnl_f32, dnnl_ab);
-    if (!s) s = dnnl_matmul_desc_init(&md, &da, &db, NULL, &dc);
-    if (!s) s = dnnl_primitive_attr_create(&attr);
-    if (!s && accumulate) { /* c += op(a) op(b) */
-        s = dnnl_post_ops_create(&post);
-        if (!s) s = dnnl_post_ops_append_sum(post, 1.0f);
-        if (!s) s = dnnl_primitive_attr_set_post_ops(attr, post);
-    }
-    if (!s) s = dnnl_primitive_desc_create(&pd, &md, attr, f32_engine, NULL);
-    if (!s) s = dnnl_primitive_create(&prim, pd);
-    if (!s) s = dnnl_memory_create(&ma, &da, f32_engine, (void *)a);
-    if (!s) s = dnnl_memory_create(&mb, &db, f32_engine, (void *)b);
-    if (!s) s = dnnl_memory_create(&mc, &dc, f32_engine, c);
-    if (!s) s = dnnl_stream_create(&stream, f32_engine, dnnl_stream_default_flags);
-    bool ran = !s;
-    if (ran) {
-        dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
-        s = dnnl_primitive_execute(prim, stream, 3, args);
-        if (!s) s = dnnl_stream_wait(stream);
-        *st = s == dnnl_success ? JAG_OK
-                                : jag__error(s == dnnl_out_of_memory ? JAG_ENOMEM : JAG_EINTERNAL,
-                                             "%s: the float32 GEMM library failed (oneDNN status %d)", op, (int)s);
-    }
-    if (stream) dnnl_stream_destroy(stream);
-    if (mc) dnnl_memory_destroy(mc);
-    if (mb) dnnl_memory_destroy(mb);
-    if (ma) dnnl_memory_destroy(ma);
-    if (prim) dnnl_primitive_destroy(prim);
-    if (pd) dnnl_primitive_desc_destroy(pd);
-    if (post) dnnl_post_ops_destroy(post);
-    if (attr) dnnl_primitive_attr_destroy(attr);
-    return ran;
-}
-
 /* c (n, m), contiguous = a (n, k) @ b (k, m) [+ c when accumulate];
  * n, m, k >= 1. `a`, `b` point at the matrices of one batch. */
 static jag_status gemm(const char *op, jag_dtype dt, int64_t n, int64_t m, int64_t k, const char *a,
@@ -251,11 +181,13 @@ static jag_status gemm(const char *op, jag_dtype dt, int64_t n, int64_t m, int64
      * F32_MATMUL_ROWS rows or more on the matmul primitive, the rest on
      * dnnl_sgemm (which checks its arguments before computing anything: on
      * a failure c is untouched). Either failing to start falls to OpenBLAS. */
-    jag_status st = JAG_OK;
     if (dt == JAG_FLOAT32 && n * m * k >= F32_DNNL_MACS && !in_parallel() && ob->trans == CblasTrans &&
-        n >= F32_MATMUL_ROWS &&
-        gemm_f32_dnnl_matmul(op, n, m, k, (const float *)a, oa, (const float *)b, ob, accumulate, (float *)c, &st))
-        return st;
+        n >= F32_MATMUL_ROWS) {
+        bool ran = false;
+        jag_status st = jag__gemm_f32_dnnl(op, n, m, k, (const float *)a, oa->trans == CblasTrans, oa->ld,
+                                           (const float *)b, true, ob->ld, accumulate, (float *)c, &ran);
+        if (ran || st) return st;
+    }
     if (dt == JAG_FLOAT32 && n * m * k >= F32_DNNL_MACS && !in_parallel() &&
         dnnl_sgemm(oa->trans == CblasTrans ? 'T' : 'N', ob->trans == CblasTrans ? 'T' : 'N', n, m, k, 1.0f,
                    (const float *)a, oa->ld, (const float *)b, ob->ld, accumulate ? 1.0f : 0.0f, (float *)c,
@@ -340,7 +272,7 @@ jag_status jag__bmm_kernel(const char *op, const jag_tensor *a, const jag_tensor
     par = B > 1 && omp_get_max_threads() > 1 && !omp_in_parallel() && (double)n * (double)m * (double)k <= (double)SMALL_GEMM_MACS;
 #endif
     int64_t sa = oa.batch_stride * es, sb = ob.batch_stride * es, sc = n * m * es;
-    /* a batch can fail in bfloat16 only (gemm_bf16.c); the error message is
+    /* a batch can fail on oneDNN only (gemm_dnnl.c); the error message is
      * per thread, so a failure on a worker thread is said again here */
     int failed = 0;
 #pragma omp parallel for if (par) schedule(static) reduction(| : failed)

@@ -134,7 +134,7 @@ static void arg_tensors(const jag_value *a, const jag_tensor *const **ts, int *n
 }
 
 /* Ops whose kernels compute bfloat16 themselves when every tensor operand
- * is bfloat16: the matrix products (src/cpu/gemm_bf16.c: float32
+ * is bfloat16: the matrix products (src/cpu/gemm_dnnl.c: float32
  * accumulation, one rounding). Mixed operands go to run_in_float32, whose
  * META call refuses them (JAG_EDTYPE); float16 is widened there. */
 static bool computes_bf16(jag_op_id op, const jag_value *args, int nargs) {

@@ -1,7 +1,9 @@
-/* gemm_bf16.c — bfloat16 matrix products on oneDNN's matmul primitive
+/* gemm_dnnl.c — matrix products on oneDNN's matmul primitive: bfloat16
  * (AVX512-BF16 `vdpbf16ps` where the CPU has it): bfloat16 operands,
  * float32 accumulation, each result rounded once to bfloat16, as PyTorch's
- * CPU bfloat16 mm computes (it runs the same library).
+ * CPU bfloat16 mm computes (it runs the same library); and float32 with a
+ * transposed right operand (linear's weight), where the primitive ran
+ * 1.2-2x OpenBLAS and dnnl_sgemm (gemm.c says when it is used).
  *
  * Why oneDNN and not a micro-kernel of our own: measured on this project's
  * 2-core AVX512-BF16 host (Debian libdnnl 2.6.3, implementation
@@ -16,7 +18,7 @@
  * again costs 1-3 us, because oneDNN keeps a primitive cache of its own
  * (1024 entries by default), so nothing is cached here. Note that
  * `vdpbf16ps` treats subnormal inputs and results as zero, as in PyTorch. */
-#include "gemm_bf16.h"
+#include "gemm_dnnl.h"
 
 #include "../core/half.h"
 #include "../core/internal.h"
@@ -52,23 +54,31 @@ bool jag__gemm_bf16_available(void) {
     return engine_status == dnnl_success && bf16_matmul_exists;
 }
 
-static jag_status dnnl_failed(const char *op, const char *what, dnnl_status_t s) {
-    if (s == dnnl_out_of_memory) return jag__error(JAG_ENOMEM, "%s: out of memory in the bfloat16 GEMM (%s)", op, what);
-    return jag__error(JAG_EINTERNAL, "%s: the bfloat16 GEMM library failed in %s (oneDNN status %d)", op, what, (int)s);
+static jag_status dnnl_failed(const char *op, const char *kind, const char *what, dnnl_status_t s) {
+    if (s == dnnl_out_of_memory) return jag__error(JAG_ENOMEM, "%s: out of memory in the %s GEMM (%s)", op, kind, what);
+    return jag__error(JAG_EINTERNAL, "%s: the %s GEMM library failed in %s (oneDNN status %d)", op, kind, what, (int)s);
 }
 
-/* The memory descriptor of op(x) (rows, cols): row-major with leading
- * dimension ld, or the transpose of a row-major (cols, rows). */
-static dnnl_status_t matrix_desc(dnnl_memory_desc_t *d, int64_t rows, int64_t cols, bool trans, int64_t ld) {
+/* The memory descriptor of op(x) (rows, cols) of elements `dt`: row-major
+ * with leading dimension ld, or the transpose of a row-major (cols, rows). */
+static dnnl_status_t matrix_desc(dnnl_memory_desc_t *d, dnnl_data_type_t dt, int64_t rows, int64_t cols, bool trans,
+                                 int64_t ld) {
     dnnl_dims_t dims = {rows, cols};
     dnnl_dims_t strides = {trans ? 1 : ld, trans ? ld : 1};
-    return dnnl_memory_desc_init_by_strides(d, 2, dims, dnnl_bf16, strides);
+    return dnnl_memory_desc_init_by_strides(d, 2, dims, dt, strides);
 }
 
-jag_status jag__gemm_bf16(const char *op, int64_t n, int64_t m, int64_t k, const uint16_t *a, bool a_trans,
-                          int64_t lda, const uint16_t *b, bool b_trans, int64_t ldb, bool accumulate, uint16_t *c) {
+/* c (n, m), contiguous = op(a) @ op(b) [+ c] on the matmul primitive, every
+ * operand of type dt. Returns dnnl_success, or the failing step's status
+ * with *what naming the step; *running says whether the primitive had
+ * started (c may then be partly written) or not (c untouched). */
+static dnnl_status_t run_matmul(dnnl_data_type_t dt, int64_t n, int64_t m, int64_t k, const void *a, bool a_trans,
+                                int64_t lda, const void *b, bool b_trans, int64_t ldb, bool accumulate, void *c,
+                                const char **what, bool *running) {
+    *running = false;
+    *what = "engine creation";
     pthread_once(&engine_once, make_engine);
-    if (engine_status != dnnl_success) return dnnl_failed(op, "engine creation", engine_status);
+    if (engine_status != dnnl_success) return engine_status;
     dnnl_memory_desc_t da, db, dc;
     dnnl_matmul_desc_t md;
     dnnl_primitive_attr_t attr = NULL;
@@ -78,26 +88,26 @@ jag_status jag__gemm_bf16(const char *op, int64_t n, int64_t m, int64_t k, const
     dnnl_memory_t ma = NULL, mb = NULL, mc = NULL;
     dnnl_stream_t stream = NULL;
     dnnl_dims_t dims_c = {n, m};
-    const char *what = "descriptors";
-    dnnl_status_t s = matrix_desc(&da, n, k, a_trans, lda);
-    if (!s) s = matrix_desc(&db, k, m, b_trans, ldb);
-    if (!s) s = dnnl_memory_desc_init_by_tag(&dc, 2, dims_c, dnnl_bf16, dnnl_ab);
+    *what = "descriptors";
+    dnnl_status_t s = matrix_desc(&da, dt, n, k, a_trans, lda);
+    if (!s) s = matrix_desc(&db, dt, k, m, b_trans, ldb);
+    if (!s) s = dnnl_memory_desc_init_by_tag(&dc, 2, dims_c, dt, dnnl_ab);
     if (!s) s = dnnl_matmul_desc_init(&md, &da, &db, NULL, &dc);
-    if (!s) what = "attributes", s = dnnl_primitive_attr_create(&attr);
+    if (!s) *what = "attributes", s = dnnl_primitive_attr_create(&attr);
     if (!s && accumulate) { /* c += op(a) op(b): the old c added in float32, one rounding */
         s = dnnl_post_ops_create(&post);
         if (!s) s = dnnl_post_ops_append_sum(post, 1.0f);
         if (!s) s = dnnl_primitive_attr_set_post_ops(attr, post);
     }
-    if (!s) what = "primitive creation", s = dnnl_primitive_desc_create(&pd, &md, attr, cpu_engine, NULL);
+    if (!s) *what = "primitive creation", s = dnnl_primitive_desc_create(&pd, &md, attr, cpu_engine, NULL);
     if (!s) s = dnnl_primitive_create(&prim, pd);
-    if (!s) what = "memory", s = dnnl_memory_create(&ma, &da, cpu_engine, (void *)a);
+    if (!s) *what = "memory", s = dnnl_memory_create(&ma, &da, cpu_engine, (void *)a);
     if (!s) s = dnnl_memory_create(&mb, &db, cpu_engine, (void *)b);
     if (!s) s = dnnl_memory_create(&mc, &dc, cpu_engine, c);
-    if (!s) what = "stream", s = dnnl_stream_create(&stream, cpu_engine, dnnl_stream_default_flags);
+    if (!s) *what = "stream", s = dnnl_stream_create(&stream, cpu_engine, dnnl_stream_default_flags);
     if (!s) {
         dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
-        what = "execution", s = dnnl_primitive_execute(prim, stream, 3, args);
+        *what = "execution", *running = true, s = dnnl_primitive_execute(prim, stream, 3, args);
         if (!s) s = dnnl_stream_wait(stream);
     }
     if (stream) dnnl_stream_destroy(stream);
@@ -108,7 +118,25 @@ jag_status jag__gemm_bf16(const char *op, int64_t n, int64_t m, int64_t k, const
     if (pd) dnnl_primitive_desc_destroy(pd);
     if (post) dnnl_post_ops_destroy(post);
     if (attr) dnnl_primitive_attr_destroy(attr);
-    return s == dnnl_success ? JAG_OK : dnnl_failed(op, what, s);
+    return s;
+}
+
+jag_status jag__gemm_bf16(const char *op, int64_t n, int64_t m, int64_t k, const uint16_t *a, bool a_trans,
+                          int64_t lda, const uint16_t *b, bool b_trans, int64_t ldb, bool accumulate, uint16_t *c) {
+    const char *what;
+    bool running;
+    dnnl_status_t s = run_matmul(dnnl_bf16, n, m, k, a, a_trans, lda, b, b_trans, ldb, accumulate, c, &what, &running);
+    return s == dnnl_success ? JAG_OK : dnnl_failed(op, "bfloat16", what, s);
+}
+
+jag_status jag__gemm_f32_dnnl(const char *op, int64_t n, int64_t m, int64_t k, const float *a, bool a_trans,
+                              int64_t lda, const float *b, bool b_trans, int64_t ldb, bool accumulate, float *c,
+                              bool *ran) {
+    const char *what;
+    bool running;
+    dnnl_status_t s = run_matmul(dnnl_f32, n, m, k, a, a_trans, lda, b, b_trans, ldb, accumulate, c, &what, &running);
+    *ran = s == dnnl_success || running;
+    return s == dnnl_success || !running ? JAG_OK : dnnl_failed(op, "float32", what, s);
 }
 
 /* ---- naive reference ----------------------------------------------------- */

@@ -1,7 +1,9 @@
-/* gemm_bf16.h — bfloat16 matrix products on oneDNN (AVX512-BF16): float32
- * accumulation, each result rounded once to bfloat16. Used by gemm.c. */
-#ifndef JAG_CPU_GEMM_BF16_H
-#define JAG_CPU_GEMM_BF16_H
+/* gemm_dnnl.h — matrix products on oneDNN's matmul primitive: bfloat16
+ * (AVX512-BF16; float32 accumulation, each result rounded once) and float32
+ * (linear's transposed weight, where the primitive is the fastest measured;
+ * bench/gemm_libs/README.md). Used by gemm.c. */
+#ifndef JAG_CPU_GEMM_DNNL_H
+#define JAG_CPU_GEMM_DNNL_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -21,6 +23,16 @@ bool jag__gemm_bf16_available(void);
  * library cannot make or run the product; c is then unspecified. */
 jag_status jag__gemm_bf16(const char *op, int64_t n, int64_t m, int64_t k, const uint16_t *a, bool a_trans,
                           int64_t lda, const uint16_t *b, bool b_trans, int64_t ldb, bool accumulate, uint16_t *c);
+
+/* c (n, m), float32, contiguous = op(a) (n, k) @ op(b) (k, m) [+ c when
+ * `accumulate`] on the matmul primitive, operands as jag__gemm_bf16's.
+ * *ran = true and JAG_OK when it ran; *ran = false and JAG_OK, c untouched
+ * and no error set, when oneDNN cannot make the product (no engine, no
+ * kernel for this CPU, no memory): the caller then runs another library;
+ * an error (op named) when it failed while running, c then unspecified. */
+jag_status jag__gemm_f32_dnnl(const char *op, int64_t n, int64_t m, int64_t k, const float *a, bool a_trans,
+                              int64_t lda, const float *b, bool b_trans, int64_t ldb, bool accumulate, float *c,
+                              bool *ran);
 
 /* The naive reference of jag__gemm_bf16: the inputs widened, the products
  * summed in float64, each result rounded to float32 and then to bfloat16. */
