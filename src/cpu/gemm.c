@@ -10,7 +10,7 @@
  * widened to sgemm, the same contract). float32 products of F32_DNNL_MACS
  * multiply-adds and more go to oneDNN too (dnnl_sgemm, or its matmul
  * primitive for linear's transposed weight), faster than OpenBLAS 0.3.21 on
- * this AVX-512 host (bench/gemm_libs.md). float16 has no product instruction
+ * this AVX-512 host (bench/gemm_libs/README.md). float16 has no product instruction
  * on x86 CPUs and takes the dispatcher's widening path (dispatch.c). */
 #include "kernels.h"
 #include "gemm_dnnl.h"
@@ -142,7 +142,7 @@ static jag_status gemm_bf16_widened(const char *op, int64_t n, int64_t m, int64_
  * parallel region, run on oneDNN (libdnnl, already linked for bfloat16)
  * instead of OpenBLAS 0.3.21: dnnl_sgemm (row-major, the arguments of
  * cblas_sgemm) or, below, the matmul primitive. On this project's 2-core
- * AVX-512 host (bench/gemm_libs.md: jag_mm / jag_linear before and after,
+ * AVX-512 host (bench/gemm_libs/README.md: jag_mm / jag_linear before and after,
  * one process, alternated) that made M = 1..128 rows with K, N in
  * 256..4096 1.1-12x faster (M = 1, K = N = 1024 linear: 12x; M = 7: 3-5x),
  * M = 2048 0.9-1.5x (parity within the noise at K = 4096), while OpenBLAS
