@@ -94,6 +94,7 @@ static void zero_all(jag_tensor *t) { memset(jag__ptr(t), 0, (size_t)jag_numel(t
 #define CHUNK_ELEMS 65536    /* fewest elements in a chunk of a long segment */
 #define CHUNK_TASKS 32       /* and at least (all rows) / CHUNK_TASKS rows (reductions: merging chunks is cheap) */
 #define SOFTMAX_TASKS 4      /* (softmax: a segment of several chunks takes one more pass over its rows) */
+#define SOFTMAX_UNCHUNKED_COLS (4 * COL_MIN) /* (softmax: from this many columns, blocks of them alone feed the threads) */
 #define CHUNK_BYTES (512 << 10) /* but at most this many bytes of values */
 #define SOFTMAX_CHUNK_BYTES (2 << 20) /* (softmax: a segment cut into chunks takes one more pass over its output, from
                                         memory when it is large: longer chunks, their later passes in L2 or L3) */
@@ -1027,24 +1028,33 @@ static jag_status seg_rows_reduce(const char *op, const ragged_batch *s, const j
         for (int64_t c = 0; c < t->nc; c++) f[c] = lg ? (T)log(r->q[c]) : (T)(1.0 / r->q[c]); \
         rows_scale_##SUF(p, out, t, lg, f);                                    \
     }                                                                          \
-    /* a chunk of a segment of several: scaled by the merged max and sum */   \
+    /* a chunk of a segment of several: scaled by the merged max and sum   \
+     * (the chunks' maxima, sums to the merged shift, column by column in  \
+     * vectors; exp(0) = 1 not computed) */                                \
     static void task_rescale_##SUF(const seg_plan *p, T *out, const seg_task *t, double *parts, \
                                    const seg_task *first, bool lg) {           \
         T f[COL_BLOCK];                                                        \
-        for (int64_t c = 0; c < t->nc; c++) {                                  \
-            double m = -INFINITY, sum = 0;                                     \
-            for (int64_t k = 0; k < first->nch; k++) {                         \
-                double mk = seg_slot(parts, p->width, first[k].slot).a[c];     \
-                m = mk > m ? mk : m;                                           \
+        double sh[COL_BLOCK], sum[COL_BLOCK];                                  \
+        int64_t nc = t->nc;                                                    \
+        for (int64_t c = 0; c < nc; c++) sh[c] = -INFINITY, sum[c] = 0;        \
+        for (int64_t k = 0; k < first->nch; k++) {                             \
+            const double *a = seg_slot(parts, p->width, first[k].slot).a;      \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) sh[c] = a[c] > sh[c] ? a[c] : sh[c]; \
+        }                                                                      \
+        for (int64_t c = 0; c < nc; c++) sh[c] = SEG_SHIFT(sh[c]);             \
+        for (int64_t k = 0; k < first->nch; k++) {                             \
+            seg_part rk = seg_slot(parts, p->width, first[k].slot);            \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) {                                 \
+                double d = SEG_SHIFT(rk.a[c]) - sh[c];                         \
+                sum[c] += rk.q[c] * (d < 0 ? jag__vm_exp_f64(d) : 1.0);        \
             }                                                                  \
-            double sh = SEG_SHIFT(m);                                          \
-            for (int64_t k = 0; k < first->nch; k++) {                         \
-                seg_part rk = seg_slot(parts, p->width, first[k].slot);        \
-                double d = SEG_SHIFT(rk.a[c]) - sh;                            \
-                sum += rk.q[c] * exp(d < 0 ? d : 0);                           \
-            }                                                                  \
-            double d = SEG_SHIFT(seg_slot(parts, p->width, t->slot).a[c]) - sh; \
-            f[c] = lg ? (T)(log(sum) - d) : (T)(exp(d < 0 ? d : 0) / sum);     \
+        }                                                                      \
+        const double *own = seg_slot(parts, p->width, t->slot).a;              \
+        for (int64_t c = 0; c < nc; c++) {                                     \
+            double d = SEG_SHIFT(own[c]) - sh[c];                              \
+            f[c] = lg ? (T)(log(sum[c]) - d) : (T)((d < 0 ? jag__vm_exp_f64(d) : 1.0) / sum[c]); \
         }                                                                      \
         rows_scale_##SUF(p, out, t, lg, f);                                    \
     }
@@ -1086,7 +1096,12 @@ jag_status jag__ragged_softmax_kernel(const char *op, const jag_tensor *values, 
     if (!seg_tiles(s)) zero_all(y); /* rows not written */
     bool f64 = v->dtype == JAG_FLOAT64;
     seg_plan p = {0};
-    st = seg_plan_make(op, s, columns(s), f64 ? 8 : 4, SOFTMAX_TASKS, SOFTMAX_CHUNK_BYTES, JAG_GRAIN_ROWS, &p);
+    /* segments are cut into chunks for the threads only when there are too
+     * few columns for blocks of them to feed the threads (a chunked segment
+     * takes one more pass); from the shapes alone, as the results must not
+     * depend on the thread count */
+    int64_t C = columns(s), tasks = C >= SOFTMAX_UNCHUNKED_COLS ? 1 : SOFTMAX_TASKS;
+    st = seg_plan_make(op, s, C, f64 ? 8 : 4, tasks, SOFTMAX_CHUNK_BYTES, JAG_GRAIN_ROWS, &p);
     double *parts = !st && p.nslots ? seg_parts_new(op, &p) : NULL;
     if (st || (p.nslots && !parts)) {
         if (!st) st = jag_last_status();
