@@ -699,6 +699,45 @@ static void test_norm_backward_vs_ref(void) {
     }
 }
 
+/* Enough rows that each of the kernel's 64 blocks of rows holds several:
+ * its four-rows-at-a-time path and the rows after the last four, against
+ * the reference; D = 37 (a partial vector) and 48; and the same bits on 1
+ * and 2 threads (the blocks depend on the row count alone). */
+static void test_norm_backward_many_rows(void) {
+    TEST_BEGIN();
+    const int64_t shapes[][2] = {{301, 37}, {1000, 48}};
+    for (int f = 0; f < 2; f++)
+        for (int si = 0; si < 2; si++) {
+            jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+            double tol = f ? 1e-11 : 2e-6;
+            jag_tensor *x = t_rand(shapes[si], 2, dt, -3, 5, 111 + si), *g = t_rand(shapes[si], 2, dt, -1, 1, 113 + si);
+            jag_tensor *w = t_rand(shapes[si] + 1, 1, dt, 0.5, 2, 115 + si);
+            for (int layer = 0; layer < 2; layer++) {
+                check_norm_backward(layer, x, g, 1, w, 1e-5, tol);
+                check_norm_backward(layer, x, g, 1, NULL, 1e-5, tol);
+                jag_value a[7];
+                int k = 0;
+                a[k++] = jag__v_tensor(g), a[k++] = jag__v_tensor(x);
+                if (layer) a[k++] = jag__v_tensor(NULL);
+                a[k++] = jag__v_tensor(NULL), a[k++] = jag__v_tensor(w), a[k++] = jag__v_int(1), a[k++] = jag__v_double(1e-5);
+                jag_op_id op = layer ? JAG_OP_layer_norm_backward : JAG_OP_rms_norm_backward;
+                jag_tensor *o1[3] = {0}, *o2[3] = {0};
+                int threads = jag_get_num_threads();
+                jag_set_num_threads(1);
+                CHECK_OK(jag__dispatch(op, a, k, o1));
+                jag_set_num_threads(2);
+                CHECK_OK(jag__dispatch(op, a, k, o2));
+                jag_set_num_threads(threads);
+                for (int i = 0; i < (layer ? 3 : 2) && o1[i] && o2[i]; i++)
+                    CHECK_MSG(memcmp(jag__ptr(o1[i]), jag__ptr(o2[i]),
+                                     (size_t)jag_numel(o1[i]) * jag_dtype_size(dt)) == 0,
+                              "%s output %d: 1 and 2 threads differ", layer ? "layer_norm_backward" : "rms_norm_backward", i);
+                release_n(o1, 3), release_n(o2, 3);
+            }
+            jag_release(x), jag_release(g), jag_release(w);
+        }
+}
+
 /* dx of softmax / log_softmax along dim computed here in double from the
  * outputs (torch's _softmax_backward_data: y (g - sum(g y)); log_softmax:
  * g - exp(y) sum(g)) against the backward op and its reference. */
@@ -955,6 +994,6 @@ static void test_norm_row_lengths(void) {
     }
 }
 
-TEST_MAIN(test_norm_backward_vs_ref, test_softmax_backward_vs_ref, test_norm_backward_gradcheck, test_norm_backward_nested,
+TEST_MAIN(test_norm_backward_vs_ref, test_norm_backward_many_rows, test_softmax_backward_vs_ref, test_norm_backward_gradcheck, test_norm_backward_nested,
           test_norm_backward_errors, test_softmax_hand, test_softmax_vs_ref, test_softmax_row_lengths, test_softmax_large, test_softmax_empty_0d, test_softmax_errors,
           test_norm_hand, test_norm_vs_ref, test_norm_row_lengths, test_norm_specials, test_norm_large_empty, test_norm_errors)

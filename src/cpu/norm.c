@@ -335,6 +335,51 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
         _Pragma("omp simd")                                                    \
         for (i = 0; i < D; i++) dx[i] = (T)(r * ((double)g[i] * w[i] - (double)x[i] * k)); \
     }                                                                          \
+    /* Four rows at once (n .. n + 3): their sums as layer_back_row's, and  \
+     * dw, db loaded and stored once for the four ((t0 + t1) + (t2 + t3)    \
+     * added), which was most of the memory traffic of the row at a time. */ \
+    static void layer_back_rows4_##SUF(const T *x, const T *g, T *dx, const double *w, const double *m, \
+                                       const double *r, int64_t D, double inv_d, double *dw, double *db, bool pf) { \
+        double sa[4][LANES] = {{0}}, sb[4][LANES] = {{0}};                     \
+        const T *x0 = x, *x1 = x + D, *x2 = x + 2 * D, *x3 = x + 3 * D;        \
+        const T *g0 = g, *g1 = g + D, *g2 = g + 2 * D, *g3 = g + 3 * D;        \
+        int64_t i = 0;                                                         \
+        for (; i + LANES <= D; i += LANES) {                                   \
+            for (int q = 0; q < 4 && pf; q++) /* the next four rows, a line of each */ \
+                __builtin_prefetch(x + (4 + q) * D + i), __builtin_prefetch(g + (4 + q) * D + i); \
+            _Pragma("omp simd")                                                \
+            for (int j = 0; j < LANES; j++) {                                  \
+                double wv = w[i + j];                                          \
+                double ga = (double)g0[i + j], gb = (double)g1[i + j], gc = (double)g2[i + j], gd = (double)g3[i + j]; \
+                double xa = ((double)x0[i + j] - m[0]) * r[0], xb = ((double)x1[i + j] - m[1]) * r[1]; \
+                double xc = ((double)x2[i + j] - m[2]) * r[2], xd = ((double)x3[i + j] - m[3]) * r[3]; \
+                double ha = ga * wv, hb = gb * wv, hc = gc * wv, hd = gd * wv; \
+                sa[0][j] += ha, sb[0][j] += ha * xa, sa[1][j] += hb, sb[1][j] += hb * xb; \
+                sa[2][j] += hc, sb[2][j] += hc * xc, sa[3][j] += hd, sb[3][j] += hd * xd; \
+                dw[i + j] += (ga * xa + gb * xb) + (gc * xc + gd * xd);        \
+                db[i + j] += (ga + gb) + (gc + gd);                            \
+            }                                                                  \
+        }                                                                      \
+        for (int j = 0; i < D; i++, j++) {                                     \
+            double wv = w[i], t = 0, u = 0;                                    \
+            for (int q = 0; q < 4; q++) {                                      \
+                double gv = (double)g[q * D + i], xh = ((double)x[q * D + i] - m[q]) * r[q], h = gv * wv; \
+                sa[q][j] += h, sb[q][j] += h * xh;                             \
+                t += gv * xh, u += gv;                                         \
+            }                                                                  \
+            dw[i] += t, db[i] += u;                                            \
+        }                                                                      \
+        for (int q = 0; q < 4; q++) {                                          \
+            double a = lane_sum(sa[q]) * inv_d, b = lane_sum(sb[q]) * inv_d, mq = m[q], rq = r[q]; \
+            const T *xq = x + q * D, *gq = g + q * D;                          \
+            T *dq = dx + q * D;                                                \
+            _Pragma("omp simd")                                                \
+            for (i = 0; i < D; i++) {                                          \
+                double xh = ((double)xq[i] - mq) * rq;                         \
+                dq[i] = (T)(rq * (((double)gq[i] * w[i] - a) - xh * b));       \
+            }                                                                  \
+        }                                                                      \
+    }                                                                          \
     /* mean, rstd: (N) saved statistics or NULL; part: NBLK x 2D zeroed */    \
     static void layer_back_run_##SUF(const T *x, const T *g, T *dx, const double *w, const double *mean, \
                                      const double *rstd, int64_t N, int64_t D, double eps, int64_t nblk, double *part) { \
@@ -342,16 +387,28 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
         _Pragma("omp parallel for schedule(static) if (N * D >= JAG_GRAIN_ROWS)") \
         for (int64_t k = 0; k < nblk; k++) {                                   \
             double *dw = part + k * 2 * D, *db = dw + D;                       \
-            for (int64_t n = k * N / nblk; n < (k + 1) * N / nblk; n++) {      \
-                double m, r;                                                   \
-                if (rstd) {                                                    \
-                    m = mean[n], r = rstd[n];                                  \
-                } else {                                                       \
-                    double var;                                                \
-                    layer_stats_##SUF(x + n * D, D, inv_d, &m, &var);          \
-                    r = 1.0 / sqrt(var + eps);                                 \
+            int64_t n = k * N / nblk, e = (k + 1) * N / nblk;                  \
+            double m[4], r[4];                                                 \
+            for (; n < e; n++) {                                               \
+                int q = 0;                                                     \
+                for (; q < 4 && n + q < e; q++) {                              \
+                    if (rstd) {                                                \
+                        m[q] = mean[n + q], r[q] = rstd[n + q];                \
+                    } else {                                                   \
+                        double var;                                            \
+                        layer_stats_##SUF(x + (n + q) * D, D, inv_d, &m[q], &var); \
+                        r[q] = 1.0 / sqrt(var + eps);                          \
+                    }                                                          \
                 }                                                              \
-                layer_back_row_##SUF(x + n * D, g + n * D, dx + n * D, w, m, r, D, inv_d, dw, db); \
+                if (q == 4) {                                                  \
+                    layer_back_rows4_##SUF(x + n * D, g + n * D, dx + n * D, w, m, r, D, inv_d, dw, db, n + 8 <= e); \
+                    n += 3;                                                    \
+                    continue;                                                  \
+                }                                                              \
+                for (int u = 0; u < q; u++)                                    \
+                    layer_back_row_##SUF(x + (n + u) * D, g + (n + u) * D, dx + (n + u) * D, w, m[u], r[u], D, \
+                                         inv_d, dw, db);                       \
+                n += q - 1;                                                    \
             }                                                                  \
         }                                                                      \
     }                                                                          \
