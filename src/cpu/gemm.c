@@ -172,25 +172,6 @@ static bool in_parallel(void) {
 #endif
 }
 
-/* The rows of a product that run on a oneDNN matmul primitive: n rounded
- * down to a multiple of 2^(floor(log2 n) - 3), the rest (under 1/8 of
- * them) running without one. oneDNN makes a primitive per shape (0.4-0.7
- * ms: JIT code) and keeps the last 1024 made; a ragged batch changes the
- * row count at every step, so that each product made one (in the ragged
- * training example, making primitives took twice the time of running
- * them). Rounded, the row counts take at most 8 values an octave, which
- * the cache keeps after the first steps. */
-static int64_t primitive_rows(int64_t n) {
-    int64_t step = 1;
-    while (step * 16 <= n) step *= 2;
-    return n / step * step;
-}
-
-/* the operand x (rows from its first) from row `rows` on */
-static const char *rows_on(const char *x, const blas_operand *o, int64_t rows, size_t es) {
-    return x + (size_t)(o->trans == CblasTrans ? rows : rows * o->ld) * es;
-}
-
 /* c (n, m), contiguous = a (n, k) @ b (k, m) [+ c when accumulate];
  * n, m, k >= 1. `a`, `b` point at the matrices of one batch. */
 static jag_status gemm(const char *op, jag_dtype dt, int64_t n, int64_t m, int64_t k, const char *a,
@@ -199,27 +180,19 @@ static jag_status gemm(const char *op, jag_dtype dt, int64_t n, int64_t m, int64
     if (dt == JAG_BFLOAT16 && (n * m * k <= BF16_WIDEN_MACS || !jag__gemm_bf16_available()))
         return gemm_bf16_widened(op, n, m, k, (const uint16_t *)a, oa, (const uint16_t *)b, ob, accumulate,
                                  (uint16_t *)c);
-    if (dt == JAG_BFLOAT16) { /* the primitive's rows, then the rest widened */
-        int64_t nh = primitive_rows(n);
-        jag_status st = jag__gemm_bf16(op, nh, m, k, (const uint16_t *)a, oa->trans == CblasTrans, oa->ld,
-                                       (const uint16_t *)b, ob->trans == CblasTrans, ob->ld, accumulate, (uint16_t *)c);
-        if (st || nh == n) return st;
-        return gemm_bf16_widened(op, n - nh, m, k, (const uint16_t *)rows_on(a, oa, nh, 2), oa, (const uint16_t *)b, ob,
-                                 accumulate, (uint16_t *)c + nh * m);
-    }
+    if (dt == JAG_BFLOAT16)
+        return jag__gemm_bf16(op, n, m, k, (const uint16_t *)a, oa->trans == CblasTrans, oa->ld, (const uint16_t *)b,
+                              ob->trans == CblasTrans, ob->ld, accumulate, (uint16_t *)c);
     /* float32 from F32_DNNL_MACS up: a transposed b (linear's weight) with
-     * F32_MATMUL_ROWS rows or more on the matmul primitive (its rows, the
-     * rest below), the rest on dnnl_sgemm (which checks its arguments
-     * before computing anything: on a failure c is untouched). Either
-     * failing to start falls to OpenBLAS. */
+     * F32_MATMUL_ROWS rows or more on the matmul primitive, the rest on
+     * dnnl_sgemm (which checks its arguments before computing anything: on
+     * a failure c is untouched). Either failing to start falls to OpenBLAS. */
     if (dt == JAG_FLOAT32 && n * m * k >= F32_DNNL_MACS && !in_parallel() && ob->trans == CblasTrans &&
         n >= F32_MATMUL_ROWS && k * m >= F32_MATMUL_WEIGHT) {
         bool ran = false;
-        int64_t nh = primitive_rows(n);
-        jag_status st = jag__gemm_f32_dnnl(op, nh, m, k, (const float *)a, oa->trans == CblasTrans, oa->ld,
+        jag_status st = jag__gemm_f32_dnnl(op, n, m, k, (const float *)a, oa->trans == CblasTrans, oa->ld,
                                            (const float *)b, true, ob->ld, accumulate, (float *)c, &ran);
-        if (st || (ran && nh == n)) return st;
-        if (ran) a = rows_on(a, oa, nh, sizeof(float)), c += (size_t)(nh * m) * sizeof(float), n -= nh;
+        if (ran || st) return st;
     }
     if (dt == JAG_FLOAT32 && n * m * k >= F32_DNNL_MACS && !in_parallel() &&
         dnnl_sgemm(oa->trans == CblasTrans ? 'T' : 'N', ob->trans == CblasTrans ? 'T' : 'N', n, m, k, 1.0f,
