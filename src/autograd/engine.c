@@ -9,8 +9,8 @@
 
 /* ---- grad mode ---------------------------------------------------------- */
 
-static _Thread_local bool grad_disabled; /* grad mode is on by default */
-static _Thread_local int below_autograd; /* > 0: inside an op already recorded */
+static JAG_TLS bool grad_disabled; /* grad mode is on by default */
+static JAG_TLS int below_autograd; /* > 0: inside an op already recorded */
 
 bool jag_set_grad_enabled(bool enabled) {
     bool prev = !grad_disabled;

@@ -12,6 +12,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A thread-local variable of the library. Initial-exec: one instruction to
+ * reach, where the general model (a shared library's default) calls
+ * __tls_get_addr in each function that touches one, some ten calls per
+ * op. glibc then places the library's whole thread-local block in the
+ * static block, whose spare room must hold it when the library is loaded
+ * late (dlopen: Python's import): so the thread-locals stay small, a few
+ * hundred bytes in all, and a larger per-thread buffer is a heap block
+ * reached through one (the error message, the released-handle ring). */
+#define JAG_TLS _Thread_local __attribute__((tls_model("initial-exec")))
+
 /* ---- storage ------------------------------------------------------------ */
 
 /* A refcounted block of memory. Either owned (freed with free) or borrowed

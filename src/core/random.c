@@ -17,7 +17,7 @@ struct jag_generator {
     uint64_t offset; /* Philox blocks consumed so far */
 };
 
-static _Thread_local jag_generator default_generator;
+static JAG_TLS jag_generator default_generator;
 
 void jag_manual_seed(uint64_t seed) {
     default_generator.seed = seed;

@@ -9,9 +9,9 @@ typedef struct scope {
 /* Each thread has its own stack of scopes and its own API depth. Scopes
  * below `floor` belong to a caller that is tracing a function: the function
  * runs as code at the top level with no scope open (jag__scope_isolate). */
-static _Thread_local scope *scopes;
-static _Thread_local size_t n_scopes, cap_scopes, floor_scopes;
-static _Thread_local int api_depth;
+static JAG_TLS scope *scopes;
+static JAG_TLS size_t n_scopes, cap_scopes, floor_scopes;
+static JAG_TLS int api_depth;
 
 void jag__enter(void) { api_depth++; }
 

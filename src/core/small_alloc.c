@@ -44,7 +44,7 @@ static int class_of(size_t n) {
     return c < N_CLASSES ? c : -1;
 }
 
-static _Thread_local free_list *lists;
+static JAG_TLS free_list *lists;
 static pthread_key_t lists_key;
 static pthread_once_t lists_once = PTHREAD_ONCE_INIT;
 

@@ -1,6 +1,7 @@
 /* status.c — status strings, the thread-local last error, internal asserts. */
 #include "internal.h"
 
+#include <pthread.h>
 #include <stdio.h>
 
 static const char *const status_text[] = {
@@ -14,22 +15,44 @@ const char *jag_status_str(jag_status s) {
     return status_text[s];
 }
 
-static _Thread_local char last_message[1024];
-static _Thread_local jag_status last_status = JAG_OK;
+/* The last error's text: a buffer per thread, made at its first error and
+ * freed when it exits (the thread-locals stay small: JAG_TLS). */
+#define MESSAGE_BYTES 1024
+static JAG_TLS char *last_message;
+static JAG_TLS jag_status last_status = JAG_OK;
+static pthread_key_t message_key;
+static pthread_once_t message_once = PTHREAD_ONCE_INIT;
 
-const char *jag_last_error(void) { return last_message; }
+static void message_free(void *p) {
+    free(p);
+    last_message = NULL;
+}
+
+static void message_make_key(void) { pthread_key_create(&message_key, message_free); }
+
+const char *jag_last_error(void) {
+    if (last_message) return last_message;
+    return last_status ? "(no memory was left for this error's message)" : "";
+}
+
 jag_status jag_last_status(void) { return last_status; }
 
 void jag_clear_error(void) {
-    last_message[0] = '\0';
+    if (last_message) last_message[0] = '\0';
     last_status = JAG_OK;
 }
 
 jag_status jag__error(jag_status status, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(last_message, sizeof last_message, fmt, ap);
-    va_end(ap);
+    if (!last_message && (last_message = malloc(MESSAGE_BYTES))) {
+        pthread_once(&message_once, message_make_key);
+        pthread_setspecific(message_key, last_message);
+    }
+    if (last_message) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(last_message, MESSAGE_BYTES, fmt, ap);
+        va_end(ap);
+    }
     last_status = status;
     return status;
 }

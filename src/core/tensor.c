@@ -7,7 +7,7 @@
  * tests. Per thread and plain (no atomic): ops never make or release tensors
  * inside their worker threads, and a shared atomic counter cost more than the
  * rest of a tiny op's bookkeeping. */
-static _Thread_local long live_tensors;
+static JAG_TLS long live_tensors;
 long jag__live_tensors(void) { return live_tensors; }
 
 /* A new header over storage, taking over one reference the caller holds. */
@@ -84,38 +84,39 @@ jag_tensor *jag__tensor_view(const jag_tensor *x, const int64_t *sizes, const in
  * mistake: a double release, or a release followed by a use) finds the mark
  * and is refused, instead of aliasing the next tensor made in its place.
  * The ring costs two stores per release; the checks one load and compare.
- * It is drained at thread exit. */
+ * It is a heap block per thread (the thread-locals stay small: JAG_TLS),
+ * made at the thread's first release and drained at its exit; without
+ * memory for it, headers go back at once. */
 #define QUARANTINE 64
-static _Thread_local jag_tensor *quarantine[QUARANTINE];
-static _Thread_local unsigned quarantine_next;
-static _Thread_local bool quarantine_registered;
+static JAG_TLS jag_tensor **quarantine;
+static JAG_TLS unsigned quarantine_next;
 static pthread_key_t quarantine_key;
 static pthread_once_t quarantine_once = PTHREAD_ONCE_INIT;
 
-static void quarantine_drain(void *unused) {
-    (void)unused;
-    for (int i = 0; i < QUARANTINE; i++) {
-        jag_tensor *t = quarantine[i];
-        quarantine[i] = NULL;
-        if (t) jag__small_free(t, sizeof *t);
-    }
-    quarantine_registered = false;
+static void quarantine_drain(void *ring) {
+    jag_tensor **q = ring;
+    for (int i = 0; i < QUARANTINE; i++)
+        if (q[i]) jag__small_free(q[i], sizeof *q[i]);
+    free(q);
+    quarantine = NULL;
 }
 
 static void quarantine_make_key(void) { pthread_key_create(&quarantine_key, quarantine_drain); }
 
 static void quarantine_put(jag_tensor *t) {
     t->magic = JAG_TENSOR_RELEASED;
+    if (!quarantine) {
+        if (!(quarantine = calloc(QUARANTINE, sizeof *quarantine))) {
+            jag__small_free(t, sizeof *t);
+            return;
+        }
+        pthread_once(&quarantine_once, quarantine_make_key);
+        pthread_setspecific(quarantine_key, quarantine); /* drained at thread exit */
+    }
     unsigned i = quarantine_next++ % QUARANTINE;
     jag_tensor *old = quarantine[i];
     quarantine[i] = t;
-    if (old) {
-        jag__small_free(old, sizeof *old);
-    } else if (!quarantine_registered) { /* drained at thread exit */
-        pthread_once(&quarantine_once, quarantine_make_key);
-        pthread_setspecific(quarantine_key, (void *)1);
-        quarantine_registered = true;
-    }
+    if (old) jag__small_free(old, sizeof *old);
 }
 
 jag_status jag__check_handle(const char *op, const char *arg, const jag_tensor *t) {

@@ -209,7 +209,7 @@ jag_status jag__dispatch_plain(jag_op_id op, const jag_value *args, int nargs, j
  * dispatched op goes to the recorder first. jag__trace_current is that
  * thread's recorder (NULL when none: one load on the hot path), also read
  * by the public entry points that behave differently while tracing. */
-extern _Thread_local void *jag__trace_current;
+extern JAG_TLS void *jag__trace_current;
 bool jag__tracing(void);      /* recording, and not inside a symbol */
 jag_status jag__trace_dispatch(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);
 /* jag__dispatch without the TRACE key (the recorder's own calls). */

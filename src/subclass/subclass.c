@@ -38,7 +38,7 @@ const jag_subclass *jag_subclass_find(const char *name) {
 
 /* Set while a built-in class registers itself (it must not recurse into
  * registering the built-ins). */
-static _Thread_local bool registering_builtin;
+static JAG_TLS bool registering_builtin;
 
 bool jag__set_registering_builtin(bool on) {
     bool prev = registering_builtin;

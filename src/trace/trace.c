@@ -251,7 +251,7 @@ int jag_trace_num_symbols(const jag_trace *t) { return t ? t->n_syms : -1; }
 
 /* ---- the recorder -------------------------------------------------------- */
 
-_Thread_local void *jag__trace_current;
+JAG_TLS void *jag__trace_current;
 #define current ((jag_recorder *)jag__trace_current)
 
 void jag__recorder_push(jag_recorder *r, jag_trace *trace, jag_rec_mode mode) {
