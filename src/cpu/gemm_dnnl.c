@@ -126,8 +126,8 @@ static dnnl_status_t run_matmul(dnnl_data_type_t dt, int64_t n, int64_t m, int64
  * multiple of 2^(floor(log2 n) - 3). oneDNN makes a primitive per shape
  * (0.4-0.7 ms: JIT code) and keeps the last 1024 made; a ragged batch
  * changes the row count at every step, so that each product made one (on
- * a training loop of fresh ragged batches, 177 of 360 products, 45 ms of
- * making for 439 ms of running). Rounded, the row counts take at most 8
+ * a training loop of fresh ragged batches, 177 of 360 products, 42-45 ms
+ * of making for 439 ms of running). Rounded, the row counts take at most 8
  * values an octave, which the cache keeps after the first steps. */
 static int64_t primitive_rows(int64_t n) {
     int64_t step = 1;

@@ -278,7 +278,8 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
 
 /* ---- backward kernels, per float type --------------------------------------
  *
- * One row at a time, in double, rounded once: with xhat = (x - mean) rstd
+ * A row at a time (layer_norm's four at a time where its block of rows
+ * holds them), in double, rounded once: with xhat = (x - mean) rstd
  * and h = g w, layer_norm's dx = rstd (h - mean(h) - xhat mean(h xhat)),
  * rms_norm's dx = rstd (h - x rstd^2 mean(h x)). The statistics are the
  * forward's when given, else the row's own, computed as the forward does
@@ -335,9 +336,12 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
         _Pragma("omp simd")                                                    \
         for (i = 0; i < D; i++) dx[i] = (T)(r * ((double)g[i] * w[i] - (double)x[i] * k)); \
     }                                                                          \
-    /* Four rows at once (n .. n + 3): their sums as layer_back_row's, and  \
-     * dw, db loaded and stored once for the four ((t0 + t1) + (t2 + t3)    \
-     * added), which was most of the memory traffic of the row at a time. */ \
+    /* Four rows at once (n .. n + 3): their sums as layer_back_row's, dw   \
+     * and db loaded and stored once for the four ((t0 + t1) + (t2 + t3)    \
+     * added), and the next four rows requested a line at a time meanwhile  \
+     * (pf), so that their statistics and first pass read from cache: 8192 \
+     * x 768 float32 with weight and bias went from 4.1-4.3 to 3.5 ms, the \
+     * request being what made the difference. */                          \
     static void layer_back_rows4_##SUF(const T *x, const T *g, T *dx, const double *w, const double *m, \
                                        const double *r, int64_t D, double inv_d, double *dw, double *db, bool pf) { \
         double sa[4][LANES] = {{0}}, sb[4][LANES] = {{0}};                     \
