@@ -221,6 +221,27 @@ static void test_index_select_batch_large_and_strided(void) {
     }
 }
 
+/* float32 components of odd byte counts (3 floats a row, odd lengths: 12,
+ * 36, 60, 84 bytes), so that the copy of each ends with bytes that do not
+ * fill a word: the picked components equal the input's. */
+static void test_index_select_batch_odd_bytes(void) {
+    TEST_BEGIN();
+    enum { B = 4 };
+    int64_t o[B + 1] = {0, 1, 4, 9, 16}, pick[B] = {3, 1, 2, 0}, nb1 = B + 1, nb = B, vs[2] = {16, 3};
+    jag_tensor *v = t_rand(vs, 2, JAG_FLOAT32, -2, 2, 41), *off = NULL, *x = NULL, *ix = NULL, *y = NULL;
+    CHECK_OK(jag_from_data(o, &nb1, 1, JAG_INT64, &off));
+    CHECK_OK(jag_nested_from_jagged(v, off, NULL, &x));
+    CHECK_OK(jag_from_data(pick, &nb, 1, JAG_INT64, &ix));
+    CHECK_OK(jag_index_select(x, 0, ix, &y));
+    jag_tensor *c[8], *want[B];
+    int n = 0;
+    CHECK_OK(jag_nested_unbind(x, c, 8, &n));
+    for (int k = 0; k < B; k++) want[k] = c[pick[k]];
+    CHECK(y && jag_nested_batch_size(y) == B && components_are(y, want, B));
+    release_all(c, n);
+    jag_release(v), jag_release(off), jag_release(x), jag_release(ix), jag_release(y);
+}
+
 /* ---- where, masked_fill ---------------------------------------------------- */
 
 static jag_status run_masked_fill(jag_tensor *const *in, int n, jag_tensor **out, void *ctx) {
@@ -328,4 +349,4 @@ static void test_to_padded_max(void) {
     jag_release(d);
 }
 
-TEST_MAIN(test_cat_batch, test_cat_stack_dense_dims, test_index_select_batch, test_index_select_batch_large_and_strided, test_where_masked_fill, test_to_padded_max)
+TEST_MAIN(test_cat_batch, test_cat_stack_dense_dims, test_index_select_batch, test_index_select_batch_large_and_strided, test_index_select_batch_odd_bytes, test_where_masked_fill, test_to_padded_max)

@@ -18,6 +18,22 @@ static int64_t comp_len(const nested_state *s, int64_t b) {
 /* The rows of components picks[0..n) of s, packed in that order: values
  * (sum of their lengths, D...), one block copy per component; *lens gets
  * each one's length. */
+/* n bytes from s to d (not overlapping), 8 at a time in vector registers.
+ * glibc's memmove (its `rep movsb` path on this project's AVX-512 AMD
+ * host) ran these copies of whole components at half this loop's rate in
+ * bench_nested's grid: index_select along the batch of 64 components of
+ * 256 x 64 floats took 106 us against 52 us, the padded tensor's 53 us. */
+static void copy_rows(char *restrict d, const char *restrict s, size_t n) {
+    size_t w = n / 8;
+#pragma omp simd
+    for (size_t i = 0; i < w; i++) {
+        uint64_t v;
+        memcpy(&v, s + i * 8, 8);
+        memcpy(d + i * 8, &v, 8);
+    }
+    memcpy(d + w * 8, s + w * 8, n - w * 8);
+}
+
 static jag_status gather_components(const char *op, const nested_state *s, const int64_t *picks, int64_t n, int64_t *lens,
                                     jag_tensor **out) {
     const jag_tensor *v = s->values;
@@ -42,7 +58,7 @@ static jag_status gather_components(const char *op, const nested_state *s, const
         for (int64_t k = 0, r = 0; k < n; k++) at[k] = r, r += lens[k];
 #pragma omp parallel for schedule(dynamic, 1) if (rows * per_row >= JAG_GRAIN_MEMORY && n > 1) /* copies */
         for (int64_t k = 0; k < n; k++)
-            if (lens[k]) memcpy(dst + (size_t)at[k] * row, src + (size_t)o[picks[k]] * row, (size_t)lens[k] * row);
+            if (lens[k]) copy_rows(dst + (size_t)at[k] * row, src + (size_t)o[picks[k]] * row, (size_t)lens[k] * row);
         free(at);
         *out = y;
         return JAG_OK;
