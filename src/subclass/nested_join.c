@@ -15,14 +15,11 @@ static int64_t comp_len(const nested_state *s, int64_t b) {
     return s->lengths ? i64c(s->lengths)[b] : o[b + 1] - o[b];
 }
 
-/* The rows of components picks[0..n) of s, packed in that order: values
- * (sum of their lengths, D...), one block copy per component; *lens gets
- * each one's length. */
 /* n bytes from s to d (not overlapping), 8 at a time in vector registers.
- * glibc's memmove (its `rep movsb` path on this project's AVX-512 AMD
- * host) ran these copies of whole components at half this loop's rate in
- * bench_nested's grid: index_select along the batch of 64 components of
- * 256 x 64 floats took 106 us against 52 us, the padded tensor's 53 us. */
+ * glibc's memmove (__memmove_avx512_unaligned_erms here) ran these copies
+ * of whole components at half this loop's rate in bench_nested's grid:
+ * index_select along the batch of 64 components of 256 x 64 floats took
+ * 106 us against 52 us, the padded tensor's 53 us. */
 static void copy_rows(char *restrict d, const char *restrict s, size_t n) {
     size_t w = n / 8;
 #pragma omp simd
@@ -34,6 +31,9 @@ static void copy_rows(char *restrict d, const char *restrict s, size_t n) {
     memcpy(d + w * 8, s + w * 8, n - w * 8);
 }
 
+/* The rows of components picks[0..n) of s, packed in that order: values
+ * (sum of their lengths, D...), one block copy per component; *lens gets
+ * each one's length. */
 static jag_status gather_components(const char *op, const nested_state *s, const int64_t *picks, int64_t n, int64_t *lens,
                                     jag_tensor **out) {
     const jag_tensor *v = s->values;
