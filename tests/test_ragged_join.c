@@ -221,25 +221,37 @@ static void test_index_select_batch_large_and_strided(void) {
     }
 }
 
-/* float32 components of odd byte counts (3 floats a row, odd lengths: 12,
- * 36, 60, 84 bytes), so that the copy of each ends with bytes that do not
- * fill a word: the picked components equal the input's. */
-static void test_index_select_batch_odd_bytes(void) {
+/* A gather large enough to be split among the threads (by output bytes, at
+ * multiples of 64): rows of 12 bytes, so that a thread's share starts and
+ * ends inside a row; components of length 0 and components picked twice;
+ * on 1, 2 and 3 threads, the picked components equal the input's. */
+static void test_index_select_batch_split(void) {
     TEST_BEGIN();
-    enum { B = 4 };
-    int64_t o[B + 1] = {0, 1, 4, 9, 16}, pick[B] = {3, 1, 2, 0}, nb1 = B + 1, nb = B, vs[2] = {16, 3};
-    jag_tensor *v = t_rand(vs, 2, JAG_FLOAT32, -2, 2, 41), *off = NULL, *x = NULL, *ix = NULL, *y = NULL;
+    enum { B = 50, P = 60, D = 3 };
+    int64_t o[B + 1] = {0}, pick[P], nb1 = B + 1, np = P;
+    for (int b = 0; b < B; b++) o[b + 1] = o[b] + (b % 7 == 3 ? 0 : 900 + (b * 211) % 900);
+    for (int k = 0; k < P; k++) pick[k] = (k * 17 + 5) % B;
+    int64_t vs[2] = {o[B], D};
+    CHECK(o[B] * D >= 65536 * 2); /* above the copy's grain (JAG_GRAIN_MEMORY elements) */
+    jag_tensor *v = t_rand(vs, 2, JAG_FLOAT32, -2, 2, 41), *off = NULL, *x = NULL, *ix = NULL;
     CHECK_OK(jag_from_data(o, &nb1, 1, JAG_INT64, &off));
     CHECK_OK(jag_nested_from_jagged(v, off, NULL, &x));
-    CHECK_OK(jag_from_data(pick, &nb, 1, JAG_INT64, &ix));
-    CHECK_OK(jag_index_select(x, 0, ix, &y));
-    jag_tensor *c[8], *want[B];
+    CHECK_OK(jag_from_data(pick, &np, 1, JAG_INT64, &ix));
+    jag_tensor *c[B], *want[P];
     int n = 0;
-    CHECK_OK(jag_nested_unbind(x, c, 8, &n));
-    for (int k = 0; k < B; k++) want[k] = c[pick[k]];
-    CHECK(y && jag_nested_batch_size(y) == B && components_are(y, want, B));
+    CHECK_OK(jag_nested_unbind(x, c, B, &n));
+    for (int k = 0; k < P; k++) want[k] = c[pick[k]];
+    int threads = jag_get_num_threads();
+    for (int t = 1; t <= 3; t++) {
+        jag_set_num_threads(t);
+        jag_tensor *y = NULL;
+        CHECK_OK(jag_index_select(x, 0, ix, &y));
+        CHECK(y && jag_nested_batch_size(y) == P && components_are(y, want, P));
+        jag_release(y);
+    }
+    jag_set_num_threads(threads);
     release_all(c, n);
-    jag_release(v), jag_release(off), jag_release(x), jag_release(ix), jag_release(y);
+    jag_release(v), jag_release(off), jag_release(x), jag_release(ix);
 }
 
 /* ---- where, masked_fill ---------------------------------------------------- */
@@ -349,4 +361,4 @@ static void test_to_padded_max(void) {
     jag_release(d);
 }
 
-TEST_MAIN(test_cat_batch, test_cat_stack_dense_dims, test_index_select_batch, test_index_select_batch_large_and_strided, test_index_select_batch_odd_bytes, test_where_masked_fill, test_to_padded_max)
+TEST_MAIN(test_cat_batch, test_cat_stack_dense_dims, test_index_select_batch, test_index_select_batch_large_and_strided, test_index_select_batch_split, test_where_masked_fill, test_to_padded_max)
