@@ -495,6 +495,43 @@ static void test_random(void) {
     jag_generator_free(g1), jag_generator_free(g2), jag_generator_free(g3);
 }
 
+/* JAG_PARALLEL_IF: below its condition the statement runs as plain code,
+ * outside any OpenMP region (an if() clause would run it in an inactive
+ * region of one thread: omp_get_level() 1), once; above, in a region of the
+ * threads asked for, once per thread for a plain region. */
+static void test_parallel_if(void) {
+    TEST_BEGIN();
+    int runs = 0, level = -1, count = -1, index = -1;
+    JAG_PARALLEL_IF(0, "omp parallel", {
+        runs++;
+        count = jag__thread_count(), index = jag__thread_index();
+#ifdef _OPENMP
+        level = omp_get_level();
+#endif
+    });
+    CHECK(runs == 1 && count == 1 && index == 0);
+#ifdef _OPENMP
+    CHECK(level == 0);
+    int threads = jag_get_num_threads();
+    jag_set_num_threads(2);
+    int seen[2] = {0, 0};
+    runs = 0;
+    JAG_PARALLEL_IF(runs == 0, "omp parallel num_threads(2)", {
+        int t = jag__thread_index();
+        if (t < 2 && jag__thread_count() == 2) seen[t] = omp_get_level();
+    });
+    CHECK(seen[0] == 1 && seen[1] == 1);
+    for (int big = 0; big < 2; big++) {
+        int64_t a[1000];
+        JAG_PARALLEL_SIMD_IF(big, for (int64_t i = 0; i < 1000; i++) a[i] = 3 * i;);
+        bool ok = true;
+        for (int64_t i = 0; i < 1000; i++) ok &= a[i] == 3 * i;
+        CHECK(ok);
+    }
+    jag_set_num_threads(threads);
+#endif
+}
+
 /* The generator against Philox-4x32-10 itself: Random123's known answer for
  * counter 0 under key 0, then every element of draws of several sizes (the
  * blocks are made many at a time) against the one-block reference, from an
@@ -586,4 +623,4 @@ static void test_item_errors(void) {
 
 TEST_MAIN(test_status_strings, test_creation, test_from_blob, test_storage_reuse, test_small_block_classes, test_storage_blocks_come_back, test_blas_core_name, test_creation_errors, test_views,
           test_view_reshape_strides, test_view_errors, test_copy_and_convert, test_copy_inplace,
-          test_copy_large_parallel, test_scopes, test_random, test_random_is_philox, test_format, test_item_errors)
+          test_copy_large_parallel, test_scopes, test_random, test_random_is_philox, test_format, test_item_errors, test_parallel_if)

@@ -161,41 +161,42 @@ jag_status jag__random_new(const char *op, const int64_t *sizes, int ndim, doubl
         uint16_t hb = bf16 ? jag__f32_to_bf16(fb) : jag__f32_to_f16(fb);
         half_below = (bf16 ? jag__bf16_to_f32(hb) : jag__f16_to_f32(hb)) >= fb ? half_step_down(hb) : hb;
     }
-#pragma omp parallel for schedule(static) if (n >= JAG_GRAIN_COMPUTE) /* Philox rounds per element, and log and sincos for normals: COMPUTE */
-    for (int64_t ch = 0; ch < chunks; ch++) {
-        uint32_t w[4][PHILOX_LANES];
-        philox_lanes(g->offset + (uint64_t)(ch * PHILOX_LANES), g->seed, w);
-        double v[2 * PHILOX_LANES]; /* element 2 j from words 0, 1 of block j; 2 j + 1 from words 2, 3 */
-        if (kind == JAG_DIST_UNIFORM) {
-            for (int j = 0; j < PHILOX_LANES; j++) {
-                v[2 * j] = a + (b - a) * u01_53(w[0][j], w[1][j]);
-                v[2 * j + 1] = a + (b - a) * u01_53(w[2][j], w[3][j]);
+    /* Philox rounds per element, and log and sincos for normals: COMPUTE */
+    JAG_PARALLEL_IF(n >= JAG_GRAIN_COMPUTE, "omp parallel for schedule(static)",
+        for (int64_t ch = 0; ch < chunks; ch++) {
+            uint32_t w[4][PHILOX_LANES];
+            philox_lanes(g->offset + (uint64_t)(ch * PHILOX_LANES), g->seed, w);
+            double v[2 * PHILOX_LANES]; /* element 2 j from words 0, 1 of block j; 2 j + 1 from words 2, 3 */
+            if (kind == JAG_DIST_UNIFORM) {
+                for (int j = 0; j < PHILOX_LANES; j++) {
+                    v[2 * j] = a + (b - a) * u01_53(w[0][j], w[1][j]);
+                    v[2 * j + 1] = a + (b - a) * u01_53(w[2][j], w[3][j]);
+                }
+            } else {
+                for (int j = 0; j < PHILOX_LANES; j++) {
+                    double u1 = u01_53(w[0][j], w[1][j]), u2 = u01_53(w[2][j], w[3][j]);
+                    double r = sqrt(-2.0 * log(1.0 - u1)); /* 1 - u1 is in (0, 1] */
+                    v[2 * j] = a + b * r * cos(2.0 * M_PI * u2);
+                    v[2 * j + 1] = a + b * r * sin(2.0 * M_PI * u2);
+                }
             }
-        } else {
-            for (int j = 0; j < PHILOX_LANES; j++) {
-                double u1 = u01_53(w[0][j], w[1][j]), u2 = u01_53(w[2][j], w[3][j]);
-                double r = sqrt(-2.0 * log(1.0 - u1)); /* 1 - u1 is in (0, 1] */
-                v[2 * j] = a + b * r * cos(2.0 * M_PI * u2);
-                v[2 * j + 1] = a + b * r * sin(2.0 * M_PI * u2);
+            int64_t i0 = ch * 2 * PHILOX_LANES, m = n - i0 < 2 * PHILOX_LANES ? n - i0 : 2 * PHILOX_LANES;
+            if (f32) {
+                for (int64_t i = 0; i < m; i++) {
+                    float x = (float)v[i];
+                    f32[i0 + i] = clamp_f32 && x >= fb ? below : x;
+                }
+            } else if (f16) {
+                for (int64_t i = 0; i < m; i++) {
+                    float x = (float)v[i];
+                    uint16_t h = bf16 ? jag__f32_to_bf16(x) : jag__f32_to_f16(x);
+                    float back = bf16 ? jag__bf16_to_f32(h) : jag__f16_to_f32(h);
+                    f16[i0 + i] = clamp_f32 && back >= fb ? half_below : h;
+                }
+            } else {
+                memcpy(f64 + i0, v, (size_t)m * sizeof *v);
             }
-        }
-        int64_t i0 = ch * 2 * PHILOX_LANES, m = n - i0 < 2 * PHILOX_LANES ? n - i0 : 2 * PHILOX_LANES;
-        if (f32) {
-            for (int64_t i = 0; i < m; i++) {
-                float x = (float)v[i];
-                f32[i0 + i] = clamp_f32 && x >= fb ? below : x;
-            }
-        } else if (f16) {
-            for (int64_t i = 0; i < m; i++) {
-                float x = (float)v[i];
-                uint16_t h = bf16 ? jag__f32_to_bf16(x) : jag__f32_to_f16(x);
-                float back = bf16 ? jag__bf16_to_f32(h) : jag__f16_to_f32(h);
-                f16[i0 + i] = clamp_f32 && back >= fb ? half_below : h;
-            }
-        } else {
-            memcpy(f64 + i0, v, (size_t)m * sizeof *v);
-        }
-    }
+        });
     g->offset += (uint64_t)blocks;
     *out = t;
     return jag__leave(JAG_OK, out, 1);

@@ -173,11 +173,11 @@ jag_status jag__embedding_bag_kernel(const char *op, const jag_tensor *weight, c
         const void *wp = jag__ptr(w), *pp = psw ? jag__ptr(psw) : NULL;
         char *y = jag__ptr(out);
         /* a gathered sum: the bags' rows (ix x D elements) read, reduced into B x D (REDUCE) */
-#pragma omp parallel for schedule(dynamic, 1) if (a.ix->sizes[0] * D >= JAG_GRAIN_REDUCE)
-        for (int64_t b = 0; b < B; b++) {
-            if (f64) bag_f64(wp, ix, pp, off[b], off[b + 1], D, a.mode, (double *)y + b * D);
-            else bag_f32(wp, ix, pp, off[b], off[b + 1], D, a.mode, (float *)y + b * D);
-        }
+        JAG_PARALLEL_IF(a.ix->sizes[0] * D >= JAG_GRAIN_REDUCE, "omp parallel for schedule(dynamic, 1)",
+            for (int64_t b = 0; b < B; b++) {
+                if (f64) bag_f64(wp, ix, pp, off[b], off[b + 1], D, a.mode, (double *)y + b * D);
+                else bag_f32(wp, ix, pp, off[b], off[b + 1], D, a.mode, (float *)y + b * D);
+            });
     }
     jag_release(w), jag_release(psw);
     free(ix), free(off);

@@ -281,10 +281,10 @@ jag_status jag__bmm_kernel(const char *op, const jag_tensor *a, const jag_tensor
     /* a batch can fail on oneDNN only (gemm_dnnl.c); the error message is
      * per thread, so a failure on a worker thread is said again here */
     int failed = 0;
-#pragma omp parallel for if (par) schedule(static) reduction(| : failed)
-    for (int64_t i = 0; i < B; i++)
-        if (!failed && gemm(op, dt, n, m, k, oa.base + i * sa, &oa, ob.base + i * sb, &ob, false, c + i * sc))
-            failed = 1;
+    JAG_PARALLEL_IF(par, "omp parallel for schedule(static) reduction(| : failed)",
+        for (int64_t i = 0; i < B; i++)
+            if (!failed && gemm(op, dt, n, m, k, oa.base + i * sa, &oa, ob.base + i * sb, &ob, false, c + i * sc))
+                failed = 1;);
     jag_release(oa.copy);
     jag_release(ob.copy);
     if (!failed) return JAG_OK;
@@ -322,9 +322,9 @@ static void fill_rows_with_bias(jag_tensor *out, const jag_tensor *bias, int64_t
         bp = o;
     }
     size_t row_bytes = (size_t)cols * es;
-#pragma omp parallel for if (rows * cols >= JAG_GRAIN_MEMORY) schedule(static)
-    for (int64_t r = 0; r < rows; r++)
-        if (o + r * (int64_t)row_bytes != bp) memcpy(o + r * (int64_t)row_bytes, bp, row_bytes);
+    JAG_PARALLEL_IF(rows * cols >= JAG_GRAIN_MEMORY, "omp parallel for schedule(static)",
+        for (int64_t r = 0; r < rows; r++)
+            if (o + r * (int64_t)row_bytes != bp) memcpy(o + r * (int64_t)row_bytes, bp, row_bytes););
 }
 
 // x is (..., in) viewed as (rows, in), w is (out, in), bias is (out) or NULL, out is (..., out) contiguous

@@ -68,17 +68,14 @@ static jag_status read_indices(const char *op, const char *name, const jag_tenso
     if (!buf) return jag__error(JAG_ENOMEM, "%s: out of memory reading argument '%s'", op, name);
     int64_t first_bad = INT64_MAX;
     if (n > 0) {
-#pragma omp parallel if (n >= JAG_GRAIN_MEMORY)
-        {
-            int64_t t = 0, nt = 1;
-#ifdef _OPENMP
-            t = omp_get_thread_num(), nt = omp_get_num_threads();
-#endif
-            int64_t b = n * t / nt, e = n * (t + 1) / nt, bad = INT64_MAX;
-            if (b < e) read_index_range(ix, b, e, limit, buf, &bad);
-#pragma omp critical(jag_index_first_bad)
-            if (bad < first_bad) first_bad = bad;
-        }
+        JAG_PARALLEL_IF(n >= JAG_GRAIN_MEMORY, "omp parallel",
+            {
+                int64_t t = jag__thread_index(), nt = jag__thread_count();
+                int64_t b = n * t / nt, e = n * (t + 1) / nt, bad = INT64_MAX;
+                if (b < e) read_index_range(ix, b, e, limit, buf, &bad);
+                _Pragma("omp critical(jag_index_first_bad)")
+                if (bad < first_bad) first_bad = bad;
+            });
     }
     if (first_bad != INT64_MAX) {
         int64_t pos[JAG_MAX_DIMS], r = first_bad, v = buf[first_bad];
@@ -146,39 +143,36 @@ jag_status jag__index_select_kernel(const char *op, const jag_tensor *x, int d, 
          * `inner` elements. */
         size_t bytes = (size_t)inner * es;
         int64_t rows = outer * L;
-#pragma omp parallel if (total >= JAG_GRAIN_MEMORY)
-        {
-            int64_t t = 0, nt = 1;
-#ifdef _OPENMP
-            t = omp_get_thread_num(), nt = omp_get_num_threads();
-#endif
-            int64_t b = rows * t / nt, e = rows * (t + 1) / nt, last_o = -1, obase = 0, unused;
-            for (int64_t r = b; r < e; r++) {
-                int64_t o = r / L, j = r % L;
-                if (o != last_o) { /* offset of the outer coordinates o */
-                    obase = row_base(x, x->sizes, d + 1, o, -1, &unused) * (int64_t)es;
-                    last_o = o;
+        JAG_PARALLEL_IF(total >= JAG_GRAIN_MEMORY, "omp parallel",
+            {
+                int64_t t = jag__thread_index(), nt = jag__thread_count();
+                int64_t b = rows * t / nt, e = rows * (t + 1) / nt, last_o = -1, obase = 0, unused;
+                for (int64_t r = b; r < e; r++) {
+                    int64_t o = r / L, j = r % L;
+                    if (o != last_o) { /* offset of the outer coordinates o */
+                        obase = row_base(x, x->sizes, d + 1, o, -1, &unused) * (int64_t)es;
+                        last_o = o;
+                    }
+                    memcpy(ob + r * (int64_t)bytes, xb + obase + idx[j] * sd, bytes);
                 }
-                memcpy(ob + r * (int64_t)bytes, xb + obase + idx[j] * sd, bytes);
-            }
-        }
+            });
     } else {
         /* General path: out as (rows, C) over its last dim; each element's
          * source offset comes from its coordinates, dim d mapped via idx. */
         int nd = out->ndim, last = nd - 1;
         int64_t C = out->sizes[last], rows = total / C, sl = x->strides[last] * (int64_t)es;
-#pragma omp parallel for if (total >= JAG_GRAIN_MEMORY) schedule(static)
-        for (int64_t r = 0; r < rows; r++) {
-            int64_t cd = 0;
-            int64_t base = row_base(x, out->sizes, nd, r, d, &cd) * (int64_t)es;
-            char *o = ob + r * C * (int64_t)es;
-            if (d == last) {
-                for (int64_t c = 0; c < C; c++) copy_elem(o + c * (int64_t)es, xb + base + idx[c] * sd, es);
-            } else {
-                const char *s = xb + base + idx[cd] * sd;
-                for (int64_t c = 0; c < C; c++) copy_elem(o + c * (int64_t)es, s + c * sl, es);
-            }
-        }
+        JAG_PARALLEL_IF(total >= JAG_GRAIN_MEMORY, "omp parallel for schedule(static)",
+            for (int64_t r = 0; r < rows; r++) {
+                int64_t cd = 0;
+                int64_t base = row_base(x, out->sizes, nd, r, d, &cd) * (int64_t)es;
+                char *o = ob + r * C * (int64_t)es;
+                if (d == last) {
+                    for (int64_t c = 0; c < C; c++) copy_elem(o + c * (int64_t)es, xb + base + idx[c] * sd, es);
+                } else {
+                    const char *s = xb + base + idx[cd] * sd;
+                    for (int64_t c = 0; c < C; c++) copy_elem(o + c * (int64_t)es, s + c * sl, es);
+                }
+            });
     }
     free(idx);
     return JAG_OK;
@@ -205,18 +199,18 @@ jag_status jag__gather_kernel(const char *op, const jag_tensor *x, int d, const 
     int nd = out->ndim, last = nd - 1;
     int64_t C = out->sizes[last], rows = total / C;
     int64_t sd = x->strides[d] * (int64_t)es, sl = x->strides[last] * (int64_t)es;
-#pragma omp parallel for if (total >= JAG_GRAIN_MEMORY) schedule(static)
-    for (int64_t r = 0; r < rows; r++) {
-        int64_t unused;
-        int64_t base = row_base(x, out->sizes, nd, r, d, &unused) * (int64_t)es;
-        const int64_t *ir = idx + r * C;
-        char *o = ob + r * C * (int64_t)es;
-        if (d == last) {
-            for (int64_t c = 0; c < C; c++) copy_elem(o + c * (int64_t)es, xb + base + ir[c] * sd, es);
-        } else {
-            for (int64_t c = 0; c < C; c++) copy_elem(o + c * (int64_t)es, xb + base + c * sl + ir[c] * sd, es);
-        }
-    }
+    JAG_PARALLEL_IF(total >= JAG_GRAIN_MEMORY, "omp parallel for schedule(static)",
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t unused;
+            int64_t base = row_base(x, out->sizes, nd, r, d, &unused) * (int64_t)es;
+            const int64_t *ir = idx + r * C;
+            char *o = ob + r * C * (int64_t)es;
+            if (d == last) {
+                for (int64_t c = 0; c < C; c++) copy_elem(o + c * (int64_t)es, xb + base + ir[c] * sd, es);
+            } else {
+                for (int64_t c = 0; c < C; c++) copy_elem(o + c * (int64_t)es, xb + base + c * sl + ir[c] * sd, es);
+            }
+        });
     free(idx);
     return JAG_OK;
 }
@@ -239,15 +233,15 @@ jag_status jag__embedding_kernel(const char *op, const jag_tensor *w, const jag_
     int64_t s0 = w->strides[0] * (int64_t)es, s1 = w->strides[1] * (int64_t)es;
     size_t row_bytes = (size_t)D * es;
     if (D == 1 || s1 == (int64_t)es) { /* rows of the table are contiguous */
-#pragma omp parallel for if (N * D >= JAG_GRAIN_MEMORY) schedule(static)
-        for (int64_t i = 0; i < N; i++) memcpy(ob + i * (int64_t)row_bytes, wb + idx[i] * s0, row_bytes);
+        JAG_PARALLEL_IF(N * D >= JAG_GRAIN_MEMORY, "omp parallel for schedule(static)",
+            for (int64_t i = 0; i < N; i++) memcpy(ob + i * (int64_t)row_bytes, wb + idx[i] * s0, row_bytes););
     } else {
-#pragma omp parallel for if (N * D >= JAG_GRAIN_MEMORY) schedule(static)
-        for (int64_t i = 0; i < N; i++) {
-            const char *src = wb + idx[i] * s0;
-            char *dst = ob + i * (int64_t)row_bytes;
-            for (int64_t j = 0; j < D; j++) copy_elem(dst + j * (int64_t)es, src + j * s1, es);
-        }
+        JAG_PARALLEL_IF(N * D >= JAG_GRAIN_MEMORY, "omp parallel for schedule(static)",
+            for (int64_t i = 0; i < N; i++) {
+                const char *src = wb + idx[i] * s0;
+                char *dst = ob + i * (int64_t)row_bytes;
+                for (int64_t j = 0; j < D; j++) copy_elem(dst + j * (int64_t)es, src + j * s1, es);
+            });
     }
     free(idx);
     return JAG_OK;

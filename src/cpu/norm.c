@@ -143,13 +143,15 @@ static inline double lane_sum(const double *s) {
     __attribute__((unused)) /* float32 on AVX-512: av_layer_run_f32 */     \
     static void layer_run_##SUF(const T *x, T *y, const double *w, const double *b, int64_t N, int64_t D, double eps, \
                                 T *mo, T *ro) {                                \
-        _Pragma("omp parallel for schedule(static) if (N * D >= JAG_GRAIN_ROWS)") \
-        for (int64_t n = 0; n < N; n++)                                        \
-            layer_row_##SUF(x + n * D, y + n * D, w, b, D, 1.0 / (double)D, eps, mo ? mo + n : NULL, ro ? ro + n : NULL); \
+        JAG_PARALLEL_IF(N * D >= JAG_GRAIN_ROWS, "omp parallel for schedule(static)", \
+            for (int64_t n = 0; n < N; n++)                                    \
+                layer_row_##SUF(x + n * D, y + n * D, w, b, D, 1.0 / (double)D, eps, mo ? mo + n : NULL, \
+                                ro ? ro + n : NULL););                         \
     }                                                                          \
     static void rms_run_##SUF(const T *x, T *y, const double *w, int64_t N, int64_t D, double eps, T *ro) { \
-        _Pragma("omp parallel for schedule(static) if (N * D >= JAG_GRAIN_ROWS)") \
-        for (int64_t n = 0; n < N; n++) rms_row_##SUF(x + n * D, y + n * D, w, D, 1.0 / (double)D, eps, ro ? ro + n : NULL); \
+        JAG_PARALLEL_IF(N * D >= JAG_GRAIN_ROWS, "omp parallel for schedule(static)", \
+            for (int64_t n = 0; n < N; n++)                                    \
+                rms_row_##SUF(x + n * D, y + n * D, w, D, 1.0 / (double)D, eps, ro ? ro + n : NULL);); \
     }
 
 DEF_NORM(f32, float)
@@ -255,24 +257,24 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
     enum { RB = 8 }; /* rows per block: the pipelining restarts once a block */
     const double inv_d = 1.0 / (double)D;
     const int64_t nb = (N + RB - 1) / RB;
-    _Pragma("omp parallel for schedule(static) if (N * D >= JAG_GRAIN_ROWS)")
-    for (int64_t blk = 0; blk < nb; blk++) {
-        int64_t n0 = blk * RB, n1 = n0 + RB < N ? n0 + RB : N;
-        double mean, var;
-        av_layer_stats(x + n0 * D, D, inv_d, &mean, &var);
-        double rstd = 1.0 / sqrt(var + eps);
-        for (int64_t n = n0; n < n1; n++) {
-            double nmean = 0, nrstd = 0;
-            if (n + 1 < n1) { /* the next row's statistics first */
-                double nvar;
-                av_layer_stats(x + (n + 1) * D, D, inv_d, &nmean, &nvar);
-                nrstd = 1.0 / sqrt(nvar + eps);
+    JAG_PARALLEL_IF(N * D >= JAG_GRAIN_ROWS, "omp parallel for schedule(static)",
+        for (int64_t blk = 0; blk < nb; blk++) {
+            int64_t n0 = blk * RB, n1 = n0 + RB < N ? n0 + RB : N;
+            double mean, var;
+            av_layer_stats(x + n0 * D, D, inv_d, &mean, &var);
+            double rstd = 1.0 / sqrt(var + eps);
+            for (int64_t n = n0; n < n1; n++) {
+                double nmean = 0, nrstd = 0;
+                if (n + 1 < n1) { /* the next row's statistics first */
+                    double nvar;
+                    av_layer_stats(x + (n + 1) * D, D, inv_d, &nmean, &nvar);
+                    nrstd = 1.0 / sqrt(nvar + eps);
+                }
+                if (mo) mo[n] = (float)mean, ro[n] = (float)rstd;
+                av_layer_transform(x + n * D, y + n * D, w, b, D, mean, rstd);
+                mean = nmean, rstd = nrstd;
             }
-            if (mo) mo[n] = (float)mean, ro[n] = (float)rstd;
-            av_layer_transform(x + n * D, y + n * D, w, b, D, mean, rstd);
-            mean = nmean, rstd = nrstd;
-        }
-    }
+        });
 }
 #endif
 
@@ -388,7 +390,7 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
     static void layer_back_run_##SUF(const T *x, const T *g, T *dx, const double *w, const double *mean, \
                                      const double *rstd, int64_t N, int64_t D, double eps, int64_t nblk, double *part) { \
         double inv_d = 1.0 / (double)D;                                        \
-        _Pragma("omp parallel for schedule(static) if (N * D >= JAG_GRAIN_ROWS)") \
+        JAG_PARALLEL_IF(N * D >= JAG_GRAIN_ROWS, "omp parallel for schedule(static)", \
         for (int64_t k = 0; k < nblk; k++) {                                   \
             double *dw = part + k * 2 * D, *db = dw + D;                       \
             int64_t n = k * N / nblk, e = (k + 1) * N / nblk;                  \
@@ -414,19 +416,19 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
                                          inv_d, dw, db);                       \
                 n += q - 1;                                                    \
             }                                                                  \
-        }                                                                      \
+        });                                                                     \
     }                                                                          \
     static void rms_back_run_##SUF(const T *x, const T *g, T *dx, const double *w, const double *rstd, int64_t N, \
                                    int64_t D, double eps, int64_t nblk, double *part) { \
         double inv_d = 1.0 / (double)D;                                        \
-        _Pragma("omp parallel for schedule(static) if (N * D >= JAG_GRAIN_ROWS)") \
+        JAG_PARALLEL_IF(N * D >= JAG_GRAIN_ROWS, "omp parallel for schedule(static)", \
         for (int64_t k = 0; k < nblk; k++) {                                   \
             double *dw = part + k * D;                                         \
             for (int64_t n = k * N / nblk; n < (k + 1) * N / nblk; n++) {      \
                 double r = rstd ? rstd[n] : rms_rstd_##SUF(x + n * D, D, inv_d, eps); \
                 rms_back_row_##SUF(x + n * D, g + n * D, dx + n * D, w, r, D, inv_d, dw); \
             }                                                                  \
-        }                                                                      \
+        });                                                                     \
     }
 
 DEF_NORM_BACKWARD(f32, float)

@@ -51,7 +51,7 @@ static void adam_scalars(const jag__adam_hyper *h, int64_t step, double *step_si
  * loop with a select on a loop-invariant flag scalar). */
 #define SGD_LOOP(T, MOM, WD, NEST, FIRST)                                      \
     do {                                                                       \
-        _Pragma("omp parallel for simd schedule(static) if (parallel : n >= JAG_GRAIN_OPTIM)") \
+        JAG_PARALLEL_SIMD_IF(n >= JAG_GRAIN_OPTIM,                          \
         for (int64_t i = 0; i < n; i++) {                                      \
             T pi = p[i], d = g[i];                                             \
             if (WD) d = d + wd * pi;                                           \
@@ -61,7 +61,7 @@ static void adam_scalars(const jag__adam_hyper *h, int64_t step, double *step_si
                 d = (NEST) ? d + mom * b : b;                                  \
             }                                                                  \
             p[i] = pi + nlr * d;                                               \
-        }                                                                      \
+        });                                                                     \
     } while (0)
 #define SGD_MOM(T, WD)                                                         \
     do {                                                                       \
@@ -139,7 +139,7 @@ void jag__optim_sgd_ref(jag_dtype dt, void *param, const void *grad, void *buf, 
  * SGD_LOOP): AMS amsgrad, DEC AdamW's decay, L2 Adam's, LO the lerp form. */
 #define ADAM_LOOP(T, SQRT, AMS, DEC, L2, LO)                                   \
     do {                                                                       \
-        _Pragma("omp parallel for simd schedule(static) if (parallel : n >= JAG_GRAIN_OPTIM)") \
+        JAG_PARALLEL_SIMD_IF(n >= JAG_GRAIN_OPTIM,                          \
         for (int64_t i = 0; i < n; i++) {                                      \
             T pi = p[i], gi = g[i], a = m[i];                                  \
             if (DEC) pi = pi * decay;                                          \
@@ -154,7 +154,7 @@ void jag__optim_sgd_ref(jag_dtype dt, void *param, const void *grad, void *buf, 
             }                                                                  \
             T den = SQRT(vi) / bc + eps;                                       \
             p[i] = pi + nss * (mi / den);                                      \
-        }                                                                      \
+        });                                                                     \
     } while (0)
 #define ADAM_WD(T, SQRT, AMS, LO)                                              \
     do {                                                                       \
@@ -267,11 +267,11 @@ static double combine(double acc, double a, double p) {
             }                                                                  \
             return acc;                                                        \
         }                                                                      \
-        _Pragma("omp parallel for schedule(static) if (n >= JAG_GRAIN_REDUCE)") \
+        JAG_PARALLEL_IF(n >= JAG_GRAIN_REDUCE, "omp parallel for schedule(static)", \
         for (int64_t b = 0; b < nb; b++) {                                     \
             int64_t lo = b * NORM_BLOCK, len = n - lo < NORM_BLOCK ? n - lo : NORM_BLOCK; \
             part[b] = norm_block_##SUF(x + lo, len, p);                        \
-        }                                                                      \
+        });                                                                     \
         double acc = 0;                                                        \
         for (int64_t b = 0; b < nb; b++) acc = combine(acc, part[b], p);       \
         free(part);                                                            \

@@ -1234,17 +1234,17 @@ jag_status jag__ragged_broadcast_kernel(const char *op, const jag_ragged_rows *r
     size_t es = f64 ? 8 : 4;
     const char *gp = jag__ptr(gc);
     char *o = jag__ptr(y);
-#pragma omp parallel for schedule(dynamic, 4) if (jag_numel(y) >= JAG_GRAIN_MEMORY) /* copies */
-    for (int64_t b = 0; b < B; b++) { /* a block of g's row, scaled, then copied into each row */
-        int64_t r0 = off[b], n = seg_len(s, b);
-        double scale = mean && n ? 1.0 / (double)n : 1.0;
-        _Alignas(64) char row[COL_BLOCK * 8];
-        for (int64_t c0 = 0; c0 < C && n; c0 += COL_BLOCK) {
-            int64_t nc = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
-            for (int64_t c = 0; c < nc; c++) STORE(row, f64, c, LOAD(gp, gf64, b * C + c0 + c) * scale);
-            for (int64_t r = r0; r < r0 + n; r++) memcpy(o + (r * C + c0) * (int64_t)es, row, (size_t)nc * es);
-        }
-    }
+    JAG_PARALLEL_IF(jag_numel(y) >= JAG_GRAIN_MEMORY, "omp parallel for schedule(dynamic, 4)", /* copies */
+        for (int64_t b = 0; b < B; b++) { /* a block of g's row, scaled, then copied into each row */
+            int64_t r0 = off[b], n = seg_len(s, b);
+            double scale = mean && n ? 1.0 / (double)n : 1.0;
+            _Alignas(64) char row[COL_BLOCK * 8];
+            for (int64_t c0 = 0; c0 < C && n; c0 += COL_BLOCK) {
+                int64_t nc = C - c0 < COL_BLOCK ? C - c0 : COL_BLOCK;
+                for (int64_t c = 0; c < nc; c++) STORE(row, f64, c, LOAD(gp, gf64, b * C + c0 + c) * scale);
+                for (int64_t r = r0; r < r0 + n; r++) memcpy(o + (r * C + c0) * (int64_t)es, row, (size_t)nc * es);
+            }
+        });
     jag_release(gc);
     return JAG_OK;
 }
@@ -1405,12 +1405,12 @@ jag_status jag__ragged_reduce_kernel(const char *op, const jag_tensor *values, c
     int64_t blocks = (g.K + COL_BLOCK - 1) / COL_BLOCK, K = g.K, R = g.R, B = g.B;
     if (K == 0) blocks = 0;
     const int64_t *off = g.off;
-#pragma omp parallel for schedule(dynamic, 1) if (jag_numel(g.v) >= JAG_GRAIN_REDUCE)
-    for (int64_t task = 0; task < B * blocks; task++) {
-        int64_t b = task / blocks, k0 = task % blocks * COL_BLOCK, nk = K - k0 < COL_BLOCK ? K - k0 : COL_BLOCK;
-        if (f64) seg_generic_f64((const double *)in, (double *)o, K, R, off[b], seg_len(s, b), b, k0, nk, kind, sp->correction);
-        else seg_generic_f32((const float *)in, (float *)o, K, R, off[b], seg_len(s, b), b, k0, nk, kind, sp->correction);
-    }
+    JAG_PARALLEL_IF(jag_numel(g.v) >= JAG_GRAIN_REDUCE, "omp parallel for schedule(dynamic, 1)",
+        for (int64_t task = 0; task < B * blocks; task++) {
+            int64_t b = task / blocks, k0 = task % blocks * COL_BLOCK, nk = K - k0 < COL_BLOCK ? K - k0 : COL_BLOCK;
+            if (f64) seg_generic_f64((const double *)in, (double *)o, K, R, off[b], seg_len(s, b), b, k0, nk, kind, sp->correction);
+            else seg_generic_f32((const float *)in, (float *)o, K, R, off[b], seg_len(s, b), b, k0, nk, kind, sp->correction);
+        });
     jag_release(g.v);
     return JAG_OK;
 }
@@ -1544,57 +1544,58 @@ static jag_status seg_grad_generic(const char *op, const ragged_batch *s, const 
         char *o = jag__ptr(z);
         jag_segment_kind kind = sp->kind;
         const int64_t *off = geo.off;
-#pragma omp parallel for schedule(dynamic, 1) if (jag_numel(z) >= JAG_GRAIN_ROWS) /* per element: g and the stats (an exp for logsumexp) */
-        for (int64_t b = 0; b < B; b++) {
-            int64_t r0 = off[b], n = seg_len(s, b);
-            double cnt = (double)n * (double)R;
-            for (int64_t k = 0; k < K; k++) {
-                double gv = LOAD(gp, gf64, b * K + k), yv = yp ? LOAD(yp, yf64, b * K + k) : 0;
-                switch (kind) {
-                case JAG_SEG_SUM: case JAG_SEG_MEAN: {
-                    double v = kind == JAG_SEG_MEAN ? gv / cnt : gv;
-                    for (int64_t r = r0; r < r0 + n; r++)
-                        for (int64_t q = 0; q < R; q++) STORE(o, f64, r * C + k * R + q, v);
-                    break;
+        /* per element: g and the stats (an exp for logsumexp) */
+        JAG_PARALLEL_IF(jag_numel(z) >= JAG_GRAIN_ROWS, "omp parallel for schedule(dynamic, 1)",
+            for (int64_t b = 0; b < B; b++) {
+                int64_t r0 = off[b], n = seg_len(s, b);
+                double cnt = (double)n * (double)R;
+                for (int64_t k = 0; k < K; k++) {
+                    double gv = LOAD(gp, gf64, b * K + k), yv = yp ? LOAD(yp, yf64, b * K + k) : 0;
+                    switch (kind) {
+                    case JAG_SEG_SUM: case JAG_SEG_MEAN: {
+                        double v = kind == JAG_SEG_MEAN ? gv / cnt : gv;
+                        for (int64_t r = r0; r < r0 + n; r++)
+                            for (int64_t q = 0; q < R; q++) STORE(o, f64, r * C + k * R + q, v);
+                        break;
+                    }
+                    case JAG_SEG_AMAX: case JAG_SEG_AMIN: { /* split evenly among the ties, as the dense rule */
+                        int64_t ties = 0;
+                        for (int64_t r = r0; r < r0 + n; r++)
+                            for (int64_t q = 0; q < R; q++) {
+                                double x = LOAD(in, f64, r * C + k * R + q);
+                                ties += x == yv || (isnan(x) && isnan(yv));
+                            }
+                        for (int64_t r = r0; r < r0 + n && ties; r++)
+                            for (int64_t q = 0; q < R; q++) {
+                                double x = LOAD(in, f64, r * C + k * R + q);
+                                if (x == yv || (isnan(x) && isnan(yv))) STORE(o, f64, r * C + k * R + q, gv / (double)ties);
+                            }
+                        break;
+                    }
+                    case JAG_SEG_LSE: /* g exp(x - y); nothing when y is -inf */
+                        if (yv == -INFINITY) break;
+                        for (int64_t r = r0; r < r0 + n; r++)
+                            for (int64_t q = 0; q < R; q++)
+                                STORE(o, f64, r * C + k * R + q, gv * exp(LOAD(in, f64, r * C + k * R + q) - yv));
+                        break;
+                    case JAG_SEG_VAR: case JAG_SEG_STD: { /* var: g 2 (x - mean) / max(N - c, 0); std: g (x - mean) / (max(N - c, 0) y) */
+                        double mean = 0, div = cnt - (double)sp->correction;
+                        if (div < 0) div = 0;
+                        for (int64_t r = r0; r < r0 + n; r++)
+                            for (int64_t q = 0; q < R; q++) mean += LOAD(in, f64, r * C + k * R + q);
+                        mean = cnt ? mean / cnt : 0;
+                        double f = kind == JAG_SEG_VAR ? 2.0 * gv / div : yv == 0 ? 0.0 : gv / (div * yv);
+                        for (int64_t r = r0; r < r0 + n; r++)
+                            for (int64_t q = 0; q < R; q++)
+                                STORE(o, f64, r * C + k * R + q, f * (LOAD(in, f64, r * C + k * R + q) - mean));
+                        break;
+                    }
+                    default: /* max / min: the winning row */
+                        if (n) STORE(o, f64, (r0 + ip[b * K + k]) * C + k, gv);
+                        break;
+                    }
                 }
-                case JAG_SEG_AMAX: case JAG_SEG_AMIN: { /* split evenly among the ties, as the dense rule */
-                    int64_t ties = 0;
-                    for (int64_t r = r0; r < r0 + n; r++)
-                        for (int64_t q = 0; q < R; q++) {
-                            double x = LOAD(in, f64, r * C + k * R + q);
-                            ties += x == yv || (isnan(x) && isnan(yv));
-                        }
-                    for (int64_t r = r0; r < r0 + n && ties; r++)
-                        for (int64_t q = 0; q < R; q++) {
-                            double x = LOAD(in, f64, r * C + k * R + q);
-                            if (x == yv || (isnan(x) && isnan(yv))) STORE(o, f64, r * C + k * R + q, gv / (double)ties);
-                        }
-                    break;
-                }
-                case JAG_SEG_LSE: /* g exp(x - y); nothing when y is -inf */
-                    if (yv == -INFINITY) break;
-                    for (int64_t r = r0; r < r0 + n; r++)
-                        for (int64_t q = 0; q < R; q++)
-                            STORE(o, f64, r * C + k * R + q, gv * exp(LOAD(in, f64, r * C + k * R + q) - yv));
-                    break;
-                case JAG_SEG_VAR: case JAG_SEG_STD: { /* var: g 2 (x - mean) / max(N - c, 0); std: g (x - mean) / (max(N - c, 0) y) */
-                    double mean = 0, div = cnt - (double)sp->correction;
-                    if (div < 0) div = 0;
-                    for (int64_t r = r0; r < r0 + n; r++)
-                        for (int64_t q = 0; q < R; q++) mean += LOAD(in, f64, r * C + k * R + q);
-                    mean = cnt ? mean / cnt : 0;
-                    double f = kind == JAG_SEG_VAR ? 2.0 * gv / div : yv == 0 ? 0.0 : gv / (div * yv);
-                    for (int64_t r = r0; r < r0 + n; r++)
-                        for (int64_t q = 0; q < R; q++)
-                            STORE(o, f64, r * C + k * R + q, f * (LOAD(in, f64, r * C + k * R + q) - mean));
-                    break;
-                }
-                default: /* max / min: the winning row */
-                    if (n) STORE(o, f64, (r0 + ip[b * K + k]) * C + k, gv);
-                    break;
-                }
-            }
-        }
+            });
     }
     jag_release(yc), jag_release(gc), jag_release(ic);
     if (!st && geo.moved) { /* back to the values' dim order */

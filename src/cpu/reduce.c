@@ -737,24 +737,21 @@ static void run_rows(const red_geom *g, const red_kind *k, const red_ctx *ctx, c
         }
         return;
     }
-#pragma omp parallel if (par)
-    {
-        int t = 0, T = 1;
-#ifdef _OPENMP
-        t = omp_get_thread_num(), T = omp_get_num_threads();
-#endif
-        int64_t b, e;
-        share(g->N, t, T, &b, &e);
-        if (b < e) {
-            odo o;
-            odo_start(&o, b, g->nk, g->ksz, g->kst);
-            row_job j = proto;
-            for (int64_t n = b; n < e; n++, odo_next(&o)) {
-                j.row = base + o.off * (int64_t)es;
-                k->store(outs, n, tree(&j, 0, S), g->R, ctx);
+    JAG_PARALLEL_IF(par, "omp parallel",
+        {
+            int t = jag__thread_index(), T = jag__thread_count();
+            int64_t b, e;
+            share(g->N, t, T, &b, &e);
+            if (b < e) {
+                odo o;
+                odo_start(&o, b, g->nk, g->ksz, g->kst);
+                row_job j = proto;
+                for (int64_t n = b; n < e; n++, odo_next(&o)) {
+                    j.row = base + o.off * (int64_t)es;
+                    k->store(outs, n, tree(&j, 0, S), g->R, ctx);
+                }
             }
-        }
-    }
+        });
 }
 
 /* COL mode: g's innermost kept dim has stride 1. Tiles of (one outer kept
@@ -772,16 +769,16 @@ static void run_cols(const red_geom *g, const red_kind *k, const red_ctx *ctx, c
     /* rows of the innermost reduced dim go to col_add together */
     int64_t rin = g->nr ? g->rsz[g->nr - 1] : 1, rs = g->nr ? g->rst[g->nr - 1] * (int64_t)es : 0;
     int64_t nout = g->R / rin;
-#pragma omp parallel for schedule(static) if (par)
-    for (int64_t t = 0; t < tiles; t++) {
-        _Alignas(64) unsigned char acc[COL_BLOCK * 16];
-        int64_t o = t / nb, c0 = (t % nb) * cb, w = C - c0 < cb ? C - c0 : cb;
-        const char *p0 = base + (lin_offset(o, g->nk - 1, g->ksz, g->kst) + c0) * (int64_t)es;
-        odo r;
-        odo_start(&r, 0, g->nr ? g->nr - 1 : 0, g->rsz, g->rst);
-        for (int64_t i = 0; i < nout; i++, odo_next(&r)) k->col_add(acc, p0 + r.off * (int64_t)es, rs, rin, w, i * rin);
-        k->col_store(outs, o * C + c0, acc, w, g->R, ctx);
-    }
+    JAG_PARALLEL_IF(par, "omp parallel for schedule(static)",
+        for (int64_t t = 0; t < tiles; t++) {
+            _Alignas(64) unsigned char acc[COL_BLOCK * 16];
+            int64_t o = t / nb, c0 = (t % nb) * cb, w = C - c0 < cb ? C - c0 : cb;
+            const char *p0 = base + (lin_offset(o, g->nk - 1, g->ksz, g->kst) + c0) * (int64_t)es;
+            odo r;
+            odo_start(&r, 0, g->nr ? g->nr - 1 : 0, g->rsz, g->rst);
+            for (int64_t i = 0; i < nout; i++, odo_next(&r)) k->col_add(acc, p0 + r.off * (int64_t)es, rs, rin, w, i * rin);
+            k->col_store(outs, o * C + c0, acc, w, g->R, ctx);
+        });
 }
 
 /* Reduce x over the dims in mask into outs (contiguous, from the META spec). */

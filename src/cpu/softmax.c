@@ -209,19 +209,19 @@ static inline float row_exp_f32(float x) { return jag__vm_exp_nonpos_f32(x); }
     static void run_##SUF(const T *in, T *out, int64_t O, int64_t R, int64_t I, bool log_out) { \
         bool par = O * R * I >= JAG_GRAIN_ROWS;                                \
         if (I == 1) {                                                          \
-            _Pragma("omp parallel for schedule(static) if (par)")              \
-            for (int64_t o = 0; o < O; o++) row_##SUF(in + o * R, out + o * R, R, log_out); \
+            JAG_PARALLEL_IF(par, "omp parallel for schedule(static)",          \
+                for (int64_t o = 0; o < O; o++) row_##SUF(in + o * R, out + o * R, R, log_out);); \
             return;                                                            \
         }                                                                      \
         int64_t tw = TILE_I; /* narrower tiles when too few for the threads */ \
         while (par && tw > TILE_MIN && O * ((I + tw - 1) / tw) < jag_get_num_threads()) tw /= 2; \
         int64_t nb = (I + tw - 1) / tw;                                        \
-        _Pragma("omp parallel for schedule(static) if (par)")                  \
+        JAG_PARALLEL_IF(par, "omp parallel for schedule(static)",              \
         for (int64_t t = 0; t < O * nb; t++) {                                 \
             int64_t o = t / nb, c0 = (t % nb) * tw;                            \
             int64_t w = I - c0 < tw ? I - c0 : tw;                             \
             tile_##SUF(in + o * R * I + c0, out + o * R * I + c0, R, I, w, log_out); \
-        }                                                                      \
+        });                                                                     \
     }
 
 DEF_SOFTMAX(f32, float, exp_nonpos_f32, row_exp_f32, log)
@@ -286,19 +286,19 @@ DEF_SOFTMAX(f64, double, exp_nonpos_f64, exp_nonpos_f64, log)
     static void back_run_##SUF(const T *g, const T *y, T *dx, int64_t O, int64_t R, int64_t I, bool log_out) { \
         bool par = O * R * I >= JAG_GRAIN_ROWS;                                \
         if (I == 1) {                                                          \
-            _Pragma("omp parallel for schedule(static) if (par)")              \
-            for (int64_t o = 0; o < O; o++) back_row_##SUF(g + o * R, y + o * R, dx + o * R, R, log_out); \
+            JAG_PARALLEL_IF(par, "omp parallel for schedule(static)",          \
+                for (int64_t o = 0; o < O; o++) back_row_##SUF(g + o * R, y + o * R, dx + o * R, R, log_out);); \
             return;                                                            \
         }                                                                      \
         int64_t tw = TILE_I;                                                   \
         while (par && tw > TILE_MIN && O * ((I + tw - 1) / tw) < jag_get_num_threads()) tw /= 2; \
         int64_t nb = (I + tw - 1) / tw;                                        \
-        _Pragma("omp parallel for schedule(static) if (par)")                  \
+        JAG_PARALLEL_IF(par, "omp parallel for schedule(static)",              \
         for (int64_t t = 0; t < O * nb; t++) {                                 \
             int64_t o = t / nb, c0 = (t % nb) * tw, off = o * R * I + c0;      \
             int64_t w = I - c0 < tw ? I - c0 : tw;                             \
             back_tile_##SUF(g + off, y + off, dx + off, R, I, w, log_out);     \
-        }                                                                      \
+        });                                                                     \
     }
 
 DEF_SOFTMAX_BACKWARD(f32, float, exp_nonpos_f32)

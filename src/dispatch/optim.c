@@ -908,12 +908,12 @@ static jag_status clip(const char *op, jag_tensor *const *params, int n, double 
             int64_t k = jag_numel(t);
             if (t->dtype == JAG_FLOAT32) {
                 float c = (float)coef, *x = (float *)jag__ptr(t);
-#pragma omp parallel for simd schedule(static) if (parallel : k >= JAG_GRAIN_MEMORY)
-                for (int64_t e = 0; e < k; e++) x[e] *= c;
+                JAG_PARALLEL_SIMD_IF(k >= JAG_GRAIN_MEMORY,
+                    for (int64_t e = 0; e < k; e++) x[e] *= c;);
             } else {
                 double *x = (double *)jag__ptr(t);
-#pragma omp parallel for simd schedule(static) if (parallel : k >= JAG_GRAIN_MEMORY)
-                for (int64_t e = 0; e < k; e++) x[e] *= coef;
+                JAG_PARALLEL_SIMD_IF(k >= JAG_GRAIN_MEMORY,
+                    for (int64_t e = 0; e < k; e++) x[e] *= coef;);
             }
             jag__bump_version(t);
             if (scaled[i]) {

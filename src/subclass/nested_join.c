@@ -72,15 +72,12 @@ static jag_status gather_components(const char *op, const nested_state *s, const
          * split of the same copies took 48 us and padded 50 us, in the same
          * minutes); when neither was slow, 52 us against this split's 46. */
         size_t total = (size_t)rows * row;
-#pragma omp parallel if (rows * per_row >= JAG_GRAIN_MEMORY && n > 1) /* copies */
-        {
-            size_t t = 0, nt = 1;
-#ifdef _OPENMP
-            t = (size_t)omp_get_thread_num(), nt = (size_t)omp_get_num_threads();
-#endif
-            size_t b0 = total / 64 * t / nt * 64, b1 = t + 1 == nt ? total : total / 64 * (t + 1) / nt * 64;
-            if (b0 < b1) copy_byte_range(dst, src, at, lens, from, n, row, b0, b1);
-        }
+        JAG_PARALLEL_IF(rows * per_row >= JAG_GRAIN_MEMORY && n > 1, "omp parallel", /* copies */
+            {
+                size_t t = (size_t)jag__thread_index(), nt = (size_t)jag__thread_count();
+                size_t b0 = total / 64 * t / nt * 64, b1 = t + 1 == nt ? total : total / 64 * (t + 1) / nt * 64;
+                if (b0 < b1) copy_byte_range(dst, src, at, lens, from, n, row, b0, b1);
+            });
         free(at);
         *out = y;
         return JAG_OK;
