@@ -223,8 +223,9 @@ static void test_index_select_batch_large_and_strided(void) {
 
 /* A gather large enough to be split among the threads (by output bytes, at
  * multiples of 64): rows of 12 bytes, so that a thread's share starts and
- * ends inside a row; components of length 0 and components picked twice;
- * on 1, 2 and 3 threads, the picked components equal the input's. */
+ * ends inside a row; components of length 0 and components picked twice,
+ * and one large component alone; on 1, 2 and 3 threads, the picked
+ * components equal the input's. */
 static void test_index_select_batch_split(void) {
     TEST_BEGIN();
     enum { B = 50, P = 60, D = 3 };
@@ -241,17 +242,30 @@ static void test_index_select_batch_split(void) {
     int n = 0;
     CHECK_OK(jag_nested_unbind(x, c, B, &n));
     for (int k = 0; k < P; k++) want[k] = c[pick[k]];
+    /* and one component alone, of more rows than the grain, split among the
+     * threads too */
+    int64_t o2[4] = {0, 5, 30005, 30012}, four = 4, one = 1, mid = 1, vs2[2] = {o2[3], D};
+    jag_tensor *v2 = t_rand(vs2, 2, JAG_FLOAT32, -2, 2, 43), *off2 = NULL, *x2 = NULL, *ix1 = NULL, *c2[3];
+    int n2 = 0;
+    CHECK_OK(jag_from_data(o2, &four, 1, JAG_INT64, &off2));
+    CHECK_OK(jag_nested_from_jagged(v2, off2, NULL, &x2));
+    CHECK_OK(jag_from_data(&mid, &one, 1, JAG_INT64, &ix1));
+    CHECK_OK(jag_nested_unbind(x2, c2, 3, &n2));
     int threads = jag_get_num_threads();
     for (int t = 1; t <= 3; t++) {
         jag_set_num_threads(t);
-        jag_tensor *y = NULL;
+        jag_tensor *y = NULL, *y1 = NULL;
         CHECK_OK(jag_index_select(x, 0, ix, &y));
         CHECK(y && jag_nested_batch_size(y) == P && components_are(y, want, P));
-        jag_release(y);
+        CHECK_OK(jag_index_select(x2, 0, ix1, &y1));
+        CHECK(y1 && jag_nested_batch_size(y1) == 1 && components_are(y1, &c2[1], 1));
+        jag_release(y), jag_release(y1);
     }
     jag_set_num_threads(threads);
     release_all(c, n);
-    jag_release(v), jag_release(off), jag_release(x), jag_release(ix);
+    release_all(c2, n2);
+    jag_release(v), jag_release(off), jag_release(x), jag_release(ix), jag_release(ix1);
+    jag_release(v2), jag_release(off2), jag_release(x2);
 }
 
 /* ---- where, masked_fill ---------------------------------------------------- */
