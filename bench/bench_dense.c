@@ -153,6 +153,7 @@ int main(int argc, char **argv) {
     bench_emit("dense", "blas_core", "", core);
     /* 64 MiB per operand: well beyond the last-level cache */
     bench_pointwise((int64_t)16 << 20);
+    if (getenv("BENCH_ONLY_POINTWISE")) return 0;
     int64_t sizes[] = {64, 256, 512, 1024};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) bench_mm(sizes[i]);
     int64_t rows[] = {8, 128, 1024};
