@@ -1246,11 +1246,11 @@ static PyObject *m_set_binary_fallback(PyObject *mod, PyObject *fn) {
     Py_RETURN_NONE;
 }
 
-enum { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV, BIN_MATMUL, BIN_COUNT };
+enum { BIN_ADD, BIN_SUB, BIN_MUL, BIN_DIV, BIN_POW, BIN_MATMUL, BIN_COUNT };
 /* The fallback's name for each operator ("add_": add with alpha 1, as
  * _binary spells it) and the op it calls. */
-static const char *const bin_fallback_names[BIN_COUNT] = {"add_", "sub", "mul", "div", "matmul"};
-static const char *const bin_op_names[BIN_COUNT] = {"add", "sub", "mul", "div", "matmul"};
+static const char *const bin_fallback_names[BIN_COUNT] = {"add_", "sub", "mul", "div", "pow", "matmul"};
+static const char *const bin_op_names[BIN_COUNT] = {"add", "sub", "mul", "div", "pow", "matmul"};
 static PyObject *bin_fallback_strs[BIN_COUNT]; /* interned, made on first use */
 static jag_op_id bin_ops[BIN_COUNT];
 static int bin_ready;
@@ -1286,7 +1286,8 @@ static jag_tensor *tensor_of(PyObject *o) {
     return PyObject_TypeCheck(o, tensor_class) ? ((TensorObject *)o)->t : NULL;
 }
 
-/* a <op> b for the nb_* slots: one operand at least is a TensorBase.
+/* a <op> b for the nb_* slots (** included): one operand at least is a
+ * TensorBase.
  *   tensor op tensor    -> op(a, b)            (add: add(a, b, 1.0))
  *   tensor op int/float -> op(a, float(b))     (add: add(a, float(b), 1.0))
  *   int/float + tensor  -> add(b, float(a), 1.0)
@@ -1333,11 +1334,21 @@ static PyObject *Tensor_nb_mul(PyObject *a, PyObject *b) { return tensor_binary(
 static PyObject *Tensor_nb_div(PyObject *a, PyObject *b) { return tensor_binary(a, b, BIN_DIV); }
 static PyObject *Tensor_nb_matmul(PyObject *a, PyObject *b) { return tensor_binary(a, b, BIN_MATMUL); }
 
+/* a ** b (a or b a tensor); the three-argument pow(a, b, m) is refused, as torch does */
+static PyObject *Tensor_nb_pow(PyObject *a, PyObject *b, PyObject *m) {
+    if (m != Py_None) {
+        PyErr_SetString(PyExc_TypeError, "pow: a modulus (the third argument) is not supported for tensors");
+        return NULL;
+    }
+    return tensor_binary(a, b, BIN_POW);
+}
+
 static PyNumberMethods Tensor_as_number = {
     .nb_add = Tensor_nb_add,
     .nb_subtract = Tensor_nb_sub,
     .nb_multiply = Tensor_nb_mul,
     .nb_true_divide = Tensor_nb_div,
+    .nb_power = Tensor_nb_pow,
     .nb_matrix_multiply = Tensor_nb_matmul,
 };
 

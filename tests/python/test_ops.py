@@ -86,6 +86,27 @@ def test_pow():
     np.testing.assert_allclose((2 ** jag.tensor(b)).numpy(), 2 ** b, rtol=1e-12)
 
 
+def test_pow_operator_forms():
+    """``**`` is TensorBase's C slot for tensor ** tensor and tensor ** int /
+    float; other operands (a scalar base, a bool, a list) take the Python
+    fallback. Every form against numpy; pow(x, y, m) is refused (torch: no
+    modulus for tensors)."""
+    a, b = arr(3, 4, positive=True), arr(3, 4)
+    x, y = jag.tensor(a), jag.tensor(b)
+    np.testing.assert_allclose((x ** y).numpy(), a ** b, rtol=1e-12)
+    np.testing.assert_allclose((x ** 3).numpy(), a ** 3, rtol=1e-12)
+    np.testing.assert_allclose((x ** -0.5).numpy(), a ** -0.5, rtol=1e-12)
+    np.testing.assert_allclose((x ** True).numpy(), a, rtol=1e-12)
+    np.testing.assert_allclose((1.5 ** y).numpy(), 1.5 ** b, rtol=1e-12)
+    np.testing.assert_allclose((x ** [2.0, 1.0, 0.5, 3.0]).numpy(), a ** np.array([2.0, 1.0, 0.5, 3.0]), rtol=1e-12)
+    i = jag.arange(5)
+    assert (i ** 2).dtype == jag.int64 and (i ** 2).tolist() == [0, 1, 4, 9, 16]
+    with pytest.raises(TypeError, match="modulus"):
+        pow(x, 2, 3)
+    with pytest.raises(TypeError):
+        x ** "2"
+
+
 def test_operators():
     a, b = arr(2, 3), arr(2, 3)
     x, y = jag.tensor(a), jag.tensor(b)
