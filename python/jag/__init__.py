@@ -778,7 +778,46 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
         elements as one dim, in row-major order (``x[x > 2]`` is 1-D).
         Differentiable; on a nested tensor an int index picks components
         (dim 0)."""
+        if not self.is_nested:  # ints and step-1 slices of a dense tensor, the common case, directly
+            out = self._basic_index(idx if type(idx) is tuple else (idx,))
+            if out is not None:
+                return out
         return self._index(idx)[0]
+
+    def _basic_index(self, idx):
+        """self[idx] for a tuple of plain ints, slices of step 1, None and
+        one ``...``, as _index gives it, without its general walk; None for
+        any other index (_index then takes it, errors included)."""
+        n_real, ell = 0, -1
+        for k, i in enumerate(idx):
+            t = type(i)
+            if t is _builtins.int or (t is slice and i.step is None):
+                n_real += 1
+            elif i is Ellipsis and ell < 0:
+                ell = k
+            elif i is not None:
+                return None
+        if n_real > self.ndim:
+            return None
+        if ell >= 0:
+            idx = idx[:ell] + (slice(None),) * (self.ndim - n_real) + idx[ell + 1:]
+        out, dim = self, 0
+        for i in idx:
+            if i is None:
+                out = _op("unsqueeze", out, dim)
+                dim += 1
+                continue
+            size = out._sizes[dim]
+            if type(i) is _builtins.int:
+                if not -size <= i < size:
+                    raise IndexError("index %d is out of bounds for dim %d with size %d" % (i, dim, size))
+                out = out._select(dim, i)
+            else:
+                b, e, _ = i.indices(size)
+                if not (b == 0 and e == size):
+                    out = out._narrow(dim, b, _builtins.max(e - b, 0))
+                dim += 1
+        return out
 
     def _index(self, idx):
         """(result, advanced): the result of indexing with idx, and whether

@@ -129,6 +129,35 @@ def test_integer_and_slice_indexing_matches_numpy():
         np.testing.assert_array_equal(t[idx].numpy(), a[idx])
 
 
+def test_basic_index_fast_path_agrees_with_general_path():
+    """Plain ints, step-1 slices, None and one ... on a dense tensor take
+    Tensor._basic_index; the general walk (_index) and numpy must give the
+    same, and the same errors, over many index tuples."""
+    a = np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5)
+    t = jag.tensor(a)
+    rng = np.random.default_rng(5)
+    pool = [0, 1, -1, 2, -3, slice(None), slice(1, None), slice(None, -1), slice(-2, None), slice(3, 1), slice(1, 100),
+            None, Ellipsis]
+    for _ in range(400):
+        idx = tuple(pool[k] for k in rng.integers(0, len(pool), rng.integers(1, 6)))
+        try:
+            want = a[idx]
+        except IndexError:
+            with pytest.raises(IndexError):
+                t[idx]
+            with pytest.raises(IndexError):
+                t._index(idx)
+            continue
+        fast, general = t[idx], t._index(idx)[0]
+        assert fast.shape == want.shape == general.shape, idx
+        np.testing.assert_array_equal(fast.numpy(), want)
+        np.testing.assert_array_equal(general.numpy(), want)
+    # what the fast path leaves to the general one: numpy ints, 0-d int tensors, lists
+    np.testing.assert_array_equal(t[np.int64(1), 2].numpy(), a[1, 2])
+    np.testing.assert_array_equal(t[jag.tensor(1)].numpy(), a[1])
+    np.testing.assert_array_equal(t[[1, 0]].numpy(), a[[1, 0]])
+
+
 def test_indexing_shares_storage():
     t = jag.zeros(3, 3)
     v = t[1]
