@@ -274,6 +274,9 @@ def _scalar_ok(x):
 def _binary(name, a, b):
     """A binary op: tensor-tensor, or tensor-scalar (scalar as a double).
     "add_" is add with alpha 1 (jag's add op takes a third argument)."""
+    t = type(b)
+    if (t is _builtins.float or t is _builtins.int) and name != "add_" and isinstance(a, Tensor):
+        return _op(name, a, _builtins.float(b))  # tensor op Python number, the common case, first
     if name == "add_":
         if isinstance(a, Tensor) and isinstance(b, Tensor):
             return _op("add", a, b, 1.0)

@@ -254,6 +254,10 @@ def _normalized_ndim(input, normalized_shape, name):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
     n = len(normalized_shape)
+    if not input.is_nested:  # a dense tensor's sizes as they are: no shape object to build
+        sizes = input._sizes
+        if 1 <= n <= len(sizes) and tuple(sizes[len(sizes) - n:]) == normalized_shape:
+            return n
     shape = input.shape
     if n < 1 or n > len(shape) or tuple(shape[-n:]) != normalized_shape:
         raise ValueError("%s: normalized_shape %s does not match the trailing dims of an input of shape %s"
