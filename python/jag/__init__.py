@@ -385,13 +385,14 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
             >>> x.size(1), x.size(-1)
             (3, 3)
         """
-        s = self.shape
         if dim is None:
-            return s
-        n = len(s)
+            return self.shape
+        sizes = self._sizes
+        n = len(sizes)
         if not -n <= dim < n:
             raise IndexError("size: dim %d out of range for a %d-d tensor" % (dim, n))
-        return s[dim]
+        k = sizes[dim]
+        return k if k >= 0 else self.shape[dim]  # (a ragged dim: its RaggedDim)
 
     def stride(self, dim: _builtins.int | None = None) -> _typing.Any:
         """The strides in elements (a tuple), or the stride of dim ``dim``; dense tensors only.
@@ -785,6 +786,11 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
             out = self._basic_index(idx if type(idx) is tuple else (idx,))
             if out is not None:
                 return out
+        elif type(idx) is _builtins.int:  # nt[k]: component k, as _index gives it
+            size = self._sizes[0]
+            if not -size <= idx < size:
+                raise IndexError("index %d is out of bounds for dim 0 with size %d" % (idx, size))
+            return self.select(0, idx)
         return self._index(idx)[0]
 
     def _basic_index(self, idx):

@@ -158,6 +158,28 @@ def test_basic_index_fast_path_agrees_with_general_path():
     np.testing.assert_array_equal(t[[1, 0]].numpy(), a[[1, 0]])
 
 
+def test_nested_int_index_and_size_take_their_fast_paths_correctly():
+    """nt[k] (an int) and t.size(dim) skip the general paths: the same
+    components, sizes and errors as unbind() and shape."""
+    parts = [np.arange(12, dtype=np.float32).reshape(3, 4), np.arange(8, dtype=np.float32).reshape(2, 4) + 50,
+             np.zeros((0, 4), np.float32)]
+    nt = jag.nested.nested_tensor([jag.tensor(p) for p in parts], layout=jag.jagged)
+    for k in range(-3, 3):
+        np.testing.assert_array_equal(nt[k].numpy(), parts[k])
+    for k in (3, -4):
+        with pytest.raises(IndexError, match="out of bounds"):
+            nt[k]
+    for d in range(-3, 3):
+        assert nt.size(d) == nt.shape[d]
+    assert nt.size() == nt.shape
+    with pytest.raises(IndexError):
+        nt.size(3)
+    x = jag.zeros(2, 5)
+    assert (x.size(0), x.size(-1), x.size()) == (2, 5, (2, 5))
+    with pytest.raises(IndexError):
+        x.size(-3)
+
+
 def test_indexing_shares_storage():
     t = jag.zeros(3, 3)
     v = t[1]

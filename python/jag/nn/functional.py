@@ -254,10 +254,9 @@ def _normalized_ndim(input, normalized_shape, name):
         normalized_shape = (normalized_shape,)
     normalized_shape = tuple(normalized_shape)
     n = len(normalized_shape)
-    if not input.is_nested:  # a dense tensor's sizes as they are: no shape object to build
-        sizes = input._sizes
-        if 1 <= n <= len(sizes) and tuple(sizes[len(sizes) - n:]) == normalized_shape:
-            return n
+    sizes = input._sizes  # trailing sizes none of them ragged: compared as they are, no shape object built
+    if 1 <= n <= len(sizes) and -1 not in sizes[len(sizes) - n:] and tuple(sizes[len(sizes) - n:]) == normalized_shape:
+        return n
     shape = input.shape
     if n < 1 or n > len(shape) or tuple(shape[-n:]) != normalized_shape:
         raise ValueError("%s: normalized_shape %s does not match the trailing dims of an input of shape %s"
@@ -288,7 +287,9 @@ def layer_norm(input: _jag.Tensor, normalized_shape: _typing.Any, weight: _typin
     meaning (torch 2.15 accepts them there and ignores them).
     """
     n = _normalized_ndim(input, normalized_shape, "layer_norm")
-    ragged = getattr(input, "_ragged_idx", 0) if input.is_nested else 0
+    # (a ragged dim among the normalized ones is a -1 among their sizes)
+    tail_ragged = input.is_nested and -1 in input._sizes[input.dim() - n:]
+    ragged = getattr(input, "_ragged_idx", 0) if tail_ragged else 0
     if ragged and input.dim() - n <= ragged:
         return _layer_norm_over_ragged(input, n, weight, bias, _builtins.float(eps))
     return _op("layer_norm", input, n, weight, bias, _builtins.float(eps))
