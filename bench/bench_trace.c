@@ -340,6 +340,10 @@ int main(int argc, char **argv) {
         bench_chain_64mb();
         return 0;
     }
+    if (getenv("BENCH_ONLY_BLOCK")) {
+        bench_block(64);
+        return 0;
+    }
     if (getenv("BENCH_ONLY_OVERHEAD")) {
         bench_op_overhead();
         return 0;
