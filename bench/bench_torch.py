@@ -3,9 +3,9 @@
 Every figure times jag (through its Python API) and torch on the same
 numbers, generated once with numpy and handed to both: the sides of a
 figure are timed interleaved in rounds (each round: a warm-up call, then
-repeats of each side in turn), so both see the same machine state; a time
-is the median of the round medians, *_min / *_max the range of the round
-medians. jag and torch run on the same number of threads (OMP_NUM_THREADS,
+repeats of each side in turn), so both see the same machine state; a
+round's time is the fastest of its samples, a figure's time the median of
+the round times, *_min / *_max their range. jag and torch run on the same number of threads (OMP_NUM_THREADS,
 else one per usable core: jag.set_num_threads and torch.set_num_threads).
 
 jag's Python layer adds about 0.5-1 us per op to the C call
@@ -60,9 +60,13 @@ except ImportError:  # from the source tree: the in-place built package
 import jag.nn.functional as JF
 
 QUICK = "--quick" in sys.argv[1:]
-ROUNDS = 5 if not QUICK else 3
-SAMPLES = 3                       # timed samples per side per round
-BUDGET = 0.1 if not QUICK else 0.02   # seconds per side per round
+# Many short rounds, not a few long ones: this machine's speed drifts over
+# seconds (other tenants), and a side whose block fell into a slow second
+# took the whole row with it (embedding_bag, B = 64: jag's blocks of 0.1 s
+# measured 104-212 us in one process, at 106-120 us a minute later).
+ROUNDS = 9 if not QUICK else 3
+SAMPLES = 3                       # timed samples per side per round; the round keeps the fastest
+BUDGET = 0.05 if not QUICK else 0.02  # seconds per side per round
 SLOW_S = 0.5 if not QUICK else 0.25   # a side slower than this per call is timed once
 ENCODER = {"d_model": 256, "nhead": 4, "dim_feedforward": 1024, "batch": 32}
 COMPILE_LIMIT_S = 120 if QUICK else 600  # one side's memory process (torch.compile's compiling included)
@@ -114,7 +118,9 @@ def calls_per_sample(fn):
 
 def interleaved(fns, slow_s=None):
     """{key: (median, min, max)} seconds per call of each side, timed in
-    ROUNDS rounds, each running every side in turn. A side slower than
+    ROUNDS rounds, each running every side in turn: the median over the
+    rounds of each round's fastest sample (interference only ever slows a
+    sample down), with the range of those. A side slower than
     slow_s (default SLOW_S) per call is timed once, so that one slow path
     (torch's fallbacks) does not take the whole run's time; every side has
     been called once before (a result check or a first step)."""
@@ -129,7 +135,7 @@ def interleaved(fns, slow_s=None):
                     rounds[k].append(t)
                 continue
             f()
-            rounds[k].append(statistics.median(per_call(f, n) for _ in range(SAMPLES)))
+            rounds[k].append(min(per_call(f, n) for _ in range(SAMPLES)))
     return {k: (statistics.median(r), min(r), max(r)) for k, r in rounds.items()}
 
 

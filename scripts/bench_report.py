@@ -1247,7 +1247,8 @@ def report(res, results_rel, plots, plots_note):
             "- jag vs torch: `make bench TORCH=1` (or `scripts/bench.sh BUILD --torch`) also runs "
             "`bench/bench_torch.py` in `.venv-bench`, a separate environment with torch from PyPI "
             "(`scripts/bench_setup.sh --torch`; kept apart from `.venv` so that `make test` never installs "
-            "torch's 5 GB). Its sides are timed interleaved in rounds as above (3 in quick runs); a side slower "
+            "torch's 5 GB). Its sides are timed interleaved in 9 shorter rounds (3 in quick runs), each side's "
+            "round time the fastest of its 3 samples; a side slower "
             "than 0.25 s per call (0.5 s in full runs) is timed once. torch.compile gets %s s for its first "
             "steps in quick runs, %s s in full runs." % (120, 600),
             ""]

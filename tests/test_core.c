@@ -190,6 +190,42 @@ static void test_storage_blocks_come_back(void) {
 #endif
 }
 
+/* Of several cached blocks that fit, the most recently freed comes back: a
+ * loop of ops of one size keeps reusing the block still in the caches, not
+ * the oldest of them in turn. Only where the cache is on. */
+static void test_storage_newest_block_first(void) {
+    TEST_BEGIN();
+#ifndef JAG_NO_ALLOC_CACHE
+    jag_empty_cache();
+    int64_t n = 1 << 20; /* 4 MiB of floats: the large-block cache */
+    jag_tensor *t[4] = {NULL};
+    void *p[4] = {NULL};
+    for (int i = 0; i < 4; i++) {
+        CHECK_OK(jag_empty(&n, 1, JAG_FLOAT32, &t[i]));
+        p[i] = t[i] ? jag_data(t[i]) : NULL;
+    }
+    for (int i = 0; i < 4; i++) jag_release(t[i]); /* p[3] is the newest */
+    for (int round = 0; round < 3; round++) {
+        jag_tensor *b = NULL;
+        CHECK_OK(jag_empty(&n, 1, JAG_FLOAT32, &b));
+        CHECK_MSG(b && jag_data(b) == p[3], "round %d: not the most recently freed block", round);
+        jag_release(b);
+    }
+    /* one of a slightly different size in between: the newest that fits */
+    int64_t m = n + 1000;
+    jag_tensor *c = NULL, *d = NULL;
+    CHECK_OK(jag_empty(&m, 1, JAG_FLOAT32, &c));
+    CHECK_OK(jag_empty(&n, 1, JAG_FLOAT32, &d)); /* takes p[3] */
+    void *pc = c ? jag_data(c) : NULL;
+    jag_release(d);
+    jag_release(c); /* newest now: c's block, which also fits n */
+    CHECK_OK(jag_empty(&n, 1, JAG_FLOAT32, &d));
+    CHECK_MSG(d && jag_data(d) == pc, "the newest fitting block did not come back");
+    jag_release(d);
+    jag_empty_cache();
+#endif
+}
+
 char *openblas_get_corename(void); /* from the OpenBLAS this program links */
 
 /* jag_blas_core() names the kernels OpenBLAS runs (test_linalg checks which). */
@@ -621,6 +657,6 @@ static void test_item_errors(void) {
     jag_release(x);
 }
 
-TEST_MAIN(test_status_strings, test_creation, test_from_blob, test_storage_reuse, test_small_block_classes, test_storage_blocks_come_back, test_blas_core_name, test_creation_errors, test_views,
+TEST_MAIN(test_status_strings, test_creation, test_from_blob, test_storage_reuse, test_small_block_classes, test_storage_blocks_come_back, test_storage_newest_block_first, test_blas_core_name, test_creation_errors, test_views,
           test_view_reshape_strides, test_view_errors, test_copy_and_convert, test_copy_inplace,
           test_copy_large_parallel, test_scopes, test_random, test_random_is_philox, test_format, test_item_errors, test_parallel_if)

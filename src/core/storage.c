@@ -32,8 +32,11 @@ static int cache_n;
 static size_t cache_bytes;
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* A cached block of at least `bytes` and at most 1.25x that (its size in
- * *real), or NULL. */
+/* The most recently freed cached block of at least `bytes` and at most 1.25x
+ * that (its size in *real), or NULL. The newest, not the best fit: it is the
+ * one most likely still in the caches. Taking the oldest of several equal
+ * blocks made a loop of relu over 4 MiB rotate through all of them: 46 us
+ * with one such block cached, 57 us with four, 69 us with eight. */
 static void *cache_take(size_t bytes, size_t *real) {
 #ifdef JAG_NO_ALLOC_CACHE
     (void)bytes, (void)real;
@@ -43,10 +46,8 @@ static void *cache_take(size_t bytes, size_t *real) {
     void *found = NULL;
     pthread_mutex_lock(&cache_lock);
     int best = -1;
-    for (int i = 0; i < cache_n; i++)
-        if (cache[i].bytes >= bytes && cache[i].bytes - bytes <= bytes / 4 &&
-            (best < 0 || cache[i].bytes < cache[best].bytes))
-            best = i;
+    for (int i = cache_n - 1; i >= 0 && best < 0; i--)
+        if (cache[i].bytes >= bytes && cache[i].bytes - bytes <= bytes / 4) best = i;
     if (best >= 0) {
         found = cache[best].data;
         *real = cache[best].bytes;
