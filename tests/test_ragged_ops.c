@@ -547,6 +547,105 @@ static void test_more_reductions_over_ragged(void) {
     jag_release(v), jag_release(off), jag_release(nt), jag_release(ivt), jag_release(ioff), jag_release(int_nt);
 }
 
+/* a jagged tensor of `n` components of lens[i] rows and 3 columns; with
+ * `hole`, each component's span in the values is one row longer than it */
+static jag_tensor *rows_nt(const int64_t *lens, int n, bool hole, jag_dtype dt, uint64_t seed) {
+    int64_t o[8] = {0}, l[8], nb1 = n + 1, nb = n;
+    for (int i = 0; i < n; i++) o[i + 1] = o[i] + lens[i] + hole, l[i] = lens[i];
+    int64_t vs[2] = {o[n], 3};
+    jag_tensor *values = t_rand(vs, 2, dt, -2, 2, seed), *offsets = NULL, *lengths = NULL, *out = NULL;
+    if (jag_from_data(o, &nb1, 1, JAG_INT64, &offsets) || (hole && jag_from_data(l, &nb, 1, JAG_INT64, &lengths)) ||
+        jag_nested_from_jagged(values, offsets, lengths, &out)) {
+        fprintf(stderr, "rows_nt: %s\n", jag_last_error());
+        exit(2);
+    }
+    jag_release(values), jag_release(offsets), jag_release(lengths);
+    return out;
+}
+
+static jag_status traced_sum(void *ctx, jag_tensor *const *in, int n_in, jag_tensor **out, int n_out) {
+    (void)ctx, (void)n_in, (void)n_out;
+    return jag_sum(in[0], (int[]){1}, 1, false, out);
+}
+
+/* A batch of one component reduced over the ragged dim (which runs the dense
+ * op on its values): the same numbers as that component gives inside a batch
+ * of three (the ragged kernels), the shape of the nested result, keepdim and
+ * a component with a hole after it included; a program traced on a batch of
+ * one runs a batch of three as eager does. */
+static void test_reductions_batch_of_one(void) {
+    TEST_BEGIN();
+    for (int f = 0; f < 2; f++)
+        for (int64_t L = 1; L <= 7; L += 6)
+            for (int hole = 0; hole < 2; hole++) {
+                jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+                double tol = f ? 1e-12 : 2e-6;
+                int64_t lens3[3] = {2, L, 4};
+                jag_tensor *one = rows_nt(&L, 1, hole, dt, 300 + (uint64_t)L), *three = rows_nt(lens3, 3, false, dt, 301), *c = NULL;
+                /* component 1 of `three` holds the same rows as `one` */
+                jag_tensor *one_vals = NULL, *three_vals = NULL, *dst = NULL;
+                CHECK_OK(jag_nested_values(one, &one_vals));
+                CHECK_OK(jag_nested_values(three, &three_vals));
+                CHECK_OK(jag_narrow(one_vals, 0, 0, L, &c));
+                CHECK_OK(jag_narrow(three_vals, 0, 2, L, &dst));
+                CHECK_OK(jag_copy_(dst, c));
+                jag_release(c), jag_release(dst), jag_release(one_vals), jag_release(three_vals);
+                int d1[1] = {1};
+                for (int k = 0; k < R_N; k++)
+                    for (int keep = 0; keep < 2; keep++)
+                        for (int corr = 0; corr < (k >= R_VAR ? 2 : 1); corr++) {
+                            jag_tensor *y1 = NULL, *y3 = NULL, *row = NULL, *want = NULL;
+                            CHECK_OK(rk_call((rkind)k, one, d1, 1, corr, keep, &y1));
+                            CHECK_OK(rk_call((rkind)k, three, d1, 1, corr, keep, &y3));
+                            CHECK_OK(jag_narrow(y3, 0, 1, 1, &row));
+                            CHECK_OK(jag_contiguous(row, &want));
+                            CHECK_MSG(y1 && !jag_is_nested(y1) && jag_ndim(y1) == 2 + keep && jag_size(y1, 0) == 1 &&
+                                          jag_size(y1, 1 + keep) == 3 && (!keep || jag_size(y1, 1) == 1),
+                                      "%s keep %d: shape", rk_name[k], keep);
+                            CHECK_MSG(want && y1 && t_allclose(y1, want, tol, tol), "%s %s L %lld hole %d keep %d corr %d",
+                                      rk_name[k], jag_dtype_name(dt), (long long)L, hole, keep, corr);
+                            jag_release(y1), jag_release(y3), jag_release(row), jag_release(want);
+                        }
+                for (int mx = 0; mx < 2; mx++)
+                    for (int keep = 0; keep < 2; keep++) {
+                        jag_tensor *v1 = NULL, *i1 = NULL, *a1 = NULL, *v3 = NULL, *i3 = NULL, *a3 = NULL;
+                        CHECK_OK((mx ? jag_max_dim : jag_min_dim)(one, 1, keep, &v1, &i1));
+                        CHECK_OK((mx ? jag_argmax : jag_argmin)(one, 1, keep, &a1));
+                        CHECK_OK((mx ? jag_max_dim : jag_min_dim)(three, 1, keep, &v3, &i3));
+                        CHECK_OK((mx ? jag_argmax : jag_argmin)(three, 1, keep, &a3));
+                        jag_tensor *r[3] = {NULL}, *w[3] = {NULL}, *got[3] = {v1, i1, a1}, *all[3] = {v3, i3, a3};
+                        for (int q = 0; q < 3; q++) {
+                            CHECK_OK(jag_narrow(all[q], 0, 1, 1, &r[q]));
+                            CHECK_OK(jag_contiguous(r[q], &w[q]));
+                            CHECK_MSG(got[q] && w[q] && jag_ndim(got[q]) == 2 + keep && t_allclose(got[q], w[q], 0, 0),
+                                      "max %d keep %d output %d L %lld hole %d", mx, keep, q, (long long)L, hole);
+                            jag_release(r[q]), jag_release(w[q]);
+                        }
+                        CHECK(jag_tensor_dtype(i1) == JAG_INT64 && jag_tensor_dtype(a1) == JAG_INT64);
+                        jag_release(v1), jag_release(i1), jag_release(a1), jag_release(v3), jag_release(i3), jag_release(a3);
+                    }
+                jag_release(one), jag_release(three);
+            }
+    /* traced on a batch of one, run on batches of three and one */
+    int64_t L = 5, lens3[3] = {2, 5, 4};
+    jag_tensor *one = rows_nt(&L, 1, false, JAG_FLOAT64, 310), *three = rows_nt(lens3, 3, false, JAG_FLOAT64, 311);
+    jag_trace *tr = NULL;
+    jag_program *prog = NULL;
+    CHECK_OK(jag_trace_function(traced_sum, NULL, &one, 1, NULL, 1, &tr));
+    CHECK_OK(jag_trace_compile(tr, JAG_PASSES_ALL, &prog));
+    jag_tensor *inputs[2] = {three, one};
+    for (int i = 0; prog && i < 2; i++) {
+        jag_tensor *got = NULL, *want = NULL;
+        CHECK_OK(jag_program_run(prog, &inputs[i], 1, &got, 1));
+        CHECK_OK(jag_sum(inputs[i], (int[]){1}, 1, false, &want));
+        CHECK_MSG(got && want && jag_size(got, 0) == jag_size(want, 0) && t_allclose(got, want, 1e-12, 1e-12),
+                  "compiled sum, batch of %lld", (long long)jag_size(inputs[i], 0));
+        jag_release(got), jag_release(want);
+    }
+    jag_program_free(prog), jag_trace_free(tr);
+    jag_release(one), jag_release(three);
+}
+
 typedef struct {
     int k; /* rkind, or R_N for max_dim, R_N + 1 for min_dim */
     int dims[3], n;
@@ -908,5 +1007,5 @@ static void test_softmax_special_values(void) {
     }
 }
 
-TEST_MAIN(test_more_reductions_over_ragged, test_more_reduction_gradients, test_losses, test_reductions_over_ragged, test_softmax_and_norms, test_gradients, test_structure_ops,
+TEST_MAIN(test_more_reductions_over_ragged, test_reductions_batch_of_one, test_more_reduction_gradients, test_losses, test_reductions_over_ragged, test_softmax_and_norms, test_gradients, test_structure_ops,
           test_clamp_dropout_rowids, test_softmax_special_values)
