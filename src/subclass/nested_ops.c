@@ -626,19 +626,23 @@ static bool one_whole_component(const nested_state *s) {
     return p[0] == 0 && p[o->strides[0]] == v->sizes[0];
 }
 
-/* A batch of one whole component reduced over the ragged dim alone, without
- * keepdim: the same op on the values over their dim 0 with keepdim, whose
- * result already has the nested result's shape (1, trailing dims). It
- * skips the segment plan and the ragged kernels' set-up: a batch of one
- * costs what the dense op costs, which the ragged kernel did not (sum of
- * one 10 x 64 float component: 290 against 190 ns dense). The result is
- * the dense op's; each component of any batch is computed as that op
- * computes it (the reductions' tests check this). Not while recording a
- * trace: a trace records what holds for every batch. */
+/* A small batch of one whole component reduced over the ragged dim alone,
+ * without keepdim: the same op on the values over their dim 0 with keepdim,
+ * whose result already has the nested result's shape (1, trailing dims).
+ * It skips the segment plan and the ragged kernels' set-up, the fixed cost
+ * that makes a tiny batch of one dearer than the same dense tensor (sum of
+ * one 10 x 64 float component: 290-310 against 240 ns; max 350-370 against
+ * 310-340). Only up to ONE_COMPONENT_MAX elements: past a thousand or two the
+ * ragged kernels beat the dense ones over a middle dim (30 x 64: var 525-540
+ * against 635-650 ns; 1000 x 64: sum 4.7 against 6.4 us). The result is the
+ * dense op's; each component of any batch is computed as that op computes
+ * it (the reductions' tests check this). Not while recording a trace: a
+ * trace records what holds for every batch. */
+#define ONE_COMPONENT_MAX 1024
 static bool reduce_one_component(jag_op_id op, const jag_value *args, int nargs, const nested_state *lead,
                                  const jag_segment_spec *sp, jag_tensor **outs, jag_status *st) {
     if (sp->mask || sp->keepdim || jag__trace_current || !jag_dtype_is_floating(lead->values->dtype) || nargs > 4 ||
-        !one_whole_component(lead))
+        jag_numel(lead->values) > ONE_COMPONENT_MAX || !one_whole_component(lead))
         return false;
     static const int64_t dim0 = 0;
     int keep_i = sp->kind == JAG_SEG_VAR || sp->kind == JAG_SEG_STD ? 3 : 2;
