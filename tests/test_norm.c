@@ -219,6 +219,38 @@ static void test_softmax_vs_ref(void) {
     }
 }
 
+/* softmax / log_softmax down a middle dim of a contiguous float tensor of at
+ * least 2048 elements (the ragged engine's uniform segments) against the
+ * reference and the float64 formula; with NaN and infinities among the
+ * values (against the reference), with values of +-3000, a dim of size 1,
+ * and strided variants (the dense tiles). */
+static void test_softmax_middle_dim_segments(void) {
+    TEST_BEGIN();
+    const int64_t shapes[][3] = {{3, 50, 17}, {1, 700, 3}, {40, 9, 8}, {300, 1, 8}, {1024, 2, 2}};
+    for (int f = 0; f < 2; f++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int kind = 0; kind < 3; kind++) { /* plain, special values, large values */
+                jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+                double lim = kind == 2 ? 3000 : 5;
+                jag_tensor *x = t_rand(shapes[si], 3, dt, -lim, lim, 80 + si), *c = NULL;
+                CHECK_OK(jag_contiguous(x, &c));
+                int64_t n = jag_numel(c);
+                CHECK(n >= 2048);
+                if (kind == 1)
+                    for (int64_t i = 5; i < n; i += 97) {
+                        double v = i % 3 == 0 ? NAN : i % 3 == 1 ? INFINITY : -INFINITY;
+                        if (f) ((double *)jag_data(c))[i] = v;
+                        else ((float *)jag_data(c))[i] = (float)v;
+                    }
+                for (int v = 0; v < 2; v++) {
+                    jag_tensor *a = v ? t_noncontig(c) : jag_retain(c);
+                    for (int lg = 0; lg < 2; lg++) check_softmax(a, 1, lg, kind != 1);
+                    jag_release(a);
+                }
+                jag_release(x), jag_release(c);
+            }
+}
+
 /* The row path (softmax along the last dim) at lengths around its vector
  * widths, with one special value in the vector body or in the tail: a NaN
  * or a +inf makes the line NaN, -inf values get probability 0 (log:
@@ -994,6 +1026,6 @@ static void test_norm_row_lengths(void) {
     }
 }
 
-TEST_MAIN(test_norm_backward_vs_ref, test_norm_backward_many_rows, test_softmax_backward_vs_ref, test_norm_backward_gradcheck, test_norm_backward_nested,
+TEST_MAIN(test_softmax_middle_dim_segments, test_norm_backward_vs_ref, test_norm_backward_many_rows, test_softmax_backward_vs_ref, test_norm_backward_gradcheck, test_norm_backward_nested,
           test_norm_backward_errors, test_softmax_hand, test_softmax_vs_ref, test_softmax_row_lengths, test_softmax_large, test_softmax_empty_0d, test_softmax_errors,
           test_norm_hand, test_norm_vs_ref, test_norm_row_lengths, test_norm_specials, test_norm_large_empty, test_norm_errors)

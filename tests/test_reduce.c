@@ -246,6 +246,49 @@ static void test_index_ops_vs_ref(void) {
     }
 }
 
+/* A middle dim of a contiguous float tensor of at least 2048 elements (which
+ * runs as uniform segments of the ragged engine): every reduction and index
+ * op against the reference, with ties, NaN and infinities among the values,
+ * a reduced dim of size 1, var / std past the count (correction 2 of 1 and 2
+ * rows), and the strided variants (which take the dense kernels). */
+static void test_middle_dim_segments_vs_ref(void) {
+    TEST_BEGIN();
+    const int64_t shapes[][3] = {{3, 50, 17}, {1, 700, 3}, {40, 9, 8}, {300, 1, 8}, {1024, 2, 2}};
+    int before = n_compared;
+    for (int f = 0; f < 2; f++)
+        for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+            for (int special = 0; special < 2; special++) {
+                jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+                jag_tensor *x = t_randint(shapes[si], 3, dt, -4, 4, 40 + si), *c = NULL;
+                CHECK_OK(jag_contiguous(x, &c));
+                int64_t n = jag_numel(c);
+                CHECK(n >= 2048);
+                if (special) /* NaN, +inf, -inf spread over the rows and columns */
+                    for (int64_t i = 5; i < n; i += 97) {
+                        double v = i % 3 == 0 ? NAN : i % 3 == 1 ? INFINITY : -INFINITY;
+                        if (f) ((double *)jag_data(c))[i] = v;
+                        else ((float *)jag_data(c))[i] = (float)v;
+                    }
+                for (int v = 0; v < 2; v++) {
+                    jag_tensor *a = v ? t_noncontig(c) : jag_retain(c);
+                    const int d1[1] = {1};
+                    for (int keep = 0; keep < 2; keep++) {
+                        for (int op = 0; op < N_DIMS_OPS; op++) {
+                            if (op == OP_PROD) continue;
+                            for (int64_t corr = 0; corr < (op == OP_VAR || op == OP_STD ? 3 : 1); corr++) {
+                                check_dims((dims_op)op, a, d1, 1, corr, keep);
+                                if (shapes[si][0] > 1) check_dims((dims_op)op, a, (const int[]){0}, 1, corr, keep);
+                            }
+                        }
+                        for (int which = 0; which < 4; which++) check_index(which, a, 1, keep);
+                    }
+                    jag_release(a);
+                }
+                jag_release(x), jag_release(c);
+            }
+    CHECK(n_compared - before == 2 * 2 * 2 * 2 * (5 + 4) * 11); /* dtypes, values, layouts, keepdim; dims 1 and 0 */
+}
+
 /* ---- hand-computed values -------------------------------------------------- */
 
 static void test_sum_hand(void) {
@@ -924,6 +967,6 @@ static void test_typed_kernel_mask(void) {
     jag_release(base);
 }
 
-TEST_MAIN(test_mean_backward, test_logsumexp_hand, test_sum_hand, test_int_sums_exact, test_mean_var_std_hand, test_extrema_hand, test_empty,
+TEST_MAIN(test_mean_backward, test_middle_dim_segments_vs_ref, test_logsumexp_hand, test_sum_hand, test_int_sums_exact, test_mean_var_std_hand, test_extrema_hand, test_empty,
           test_size1_and_0d, test_dims_ops_vs_ref, test_index_ops_vs_ref, test_large, test_long_row_accuracy,
           test_thread_count_invariance, test_errors, test_typed_kernel_mask)

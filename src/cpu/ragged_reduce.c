@@ -1929,3 +1929,27 @@ jag_status jag__ragged_softmax_backward_reference(const char *op, const jag_tens
     jag_release(y), jag_release(gc);
     return JAG_OK;
 }
+
+/* ---- dense tensors as uniform segments ---------------------------------- */
+
+bool jag__dense_segments_apply(const jag_tensor *x, int dim) {
+    return (x->dtype == JAG_FLOAT32 || x->dtype == JAG_FLOAT64) && x->ndim >= 2 && dim < x->ndim - 1 &&
+           jag_is_contiguous(x) && jag_numel(x) >= JAG_SEGMENTS_MIN &&
+           jag__numel(x->sizes + dim + 1, x->ndim - dim - 1) > 1;
+}
+
+jag_status jag__dense_as_segments(const char *op, const jag_tensor *x, int dim, jag_tensor **values, jag_ragged_rows *rows,
+                                  int64_t **offsets) {
+    int64_t O = jag__numel(x->sizes, dim), R = x->sizes[dim], C = jag__numel(x->sizes + dim + 1, x->ndim - dim - 1);
+    int64_t vs[2] = {O * R, C}, st[2] = {C, 1};
+    int64_t *off = malloc((size_t)(O + 1) * sizeof *off);
+    jag_tensor *v = off ? jag__tensor_view(x, vs, st, 2, x->offset) : NULL;
+    if (!v) {
+        free(off);
+        return jag__error(JAG_ENOMEM, "%s: out of memory", op);
+    }
+    for (int64_t o = 0; o <= O; o++) off[o] = o * R;
+    *values = v, *offsets = off;
+    *rows = (jag_ragged_rows){.batch = O, .offsets = off, .lengths = NULL};
+    return JAG_OK;
+}

