@@ -203,6 +203,17 @@ static inline bool t_allclose(const jag_tensor *a, const jag_tensor *b, double r
     return true;
 }
 
+/* Every `step`-th element of a contiguous float tensor from `first` set to
+ * NaN, +inf or -inf in turn (by index mod 3): special values spread over
+ * its rows and columns. */
+static inline void t_put_specials(jag_tensor *c, int64_t first, int64_t step) {
+    for (int64_t i = first; i < jag_numel(c); i += step) {
+        double v = i % 3 == 0 ? NAN : i % 3 == 1 ? INFINITY : -INFINITY;
+        if (jag_tensor_dtype(c) == JAG_FLOAT64) ((double *)jag_data(c))[i] = v;
+        else ((float *)jag_data(c))[i] = (float)v;
+    }
+}
+
 /* The same values as x in a non-contiguous layout: storage with the dims
  * reversed, viewed back through a permute. */
 static inline jag_tensor *t_noncontig(const jag_tensor *x) {

@@ -263,12 +263,7 @@ static void test_middle_dim_segments_vs_ref(void) {
                 CHECK_OK(jag_contiguous(x, &c));
                 int64_t n = jag_numel(c);
                 CHECK(n >= 2048);
-                if (special) /* NaN, +inf, -inf spread over the rows and columns */
-                    for (int64_t i = 5; i < n; i += 97) {
-                        double v = i % 3 == 0 ? NAN : i % 3 == 1 ? INFINITY : -INFINITY;
-                        if (f) ((double *)jag_data(c))[i] = v;
-                        else ((float *)jag_data(c))[i] = (float)v;
-                    }
+                if (special) t_put_specials(c, 5, 97);
                 for (int v = 0; v < 2; v++) {
                     jag_tensor *a = v ? t_noncontig(c) : jag_retain(c);
                     const int d1[1] = {1};
