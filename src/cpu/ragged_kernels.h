@@ -120,8 +120,9 @@ void jag__var_rows_f32_ref(const float *x, int64_t C, int64_t n, int64_t nc, dou
 
 /* ---- dense tensors as uniform segments ------------------------------------ */
 
-/* A contiguous float x of at least JAG_SEGMENTS_MIN elements reduced, or
- * softmaxed, over one dim with dims after it (a middle dim): the dims
+/* A contiguous float x of at least min_numel elements (JAG_SEGMENTS_MIN
+ * unless said otherwise) reduced, or softmaxed, over one dim with dims
+ * after it (a middle dim): the dims
  * before make O segments of R = x.size(dim) rows of C columns (the dims
  * after). The engine above runs these faster than the dense kernels' column
  * layout (reduce.c COL, softmax.c's tiles), which hands whole columns to
@@ -129,7 +130,7 @@ void jag__var_rows_f32_ref(const float *x, int64_t C, int64_t n, int64_t nc, dou
  * (O R, C) (release it), *offsets the O + 1 segment starts (free it), *rows
  * their batch. Errors: JAG_ENOMEM. */
 #define JAG_SEGMENTS_MIN 2048
-bool jag__dense_segments_apply(const jag_tensor *x, int dim);
+bool jag__dense_segments_apply(const jag_tensor *x, int dim, int64_t min_numel);
 jag_status jag__dense_as_segments(const char *op, const jag_tensor *x, int dim, jag_tensor **values, jag_ragged_rows *rows,
                                   int64_t **offsets);
 

@@ -1932,9 +1932,9 @@ jag_status jag__ragged_softmax_backward_reference(const char *op, const jag_tens
 
 /* ---- dense tensors as uniform segments ---------------------------------- */
 
-bool jag__dense_segments_apply(const jag_tensor *x, int dim) {
+bool jag__dense_segments_apply(const jag_tensor *x, int dim, int64_t min_numel) {
     return (x->dtype == JAG_FLOAT32 || x->dtype == JAG_FLOAT64) && x->ndim >= 2 && dim < x->ndim - 1 &&
-           jag_is_contiguous(x) && jag_numel(x) >= JAG_SEGMENTS_MIN &&
+           jag_is_contiguous(x) && jag_numel(x) >= min_numel &&
            jag__numel(x->sizes + dim + 1, x->ndim - dim - 1) > 1;
 }
 

@@ -30,9 +30,10 @@
  *         buffer, which is reduced as ROW.
  *
  * Before these: one middle dim of a contiguous float x of JAG_SEGMENTS_MIN
- * elements or more, except prod, runs as uniform segments of the ragged
- * engine (ragged_reduce.c): COL gives threads whole column tiles, so a few
- * columns ran on one thread, and its logsumexp was 20x slower.
+ * elements or more (logsumexp: any size), except prod, runs as uniform
+ * segments of the ragged engine (ragged_reduce.c): COL gives threads whole
+ * column tiles, so a few columns ran on one thread, and its logsumexp was
+ * 8-20x slower.
  *
  * Every op is a "kind" per dtype: a leaf (one contiguous segment -> partial),
  * a combine (two partials of consecutive ranges -> one), a store (partial ->
@@ -856,13 +857,15 @@ static const int segment_kind[JAG_REDUCTION_COUNT] = {
  * uniform segments (ragged_kernels.h), true when it ran (*st its status).
  * Figures, one call, 2 threads, float32, over dim 1: (1, 1000, 64) sum 7.2
  * -> 4.7 us, var 15.4 -> 7.6, logsumexp 353 -> 19; (32, 128, 256) sum 60 ->
- * 51, var 115 -> 70, logsumexp 3260 -> 157. */
+ * 51, var 115 -> 70, logsumexp 3260 -> 157. logsumexp at any size: COL's
+ * took 4.1 us on (1, 10, 64), the engine 0.5. */
 static bool reduce_by_segments(const char *op, jag_reduction r, const jag_tensor *x, const bool *mask,
                                int64_t correction, jag_tensor *const *outs, jag_status *st) {
     int dim = -1, n = 0;
     for (int d = 0; d < x->ndim; d++)
         if (mask[d]) dim = d, n++;
-    if (n != 1 || segment_kind[r] < 0 || !jag__dense_segments_apply(x, dim)) return false;
+    int64_t min_numel = r == JAG_REDUCTION_logsumexp ? 1 : JAG_SEGMENTS_MIN;
+    if (n != 1 || segment_kind[r] < 0 || !jag__dense_segments_apply(x, dim, min_numel)) return false;
     jag_tensor *values = NULL;
     jag_ragged_rows rows;
     int64_t *offsets = NULL;
