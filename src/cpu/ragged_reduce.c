@@ -1722,8 +1722,9 @@ static void grad_job_rows(const seg_job *sj, const seg_task *t) {
     load_row(gv, j->gp, j->gf64, t->b, C, t->c0, t->nc);
     load_row(yv, j->yp, j->yf64, t->b, C, t->c0, t->nc);
     double n = (double)seg_len(j->j.s, t->b);
-    if (sj->f64) grad_rows_f64(sj->p, (const double *)sj->in, (double *)sj->y, t, sj->kind, sj->corr, n, gv, yv, j->st + o);
-    else grad_rows_f32(sj->p, (const float *)sj->in, (float *)sj->y, t, sj->kind, sj->corr, n, gv, yv, j->st + o);
+    const double *seg_stat = j->st ? j->st + o : NULL; /* var / std only; NULL for sum / mean */
+    if (sj->f64) grad_rows_f64(sj->p, (const double *)sj->in, (double *)sj->y, t, sj->kind, sj->corr, n, gv, yv, seg_stat);
+    else grad_rows_f32(sj->p, (const float *)sj->in, (float *)sj->y, t, sj->kind, sj->corr, n, gv, yv, seg_stat);
 }
 
 /* R = 1: values v (rows, C) contiguous; y, g (B, C) contiguous; idx (B, C) for max/min -> z (rows, C) */
