@@ -737,15 +737,17 @@ static void test_engine_lse_fast_blocks(void) {
             }
 }
 
-/* The ragged sum's and var's float32 row kernels against their plain
- * loops, bit for bit: column counts around the strips (64 and 32 columns)
- * and the 8-column masked tails, row counts from none up, a row stride
- * wider than the columns. Values of mixed magnitudes, so that a change of
- * order would change bits, and inf, -inf and NaN in the first row and
- * later ones (var's x0). */
+/* The ragged sum's, var's and amax / amin's float32 row kernels against
+ * their plain loops, bit for bit, and columns by hand: column counts around
+ * the strips (64, 32 and 16 columns) and the masked tails, row counts from
+ * none up, a row stride wider than the columns. Values of mixed
+ * magnitudes, so that a change of order would change bits, and inf, -inf
+ * and NaN in the first row and later ones (var's x0); for amax / amin also
+ * coarse values full of ties (+0 and -0 among them), with and without NaNs
+ * of two payloads. */
 static void test_row_kernels(void) {
     TEST_BEGIN();
-    const int64_t ncs[] = {1, 7, 8, 9, 31, 33, 63, 64, 65, 100, 128, 135, 256, 512};
+    const int64_t ncs[] = {1, 7, 8, 9, 15, 16, 17, 31, 33, 63, 64, 65, 72, 100, 128, 135, 256, 512};
     const int64_t ns[] = {0, 1, 2, 5, 33};
     uint64_t st = 12345;
     enum { CMAX = 520, NMAX = 33 };
@@ -756,6 +758,18 @@ static void test_row_kernels(void) {
         x[i] = (float)ldexp((double)(st >> 40) / (double)(1 << 24) - 0.5, (int)(st >> 20 & 31) - 10);
     }
     x[3 + 5] = INFINITY, x[3 + 40] = NAN, x[3 + 530 + 70] = -INFINITY, x[3 + 2 * 525 + 7] = NAN; /* row 0, then later rows */
+    /* coarse: a few values, +0 and -0 among them (ties, where the first must
+     * stay), and in one column NaNs of two payloads (the first must win) */
+    float *coarse = malloc(sizeof(float) * CMAX * NMAX);
+    for (int i = 0; i < CMAX * NMAX; i++) {
+        st = st * 6364136223846793005ull + 1442695040888963407ull;
+        int k = (int)(st >> 33 & 7);
+        coarse[i] = k == 0 ? 0.0f : k == 1 ? -0.0f : (float)(k - 4);
+    }
+    float *ties = malloc(sizeof(float) * CMAX * NMAX);
+    memcpy(ties, coarse, sizeof(float) * CMAX * NMAX);
+    float nan1 = nanf("1"), nan2 = -nanf("2");
+    for (int r = 1; r < NMAX; r += 3) coarse[3 + r * 77 + 6] = r % 2 ? nan1 : nan2; /* column 6 at row stride 77 (nc 72) */
     for (size_t a = 0; a < sizeof ncs / sizeof *ncs; a++)
         for (size_t b = 0; b < sizeof ns / sizeof *ns; b++) {
             int64_t nc = ncs[a], n = ns[b], C = nc + 5;
@@ -770,6 +784,28 @@ static void test_row_kernels(void) {
             jag__var_rows_f32(x + 3, C, n, nc, got[0], got[1]);
             jag__var_rows_f32_ref(x + 3, C, n, nc, want[0], want[1]);
             CHECK_MSG(memcmp(got, want, sizeof got) == 0, "var: nc %lld n %lld", (long long)nc, (long long)n);
+            for (int mx = 0; n >= 1 && mx < 2; mx++) { /* amax / amin, on the data and on coarse data full of ties */
+                for (int tie = 0; tie < 3; tie++) {
+                    const float *xs = (tie == 0 ? x : tie == 1 ? coarse : ties) + 3;
+                    float gm[CMAX + 8], wm[CMAX + 8];
+                    for (int i = 0; i < CMAX + 8; i++) gm[i] = wm[i] = -1.0f;
+                    jag__ext_rows_f32(xs, C, n, nc, mx, gm);
+                    jag__ext_rows_f32_ref(xs, C, n, nc, mx, wm);
+                    CHECK_MSG(memcmp(gm, wm, sizeof gm) == 0, "%s: nc %lld n %lld tie %d", mx ? "amax" : "amin", (long long)nc,
+                              (long long)n, tie);
+                    for (int64_t c = 0; c < nc; c += nc - 1 > 0 ? nc - 1 : 1) { /* first and last column by hand */
+                        float h = xs[c];
+                        bool h_nan = h != h;
+                        for (int64_t r = 1; r < n && !h_nan; r++) {
+                            float v = xs[r * C + c];
+                            if (v != v) h = v, h_nan = true;
+                            else if (mx ? v > h : v < h) h = v;
+                        }
+                        CHECK_MSG(memcmp(&gm[c], &h, sizeof h) == 0, "%s: nc %lld n %lld tie %d column %lld: %g, want %g",
+                                  mx ? "amax" : "amin", (long long)nc, (long long)n, tie, (long long)c, gm[c], h);
+                    }
+                }
+            }
             if (n >= 2) { /* the last column's mean and M2 against the two-pass formula */
                 double mu = 0, q = 0;
                 for (int64_t r = 0; r < n; r++) mu += (double)x[3 + r * C + nc - 1];
@@ -781,7 +817,7 @@ static void test_row_kernels(void) {
                           got[1][nc - 1], mu, q);
             }
         }
-    free(x);
+    free(x), free(coarse), free(ties);
 }
 
 /* ragged_reduce on non-contiguous values (a slice of wider rows, and a

@@ -118,6 +118,13 @@ void jag__sum_rows_f32_ref(const float *x, int64_t C, int64_t n, int64_t nc, dou
 void jag__var_rows_f32(const float *x, int64_t C, int64_t n, int64_t nc, double *mean, double *m2);
 void jag__var_rows_f32_ref(const float *x, int64_t C, int64_t n, int64_t nc, double *mean, double *m2);
 
+/* The same rows (n >= 1) -> m (nc): each column's max (is_max) or min, the
+ * first NaN of a column winning over every number and the first of equal
+ * values kept (amax / amin's kernel; _ref its plain loop, with the same
+ * bits). */
+void jag__ext_rows_f32(const float *x, int64_t C, int64_t n, int64_t nc, bool is_max, float *m);
+void jag__ext_rows_f32_ref(const float *x, int64_t C, int64_t n, int64_t nc, bool is_max, float *m);
+
 /* ---- dense tensors as uniform segments ------------------------------------ */
 
 /* A contiguous float x of at least min_numel elements (JAG_SEGMENTS_MIN

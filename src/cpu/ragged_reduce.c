@@ -273,6 +273,71 @@ void jag__sum_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, double
 }
 #endif
 
+/* x (n >= 1, C) float32 rows, first nc columns -> m (nc): each column's max
+ * (is_max) or min, a NaN winning over every number (the first NaN of the
+ * column, by row) and the first of equal values (+0 and -0) kept. The plain
+ * loop keeps m in memory and folds each row into it. With AVX-512 the rows
+ * go in blocks that fit in L1, as jag__sum_rows_f32, and over a block a
+ * strip of 64 columns stays in four registers. MAXPS / MINPS return the
+ * second operand unless the first is strictly greater (smaller), so
+ * max(x, m) keeps the earlier of equal values, as the plain loop, but drops
+ * a NaN: NaNs are only recorded, and a strip that met one is redone by the
+ * plain loop (the same bits either way). jag__ext_rows_f32_ref is the plain
+ * loop. */
+void jag__ext_rows_f32_ref(const float *in, int64_t C, int64_t n, int64_t nc, bool is_max, float *restrict m) {
+    memcpy(m, in, (size_t)nc * sizeof *m);
+    for (int64_t r = 1; r < n; r++) {
+        const float *restrict x = in + r * C;
+        if (is_max)
+            for (int64_t c = 0; c < nc; c++) m[c] = SEG_MAX_BETTER(x[c], m[c]) ? x[c] : m[c];
+        else
+            for (int64_t c = 0; c < nc; c++) m[c] = SEG_MIN_BETTER(x[c], m[c]) ? x[c] : m[c];
+    }
+}
+
+#if defined(__AVX512F__)
+/* rows [r0, e) folded into columns [c, c + 16 * k) of m, lanes past nc masked */
+static inline bool ext_strip_f32(const float *in, int64_t C, int64_t r0, int64_t e, int64_t c, int64_t nc, bool is_max,
+                                 float *restrict m) {
+    __mmask16 mk[4];
+    __m512 a[4];
+    __mmask16 nan = 0;
+    for (int k = 0; k < 4; k++) {
+        int64_t left = nc - c - 16 * k;
+        mk[k] = (__mmask16)(left >= 16 ? 0xffff : left > 0 ? (1u << left) - 1 : 0);
+        a[k] = _mm512_maskz_loadu_ps(mk[k], m + c + 16 * k);
+    }
+    for (int64_t r = r0; r < e; r++) {
+        const float *x = in + r * C + c;
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            __m512 v = _mm512_maskz_loadu_ps(mk[k], x + 16 * k);
+            nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+            a[k] = is_max ? _mm512_max_ps(v, a[k]) : _mm512_min_ps(v, a[k]);
+        }
+    }
+    for (int k = 0; k < 4; k++) _mm512_mask_storeu_ps(m + c + 16 * k, mk[k], a[k]);
+    return nan != 0;
+}
+
+void jag__ext_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, bool is_max, float *restrict m) {
+    memcpy(m, in, (size_t)nc * sizeof *m);
+    bool nan = false;
+    for (int64_t c = 0; c < nc; c++) nan |= m[c] != m[c];
+    for (int64_t r0 = 1, rb = l1_rows(nc); r0 < n && !nan; r0 += rb) {
+        int64_t e = n - r0 < rb ? n : r0 + rb;
+        for (int64_t c = 0; c < nc; c += 64)
+            if (is_max) nan |= ext_strip_f32(in, C, r0, e, c, nc, true, m);
+            else nan |= ext_strip_f32(in, C, r0, e, c, nc, false, m);
+    }
+    if (nan) jag__ext_rows_f32_ref(in, C, n, nc, is_max, m);
+}
+#else
+void jag__ext_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, bool is_max, float *restrict m) {
+    jag__ext_rows_f32_ref(in, C, n, nc, is_max, m);
+}
+#endif
+
 /* x (n, C) float32 rows, first nc columns -> mean, m2 (nc): each column's
  * mean and M2 (sum of squared deviations). The sums of d = x - x0 and d^2
  * in double, x0 the first row (d is exact; as x0 is one of the values,
@@ -380,6 +445,18 @@ static void var_rows_f64(const double *in, int64_t C, int64_t n, int64_t nc, dou
  * values (arguments <= 0 when the max is finite), EXP_ANY an exp for any
  * argument (softmax where a column's max is +inf), EXP_SUM the exp of
  * logsumexp's terms (arguments <= 0 or NaN). */
+/* The max / min of rows without indices, when a type has its own kernel:
+ * float32 has jag__ext_rows_f32; float64 answers false and keeps the
+ * grouped loop of rows_ext_f64. */
+static bool ext_rows_own_f32(const float *in, int64_t C, int64_t n, int64_t nc, bool is_max, float *m) {
+    jag__ext_rows_f32(in, C, n, nc, is_max, m);
+    return true;
+}
+static bool ext_rows_own_f64(const double *in, int64_t C, int64_t n, int64_t nc, bool is_max, double *m) {
+    (void)in, (void)C, (void)n, (void)nc, (void)is_max, (void)m;
+    return false;
+}
+
 #define DEF_SEG_ROWS(SUF, T, SUMF, VARF, EXP, EXP_ANY, EXP_SUM)                          \
     /* sum: acc (nc) = the sum of the rows, in double (SUMF) */          \
     static void rows_sum_##SUF(const seg_plan *p, const T *in, const seg_task *t, double *restrict acc) { \
@@ -390,6 +467,7 @@ static void var_rows_f64(const double *in, int64_t C, int64_t n, int64_t nc, dou
     static void rows_ext_##SUF(const seg_plan *p, const T *in, const seg_task *t, bool is_max, T *restrict m, \
                                int64_t *restrict ix) {                         \
         int64_t C = p->C, c0 = t->c0, nc = t->nc, r0 = t->r0, e = t->r0 + t->n; \
+        if (!ix && ext_rows_own_##SUF(in + r0 * C + c0, C, t->n, nc, is_max, m)) return; \
         memcpy(m, in + r0 * C + c0, (size_t)nc * sizeof(T));                   \
         if (ix)                                                                \
             for (int64_t c = 0; c < nc; c++) ix[c] = t->row0;                  \
