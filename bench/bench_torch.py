@@ -348,6 +348,18 @@ def bench_dense(torch, threads):
             ("layer_norm", size, None, lambda jx=jx, jw=jw, jb=jb: JF.layer_norm(jx, (1024,), jw, jb),
              lambda tx=tx, tw=tw, tb=tb: F.layer_norm(tx, (1024,), tw, tb)),
         ]
+    # reductions and softmax down a middle dim (a batch of equal-length
+    # sequences reduced over time)
+    x = rng.standard_normal((32, 128, 256)).astype(np.float32)
+    jx, tx = jag.from_numpy(x), torch.from_numpy(x)
+    size = "(32, 128, 256), dim 1"
+    cases += [
+        ("sum (middle dim)", size, None, lambda: jag.sum(jx, 1), lambda: torch.sum(tx, 1)),
+        ("var (middle dim)", size, None, lambda: jag.var(jx, 1), lambda: torch.var(tx, 1)),
+        ("amax (middle dim)", size, None, lambda: jag.amax(jx, 1), lambda: torch.amax(tx, 1)),
+        ("softmax (middle dim)", size, None, lambda: jag.softmax(jx, 1), lambda: torch.softmax(tx, 1)),
+        ("logsumexp (middle dim)", size, None, lambda: jag.logsumexp(jx, 1), lambda: torch.logsumexp(tx, 1)),
+    ]
     for op, size, flops, jfn, tfn in cases:
         diff = float(np.max(np.abs(to_numpy(jfn()) - to_numpy(tfn()))))
         tol = ATOL["float32"] * (32 if op == "mm" else 1)  # sums of 1024 products of N(0, 1) numbers

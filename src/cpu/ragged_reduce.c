@@ -1695,27 +1695,30 @@ static jag_status seg_grad_generic(const char *op, const ragged_batch *s, const 
  * the engine above: a first pass for the kinds that need a per-column
  * statistic of the segment (var, std: the sum for the mean; amax, amin: how
  * many rows equal the max), summed over a segment's chunks, then one pass
- * that writes each row. Element math in double, as seg_grad_generic. */
-#define DEF_SEG_GRAD(SUF, T)                                                   \
-    /* sum of x (var, std) or count of x equal to y (amax, amin), per column */ \
+ * that writes each row. Element math in double, as seg_grad_generic,
+ * except where T gives the same answer or the dense rule's: the maxima are
+ * found by comparing in T, and logsumexp's g exp(x - y) is computed in T,
+ * as the dense rule computes it (float32: half the double lanes, and
+ * vecmath.h's float exp). */
+#define DEF_SEG_GRAD(SUF, T, SUMF, EXPF)                                       \
+    /* sum of x (var, std: SUMF, in double) or count of x equal to y (amax,  \
+     * amin), per column */                                                    \
     static void grad_stat_##SUF(const seg_plan *p, const T *in, const seg_task *t, jag_segment_kind kind, \
                                 const double *restrict yv, double *restrict acc) { \
         int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
-        bool var = kind == JAG_SEG_VAR || kind == JAG_SEG_STD;                 \
-        for (int64_t c = 0; c < nc; c++) acc[c] = 0;                           \
+        if (kind == JAG_SEG_VAR || kind == JAG_SEG_STD) {                      \
+            SUMF(in + t->r0 * C + c0, C, t->n, nc, acc);                       \
+            return;                                                            \
+        }                                                                      \
+        T y[COL_BLOCK];                                                        \
+        int32_t cnt[COL_BLOCK]; /* a task has fewer than 2^31 rows */          \
+        for (int64_t c = 0; c < nc; c++) y[c] = (T)yv[c], cnt[c] = 0;          \
         for (int64_t r = t->r0; r < e; r++) {                                  \
             const T *restrict x = in + r * C + c0;                             \
-            if (var) {                                                         \
-                _Pragma("omp simd")                                            \
-                for (int64_t c = 0; c < nc; c++) acc[c] += (double)x[c];       \
-            } else {                                                           \
-                _Pragma("omp simd")                                            \
-                for (int64_t c = 0; c < nc; c++) {                             \
-                    double v = (double)x[c];                                   \
-                    acc[c] += v == yv[c] || (v != v && yv[c] != yv[c]) ? 1.0 : 0.0; \
-                }                                                              \
-            }                                                                  \
+            _Pragma("omp simd")                                                \
+            for (int64_t c = 0; c < nc; c++) cnt[c] += x[c] == y[c] || (x[c] != x[c] && y[c] != y[c]); \
         }                                                                      \
+        for (int64_t c = 0; c < nc; c++) acc[c] = (double)cnt[c];              \
     }                                                                          \
     /* the task's rows of z from the columns' g, y and statistic st (the     \
      * segment's mean or count of maxima); n: the segment's rows */           \
@@ -1724,7 +1727,9 @@ static jag_status seg_grad_generic(const char *op, const ragged_batch *s, const 
                                 const double *restrict st) {                   \
         int64_t C = p->C, c0 = t->c0, nc = t->nc, e = t->r0 + t->n;            \
         double f[COL_BLOCK], a[COL_BLOCK];                                     \
-        T v[COL_BLOCK];                                                        \
+        T v[COL_BLOCK], gw[COL_BLOCK], yw[COL_BLOCK]; /* amax, amin, logsumexp: \
+            the share of g and y in T (y of T is exact; exp(x - y) in T, as \
+            the dense rule) */                                                 \
         double div = n - (double)corr;                                         \
         div = div > 0 ? div : 0;                                               \
         for (int64_t c = 0; c < nc; c++) {                                     \
@@ -1732,7 +1737,8 @@ static jag_status seg_grad_generic(const char *op, const ragged_batch *s, const 
             case JAG_SEG_MEAN: v[c] = (T)(gv[c] / n); break;                   \
             case JAG_SEG_VAR: f[c] = 2.0 * gv[c] / div, a[c] = n ? st[c] / n : 0; break; \
             case JAG_SEG_STD: f[c] = yv[c] == 0 ? 0.0 : gv[c] / (div * yv[c]), a[c] = n ? st[c] / n : 0; break; \
-            case JAG_SEG_AMAX: case JAG_SEG_AMIN: f[c] = gv[c] / st[c]; break; \
+            case JAG_SEG_AMAX: case JAG_SEG_AMIN: gw[c] = (T)(gv[c] / st[c]), yw[c] = (T)yv[c]; break; \
+            case JAG_SEG_LSE: gw[c] = (T)gv[c], yw[c] = (T)yv[c]; break;       \
             default: v[c] = (T)gv[c];                                          \
             }                                                                  \
         }                                                                      \
@@ -1743,7 +1749,7 @@ static jag_status seg_grad_generic(const char *op, const ragged_batch *s, const 
             case JAG_SEG_LSE: /* g exp(x - y); nothing when y is -inf */      \
                 _Pragma("omp simd")                                            \
                 for (int64_t c = 0; c < nc; c++)                               \
-                    z[c] = yv[c] == -INFINITY ? (T)0 : (T)(gv[c] * jag__vm_exp_f64((double)x[c] - yv[c])); \
+                    z[c] = yw[c] == -INFINITY ? (T)0 : gw[c] * EXPF(x[c] - yw[c]);  \
                 break;                                                         \
             case JAG_SEG_VAR: case JAG_SEG_STD:                                \
                 _Pragma("omp simd")                                            \
@@ -1751,17 +1757,15 @@ static jag_status seg_grad_generic(const char *op, const ragged_batch *s, const 
                 break;                                                         \
             case JAG_SEG_AMAX: case JAG_SEG_AMIN: /* split evenly among the ties */ \
                 _Pragma("omp simd")                                            \
-                for (int64_t c = 0; c < nc; c++) {                             \
-                    double w = (double)x[c];                                   \
-                    z[c] = w == yv[c] || (w != w && yv[c] != yv[c]) ? (T)f[c] : (T)0; \
-                }                                                              \
+                for (int64_t c = 0; c < nc; c++)                               \
+                    z[c] = x[c] == yw[c] || (x[c] != x[c] && yw[c] != yw[c]) ? gw[c] : (T)0; \
                 break;                                                         \
             default: memcpy(z, v, (size_t)nc * sizeof(T)); /* sum, mean */     \
             }                                                                  \
         }                                                                      \
     }
-DEF_SEG_GRAD(f32, float)
-DEF_SEG_GRAD(f64, double)
+DEF_SEG_GRAD(f32, float, jag__sum_rows_f32, jag__vm_exp_f32)
+DEF_SEG_GRAD(f64, double, sum_rows_f64, jag__vm_exp_f64)
 #undef DEF_SEG_GRAD
 
 /* One gradient call's work (seg_for's job: j->y is z, the gradient). */
