@@ -945,7 +945,7 @@ jag_status jag__reduce_reference(const char *op, jag_reduction which, const jag_
             }
             const char *p = jag__ptr(x) + off * (int64_t)es;
             double v = jag__load_as_double(p, x->dtype);
-            int64_t iv = ref_load_int(p, x->dtype);
+            int64_t iv = fp ? 0 : ref_load_int(p, x->dtype); /* integers only: a float may be inf or NaN */
             switch (which) {
             case JAG_REDUCTION_sum: case JAG_REDUCTION_mean: fa[o] += v, ia[o] = (int64_t)((uint64_t)ia[o] + (uint64_t)iv); break;
             case JAG_REDUCTION_prod: fa[o] *= v, ia[o] = (int64_t)((uint64_t)ia[o] * (uint64_t)iv); break;
