@@ -269,7 +269,12 @@ static inline void jag__spec_set(jag_spec *s, jag_dtype dtype, const int64_t *si
     JAG_ASSERT(ndim >= 0 && ndim <= JAG_MAX_DIMS);
     s->dtype = dtype;
     s->ndim = ndim;
-    if (ndim > 0 && ndim <= JAG_MAX_DIMS) memcpy(s->sizes, sizes, (size_t)ndim * sizeof *sizes);
+    /* element by element over the fixed bound: a memcpy of ndim * 8 bytes
+     * compiles to `rep movs` here (gcc, -march=znver3), whose start-up cost
+     * was 13% of a small nested relu */
+#pragma GCC unroll 8
+    for (int d = 0; d < JAG_MAX_DIMS; d++)
+        if (d < ndim) s->sizes[d] = sizes[d];
 }
 
 #endif /* JAG_DISPATCH_H */
