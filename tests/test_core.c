@@ -226,6 +226,48 @@ static void test_storage_newest_block_first(void) {
 #endif
 }
 
+/* Blocks of 8 MiB and more start on a 2 MiB boundary and carry the
+ * kernel's huge-page advice (the "hg" flag of their mapping in
+ * /proc/self/smaps), so that a first touch faults once per 2 MiB, not once
+ * per 4 KiB; their bytes are all usable. */
+static void test_storage_huge_page_advice(void) {
+    TEST_BEGIN();
+#if defined(__linux__)
+    jag_empty_cache();
+    int64_t n = 4 << 20; /* 16 MiB of floats */
+    jag_tensor *t = NULL;
+    CHECK_OK(jag_full(&n, 1, 2.5, JAG_FLOAT32, &t));
+    if (!t) return;
+    const float *d = jag_data(t);
+    uintptr_t p = (uintptr_t)d;
+    CHECK_MSG(p % ((uintptr_t)2 << 20) == 0, "a 16 MiB block at %p: not on a 2 MiB boundary", (void *)d);
+    CHECK(d[0] == 2.5f && d[n / 2] == 2.5f && d[n - 1] == 2.5f);
+    FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (!f) {
+        printf("  (no transparent huge pages in this kernel: the advice is not checked)\n");
+    } else {
+        fclose(f);
+        FILE *m = fopen("/proc/self/smaps", "r");
+        CHECK(m != NULL);
+        char line[512];
+        bool inside = false, found = false, advised = false;
+        while (m && fgets(line, sizeof line, m)) {
+            unsigned long a, b;
+            if (sscanf(line, "%lx-%lx ", &a, &b) == 2) {
+                inside = p >= a && p < b;
+                found = found || inside;
+            } else if (inside && strncmp(line, "VmFlags:", 8) == 0) {
+                advised = strstr(line, " hg") != NULL;
+            }
+        }
+        if (m) fclose(m);
+        CHECK_MSG(found && advised, "the 16 MiB block's mapping %s the huge-page advice", found ? "lacks" : "was not found, nor");
+    }
+    jag_release(t);
+    jag_empty_cache();
+#endif
+}
+
 char *openblas_get_corename(void); /* from the OpenBLAS this program links */
 
 /* jag_blas_core() names the kernels OpenBLAS runs (test_linalg checks which). */
@@ -657,6 +699,6 @@ static void test_item_errors(void) {
     jag_release(x);
 }
 
-TEST_MAIN(test_status_strings, test_creation, test_from_blob, test_storage_reuse, test_small_block_classes, test_storage_blocks_come_back, test_storage_newest_block_first, test_blas_core_name, test_creation_errors, test_views,
+TEST_MAIN(test_status_strings, test_creation, test_from_blob, test_storage_reuse, test_small_block_classes, test_storage_blocks_come_back, test_storage_newest_block_first, test_storage_huge_page_advice, test_blas_core_name, test_creation_errors, test_views,
           test_view_reshape_strides, test_view_errors, test_copy_and_convert, test_copy_inplace,
           test_copy_large_parallel, test_scopes, test_random, test_random_is_philox, test_format, test_item_errors, test_parallel_if)

@@ -13,6 +13,9 @@
 #include "internal.h"
 
 #include <pthread.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
 
 /* Data is aligned to 64 bytes: one cache line, and enough for any SIMD. */
 #define JAG_ALIGN 64
@@ -102,6 +105,25 @@ static size_t large_class(size_t bytes) {
     return up < bytes ? bytes : up; /* (wrapped: the allocation fails on its own) */
 }
 
+/* A large block from the system. From HUGE_MIN_BYTES on it is aligned to
+ * 2 MiB and asks the kernel for transparent huge pages (where the system
+ * leaves that to madvise, its default): the first touch of fresh 4 KiB
+ * pages costs a fault each, which made relu of 272 MB take 63 ms against a
+ * 22 ms memcpy into touched memory; in 2 MiB pages the faults are 512 times
+ * fewer, and so are the TLB misses of a stream over the block. */
+#define HUGE_PAGE_BYTES ((size_t)2 << 20)
+#define HUGE_MIN_BYTES ((size_t)8 << 20)
+static void *large_alloc(size_t bytes) {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    if (bytes >= HUGE_MIN_BYTES) {
+        void *p = aligned_alloc(HUGE_PAGE_BYTES, (bytes + HUGE_PAGE_BYTES - 1) / HUGE_PAGE_BYTES * HUGE_PAGE_BYTES);
+        if (p) (void)madvise(p, bytes, MADV_HUGEPAGE); /* advice only: a refusal changes nothing */
+        return p;
+    }
+#endif
+    return aligned_alloc(JAG_ALIGN, bytes);
+}
+
 /* Tiny tensors keep their bytes in the header's block: one allocation. */
 #define HEADER_BYTES ((sizeof(jag_storage) + JAG_ALIGN - 1) / JAG_ALIGN * JAG_ALIGN)
 #define INLINE_MAX ((size_t)1024 - HEADER_BYTES)
@@ -140,7 +162,7 @@ jag_storage *jag__storage_new(size_t nbytes, bool zero, const char *op) {
     if (rounded >= CACHE_MIN_BYTES) {
         capacity = large_class(rounded);
         data = cache_take(capacity, &capacity);
-        if (!data) data = aligned_alloc(JAG_ALIGN, capacity);
+        if (!data) data = large_alloc(capacity);
     } else if (small) { /* the per-thread lists of small_alloc.c (whose top class, 128 KiB, is CACHE_MIN_BYTES) */
         capacity = jag__small_block_bytes(rounded);
         data = jag__small_alloc(rounded);
