@@ -107,7 +107,7 @@ static size_t large_class(size_t bytes) {
 
 /* A large block from the system. From HUGE_MIN_BYTES on it is aligned to
  * 2 MiB and asks the kernel for transparent huge pages (where the system
- * leaves that to madvise, its default): the first touch of fresh 4 KiB
+ * leaves that to madvise, as this machine does): the first touch of fresh 4 KiB
  * pages costs a fault each, which made relu of 272 MB take 63 ms against a
  * 22 ms memcpy into touched memory; in 2 MiB pages the faults are 512 times
  * fewer, and so are the TLB misses of a stream over the block. */
