@@ -15,25 +15,22 @@
 
 /* ---- boxed values (jag_value is public, see jag.h): constructors -------- */
 
+/* Each value in one initializer: built field by field after a zeroing
+ * store, a value was copied into its argument array by 16-byte loads that
+ * straddled the narrower stores (failed store-to-load forwarding, 7% of a
+ * small nested sum: 256 -> 243 ns). */
+
 static inline jag_value jag__v_tensor(const jag_tensor *t) {
-    jag_value v = {.kind = t ? JAG_VAL_TENSOR : JAG_VAL_NONE};
-    v.u.t = t;
-    return v;
+    return (jag_value){.kind = t ? JAG_VAL_TENSOR : JAG_VAL_NONE, .u.t = t};
 }
-static inline jag_value jag__v_int(int64_t i) { jag_value v = {.kind = JAG_VAL_INT}; v.u.i = i; return v; }
-static inline jag_value jag__v_double(double d) { jag_value v = {.kind = JAG_VAL_DOUBLE}; v.u.d = d; return v; }
-static inline jag_value jag__v_bool(bool b) { jag_value v = {.kind = JAG_VAL_BOOL}; v.u.b = b; return v; }
+static inline jag_value jag__v_int(int64_t i) { return (jag_value){.kind = JAG_VAL_INT, .u.i = i}; }
+static inline jag_value jag__v_double(double d) { return (jag_value){.kind = JAG_VAL_DOUBLE, .u.d = d}; }
+static inline jag_value jag__v_bool(bool b) { return (jag_value){.kind = JAG_VAL_BOOL, .u.b = b}; }
 static inline jag_value jag__v_ints(const int64_t *p, int n) {
-    jag_value v = {.kind = JAG_VAL_INTS};
-    v.u.ints.v = p;
-    v.u.ints.n = n;
-    return v;
+    return (jag_value){.kind = JAG_VAL_INTS, .u.ints = {p, n}};
 }
 static inline jag_value jag__v_tensors(jag_tensor *const *p, int n) {
-    jag_value v = {.kind = JAG_VAL_TENSORS};
-    v.u.tensors.v = p;
-    v.u.tensors.n = n;
-    return v;
+    return (jag_value){.kind = JAG_VAL_TENSORS, .u.tensors = {p, n}};
 }
 
 /* ---- ops ---------------------------------------------------------------- */
