@@ -281,7 +281,7 @@ void jag__sum_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, double
  * strip of 64 columns stays in four registers. MAXPS / MINPS return the
  * second operand unless the first is strictly greater (smaller), so
  * max(x, m) keeps the earlier of equal values, as the plain loop, but drops
- * a NaN: NaNs are only recorded, and a strip that met one is redone by the
+ * a NaN: NaNs are only recorded, and a call that met one is redone by the
  * plain loop (the same bits either way). jag__ext_rows_f32_ref is the plain
  * loop. */
 void jag__ext_rows_f32_ref(const float *in, int64_t C, int64_t n, int64_t nc, bool is_max, float *restrict m) {
@@ -440,11 +440,6 @@ static void var_rows_f64(const double *in, int64_t C, int64_t n, int64_t nc, dou
     }
 }
 
-/* The kernels of one task, typed. SUMF and VARF are the row kernels of
- * sum and var; EXP is the exp of softmax's max-shifted
- * values (arguments <= 0 when the max is finite), EXP_ANY an exp for any
- * argument (softmax where a column's max is +inf), EXP_SUM the exp of
- * logsumexp's terms (arguments <= 0 or NaN). */
 /* The max / min of rows without indices, when a type has its own kernel:
  * float32 has jag__ext_rows_f32; float64 answers false and keeps the
  * grouped loop of rows_ext_f64. */
@@ -457,6 +452,11 @@ static bool ext_rows_own_f64(const double *in, int64_t C, int64_t n, int64_t nc,
     return false;
 }
 
+/* The kernels of one task, typed. SUMF and VARF are the row kernels of
+ * sum and var; EXP is the exp of softmax's max-shifted
+ * values (arguments <= 0 when the max is finite), EXP_ANY an exp for any
+ * argument (softmax where a column's max is +inf), EXP_SUM the exp of
+ * logsumexp's terms (arguments <= 0 or NaN). */
 #define DEF_SEG_ROWS(SUF, T, SUMF, VARF, EXP, EXP_ANY, EXP_SUM)                          \
     /* sum: acc (nc) = the sum of the rows, in double (SUMF) */          \
     static void rows_sum_##SUF(const seg_plan *p, const T *in, const seg_task *t, double *restrict acc) { \
@@ -1711,7 +1711,7 @@ static jag_status seg_grad_generic(const char *op, const ragged_batch *s, const 
             return;                                                            \
         }                                                                      \
         T y[COL_BLOCK];                                                        \
-        int32_t cnt[COL_BLOCK]; /* a task has fewer than 2^31 rows */          \
+        int64_t cnt[COL_BLOCK];                                                \
         for (int64_t c = 0; c < nc; c++) y[c] = (T)yv[c], cnt[c] = 0;          \
         for (int64_t r = t->r0; r < e; r++) {                                  \
             const T *restrict x = in + r * C + c0;                             \
