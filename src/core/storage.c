@@ -111,10 +111,10 @@ static size_t large_class(size_t bytes) {
  * machine does): the first touch of fresh 4 KiB pages costs a fault each,
  * which made relu of 272 MB take 63 ms against a 22 ms memcpy into touched
  * memory; in 2 MiB pages the faults are 512 times fewer, and so are the TLB
- * misses of a stream over the block (relu over a cached 256 MB block: 1.83
+ * misses of a stream over the block (relu over a cached 64 MiB block: 1.83
  * -> 1.51 ms). The price on this machine, a virtual machine whose host backs
  * the guest's free memory lazily: a huge page the host no longer backs
- * costs more on its first touch (the first exp of a fresh 256 MB in a new
+ * costs more on its first touch (the first exp of a fresh 64 MiB in a new
  * process: 6-79 ms against 18 ms in 4 KiB pages, bimodal), while pages
  * reused in a loop are the fast case. */
 #define HUGE_PAGE_BYTES ((size_t)2 << 20)
