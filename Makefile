@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 MAKEFLAGS += --no-print-directory
 CMAKE_FLAGS ?=
 
-.PHONY: all build setup test test-c test-python test-torch sanitize tsan memcheck fuzz demo bench install clean
+.PHONY: all build setup test test-c test-python test-torch sanitize ubsan tsan memcheck fuzz demo bench install clean
 
 all: build
 
@@ -49,6 +49,15 @@ sanitize: setup
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DJAG_SANITIZE=ON -DJAG_USE_MPI=OFF -DJAG_BUILD_BENCH=OFF >/dev/null
 	@cmake --build build-asan -j $(JOBS)
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
+
+# The suite under clang's UndefinedBehaviorSanitizer alone (build-ubsan/):
+# checks gcc's lacks (float-to-int overflow, arithmetic on a null pointer).
+ubsan: setup
+	@JAG_SETUP_EXTRA="clang libclang-rt-dev libomp-dev" scripts/setup.sh
+	@cmake -S . -B build-ubsan -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug "-DCMAKE_C_FLAGS_DEBUG=-O1 -g" \
+		-DJAG_UBSAN=ON -DJAG_USE_MPI=OFF -DJAG_BUILD_BENCH=OFF >/dev/null
+	@cmake --build build-ubsan -j $(JOBS)
+	@cd build-ubsan && UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j $(JOBS)
 
 # The suite under ThreadSanitizer (clang, Debug at -O1, build-tsan/): every
 # test program (tests/test_threads.c runs jag from 8 threads at once) and
@@ -99,4 +108,4 @@ install: build
 	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 clean:
-	rm -rf build build-asan build-tsan build-memcheck build-fuzz
+	rm -rf build build-asan build-ubsan build-tsan build-memcheck build-fuzz
