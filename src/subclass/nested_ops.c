@@ -632,10 +632,10 @@ static bool one_whole_component(const nested_state *s) {
  * It skips the segment plan and the ragged kernels' set-up, the fixed cost
  * that makes a tiny batch of one dearer than the same dense tensor (sum of
  * one 10 x 64 float component: 290-310 against 240 ns; max 350-370 against
- * 310-340; var of 8 x 64: 361 against 262 for the dense op alone, now
- * 325; of 2 x 256: 527 -> 348). Not logsumexp: the dense op runs the
- * ragged kernel for it at any size. Only up to
- * ONE_COMPONENT_MAX elements: past a thousand or two the
+ * 310-340; var of 8 x 64: 361 -> 325 ns, the dense op alone 262; of
+ * 2 x 256: 527 -> 348). Not logsumexp: the dense op runs the ragged
+ * kernel for it at any size. Only up to ONE_COMPONENT_MAX elements: past
+ * a thousand or two the
  * ragged kernels beat the dense ones over a middle dim (30 x 64: var 525-540
  * against 635-650 ns; 1000 x 64: sum 4.7 against 6.4 us). The result is the
  * dense op's; each component of any batch is computed as that op computes
@@ -644,8 +644,7 @@ static bool one_whole_component(const nested_state *s) {
 #define ONE_COMPONENT_MAX 1024
 static bool reduce_one_component(jag_op_id op, const jag_value *args, int nargs, const nested_state *lead,
                                  const jag_segment_spec *sp, jag_tensor **outs, jag_status *st) {
-    bool cheaper_dense = sp->kind != JAG_SEG_LSE;
-    if (!cheaper_dense || sp->mask || sp->keepdim || jag__trace_current || !jag_dtype_is_floating(lead->values->dtype) ||
+    if (sp->kind == JAG_SEG_LSE || sp->mask || sp->keepdim || jag__trace_current || !jag_dtype_is_floating(lead->values->dtype) ||
         nargs > 4 || jag_numel(lead->values) > ONE_COMPONENT_MAX || !one_whole_component(lead))
         return false;
     static const int64_t dim0 = 0;
