@@ -216,6 +216,21 @@ static inline void seg_pf_step(seg_pf *f) {
     for (int64_t k = 0; k < f->per && f->rows > 0; k++, f->rows--, f->at += f->stride) seg_prefetch(f->at, f->bytes);
 }
 
+/* The first `rows` rows (at most) of the task after t, when that task is
+ * a segment of its own, as a seg_pf spread over `steps` steps; rows 0
+ * when there is none (t last, or a group's copy of a task). es: bytes an
+ * element. */
+static seg_pf seg_next_task_rows(const seg_plan *p, const void *in, size_t es, const seg_task *t, int64_t rows,
+                                 int64_t steps) {
+    uintptr_t at = (uintptr_t)t, t0 = (uintptr_t)p->t;
+    if (!(at >= t0 && at + sizeof *t < t0 + (uintptr_t)p->ntasks * sizeof *t && t[1].nb == 1)) return (seg_pf){0};
+    const seg_task *u = t + 1;
+    int64_t n = u->n < rows ? u->n : rows;
+    steps = steps > 0 ? steps : 1;
+    return (seg_pf){(const char *)in + (size_t)(u->r0 * p->C + u->c0) * es, p->C * (int64_t)es, u->nc * (int64_t)es,
+                    n, (n + steps - 1) / steps};
+}
+
 /* The shift of a max-shifted sum: the max when finite, else 0. */
 #define SEG_SHIFT(m) ((m) - (m) == 0 ? (m) : 0)
 /* logsumexp's: the max unless -inf or NaN (then 0), so that every argument
@@ -684,6 +699,9 @@ DEF_SEG_ROWS(f64, double, sum_rows_f64, var_rows_f64, jag__vm_exp_f64, jag__vm_e
  * ends NaN) are redone one by one by rows_lse_f32, so that the result
  * stays the same for any thread count (which changes the widths). */
 #define LSE_ROWS 32
+#ifndef PFD
+#define PFD 3
+#endif
 #if defined(__AVX512F__)
 /* jag__vm_exp_sum_f32 on 16 lanes, the same operations */
 static inline __m512 lse_exp16(__m512 x) {
@@ -717,22 +735,42 @@ static inline void fast_flush(double *restrict s, float *restrict es, int64_t nc
 // in (n, C) float32 rows from the task's first row and column, nc columns (ncp = nc rounded up to 16) ->
 // sh (ncp) the max, s (ncp) the sum of exp(x - max) in double, meaningful in the columns of finite values;
 // false when some value is not finite
-static bool rows_exp_fast_f32(const float *in, int64_t C, int64_t n, int64_t nc, float *restrict sh, double *restrict s) {
+static bool rows_exp_fast_f32(const float *in, int64_t C, int64_t n, int64_t nc, float *restrict sh, double *restrict s,
+                              seg_pf *next) {
     int64_t ncp = (nc + 15) / 16 * 16;
     _Alignas(64) float bm[COL_BLOCK + 16], es[COL_BLOCK + 16];
     __mmask16 kt = (__mmask16)(nc % 16 ? (1u << (nc % 16)) - 1 : 0xffff); /* the last vector's lanes */
-    __m512 fin = _mm512_setzero_ps(), zero = _mm512_setzero_ps();
+    __m512 zero = _mm512_setzero_ps(), fin0 = zero, fin1 = zero, fin2 = zero, fin3 = zero;
     for (int64_t c = 0; c < ncp; c += 16) _mm512_store_ps(es + c, zero);
     for (int64_t rb = 0; rb < n; rb += LSE_ROWS) {
         int64_t nr = n - rb < LSE_ROWS ? n - rb : LSE_ROWS, nxt = n - rb - nr < LSE_ROWS ? n - rb - nr : LSE_ROWS;
         const float *xb = in + rb * C;
-        /* 1: the block's max, the next block's rows requested meanwhile */
-        for (int64_t r = 0; r < nr; r++) {
+        /* 1: the block's max, four rows at a time (four chains of fin);
+         * meanwhile the next block's rows requested, or in the last block
+         * the next task's first rows */
+        int64_t r = 0;
+        for (; r + 4 <= nr; r += 4) {
+            const float *x0 = xb + r * C;
+            for (int64_t k = r; k < r + 4; k++)
+                if (k < nxt) seg_prefetch(x0 + (nr + k - r) * C, nc * (int64_t)sizeof(float));
+                else if (next) seg_pf_step(next);
+            for (int64_t c = 0; c < ncp; c += 16) {
+                __mmask16 km = c + 16 <= nc ? (__mmask16)0xffff : kt;
+                __m512 v0 = _mm512_maskz_loadu_ps(km, x0 + c), v1 = _mm512_maskz_loadu_ps(km, x0 + C + c);
+                __m512 v2 = _mm512_maskz_loadu_ps(km, x0 + 2 * C + c), v3 = _mm512_maskz_loadu_ps(km, x0 + 3 * C + c);
+                fin0 = _mm512_fmadd_ps(v0, zero, fin0), fin1 = _mm512_fmadd_ps(v1, zero, fin1);
+                fin2 = _mm512_fmadd_ps(v2, zero, fin2), fin3 = _mm512_fmadd_ps(v3, zero, fin3);
+                __m512 v = _mm512_max_ps(_mm512_max_ps(v0, v1), _mm512_max_ps(v2, v3));
+                _mm512_store_ps(bm + c, r ? _mm512_max_ps(_mm512_load_ps(bm + c), v) : v);
+            }
+        }
+        for (; r < nr; r++) {
             const float *x = xb + r * C;
             if (r < nxt) seg_prefetch(x + nr * C, nc * (int64_t)sizeof(float));
+            else if (next) seg_pf_step(next);
             for (int64_t c = 0; c < ncp; c += 16) {
                 __m512 v = _mm512_maskz_loadu_ps(c + 16 <= nc ? (__mmask16)0xffff : kt, x + c);
-                fin = _mm512_fmadd_ps(v, zero, fin);
+                fin0 = _mm512_fmadd_ps(v, zero, fin0);
                 _mm512_store_ps(bm + c, r ? _mm512_max_ps(_mm512_load_ps(bm + c), v) : v);
             }
         }
@@ -757,7 +795,7 @@ static bool rows_exp_fast_f32(const float *in, int64_t C, int64_t n, int64_t nc,
             }
         }
         /* 3: the exps, four rows at a time */
-        int64_t r = 0;
+        r = 0;
         for (; r + 4 <= nr; r += 4) {
             const float *x0 = xb + r * C;
             for (int64_t c = 0; c < ncp; c += 16) {
@@ -783,6 +821,7 @@ static bool rows_exp_fast_f32(const float *in, int64_t C, int64_t n, int64_t nc,
         }
         fast_flush(s, es, ncp);
     }
+    __m512 fin = _mm512_add_ps(_mm512_add_ps(fin0, fin1), _mm512_add_ps(fin2, fin3));
     return !_mm512_cmp_ps_mask(fin, fin, _CMP_UNORD_Q);
 }
 
@@ -790,19 +829,19 @@ static bool rows_exp_fast_f32(const float *in, int64_t C, int64_t n, int64_t nc,
 // sum of exp(x - m) in double, in the columns of finite values; *nonfinite: some column has another;
 // false (nothing done) when n == 0
 static bool rows_lse_fast_f32(const float *in, int64_t C, int64_t n, int64_t nc, float *restrict m, double *restrict s,
-                              bool *nonfinite) {
+                              bool *nonfinite, seg_pf *next) {
     if (n <= 0 || nc <= 0) return false;
     _Alignas(64) float sh[COL_BLOCK + 16];
     _Alignas(64) double sd[COL_BLOCK + 16];
-    *nonfinite = !rows_exp_fast_f32(in, C, n, nc, sh, sd);
+    *nonfinite = !rows_exp_fast_f32(in, C, n, nc, sh, sd, next);
     memcpy(m, sh, (size_t)nc * sizeof *m), memcpy(s, sd, (size_t)nc * sizeof *s);
     return true;
 }
 
 #else
 static bool rows_lse_fast_f32(const float *in, int64_t C, int64_t n, int64_t nc, float *restrict m, double *restrict s,
-                              bool *nonfinite) {
-    (void)in, (void)C, (void)n, (void)nc, (void)m, (void)s, (void)nonfinite;
+                              bool *nonfinite, seg_pf *next) {
+    (void)in, (void)C, (void)n, (void)nc, (void)m, (void)s, (void)nonfinite, (void)next;
     return false;
 }
 #endif
@@ -812,7 +851,9 @@ static bool rows_lse_fast_f32(const float *in, int64_t C, int64_t n, int64_t nc,
 static void rows_lse_task_f32(const seg_plan *p, const float *in, const seg_task *t, float *restrict m, double *restrict s) {
     int64_t C = p->C;
     bool nonfinite = false;
-    if (!rows_lse_fast_f32(in + t->r0 * C + t->c0, C, t->n, t->nc, m, s, &nonfinite)) {
+    /* the next task's first block, requested over the rows of this one's last */
+    seg_pf next = seg_next_task_rows(p, in, sizeof *in, t, LSE_ROWS, t->n - (t->n - 1) / LSE_ROWS * LSE_ROWS);
+    if (!rows_lse_fast_f32(in + t->r0 * C + t->c0, C, t->n, t->nc, m, s, &nonfinite, next.rows > 0 ? &next : NULL)) {
         rows_lse_f32(p, in, t, m, s);
         return;
     }
@@ -1092,15 +1133,8 @@ static jag_status seg_rows_reduce(const char *op, const ragged_batch *s, const j
         T m[COL_BLOCK], f[COL_BLOCK];                                          \
         /* the next task's rows (a segment of its own) requested while this \
          * one's exps run from cache: its max pass then reads from cache */  \
-        seg_pf pf = {0}, *pfp = NULL;                                          \
-        uintptr_t at = (uintptr_t)t, t0 = (uintptr_t)p->t; /* t: in the plan, or a group's copy */ \
-        if (at >= t0 && at + sizeof *t < t0 + (uintptr_t)p->ntasks * sizeof *t && t[1].nb == 1) { \
-            const seg_task *u = t + 1;                                         \
-            int64_t steps = t->n / 4 > 0 ? t->n / 4 : 1;                       \
-            pf = (seg_pf){(const char *)(in + u->r0 * p->C + u->c0), p->C * (int64_t)sizeof(T), \
-                          u->nc * (int64_t)sizeof(T), u->n, (u->n + steps - 1) / steps}; \
-            pfp = &pf;                                                         \
-        }                                                                      \
+        seg_pf pf = seg_next_task_rows(p, in, sizeof(T), t, INT64_MAX, t->n / 4);         \
+        seg_pf *pfp = pf.rows > 0 ? &pf : NULL;                                \
         rows_softmax_##SUF(p, in, out, t, lg, m, r->q, pfp);                   \
         if (t->slot >= 0) {                                                    \
             for (int64_t c = 0; c < t->nc; c++) r->a[c] = m[c];                \
