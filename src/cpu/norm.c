@@ -567,15 +567,24 @@ static jag_status norm_backward(const char *op, bool layer, const jag_tensor *g,
         else if (layer) layer_back_run_f64(xp, gp, dxp, wp, mp, rp, N, D, eps, nblk, part);
         else if (f32) rms_back_run_f32(xp, gp, dxp, wp, rp, N, D, eps, nblk, part);
         else rms_back_run_f64(xp, gp, dxp, wp, rp, N, D, eps, nblk, part);
-        /* the blocks' partial sums, added in block order */
+        /* the blocks' partial sums, added in block order (0 + p0 + p1 + ...
+         * per element), a whole block's row at a time into block 0's row:
+         * vectorised, where a loop per element read the blocks 2 D doubles
+         * apart (7% of a (2048, 256) layer_norm's forward and backward, on
+         * one thread while the other waited) */
         for (int k = 0; k < n_par; k++) {
             char *o = jag__ptr(dpar[k]);
-            const double *pk = part + k * D;
+            double *ak = part + k * D;
+#pragma omp simd
+            for (int64_t i = 0; i < D; i++) ak[i] = 0.0 + ak[i];
+            for (int64_t blk = 1; blk < nblk; blk++) {
+                const double *pk = part + blk * n_par * D + k * D;
+#pragma omp simd
+                for (int64_t i = 0; i < D; i++) ak[i] += pk[i];
+            }
             for (int64_t i = 0; i < D; i++) {
-                double s = 0;
-                for (int64_t blk = 0; blk < nblk; blk++) s += pk[blk * n_par * D + i];
-                if (f32) ((float *)o)[i] = (float)s;
-                else ((double *)o)[i] = s;
+                if (f32) ((float *)o)[i] = (float)ak[i];
+                else ((double *)o)[i] = ak[i];
             }
         }
     }
