@@ -801,6 +801,34 @@ static void check_softmax_backward(const jag_tensor *x, const jag_tensor *g, int
     jag_release(y), jag_release(o), jag_release(r);
 }
 
+/* Offset rows (|mean| far above the spread: values in 1000 +- 0.05, -7e4
+ * +- 3 and 4e6 +- 8, where sums of squares around 0 would lose the
+ * variance), enough of them that each of the kernel's 64 blocks of rows
+ * holds several, for the four-rows-at-a-time step,
+ * where float32 without saved statistics takes its sums around each row's
+ * first value and subtracts (mean - x0) sum h afterwards: the gradients
+ * against the reference, D = 48 and 37 (a partial vector), with and
+ * without weight, and with the statistics given. */
+static void test_norm_backward_offset_rows(void) {
+    TEST_BEGIN();
+    const int64_t shapes[][2] = {{301, 48}, {520, 37}};
+    const double centre[] = {1000.0, -7e4, 4e6}, spread[] = {0.05, 3.0, 8.0};
+    for (int f = 0; f < 2; f++)
+        for (int si = 0; si < 2; si++)
+            for (int c = 0; c < 3; c++) {
+                jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+                /* float64: both sides lose about log2(|mean| / spread) bits
+                 * to the data's conditioning (differences of 1e-10 to 1e-9
+                 * here), so its bound scales with it; float32 keeps 2e-6 */
+                double tol = f ? 1e-13 * fabs(centre[c]) / spread[c] : 2e-6;
+                jag_tensor *x = t_rand(shapes[si], 2, dt, centre[c] - spread[c], centre[c] + spread[c], 121 + si);
+                jag_tensor *g = t_rand(shapes[si], 2, dt, -1, 1, 123 + si), *w = t_rand(shapes[si] + 1, 1, dt, 0.5, 2, 125);
+                check_norm_backward(true, x, g, 1, w, 1e-5, tol);
+                check_norm_backward(true, x, g, 1, NULL, 1e-5, tol);
+                jag_release(x), jag_release(g), jag_release(w);
+            }
+}
+
 static void test_softmax_backward_vs_ref(void) {
     TEST_BEGIN();
     const int64_t s3[] = {4, 5, 70}, one[] = {6, 1};
@@ -1021,6 +1049,6 @@ static void test_norm_row_lengths(void) {
     }
 }
 
-TEST_MAIN(test_softmax_middle_dim_segments, test_norm_backward_vs_ref, test_norm_backward_many_rows, test_softmax_backward_vs_ref, test_norm_backward_gradcheck, test_norm_backward_nested,
+TEST_MAIN(test_softmax_middle_dim_segments, test_norm_backward_vs_ref, test_norm_backward_many_rows, test_norm_backward_offset_rows, test_softmax_backward_vs_ref, test_norm_backward_gradcheck, test_norm_backward_nested,
           test_norm_backward_errors, test_softmax_hand, test_softmax_vs_ref, test_softmax_row_lengths, test_softmax_large, test_softmax_empty_0d, test_softmax_errors,
           test_norm_hand, test_norm_vs_ref, test_norm_row_lengths, test_norm_specials, test_norm_large_empty, test_norm_errors)

@@ -301,23 +301,94 @@ static inline __attribute__((always_inline)) void av_back_dx(__mmask8 k, int64_t
     av_store_ps(k, dx + i, _mm512_mul_pd(rv, _mm512_fnmadd_pd(xh, bv, gw)));
 }
 
+/* columns [i, i + 8) of four rows whose statistics are not known yet: d =
+ * x - x0 (x0 the row's first value, d exact in double), the sums of d and
+ * d^2 (av_layer_stats' statistics), of h = g w and of h d (a vector a row
+ * each), and db += the sum of g */
+static inline __attribute__((always_inline)) void av_back_sums_raw(__mmask8 k, int64_t i, const float *x,
+                                                                   const float *g, const double *w, int64_t D,
+                                                                   const __m512d *x0, __m512d *s1, __m512d *s2,
+                                                                   __m512d *sa, __m512d *sh, double *db) {
+    __m512d wv = av_load_pd(k, w + i), u = _mm512_setzero_pd();
+    for (int q = 0; q < 4; q++) {
+        __m512d gv = av_load_ps(k, g + q * D + i);
+        __m512d d = _mm512_maskz_sub_pd(k, av_load_ps(k, x + q * D + i), x0[q]); /* masked lanes 0 */
+        s1[q] = _mm512_add_pd(s1[q], d);
+        s2[q] = _mm512_fmadd_pd(d, d, s2[q]);
+        __m512d h = _mm512_mul_pd(gv, wv);
+        sa[q] = _mm512_add_pd(sa[q], h);
+        sh[q] = _mm512_fmadd_pd(h, d, sh[q]);
+        u = q ? _mm512_add_pd(u, gv) : gv;
+    }
+    av_store_pd(k, db + i, _mm512_add_pd(av_load_pd(k, db + i), u));
+}
+
+/* columns [i, i + 8) of four rows, their a = mean(h) and b = mean(h xhat)
+ * known: dx = rstd ((g w - a) - xhat b), dw += the sum of g xhat */
+static inline __attribute__((always_inline)) void av_back_dx4(__mmask8 k, int64_t i, const float *x, const float *g,
+                                                              float *dx, const double *w, int64_t D, const __m512d *nm,
+                                                              const __m512d *rv, const __m512d *av, const __m512d *bv,
+                                                              double *dw) {
+    __m512d wv = av_load_pd(k, w + i), t = _mm512_setzero_pd();
+    for (int q = 0; q < 4; q++) {
+        __m512d gv = av_load_ps(k, g + q * D + i);
+        __m512d xh = _mm512_mul_pd(_mm512_fmadd_pd(av_load_ps(k, x + q * D + i), _mm512_set1_pd(1.0), nm[q]), rv[q]);
+        av_store_ps(k, dx + q * D + i, _mm512_mul_pd(rv[q], _mm512_fnmadd_pd(xh, bv[q], _mm512_fmsub_pd(gv, wv, av[q]))));
+        t = _mm512_fmadd_pd(gv, xh, t);
+    }
+    av_store_pd(k, dw + i, _mm512_add_pd(av_load_pd(k, dw + i), t));
+}
+
 /* layer_back_rows4_f32 (below) on AVX-512: the same sums and dx for four
  * rows (n .. n + 3) in double, 8 columns a vector, written so that each
  * float is widened by one vcvtps2pd from memory and dx narrowed by one
  * vcvtpd2ps into a 32-byte store, with a fused multiply-add wherever the
  * formula has a product added (the build keeps -ffp-contract=off, so the
  * plain loops pay a multiply and an add), whole vectors in the loop and
- * the masked tail after it. layer_norm forward and backward of (2048, 256) floats: 328 -> 265
- * us; of (300, 37): 39 -> 28 us. The sums take one vector a row (eight independent chains for
- * the four rows) and add their lanes at the end, so the bits differ from
- * the plain loop's, within the same bound of the reference (test_norm).
- * The columns past D are masked: g loads as 0, so they add nothing. */
-static void av_layer_back_rows4(const float *x, const float *g, float *dx, const double *w, const double *m,
-                                const double *r, int64_t D, double inv_d, double *dw, double *db, bool pf) {
-    __m512d nm[4], rv[4], sa[4], sb[4];
-    for (int q = 0; q < 4; q++)
-        nm[q] = _mm512_set1_pd(-m[q]), rv[q] = _mm512_set1_pd(r[q]), sa[q] = sb[q] = _mm512_setzero_pd();
+ * the masked tail after it. layer_norm forward and backward of (2048,
+ * 256) floats: 328 -> 265 us; of (300, 37): 39 -> 28 us. The sums take
+ * one vector a row and add their lanes at the end, so the bits differ
+ * from the plain loop's, within the same bound of the reference
+ * (test_norm). The columns past D are masked: g loads as 0, so they add
+ * nothing.
+ *
+ * Without the statistics (mean, rstd NULL: layer_norm keeps none), the
+ * first pass also takes the statistics' sums around each row's first
+ * value x0, as av_layer_stats, so that the rows are not read once more for
+ * them: with d = x - x0, sum h xhat = rstd (sum h d - (mean - x0) sum h),
+ * where |mean - x0| <= sqrt(D) std (x0 is one of the values), so the
+ * difference loses at most log2(D) / 2 + a few of double's 53 bits; dw
+ * then goes in the second pass, with dx. layer_norm forward and backward
+ * of (2048, 256) floats: 287 -> 264 us; of (8192, 256): 1078-1143 -> 977-989
+ * us (the two builds run in turn). test_norm_backward_offset_rows is
+ * the case for the shift. */
+static void av_layer_back_rows4(const float *x, const float *g, float *dx, const double *w, const double *mean,
+                                const double *rstd, int64_t D, double inv_d, double eps, double *dw, double *db, bool pf) {
+    __m512d nm[4], rv[4], sa[4], sb[4], av[4], bv[4];
     int64_t i = 0;
+    if (!rstd) {
+        __m512d x0[4], s1[4], s2[4];
+        for (int q = 0; q < 4; q++)
+            x0[q] = _mm512_set1_pd((double)x[q * D]), s1[q] = s2[q] = sa[q] = sb[q] = _mm512_setzero_pd();
+        for (; i + 8 <= D; i += 8) {
+            if (pf && i % 16 == 0)
+                for (int q = 4; q < 8; q++) __builtin_prefetch(x + q * D + i), __builtin_prefetch(g + q * D + i);
+            av_back_sums_raw(0xff, i, x, g, w, D, x0, s1, s2, sa, sb, db);
+        }
+        if (i < D) av_back_sums_raw((__mmask8)((1u << (D - i)) - 1), i, x, g, w, D, x0, s1, s2, sa, sb, db);
+        for (int q = 0; q < 4; q++) {
+            double f = (double)x[q * D], t1 = _mm512_reduce_add_pd(s1[q]), dm = t1 * inv_d;
+            double m2 = _mm512_reduce_add_pd(s2[q]) - t1 * dm, var = (m2 < 0 ? 0 : m2) * inv_d + (f - f); /* NaN stays */
+            double r = 1.0 / sqrt(var + eps), ha = _mm512_reduce_add_pd(sa[q]);
+            nm[q] = _mm512_set1_pd(-(f + dm)), rv[q] = _mm512_set1_pd(r);
+            av[q] = _mm512_set1_pd(ha * inv_d), bv[q] = _mm512_set1_pd(r * (_mm512_reduce_add_pd(sb[q]) - dm * ha) * inv_d);
+        }
+        for (i = 0; i + 8 <= D; i += 8) av_back_dx4(0xff, i, x, g, dx, w, D, nm, rv, av, bv, dw);
+        if (i < D) av_back_dx4((__mmask8)((1u << (D - i)) - 1), i, x, g, dx, w, D, nm, rv, av, bv, dw);
+        return;
+    }
+    for (int q = 0; q < 4; q++)
+        nm[q] = _mm512_set1_pd(-mean[q]), rv[q] = _mm512_set1_pd(rstd[q]), sa[q] = sb[q] = _mm512_setzero_pd();
     for (; i + 8 <= D; i += 8) {
         if (pf && i % 16 == 0) /* the next four rows, a line of each */
             for (int q = 4; q < 8; q++) __builtin_prefetch(x + q * D + i), __builtin_prefetch(g + q * D + i);
@@ -325,11 +396,11 @@ static void av_layer_back_rows4(const float *x, const float *g, float *dx, const
     }
     if (i < D) av_back_sums((__mmask8)((1u << (D - i)) - 1), i, x, g, w, D, nm, rv, sa, sb, dw, db);
     for (int q = 0; q < 4; q++) {
-        __m512d av = _mm512_set1_pd(_mm512_reduce_add_pd(sa[q]) * inv_d), bv = _mm512_set1_pd(_mm512_reduce_add_pd(sb[q]) * inv_d);
+        __m512d a = _mm512_set1_pd(_mm512_reduce_add_pd(sa[q]) * inv_d), b = _mm512_set1_pd(_mm512_reduce_add_pd(sb[q]) * inv_d);
         const float *xq = x + q * D, *gq = g + q * D;
         float *dq = dx + q * D;
-        for (i = 0; i + 8 <= D; i += 8) av_back_dx(0xff, i, xq, gq, dq, w, nm[q], rv[q], av, bv);
-        if (i < D) av_back_dx((__mmask8)((1u << (D - i)) - 1), i, xq, gq, dq, w, nm[q], rv[q], av, bv);
+        for (i = 0; i + 8 <= D; i += 8) av_back_dx(0xff, i, xq, gq, dq, w, nm[q], rv[q], a, b);
+        if (i < D) av_back_dx((__mmask8)((1u << (D - i)) - 1), i, xq, gq, dq, w, nm[q], rv[q], a, b);
     }
 }
 
@@ -382,10 +453,10 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
 #define BACK_ROWS4_f32 av_layer_back_rows4
 #else
 #define BACK_STATS_f32 layer_stats_f32
-#define BACK_ROWS4_f32 layer_back_rows4_f32
+#define BACK_ROWS4_f32 back_rows4_f32
 #endif
 #define BACK_STATS_f64 layer_stats_f64
-#define BACK_ROWS4_f64 layer_back_rows4_f64
+#define BACK_ROWS4_f64 back_rows4_f64
 
 #define DEF_NORM_BACKWARD(SUF, T)                                              \
     static void layer_back_row_##SUF(const T *x, const T *g, T *dx, const double *w, double mean, double rstd, \
@@ -439,7 +510,6 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
      * (pf), so that their statistics and first pass read from cache: 8192 \
      * x 768 float32 with weight and bias went from 4.1-4.3 to 3.5 ms, the \
      * request being what made the difference. */                          \
-    __attribute__((unused)) /* float32 on AVX-512: av_layer_back_rows4 */     \
     static void layer_back_rows4_##SUF(const T *x, const T *g, T *dx, const double *w, const double *m, \
                                        const double *r, int64_t D, double inv_d, double *dw, double *db, bool pf) { \
         double sa[4][LANES] = {{0}}, sb[4][LANES] = {{0}};                     \
@@ -482,6 +552,24 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
             }                                                                  \
         }                                                                      \
     }                                                                          \
+    /* layer_back_rows4 from the saved statistics (mean, rstd: 4 each) or, \
+     * when they are NULL, the rows' own */                                   \
+    __attribute__((unused)) /* float32 on AVX-512: av_layer_back_rows4 */     \
+    static void back_rows4_##SUF(const T *x, const T *g, T *dx, const double *w, const double *mean, \
+                                 const double *rstd, int64_t D, double inv_d, double eps, double *dw, double *db, \
+                                 bool pf) {                                    \
+        double m[4], r[4];                                                     \
+        for (int q = 0; q < 4; q++) {                                          \
+            if (rstd) {                                                        \
+                m[q] = mean[q], r[q] = rstd[q];                                \
+            } else {                                                           \
+                double var;                                                    \
+                layer_stats_##SUF(x + q * D, D, inv_d, &m[q], &var);           \
+                r[q] = 1.0 / sqrt(var + eps);                                  \
+            }                                                                  \
+        }                                                                      \
+        layer_back_rows4_##SUF(x, g, dx, w, m, r, D, inv_d, dw, db, pf);       \
+    }                                                                          \
     /* mean, rstd: (N) saved statistics or NULL; part: NBLK x 2D zeroed */    \
     static void layer_back_run_##SUF(const T *x, const T *g, T *dx, const double *w, const double *mean, \
                                      const double *rstd, int64_t N, int64_t D, double eps, int64_t nblk, double *part) { \
@@ -492,20 +580,21 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
             int64_t n = k * N / nblk, e = (k + 1) * N / nblk;                  \
             double m[4], r[4];                                                 \
             for (; n < e; n++) {                                               \
-                int q = 0;                                                     \
-                for (; q < 4 && n + q < e; q++) {                              \
-                    if (rstd) {                                                \
-                        m[q] = mean[n + q], r[q] = rstd[n + q];                \
-                    } else {                                                   \
-                        double var;                                            \
-                        BACK_STATS_##SUF(x + (n + q) * D, D, inv_d, &m[q], &var); \
-                        r[q] = 1.0 / sqrt(var + eps);                          \
-                    }                                                          \
-                }                                                              \
+                int q = e - n < 4 ? (int)(e - n) : 4;                          \
                 if (q == 4) {                                                  \
-                    BACK_ROWS4_##SUF(x + n * D, g + n * D, dx + n * D, w, m, r, D, inv_d, dw, db, n + 8 <= e); \
+                    BACK_ROWS4_##SUF(x + n * D, g + n * D, dx + n * D, w, rstd ? mean + n : NULL, \
+                                     rstd ? rstd + n : NULL, D, inv_d, eps, dw, db, n + 8 <= e); \
                     n += 3;                                                    \
                     continue;                                                  \
+                }                                                              \
+                for (int u = 0; u < q; u++) {                                  \
+                    if (rstd) {                                                \
+                        m[u] = mean[n + u], r[u] = rstd[n + u];                \
+                    } else {                                                   \
+                        double var;                                            \
+                        BACK_STATS_##SUF(x + (n + u) * D, D, inv_d, &m[u], &var); \
+                        r[u] = 1.0 / sqrt(var + eps);                          \
+                    }                                                          \
                 }                                                              \
                 for (int u = 0; u < q; u++)                                    \
                     layer_back_row_##SUF(x + (n + u) * D, g + (n + u) * D, dx + (n + u) * D, w, m[u], r[u], D, \
