@@ -580,11 +580,15 @@ static bool ext_rows_own_f64(const double *in, int64_t C, int64_t n, int64_t nc,
         T sh[COL_BLOCK];                                                       \
         bool pinf = false;                                                     \
         for (int64_t c = 0; c < nc; c++) m[c] = -INFINITY, s[c] = 0;           \
-        for (int64_t r = r0; r < e; r++) {                                     \
-            const T *restrict x = in + r * C + c0;                             \
-            _Pragma("omp simd")                                                \
-            for (int64_t c = 0; c < nc; c++) m[c] = x[c] > m[c] || x[c] != x[c] ? x[c] : m[c]; \
-        }                                                                      \
+        /* the max: amax's row kernel where the type has one (its NaN is   \
+         * the column's first, this loop's the last: either makes the     \
+         * column NaN) */                                                      \
+        if (e == r0 || !ext_rows_own_##SUF(in + r0 * C + c0, C, e - r0, nc, true, m)) \
+            for (int64_t r = r0; r < e; r++) {                                 \
+                const T *restrict x = in + r * C + c0;                         \
+                _Pragma("omp simd")                                            \
+                for (int64_t c = 0; c < nc; c++) m[c] = x[c] > m[c] || x[c] != x[c] ? x[c] : m[c]; \
+            }                                                                  \
         for (int64_t c = 0; c < nc; c++) sh[c] = SEG_SHIFT(m[c]), pinf |= m[c] == INFINITY; \
         if (pinf && lg) /* x - 0 may be > 0: the exp for any argument */      \
             SEG_SOFTMAX_EXPS(T, EXP_ANY, 1)                                    \
