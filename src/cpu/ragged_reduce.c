@@ -259,20 +259,6 @@ void jag__sum_rows_f32_ref(const float *in, int64_t C, int64_t n, int64_t nc, do
 /* rows of nc float32 columns that fit in 16 KiB (at least 4) */
 static inline int64_t l1_rows(int64_t nc) { return nc <= 1024 ? 4096 / (nc > 0 ? nc : 1) : 4; }
 
-/* The rows of the block after [.., e) (rb rows, n in all) requested while
- * the block's strip si of ns runs: strip si takes its share of them, so
- * that the next block comes from L2, not memory. Worth it only where the
- * rows cannot all be in L2 (PREFETCH_SPAN bytes or more apart, first to
- * last): over rows in L2 the requests cost more than they save (var of
- * 2449 rows x 256 floats: 31 -> 32 us; of 14534 x 4096 from memory: 7.0-7.2
- * -> 6.7-6.8 ms). */
-#define PREFETCH_SPAN (2 << 20)
-static inline void next_block_prefetch(const float *in, int64_t C, int64_t e, int64_t n, int64_t rb, int64_t nc,
-                                       int64_t si, int64_t ns) {
-    int64_t a = e + si * rb / ns, b = e + (si + 1) * rb / ns;
-    for (int64_t r = a; r < b && r < n; r++) seg_prefetch(in + r * C, nc * (int64_t)sizeof(float));
-}
-
 #if defined(__AVX512F__)
 void jag__sum_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, double *restrict acc) {
     for (int64_t c = 0; c < nc; c++) acc[c] = 0;
@@ -403,6 +389,20 @@ void jag__var_rows_f32_ref(const float *in, int64_t C, int64_t n, int64_t nc, do
 }
 
 #if defined(__AVX512F__) && defined(FP_FAST_FMA)
+/* The rows of the block after [.., e) (rb rows, n in all) requested while
+ * the block's strip si of ns runs: strip si takes its share of them, so
+ * that the next block comes from L2, not memory. Worth it only where the
+ * rows cannot all be in L2 (PREFETCH_SPAN bytes or more apart, first to
+ * last): over rows in L2 the requests cost more than they save (var of
+ * 2449 rows x 256 floats: 31 -> 32 us; of 14534 x 4096 from memory: 7.0-7.2
+ * -> 6.7-6.8 ms). */
+#define PREFETCH_SPAN (2 << 20)
+static inline void next_block_prefetch(const float *in, int64_t C, int64_t e, int64_t n, int64_t rb, int64_t nc,
+                                       int64_t si, int64_t ns) {
+    int64_t a = e + si * rb / ns, b = e + (si + 1) * rb / ns;
+    for (int64_t r = a; r < b && r < n; r++) seg_prefetch(in + r * C, nc * (int64_t)sizeof(float));
+}
+
 void jag__var_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, double *restrict mean, double *restrict m2) {
     double x0[COL_BLOCK];
     for (int64_t c = 0; c < nc; c++) mean[c] = 0, m2[c] = 0;
@@ -720,9 +720,6 @@ DEF_SEG_ROWS(f64, double, sum_rows_f64, var_rows_f64, jag__vm_exp_f64, jag__vm_e
  * ends NaN) are redone one by one by rows_lse_f32, so that the result
  * stays the same for any thread count (which changes the widths). */
 #define LSE_ROWS 32
-#ifndef PFD
-#define PFD 3
-#endif
 #if defined(__AVX512F__)
 /* jag__vm_exp_sum_f32 on 16 lanes, the same operations */
 static inline __m512 lse_exp16(__m512 x) {
