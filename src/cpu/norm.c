@@ -438,7 +438,8 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
  * and h = g w, layer_norm's dx = rstd (h - mean(h) - xhat mean(h xhat)),
  * rms_norm's dx = rstd (h - x rstd^2 mean(h x)). The statistics are the
  * forward's when given, else the row's own, computed as the forward does
- * (the row is then read from L1 a second time, not from memory). dw and db
+ * (the row is then read from L1 a second time, not from memory; float32's
+ * four-row step on AVX-512 takes them in its own first pass). dw and db
  * are sums over rows: each of NBLK fixed blocks of rows (by N alone) adds
  * its rows in order into its own partial sums, and the blocks are added in
  * block order, so the result does not depend on the thread count. w is
@@ -552,6 +553,17 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
             }                                                                  \
         }                                                                      \
     }                                                                          \
+    /* row i's mean and rstd: saved (mean, rstd not NULL) or its own */     \
+    static inline void back_stats_##SUF(const T *x, int64_t D, double inv_d, double eps, const double *mean, \
+                                        const double *rstd, int64_t i, double *m, double *r) { \
+        if (rstd) {                                                            \
+            *m = mean[i], *r = rstd[i];                                        \
+        } else {                                                               \
+            double var;                                                        \
+            BACK_STATS_##SUF(x + i * D, D, inv_d, m, &var);                    \
+            *r = 1.0 / sqrt(var + eps);                                        \
+        }                                                                      \
+    }                                                                          \
     /* layer_back_rows4 from the saved statistics (mean, rstd: 4 each) or, \
      * when they are NULL, the rows' own */                                   \
     __attribute__((unused)) /* float32 on AVX-512: av_layer_back_rows4 */     \
@@ -559,15 +571,7 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
                                  const double *rstd, int64_t D, double inv_d, double eps, double *dw, double *db, \
                                  bool pf) {                                    \
         double m[4], r[4];                                                     \
-        for (int q = 0; q < 4; q++) {                                          \
-            if (rstd) {                                                        \
-                m[q] = mean[q], r[q] = rstd[q];                                \
-            } else {                                                           \
-                double var;                                                    \
-                layer_stats_##SUF(x + q * D, D, inv_d, &m[q], &var);           \
-                r[q] = 1.0 / sqrt(var + eps);                                  \
-            }                                                                  \
-        }                                                                      \
+        for (int q = 0; q < 4; q++) back_stats_##SUF(x, D, inv_d, eps, mean, rstd, q, &m[q], &r[q]); \
         layer_back_rows4_##SUF(x, g, dx, w, m, r, D, inv_d, dw, db, pf);       \
     }                                                                          \
     /* mean, rstd: (N) saved statistics or NULL; part: NBLK x 2D zeroed */    \
@@ -587,15 +591,7 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
                     n += 3;                                                    \
                     continue;                                                  \
                 }                                                              \
-                for (int u = 0; u < q; u++) {                                  \
-                    if (rstd) {                                                \
-                        m[u] = mean[n + u], r[u] = rstd[n + u];                \
-                    } else {                                                   \
-                        double var;                                            \
-                        BACK_STATS_##SUF(x + (n + u) * D, D, inv_d, &m[u], &var); \
-                        r[u] = 1.0 / sqrt(var + eps);                          \
-                    }                                                          \
-                }                                                              \
+                for (int u = 0; u < q; u++) back_stats_##SUF(x, D, inv_d, eps, mean, rstd, n + u, &m[u], &r[u]); \
                 for (int u = 0; u < q; u++)                                    \
                     layer_back_row_##SUF(x + (n + u) * D, g + (n + u) * D, dx + (n + u) * D, w, m[u], r[u], D, \
                                          inv_d, dw, db);                       \

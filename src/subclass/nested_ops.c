@@ -635,9 +635,9 @@ static bool one_whole_component(const nested_state *s) {
  * 310-340; var of 8 x 64: 361 -> 325 ns, the dense op alone 262; of
  * 2 x 256: 527 -> 348). Not logsumexp: the dense op runs the ragged
  * kernel for it at any size. Only up to ONE_COMPONENT_MAX elements: past
- * a thousand or two the
- * ragged kernels beat the dense ones over a middle dim (30 x 64: var 525-540
- * against 635-650 ns; 1000 x 64: sum 4.7 against 6.4 us). The result is the
+ * a thousand or two the ragged kernels beat the dense ones over a middle
+ * dim (30 x 64: var 525-540 against 635-650 ns; 1000 x 64: sum 4.7
+ * against 6.4 us). The result is the
  * dense op's; each component of any batch is computed as that op computes
  * it (the reductions' tests check this). Not while recording a trace: a
  * trace records what holds for every batch. */
