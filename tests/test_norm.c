@@ -567,6 +567,40 @@ static void test_norm_large_empty(void) {
     jag_release(y), jag_release(x), jag_release(w);
 }
 
+/* An output of 16 MiB or more (jag__stream_stores) is written with
+ * streaming stores where rows are whole vectors (D % 8 == 0): the same bits
+ * as the same rows normalised alone (a small output, ordinary stores), for
+ * rows at the start, the middle and the end, and the reference's values,
+ * with and without weight and bias; D = 1020 (not streamed) beside it. */
+static void test_norm_streamed_output(void) {
+    TEST_BEGIN();
+    const int64_t Ds[] = {1024, 1020};
+    for (int k = 0; k < 2; k++) {
+        const int64_t D = Ds[k], s[] = {4100, D}, sw[] = {D};
+        jag_tensor *x = t_rand(s, 2, JAG_FLOAT32, -1, 3, 111), *w = t_rand(sw, 1, JAG_FLOAT32, 0.5, 2, 112),
+                   *b = t_rand(sw, 1, JAG_FLOAT32, -1, 1, 113);
+        for (int affine = 0; affine < 2; affine++) {
+            jag_tensor *wa = affine ? w : NULL, *ba = affine ? b : NULL, *y = NULL;
+            CHECK_OK(jag_layer_norm(x, 1, wa, ba, 1e-5, &y));
+            const int64_t starts[] = {0, 2047, 4100 - 40};
+            for (int j = 0; y && j < 3; j++) {
+                jag_tensor *part = NULL, *yp = NULL, *ypart = NULL;
+                CHECK_OK(jag_narrow(x, 0, starts[j], 40, &part));
+                CHECK_OK(jag_layer_norm(part, 1, wa, ba, 1e-5, &yp));
+                CHECK_OK(jag_narrow(y, 0, starts[j], 40, &ypart));
+                if (yp && ypart)
+                    CHECK_MSG(memcmp(jag__ptr(yp), jag__ptr(ypart), (size_t)(40 * D) * sizeof(float)) == 0,
+                              "D %lld affine %d rows from %lld: not the bits of the rows alone", (long long)D, affine,
+                              (long long)starts[j]);
+                jag_release(part), jag_release(yp), jag_release(ypart);
+            }
+            jag_release(y);
+            check_norm(true, x, 1, wa, ba, 1e-5);
+        }
+        jag_release(x), jag_release(w), jag_release(b);
+    }
+}
+
 static void test_norm_errors(void) {
     TEST_BEGIN();
     const int64_t s[] = {2, 3}, s3[] = {3}, s2[] = {2};
@@ -1051,4 +1085,5 @@ static void test_norm_row_lengths(void) {
 
 TEST_MAIN(test_softmax_middle_dim_segments, test_norm_backward_vs_ref, test_norm_backward_many_rows, test_norm_backward_offset_rows, test_softmax_backward_vs_ref, test_norm_backward_gradcheck, test_norm_backward_nested,
           test_norm_backward_errors, test_softmax_hand, test_softmax_vs_ref, test_softmax_row_lengths, test_softmax_large, test_softmax_empty_0d, test_softmax_errors,
-          test_norm_hand, test_norm_vs_ref, test_norm_row_lengths, test_norm_specials, test_norm_large_empty, test_norm_errors)
+          test_norm_hand, test_norm_vs_ref, test_norm_row_lengths, test_norm_specials, test_norm_large_empty,
+          test_norm_streamed_output, test_norm_errors)

@@ -12,6 +12,8 @@
  * float64 two passes, the mean then the squared deviations. The transform
  * (x - mean) * rstd * w + b runs in double and rounds once to x's dtype.
  * Threads share rows, from JAG_GRAIN_ROWS elements on (src/core/internal.h).
+ * float32 layer_norm on AVX-512 writes an output of JAG_STREAM_MIN_BYTES or
+ * more with streaming stores (rows of whole vectors; the same bits).
  * A non-contiguous x is first copied into out and normalised in place;
  * weight and bias are read as contiguous doubles (a converted copy when
  * needed, once per call).
@@ -208,10 +210,16 @@ static inline void av_layer_stats(const float *x, int64_t D, double inv_d, doubl
 }
 
 /* y = the transform of x (D floats) as layer_row_f32's, 8 at a time: whole
- * vectors, then the tail masked */
+ * vectors, then the tail masked. stream: whole vectors only, y 32-byte
+ * aligned, stored past the caches (jag__stream_stores) */
 #define AV_TRANSFORM(W, B)                                                     \
     do {                                                                       \
         int64_t i = 0;                                                         \
+        if (stream)                                                            \
+            for (; i + 8 <= D; i += 8) {                                       \
+                __m512d xv = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));          \
+                _mm256_stream_ps(y + i, _mm512_cvtpd_ps(AV_FORM(xv, W(0xff), B(0xff)))); \
+            }                                                                  \
         for (; i + 8 <= D; i += 8) {                                           \
             __m512d xv = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));              \
             _mm256_storeu_ps(y + i, _mm512_cvtpd_ps(AV_FORM(xv, W(0xff), B(0xff)))); \
@@ -223,7 +231,7 @@ static inline void av_layer_stats(const float *x, int64_t D, double inv_d, doubl
         }                                                                      \
     } while (0)
 static inline void av_layer_transform(const float *x, float *y, const double *w, const double *b, int64_t D,
-                                      double mean, double rstd) {
+                                      double mean, double rstd, bool stream) {
     const __m512d mv = _mm512_set1_pd(mean), rv = _mm512_set1_pd(rstd), sv = _mm512_set1_pd(-mean * rstd);
 #define WL(m) _mm512_maskz_loadu_pd(m, w + i)
 #define BL(m) _mm512_maskz_loadu_pd(m, b + i)
@@ -410,6 +418,8 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
     enum { RB = 8 }; /* rows per block: the pipelining restarts once a block */
     const double inv_d = 1.0 / (double)D;
     const int64_t nb = (N + RB - 1) / RB;
+    /* every row's start 32-byte aligned when y's is and D % 8 == 0 */
+    const bool stream = D % 8 == 0 && jag__stream_stores(y, N * D * (int64_t)sizeof(float));
     JAG_PARALLEL_IF(N * D >= JAG_GRAIN_ROWS, "omp parallel for schedule(static)",
         for (int64_t blk = 0; blk < nb; blk++) {
             int64_t n0 = blk * RB, n1 = n0 + RB < N ? n0 + RB : N;
@@ -424,9 +434,10 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
                     nrstd = 1.0 / sqrt(nvar + eps);
                 }
                 if (mo) mo[n] = (float)mean, ro[n] = (float)rstd;
-                av_layer_transform(x + n * D, y + n * D, w, b, D, mean, rstd);
+                av_layer_transform(x + n * D, y + n * D, w, b, D, mean, rstd, stream);
                 mean = nmean, rstd = nrstd;
             }
+            if (stream) _mm_sfence(); /* the streamed rows reach memory before the next op reads them */
         });
 }
 #endif
