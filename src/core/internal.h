@@ -334,23 +334,6 @@ typedef struct jag_segment_spec {
 #define JAG_GRAIN_OPTIM 8192
 #endif
 
-/* Whether a kernel writing `bytes` of output at p should use non-temporal
- * (streaming) stores, which need p 32-byte aligned. Ordinary stores read
- * each output line in before writing it (a third of a streaming op's
- * memory traffic) and evict the input; from 16 MiB on, half the last-level
- * cache here (32 MiB), an output and its input do not both stay there for
- * the next op, which then reads the output from memory either way.
- * layer_norm of float32 rows of 1024, streamed against ordinary stores:
- * 4096 rows (16 MiB out) 0.94-1.12 -> 0.65 ms, 16384 rows (64 MiB)
- * 4.6-5.7 -> 3.7 ms. A fixed size, not the machine's: glibc's
- * sysconf(_SC_LEVEL3_CACHE_SIZE) reads 320 MiB on this virtual machine. */
-#ifndef JAG_STREAM_MIN_BYTES
-#define JAG_STREAM_MIN_BYTES ((int64_t)16 << 20)
-#endif
-static inline bool jag__stream_stores(const void *p, int64_t bytes) {
-    return bytes >= JAG_STREAM_MIN_BYTES && (uintptr_t)p % 32 == 0;
-}
-
 /* JAG_PARALLEL_IF(cond, "omp parallel ...", statement): the statement under
  * the pragma when cond holds, else as plain code. An OpenMP if() clause
  * that is false still goes through the runtime, which makes and frees a

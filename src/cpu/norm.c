@@ -19,6 +19,7 @@
  * needed, once per call).
  */
 #include "kernels.h"
+#include "stream.h"
 
 #include <math.h>
 
@@ -437,7 +438,7 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
                 av_layer_transform(x + n * D, y + n * D, w, b, D, mean, rstd, stream);
                 mean = nmean, rstd = nrstd;
             }
-            if (stream) _mm_sfence(); /* the streamed rows reach memory before the next op reads them */
+            if (stream) jag__stream_fence();
         });
 }
 #endif

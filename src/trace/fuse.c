@@ -9,6 +9,7 @@
  * and the outputs. Tiles are shared among OpenMP threads. */
 #include "trace.h"
 #include "../cpu/kernels.h" /* jag__copy_into, jag__fill */
+#include "../cpu/stream.h"
 
 #include <math.h>
 #include <omp.h>
@@ -418,19 +419,6 @@ static void header(jag_tensor *h, jag_storage *store, jag_dtype dt, int64_t offs
     h->storage = store;
 }
 
-#if defined(__AVX__)
-#include <immintrin.h>
-static void stream_copy(char *dst, const char *src, size_t n) {
-    size_t i = 0;
-    if (((uintptr_t)dst & 31) == 0) /* src: a scratch slot, 64-byte aligned */
-        for (; i + 32 <= n; i += 32) _mm256_stream_si256((__m256i *)(dst + i), _mm256_load_si256((const __m256i *)(src + i)));
-    memcpy(dst + i, src + i, n - i);
-}
-static void stream_fence(void) { _mm_sfence(); }
-#else
-static void stream_copy(char *dst, const char *src, size_t n) { memcpy(dst, src, n); }
-static void stream_fence(void) {}
-#endif
 
 /* Tiles [t0, t1) of n elements, with `scratch` for the internal values.
  * Returns nonzero if a kernel failed. */
@@ -473,9 +461,9 @@ static int run_tiles(const jag_fused *f, const jag_value *args, jag_tensor **out
         /* outputs leave the cache with streaming stores: no read of the
          * destination before it is written */
         for (int o = 0; o < f->n_out; o++)
-            stream_copy(jag__ptr(outs[o]) + start * (int64_t)es, jag__ptr(&h[f->out_val[o]]), (size_t)len * es);
+            jag__stream_copy(jag__ptr(outs[o]) + start * (int64_t)es, jag__ptr(&h[f->out_val[o]]), (size_t)len * es);
     }
-    stream_fence();
+    jag__stream_fence();
     return failed;
 }
 
