@@ -458,6 +458,43 @@ static void test_post_accumulate_grad_hooks(void) {
     jag_release(t), jag_release(w3), jag_release(tw), jag_release(loss), jag_release(plain);
 }
 
+/* A .grad that only its leaf holds accumulates in place: the same block
+ * afterwards, holding the sum. A gradient the caller holds (a reference
+ * from jag_get_grad) or whose storage the caller's tensor shares (the seed
+ * of a backward from the leaf itself: .grad is then an alias of it) is
+ * never written: it keeps its values and .grad becomes a new tensor. */
+static void test_grad_accumulation_in_place(void) {
+    TEST_BEGIN();
+    double v[6] = {0.5, -1.0, 2.0, 0.0, 3.5, -2.25}, gv[6] = {1.0, 2.0, -3.0, 0.25, 4.0, -0.5};
+    int64_t six = 6;
+    jag_tensor *x = t_from(v, &six, 1, JAG_FLOAT32), *seed = t_from(gv, &six, 1, JAG_FLOAT32), *g = NULL, *held = NULL;
+    CHECK_OK(jag_set_requires_grad(x, true));
+    /* .grad an alias of the seed, then a second backward with it */
+    CHECK_OK(jag_backward(x, seed, false));
+    CHECK_OK(jag_backward(x, seed, false));
+    for (int i = 0; i < 6; i++) CHECK_MSG(t_get(seed, i) == gv[i], "seed element %d written: %g", i, t_get(seed, i));
+    CHECK_OK(jag_get_grad(x, &g));
+    const void *block = g ? jag_data(g) : NULL;
+    for (int i = 0; g && i < 6; i++) CHECK(t_get(g, i) == 2 * gv[i]);
+    jag_release(g), g = NULL;
+    /* held by no one but x: in place */
+    for (int round = 0; round < 2; round++) {
+        jag_tensor *y = NULL, *t = NULL;
+        if (round == 1) CHECK_OK(jag_get_grad(x, &held)); /* now the caller holds it */
+        CHECK_OK(jag_mul_scalar(x, 3.0, &y));
+        CHECK_OK(jag_sum(y, NULL, 0, false, &t));
+        CHECK_OK(jag_backward(t, NULL, false));
+        CHECK_OK(jag_get_grad(x, &g));
+        for (int i = 0; g && i < 6; i++) CHECK_MSG(t_get(g, i) == 2 * gv[i] + 3.0 * (round + 1), "round %d element %d: %g", round, i, t_get(g, i));
+        if (g) CHECK_MSG((jag_data(g) == block) == (round == 0), "round %d: the sum %s the old block", round, round ? "reused" : "left");
+        jag_release(g), g = NULL;
+        jag_release(y), jag_release(t);
+    }
+    for (int i = 0; held && i < 6; i++) CHECK_MSG(t_get(held, i) == 2 * gv[i] + 3.0, "held element %d written: %g", i, t_get(held, i));
+    CHECK(held && jag_data(held) == block);
+    jag_release(held), jag_release(x), jag_release(seed);
+}
+
 TEST_MAIN(test_padding_gradients, test_leaf_flags, test_backward_hand_values, test_backward_errors, test_unused_outputs_and_long_chain,
           test_custom_function, test_walkthrough_4a_4b, test_nested_through_builtin_ops,
-          test_post_accumulate_grad_hooks)
+          test_post_accumulate_grad_hooks, test_grad_accumulation_in_place)

@@ -800,11 +800,46 @@ static bool same_shape(const jag_tensor *a, const jag_tensor *b) {
     return true;
 }
 
+/* Whether acc += g may be written into acc's own memory: acc is a plain
+ * contiguous tensor that nothing but its holder references (its header and
+ * its storage each referenced once, jag's own data, writable), and g has
+ * its shape and dtype. Then no one can see acc change, and the sum is the
+ * out-of-place add's bit for bit, without a new block and without the
+ * read of its lines that writing a fresh block costs: layer_norm's
+ * backward of (8192, 256) floats with x, weight and bias accumulating their
+ * gradients, 1.21-1.73 -> 1.02-1.37 ms (five runs of each build in turn).
+ * torch accumulates a leaf's .grad in place as well; a gradient the
+ * caller holds (jag_get_grad's reference) or shares a storage with is
+ * summed into a new tensor, as before, so what the caller holds never
+ * changes. Never while tracing, which records no in-place op. */
+static bool accumulates_in_place(const jag_tensor *acc, const jag_tensor *g) {
+    if (acc->subclass || g->subclass || acc->requires_grad || g->requires_grad || !acc->storage || acc->dtype != g->dtype ||
+        !same_shape(acc, g) || !jag_is_contiguous(acc) || (jag__trace_current && jag__tracing()))
+        return false;
+    const jag_storage *s = acc->storage;
+    return atomic_load(&acc->refcount) == 1 && atomic_load(&s->refcount) == 1 && !s->borrowed && !s->release &&
+           !atomic_load(&s->read_only);
+}
+
+/* acc += g in acc's memory (accumulates_in_place(acc, g) holds); *done says
+ * whether it ran */
+static jag_status add_in_place(jag_tensor *acc, const jag_tensor *g, bool *done) {
+    jag_value a[] = {jag__v_tensor(acc), jag__v_tensor(g), jag__v_double(1.0)};
+    jag_status st = jag__dispatch_into(JAG_OP_add, "jag_backward", a, 3, acc, done);
+    if (!st && *done) jag__bump_version(acc);
+    return st;
+}
+
 /* slot += g (a new tensor when the slot is empty) */
 jag_status jag__grad_accumulate(jag_tensor **slot, jag_tensor *g) {
     if (!*slot) {
         *slot = jag_retain(g);
         return JAG_OK;
+    }
+    bool done = false;
+    if (accumulates_in_place(*slot, g)) {
+        jag_status st = add_in_place(*slot, g, &done);
+        if (st || done) return st;
     }
     jag_tensor *sum = NULL;
     jag_value a[] = {jag__v_tensor(*slot), jag__v_tensor(g), jag__v_double(1.0)};
@@ -875,6 +910,12 @@ static jag_status commit_leaf_grad(jag_tensor *leaf, const jag_tensor *grad) {
     jag_status st = shallow_alias(grad, &g);
     if (st) return st;
     pthread_mutex_lock(grad_lock(leaf));
+    bool done = false;
+    if (leaf->grad && accumulates_in_place(leaf->grad, g) && ((st = add_in_place(leaf->grad, g, &done)) || done)) {
+        pthread_mutex_unlock(grad_lock(leaf));
+        jag_release(g);
+        return st;
+    }
     if (leaf->grad) {
         jag_tensor *sum = NULL;
         jag_value v[] = {jag__v_tensor(leaf->grad), jag__v_tensor(g), jag__v_double(1.0)};
