@@ -167,6 +167,108 @@ void jag__copy_ref(jag_tensor *dst, const jag_tensor *src) {
     }
 }
 
+/* ---- copies that read the source across its rows --------------------------
+ *
+ * A transposed or permuted source made contiguous: the destination's inner
+ * dim steps through the source by a whole row, so the element-by-element
+ * loop touches a new cache line (and soon a new page) per element. Instead
+ * the copy goes by blocks over the two dims involved (dim a, along which
+ * the source is contiguous, and the destination's inner dim): a task takes
+ * BLOCK destination rows (BLOCK consecutive source columns, a whole line of
+ * float32) and walks the inner dim 8 at a time, 4-byte types transposing
+ * 8 x 8 blocks in registers (AVX). Rows a power of two apart fall in one
+ * set of the L1 cache (4 KiB apart here, 8 ways), which is what limits the
+ * block: 32 x 32 tiles copied element by element took 1.08 ms on float32
+ * (1024, 1024), 8 x 8 ones 0.40 ms. float32 transposes made contiguous,
+ * against the loop (best of 20, the two builds in turn): (1024, 1024)
+ * 1.68-1.79 -> 0.16-0.19 ms, (1000, 1000) 0.36-0.37 -> 0.08 ms, (4096,
+ * 1024) 13.5-13.9 -> 1.8-2.3 ms (a memcpy-like clone of the same bytes:
+ * 0.05, 0.05 and 0.6-0.9 ms). Same dtype only (conversions keep the loops
+ * above); jag__copy_ref is the reference (test_copy_across_rows). */
+#define BLOCK 16
+
+#if defined(__AVX__)
+#include <immintrin.h>
+/* d[c ld + r] = s[r ls + c] for r, c < 8: 8 x 8 floats (any 4-byte type) */
+static inline void transpose8x8(const uint32_t *s, int64_t ls, uint32_t *d, int64_t ld) {
+    __m256 r[8], t[8];
+    for (int k = 0; k < 8; k++) r[k] = _mm256_loadu_ps((const float *)(s + k * ls));
+    for (int k = 0; k < 8; k += 2) t[k] = _mm256_unpacklo_ps(r[k], r[k + 1]), t[k + 1] = _mm256_unpackhi_ps(r[k], r[k + 1]);
+    for (int k = 0; k < 8; k += 4) {
+        r[k] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0));
+        r[k + 1] = _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2));
+        r[k + 2] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0));
+        r[k + 3] = _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2));
+    }
+    for (int k = 0; k < 4; k++) {
+        _mm256_storeu_ps((float *)(d + k * ld), _mm256_permute2f128_ps(r[k], r[k + 4], 0x20));
+        _mm256_storeu_ps((float *)(d + (k + 4) * ld), _mm256_permute2f128_ps(r[k], r[k + 4], 0x31));
+    }
+}
+#endif
+
+/* dst[i da + j es] = src[i es + j sj] for i < ni (<= BLOCK), j < nj;
+ * elements of es bytes, strides in bytes */
+#define BLOCK_COPY(T)                                                          \
+    static void block_copy_##T(char *dst, const char *src, int64_t ni, int64_t nj, int64_t da, int64_t sj) { \
+        for (int64_t j0 = 0; j0 < nj; j0 += BLOCK) {                           \
+            int64_t mj = nj - j0 < BLOCK ? nj - j0 : BLOCK;                    \
+            for (int64_t i = 0; i < ni; i++) {                                 \
+                T *d = (T *)(dst + i * da) + j0;                               \
+                const char *s = src + i * (int64_t)sizeof(T) + j0 * sj;        \
+                for (int64_t j = 0; j < mj; j++) d[j] = *(const T *)(s + j * sj); \
+            }                                                                  \
+        }                                                                      \
+    }
+BLOCK_COPY(uint8_t)
+BLOCK_COPY(uint16_t)
+BLOCK_COPY(uint64_t)
+#if defined(__AVX__)
+static void block_copy_uint32_t(char *dst, const char *src, int64_t ni, int64_t nj, int64_t da, int64_t sj) {
+    int64_t j0 = 0;
+    if (ni % 8 == 0 && da % 4 == 0 && sj % 4 == 0) /* whole blocks in registers */
+        for (; j0 + 8 <= nj; j0 += 8)
+            for (int64_t i = 0; i < ni; i += 8)
+                transpose8x8((const uint32_t *)(src + i * 4 + j0 * sj), sj / 4, (uint32_t *)(dst + i * da) + j0, da / 4);
+    for (; j0 < nj; j0++)
+        for (int64_t i = 0; i < ni; i++) ((uint32_t *)(dst + i * da))[j0] = *(const uint32_t *)(src + i * 4 + j0 * sj);
+}
+#else
+BLOCK_COPY(uint32_t)
+#endif
+
+static bool copy_across_rows(const jag_iter *it, size_t es) {
+    int nd = it->ndim, in = nd - 1, a = -1;
+    if (nd < 2 || (es != 1 && es != 2 && es != 4 && es != 8)) return false;
+    const int64_t *ds = it->strides[0], *ss = it->strides[1];
+    if (ds[in] != (int64_t)es || ss[in] == (int64_t)es || ss[in] == 0 || it->sizes[in] < 4) return false;
+    for (int d = nd - 2; d >= 0 && a < 0; d--)
+        if (ss[d] == (int64_t)es && it->sizes[d] >= BLOCK) a = d;
+    if (a < 0) return false;
+    /* the other dims, flattened: outer index o -> their offsets */
+    int od[JAG_MAX_DIMS], no = 0;
+    int64_t outer = 1;
+    for (int d = 0; d < in; d++)
+        if (d != a) od[no++] = d, outer *= it->sizes[d];
+    int64_t ni = it->sizes[a], nj = it->sizes[in], ti = (ni + BLOCK - 1) / BLOCK, tasks = outer * ti;
+    void (*fn)(char *, const char *, int64_t, int64_t, int64_t, int64_t) =
+        es == 1 ? block_copy_uint8_t : es == 2 ? block_copy_uint16_t : es == 4 ? block_copy_uint32_t : block_copy_uint64_t;
+    JAG_PARALLEL_IF(it->numel >= JAG_GRAIN_MEMORY, "omp parallel for schedule(static)",
+        for (int64_t t = 0; t < tasks; t++) {
+            int64_t o = t / ti, i0 = (t % ti) * BLOCK, rest = o;
+            char *dst = it->base[0] + i0 * ds[a];
+            const char *src = it->base[1] + i0 * ss[a];
+            for (int k = no - 1; k >= 0; k--) { /* o's index in each other dim, the last fastest */
+                int d = od[k];
+                int64_t x = rest % it->sizes[d];
+                rest /= it->sizes[d];
+                dst += x * ds[d], src += x * ss[d];
+            }
+            fn(dst, src, ni - i0 < BLOCK ? ni - i0 : BLOCK, nj, ds[a], ss[in]);
+        });
+    return true;
+}
+
 /* Copy src (broadcast to dst's shape, converted) into dst. Shapes are already
  * checked. Overlap between src and dst is handled by the caller. */
 void jag__copy_into(jag_tensor *dst, const jag_tensor *src) {
@@ -177,6 +279,7 @@ void jag__copy_into(jag_tensor *dst, const jag_tensor *src) {
     size_t sizes[2] = {jag_dtype_size(dst->dtype), jag_dtype_size(src->dtype)};
     jag_iter it;
     jag__iter_init(&it, dst->sizes, dst->ndim, 2, base, strides, sizes);
+    if (dst->dtype == src->dtype && copy_across_rows(&it, sizes[0])) return;
     jag__iter_run_grain(&it, JAG_GRAIN_MEMORY, copy_loops[dst->dtype][src->dtype], NULL);
 }
 
