@@ -850,6 +850,122 @@ static void test_logsumexp_hand(void) {
     jag_release(xi);
 }
 
+/* logsumexp over long rows (float32's vectorised leaf: 64 lanes for the
+ * max, float sums of 16 exps a lane): finite rows of several spreads and
+ * offsets, and rows with one -inf, +inf or NaN placed in the main loop or
+ * the tail, against the sum in double computed here; a row longer than a
+ * leaf segment (4096) combines two leaves. */
+static void test_logsumexp_long_rows(void) {
+    TEST_BEGIN();
+    const int64_t lens[] = {64, 300, 5000};
+    for (int li = 0; li < 3; li++) {
+        enum { R = 7 };
+        int64_t L = lens[li], sz[2] = {R, L};
+        double *v = malloc((size_t)(R * L) * sizeof *v);
+        for (int64_t i = 0; i < R * L; i++) v[i] = sin(0.37 * (double)i) * (i / L == 1 ? 30.0 : 3.0) + (i / L == 2 ? 1000.0 : 0.0);
+        v[3 * L + L / 2] = -INFINITY; /* row 3: one -inf (contributes nothing) */
+        v[4 * L + L - 1] = INFINITY;  /* row 4: +inf, in the tail */
+        v[5 * L + 5] = NAN;           /* row 5: NaN */
+        for (int64_t i = 0; i < L; i++) v[6 * L + i] = (double)(float)(-1e-3 * (double)i); /* row 6: slowly falling */
+        for (int f = 0; f < 2; f++) {
+            jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+            jag_tensor *x = t_vals(v, sz, 2, dt), *y = NULL;
+            const int d1[] = {1};
+            CHECK_OK(jag_logsumexp(x, d1, 1, false, &y));
+            for (int r = 0; y && r < R; r++) {
+                double m = -INFINITY, sum = 0;
+                bool nan = false;
+                for (int64_t i = 0; i < L; i++) {
+                    double xv = t_get(x, r * L + i);
+                    nan |= xv != xv;
+                    m = xv > m ? xv : m;
+                }
+                for (int64_t i = 0; i < L && !isinf(m); i++) sum += exp(t_get(x, r * L + i) - m);
+                double want = nan ? NAN : isinf(m) ? m : m + log(sum), got = t_get(y, r);
+                bool ok = nan ? got != got : isinf(want) ? got == want : fabs(got - want) <= (f ? 1e-12 : 1e-6) * (1 + fabs(want));
+                CHECK_MSG(ok, "L %lld row %d (%s): %.9g vs %.9g", (long long)L, r, jag_dtype_name(dt), got, want);
+            }
+            jag_release(x), jag_release(y);
+        }
+        free(v);
+    }
+}
+
+/* amax and amin over long rows (float32's vectorised leaf: four vectors,
+ * a masked tail, a NaN sending the leaf to the element loop): rows with
+ * the extremum in the main loop or the tail, a NaN there (the result is
+ * that NaN), +-inf, all equal, against a scan computed here, bit for bit;
+ * rows of 5000 combine two leaves. */
+static void test_extrema_long_rows(void) {
+    TEST_BEGIN();
+    const int64_t lens[] = {16, 64, 300, 5000};
+    for (int li = 0; li < 4; li++) {
+        enum { R = 8 };
+        int64_t L = lens[li], sz[2] = {R, L};
+        double *v = malloc((size_t)(R * L) * sizeof *v);
+        for (int64_t i = 0; i < R * L; i++) v[i] = (double)(float)(cos(0.71 * (double)i) * 5.0);
+        v[1 * L + L - 1] = 100, v[1 * L + 0] = -100;    /* row 1: extrema at the ends */
+        v[2 * L + L / 3] = NAN;                          /* row 2: NaN in the main loop */
+        v[3 * L + L - 1] = NAN;                          /* row 3: NaN last */
+        v[4 * L + 1] = INFINITY, v[4 * L + L - 2] = -INFINITY;
+        for (int64_t i = 0; i < L; i++) v[5 * L + i] = 2.5; /* row 5: all equal */
+        for (int64_t i = 0; i < L; i++) v[6 * L + i] = -INFINITY;
+        v[7 * L + L / 2] = 1e30, v[7 * L + L / 2 + 1] = -1e30;
+        jag_tensor *x = t_vals(v, sz, 2, JAG_FLOAT32), *mx = NULL, *mn = NULL;
+        const int d1[] = {1};
+        CHECK_OK(jag_amax(x, d1, 1, false, &mx));
+        CHECK_OK(jag_amin(x, d1, 1, false, &mn));
+        for (int r = 0; mx && mn && r < R; r++) {
+            double hi = t_get(x, r * L), lo = hi;
+            bool nan = false;
+            for (int64_t i = 0; i < L; i++) {
+                double a = t_get(x, r * L + i);
+                nan |= a != a;
+                hi = a > hi ? a : hi, lo = a < lo ? a : lo;
+            }
+            double gh = t_get(mx, r), gl = t_get(mn, r);
+            CHECK_MSG(nan ? gh != gh && gl != gl : gh == hi && gl == lo, "L %lld row %d: amax %g amin %g, want %g %g",
+                      (long long)L, r, gh, gl, nan ? NAN : hi, nan ? NAN : lo);
+        }
+        jag_release(x), jag_release(mx), jag_release(mn);
+        free(v);
+    }
+}
+
+/* float32 sum and mean over the last dim (AVX-512: eight vectors of
+ * doubles, a masked tail) for every row length from 1 to 130 and some
+ * longer (two leaves past 4096), on integers whose sums are exact in
+ * float: each output equals the sum computed here, bit for bit, so a
+ * dropped or doubled element shows. */
+static void test_sum_rows_every_length(void) {
+    TEST_BEGIN();
+    int64_t lens[140], nl = 0;
+    for (int64_t l = 1; l <= 130; l++) lens[nl++] = l;
+    lens[nl++] = 255, lens[nl++] = 300, lens[nl++] = 4096, lens[nl++] = 4159, lens[nl++] = 5000;
+    for (int64_t k = 0; k < nl; k++) {
+        enum { R = 3 };
+        int64_t L = lens[k], sz[2] = {R, L};
+        double *v = malloc((size_t)(R * L) * sizeof *v), want[R];
+        for (int r = 0; r < R; r++) {
+            want[r] = 0;
+            for (int64_t i = 0; i < L; i++) {
+                double a = (double)((r * 7919 + i * 104729) % 201) - 100.0;
+                v[r * L + i] = a, want[r] += a;
+            }
+        }
+        jag_tensor *x = t_vals(v, sz, 2, JAG_FLOAT32), *s = NULL, *m = NULL;
+        const int d1[] = {1};
+        CHECK_OK(jag_sum(x, d1, 1, false, &s));
+        CHECK_OK(jag_mean(x, d1, 1, false, &m));
+        for (int r = 0; s && m && r < R; r++) {
+            CHECK_MSG(t_get(s, r) == want[r], "L %lld row %d: sum %.9g, want %.9g", (long long)L, r, t_get(s, r), want[r]);
+            CHECK_MSG(t_get(m, r) == (double)(float)(want[r] / (double)L), "L %lld row %d: mean %.9g", (long long)L, r, t_get(m, r));
+        }
+        jag_release(x), jag_release(s), jag_release(m);
+        free(v);
+    }
+}
+
 /* mean_backward (g, sizes) = expand(g, sizes) / N, N = numel(sizes) /
  * numel(g): the kernel against its reference (bit for bit) and against the
  * formula computed here, for g with each set of dims kept as 1, contiguous
@@ -962,6 +1078,6 @@ static void test_typed_kernel_mask(void) {
     jag_release(base);
 }
 
-TEST_MAIN(test_mean_backward, test_middle_dim_segments_vs_ref, test_logsumexp_hand, test_sum_hand, test_int_sums_exact, test_mean_var_std_hand, test_extrema_hand, test_empty,
+TEST_MAIN(test_mean_backward, test_middle_dim_segments_vs_ref, test_logsumexp_hand, test_logsumexp_long_rows, test_extrema_long_rows, test_sum_rows_every_length, test_sum_hand, test_int_sums_exact, test_mean_var_std_hand, test_extrema_hand, test_empty,
           test_size1_and_0d, test_dims_ops_vs_ref, test_index_ops_vs_ref, test_large, test_long_row_accuracy,
           test_thread_count_invariance, test_errors, test_typed_kernel_mask)
