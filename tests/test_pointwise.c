@@ -874,6 +874,37 @@ static void check_scalar_values(const char *what, scalar_fn fn, jag_dtype da, co
     jag_release(x);
 }
 
+/* float32 x ** b for a scalar b (SLEEF's vector powf where the build has
+ * it, libm's powf per element otherwise): within 1 ulp of powf over 203
+ * values of x (the vector lanes and the tail) for exponents integer and
+ * not, negative, zero and large; C99's special cases where powf has them
+ * (a NaN for NaN, an infinity or zero of powf's sign). */
+static void test_pow_scalar_f32(void) {
+    TEST_BEGIN();
+    enum { N = 203 };
+    double xs[N];
+    const double specials[] = {0.0, -0.0, 1.0, -1.0, INFINITY, -INFINITY, NAN, 1e-40, -1e-40, 3e38, 0.5, -8.0, 2.0};
+    int ns = (int)(sizeof specials / sizeof specials[0]);
+    for (int i = 0; i < N; i++) xs[i] = i < ns ? specials[i] : (double)(float)((i % 2 ? -1.0 : 1.0) * exp(0.21 * (i - 100)));
+    const double bs[] = {2.5, -1.5, 0.5, 3.0, -2.0, 0.0, 1.0, 1e-3, 40.0, -0.25, 7.0};
+    int64_t n = N;
+    jag_tensor *x = t_from(xs, &n, 1, JAG_FLOAT32);
+    for (size_t k = 0; k < sizeof bs / sizeof bs[0]; k++) {
+        jag_tensor *y = NULL;
+        CHECK_OK(jag_pow_scalar(x, bs[k], &y));
+        for (int i = 0; y && i < N; i++) {
+            float xv = (float)t_get(x, i), want = powf(xv, (float)bs[k]), got = (float)t_get(y, i);
+            bool ok;
+            if (want != want) ok = got != got;
+            else if (isinf(want) || want == 0) ok = got == want && signbit(got) == signbit(want);
+            else ok = fabsf(got - want) <= nextafterf(fabsf(want), INFINITY) - fabsf(want);
+            CHECK_MSG(ok, "%.9g ** %g = %.9g, powf %.9g", xv, bs[k], got, want);
+        }
+        jag_release(y);
+    }
+    jag_release(x);
+}
+
 static void test_binary_hand_values(void) {
     TEST_BEGIN();
     const double inf = INFINITY, nan = NAN;
@@ -1670,7 +1701,7 @@ static void test_typed_kernels_in_place(void) {
     jag_release(x), jag_release(b);
 }
 
-TEST_MAIN(test_unary_vs_reference, test_unary_hand_values, test_param_unary_vs_reference, test_more_unary_hand_values, test_unary_integer_wrap, test_unary_dtypes,
+TEST_MAIN(test_pow_scalar_f32, test_unary_vs_reference, test_unary_hand_values, test_param_unary_vs_reference, test_more_unary_hand_values, test_unary_integer_wrap, test_unary_dtypes,
           test_binary_dtype_pairs, test_binary_layouts, test_binary_scalars, test_add_alpha, test_binary_hand_values,
           test_binary_integer_wrap, test_where, test_clamp, test_broadcast_shapes, test_scalar_dtypes, test_zero_dim_and_empty,
           test_inputs_untouched, test_errors, test_parallel_paths, test_float32_ulp_sweep,

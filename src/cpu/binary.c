@@ -166,14 +166,24 @@ LOOP_F(minimum, min, NO_PRE, NO_PRE, (a, b))
 LOOP_I(minimum, min, NO_PRE, NO_PRE, (a, b))
 BINARY_LOOP(loop_minimum_b, uint8_t, uint8_t, NO_PRE, min_b(a, b))
 
-/* Float pow against the scalar 2 (x ** 2, common) is a multiply. */
+/* Float pow against the scalar 2 (x ** 2, common) is a multiply; float32
+ * against another scalar, SLEEF's vector powf where the build has it. */
+#ifdef JAG_HAVE_SLEEF
+#define POW_SCALAR_f32(y, a, n, b) jag__sleef_pow_scalar_f32(y, a, n, (const double[2]){b, 0})
+#else
+#define POW_SCALAR_f32(y, a, n, b) loop_pow_any_f32(ptrs, strides, n, ctx)
+#endif
+#define POW_SCALAR_f64(y, a, n, b) loop_pow_any_f64(ptrs, strides, n, ctx)
 #define POW_LOOP(sfx, T)                                                       \
     static void loop_pow_##sfx(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) { \
-        if (strides[0] == (int64_t)sizeof(T) && strides[1] == (int64_t)sizeof(T) && strides[2] == 0 && \
-            *(const T *)ptrs[2] == 2) {                                        \
+        if (strides[0] == (int64_t)sizeof(T) && strides[1] == (int64_t)sizeof(T) && strides[2] == 0) { \
             T *restrict y = (T *)ptrs[0];                                      \
             const T *restrict a = (const T *)ptrs[1];                          \
-            for (int64_t i = 0; i < n; i++) y[i] = a[i] * a[i];                \
+            T b = *(const T *)ptrs[2];                                         \
+            if (b == 2)                                                        \
+                for (int64_t i = 0; i < n; i++) y[i] = a[i] * a[i];            \
+            else                                                               \
+                POW_SCALAR_##sfx(y, a, n, b);                                  \
         } else {                                                               \
             loop_pow_any_##sfx(ptrs, strides, n, ctx);                         \
         }                                                                      \

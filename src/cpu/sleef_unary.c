@@ -110,6 +110,7 @@
 #define SL_LOG1PF Sleef_log1pf16_u10
 #define SL_EXPM1F Sleef_expm1f16_u10
 #define SL_ATANF Sleef_atanf16_u10
+#define SL_POWF Sleef_powf16_u10
 #define SL_SIND Sleef_sind8_u10
 #define SL_COSD Sleef_cosd8_u10
 #define SL_LOGD Sleef_logd8_u10
@@ -152,6 +153,7 @@ typedef __mmask8 sl_md;
 #define SL_LOG1PF Sleef_log1pf8_u10avx2
 #define SL_EXPM1F Sleef_expm1f8_u10avx2
 #define SL_ATANF Sleef_atanf8_u10avx2
+#define SL_POWF Sleef_powf8_u10avx2
 #define SL_SIND Sleef_sind4_u10avx2
 #define SL_COSD Sleef_cosd4_u10avx2
 #define SL_LOGD Sleef_logd4_u10avx2
@@ -194,6 +196,7 @@ typedef __m256d sl_md;
 #define SL_LOG1PF Sleef_log1pf4_u10
 #define SL_EXPM1F Sleef_expm1f4_u10
 #define SL_ATANF Sleef_atanf4_u10
+#define SL_POWF Sleef_powf4_u10
 #define SL_SIND Sleef_sind2_u10
 #define SL_COSD Sleef_cosd2_u10
 #define SL_LOGD Sleef_logd2_u10
@@ -727,6 +730,14 @@ SL_ARRAY(jag__sleef_mish_f32, float, SL_F32, SL_WF, SL_LOADF, SL_STOREF, sl_mish
 // x is (n) float32 contiguous, y is (n): y = elu(x; alpha), softplus(x; beta, threshold)
 SL_PARAM_ARRAY_F(jag__sleef_elu_f32, sl_elu_f)
 SL_PARAM_ARRAY_F(jag__sleef_softplus_f32, sl_softplus_f)
+/* x ** b, b = prm[0] (rounded to float32): SLEEF's powf, 1.0 ulp, C99's
+ * special cases */
+static inline SL_F32 sl_pow_f(SL_F32 x, SL_F32 b, SL_F32 unused, const double *prm) {
+    (void)unused, (void)prm;
+    return SL_POWF(x, b);
+}
+// x is (n) float32 contiguous, y is (n): y = x ** b
+SL_PARAM_ARRAY_F(jag__sleef_pow_scalar_f32, sl_pow_f)
 // x is (n) float64 contiguous, y is (n): y = sin(x), cos(x), log(x), gelu(x)
 SL_ARRAY(jag__sleef_sin_f64, double, SL_F64, SL_WD, SL_LOADD, SL_STORED, sl_sin_d)
 SL_ARRAY(jag__sleef_cos_f64, double, SL_F64, SL_WD, SL_LOADD, SL_STORED, sl_cos_d)
