@@ -312,6 +312,37 @@ static void test_softmax_row_lengths(void) {
         }
 }
 
+/* The row max wherever it sits (the row path keeps 64 lanes of maxima and
+ * folds them): rows of zeros with one 200 at column r of row r, so a max
+ * taken from the wrong lanes overflows exp (e^200 is past float32): the
+ * spike's softmax is 1 and the rest 0, its log_softmax 0 and the rest
+ * -200, float32 and float64. */
+static void test_softmax_max_every_lane(void) {
+    TEST_BEGIN();
+    const int64_t lens[] = {64, 100, 130};
+    for (int li = 0; li < 3; li++)
+        for (int f = 0; f < 2; f++) {
+            int64_t L = lens[li], sz[2] = {L, L};
+            jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+            jag_tensor *x = NULL, *y = NULL, *ly = NULL;
+            CHECK_OK(jag_zeros(sz, 2, dt, &x));
+            for (int64_t r = 0; x && r < L; r++) {
+                if (f) ((double *)jag_data(x))[r * L + r] = 200;
+                else ((float *)jag_data(x))[r * L + r] = 200;
+            }
+            CHECK_OK(jag_softmax(x, 1, &y));
+            CHECK_OK(jag_log_softmax(x, 1, &ly));
+            int bad = 0;
+            for (int64_t r = 0; y && ly && r < L; r++)
+                for (int64_t c = 0; c < L; c++) {
+                    double p = t_get(y, r * L + c), lp = t_get(ly, r * L + c);
+                    bad += r == c ? !(p == 1 && fabs(lp) <= 1e-80) : !(p <= 1e-80 && fabs(lp + 200) <= 1e-12);
+                }
+            CHECK_MSG(bad == 0, "L %lld %s: %d wrong", (long long)L, jag_dtype_name(dt), bad);
+            jag_release(x), jag_release(y), jag_release(ly);
+        }
+}
+
 static void test_softmax_large(void) {
     TEST_BEGIN();
     const int64_t s[] = {200, 300}, s3[] = {40, 30, 50}, s1[] = {1, 100000};
@@ -1083,7 +1114,7 @@ static void test_norm_row_lengths(void) {
     }
 }
 
-TEST_MAIN(test_softmax_middle_dim_segments, test_norm_backward_vs_ref, test_norm_backward_many_rows, test_norm_backward_offset_rows, test_softmax_backward_vs_ref, test_norm_backward_gradcheck, test_norm_backward_nested,
+TEST_MAIN(test_softmax_max_every_lane, test_softmax_middle_dim_segments, test_norm_backward_vs_ref, test_norm_backward_many_rows, test_norm_backward_offset_rows, test_softmax_backward_vs_ref, test_norm_backward_gradcheck, test_norm_backward_nested,
           test_norm_backward_errors, test_softmax_hand, test_softmax_vs_ref, test_softmax_row_lengths, test_softmax_large, test_softmax_empty_0d, test_softmax_errors,
           test_norm_hand, test_norm_vs_ref, test_norm_row_lengths, test_norm_specials, test_norm_large_empty,
           test_norm_streamed_output, test_norm_errors)
