@@ -879,6 +879,99 @@ static void check_scalar_values(const char *what, scalar_fn fn, jag_dtype da, co
  * values of x (the vector lanes and the tail) for exponents integer and
  * not, negative, zero and large; C99's special cases where powf has them
  * (a NaN for NaN, an infinity or zero of powf's sign). */
+/* gelu's gradient op, g (Phi(x) + x phi(x)), against the formula in
+ * double here: float32 within (3e-7 + 6e-8 x^2) of the terms' magnitude
+ * (erfc's 1.5 ulp, and exp(-x^2 / 2) from x^2 rounded to float32), float64
+ * within 1e-14; x over [-15, 15] (the tails, where the terms vanish, and
+ * 1e-20 near 0) and the specials (an infinity gives NaN, inf * 0, as the
+ * formula and torch); a transposed x the same bits as the contiguous one;
+ * autograd's gelu on a nested batch the same bits as on each component;
+ * its errors. */
+static void test_gelu_backward_op(void) {
+    TEST_BEGIN();
+    enum { N = 3007 };
+    double xs[N], gs[N];
+    for (int i = 0; i < N; i++) xs[i] = -15.0 + 30.0 * i / (N - 8), gs[i] = sin(0.37 * i) * 2;
+    xs[N - 7] = 1e-20, xs[N - 6] = -1e-20, xs[N - 5] = 0, xs[N - 4] = INFINITY, xs[N - 3] = -INFINITY, xs[N - 2] = NAN;
+    xs[N - 1] = 0.5;
+    int64_t n = N;
+    for (int f = 0; f < 2; f++) {
+        jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+        jag_tensor *x = t_from(xs, &n, 1, dt), *g = t_from(gs, &n, 1, dt), *dx = NULL;
+        jag_value a[2] = {jag__v_tensor(g), jag__v_tensor(x)};
+        CHECK_OK(jag_op_call(JAG_OP_gelu_backward, a, 2, &dx));
+        int bad = 0;
+        for (int i = 0; dx && i < N; i++) {
+            double xv = t_get(x, i), gv = t_get(g, i), cdf = 0.5 * erfc(-xv / sqrt(2.0));
+            double xp = xv * exp(-0.5 * xv * xv) / sqrt(2.0 * M_PI), want = gv * (cdf + xp), got = t_get(dx, i);
+            double tol = f ? 1e-14 * fabs(gv) * (fabs(cdf) + fabs(xp)) + 1e-300
+                           : (3e-7 + 6e-8 * xv * xv) * fabs(gv) * (fabs(cdf) + fabs(xp)) + 1e-37;
+            bool ok = want != want ? got != got : fabs(got - want) <= tol;
+            if (!ok && bad++ < 5) fprintf(stderr, "  x %.9g g %.9g: %.9g, want %.9g\n", xv, gv, got, want);
+        }
+        CHECK_MSG(bad == 0, "%s: %d elements off", jag_dtype_name(dt), bad);
+        /* strided operands: the same bits */
+        int64_t sq[2] = {31, 97};
+        jag_tensor *xm = NULL, *gm = NULL, *xt = NULL, *gt = NULL, *xc = NULL, *gc = NULL, *d1 = NULL, *d2 = NULL;
+        CHECK_OK(jag_narrow(x, 0, 0, 31 * 97, &xm)); CHECK_OK(jag_narrow(g, 0, 0, 31 * 97, &gm));
+        jag_tensor *xr = NULL, *gr = NULL;
+        CHECK_OK(jag_reshape(xm, sq, 2, &xr)); CHECK_OK(jag_reshape(gm, sq, 2, &gr));
+        CHECK_OK(jag_transpose(xr, 0, 1, &xt)); CHECK_OK(jag_transpose(gr, 0, 1, &gt));
+        CHECK_OK(jag_contiguous(xt, &xc)); CHECK_OK(jag_contiguous(gt, &gc));
+        jag_value at[2] = {jag__v_tensor(gt), jag__v_tensor(xt)}, ac[2] = {jag__v_tensor(gc), jag__v_tensor(xc)};
+        CHECK_OK(jag_op_call(JAG_OP_gelu_backward, at, 2, &d1));
+        CHECK_OK(jag_op_call(JAG_OP_gelu_backward, ac, 2, &d2));
+        if (d1 && d2) {
+            jag_tensor *d1c = NULL;
+            CHECK_OK(jag_contiguous(d1, &d1c));
+            CHECK(d1c && memcmp(jag_data(d1c), jag_data(d2), (size_t)(31 * 97) * jag_dtype_size(dt)) == 0);
+            jag_release(d1c);
+        }
+        jag_release(xm), jag_release(gm), jag_release(xr), jag_release(gr), jag_release(xt), jag_release(gt);
+        jag_release(xc), jag_release(gc), jag_release(d1), jag_release(d2);
+        jag_release(x), jag_release(g), jag_release(dx);
+    }
+    /* nested: the gradient of gelu per component, bit for bit */
+    {
+        int64_t vs[2] = {9, 5}, offs[4] = {0, 2, 2, 9}, no = 4;
+        jag_tensor *v = t_rand(vs, 2, JAG_FLOAT32, -4, 4, 7), *off = NULL, *nt = NULL, *y = NULL, *s = NULL, *gn = NULL, *gv = NULL;
+        CHECK_OK(jag_from_data(offs, &no, 1, JAG_INT64, &off));
+        CHECK_OK(jag_nested_from_jagged(v, off, NULL, &nt));
+        CHECK_OK(jag_set_requires_grad(nt, true));
+        CHECK_OK(jag_gelu(nt, &y));
+        CHECK_OK(jag_nested_values(y, &s));
+        jag_tensor *tot = NULL;
+        CHECK_OK(jag_sum(s, NULL, 0, false, &tot));
+        CHECK_OK(jag_backward(tot, NULL, false));
+        CHECK_OK(jag_get_grad(nt, &gn));
+        if (gn) CHECK_OK(jag_nested_values(gn, &gv));
+        jag_tensor *vd = NULL, *yd = NULL, *td = NULL, *gd = NULL;
+        CHECK_OK(jag_clone(v, &vd));
+        CHECK_OK(jag_set_requires_grad(vd, true));
+        CHECK_OK(jag_gelu(vd, &yd));
+        CHECK_OK(jag_sum(yd, NULL, 0, false, &td));
+        CHECK_OK(jag_backward(td, NULL, false));
+        CHECK_OK(jag_get_grad(vd, &gd));
+        CHECK(gv && gd && memcmp(jag_data(gv), jag_data(gd), 45 * sizeof(float)) == 0);
+        jag_release(v), jag_release(off), jag_release(nt), jag_release(y), jag_release(s), jag_release(tot);
+        jag_release(gn), jag_release(gv), jag_release(vd), jag_release(yd), jag_release(td), jag_release(gd);
+    }
+    /* errors: nothing written, nothing returned */
+    {
+        int64_t three = 3, four = 4;
+        jag_tensor *x3 = NULL, *x4 = NULL, *g64 = NULL, *xi = NULL, *o = NULL;
+        CHECK_OK(jag_ones(&three, 1, JAG_FLOAT32, &x3)); CHECK_OK(jag_ones(&four, 1, JAG_FLOAT32, &x4));
+        CHECK_OK(jag_ones(&three, 1, JAG_FLOAT64, &g64)); CHECK_OK(jag_ones(&three, 1, JAG_INT64, &xi));
+        jag_value e1[2] = {jag__v_tensor(x4), jag__v_tensor(x3)}, e2[2] = {jag__v_tensor(g64), jag__v_tensor(x3)},
+                  e3[2] = {jag__v_tensor(xi), jag__v_tensor(xi)};
+        CHECK_ERR(jag_op_call(JAG_OP_gelu_backward, e1, 2, &o), JAG_ESHAPE, "argument 'g' has shape [4], expected [3]");
+        CHECK_ERR(jag_op_call(JAG_OP_gelu_backward, e2, 2, &o), JAG_EDTYPE, "argument 'g' has dtype float64, expected float32");
+        CHECK_ERR(jag_op_call(JAG_OP_gelu_backward, e3, 2, &o), JAG_EDTYPE, "argument 'x' has dtype int64, expected float32 or float64");
+        CHECK(o == NULL);
+        jag_release(x3), jag_release(x4), jag_release(g64), jag_release(xi);
+    }
+}
+
 static void test_pow_scalar_f32(void) {
     TEST_BEGIN();
     enum { N = 203 };
@@ -1701,7 +1794,7 @@ static void test_typed_kernels_in_place(void) {
     jag_release(x), jag_release(b);
 }
 
-TEST_MAIN(test_pow_scalar_f32, test_unary_vs_reference, test_unary_hand_values, test_param_unary_vs_reference, test_more_unary_hand_values, test_unary_integer_wrap, test_unary_dtypes,
+TEST_MAIN(test_gelu_backward_op, test_pow_scalar_f32, test_unary_vs_reference, test_unary_hand_values, test_param_unary_vs_reference, test_more_unary_hand_values, test_unary_integer_wrap, test_unary_dtypes,
           test_binary_dtype_pairs, test_binary_layouts, test_binary_scalars, test_add_alpha, test_binary_hand_values,
           test_binary_integer_wrap, test_where, test_clamp, test_broadcast_shapes, test_scalar_dtypes, test_zero_dim_and_empty,
           test_inputs_untouched, test_errors, test_parallel_paths, test_float32_ulp_sweep,

@@ -251,6 +251,16 @@ jag_status jag__unary_kernel(const char *op, jag_unary_fn f, const jag_tensor *x
  * arguments as the kernel. */
 void jag__unary_reference(jag_unary_fn f, const jag_tensor *x, const double *params, jag_tensor *y);
 
+/* dx = g (Phi(x) + x phi(x)), gelu's gradient (Phi, phi: the standard
+ * normal CDF and density): g, x and dx float32 or float64 of one shape, any
+ * strides (dx from the META function). float32 computes Phi through the
+ * float32 erfc kernel of unary.c (SLEEF's or the AVX-512 tables, 1.5 ulp)
+ * and phi with vecmath.h's exp, 16 lanes at a time; float64 in double
+ * through libm. The reference: the same formula in double, element by
+ * element, through libm's erfc and exp. */
+void jag__gelu_backward_kernel(const jag_tensor *g, const jag_tensor *x, jag_tensor *dx);
+void jag__gelu_backward_reference(const jag_tensor *g, const jag_tensor *x, jag_tensor *dx);
+
 /* ---- binary.c: elementwise ops of two operands, where and clamp ----------
  *
  * Operands any dtype and strides, broadcasting to y's shape (their META

@@ -73,7 +73,37 @@ jag_status jag__meta_unary_param(const char *op, const jag_value *args, int narg
     return jag__meta_unary_float(op, args, 1, outs);
 }
 
+/* (g, x) -> dx of x's shape and dtype: g and x float32 or float64, of one
+ * dtype and one shape (the gelu rule's operands) */
+jag_status jag__meta_gelu_backward(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+    const jag_tensor *g, *x;
+    jag_status st;
+    if ((st = jag__arg_tensor(op, args, nargs, 0, "g", &g)) || (st = jag__arg_tensor(op, args, nargs, 1, "x", &x)))
+        return st;
+    if (x->dtype != JAG_FLOAT32 && x->dtype != JAG_FLOAT64)
+        return jag__error(JAG_EDTYPE, "%s: argument 'x' has dtype %s, expected float32 or float64", op, jag_dtype_name(x->dtype));
+    if (g->dtype != x->dtype)
+        return jag__error(JAG_EDTYPE, "%s: argument 'g' has dtype %s, expected %s (x's dtype)", op, jag_dtype_name(g->dtype),
+                          jag_dtype_name(x->dtype));
+    bool same = g->ndim == x->ndim;
+    for (int d = 0; same && d < x->ndim; d++) same = g->sizes[d] == x->sizes[d];
+    if (!same) {
+        char a[JAG_SHAPE_BUF], b[JAG_SHAPE_BUF];
+        return jag__error(JAG_ESHAPE, "%s: argument 'g' has shape %s, expected %s (x's shape)", op,
+                          jag__shape_str(g->sizes, g->ndim, a, sizeof a), jag__shape_str(x->sizes, x->ndim, b, sizeof b));
+    }
+    jag__spec_set(&outs[0], x->dtype, x->sizes, x->ndim);
+    return JAG_OK;
+}
+
 /* ---- boxed adapters ------------------------------------------------------ */
+
+// g, x are (...), dx is (...): dx = g (Phi(x) + x phi(x))
+jag_status jag__cpu_gelu_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    (void)op, (void)nargs;
+    jag__gelu_backward_kernel(args[0].u.t, args[1].u.t, outs[0]);
+    return JAG_OK;
+}
 
 /* The scalars of a parametrised op (its META function checked them). */
 static void unbox_params(const char *op, const jag_value *args, int nargs, jag_unary_fn f, double *prm) {
@@ -138,4 +168,15 @@ jag_status jag__ref_unary(jag_op_id op, const jag_value *args, int nargs, jag_te
 // (x, scalars) -> y (...) new contiguous, one element at a time (x contiguous or not)
 jag_status jag__ref_unary_param(jag_op_id op, const jag_value *args, int nargs, jag_tensor **out) {
     return ref_run(op, args, nargs, out);
+}
+
+// g, x are (...), outs[0] (...) contiguous, from the META function's spec: g (Phi(x) + x phi(x)) in
+// double, one element at a time
+jag_status jag__ref_gelu_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
+jag_status jag__ref_gelu_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+    jag_spec spec;
+    jag_status st = jag__meta_gelu_backward(op, args, nargs, &spec);
+    if (st) return st;
+    jag__gelu_backward_reference(args[0].u.t, args[1].u.t, outs[0]);
+    return JAG_OK;
 }
