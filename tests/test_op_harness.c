@@ -48,7 +48,7 @@ jag_status jag__ref_mean_backward(const char *, const jag_value *, int, jag_tens
 jag_status jag__ref_softmax(const char *, const jag_value *, int, jag_tensor **);
 jag_status jag__ref_log_softmax(const char *, const jag_value *, int, jag_tensor **);
 jag_status jag__ref_softmax_backward(const char *, const jag_value *, int, jag_tensor **);
-jag_status jag__ref_gelu_backward(const char *, const jag_value *, int, jag_tensor **);
+jag_status jag__ref_activation_backward(jag_op_id, const jag_value *, int, jag_tensor **);
 jag_status jag__ref_log_softmax_backward(const char *, const jag_value *, int, jag_tensor **);
 jag_status jag__ref_layer_norm(const char *, const jag_value *, int, jag_tensor **);
 jag_status jag__ref_rms_norm(const char *, const jag_value *, int, jag_tensor **);
@@ -716,7 +716,8 @@ static jag_status norm_ref(jag_op_id op, const jag_value *a, int n, jag_tensor *
     case JAG_OP_rms_norm: return jag__ref_rms_norm(name, a, n, o);
     case JAG_OP_layer_norm_backward: return jag__ref_layer_norm_backward(name, a, n, o);
     case JAG_OP_rms_norm_backward: return jag__ref_rms_norm_backward(name, a, n, o);
-    case JAG_OP_gelu_backward: return jag__ref_gelu_backward(name, a, n, o);
+    case JAG_OP_gelu_backward: case JAG_OP_gelu_tanh_backward: case JAG_OP_silu_backward:
+        return jag__ref_activation_backward(op, a, n, o);
     case JAG_OP_softmax_backward: return jag__ref_softmax_backward(name, a, n, o);
     case JAG_OP_log_softmax_backward: return jag__ref_log_softmax_backward(name, a, n, o);
     case JAG_OP_mean_backward: return jag__ref_mean_backward(name, a, n, o);
@@ -786,7 +787,7 @@ static bool backward_samples(jag_op_id op, jag_dtype dt, int k, bool nested, sam
         arg_i(s, 1), arg_d(s, 1e-5);
         break;
     }
-    case JAG_OP_gelu_backward: /* x over gelu's whole range: its tails and the middle */
+    case JAG_OP_gelu_backward: case JAG_OP_gelu_tanh_backward: case JAG_OP_silu_backward: /* x over the whole range: the tails and the middle */
         jag_release(x);
         x = rnd(dt, -9, 9, 3, 2, 3, 4);
         arg_t(s, g), arg_t(s, k == 2 ? t_noncontig(x) : jag_retain(x));
@@ -1511,6 +1512,7 @@ static const family *family_of(jag_op_id op) {
     case JAG_OP_native_layer_norm: case JAG_OP_native_rms_norm: return &fam_native_norm;
     case JAG_OP_layer_norm_backward: case JAG_OP_rms_norm_backward: case JAG_OP_softmax_backward:
     case JAG_OP_log_softmax_backward: case JAG_OP_mean_backward: case JAG_OP_gelu_backward:
+    case JAG_OP_gelu_tanh_backward: case JAG_OP_silu_backward:
         return &fam_backward;
     case JAG_OP_index_select: case JAG_OP_gather: return &fam_index_nested;
     case JAG_OP_embedding: case JAG_OP_cat: return &fam_index;

@@ -879,66 +879,96 @@ static void check_scalar_values(const char *what, scalar_fn fn, jag_dtype da, co
  * values of x (the vector lanes and the tail) for exponents integer and
  * not, negative, zero and large; C99's special cases where powf has them
  * (a NaN for NaN, an infinity or zero of powf's sign). */
-/* gelu's gradient op, g (Phi(x) + x phi(x)), against the formula in
- * double here: float32 within (3e-7 + 6e-8 x^2) of the terms' magnitude
- * (erfc's 1.5 ulp, and exp(-x^2 / 2) from x^2 rounded to float32), float64
- * within 1e-14; x over [-15, 15] (the tails, where the terms vanish, and
- * 1e-20 near 0) and the specials (an infinity gives NaN, inf * 0, as the
- * formula and torch); a transposed x the same bits as the contiguous one;
- * autograd's gelu on a nested batch the same bits as on each component;
- * its errors. */
-static void test_gelu_backward_op(void) {
+/* The activations' gradient ops (gelu_backward, gelu_tanh_backward,
+ * silu_backward), g act'(x), against their formulas in double here, each
+ * error measured against the magnitude of the formula's terms (where they
+ * cancel, the terms' roundings are what is left): float32 gelu within
+ * (3e-7 + 6e-8 x^2) (erfc's 1.5 ulp, and exp(-x^2 / 2) from x^2 rounded
+ * to float32), gelu_tanh within (6e-7 + 2.5e-8 |x|^3) (its sigmoid's
+ * argument 2 k (x + a x^3), about 0.07 |x|^3, rounds three times in
+ * float32, and exp turns that absolute error into a relative one), silu
+ * within (4e-7 + 2e-7 |x|) (sigmoid's
+ * 2.4 ulp, times x in x (1 - s)); float64 within 1e-14. x over [-15, 15]
+ * (the tails, where the terms vanish, and 1e-20 near 0) and the specials
+ * (an infinity gives NaN, inf * 0, in gelu's formula and torch's); a
+ * transposed x the same bits as the contiguous one; autograd's gelu and
+ * silu on a nested batch the same bits as on each component; the errors. */
+static double act_terms(int which, double x, double *want) {
+    if (which == 0) {
+        double cdf = 0.5 * erfc(-x / sqrt(2.0)), xp = x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+        *want = cdf + xp;
+        return fabs(cdf) + fabs(xp);
+    }
+    if (which == 1) { /* 1/2 (1 + tanh u) as sigmoid(2 u): the tanh form cancels to 0 in double below x = -10 */
+        const double k = sqrt(2.0 / M_PI), a = 0.044715;
+        double s = 1 / (1 + exp(-2 * k * (x + a * x * x * x))), p2 = 2 * x * s * (1 - s) * k * (1 + 3 * a * x * x);
+        *want = s + p2;
+        return fabs(s) + fabs(p2);
+    }
+    double sg = 1 / (1 + exp(-x)), p2 = sg * x * (1 - sg);
+    *want = sg + p2;
+    return fabs(sg) + fabs(p2);
+}
+static void test_activation_backward_ops(void) {
     TEST_BEGIN();
+    const jag_op_id ops[3] = {JAG_OP_gelu_backward, JAG_OP_gelu_tanh_backward, JAG_OP_silu_backward};
     enum { N = 3007 };
     double xs[N], gs[N];
     for (int i = 0; i < N; i++) xs[i] = -15.0 + 30.0 * i / (N - 8), gs[i] = sin(0.37 * i) * 2;
     xs[N - 7] = 1e-20, xs[N - 6] = -1e-20, xs[N - 5] = 0, xs[N - 4] = INFINITY, xs[N - 3] = -INFINITY, xs[N - 2] = NAN;
     xs[N - 1] = 0.5;
     int64_t n = N;
-    for (int f = 0; f < 2; f++) {
-        jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
-        jag_tensor *x = t_from(xs, &n, 1, dt), *g = t_from(gs, &n, 1, dt), *dx = NULL;
-        jag_value a[2] = {jag__v_tensor(g), jag__v_tensor(x)};
-        CHECK_OK(jag_op_call(JAG_OP_gelu_backward, a, 2, &dx));
-        int bad = 0;
-        for (int i = 0; dx && i < N; i++) {
-            double xv = t_get(x, i), gv = t_get(g, i), cdf = 0.5 * erfc(-xv / sqrt(2.0));
-            double xp = xv * exp(-0.5 * xv * xv) / sqrt(2.0 * M_PI), want = gv * (cdf + xp), got = t_get(dx, i);
-            double tol = f ? 1e-14 * fabs(gv) * (fabs(cdf) + fabs(xp)) + 1e-300
-                           : (3e-7 + 6e-8 * xv * xv) * fabs(gv) * (fabs(cdf) + fabs(xp)) + 1e-37;
-            bool ok = want != want ? got != got : fabs(got - want) <= tol;
-            if (!ok && bad++ < 5) fprintf(stderr, "  x %.9g g %.9g: %.9g, want %.9g\n", xv, gv, got, want);
+    for (int which = 0; which < 3; which++)
+        for (int f = 0; f < 2; f++) {
+            jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+            jag_tensor *x = t_from(xs, &n, 1, dt), *g = t_from(gs, &n, 1, dt), *dx = NULL;
+            jag_value a[2] = {jag__v_tensor(g), jag__v_tensor(x)};
+            CHECK_OK(jag_op_call(ops[which], a, 2, &dx));
+            int bad = 0;
+            for (int i = 0; dx && i < N; i++) {
+                double xv = t_get(x, i), gv = t_get(g, i), d, mag = act_terms(which, xv, &d), got = t_get(dx, i);
+                double want = gv * d;
+                double rel = f ? 1e-14 : which == 0 ? 3e-7 + 6e-8 * xv * xv : which == 1 ? 6e-7 + 2.5e-8 * fabs(xv * xv * xv) : 4e-7 + 2e-7 * fabs(xv);
+                double tol = rel * fabs(gv) * mag + (f ? 1e-300 : 1e-37);
+                bool ok = want != want ? got != got : fabs(got - want) <= tol;
+                if (!ok && bad++ < 5) fprintf(stderr, "  %s x %.9g g %.9g: %.9g, want %.9g\n", jag_op_name(ops[which]), xv, gv, got, want);
+            }
+            CHECK_MSG(bad == 0, "%s %s: %d elements off", jag_op_name(ops[which]), jag_dtype_name(dt), bad);
+            /* strided operands: the same bits */
+            int64_t sq[2] = {31, 97};
+            jag_tensor *xm = NULL, *gm = NULL, *xr = NULL, *gr = NULL, *xt = NULL, *gt = NULL, *xc = NULL, *gc = NULL, *d1 = NULL, *d2 = NULL;
+            CHECK_OK(jag_narrow(x, 0, 0, 31 * 97, &xm)); CHECK_OK(jag_narrow(g, 0, 0, 31 * 97, &gm));
+            CHECK_OK(jag_reshape(xm, sq, 2, &xr)); CHECK_OK(jag_reshape(gm, sq, 2, &gr));
+            CHECK_OK(jag_transpose(xr, 0, 1, &xt)); CHECK_OK(jag_transpose(gr, 0, 1, &gt));
+            CHECK_OK(jag_contiguous(xt, &xc)); CHECK_OK(jag_contiguous(gt, &gc));
+            jag_value at[2] = {jag__v_tensor(gt), jag__v_tensor(xt)}, ac[2] = {jag__v_tensor(gc), jag__v_tensor(xc)};
+            CHECK_OK(jag_op_call(ops[which], at, 2, &d1));
+            CHECK_OK(jag_op_call(ops[which], ac, 2, &d2));
+            if (d1 && d2) {
+                jag_tensor *d1c = NULL;
+                CHECK_OK(jag_contiguous(d1, &d1c));
+                int first = -1; /* the same bits, or both NaN (a NaN's sign is the instructions' choice) */
+                for (int i = 0; d1c && first < 0 && i < 31 * 97; i++)
+                    if (memcmp((char *)jag_data(d1c) + i * jag_dtype_size(dt), (char *)jag_data(d2) + i * jag_dtype_size(dt), jag_dtype_size(dt)) &&
+                        !(isnan(t_get(d1c, i)) && isnan(t_get(d2, i))))
+                        first = i;
+                CHECK_MSG(d1c && first < 0, "%s %s: strided operands, other bits from element %d (%.9g vs %.9g, x %.9g)",
+                          jag_op_name(ops[which]), jag_dtype_name(dt), first, first < 0 ? 0 : t_get(d1c, first),
+                          first < 0 ? 0 : t_get(d2, first), first < 0 ? 0 : t_get(xc, first));
+                jag_release(d1c);
+            }
+            jag_release(xm), jag_release(gm), jag_release(xr), jag_release(gr), jag_release(xt), jag_release(gt);
+            jag_release(xc), jag_release(gc), jag_release(d1), jag_release(d2);
+            jag_release(x), jag_release(g), jag_release(dx);
         }
-        CHECK_MSG(bad == 0, "%s: %d elements off", jag_dtype_name(dt), bad);
-        /* strided operands: the same bits */
-        int64_t sq[2] = {31, 97};
-        jag_tensor *xm = NULL, *gm = NULL, *xt = NULL, *gt = NULL, *xc = NULL, *gc = NULL, *d1 = NULL, *d2 = NULL;
-        CHECK_OK(jag_narrow(x, 0, 0, 31 * 97, &xm)); CHECK_OK(jag_narrow(g, 0, 0, 31 * 97, &gm));
-        jag_tensor *xr = NULL, *gr = NULL;
-        CHECK_OK(jag_reshape(xm, sq, 2, &xr)); CHECK_OK(jag_reshape(gm, sq, 2, &gr));
-        CHECK_OK(jag_transpose(xr, 0, 1, &xt)); CHECK_OK(jag_transpose(gr, 0, 1, &gt));
-        CHECK_OK(jag_contiguous(xt, &xc)); CHECK_OK(jag_contiguous(gt, &gc));
-        jag_value at[2] = {jag__v_tensor(gt), jag__v_tensor(xt)}, ac[2] = {jag__v_tensor(gc), jag__v_tensor(xc)};
-        CHECK_OK(jag_op_call(JAG_OP_gelu_backward, at, 2, &d1));
-        CHECK_OK(jag_op_call(JAG_OP_gelu_backward, ac, 2, &d2));
-        if (d1 && d2) {
-            jag_tensor *d1c = NULL;
-            CHECK_OK(jag_contiguous(d1, &d1c));
-            CHECK(d1c && memcmp(jag_data(d1c), jag_data(d2), (size_t)(31 * 97) * jag_dtype_size(dt)) == 0);
-            jag_release(d1c);
-        }
-        jag_release(xm), jag_release(gm), jag_release(xr), jag_release(gr), jag_release(xt), jag_release(gt);
-        jag_release(xc), jag_release(gc), jag_release(d1), jag_release(d2);
-        jag_release(x), jag_release(g), jag_release(dx);
-    }
-    /* nested: the gradient of gelu per component, bit for bit */
-    {
+    /* nested: the gradients of gelu and silu per component, bit for bit */
+    for (int which = 0; which < 2; which++) {
         int64_t vs[2] = {9, 5}, offs[4] = {0, 2, 2, 9}, no = 4;
         jag_tensor *v = t_rand(vs, 2, JAG_FLOAT32, -4, 4, 7), *off = NULL, *nt = NULL, *y = NULL, *s = NULL, *gn = NULL, *gv = NULL;
         CHECK_OK(jag_from_data(offs, &no, 1, JAG_INT64, &off));
         CHECK_OK(jag_nested_from_jagged(v, off, NULL, &nt));
         CHECK_OK(jag_set_requires_grad(nt, true));
-        CHECK_OK(jag_gelu(nt, &y));
+        CHECK_OK(which ? jag_silu(nt, &y) : jag_gelu(nt, &y));
         CHECK_OK(jag_nested_values(y, &s));
         jag_tensor *tot = NULL;
         CHECK_OK(jag_sum(s, NULL, 0, false, &tot));
@@ -948,7 +978,7 @@ static void test_gelu_backward_op(void) {
         jag_tensor *vd = NULL, *yd = NULL, *td = NULL, *gd = NULL;
         CHECK_OK(jag_clone(v, &vd));
         CHECK_OK(jag_set_requires_grad(vd, true));
-        CHECK_OK(jag_gelu(vd, &yd));
+        CHECK_OK(which ? jag_silu(vd, &yd) : jag_gelu(vd, &yd));
         CHECK_OK(jag_sum(yd, NULL, 0, false, &td));
         CHECK_OK(jag_backward(td, NULL, false));
         CHECK_OK(jag_get_grad(vd, &gd));
@@ -956,7 +986,7 @@ static void test_gelu_backward_op(void) {
         jag_release(v), jag_release(off), jag_release(nt), jag_release(y), jag_release(s), jag_release(tot);
         jag_release(gn), jag_release(gv), jag_release(vd), jag_release(yd), jag_release(td), jag_release(gd);
     }
-    /* errors: nothing written, nothing returned */
+    /* errors: nothing returned */
     {
         int64_t three = 3, four = 4;
         jag_tensor *x3 = NULL, *x4 = NULL, *g64 = NULL, *xi = NULL, *o = NULL;
@@ -964,9 +994,9 @@ static void test_gelu_backward_op(void) {
         CHECK_OK(jag_ones(&three, 1, JAG_FLOAT64, &g64)); CHECK_OK(jag_ones(&three, 1, JAG_INT64, &xi));
         jag_value e1[2] = {jag__v_tensor(x4), jag__v_tensor(x3)}, e2[2] = {jag__v_tensor(g64), jag__v_tensor(x3)},
                   e3[2] = {jag__v_tensor(xi), jag__v_tensor(xi)};
-        CHECK_ERR(jag_op_call(JAG_OP_gelu_backward, e1, 2, &o), JAG_ESHAPE, "argument 'g' has shape [4], expected [3]");
+        CHECK_ERR(jag_op_call(JAG_OP_silu_backward, e1, 2, &o), JAG_ESHAPE, "argument 'g' has shape [4], expected [3]");
         CHECK_ERR(jag_op_call(JAG_OP_gelu_backward, e2, 2, &o), JAG_EDTYPE, "argument 'g' has dtype float64, expected float32");
-        CHECK_ERR(jag_op_call(JAG_OP_gelu_backward, e3, 2, &o), JAG_EDTYPE, "argument 'x' has dtype int64, expected float32 or float64");
+        CHECK_ERR(jag_op_call(JAG_OP_gelu_tanh_backward, e3, 2, &o), JAG_EDTYPE, "argument 'x' has dtype int64, expected float32 or float64");
         CHECK(o == NULL);
         jag_release(x3), jag_release(x4), jag_release(g64), jag_release(xi);
     }
@@ -1794,7 +1824,7 @@ static void test_typed_kernels_in_place(void) {
     jag_release(x), jag_release(b);
 }
 
-TEST_MAIN(test_gelu_backward_op, test_pow_scalar_f32, test_unary_vs_reference, test_unary_hand_values, test_param_unary_vs_reference, test_more_unary_hand_values, test_unary_integer_wrap, test_unary_dtypes,
+TEST_MAIN(test_activation_backward_ops, test_pow_scalar_f32, test_unary_vs_reference, test_unary_hand_values, test_param_unary_vs_reference, test_more_unary_hand_values, test_unary_integer_wrap, test_unary_dtypes,
           test_binary_dtype_pairs, test_binary_layouts, test_binary_scalars, test_add_alpha, test_binary_hand_values,
           test_binary_integer_wrap, test_where, test_clamp, test_broadcast_shapes, test_scalar_dtypes, test_zero_dim_and_empty,
           test_inputs_untouched, test_errors, test_parallel_paths, test_float32_ulp_sweep,

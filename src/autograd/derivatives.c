@@ -486,31 +486,44 @@ RULE(relu) {
     SET(0, WHERE(GTS(IN(0), 0.0), g, SCALAR(0.0, g->dtype)));
     END;
 }
-/* silu = x s(x): s (1 + x (1 - s)) */
+static void run_backward_op(pool *p, jag_op_id op, const jag_value *a, int n, jag_tensor **r);
+static const jag_tensor *grad_as(pool *p, const jag_tensor *g, const jag_tensor *like);
+/* An activation's gradient op (gelu_backward ...) on (g, x) where the
+ * output is float32 or float64; false for the half types, whose rules
+ * compose it from ops. */
+static bool act_backward(pool *p, const jag_grad_ctx *c, jag_tensor *const *go, jag_op_id bw, jag_tensor **r) {
+    const jag_tensor *x = c->args[0].u.t, *y = c->outputs[0];
+    jag_dtype dt = jag_tensor_dtype(y);
+    if (dt != JAG_FLOAT32 && dt != JAG_FLOAT64) return false;
+    jag_value a[] = {jag__v_tensor(grad_as(p, go[0], y)), jag__v_tensor(x->dtype == dt ? x : TO(x, dt))};
+    run_backward_op(p, bw, a, 2, r);
+    return true;
+}
+/* silu = x s(x): s (1 + x (1 - s)), silu_backward's one pass */
 RULE(silu) {
     BEGIN;
+    jag_tensor *r[1];
+    if (act_backward(p, c, go, JAG_OP_silu_backward, r)) {
+        SET(0, r[0]);
+        END;
+    }
     const jag_tensor *x = IN(0);
     jag_tensor *s = SIGMOID(x);
     SET(0, MUL(go[0], MUL(s, ADDS(MUL(x, RSUB(1.0, s)), 1.0))));
     END;
 }
-/* gelu = x Phi(x): Phi(x) + x phi(x), the gelu_backward op in one pass
- * for float32 and float64; the half types as ops: Phi = y / x, and 1/2 +
- * x phi(0) where |x| < 1e-8 (an error of O(x^3) there). */
+/* gelu = x Phi(x): Phi(x) + x phi(x), gelu_backward's one pass; the half
+ * types as ops: Phi = y / x, and 1/2 + x phi(0) where |x| < 1e-8 (an
+ * error of O(x^3) there). */
 #define JAG_INV_SQRT_2PI 0.39894228040143267794
-static void run_backward_op(pool *p, jag_op_id op, const jag_value *a, int n, jag_tensor **r);
-static const jag_tensor *grad_as(pool *p, const jag_tensor *g, const jag_tensor *like);
 RULE(gelu) {
     BEGIN;
-    const jag_tensor *x = IN(0), *y = c->outputs[0];
-    jag_dtype dt = jag_tensor_dtype(y);
-    if (dt == JAG_FLOAT32 || dt == JAG_FLOAT64) {
-        jag_value a[] = {jag__v_tensor(grad_as(p, go[0], y)), jag__v_tensor(x->dtype == dt ? x : TO(x, dt))};
-        jag_tensor *r[1];
-        run_backward_op(p, JAG_OP_gelu_backward, a, 2, r);
+    jag_tensor *r[1];
+    if (act_backward(p, c, go, JAG_OP_gelu_backward, r)) {
         SET(0, r[0]);
         END;
     }
+    const jag_tensor *x = IN(0), *y = c->outputs[0];
     jag_tensor *small = LTS(ABS(x), 1e-8);
     jag_tensor *one = SCALAR(1.0, x->dtype);
     jag_tensor *cdf = WHERE(small, ADDS(MULS(x, JAG_INV_SQRT_2PI), 0.5), DIV(y, WHERE(small, one, x)));
@@ -519,9 +532,15 @@ RULE(gelu) {
     END;
 }
 /* gelu_tanh = x/2 (1 + t), t = tanh(k (x + a x^3)):
- * 1/2 (1 + t) + x/2 (1 - t^2) k (1 + 3 a x^2) */
+ * 1/2 (1 + t) + x/2 (1 - t^2) k (1 + 3 a x^2), gelu_tanh_backward's one
+ * pass (the half types: as ops) */
 RULE(gelu_tanh) {
     BEGIN;
+    jag_tensor *r[1];
+    if (act_backward(p, c, go, JAG_OP_gelu_tanh_backward, r)) {
+        SET(0, r[0]);
+        END;
+    }
     const double k = 0.79788456080286535588, a = 0.044715;
     const jag_tensor *x = IN(0);
     jag_tensor *x2 = SQUARE(x);

@@ -251,15 +251,20 @@ jag_status jag__unary_kernel(const char *op, jag_unary_fn f, const jag_tensor *x
  * arguments as the kernel. */
 void jag__unary_reference(jag_unary_fn f, const jag_tensor *x, const double *params, jag_tensor *y);
 
-/* dx = g (Phi(x) + x phi(x)), gelu's gradient (Phi, phi: the standard
- * normal CDF and density): g, x and dx float32 or float64 of one shape, any
- * strides (dx from the META function). float32 computes Phi through the
- * float32 erfc kernel of unary.c (SLEEF's or the AVX-512 tables, 1.5 ulp)
- * and phi with vecmath.h's exp, 16 lanes at a time; float64 in double
- * through libm. The reference: the same formula in double, element by
- * element, through libm's erfc and exp. */
-void jag__gelu_backward_kernel(const jag_tensor *g, const jag_tensor *x, jag_tensor *dx);
-void jag__gelu_backward_reference(const jag_tensor *g, const jag_tensor *x, jag_tensor *dx);
+/* dx = g act'(x), the activations' gradients: gelu's Phi(x) + x phi(x)
+ * (Phi, phi: the standard normal CDF and density), gelu_tanh's 1/2 (1 + t)
+ * + x/2 (1 - t^2) k (1 + 3 a x^2) with t = tanh(u), u = k (x + a x^3),
+ * computed as s (1 + 2 x (1 - s) k (1 + 3 a x^2)), s = sigmoid(2 u) (1 + t
+ * cancels where u is very negative, s keeps its relative accuracy), silu's
+ * s (1 + x (1 - s)) with s = sigmoid(x). g, x and dx float32 or float64 of
+ * one shape, any strides (dx from the META function). float32 runs 16
+ * lanes at a time on vecmath.h's exp, tanh and sigmoid and the float32
+ * erfc kernel of unary.c (SLEEF's or the AVX-512 tables); float64 runs
+ * libm in double. The reference: the formula in double, element by
+ * element, through libm. */
+typedef enum { JAG_ACT_gelu, JAG_ACT_gelu_tanh, JAG_ACT_silu } jag_act_fn;
+void jag__act_backward_kernel(jag_act_fn f, const jag_tensor *g, const jag_tensor *x, jag_tensor *dx);
+void jag__act_backward_reference(jag_act_fn f, const jag_tensor *g, const jag_tensor *x, jag_tensor *dx);
 
 /* ---- binary.c: elementwise ops of two operands, where and clamp ----------
  *

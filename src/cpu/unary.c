@@ -414,71 +414,102 @@ jag_status jag__unary_kernel(const char *op, jag_unary_fn f, const jag_tensor *x
     return JAG_OK;
 }
 
-/* ---- gelu's gradient ------------------------------------------------------ */
+/* ---- the activations' gradients ------------------------------------------ */
 
-#define GELU_BUF 256
+#define ACT_BUF 256
 #define INV_SQRT_2 0.70710678118654752440
 #define INV_SQRT_2PI 0.39894228040143267794
+#define GELU_TANH_K 0.79788456080286535588 /* sqrt(2 / pi) */
+#define GELU_TANH_A 0.044715
 
-/* dx[i] = g[i] (Phi(x[i]) + x[i] phi(x[i])) for i < n (contiguous): Phi =
- * erfc(-x / sqrt 2) / 2 a buffer at a time through the erfc loop above,
- * then one vectorised pass; exp(-x^2 / 2) through the denormals, 0 below
- * e^-104 (|x| > 14.4, where x phi(x) < 1e-45, float32's least). */
-static void gelu_back_f32(float *dx, const float *g, const float *x, int64_t n) {
-    float c[GELU_BUF];
-    for (int64_t i0 = 0; i0 < n; i0 += GELU_BUF) {
-        int64_t m = n - i0 < GELU_BUF ? n - i0 : GELU_BUF;
-        for (int64_t i = 0; i < m; i++) c[i] = -x[i0 + i] * (float)INV_SQRT_2;
-        char *cp[2] = {(char *)c, (char *)c};
-        const int64_t cs[2] = {sizeof(float), sizeof(float)};
-        erfc_loops[JAG_FLOAT32](cp, cs, m, NULL);
-        _Pragma("omp simd")
-        for (int64_t i = 0; i < m; i++) {
-            float xv = x[i0 + i], t = -0.5f * xv * xv;
-            float pdf = t > -104.0f ? jag__vm_exp_f32(t) : 0.0f; /* into the denormals */
-            dx[i0 + i] = g[i0 + i] * (0.5f * c[i] + xv * pdf * (float)INV_SQRT_2PI);
+/* dx[i] = g[i] act'(x[i]) for i < n (contiguous), float32, 16 lanes at a
+ * time. gelu: Phi = erfc(-x / sqrt 2) / 2 a buffer at a time through the
+ * erfc loop above, then exp(-x^2 / 2) through the denormals (0 below
+ * e^-104, |x| > 14.4, where x phi(x) < 1e-45, float32's least). */
+static void act_back_f32(jag_act_fn f, float *dx, const float *g, const float *x, int64_t n) {
+    float c[ACT_BUF];
+    for (int64_t i0 = 0; i0 < n; i0 += ACT_BUF) {
+        int64_t m = n - i0 < ACT_BUF ? n - i0 : ACT_BUF;
+        const float *xp = x + i0, *gp = g + i0;
+        float *dp = dx + i0;
+        if (f == JAG_ACT_gelu) {
+            for (int64_t i = 0; i < m; i++) c[i] = -xp[i] * (float)INV_SQRT_2;
+            char *cp[2] = {(char *)c, (char *)c};
+            const int64_t cs[2] = {sizeof(float), sizeof(float)};
+            erfc_loops[JAG_FLOAT32](cp, cs, m, NULL);
+            _Pragma("omp simd")
+            for (int64_t i = 0; i < m; i++) {
+                float xv = xp[i], t = -0.5f * xv * xv;
+                float pdf = t > -104.0f ? jag__vm_exp_f32(t) : 0.0f;
+                dp[i] = gp[i] * (0.5f * c[i] + xv * pdf * (float)INV_SQRT_2PI);
+            }
+        } else if (f == JAG_ACT_gelu_tanh) {
+            _Pragma("omp simd")
+            for (int64_t i = 0; i < m; i++) {
+                /* 1/2 (1 + t) = s and 1 - t^2 = 4 s (1 - s) with s = sigmoid(2 u):
+                 * no cancellation in 1 + t where u is very negative */
+                float xv = xp[i], x2 = xv * xv;
+                float s = jag__vm_sigmoid_f32(2.0f * (float)GELU_TANH_K * (xv + (float)GELU_TANH_A * x2 * xv));
+                float du = (float)GELU_TANH_K * (1.0f + 3.0f * (float)GELU_TANH_A * x2);
+                dp[i] = gp[i] * (s * (1.0f + 2.0f * xv * (1.0f - s) * du));
+            }
+        } else {
+            _Pragma("omp simd")
+            for (int64_t i = 0; i < m; i++) {
+                float xv = xp[i], sg = jag__vm_sigmoid_f32(xv);
+                dp[i] = gp[i] * (sg * (1.0f + xv * (1.0f - sg)));
+            }
         }
     }
 }
-static inline double gelu_grad_f64(double g, double x) {
-    return g * (0.5 * erfc(-x * INV_SQRT_2) + x * exp(-0.5 * x * x) * INV_SQRT_2PI);
+/* the same in double, element by element: the float64 kernel and the
+ * reference of both */
+static inline double act_grad_f64(jag_act_fn f, double g, double x) {
+    if (f == JAG_ACT_gelu) return g * (0.5 * erfc(-x * INV_SQRT_2) + x * exp(-0.5 * x * x) * INV_SQRT_2PI);
+    if (f == JAG_ACT_gelu_tanh) { /* 1/2 (1 + t) = s, 1 - t^2 = 4 s (1 - s), s = sigmoid(2 u) */
+        double s = 1.0 / (1.0 + exp(-2.0 * GELU_TANH_K * (x + GELU_TANH_A * x * x * x)));
+        double du = GELU_TANH_K * (1 + 3 * GELU_TANH_A * x * x);
+        return g * (s * (1 + 2 * x * (1 - s) * du));
+    }
+    double sg = 1.0 / (1.0 + exp(-x));
+    return g * (sg * (1 + x * (1 - sg)));
 }
 
-/* The iterator's loop: operands dx, g, x; runs of any stride go through
- * contiguous buffers (float32) or element by element (float64). */
-static void gelu_back_loop_f32(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) {
-    (void)ctx;
+/* The iterator's loop (ctx: the jag_act_fn): operands dx, g, x; float32
+ * runs of any other stride go through contiguous buffers. */
+static void act_back_loop_f32(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) {
+    jag_act_fn f = *(const jag_act_fn *)ctx;
     if (strides[0] == 4 && strides[1] == 4 && strides[2] == 4) {
-        gelu_back_f32((float *)ptrs[0], (const float *)ptrs[1], (const float *)ptrs[2], n);
+        act_back_f32(f, (float *)ptrs[0], (const float *)ptrs[1], (const float *)ptrs[2], n);
         return;
     }
-    float d[GELU_BUF], gb[GELU_BUF], xb[GELU_BUF];
-    for (int64_t i0 = 0; i0 < n; i0 += GELU_BUF) {
-        int64_t m = n - i0 < GELU_BUF ? n - i0 : GELU_BUF;
+    float d[ACT_BUF], gb[ACT_BUF], xb[ACT_BUF];
+    for (int64_t i0 = 0; i0 < n; i0 += ACT_BUF) {
+        int64_t m = n - i0 < ACT_BUF ? n - i0 : ACT_BUF;
         for (int64_t i = 0; i < m; i++)
             gb[i] = *(const float *)(ptrs[1] + (i0 + i) * strides[1]), xb[i] = *(const float *)(ptrs[2] + (i0 + i) * strides[2]);
-        gelu_back_f32(d, gb, xb, m);
+        act_back_f32(f, d, gb, xb, m);
         for (int64_t i = 0; i < m; i++) *(float *)(ptrs[0] + (i0 + i) * strides[0]) = d[i];
     }
 }
-static void gelu_back_loop_f64(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) {
-    (void)ctx;
+static void act_back_loop_f64(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) {
+    jag_act_fn f = *(const jag_act_fn *)ctx;
     for (int64_t i = 0; i < n; i++)
         *(double *)(ptrs[0] + i * strides[0]) =
-            gelu_grad_f64(*(const double *)(ptrs[1] + i * strides[1]), *(const double *)(ptrs[2] + i * strides[2]));
+            act_grad_f64(f, *(const double *)(ptrs[1] + i * strides[1]), *(const double *)(ptrs[2] + i * strides[2]));
 }
 
-void jag__gelu_backward_kernel(const jag_tensor *g, const jag_tensor *x, jag_tensor *dx) {
+void jag__act_backward_kernel(jag_act_fn f, const jag_tensor *g, const jag_tensor *x, jag_tensor *dx) {
     if (jag_numel(dx) == 0) return;
     char *base[3] = {jag__ptr(dx), jag__ptr(g), jag__ptr(x)};
     const int64_t *strides[3] = {dx->strides, g->strides, x->strides};
     size_t es = jag_dtype_size(dx->dtype), elem[3] = {es, es, es};
     jag_iter it;
     jag__iter_init(&it, dx->sizes, dx->ndim, 3, base, strides, elem);
-    jag__iter_run_grain(&it, JAG_GRAIN_COMPUTE, dx->dtype == JAG_FLOAT32 ? gelu_back_loop_f32 : gelu_back_loop_f64, NULL);
+    jag__iter_run_grain(&it, JAG_GRAIN_COMPUTE, dx->dtype == JAG_FLOAT32 ? act_back_loop_f32 : act_back_loop_f64, &f);
 }
 
-void jag__gelu_backward_reference(const jag_tensor *g, const jag_tensor *x, jag_tensor *dx) {
+void jag__act_backward_reference(jag_act_fn f, const jag_tensor *g, const jag_tensor *x, jag_tensor *dx) {
     int64_t n = jag_numel(dx), idx[JAG_MAX_DIMS] = {0};
     size_t es = jag_dtype_size(dx->dtype);
     for (int64_t e = 0; e < n; e++) {
@@ -486,7 +517,7 @@ void jag__gelu_backward_reference(const jag_tensor *g, const jag_tensor *x, jag_
         for (int d = 0; d < dx->ndim; d++) og += idx[d] * g->strides[d], ox += idx[d] * x->strides[d];
         double gv = jag__load_as_double(jag__ptr(g) + og * (int64_t)es, g->dtype);
         double xv = jag__load_as_double(jag__ptr(x) + ox * (int64_t)es, x->dtype);
-        jag__store_from_double(jag__ptr(dx) + e * (int64_t)es, dx->dtype, gelu_grad_f64(gv, xv));
+        jag__store_from_double(jag__ptr(dx) + e * (int64_t)es, dx->dtype, act_grad_f64(f, gv, xv));
         for (int d = dx->ndim - 1; d >= 0; d--) {
             if (++idx[d] < dx->sizes[d]) break;
             idx[d] = 0;

@@ -169,7 +169,7 @@ jag_status jag__meta_layer_norm_backward(const char *, const jag_value *, int, j
 jag_status jag__meta_mean_backward(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_rms_norm_backward(const char *, const jag_value *, int, jag_spec *);
 jag_status jag__meta_softmax_backward(const char *, const jag_value *, int, jag_spec *);
-jag_status jag__meta_gelu_backward(const char *, const jag_value *, int, jag_spec *);
+jag_status jag__meta_activation_backward(const char *, const jag_value *, int, jag_spec *);
 
 /* Custom ops (custom_op.c): check args against the schema; run the kernel
  * for a key (`meta` selects the Meta kernel). */

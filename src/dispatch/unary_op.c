@@ -73,9 +73,10 @@ jag_status jag__meta_unary_param(const char *op, const jag_value *args, int narg
     return jag__meta_unary_float(op, args, 1, outs);
 }
 
-/* (g, x) -> dx of x's shape and dtype: g and x float32 or float64, of one
- * dtype and one shape (the gelu rule's operands) */
-jag_status jag__meta_gelu_backward(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
+/* gelu_backward, gelu_tanh_backward, silu_backward: (g, x) -> dx of x's
+ * shape and dtype, g and x float32 or float64 of one dtype and one shape
+ * (their rules' operands) */
+jag_status jag__meta_activation_backward(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
     const jag_tensor *g, *x;
     jag_status st;
     if ((st = jag__arg_tensor(op, args, nargs, 0, "g", &g)) || (st = jag__arg_tensor(op, args, nargs, 1, "x", &x)))
@@ -98,12 +99,17 @@ jag_status jag__meta_gelu_backward(const char *op, const jag_value *args, int na
 
 /* ---- boxed adapters ------------------------------------------------------ */
 
-// g, x are (...), dx is (...): dx = g (Phi(x) + x phi(x))
-jag_status jag__cpu_gelu_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
-    (void)op, (void)nargs;
-    jag__gelu_backward_kernel(args[0].u.t, args[1].u.t, outs[0]);
-    return JAG_OK;
-}
+// jag__cpu_gelu_backward ... jag__cpu_silu_backward: g, x are (...), dx is (...): dx = g act'(x)
+#define ACT_BACKWARD_ADAPTER(name)                                             \
+    jag_status jag__cpu_##name##_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
+        (void)op, (void)nargs;                                                 \
+        jag__act_backward_kernel(JAG_ACT_##name, args[0].u.t, args[1].u.t, outs[0]); \
+        return JAG_OK;                                                         \
+    }
+ACT_BACKWARD_ADAPTER(gelu)
+ACT_BACKWARD_ADAPTER(gelu_tanh)
+ACT_BACKWARD_ADAPTER(silu)
+#undef ACT_BACKWARD_ADAPTER
 
 /* The scalars of a parametrised op (its META function checked them). */
 static void unbox_params(const char *op, const jag_value *args, int nargs, jag_unary_fn f, double *prm) {
@@ -170,13 +176,14 @@ jag_status jag__ref_unary_param(jag_op_id op, const jag_value *args, int nargs, 
     return ref_run(op, args, nargs, out);
 }
 
-// g, x are (...), outs[0] (...) contiguous, from the META function's spec: g (Phi(x) + x phi(x)) in
-// double, one element at a time
-jag_status jag__ref_gelu_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs);
-jag_status jag__ref_gelu_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) {
+// g, x are (...), outs[0] (...) contiguous, from the META function's spec: g act'(x) in double, one
+// element at a time (act the op's activation, JAG_OP_gelu_backward ...)
+jag_status jag__ref_activation_backward(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs);
+jag_status jag__ref_activation_backward(jag_op_id op, const jag_value *args, int nargs, jag_tensor **outs) {
     jag_spec spec;
-    jag_status st = jag__meta_gelu_backward(op, args, nargs, &spec);
+    jag_status st = jag__meta_activation_backward(jag__ops[op].api_name, args, nargs, &spec);
     if (st) return st;
-    jag__gelu_backward_reference(args[0].u.t, args[1].u.t, outs[0]);
+    jag_act_fn f = op == JAG_OP_gelu_backward ? JAG_ACT_gelu : op == JAG_OP_gelu_tanh_backward ? JAG_ACT_gelu_tanh : JAG_ACT_silu;
+    jag__act_backward_reference(f, args[0].u.t, args[1].u.t, outs[0]);
     return JAG_OK;
 }
