@@ -489,6 +489,40 @@ static void test_gradients(void) {
         CHECK_OK(jag_get_grad(x2, &g));
         CHECK(g && jag_tensor_dtype(g) == dt && same_bits(g, e));
         jag_release(g), jag_release(s), jag_release(e), jag_release(x), jag_release(x2);
+        /* gelu, gelu_tanh and silu: their fused gradient ops in float32,
+         * rounded once to the type: against the formula in double on the
+         * same x, within the type's epsilon of the formula's largest term
+         * (a composite of half-type ops lost gelu_tanh's to 1 + tanh
+         * cancelling from x = -3.4 on) */
+        typedef jag_status (*act_fn)(const jag_tensor *, jag_tensor **);
+        act_fn acts[3] = {jag_gelu, jag_gelu_tanh, jag_silu};
+        int64_t m = 41;
+        for (int a = 0; a < 3; a++) {
+            jag_tensor *xa = t_rand(&m, 1, dt, -6, 6, 40 + a), *ya = NULL, *sa = NULL, *ga = NULL;
+            CHECK_OK(jag_set_requires_grad(xa, true));
+            CHECK_OK(acts[a](xa, &ya));
+            CHECK_OK(jag_sum(ya, NULL, 0, false, &sa));
+            CHECK_OK(jag_backward(sa, NULL, false));
+            CHECK_OK(jag_get_grad(xa, &ga));
+            double eps = dt == JAG_FLOAT16 ? 9.77e-4 : 7.81e-3;
+            for (int64_t i = 0; ga && i < m; i++) {
+                double xv = t_get(xa, i), want, big;
+                if (a == 0) {
+                    double c = 0.5 * erfc(-xv / sqrt(2.0)), q = xv * exp(-0.5 * xv * xv) / sqrt(2 * M_PI);
+                    want = c + q, big = fmax(fabs(c), fabs(q));
+                } else if (a == 1) {
+                    double kk = sqrt(2 / M_PI), t = tanh(kk * (xv + 0.044715 * xv * xv * xv));
+                    double p1 = 0.5 * (1 + t), p2 = 0.5 * xv * (1 - t * t) * kk * (1 + 3 * 0.044715 * xv * xv);
+                    want = p1 + p2, big = fmax(fabs(p1), fabs(p2));
+                } else {
+                    double sg = 1 / (1 + exp(-xv)), p2 = sg * xv * (1 - sg);
+                    want = sg + p2, big = fmax(fabs(sg), fabs(p2));
+                }
+                CHECK_MSG(fabs(t_get(ga, i) - want) <= eps * big + 1e-3 * eps, "%s activation %d x %g: %g, want %g",
+                          jag_dtype_name(dt), a, xv, t_get(ga, i), want);
+            }
+            jag_release(xa), jag_release(ya), jag_release(sa), jag_release(ga);
+        }
     }
 }
 

@@ -487,69 +487,28 @@ RULE(relu) {
     END;
 }
 static void run_backward_op(pool *p, jag_op_id op, const jag_value *a, int n, jag_tensor **r);
-static const jag_tensor *grad_as(pool *p, const jag_tensor *g, const jag_tensor *like);
-/* An activation's gradient op (gelu_backward ...) on (g, x) where the
- * output is float32 or float64; false for the half types, whose rules
- * compose it from ops. */
-static bool act_backward(pool *p, const jag_grad_ctx *c, jag_tensor *const *go, jag_op_id bw, jag_tensor **r) {
-    const jag_tensor *x = c->args[0].u.t, *y = c->outputs[0];
-    jag_dtype dt = jag_tensor_dtype(y);
-    if (dt != JAG_FLOAT32 && dt != JAG_FLOAT64) return false;
-    jag_value a[] = {jag__v_tensor(grad_as(p, go[0], y)), jag__v_tensor(x->dtype == dt ? x : TO(x, dt))};
-    run_backward_op(p, bw, a, 2, r);
-    return true;
-}
-/* silu = x s(x): s (1 + x (1 - s)), silu_backward's one pass */
-RULE(silu) {
+/* An activation's gradient, its fused op (gelu_backward ...) on (g, x) in
+ * the output's dtype, float32 for the half types (then rounded once to
+ * theirs, as torch computes them: a composite of ops in float16 lost
+ * gelu_tanh's gradient to 1 + tanh cancelling from x = -3.4 on). */
+static jag_status act_grad(const jag_grad_ctx *c, jag_tensor *const *go, jag_tensor **gi, jag_op_id bw) {
     BEGIN;
-    jag_tensor *r[1];
-    if (act_backward(p, c, go, JAG_OP_silu_backward, r)) {
-        SET(0, r[0]);
-        END;
-    }
-    const jag_tensor *x = IN(0);
-    jag_tensor *s = SIGMOID(x);
-    SET(0, MUL(go[0], MUL(s, ADDS(MUL(x, RSUB(1.0, s)), 1.0))));
-    END;
-}
-/* gelu = x Phi(x): Phi(x) + x phi(x), gelu_backward's one pass; the half
- * types as ops: Phi = y / x, and 1/2 + x phi(0) where |x| < 1e-8 (an
- * error of O(x^3) there). */
-#define JAG_INV_SQRT_2PI 0.39894228040143267794
-RULE(gelu) {
-    BEGIN;
-    jag_tensor *r[1];
-    if (act_backward(p, c, go, JAG_OP_gelu_backward, r)) {
-        SET(0, r[0]);
-        END;
-    }
     const jag_tensor *x = IN(0), *y = c->outputs[0];
-    jag_tensor *small = LTS(ABS(x), 1e-8);
-    jag_tensor *one = SCALAR(1.0, x->dtype);
-    jag_tensor *cdf = WHERE(small, ADDS(MULS(x, JAG_INV_SQRT_2PI), 0.5), DIV(y, WHERE(small, one, x)));
-    jag_tensor *pdf = MULS(EXP(MULS(SQUARE(x), -0.5)), JAG_INV_SQRT_2PI);
-    SET(0, MUL(go[0], ADD(cdf, MUL(x, pdf))));
-    END;
-}
-/* gelu_tanh = x/2 (1 + t), t = tanh(k (x + a x^3)):
- * 1/2 (1 + t) + x/2 (1 - t^2) k (1 + 3 a x^2), gelu_tanh_backward's one
- * pass (the half types: as ops) */
-RULE(gelu_tanh) {
-    BEGIN;
+    jag_dtype dt = jag_tensor_dtype(y), ct = dt == JAG_FLOAT64 ? JAG_FLOAT64 : JAG_FLOAT32;
+    const jag_tensor *g = go[0]->dtype == ct ? go[0] : TO(go[0], ct);
+    jag_value a[] = {jag__v_tensor(g), jag__v_tensor(x->dtype == ct ? x : TO(x, ct))};
     jag_tensor *r[1];
-    if (act_backward(p, c, go, JAG_OP_gelu_tanh_backward, r)) {
-        SET(0, r[0]);
-        END;
-    }
-    const double k = 0.79788456080286535588, a = 0.044715;
-    const jag_tensor *x = IN(0);
-    jag_tensor *x2 = SQUARE(x);
-    jag_tensor *t = TANH(MULS(MUL(x, ADDS(MULS(x2, a), 1.0)), k));
-    jag_tensor *du = MULS(ADDS(MULS(x2, 3.0 * a), 1.0), k);
-    jag_tensor *d = ADD(MULS(ADDS(t, 1.0), 0.5), MUL(MULS(x, 0.5), MUL(RSUB(1.0, SQUARE(t)), du)));
-    SET(0, MUL(go[0], d));
+    run_backward_op(p, bw, a, 2, r);
+    SET(0, dt == ct ? r[0] : TO(r[0], dt));
     END;
 }
+/* silu = x s(x): s (1 + x (1 - s)) */
+RULE(silu) { return act_grad(c, go, gi, JAG_OP_silu_backward); }
+/* gelu = x Phi(x): Phi(x) + x phi(x) */
+RULE(gelu) { return act_grad(c, go, gi, JAG_OP_gelu_backward); }
+/* gelu_tanh = x/2 (1 + t), t = tanh(k (x + a x^3)):
+ * 1/2 (1 + t) + x/2 (1 - t^2) k (1 + 3 a x^2) */
+RULE(gelu_tanh) { return act_grad(c, go, gi, JAG_OP_gelu_tanh_backward); }
 RULE(reciprocal) { BEGIN; SET(0, NEG(MUL(go[0], SQUARE(c->outputs[0])))); END; }
 RULE(square) { BEGIN; SET(0, MUL(go[0], MULS(IN(0), 2.0))); END; }
 RULE(sign) { BEGIN; SET(0, ZEROS_LIKE(IN(0))); END; }
