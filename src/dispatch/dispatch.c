@@ -456,6 +456,21 @@ jag_status jag__arg_tensor(const char *op, const jag_value *args, int nargs, int
     return st;
 }
 
+jag_status jag__arg_grad_like(const char *op, const jag_tensor *g, const jag_tensor *like, const char *like_name) {
+    bool same = g->ndim == like->ndim;
+    for (int d = 0; same && d < like->ndim; d++) same = g->sizes[d] == like->sizes[d];
+    if (!same) {
+        char a[JAG_SHAPE_BUF], b[JAG_SHAPE_BUF];
+        return jag__error(JAG_ESHAPE, "%s: argument 'g' has shape %s, expected %s (%s's shape)", op,
+                          jag__shape_str(g->sizes, g->ndim, a, sizeof a), jag__shape_str(like->sizes, like->ndim, b, sizeof b),
+                          like_name);
+    }
+    if (g->dtype != like->dtype)
+        return jag__error(JAG_EDTYPE, "%s: argument 'g' has dtype %s, expected %s (%s's dtype)", op,
+                          jag_dtype_name(g->dtype), jag_dtype_name(like->dtype), like_name);
+    return JAG_OK;
+}
+
 jag_status jag__arg_opt_tensor(const char *op, const jag_value *args, int nargs, int i,
                                const char *name, const jag_tensor **out) {
     if (i < nargs && args[i].kind == JAG_VAL_NONE) {

@@ -250,6 +250,9 @@ const char *jag__kind_name(jag_value_kind k);
 /* Check that args[i] is a tensor (with `name` for messages); sets the error. */
 jag_status jag__arg_tensor(const char *op, const jag_value *args, int nargs, int i,
                            const char *name, const jag_tensor **out);
+/* Check that a gradient operand g has `like`'s shape and dtype (the fused
+ * backward ops: like_name, "x" or "y", names `like` in the messages). */
+jag_status jag__arg_grad_like(const char *op, const jag_tensor *g, const jag_tensor *like, const char *like_name);
 /* Same for an optional tensor: *out is NULL when absent. */
 jag_status jag__arg_opt_tensor(const char *op, const jag_value *args, int nargs, int i,
                                const char *name, const jag_tensor **out);

@@ -144,16 +144,7 @@ static jag_status parse_backward(const char *op, const jag_value *args, int narg
         return jag__error(JAG_EINVAL, "%s: argument 'normalized_ndim' is %lld, expected 1..%d (x is %d-d)", op,
                           (long long)n, x->ndim, x->ndim);
     a->nd = (int)n;
-    bool same = g->ndim == x->ndim;
-    for (int d = 0; same && d < x->ndim; d++) same = g->sizes[d] == x->sizes[d];
-    if (!same) {
-        char b[JAG_SHAPE_BUF], c[JAG_SHAPE_BUF];
-        return jag__error(JAG_ESHAPE, "%s: argument 'g' has shape %s, expected %s (x's shape)", op,
-                          jag__shape_str(g->sizes, g->ndim, b, sizeof b), jag__shape_str(x->sizes, x->ndim, c, sizeof c));
-    }
-    if (g->dtype != x->dtype)
-        return jag__error(JAG_EDTYPE, "%s: argument 'g' has dtype %s, expected %s (x's dtype)", op,
-                          jag_dtype_name(g->dtype), jag_dtype_name(x->dtype));
+    if ((st = jag__arg_grad_like(op, g, x, "x"))) return st;
     if (layer && !a->mean != !a->rstd)
         return jag__error(JAG_EINVAL, "%s: arguments 'mean' and 'rstd' must be given together (or both none)", op);
     if ((st = check_stat(op, "mean", x, a->nd, a->mean)) || (st = check_stat(op, "rstd", x, a->nd, a->rstd)) ||

@@ -52,18 +52,7 @@ static jag_status parse_backward(const char *op, const jag_value *args, int narg
     if (!jag_dtype_is_floating((*y)->dtype))
         return jag__error(JAG_EDTYPE, "%s: argument 'y' has dtype %s, expected float32 or float64", op,
                           jag_dtype_name((*y)->dtype));
-    bool same = (*g)->ndim == (*y)->ndim;
-    for (int e = 0; same && e < (*y)->ndim; e++) same = (*g)->sizes[e] == (*y)->sizes[e];
-    if (!same) {
-        char b[JAG_SHAPE_BUF], c[JAG_SHAPE_BUF];
-        return jag__error(JAG_ESHAPE, "%s: argument 'g' has shape %s, expected %s (y's shape)", op,
-                          jag__shape_str((*g)->sizes, (*g)->ndim, b, sizeof b),
-                          jag__shape_str((*y)->sizes, (*y)->ndim, c, sizeof c));
-    }
-    if ((*g)->dtype != (*y)->dtype)
-        return jag__error(JAG_EDTYPE, "%s: argument 'g' has dtype %s, expected %s (y's dtype)", op,
-                          jag_dtype_name((*g)->dtype), jag_dtype_name((*y)->dtype));
-    return JAG_OK;
+    return jag__arg_grad_like(op, *g, *y, "y");
 }
 
 /* (g, y, dim) -> dx of y's shape and dtype. */

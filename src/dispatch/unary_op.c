@@ -83,16 +83,7 @@ jag_status jag__meta_activation_backward(const char *op, const jag_value *args, 
         return st;
     if (x->dtype != JAG_FLOAT32 && x->dtype != JAG_FLOAT64)
         return jag__error(JAG_EDTYPE, "%s: argument 'x' has dtype %s, expected float32 or float64", op, jag_dtype_name(x->dtype));
-    if (g->dtype != x->dtype)
-        return jag__error(JAG_EDTYPE, "%s: argument 'g' has dtype %s, expected %s (x's dtype)", op, jag_dtype_name(g->dtype),
-                          jag_dtype_name(x->dtype));
-    bool same = g->ndim == x->ndim;
-    for (int d = 0; same && d < x->ndim; d++) same = g->sizes[d] == x->sizes[d];
-    if (!same) {
-        char a[JAG_SHAPE_BUF], b[JAG_SHAPE_BUF];
-        return jag__error(JAG_ESHAPE, "%s: argument 'g' has shape %s, expected %s (x's shape)", op,
-                          jag__shape_str(g->sizes, g->ndim, a, sizeof a), jag__shape_str(x->sizes, x->ndim, b, sizeof b));
-    }
+    if ((st = jag__arg_grad_like(op, g, x, "x"))) return st;
     jag__spec_set(&outs[0], x->dtype, x->sizes, x->ndim);
     return JAG_OK;
 }
