@@ -258,8 +258,8 @@ void jag__unary_reference(jag_unary_fn f, const jag_tensor *x, const double *par
  * cancels where u is very negative, s keeps its relative accuracy), silu's
  * s (1 + x (1 - s)) with s = sigmoid(x). g, x and dx float32 or float64 of
  * one shape, any strides (dx from the META function). float32 runs 16
- * lanes at a time on vecmath.h's exp, tanh and sigmoid and the float32
- * erfc kernel of unary.c (SLEEF's or the AVX-512 tables); float64 runs
+ * lanes at a time on vecmath.h's exp and sigmoid and the float32 erfc
+ * kernel of unary.c (SLEEF's or the AVX-512 tables); float64 runs
  * libm in double. The reference: the formula in double, element by
  * element, through libm. */
 typedef enum { JAG_ACT_gelu, JAG_ACT_gelu_tanh, JAG_ACT_silu } jag_act_fn;
