@@ -419,7 +419,6 @@ static void header(jag_tensor *h, jag_storage *store, jag_dtype dt, int64_t offs
     h->storage = store;
 }
 
-
 /* Tiles [t0, t1) of n elements, with `scratch` for the internal values.
  * Returns nonzero if a kernel failed. */
 static int run_tiles(const jag_fused *f, const jag_value *args, jag_tensor **outs, int64_t n, int64_t t0, int64_t t1,
