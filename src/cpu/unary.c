@@ -538,7 +538,7 @@ bool jag__unary_uses_sleef(void) {
 /* Whether float32 gelu, erf and erfc run sleef_unary.c's AVX-512 table
  * kernels (pointwise_math.h). */
 bool jag__unary_uses_tables(void) {
-#if defined(JAG_HAVE_SLEEF) && defined(__AVX512F__)
+#if defined(JAG_HAVE_SLEEF) && (defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__)))
     return true;
 #else
     return false;
