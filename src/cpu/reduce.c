@@ -576,6 +576,61 @@ static red_part sum_leaf_fast_f32(const char *pc, int64_t n, int64_t start) {
 /* the amax and amin kinds below take them (K_EXT pastes max_leaf_f32) */
 #define max_leaf_f32 max_leaf_fast_f32
 #define min_leaf_f32 min_leaf_fast_f32
+#define SUM_LEAF_F32 sum_leaf_fast_f32
+#elif defined(__AVX2__)
+#include <immintrin.h>
+/* The same leaves on AVX2 (8 lanes; AMD Zen, Intel client chips), the
+ * tails element by element: over the last dim of (1024, 1024) floats on a
+ * Zen 3 pair, from Python, best of 30 (the generic leaves before): amax
+ * 93 -> 50 us, sum 77 -> 45 us (torch 54 and 52). */
+#define EXT_LEAF_F32(NAME, OP, CMP)                                            \
+    static red_part NAME##_leaf_fast_f32(const char *pc, int64_t n, int64_t start) { \
+        const float *p = (const float *)pc;                                    \
+        __m256 a[4], nan = _mm256_setzero_ps();                                \
+        for (int k = 0; k < 4; k++) a[k] = _mm256_set1_ps(p[0]);               \
+        int64_t i = 0;                                                         \
+        for (; i + 32 <= n; i += 32)                                           \
+            for (int k = 0; k < 4; k++) {                                      \
+                __m256 v = _mm256_loadu_ps(p + i + 8 * k);                     \
+                nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));    \
+                a[k] = OP(a[k], v);                                            \
+            }                                                                  \
+        if (_mm256_movemask_ps(nan)) return NAME##_leaf_f32(pc, n, start);     \
+        __m256 r = OP(OP(a[0], a[1]), OP(a[2], a[3]));                         \
+        __m128 h = OP##_128(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1)); \
+        h = OP##_128(h, _mm_movehl_ps(h, h));                                  \
+        h = OP##_128(h, _mm_shuffle_ps(h, h, 1));                              \
+        float m = _mm_cvtss_f32(h);                                            \
+        for (; i < n; i++) {                                                   \
+            if (p[i] != p[i]) return NAME##_leaf_f32(pc, n, start);            \
+            m = p[i] CMP m ? p[i] : m;                                         \
+        }                                                                      \
+        return PACK_F(m);                                                      \
+    }
+#define _mm256_max_ps_128 _mm_max_ps
+#define _mm256_min_ps_128 _mm_min_ps
+EXT_LEAF_F32(max, _mm256_max_ps, >)
+EXT_LEAF_F32(min, _mm256_min_ps, <)
+#undef _mm256_max_ps_128
+#undef _mm256_min_ps_128
+static red_part sum_leaf_fast_f32(const char *pc, int64_t n, int64_t start) {
+    (void)start;
+    const float *p = (const float *)pc;
+    __m256d a[8];
+    for (int k = 0; k < 8; k++) a[k] = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 8; k++) a[k] = _mm256_add_pd(a[k], _mm256_cvtps_pd(_mm_loadu_ps(p + i + 4 * k)));
+    for (int k = 0; k < 4; k++) a[k] = _mm256_add_pd(a[k], a[k + 4]);
+    __m256d r = _mm256_add_pd(_mm256_add_pd(a[0], a[1]), _mm256_add_pd(a[2], a[3]));
+    __m128d h = _mm_add_pd(_mm256_castpd256_pd128(r), _mm256_extractf128_pd(r, 1));
+    double t = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
+    for (; i < n; i++) t += (double)p[i];
+    return PACK_F(t);
+}
+#define max_leaf_f32 max_leaf_fast_f32
+#define min_leaf_f32 min_leaf_fast_f32
+#define SUM_LEAF_F32 sum_leaf_fast_f32
 #endif
 
 /* float32 logsumexp of a leaf whose values are all finite (x * 0 sums to 0
@@ -631,9 +686,7 @@ static red_part lse_leaf_fast_f32(const char *pc, int64_t n, int64_t start) {
 
 /* ---- the kinds, per dtype ------------------------------------------------ */
 
-#if defined(__AVX512F__)
-#define SUM_LEAF_F32 sum_leaf_fast_f32
-#else
+#ifndef SUM_LEAF_F32
 #define SUM_LEAF_F32 sum_leaf_f32
 #endif
 #define K_SUM(S, ST, COMB) {sum_leaf_##S, COMB, sum_store_##ST, sum_col_##S, sum_cstore_##ST, {0}, false}
