@@ -6,7 +6,7 @@ JOBS ?= $(shell nproc)
 MAKEFLAGS += --no-print-directory
 CMAKE_FLAGS ?=
 
-.PHONY: all build setup test test-c test-python test-torch sanitize ubsan tsan memcheck fuzz demo bench install clean
+.PHONY: all build setup test test-c test-python test-torch sanitize ubsan tsan memcheck fuzz demo bench bench-sweep install clean
 
 all: build
 
@@ -103,6 +103,15 @@ demo: build
 TORCH ?=
 bench: build
 	@scripts/bench.sh $(BUILD) $(BENCH_ARGS) $(if $(filter 1,$(TORCH)),--torch)
+
+# jag against torch op by op on dense float32 tensors, forward and forward +
+# backward (bench/bench_sweep.py; SWEEP_ARGS: --quick, --only=NAME, --json),
+# in .venv-bench with torch (scripts/bench_setup.sh --torch).
+bench-sweep: build
+	@scripts/python_env.sh >/dev/null
+	@cd python && JAG_BUILD_DIR=$(abspath $(BUILD)) ../.venv/bin/python setup.py -q build_ext --inplace --force >/dev/null
+	@py=$$(scripts/bench_setup.sh --torch) || { echo "bench-sweep: $$py"; exit 1; }; \
+		PYTHONPATH=python $$py bench/bench_sweep.py $(SWEEP_ARGS)
 
 install: build
 	@cmake --install $(BUILD) --prefix $(PREFIX)
