@@ -104,9 +104,9 @@ static inline double jag__hardtanh_f64(double x, const double *p) {
 
 /* Whether this build runs the SLEEF kernels below (unary.c). */
 bool jag__unary_uses_sleef(void);
-/* Whether float32 gelu, erf and erfc run sleef_unary.c's AVX-512 table
- * kernels (a build with SLEEF for an AVX-512 target): the tests state
- * their bounds on the tables' ranges. */
+/* Whether float32 gelu, erf and erfc run sleef_unary.c's table kernels (a
+ * build with SLEEF for an AVX-512 target, or AVX2 with FMA): the tests
+ * state their bounds on the tables' ranges. */
 bool jag__unary_uses_tables(void);
 
 #ifdef JAG_HAVE_SLEEF

@@ -535,8 +535,8 @@ bool jag__unary_uses_sleef(void) {
 #endif
 }
 
-/* Whether float32 gelu, erf and erfc run sleef_unary.c's AVX-512 table
- * kernels (pointwise_math.h). */
+/* Whether float32 gelu, erf and erfc run sleef_unary.c's table kernels
+ * (AVX-512 or AVX2 with FMA; pointwise_math.h). */
 bool jag__unary_uses_tables(void) {
 #if defined(JAG_HAVE_SLEEF) && (defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__)))
     return true;
