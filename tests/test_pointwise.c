@@ -909,6 +909,85 @@ static double act_terms(int which, double x, double *want) {
     *want = sg + p2;
     return fabs(sg) + fabs(p2);
 }
+/* sigmoid_backward and tanh_backward (g, y = the op's output): g (y (1 -
+ * y)) and g (1 - y y), the bits of the composite of jag ops they replaced
+ * (1 - y as -y + 1: the same rounding of the same value), in float32 and
+ * float64, for y = sigmoid(x) and tanh(x) over [-12, 12] and the
+ * specials; within 2 roundings of the formula in double (each operation
+ * rounds once, and 1 - y is exact for y in [0.5, 1] and within half an ulp
+ * of 1 elsewhere); autograd's gradients of jag_sigmoid and jag_tanh the
+ * composite's bits; a float32 y named in a wrong-dtype error. */
+static void test_output_activation_backward_ops(void) {
+    TEST_BEGIN();
+    enum { N = 1003 };
+    double xs[N], gs[N];
+    for (int i = 0; i < N; i++) xs[i] = -12.0 + 24.0 * i / (N - 4), gs[i] = sin(0.37 * i) * 2;
+    xs[N - 3] = INFINITY, xs[N - 2] = -INFINITY, xs[N - 1] = NAN;
+    int64_t n = N;
+    for (int which = 0; which < 2; which++)
+        for (int f = 0; f < 2; f++) {
+            jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+            jag_op_id op = which ? JAG_OP_tanh_backward : JAG_OP_sigmoid_backward;
+            jag_tensor *x = t_from(xs, &n, 1, dt), *g = t_from(gs, &n, 1, dt), *y = NULL, *dx = NULL;
+            CHECK_OK(which ? jag_tanh(x, &y) : jag_sigmoid(x, &y));
+            jag_value a[2] = {jag__v_tensor(g), jag__v_tensor(y)};
+            CHECK_OK(jag_op_call(op, a, 2, &dx));
+            /* the composite: g * (y * (1 - y)), g * (1 - y^2) */
+            jag_tensor *ny = NULL, *om = NULL, *ysq = NULL, *d = NULL, *want = NULL;
+            if (which) {
+                CHECK_OK(jag_square(y, &ysq));
+                CHECK_OK(jag_mul_scalar(ysq, -1.0, &ny));
+                CHECK_OK(jag_add_scalar(ny, 1.0, &d));
+            } else {
+                CHECK_OK(jag_mul_scalar(y, -1.0, &ny));
+                CHECK_OK(jag_add_scalar(ny, 1.0, &om));
+                CHECK_OK(jag_mul(y, om, &d));
+            }
+            CHECK_OK(jag_mul(g, d, &want));
+            int bad = 0, off = 0;
+            for (int i = 0; dx && want && i < N; i++) {
+                double got = t_get(dx, i), w = t_get(want, i), yv = t_get(y, i), gv = t_get(g, i);
+                if (memcmp((char *)jag_data(dx) + i * jag_dtype_size(dt), (char *)jag_data(want) + i * jag_dtype_size(dt),
+                           jag_dtype_size(dt)) && !(got != got && w != w) && bad++ < 5)
+                    fprintf(stderr, "  %s y %.9g: %.9g, composite %.9g\n", jag_op_name(op), yv, got, w);
+                double ref = which ? gv * (1 - yv * yv) : gv * (yv * (1 - yv));
+                double eps = f ? 0x1p-53 : 0x1p-24, mag = which ? fabs(gv) * (1 + yv * yv) : fabs(gv * yv);
+                if (ref == ref && !(fabs(got - ref) <= 3 * eps * mag + 1e-300)) off++;
+            }
+            CHECK_MSG(bad == 0, "%s %s: %d elements not the composite's bits", jag_op_name(op), jag_dtype_name(dt), bad);
+            CHECK_MSG(off == 0, "%s %s: %d elements off the formula", jag_op_name(op), jag_dtype_name(dt), off);
+            /* autograd: jag_sigmoid / jag_tanh's gradient, the same bits */
+            jag_tensor *xg = NULL, *yg = NULL, *ly = NULL, *lsum = NULL, *gx = NULL;
+            CHECK_OK(jag_clone(x, &xg));
+            CHECK_OK(jag_set_requires_grad(xg, true));
+            CHECK_OK(which ? jag_tanh(xg, &yg) : jag_sigmoid(xg, &yg));
+            CHECK_OK(jag_mul(yg, g, &ly));
+            CHECK_OK(jag_sum(ly, NULL, 0, false, &lsum));
+            CHECK_OK(jag_backward(lsum, NULL, false));
+            CHECK_OK(jag_get_grad(xg, &gx));
+            int agree = 0;
+            for (int i = 0; gx && want && i < N; i++) {
+                double u = t_get(gx, i), v = t_get(want, i);
+                agree += u == v || (u != u && v != v);
+            }
+            CHECK_MSG(agree == N, "%s %s: autograd's gradient differs from the composite at %d elements", jag_op_name(op),
+                      jag_dtype_name(dt), N - agree);
+            jag_release(xg), jag_release(yg), jag_release(ly), jag_release(lsum), jag_release(gx);
+            jag_release(ny), jag_release(om), jag_release(ysq), jag_release(d), jag_release(want);
+            jag_release(x), jag_release(g), jag_release(y), jag_release(dx);
+        }
+    /* errors: the argument named y; nothing returned */
+    {
+        int64_t s3[1] = {3};
+        jag_tensor *gi = NULL, *yi = NULL, *out = NULL;
+        CHECK_OK(jag_zeros(s3, 1, JAG_INT32, &yi));
+        CHECK_OK(jag_zeros(s3, 1, JAG_FLOAT32, &gi));
+        jag_value a[2] = {jag__v_tensor(gi), jag__v_tensor(yi)};
+        CHECK_ERR(jag_op_call(JAG_OP_sigmoid_backward, a, 2, &out), JAG_EDTYPE, "argument 'y' has dtype int32");
+        CHECK(out == NULL);
+        jag_release(gi), jag_release(yi);
+    }
+}
 static void test_activation_backward_ops(void) {
     TEST_BEGIN();
     const jag_op_id ops[3] = {JAG_OP_gelu_backward, JAG_OP_gelu_tanh_backward, JAG_OP_silu_backward};
@@ -1824,7 +1903,7 @@ static void test_typed_kernels_in_place(void) {
     jag_release(x), jag_release(b);
 }
 
-TEST_MAIN(test_activation_backward_ops, test_pow_scalar_f32, test_unary_vs_reference, test_unary_hand_values, test_param_unary_vs_reference, test_more_unary_hand_values, test_unary_integer_wrap, test_unary_dtypes,
+TEST_MAIN(test_activation_backward_ops, test_output_activation_backward_ops, test_pow_scalar_f32, test_unary_vs_reference, test_unary_hand_values, test_param_unary_vs_reference, test_more_unary_hand_values, test_unary_integer_wrap, test_unary_dtypes,
           test_binary_dtype_pairs, test_binary_layouts, test_binary_scalars, test_add_alpha, test_binary_hand_values,
           test_binary_integer_wrap, test_where, test_clamp, test_broadcast_shapes, test_scalar_dtypes, test_zero_dim_and_empty,
           test_inputs_untouched, test_errors, test_parallel_paths, test_float32_ulp_sweep,

@@ -472,13 +472,6 @@ RULE(rsqrt) {
 }
 RULE(sin) { BEGIN; SET(0, MUL(go[0], COS(IN(0)))); END; }
 RULE(cos) { BEGIN; SET(0, NEG(MUL(go[0], SIN(IN(0))))); END; }
-RULE(tanh) { BEGIN; SET(0, MUL(go[0], RSUB(1.0, SQUARE(c->outputs[0])))); END; }
-RULE(sigmoid) {
-    BEGIN;
-    const jag_tensor *y = c->outputs[0];
-    SET(0, MUL(go[0], MUL(y, RSUB(1.0, y))));
-    END;
-}
 /* relu' = 1 where x > 0 (0 at 0 and for NaN, as torch's threshold) */
 RULE(relu) {
     BEGIN;
@@ -493,7 +486,9 @@ static void run_backward_op(pool *p, jag_op_id op, const jag_value *a, int n, ja
  * gelu_tanh's gradient to 1 + tanh cancelling from x = -3.4 on). */
 static jag_status act_grad(const jag_grad_ctx *c, jag_tensor *const *go, jag_tensor **gi, jag_op_id bw) {
     BEGIN;
-    const jag_tensor *x = IN(0), *y = c->outputs[0];
+    const jag_tensor *y = c->outputs[0];
+    /* sigmoid's and tanh's gradients read their output */
+    const jag_tensor *x = bw == JAG_OP_sigmoid_backward || bw == JAG_OP_tanh_backward ? y : IN(0);
     jag_dtype dt = jag_tensor_dtype(y), ct = dt == JAG_FLOAT64 ? JAG_FLOAT64 : JAG_FLOAT32;
     const jag_tensor *g = go[0]->dtype == ct ? go[0] : TO(go[0], ct);
     jag_value a[] = {jag__v_tensor(g), jag__v_tensor(x->dtype == ct ? x : TO(x, ct))};
@@ -509,6 +504,10 @@ RULE(gelu) { return act_grad(c, go, gi, JAG_OP_gelu_backward); }
 /* gelu_tanh = x/2 (1 + t), t = tanh(k (x + a x^3)):
  * 1/2 (1 + t) + x/2 (1 - t^2) k (1 + 3 a x^2) */
 RULE(gelu_tanh) { return act_grad(c, go, gi, JAG_OP_gelu_tanh_backward); }
+/* sigmoid: y (1 - y); tanh: 1 - y^2, from the output y (one pass where
+ * three ops were, the same bits in float32 and float64) */
+RULE(sigmoid) { return act_grad(c, go, gi, JAG_OP_sigmoid_backward); }
+RULE(tanh) { return act_grad(c, go, gi, JAG_OP_tanh_backward); }
 RULE(reciprocal) { BEGIN; SET(0, NEG(MUL(go[0], SQUARE(c->outputs[0])))); END; }
 RULE(square) { BEGIN; SET(0, MUL(go[0], MULS(IN(0), 2.0))); END; }
 RULE(sign) { BEGIN; SET(0, ZEROS_LIKE(IN(0))); END; }

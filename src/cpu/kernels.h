@@ -261,8 +261,11 @@ void jag__unary_reference(jag_unary_fn f, const jag_tensor *x, const double *par
  * lanes at a time on vecmath.h's exp and sigmoid and the float32 erfc
  * kernel of unary.c (SLEEF's or the AVX-512 tables); float64 runs
  * libm in double. The reference: the formula in double, element by
- * element, through libm. */
-typedef enum { JAG_ACT_gelu, JAG_ACT_gelu_tanh, JAG_ACT_silu } jag_act_fn;
+ * element, through libm. sigmoid and tanh take their op's output y in
+ * x's place: g (y (1 - y)) and g (1 - y y), in the operands' dtype in
+ * that order (the bits of the three ops they replace), the reference in
+ * double. */
+typedef enum { JAG_ACT_gelu, JAG_ACT_gelu_tanh, JAG_ACT_silu, JAG_ACT_sigmoid, JAG_ACT_tanh } jag_act_fn;
 void jag__act_backward_kernel(jag_act_fn f, const jag_tensor *g, const jag_tensor *x, jag_tensor *dx);
 void jag__act_backward_reference(jag_act_fn f, const jag_tensor *g, const jag_tensor *x, jag_tensor *dx);
 

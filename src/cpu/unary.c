@@ -453,18 +453,26 @@ static void act_back_f32(jag_act_fn f, float *dx, const float *g, const float *x
                 float du = (float)GELU_TANH_K * (1.0f + 3.0f * (float)GELU_TANH_A * x2);
                 dp[i] = gp[i] * (s * (1.0f + 2.0f * xv * (1.0f - s) * du));
             }
-        } else {
+        } else if (f == JAG_ACT_silu) {
             _Pragma("omp simd")
             for (int64_t i = 0; i < m; i++) {
                 float xv = xp[i], sg = jag__vm_sigmoid_f32(xv);
                 dp[i] = gp[i] * (sg * (1.0f + xv * (1.0f - sg)));
             }
+        } else if (f == JAG_ACT_sigmoid) { /* xp is sigmoid's output */
+            _Pragma("omp simd")
+            for (int64_t i = 0; i < m; i++) dp[i] = gp[i] * (xp[i] * (1.0f - xp[i]));
+        } else { /* tanh, xp its output */
+            _Pragma("omp simd")
+            for (int64_t i = 0; i < m; i++) dp[i] = gp[i] * (1.0f - xp[i] * xp[i]);
         }
     }
 }
 /* the same in double, element by element: the float64 kernel and the
  * reference of both */
 static inline double act_grad_f64(jag_act_fn f, double g, double x) {
+    if (f == JAG_ACT_sigmoid) return g * (x * (1 - x)); /* x: the output */
+    if (f == JAG_ACT_tanh) return g * (1 - x * x);
     if (f == JAG_ACT_gelu) return g * (0.5 * erfc(-x * INV_SQRT_2) + x * exp(-0.5 * x * x) * INV_SQRT_2PI);
     if (f == JAG_ACT_gelu_tanh) { /* 1/2 (1 + t) = s, 1 - t^2 = 4 s (1 - s), s = sigmoid(2 u) */
         double s = 1.0 / (1.0 + exp(-2.0 * GELU_TANH_K * (x + GELU_TANH_A * x * x * x)));

@@ -75,22 +75,26 @@ jag_status jag__meta_unary_param(const char *op, const jag_value *args, int narg
 
 /* gelu_backward, gelu_tanh_backward, silu_backward: (g, x) -> dx of x's
  * shape and dtype, g and x float32 or float64 of one dtype and one shape
- * (their rules' operands) */
+ * (their rules' operands); sigmoid_backward, tanh_backward: the same with
+ * the op's output y for x */
 jag_status jag__meta_activation_backward(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
     const jag_tensor *g, *x;
+    const char *xn = jag__pw_op_is(op, "sigmoid_backward") || jag__pw_op_is(op, "tanh_backward") ? "y" : "x";
     jag_status st;
-    if ((st = jag__arg_tensor(op, args, nargs, 0, "g", &g)) || (st = jag__arg_tensor(op, args, nargs, 1, "x", &x)))
+    if ((st = jag__arg_tensor(op, args, nargs, 0, "g", &g)) || (st = jag__arg_tensor(op, args, nargs, 1, xn, &x)))
         return st;
     if (x->dtype != JAG_FLOAT32 && x->dtype != JAG_FLOAT64)
-        return jag__error(JAG_EDTYPE, "%s: argument 'x' has dtype %s, expected float32 or float64", op, jag_dtype_name(x->dtype));
-    if ((st = jag__arg_grad_like(op, g, x, "x"))) return st;
+        return jag__error(JAG_EDTYPE, "%s: argument '%s' has dtype %s, expected float32 or float64", op, xn,
+                          jag_dtype_name(x->dtype));
+    if ((st = jag__arg_grad_like(op, g, x, xn))) return st;
     jag__spec_set(&outs[0], x->dtype, x->sizes, x->ndim);
     return JAG_OK;
 }
 
 /* ---- boxed adapters ------------------------------------------------------ */
 
-// jag__cpu_gelu_backward ... jag__cpu_silu_backward: g, x are (...), dx is (...): dx = g act'(x)
+// jag__cpu_gelu_backward ... jag__cpu_silu_backward: g, x are (...), dx is (...): dx = g act'(x);
+// jag__cpu_sigmoid_backward, jag__cpu_tanh_backward: g, y (the op's output) are (...): dx = g act'(x) from y
 #define ACT_BACKWARD_ADAPTER(name)                                             \
     jag_status jag__cpu_##name##_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
         (void)op, (void)nargs;                                                 \
@@ -100,6 +104,8 @@ jag_status jag__meta_activation_backward(const char *op, const jag_value *args, 
 ACT_BACKWARD_ADAPTER(gelu)
 ACT_BACKWARD_ADAPTER(gelu_tanh)
 ACT_BACKWARD_ADAPTER(silu)
+ACT_BACKWARD_ADAPTER(sigmoid)
+ACT_BACKWARD_ADAPTER(tanh)
 #undef ACT_BACKWARD_ADAPTER
 
 /* The scalars of a parametrised op (its META function checked them). */
@@ -174,7 +180,11 @@ jag_status jag__ref_activation_backward(jag_op_id op, const jag_value *args, int
     jag_spec spec;
     jag_status st = jag__meta_activation_backward(jag__ops[op].api_name, args, nargs, &spec);
     if (st) return st;
-    jag_act_fn f = op == JAG_OP_gelu_backward ? JAG_ACT_gelu : op == JAG_OP_gelu_tanh_backward ? JAG_ACT_gelu_tanh : JAG_ACT_silu;
+    jag_act_fn f = op == JAG_OP_gelu_backward        ? JAG_ACT_gelu
+                   : op == JAG_OP_gelu_tanh_backward ? JAG_ACT_gelu_tanh
+                   : op == JAG_OP_silu_backward      ? JAG_ACT_silu
+                   : op == JAG_OP_sigmoid_backward   ? JAG_ACT_sigmoid
+                                                     : JAG_ACT_tanh;
     jag__act_backward_reference(f, args[0].u.t, args[1].u.t, outs[0]);
     return JAG_OK;
 }
