@@ -15,7 +15,7 @@
 
 #include <math.h>
 #include <stdatomic.h>
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) || defined(__AVX2__)
 #include <immintrin.h>
 #endif
 #ifdef _OPENMP
@@ -280,6 +280,37 @@ void jag__sum_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, double
             for (int64_t r = r0; r < e; r++) a = _mm512_add_pd(a, _mm512_cvtps_pd(_mm256_maskz_loadu_ps(m, in + r * C + c)));
             _mm512_mask_storeu_pd(acc + c, m, a);
         }
+    }
+}
+#elif defined(__AVX2__)
+/* The same on AVX2 (8 lanes): a strip of 32 columns in eight vectors of 4
+ * doubles, then 4 columns at a time, the last < 4 column by column; each
+ * column summed in row order as the plain loop (its bits). On a Zen 3
+ * pair, best of 200 calls, the two builds in turn: (32, 128, 256) float32
+ * summed over dim 1 65 -> 48 us, (3312, 256) over dim 0 (a bias's
+ * gradient) 61 -> 42 us. (jag__ext_rows_f32 written the same way ran no
+ * faster than the plain loop, which gcc vectorises over the columns.) */
+void jag__sum_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, double *restrict acc) {
+    for (int64_t c = 0; c < nc; c++) acc[c] = 0;
+    for (int64_t r0 = 0, rb = l1_rows(nc); r0 < n; r0 += rb) {
+        int64_t e = n - r0 < rb ? n : r0 + rb, c = 0;
+        for (; c + 32 <= nc; c += 32) {
+            __m256d a[8];
+            for (int k = 0; k < 8; k++) a[k] = _mm256_loadu_pd(acc + c + 4 * k);
+            for (int64_t r = r0; r < e; r++) {
+                const float *x = in + r * C + c;
+#pragma GCC unroll 8
+                for (int k = 0; k < 8; k++) a[k] = _mm256_add_pd(a[k], _mm256_cvtps_pd(_mm_loadu_ps(x + 4 * k)));
+            }
+            for (int k = 0; k < 8; k++) _mm256_storeu_pd(acc + c + 4 * k, a[k]);
+        }
+        for (; c + 4 <= nc; c += 4) {
+            __m256d a = _mm256_loadu_pd(acc + c);
+            for (int64_t r = r0; r < e; r++) a = _mm256_add_pd(a, _mm256_cvtps_pd(_mm_loadu_ps(in + r * C + c)));
+            _mm256_storeu_pd(acc + c, a);
+        }
+        for (; c < nc; c++)
+            for (int64_t r = r0; r < e; r++) acc[c] += (double)in[r * C + c];
     }
 }
 #else
