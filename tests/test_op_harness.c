@@ -717,7 +717,8 @@ static jag_status norm_ref(jag_op_id op, const jag_value *a, int n, jag_tensor *
     case JAG_OP_layer_norm_backward: return jag__ref_layer_norm_backward(name, a, n, o);
     case JAG_OP_rms_norm_backward: return jag__ref_rms_norm_backward(name, a, n, o);
     case JAG_OP_gelu_backward: case JAG_OP_gelu_tanh_backward: case JAG_OP_silu_backward:
-    case JAG_OP_sigmoid_backward: case JAG_OP_tanh_backward:
+    case JAG_OP_sigmoid_backward: case JAG_OP_tanh_backward: case JAG_OP_logsigmoid_backward:
+    case JAG_OP_softplus_backward:
         return jag__ref_activation_backward(op, a, n, o);
     case JAG_OP_softmax_backward: return jag__ref_softmax_backward(name, a, n, o);
     case JAG_OP_log_softmax_backward: return jag__ref_log_softmax_backward(name, a, n, o);
@@ -789,10 +790,12 @@ static bool backward_samples(jag_op_id op, jag_dtype dt, int k, bool nested, sam
         break;
     }
     case JAG_OP_gelu_backward: case JAG_OP_gelu_tanh_backward: case JAG_OP_silu_backward: /* x over the whole range: the tails and the middle */
+    case JAG_OP_logsigmoid_backward: case JAG_OP_softplus_backward:
         jag_release(x);
         x = rnd(dt, -9, 9, 3, 2, 3, 4);
         arg_t(s, g), arg_t(s, k == 2 ? t_noncontig(x) : jag_retain(x));
         jag_release(x);
+        if (op == JAG_OP_softplus_backward) arg_d(s, k == 1 ? 0.5 : 2.0), arg_d(s, k == 1 ? 3.0 : 5.0); /* beta x crosses the threshold */
         break;
     case JAG_OP_sigmoid_backward: case JAG_OP_tanh_backward: /* y: the op's outputs, (0, 1) and (-1, 1) */
         jag_release(x);
@@ -1520,7 +1523,7 @@ static const family *family_of(jag_op_id op) {
     case JAG_OP_layer_norm_backward: case JAG_OP_rms_norm_backward: case JAG_OP_softmax_backward:
     case JAG_OP_log_softmax_backward: case JAG_OP_mean_backward: case JAG_OP_gelu_backward:
     case JAG_OP_gelu_tanh_backward: case JAG_OP_silu_backward: case JAG_OP_sigmoid_backward:
-    case JAG_OP_tanh_backward:
+    case JAG_OP_tanh_backward: case JAG_OP_logsigmoid_backward: case JAG_OP_softplus_backward:
         return &fam_backward;
     case JAG_OP_index_select: case JAG_OP_gather: return &fam_index_nested;
     case JAG_OP_embedding: case JAG_OP_cat: return &fam_index;

@@ -988,6 +988,73 @@ static void test_output_activation_backward_ops(void) {
         jag_release(gi), jag_release(yi);
     }
 }
+/* logsigmoid_backward, g sigmoid(-x), and softplus_backward, g where
+ * beta x > threshold else g sigmoid(beta x), against the formulas in
+ * double: float32 within 4e-7 of g s (vecmath's sigmoid, 2.4 ulp; and for
+ * softplus beta rounded to float32, as torch does: a relative error of
+ * beta x 2^-24 more, 6e-8 |beta x|), float64 within 1e-14; x over [-30,
+ * 30] with the specials, beta 1 (threshold 20), 0.5 (threshold 3) and
+ * 0.3 (threshold 2.5), rows exactly at the threshold (not above it: the
+ * sigmoid's side); autograd's gradients of jag_logsigmoid and
+ * jag_softplus the ops' bits; beta 0 refused, naming it. */
+static void test_logsigmoid_softplus_backward_ops(void) {
+    TEST_BEGIN();
+    enum { N = 1207 };
+    double xs[N], gs[N];
+    for (int i = 0; i < N; i++) xs[i] = -30.0 + 60.0 * i / (N - 8), gs[i] = sin(0.37 * i) * 2 + 0.1;
+    xs[N - 7] = 20.0, xs[N - 6] = 6.0, xs[N - 5] = 0, xs[N - 4] = INFINITY, xs[N - 3] = -INFINITY, xs[N - 2] = NAN;
+    xs[N - 1] = 1e-20;
+    const double betas[3] = {1.0, 0.5, 0.3}, thrs[3] = {20.0, 3.0, 2.5};
+    int64_t n = N;
+    for (int f = 0; f < 2; f++) {
+        jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+        jag_tensor *x = t_from(xs, &n, 1, dt), *g = t_from(gs, &n, 1, dt);
+        for (int which = 0; which < 4; which++) { /* logsigmoid, then softplus with each beta */
+            double beta = which ? betas[which - 1] : 0, thr = which ? thrs[which - 1] : 0;
+            jag_op_id op = which ? JAG_OP_softplus_backward : JAG_OP_logsigmoid_backward;
+            jag_value a[4] = {jag__v_tensor(g), jag__v_tensor(x), jag__v_double(beta), jag__v_double(thr)};
+            jag_tensor *dx = NULL;
+            CHECK_OK(jag_op_call(op, a, which ? 4 : 2, &dx));
+            int bad = 0;
+            for (int i = 0; dx && i < N; i++) {
+                double xv = t_get(x, i), gv = t_get(g, i), got = t_get(dx, i), want;
+                double bx = which ? beta * xv : -xv;
+                if (which && bx > thr) want = gv;
+                else want = gv / (1 + exp(-bx));
+                double bxm = isfinite(bx) ? fabs(bx) : 0; /* (an infinite x: a zero or g, no rounding) */
+                double tol = (f ? 1e-14 : 4e-7 + (which ? 6e-8 * bxm : 0)) * fabs(want) + (f ? 1e-300 : 1e-37);
+                bool ok = want != want ? got != got : fabs(got - want) <= tol;
+                if (!ok && bad++ < 5)
+                    fprintf(stderr, "  %s beta %g x %.9g g %.9g: %.9g, want %.9g\n", jag_op_name(op), beta, xv, gv, got, want);
+            }
+            CHECK_MSG(bad == 0, "%s %s beta %g: %d elements off", jag_op_name(op), jag_dtype_name(dt), beta, bad);
+            /* autograd: the op's bits */
+            jag_tensor *xg = NULL, *y = NULL, *ly = NULL, *l = NULL, *gx = NULL;
+            CHECK_OK(jag_clone(x, &xg));
+            CHECK_OK(jag_set_requires_grad(xg, true));
+            CHECK_OK(which ? jag_softplus(xg, beta, thr, &y) : jag_logsigmoid(xg, &y));
+            CHECK_OK(jag_mul(y, g, &ly));
+            CHECK_OK(jag_sum(ly, NULL, 0, false, &l));
+            CHECK_OK(jag_backward(l, NULL, false));
+            CHECK_OK(jag_get_grad(xg, &gx));
+            int agree = 0;
+            for (int i = 0; gx && dx && i < N; i++) {
+                double u = t_get(gx, i), v = t_get(dx, i);
+                agree += u == v || (u != u && v != v);
+            }
+            CHECK_MSG(agree == N, "%s %s beta %g: autograd differs from the op at %d elements", jag_op_name(op),
+                      jag_dtype_name(dt), beta, N - agree);
+            jag_release(xg), jag_release(y), jag_release(ly), jag_release(l), jag_release(gx), jag_release(dx);
+        }
+        /* beta 0: refused, nothing returned */
+        jag_value a0[4] = {jag__v_tensor(g), jag__v_tensor(x), jag__v_double(0.0), jag__v_double(20.0)};
+        jag_tensor *out = NULL;
+        CHECK_ERR(jag_op_call(JAG_OP_softplus_backward, a0, 4, &out), JAG_EINVAL, "argument 'beta' is 0");
+        CHECK(out == NULL);
+        jag_release(x), jag_release(g);
+    }
+}
+
 static void test_activation_backward_ops(void) {
     TEST_BEGIN();
     const jag_op_id ops[3] = {JAG_OP_gelu_backward, JAG_OP_gelu_tanh_backward, JAG_OP_silu_backward};
@@ -1903,7 +1970,7 @@ static void test_typed_kernels_in_place(void) {
     jag_release(x), jag_release(b);
 }
 
-TEST_MAIN(test_activation_backward_ops, test_output_activation_backward_ops, test_pow_scalar_f32, test_unary_vs_reference, test_unary_hand_values, test_param_unary_vs_reference, test_more_unary_hand_values, test_unary_integer_wrap, test_unary_dtypes,
+TEST_MAIN(test_activation_backward_ops, test_output_activation_backward_ops, test_logsigmoid_softplus_backward_ops, test_pow_scalar_f32, test_unary_vs_reference, test_unary_hand_values, test_param_unary_vs_reference, test_more_unary_hand_values, test_unary_integer_wrap, test_unary_dtypes,
           test_binary_dtype_pairs, test_binary_layouts, test_binary_scalars, test_add_alpha, test_binary_hand_values,
           test_binary_integer_wrap, test_where, test_clamp, test_broadcast_shapes, test_scalar_dtypes, test_zero_dim_and_empty,
           test_inputs_untouched, test_errors, test_parallel_paths, test_float32_ulp_sweep,

@@ -491,9 +491,11 @@ static jag_status act_grad(const jag_grad_ctx *c, jag_tensor *const *go, jag_ten
     const jag_tensor *x = bw == JAG_OP_sigmoid_backward || bw == JAG_OP_tanh_backward ? y : IN(0);
     jag_dtype dt = jag_tensor_dtype(y), ct = dt == JAG_FLOAT64 ? JAG_FLOAT64 : JAG_FLOAT32;
     const jag_tensor *g = go[0]->dtype == ct ? go[0] : TO(go[0], ct);
-    jag_value a[] = {jag__v_tensor(g), jag__v_tensor(x->dtype == ct ? x : TO(x, ct))};
+    jag_value a[4] = {jag__v_tensor(g), jag__v_tensor(x->dtype == ct ? x : TO(x, ct))};
+    int n = 2;
+    if (bw == JAG_OP_softplus_backward) a[2] = c->args[1], a[3] = c->args[2], n = 4; /* beta, threshold */
     jag_tensor *r[1];
-    run_backward_op(p, bw, a, 2, r);
+    run_backward_op(p, bw, a, n, r);
     SET(0, dt == ct ? r[0] : TO(r[0], dt));
     END;
 }
@@ -691,13 +693,7 @@ RULE(hardsigmoid) {
     END;
 }
 /* softplus: beta x > threshold ? 1 : sigmoid(beta x) */
-RULE(softplus) {
-    BEGIN;
-    const jag_tensor *g = go[0];
-    jag_tensor *bx = MULS(IN(0), c->args[1].u.d);
-    SET(0, WHERE(GTS(bx, c->args[2].u.d), g, MUL(g, SIGMOID(bx))));
-    END;
-}
+RULE(softplus) { return act_grad(c, go, gi, JAG_OP_softplus_backward); }
 static jag_tensor *softplus_(pool *p, const jag_tensor *x) { POOL_RUN(jag_softplus(x, 1.0, 20.0, &o)); }
 /* mish = x t, t = tanh(softplus(x)): t + x sigmoid(x) (1 - t^2) */
 RULE(mish) {
@@ -708,7 +704,7 @@ RULE(mish) {
     END;
 }
 /* d log(sigmoid(x)) = sigmoid(-x) */
-RULE(logsigmoid) { BEGIN; SET(0, MUL(go[0], SIGMOID(NEG(IN(0))))); END; }
+RULE(logsigmoid) { return act_grad(c, go, gi, JAG_OP_logsigmoid_backward); }
 
 RULE(clone) { BEGIN; SET(0, go[0]); END; }
 /* the gradient goes back to the input's dtype (set_grad converts) */

@@ -264,10 +264,16 @@ void jag__unary_reference(jag_unary_fn f, const jag_tensor *x, const double *par
  * element, through libm. sigmoid and tanh take their op's output y in
  * x's place: g (y (1 - y)) and g (1 - y y), in the operands' dtype in
  * that order (the bits of the three ops they replace), the reference in
- * double. */
-typedef enum { JAG_ACT_gelu, JAG_ACT_gelu_tanh, JAG_ACT_silu, JAG_ACT_sigmoid, JAG_ACT_tanh } jag_act_fn;
-void jag__act_backward_kernel(jag_act_fn f, const jag_tensor *g, const jag_tensor *x, jag_tensor *dx);
-void jag__act_backward_reference(jag_act_fn f, const jag_tensor *g, const jag_tensor *x, jag_tensor *dx);
+ * double. logsigmoid's: g sigmoid(-x); softplus's (prm: beta, threshold,
+ * rounded to float32 for float32 operands as torch does): g where
+ * beta x > threshold, else g sigmoid(beta x). prm is NULL for the ops
+ * without scalars. */
+typedef enum {
+    JAG_ACT_gelu, JAG_ACT_gelu_tanh, JAG_ACT_silu, JAG_ACT_sigmoid, JAG_ACT_tanh, JAG_ACT_logsigmoid, JAG_ACT_softplus
+} jag_act_fn;
+void jag__act_backward_kernel(jag_act_fn f, const double *prm, const jag_tensor *g, const jag_tensor *x, jag_tensor *dx);
+void jag__act_backward_reference(jag_act_fn f, const double *prm, const jag_tensor *g, const jag_tensor *x,
+                                 jag_tensor *dx);
 
 /* ---- binary.c: elementwise ops of two operands, where and clamp ----------
  *

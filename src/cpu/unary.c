@@ -426,7 +426,7 @@ jag_status jag__unary_kernel(const char *op, jag_unary_fn f, const jag_tensor *x
  * time. gelu: Phi = erfc(-x / sqrt 2) / 2 a buffer at a time through the
  * erfc loop above, then exp(-x^2 / 2) through the denormals (0 below
  * e^-104, |x| > 14.4, where x phi(x) < 1e-45, float32's least). */
-static void act_back_f32(jag_act_fn f, float *dx, const float *g, const float *x, int64_t n) {
+static void act_back_f32(jag_act_fn f, const double *prm, float *dx, const float *g, const float *x, int64_t n) {
     float c[ACT_BUF];
     for (int64_t i0 = 0; i0 < n; i0 += ACT_BUF) {
         int64_t m = n - i0 < ACT_BUF ? n - i0 : ACT_BUF;
@@ -459,6 +459,16 @@ static void act_back_f32(jag_act_fn f, float *dx, const float *g, const float *x
                 float xv = xp[i], sg = jag__vm_sigmoid_f32(xv);
                 dp[i] = gp[i] * (sg * (1.0f + xv * (1.0f - sg)));
             }
+        } else if (f == JAG_ACT_logsigmoid) {
+            _Pragma("omp simd")
+            for (int64_t i = 0; i < m; i++) dp[i] = gp[i] * jag__vm_sigmoid_f32(-xp[i]);
+        } else if (f == JAG_ACT_softplus) {
+            const float beta = (float)prm[0], thr = (float)prm[1];
+            _Pragma("omp simd")
+            for (int64_t i = 0; i < m; i++) {
+                float bx = xp[i] * beta;
+                dp[i] = bx > thr ? gp[i] : gp[i] * jag__vm_sigmoid_f32(bx);
+            }
         } else if (f == JAG_ACT_sigmoid) { /* xp is sigmoid's output */
             _Pragma("omp simd")
             for (int64_t i = 0; i < m; i++) dp[i] = gp[i] * (xp[i] * (1.0f - xp[i]));
@@ -470,7 +480,9 @@ static void act_back_f32(jag_act_fn f, float *dx, const float *g, const float *x
 }
 /* the same in double, element by element: the float64 kernel and the
  * reference of both */
-static inline double act_grad_f64(jag_act_fn f, double g, double x) {
+static inline double act_grad_f64(jag_act_fn f, const double *prm, double g, double x) {
+    if (f == JAG_ACT_logsigmoid) return g / (1 + exp(x)); /* sigmoid(-x) */
+    if (f == JAG_ACT_softplus) return prm[0] * x > prm[1] ? g : g / (1 + exp(-prm[0] * x));
     if (f == JAG_ACT_sigmoid) return g * (x * (1 - x)); /* x: the output */
     if (f == JAG_ACT_tanh) return g * (1 - x * x);
     if (f == JAG_ACT_gelu) return g * (0.5 * erfc(-x * INV_SQRT_2) + x * exp(-0.5 * x * x) * INV_SQRT_2PI);
@@ -483,12 +495,19 @@ static inline double act_grad_f64(jag_act_fn f, double g, double x) {
     return g * (sg * (1 + x * (1 - sg)));
 }
 
-/* The iterator's loop (ctx: the jag_act_fn): operands dx, g, x; float32
- * runs of any other stride go through contiguous buffers. */
+/* The iterator's loops' context: the function and its scalars */
+typedef struct {
+    jag_act_fn f;
+    double prm[2];
+} act_ctx;
+
+/* The iterator's loop: operands dx, g, x; float32 runs of any other stride
+ * go through contiguous buffers. */
 static void act_back_loop_f32(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) {
-    jag_act_fn f = *(const jag_act_fn *)ctx;
+    const act_ctx *a = ctx;
+    jag_act_fn f = a->f;
     if (strides[0] == 4 && strides[1] == 4 && strides[2] == 4) {
-        act_back_f32(f, (float *)ptrs[0], (const float *)ptrs[1], (const float *)ptrs[2], n);
+        act_back_f32(f, a->prm, (float *)ptrs[0], (const float *)ptrs[1], (const float *)ptrs[2], n);
         return;
     }
     float d[ACT_BUF], gb[ACT_BUF], xb[ACT_BUF];
@@ -496,28 +515,30 @@ static void act_back_loop_f32(char *const *ptrs, const int64_t *strides, int64_t
         int64_t m = n - i0 < ACT_BUF ? n - i0 : ACT_BUF;
         for (int64_t i = 0; i < m; i++)
             gb[i] = *(const float *)(ptrs[1] + (i0 + i) * strides[1]), xb[i] = *(const float *)(ptrs[2] + (i0 + i) * strides[2]);
-        act_back_f32(f, d, gb, xb, m);
+        act_back_f32(f, a->prm, d, gb, xb, m);
         for (int64_t i = 0; i < m; i++) *(float *)(ptrs[0] + (i0 + i) * strides[0]) = d[i];
     }
 }
 static void act_back_loop_f64(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) {
-    jag_act_fn f = *(const jag_act_fn *)ctx;
+    const act_ctx *a = ctx;
     for (int64_t i = 0; i < n; i++)
-        *(double *)(ptrs[0] + i * strides[0]) =
-            act_grad_f64(f, *(const double *)(ptrs[1] + i * strides[1]), *(const double *)(ptrs[2] + i * strides[2]));
+        *(double *)(ptrs[0] + i * strides[0]) = act_grad_f64(a->f, a->prm, *(const double *)(ptrs[1] + i * strides[1]),
+                                                             *(const double *)(ptrs[2] + i * strides[2]));
 }
 
-void jag__act_backward_kernel(jag_act_fn f, const jag_tensor *g, const jag_tensor *x, jag_tensor *dx) {
+void jag__act_backward_kernel(jag_act_fn f, const double *prm, const jag_tensor *g, const jag_tensor *x, jag_tensor *dx) {
     if (jag_numel(dx) == 0) return;
+    act_ctx a = {f, {prm ? prm[0] : 0, prm ? prm[1] : 0}};
     char *base[3] = {jag__ptr(dx), jag__ptr(g), jag__ptr(x)};
     const int64_t *strides[3] = {dx->strides, g->strides, x->strides};
     size_t es = jag_dtype_size(dx->dtype), elem[3] = {es, es, es};
     jag_iter it;
     jag__iter_init(&it, dx->sizes, dx->ndim, 3, base, strides, elem);
-    jag__iter_run_grain(&it, JAG_GRAIN_COMPUTE, dx->dtype == JAG_FLOAT32 ? act_back_loop_f32 : act_back_loop_f64, &f);
+    jag__iter_run_grain(&it, JAG_GRAIN_COMPUTE, dx->dtype == JAG_FLOAT32 ? act_back_loop_f32 : act_back_loop_f64, &a);
 }
 
-void jag__act_backward_reference(jag_act_fn f, const jag_tensor *g, const jag_tensor *x, jag_tensor *dx) {
+void jag__act_backward_reference(jag_act_fn f, const double *prm, const jag_tensor *g, const jag_tensor *x,
+                                 jag_tensor *dx) {
     int64_t n = jag_numel(dx), idx[JAG_MAX_DIMS] = {0};
     size_t es = jag_dtype_size(dx->dtype);
     for (int64_t e = 0; e < n; e++) {
@@ -525,7 +546,7 @@ void jag__act_backward_reference(jag_act_fn f, const jag_tensor *g, const jag_te
         for (int d = 0; d < dx->ndim; d++) og += idx[d] * g->strides[d], ox += idx[d] * x->strides[d];
         double gv = jag__load_as_double(jag__ptr(g) + og * (int64_t)es, g->dtype);
         double xv = jag__load_as_double(jag__ptr(x) + ox * (int64_t)es, x->dtype);
-        jag__store_from_double(jag__ptr(dx) + e * (int64_t)es, dx->dtype, act_grad_f64(f, gv, xv));
+        jag__store_from_double(jag__ptr(dx) + e * (int64_t)es, dx->dtype, act_grad_f64(f, prm, gv, xv));
         for (int d = dx->ndim - 1; d >= 0; d--) {
             if (++idx[d] < dx->sizes[d]) break;
             idx[d] = 0;

@@ -76,7 +76,8 @@ jag_status jag__meta_unary_param(const char *op, const jag_value *args, int narg
 /* gelu_backward, gelu_tanh_backward, silu_backward: (g, x) -> dx of x's
  * shape and dtype, g and x float32 or float64 of one dtype and one shape
  * (their rules' operands); sigmoid_backward, tanh_backward: the same with
- * the op's output y for x */
+ * the op's output y for x; logsigmoid_backward; softplus_backward, with
+ * softplus's beta (nonzero) and threshold */
 jag_status jag__meta_activation_backward(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
     const jag_tensor *g, *x;
     const char *xn = jag__pw_op_is(op, "sigmoid_backward") || jag__pw_op_is(op, "tanh_backward") ? "y" : "x";
@@ -87,6 +88,13 @@ jag_status jag__meta_activation_backward(const char *op, const jag_value *args, 
         return jag__error(JAG_EDTYPE, "%s: argument '%s' has dtype %s, expected float32 or float64", op, xn,
                           jag_dtype_name(x->dtype));
     if ((st = jag__arg_grad_like(op, g, x, xn))) return st;
+    if (jag__pw_op_is(op, "softplus_backward")) {
+        double beta, thr;
+        if ((st = jag__arg_double(op, args, nargs, 2, "beta", &beta)) ||
+            (st = jag__arg_double(op, args, nargs, 3, "threshold", &thr)))
+            return st;
+        if (beta == 0) return jag__error(JAG_EINVAL, "%s: argument 'beta' is 0, expected a nonzero number", op);
+    }
     jag__spec_set(&outs[0], x->dtype, x->sizes, x->ndim);
     return JAG_OK;
 }
@@ -94,11 +102,13 @@ jag_status jag__meta_activation_backward(const char *op, const jag_value *args, 
 /* ---- boxed adapters ------------------------------------------------------ */
 
 // jag__cpu_gelu_backward ... jag__cpu_silu_backward: g, x are (...), dx is (...): dx = g act'(x);
-// jag__cpu_sigmoid_backward, jag__cpu_tanh_backward: g, y (the op's output) are (...): dx = g act'(x) from y
+// jag__cpu_sigmoid_backward, jag__cpu_tanh_backward: g, y (the op's output) are (...): dx = g act'(x) from y;
+// jag__cpu_softplus_backward: g, x, beta, threshold
 #define ACT_BACKWARD_ADAPTER(name)                                             \
     jag_status jag__cpu_##name##_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
-        (void)op, (void)nargs;                                                 \
-        jag__act_backward_kernel(JAG_ACT_##name, args[0].u.t, args[1].u.t, outs[0]); \
+        (void)op;                                                              \
+        double prm[2] = {nargs > 2 ? args[2].u.d : 0, nargs > 3 ? args[3].u.d : 0}; \
+        jag__act_backward_kernel(JAG_ACT_##name, prm, args[0].u.t, args[1].u.t, outs[0]); \
         return JAG_OK;                                                         \
     }
 ACT_BACKWARD_ADAPTER(gelu)
@@ -106,6 +116,8 @@ ACT_BACKWARD_ADAPTER(gelu_tanh)
 ACT_BACKWARD_ADAPTER(silu)
 ACT_BACKWARD_ADAPTER(sigmoid)
 ACT_BACKWARD_ADAPTER(tanh)
+ACT_BACKWARD_ADAPTER(logsigmoid)
+ACT_BACKWARD_ADAPTER(softplus)
 #undef ACT_BACKWARD_ADAPTER
 
 /* The scalars of a parametrised op (its META function checked them). */
@@ -184,7 +196,10 @@ jag_status jag__ref_activation_backward(jag_op_id op, const jag_value *args, int
                    : op == JAG_OP_gelu_tanh_backward ? JAG_ACT_gelu_tanh
                    : op == JAG_OP_silu_backward      ? JAG_ACT_silu
                    : op == JAG_OP_sigmoid_backward   ? JAG_ACT_sigmoid
-                                                     : JAG_ACT_tanh;
-    jag__act_backward_reference(f, args[0].u.t, args[1].u.t, outs[0]);
+                   : op == JAG_OP_tanh_backward      ? JAG_ACT_tanh
+                   : op == JAG_OP_logsigmoid_backward ? JAG_ACT_logsigmoid
+                                                      : JAG_ACT_softplus;
+    double prm[2] = {nargs > 2 ? args[2].u.d : 0, nargs > 3 ? args[3].u.d : 0};
+    jag__act_backward_reference(f, prm, args[0].u.t, args[1].u.t, outs[0]);
     return JAG_OK;
 }
