@@ -909,6 +909,32 @@ static double act_terms(int which, double x, double *want) {
     *want = sg + p2;
     return fabs(sg) + fabs(p2);
 }
+/* The elements where a and b (n each) hold the same value, or both NaN. */
+static int equal_elements(const jag_tensor *a, const jag_tensor *b, int n) {
+    int k = 0;
+    for (int i = 0; a && b && i < n; i++) {
+        double u = t_get(a, i), v = t_get(b, i);
+        k += u == v || (u != u && v != v);
+    }
+    return k;
+}
+
+/* Autograd's gradient of sum(act(x) g) with respect to x: act 0 sigmoid, 1
+ * tanh, 2 logsigmoid, 3 softplus(beta, thr). A new tensor, or NULL. */
+static jag_tensor *act_autograd(int act, const jag_tensor *x, const jag_tensor *g, double beta, double thr) {
+    jag_tensor *xg = NULL, *y = NULL, *ly = NULL, *l = NULL, *gx = NULL;
+    CHECK_OK(jag_clone(x, &xg));
+    CHECK_OK(jag_set_requires_grad(xg, true));
+    CHECK_OK(act == 0 ? jag_sigmoid(xg, &y) : act == 1 ? jag_tanh(xg, &y) : act == 2 ? jag_logsigmoid(xg, &y)
+                                                                               : jag_softplus(xg, beta, thr, &y));
+    CHECK_OK(jag_mul(y, g, &ly));
+    CHECK_OK(jag_sum(ly, NULL, 0, false, &l));
+    CHECK_OK(jag_backward(l, NULL, false));
+    CHECK_OK(jag_get_grad(xg, &gx));
+    jag_release(xg), jag_release(y), jag_release(ly), jag_release(l);
+    return gx;
+}
+
 /* sigmoid_backward and tanh_backward (g, y = the op's output): g (y (1 -
  * y)) and g (1 - y y), the bits of the composite of jag ops they replaced
  * (1 - y as -y + 1: the same rounding of the same value), in float32 and
@@ -957,22 +983,11 @@ static void test_output_activation_backward_ops(void) {
             CHECK_MSG(bad == 0, "%s %s: %d elements not the composite's bits", jag_op_name(op), jag_dtype_name(dt), bad);
             CHECK_MSG(off == 0, "%s %s: %d elements off the formula", jag_op_name(op), jag_dtype_name(dt), off);
             /* autograd: jag_sigmoid / jag_tanh's gradient, the same bits */
-            jag_tensor *xg = NULL, *yg = NULL, *ly = NULL, *lsum = NULL, *gx = NULL;
-            CHECK_OK(jag_clone(x, &xg));
-            CHECK_OK(jag_set_requires_grad(xg, true));
-            CHECK_OK(which ? jag_tanh(xg, &yg) : jag_sigmoid(xg, &yg));
-            CHECK_OK(jag_mul(yg, g, &ly));
-            CHECK_OK(jag_sum(ly, NULL, 0, false, &lsum));
-            CHECK_OK(jag_backward(lsum, NULL, false));
-            CHECK_OK(jag_get_grad(xg, &gx));
-            int agree = 0;
-            for (int i = 0; gx && want && i < N; i++) {
-                double u = t_get(gx, i), v = t_get(want, i);
-                agree += u == v || (u != u && v != v);
-            }
+            jag_tensor *gx = act_autograd(which, x, g, 0, 0);
+            int agree = equal_elements(gx, want, N);
             CHECK_MSG(agree == N, "%s %s: autograd's gradient differs from the composite at %d elements", jag_op_name(op),
                       jag_dtype_name(dt), N - agree);
-            jag_release(xg), jag_release(yg), jag_release(ly), jag_release(lsum), jag_release(gx);
+            jag_release(gx);
             jag_release(ny), jag_release(om), jag_release(ysq), jag_release(d), jag_release(want);
             jag_release(x), jag_release(g), jag_release(y), jag_release(dx);
         }
@@ -1029,22 +1044,11 @@ static void test_logsigmoid_softplus_backward_ops(void) {
             }
             CHECK_MSG(bad == 0, "%s %s beta %g: %d elements off", jag_op_name(op), jag_dtype_name(dt), beta, bad);
             /* autograd: the op's bits */
-            jag_tensor *xg = NULL, *y = NULL, *ly = NULL, *l = NULL, *gx = NULL;
-            CHECK_OK(jag_clone(x, &xg));
-            CHECK_OK(jag_set_requires_grad(xg, true));
-            CHECK_OK(which ? jag_softplus(xg, beta, thr, &y) : jag_logsigmoid(xg, &y));
-            CHECK_OK(jag_mul(y, g, &ly));
-            CHECK_OK(jag_sum(ly, NULL, 0, false, &l));
-            CHECK_OK(jag_backward(l, NULL, false));
-            CHECK_OK(jag_get_grad(xg, &gx));
-            int agree = 0;
-            for (int i = 0; gx && dx && i < N; i++) {
-                double u = t_get(gx, i), v = t_get(dx, i);
-                agree += u == v || (u != u && v != v);
-            }
+            jag_tensor *gx = act_autograd(which ? 3 : 2, x, g, beta, thr);
+            int agree = equal_elements(gx, dx, N);
             CHECK_MSG(agree == N, "%s %s beta %g: autograd differs from the op at %d elements", jag_op_name(op),
                       jag_dtype_name(dt), beta, N - agree);
-            jag_release(xg), jag_release(y), jag_release(ly), jag_release(l), jag_release(gx), jag_release(dx);
+            jag_release(gx), jag_release(dx);
         }
         /* beta 0: refused, nothing returned */
         jag_value a0[4] = {jag__v_tensor(g), jag__v_tensor(x), jag__v_double(0.0), jag__v_double(20.0)};
