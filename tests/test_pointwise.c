@@ -1050,6 +1050,16 @@ static void test_logsigmoid_softplus_backward_ops(void) {
                       jag_dtype_name(dt), beta, N - agree);
             jag_release(gx), jag_release(dx);
         }
+        /* an int beta and threshold: the float ones' result */
+        {
+            jag_value ai[4] = {jag__v_tensor(g), jag__v_tensor(x), jag__v_int(1), jag__v_int(20)};
+            jag_value ad[4] = {jag__v_tensor(g), jag__v_tensor(x), jag__v_double(1.0), jag__v_double(20.0)};
+            jag_tensor *di = NULL, *dd = NULL;
+            CHECK_OK(jag_op_call(JAG_OP_softplus_backward, ai, 4, &di));
+            CHECK_OK(jag_op_call(JAG_OP_softplus_backward, ad, 4, &dd));
+            CHECK(equal_elements(di, dd, N) == N);
+            jag_release(di), jag_release(dd);
+        }
         /* beta 0: refused, nothing returned */
         jag_value a0[4] = {jag__v_tensor(g), jag__v_tensor(x), jag__v_double(0.0), jag__v_double(20.0)};
         jag_tensor *out = NULL;

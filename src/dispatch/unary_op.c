@@ -101,13 +101,21 @@ jag_status jag__meta_activation_backward(const char *op, const jag_value *args, 
 
 /* ---- boxed adapters ------------------------------------------------------ */
 
+/* softplus_backward's beta and threshold (an int or a float each, the
+ * META function checked them); 0 for the other gradient ops */
+static void act_params(const char *op, const jag_value *args, int nargs, double *prm) {
+    prm[0] = prm[1] = 0;
+    if (nargs > 2) (void)jag__arg_double(op, args, nargs, 2, "beta", &prm[0]);
+    if (nargs > 3) (void)jag__arg_double(op, args, nargs, 3, "threshold", &prm[1]);
+}
+
 // jag__cpu_gelu_backward ... jag__cpu_silu_backward: g, x are (...), dx is (...): dx = g act'(x);
 // jag__cpu_sigmoid_backward, jag__cpu_tanh_backward: g, y (the op's output) are (...): dx = g act'(x) from y;
 // jag__cpu_softplus_backward: g, x, beta, threshold
 #define ACT_BACKWARD_ADAPTER(name)                                             \
     jag_status jag__cpu_##name##_backward(const char *op, const jag_value *args, int nargs, jag_tensor **outs) { \
-        (void)op;                                                              \
-        double prm[2] = {nargs > 2 ? args[2].u.d : 0, nargs > 3 ? args[3].u.d : 0}; \
+        double prm[2];                                                         \
+        act_params(op, args, nargs, prm);                                      \
         jag__act_backward_kernel(JAG_ACT_##name, prm, args[0].u.t, args[1].u.t, outs[0]); \
         return JAG_OK;                                                         \
     }
@@ -199,7 +207,8 @@ jag_status jag__ref_activation_backward(jag_op_id op, const jag_value *args, int
                    : op == JAG_OP_tanh_backward      ? JAG_ACT_tanh
                    : op == JAG_OP_logsigmoid_backward ? JAG_ACT_logsigmoid
                                                       : JAG_ACT_softplus;
-    double prm[2] = {nargs > 2 ? args[2].u.d : 0, nargs > 3 ? args[3].u.d : 0};
+    double prm[2];
+    act_params(jag__ops[op].api_name, args, nargs, prm);
     jag__act_backward_reference(f, prm, args[0].u.t, args[1].u.t, outs[0]);
     return JAG_OK;
 }
