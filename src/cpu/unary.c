@@ -27,6 +27,10 @@
 #include "kernels.h"
 #include "pointwise_math.h"
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 /* ---- element functions ---------------------------------------------------- */
 
 /* Named <op>_<dtype>; each loop below applies one of them. exp, tanh and
@@ -86,6 +90,43 @@ static inline float hardswish_f32(float x) { return (float)((double)x * clamp_0_
 static inline double hardswish_f64(double x) { return jag__hardswish_f64(x); }
 static inline float hardsigmoid_f32(float x) { return (float)(clamp_0_6((double)x + 3.0) / 6.0); }
 static inline double hardsigmoid_f64(double x) { return jag__hardsigmoid_f64(x); }
+
+/* The same two in float32 over a contiguous run, y (n) = f(x (n)), the
+ * element functions above being their naive reference. gcc does not
+ * vectorise those well (the clamps become branches, 0.8-2 ms for 1M floats
+ * on one AVX2 core), so AVX2 builds compute them here, 8 floats as two
+ * vectors of 4 doubles: x + 3, the clamp as max(0, v) then min(6, v) (a
+ * NaN, the second operand, passes through both, as through the compares),
+ * then the product by RN(1/6) in place of the division by 6 (0.37 -> 0.27
+ * ms for 1M floats on one core; the divider is the bound). Rounded to
+ * float32, v RN(1/6) gives the bits of v / 6 for every float32 x, in both
+ * ops (v = clamp(x + 3) for hardsigmoid, x clamp(x + 3) for hardswish):
+ * checked exhaustively over all 2^32 inputs (NaNs both NaN); with 1/6 rounded
+ * to float32 instead, 1.6e8 and 1.8e8 of them differ. test_unary_accuracy
+ * holds the kernels to the element functions' bits. */
+#if defined(__AVX2__)
+#define HARD_ACT_ARRAY(name, SWISH)                                            \
+    static void name##_array_f32(float *y, const float *x, int64_t n) {        \
+        const __m256d three = _mm256_set1_pd(3.0), six = _mm256_set1_pd(6.0), zero = _mm256_setzero_pd(); \
+        const __m256d sixth = _mm256_set1_pd(1.0 / 6.0);                        \
+        int64_t i = 0;                                                          \
+        for (; i + 8 <= n; i += 8) {                                            \
+            __m256 v = _mm256_loadu_ps(x + i);                                  \
+            __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(v));            \
+            __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1));          \
+            __m256d cl = _mm256_min_pd(six, _mm256_max_pd(zero, _mm256_add_pd(lo, three))); \
+            __m256d ch = _mm256_min_pd(six, _mm256_max_pd(zero, _mm256_add_pd(hi, three))); \
+            if (SWISH) cl = _mm256_mul_pd(lo, cl), ch = _mm256_mul_pd(hi, ch);   \
+            __m128 rl = _mm256_cvtpd_ps(_mm256_mul_pd(cl, sixth));              \
+            __m128 rh = _mm256_cvtpd_ps(_mm256_mul_pd(ch, sixth));              \
+            _mm256_storeu_ps(y + i, _mm256_set_m128(rh, rl));                   \
+        }                                                                       \
+        for (; i < n; i++) y[i] = name##_f32(x[i]);                             \
+    }
+HARD_ACT_ARRAY(hardswish, 1)
+HARD_ACT_ARRAY(hardsigmoid, 0)
+#undef HARD_ACT_ARRAY
+#endif
 
 static inline float rsqrt_f32(float x) { return 1.0f / sqrtf(x); }
 static inline double rsqrt_f64(double x) { return 1.0 / sqrt(x); }
@@ -149,11 +190,11 @@ static inline uint8_t sign_b(uint8_t x) { return x; }
         }                                                                      \
     }
 
-#ifdef JAG_HAVE_SLEEF
-/* A jag_loop_fn applying the array kernel AF of sleef_unary.c (y (n) =
- * f(x (n)), contiguous): a contiguous run is one call; any other stride goes
- * through a buffer on the stack, SL_BUF elements at a time: gathered,
- * computed in place, scattered. */
+/* A jag_loop_fn applying an array kernel AF (sleef_unary.c's, or
+ * hardswish's and hardsigmoid's above: y (n) = f(x (n)), contiguous, y == x
+ * allowed): a contiguous run is one call; any other stride goes through a
+ * buffer on the stack, SL_BUF elements at a time: gathered, computed in
+ * place, scattered. */
 #define SL_BUF 256
 #define ARRAY_LOOP(NAME, T, AF)                                                \
     static void NAME(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) { \
@@ -173,7 +214,6 @@ static inline uint8_t sign_b(uint8_t x) { return x; }
             for (int64_t i = 0; i < m; i++) *(T *)(y + (i0 + i) * ys) = buf[i]; \
         }                                                                      \
     }
-#endif
 
 /* Loops and the table [dtype] -> loop (NULL: the META function never lets
  * that dtype through) for each op. The float ops' loops apply the element
@@ -246,8 +286,17 @@ SLEEF_LOOPS_F32(expm1)
 SLEEF_LOOPS_F32(erf)
 SLEEF_LOOPS_F32(erfc)
 SLEEF_LOOPS_F32(selu)
+#if defined(__AVX2__)
+ARRAY_LOOP(loop_hardswish_f32, float, hardswish_array_f32)
+UNARY_LOOP(loop_hardswish_f64, double, hardswish_f64)
+FLOAT_TABLE(hardswish)
+ARRAY_LOOP(loop_hardsigmoid_f32, float, hardsigmoid_array_f32)
+UNARY_LOOP(loop_hardsigmoid_f64, double, hardsigmoid_f64)
+FLOAT_TABLE(hardsigmoid)
+#else
 FLOAT_LOOPS(hardswish)
 FLOAT_LOOPS(hardsigmoid)
+#endif
 SLEEF_LOOPS_F32(mish)
 SLEEF_LOOPS_F32(logsigmoid)
 
