@@ -1172,8 +1172,18 @@ static void test_pow_scalar_f32(void) {
     const double bs[] = {2.5, -1.5, 0.5, 3.0, -2.0, 0.0, 1.0, 1e-3, 40.0, -0.25, 7.0};
     int64_t n = N;
     jag_tensor *x = t_from(xs, &n, 1, JAG_FLOAT32);
+    /* the same values as column 0 of an (N, 2) matrix: a strided run */
+    double pairs[2 * N];
+    for (int i = 0; i < N; i++) pairs[2 * i] = xs[i], pairs[2 * i + 1] = -7.0;
+    int64_t n2[2] = {N, 2};
+    jag_tensor *m = NULL, *xcol = NULL;
+    CHECK_OK(jag_from_data(pairs, n2, 2, JAG_FLOAT64, &m));
+    jag_tensor *m32 = NULL;
+    CHECK_OK(jag_to_dtype(m, JAG_FLOAT32, &m32));
+    CHECK_OK(jag_select(m32, 1, 0, &xcol));
+    CHECK(xcol && !jag_is_contiguous(xcol));
     for (size_t k = 0; k < sizeof bs / sizeof bs[0]; k++) {
-        jag_tensor *y = NULL;
+        jag_tensor *y = NULL, *ys = NULL;
         CHECK_OK(jag_pow_scalar(x, bs[k], &y));
         for (int i = 0; y && i < N; i++) {
             float xv = (float)t_get(x, i), want = powf(xv, (float)bs[k]), got = (float)t_get(y, i);
@@ -1183,9 +1193,18 @@ static void test_pow_scalar_f32(void) {
             else ok = fabsf(got - want) <= nextafterf(fabsf(want), INFINITY) - fabsf(want);
             CHECK_MSG(ok, "%.9g ** %g = %.9g, powf %.9g", xv, bs[k], got, want);
         }
-        jag_release(y);
+        /* the strided run: the contiguous run's bits (its vector kernel, not
+         * libm's powf one element at a time) */
+        CHECK_OK(jag_pow_scalar(xcol, bs[k], &ys));
+        int same = 0;
+        for (int i = 0; y && ys && i < N; i++) {
+            float a = ((const float *)jag_data(y))[i], b = ((const float *)jag_data(ys))[i];
+            same += !memcmp(&a, &b, sizeof a) || (a != a && b != b);
+        }
+        CHECK_MSG(same == N, "** %g on a strided run: %d of %d elements differ from the contiguous run", bs[k], N - same, N);
+        jag_release(y), jag_release(ys);
     }
-    jag_release(x);
+    jag_release(x), jag_release(m), jag_release(m32), jag_release(xcol);
 }
 
 static void test_binary_hand_values(void) {

@@ -167,25 +167,40 @@ LOOP_I(minimum, min, NO_PRE, NO_PRE, (a, b))
 BINARY_LOOP(loop_minimum_b, uint8_t, uint8_t, NO_PRE, min_b(a, b))
 
 /* Float pow against the scalar 2 (x ** 2, common) is a multiply; float32
- * against another scalar, SLEEF's vector powf where the build has it. */
+ * against another scalar, SLEEF's vector powf where the build has it, whose
+ * bits differ from libm's powf by up to an ulp: so a strided run against a
+ * scalar goes through a stack buffer to the same kernel (gathered, computed
+ * in place, scattered), and the result does not depend on the layout. */
+#define POW_BUF 256
 #ifdef JAG_HAVE_SLEEF
 #define POW_SCALAR_f32(y, a, n, b) jag__sleef_pow_scalar_f32(y, a, n, (const double[2]){b, 0})
 #else
-#define POW_SCALAR_f32(y, a, n, b) loop_pow_any_f32(ptrs, strides, n, ctx)
+#define POW_SCALAR_f32(y, a, n, b) for (int64_t i_ = 0; i_ < (n); i_++) (y)[i_] = powf((a)[i_], b)
 #endif
-#define POW_SCALAR_f64(y, a, n, b) loop_pow_any_f64(ptrs, strides, n, ctx)
+#define POW_SCALAR_f64(y, a, n, b) for (int64_t i_ = 0; i_ < (n); i_++) (y)[i_] = pow((a)[i_], b)
 #define POW_LOOP(sfx, T)                                                       \
+    static void pow_scalar_run_##sfx(T *y, const T *a, int64_t n, T b) {        \
+        if (b == 2)                                                            \
+            for (int64_t i = 0; i < n; i++) y[i] = a[i] * a[i];                \
+        else                                                                   \
+            POW_SCALAR_##sfx(y, a, n, b);                                      \
+    }                                                                          \
     static void loop_pow_##sfx(char *const *ptrs, const int64_t *strides, int64_t n, void *ctx) { \
-        if (strides[0] == (int64_t)sizeof(T) && strides[1] == (int64_t)sizeof(T) && strides[2] == 0) { \
-            T *restrict y = (T *)ptrs[0];                                      \
-            const T *restrict a = (const T *)ptrs[1];                          \
-            T b = *(const T *)ptrs[2];                                         \
-            if (b == 2)                                                        \
-                for (int64_t i = 0; i < n; i++) y[i] = a[i] * a[i];            \
-            else                                                               \
-                POW_SCALAR_##sfx(y, a, n, b);                                  \
-        } else {                                                               \
+        if (strides[2] != 0) {                                                 \
             loop_pow_any_##sfx(ptrs, strides, n, ctx);                         \
+            return;                                                            \
+        }                                                                      \
+        T b = *(const T *)ptrs[2];                                             \
+        if (strides[0] == (int64_t)sizeof(T) && strides[1] == (int64_t)sizeof(T)) { \
+            pow_scalar_run_##sfx((T *)ptrs[0], (const T *)ptrs[1], n, b);      \
+            return;                                                            \
+        }                                                                      \
+        T buf[POW_BUF];                                                        \
+        for (int64_t i0 = 0; i0 < n; i0 += POW_BUF) {                          \
+            int64_t m = n - i0 < POW_BUF ? n - i0 : POW_BUF;                   \
+            for (int64_t i = 0; i < m; i++) buf[i] = *(const T *)(ptrs[1] + (i0 + i) * strides[1]); \
+            pow_scalar_run_##sfx(buf, buf, m, b);                              \
+            for (int64_t i = 0; i < m; i++) *(T *)(ptrs[0] + (i0 + i) * strides[0]) = buf[i]; \
         }                                                                      \
     }
 POW_LOOP(f32, float)
