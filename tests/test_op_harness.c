@@ -718,7 +718,7 @@ static jag_status norm_ref(jag_op_id op, const jag_value *a, int n, jag_tensor *
     case JAG_OP_rms_norm_backward: return jag__ref_rms_norm_backward(name, a, n, o);
     case JAG_OP_gelu_backward: case JAG_OP_gelu_tanh_backward: case JAG_OP_silu_backward:
     case JAG_OP_sigmoid_backward: case JAG_OP_tanh_backward: case JAG_OP_logsigmoid_backward:
-    case JAG_OP_softplus_backward:
+    case JAG_OP_softplus_backward: case JAG_OP_hardswish_backward: case JAG_OP_hardsigmoid_backward:
         return jag__ref_activation_backward(op, a, n, o);
     case JAG_OP_softmax_backward: return jag__ref_softmax_backward(name, a, n, o);
     case JAG_OP_log_softmax_backward: return jag__ref_log_softmax_backward(name, a, n, o);
@@ -791,6 +791,7 @@ static bool backward_samples(jag_op_id op, jag_dtype dt, int k, bool nested, sam
     }
     case JAG_OP_gelu_backward: case JAG_OP_gelu_tanh_backward: case JAG_OP_silu_backward: /* x over the whole range: the tails and the middle */
     case JAG_OP_logsigmoid_backward: case JAG_OP_softplus_backward:
+    case JAG_OP_hardswish_backward: case JAG_OP_hardsigmoid_backward: /* both sides of -3 and 3 */
         jag_release(x);
         x = rnd(dt, -9, 9, 3, 2, 3, 4);
         arg_t(s, g), arg_t(s, k == 2 ? t_noncontig(x) : jag_retain(x));
@@ -1524,6 +1525,7 @@ static const family *family_of(jag_op_id op) {
     case JAG_OP_log_softmax_backward: case JAG_OP_mean_backward: case JAG_OP_gelu_backward:
     case JAG_OP_gelu_tanh_backward: case JAG_OP_silu_backward: case JAG_OP_sigmoid_backward:
     case JAG_OP_tanh_backward: case JAG_OP_logsigmoid_backward: case JAG_OP_softplus_backward:
+    case JAG_OP_hardswish_backward: case JAG_OP_hardsigmoid_backward:
         return &fam_backward;
     case JAG_OP_index_select: case JAG_OP_gather: return &fam_index_nested;
     case JAG_OP_embedding: case JAG_OP_cat: return &fam_index;

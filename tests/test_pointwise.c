@@ -920,13 +920,18 @@ static int equal_elements(const jag_tensor *a, const jag_tensor *b, int n) {
 }
 
 /* Autograd's gradient of sum(act(x) g) with respect to x: act 0 sigmoid, 1
- * tanh, 2 logsigmoid, 3 softplus(beta, thr). A new tensor, or NULL. */
+ * tanh, 2 logsigmoid, 3 softplus(beta, thr), 4 hardswish, 5 hardsigmoid. A
+ * new tensor, or NULL. */
 static jag_tensor *act_autograd(int act, const jag_tensor *x, const jag_tensor *g, double beta, double thr) {
     jag_tensor *xg = NULL, *y = NULL, *ly = NULL, *l = NULL, *gx = NULL;
     CHECK_OK(jag_clone(x, &xg));
     CHECK_OK(jag_set_requires_grad(xg, true));
-    CHECK_OK(act == 0 ? jag_sigmoid(xg, &y) : act == 1 ? jag_tanh(xg, &y) : act == 2 ? jag_logsigmoid(xg, &y)
-                                                                               : jag_softplus(xg, beta, thr, &y));
+    CHECK_OK(act == 0   ? jag_sigmoid(xg, &y)
+             : act == 1 ? jag_tanh(xg, &y)
+             : act == 2 ? jag_logsigmoid(xg, &y)
+             : act == 3 ? jag_softplus(xg, beta, thr, &y)
+             : act == 4 ? jag_hardswish(xg, &y)
+                        : jag_hardsigmoid(xg, &y));
     CHECK_OK(jag_mul(y, g, &ly));
     CHECK_OK(jag_sum(ly, NULL, 0, false, &l));
     CHECK_OK(jag_backward(l, NULL, false));
@@ -1066,6 +1071,84 @@ static void test_logsigmoid_softplus_backward_ops(void) {
         CHECK_ERR(jag_op_call(JAG_OP_softplus_backward, a0, 4, &out), JAG_EINVAL, "argument 'beta' is 0");
         CHECK(out == NULL);
         jag_release(x), jag_release(g);
+    }
+}
+
+/* hardswish_backward (0 where x < -3, g (x / 3 + 1/2) where x <= 3, else
+ * g) and hardsigmoid_backward (g / 6 where -3 < x < 3, else 0): the bits
+ * of the composites they replace (where, compares, x / 3 + 0.5 and g / 6 as
+ * ops) in float32 and float64, for x over [-5, 5], the floats around -3
+ * and 3, and the specials (a NaN x: g and 0, as the compares give); within
+ * the roundings of the formula in double (x / 3, + 1/2 and the product:
+ * 3 of them; g / 6: 1); autograd's gradients of jag_hardswish and
+ * jag_hardsigmoid the same bits; an int32 x named in a wrong-dtype error. */
+static void test_hard_activation_backward_ops(void) {
+    TEST_BEGIN();
+    enum { N = 1013 };
+    double xs[N], gs[N];
+    for (int i = 0; i < N; i++) xs[i] = -5.0 + 10.0 * i / (N - 14), gs[i] = sin(0.37 * i) * 2 + 0.05;
+    const double edges[13] = {-3.0, 3.0, nextafterf(-3.0f, -4.0f), nextafterf(-3.0f, 0.0f), nextafterf(3.0f, 0.0f),
+                              nextafterf(3.0f, 4.0f), 0.0, -0.0, INFINITY, -INFINITY, NAN, 1e-30, -1e-30};
+    for (int k = 0; k < 13; k++) xs[N - 13 + k] = edges[k];
+    int64_t n = N;
+    for (int which = 0; which < 2; which++)
+        for (int f = 0; f < 2; f++) {
+            jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+            jag_op_id op = which ? JAG_OP_hardsigmoid_backward : JAG_OP_hardswish_backward;
+            jag_tensor *x = t_from(xs, &n, 1, dt), *g = t_from(gs, &n, 1, dt), *dx = NULL, *zero = NULL;
+            jag_value a[2] = {jag__v_tensor(g), jag__v_tensor(x)};
+            CHECK_OK(jag_op_call(op, a, 2, &dx));
+            CHECK_OK(jag_zeros(&n, 1, dt, &zero));
+            /* the composite, op by op */
+            jag_tensor *c1 = NULL, *c2 = NULL, *t1 = NULL, *t2 = NULL, *t3 = NULL, *mid = NULL, *want = NULL;
+            if (which) {
+                jag_tensor *inside = NULL;
+                CHECK_OK(jag_gt_scalar(x, -3.0, &c1));
+                CHECK_OK(jag_lt_scalar(x, 3.0, &c2));
+                CHECK_OK(jag_mul(c1, c2, &inside));
+                CHECK_OK(jag_div_scalar(g, 6.0, &t1));
+                CHECK_OK(jag_where(inside, t1, zero, &want));
+                jag_release(inside);
+            } else {
+                CHECK_OK(jag_le_scalar(x, 3.0, &c1));
+                CHECK_OK(jag_div_scalar(x, 3.0, &t1));
+                CHECK_OK(jag_add_scalar(t1, 0.5, &t2));
+                CHECK_OK(jag_mul(g, t2, &t3));
+                CHECK_OK(jag_where(c1, t3, g, &mid));
+                CHECK_OK(jag_lt_scalar(x, -3.0, &c2));
+                CHECK_OK(jag_where(c2, zero, mid, &want));
+            }
+            int bad = 0, off = 0;
+            for (int i = 0; dx && want && i < N; i++) {
+                double got = t_get(dx, i), w = t_get(want, i), xv = t_get(x, i), gv = t_get(g, i);
+                if (memcmp((char *)jag_data(dx) + i * jag_dtype_size(dt), (char *)jag_data(want) + i * jag_dtype_size(dt),
+                           jag_dtype_size(dt)) && !(got != got && w != w) && bad++ < 5)
+                    fprintf(stderr, "  %s x %.9g g %.9g: %.9g, composite %.9g\n", jag_op_name(op), xv, gv, got, w);
+                double ref = which ? (xv > -3 && xv < 3 ? gv / 6 : 0) : xv < -3 ? 0 : xv <= 3 ? gv * (xv / 3 + 0.5) : gv;
+                double eps = f ? 0x1p-53 : 0x1p-24; /* (no rounding outside [-3, 3], where a NaN x falls too) */
+                double mag = which ? fabs(gv) / 6 : xv >= -3 && xv <= 3 ? fabs(gv) * (fabs(xv) / 3 + 0.5) : 0;
+                if (!(fabs(got - ref) <= (which ? 1 : 3) * eps * mag + 1e-300)) off++;
+            }
+            CHECK_MSG(bad == 0, "%s %s: %d elements not the composite's bits", jag_op_name(op), jag_dtype_name(dt), bad);
+            CHECK_MSG(off == 0, "%s %s: %d elements off the formula", jag_op_name(op), jag_dtype_name(dt), off);
+            jag_tensor *gx = act_autograd(which ? 5 : 4, x, g, 0, 0);
+            int agree = equal_elements(gx, want, N);
+            CHECK_MSG(agree == N, "%s %s: autograd's gradient differs from the composite at %d elements", jag_op_name(op),
+                      jag_dtype_name(dt), N - agree);
+            jag_release(gx);
+            jag_release(c1), jag_release(c2), jag_release(t1), jag_release(t2), jag_release(t3), jag_release(mid);
+            jag_release(want), jag_release(zero), jag_release(x), jag_release(g), jag_release(dx);
+        }
+    {
+        int64_t s3[1] = {3};
+        jag_tensor *gi = NULL, *xi = NULL, *out = NULL;
+        CHECK_OK(jag_zeros(s3, 1, JAG_INT32, &xi));
+        CHECK_OK(jag_zeros(s3, 1, JAG_FLOAT32, &gi));
+        jag_value a[2] = {jag__v_tensor(gi), jag__v_tensor(xi)};
+        CHECK_ERR(jag_op_call(JAG_OP_hardswish_backward, a, 2, &out), JAG_EDTYPE, "argument 'x' has dtype int32");
+        CHECK_ERR(jag_op_call(JAG_OP_hardsigmoid_backward, a, 2, &out), JAG_EDTYPE, "argument 'x' has dtype int32");
+        CHECK(out == NULL);
+        jag_release(gi), jag_release(xi);
     }
 }
 
@@ -2003,7 +2086,8 @@ static void test_typed_kernels_in_place(void) {
     jag_release(x), jag_release(b);
 }
 
-TEST_MAIN(test_activation_backward_ops, test_output_activation_backward_ops, test_logsigmoid_softplus_backward_ops, test_pow_scalar_f32, test_unary_vs_reference, test_unary_hand_values, test_param_unary_vs_reference, test_more_unary_hand_values, test_unary_integer_wrap, test_unary_dtypes,
+TEST_MAIN(test_activation_backward_ops, test_output_activation_backward_ops, test_logsigmoid_softplus_backward_ops,
+          test_hard_activation_backward_ops, test_pow_scalar_f32, test_unary_vs_reference, test_unary_hand_values, test_param_unary_vs_reference, test_more_unary_hand_values, test_unary_integer_wrap, test_unary_dtypes,
           test_binary_dtype_pairs, test_binary_layouts, test_binary_scalars, test_add_alpha, test_binary_hand_values,
           test_binary_integer_wrap, test_where, test_clamp, test_broadcast_shapes, test_scalar_dtypes, test_zero_dim_and_empty,
           test_inputs_untouched, test_errors, test_parallel_paths, test_float32_ulp_sweep,

@@ -677,21 +677,9 @@ RULE(hardtanh) {
     END;
 }
 /* hardswish: x < -3 ? 0 : x <= 3 ? x / 3 + 1/2 : 1 (torch) */
-RULE(hardswish) {
-    BEGIN;
-    const jag_tensor *g = go[0], *x = IN(0);
-    jag_tensor *mid = WHERE(LES(x, 3.0), MUL(g, ADDS(DIVS(x, 3.0), 0.5)), g);
-    SET(0, WHERE(LTS(x, -3.0), SCALAR(0.0, g->dtype), mid));
-    END;
-}
+RULE(hardswish) { return act_grad(c, go, gi, JAG_OP_hardswish_backward); }
 /* hardsigmoid: 1/6 where -3 < x < 3, else 0 (torch) */
-RULE(hardsigmoid) {
-    BEGIN;
-    const jag_tensor *g = go[0], *x = IN(0);
-    jag_tensor *inside = MUL(GTS(x, -3.0), LTS(x, 3.0));
-    SET(0, WHERE(inside, DIVS(g, 6.0), SCALAR(0.0, g->dtype)));
-    END;
-}
+RULE(hardsigmoid) { return act_grad(c, go, gi, JAG_OP_hardsigmoid_backward); }
 /* softplus: beta x > threshold ? 1 : sigmoid(beta x) */
 RULE(softplus) { return act_grad(c, go, gi, JAG_OP_softplus_backward); }
 static jag_tensor *softplus_(pool *p, const jag_tensor *x) { POOL_RUN(jag_softplus(x, 1.0, 20.0, &o)); }

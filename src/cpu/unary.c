@@ -518,6 +518,15 @@ static void act_back_f32(jag_act_fn f, const double *prm, float *dx, const float
                 float bx = xp[i] * beta;
                 dp[i] = bx > thr ? gp[i] : gp[i] * jag__vm_sigmoid_f32(bx);
             }
+        } else if (f == JAG_ACT_hardswish) {
+            _Pragma("omp simd")
+            for (int64_t i = 0; i < m; i++) {
+                float xv = xp[i];
+                dp[i] = xv < -3.0f ? 0.0f : xv <= 3.0f ? gp[i] * (xv / 3.0f + 0.5f) : gp[i];
+            }
+        } else if (f == JAG_ACT_hardsigmoid) {
+            _Pragma("omp simd")
+            for (int64_t i = 0; i < m; i++) dp[i] = xp[i] > -3.0f && xp[i] < 3.0f ? gp[i] / 6.0f : 0.0f;
         } else if (f == JAG_ACT_sigmoid) { /* xp is sigmoid's output */
             _Pragma("omp simd")
             for (int64_t i = 0; i < m; i++) dp[i] = gp[i] * (xp[i] * (1.0f - xp[i]));
@@ -532,6 +541,8 @@ static void act_back_f32(jag_act_fn f, const double *prm, float *dx, const float
 static inline double act_grad_f64(jag_act_fn f, const double *prm, double g, double x) {
     if (f == JAG_ACT_logsigmoid) return g / (1 + exp(x)); /* sigmoid(-x) */
     if (f == JAG_ACT_softplus) return prm[0] * x > prm[1] ? g : g / (1 + exp(-prm[0] * x));
+    if (f == JAG_ACT_hardswish) return x < -3 ? 0 : x <= 3 ? g * (x / 3 + 0.5) : g;
+    if (f == JAG_ACT_hardsigmoid) return x > -3 && x < 3 ? g / 6 : 0;
     if (f == JAG_ACT_sigmoid) return g * (x * (1 - x)); /* x: the output */
     if (f == JAG_ACT_tanh) return g * (1 - x * x);
     if (f == JAG_ACT_gelu) return g * (0.5 * erfc(-x * INV_SQRT_2) + x * exp(-0.5 * x * x) * INV_SQRT_2PI);

@@ -77,7 +77,8 @@ jag_status jag__meta_unary_param(const char *op, const jag_value *args, int narg
  * shape and dtype, g and x float32 or float64 of one dtype and one shape
  * (their rules' operands); sigmoid_backward, tanh_backward: the same with
  * the op's output y for x; logsigmoid_backward; softplus_backward, with
- * softplus's beta (nonzero) and threshold */
+ * softplus's beta (nonzero) and threshold; hardswish_backward,
+ * hardsigmoid_backward */
 jag_status jag__meta_activation_backward(const char *op, const jag_value *args, int nargs, jag_spec *outs) {
     const jag_tensor *g, *x;
     const char *xn = jag__pw_op_is(op, "sigmoid_backward") || jag__pw_op_is(op, "tanh_backward") ? "y" : "x";
@@ -126,6 +127,8 @@ ACT_BACKWARD_ADAPTER(sigmoid)
 ACT_BACKWARD_ADAPTER(tanh)
 ACT_BACKWARD_ADAPTER(logsigmoid)
 ACT_BACKWARD_ADAPTER(softplus)
+ACT_BACKWARD_ADAPTER(hardswish)
+ACT_BACKWARD_ADAPTER(hardsigmoid)
 #undef ACT_BACKWARD_ADAPTER
 
 /* The scalars of a parametrised op (its META function checked them). */
@@ -206,7 +209,9 @@ jag_status jag__ref_activation_backward(jag_op_id op, const jag_value *args, int
                    : op == JAG_OP_sigmoid_backward   ? JAG_ACT_sigmoid
                    : op == JAG_OP_tanh_backward      ? JAG_ACT_tanh
                    : op == JAG_OP_logsigmoid_backward ? JAG_ACT_logsigmoid
-                                                      : JAG_ACT_softplus;
+                   : op == JAG_OP_softplus_backward   ? JAG_ACT_softplus
+                   : op == JAG_OP_hardswish_backward  ? JAG_ACT_hardswish
+                                                      : JAG_ACT_hardsigmoid;
     double prm[2];
     act_params(jag__ops[op].api_name, args, nargs, prm);
     jag__act_backward_reference(f, prm, args[0].u.t, args[1].u.t, outs[0]);
