@@ -520,13 +520,16 @@ static void act_back_f32(jag_act_fn f, const double *prm, float *dx, const float
             }
         } else if (f == JAG_ACT_hardswish) {
             _Pragma("omp simd")
-            for (int64_t i = 0; i < m; i++) {
-                float xv = xp[i];
-                dp[i] = xv < -3.0f ? 0.0f : xv <= 3.0f ? gp[i] * (xv / 3.0f + 0.5f) : gp[i];
+            for (int64_t i = 0; i < m; i++) { /* (computed, then selected: the loop vectorises) */
+                float xv = xp[i], mid = gp[i] * (xv / 3.0f + 0.5f);
+                dp[i] = xv < -3.0f ? 0.0f : xv <= 3.0f ? mid : gp[i];
             }
         } else if (f == JAG_ACT_hardsigmoid) {
             _Pragma("omp simd")
-            for (int64_t i = 0; i < m; i++) dp[i] = xp[i] > -3.0f && xp[i] < 3.0f ? gp[i] / 6.0f : 0.0f;
+            for (int64_t i = 0; i < m; i++) {
+                float sixth = gp[i] / 6.0f;
+                dp[i] = xp[i] > -3.0f && xp[i] < 3.0f ? sixth : 0.0f;
+            }
         } else if (f == JAG_ACT_sigmoid) { /* xp is sigmoid's output */
             _Pragma("omp simd")
             for (int64_t i = 0; i < m; i++) dp[i] = gp[i] * (xp[i] * (1.0f - xp[i]));
