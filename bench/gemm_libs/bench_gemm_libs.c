@@ -20,11 +20,12 @@
  * blocked/FMA orders); a miss is printed as "#BAD" and fails the run.
  *
  * BLIS and MKL export the same cblas_sgemm symbol as OpenBLAS, so they are
- * dlopen'd with RTLD_LOCAL | RTLD_DEEPBIND and called through dlsym.
+ * dlopen'd with RTLD_LOCAL | RTLD_DEEPBIND and called through dlsym; either
+ * one that cannot be loaded is left out of the rounds (a "#skip" line).
  *
  * Build: see README.md beside this file (by hand, not a CMake target: it
- * needs BLIS and MKL). MKL's library is $JAG_MKL_SO (run_table.sh sets it),
- * BLIS's the Debian OpenMP variant's.
+ * loads BLIS and MKL when they are there). MKL's library is $JAG_MKL_SO
+ * (run_table.sh sets it), BLIS's the Debian OpenMP variant's.
  * Run: bench_gemm_libs ROUND MODE(nn|nt|both) [shapes: M1,M2,..  K:N,K:N,..]
  */
 #include <jag.h>
