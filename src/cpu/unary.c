@@ -10,7 +10,8 @@
  * depends on the op's cost: unary_grain); inside, a contiguous
  * run is a plain restrict loop gcc vectorises, any other stride a strided
  * loop. The ops that run SLEEF's vector functions where the build has it
- * (sleef_unary.c) take a contiguous run in one call and a strided one
+ * (sleef_unary.c), and float32 hardswish and hardsigmoid on AVX2 (their
+ * array kernels below), take a contiguous run in one call and a strided one
  * through a stack buffer (ARRAY_LOOP).
  *
  * dtypes: float ops (exp, log, sqrt, rsqrt, sin, cos, tanh, sigmoid, silu,
