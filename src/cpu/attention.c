@@ -417,10 +417,79 @@ static inline float exp_or_0(float x) {
     return x < EXP_MIN ? 0.0f : e;
 }
 
+#if defined(__AVX2__) && defined(__FMA__)
+/* The backward's packing and its row of probabilities on AVX2 (the scalar
+ * loops below are their naive form): on the corpus batch (64 sentences of
+ * 5-25 tokens) a row is 5-25 floats, where the compiler's vector loop left
+ * most of each to its scalar remainder, and the packing moved one float at
+ * a time. */
+
+/* exp_or_0 on 8 lanes: jag__vm_exp_f32's operations in its order (FP_FAST_FMAF
+ * holds with FMA: its fmaf is one fused multiply-add here too), so the
+ * same bits lane by lane (every float from -100 to 100 and the specials
+ * compared when this was written). The clamps are max(EXP_MIN, x) and
+ * min(90, x): a NaN x, the second operand, passes through both, as it
+ * passes the scalar compares, and makes p NaN. */
+static inline __m256 exp8_or_0(__m256 x) {
+    __m256 dead = _mm256_cmp_ps(x, _mm256_set1_ps(EXP_MIN), _CMP_LT_OQ);
+    x = _mm256_min_ps(_mm256_set1_ps(90.0f), _mm256_max_ps(_mm256_set1_ps(EXP_MIN), x));
+    __m256 big = _mm256_set1_ps(12582912.0f);
+    __m256 kb = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269502f)), big); /* k + 1.5 * 2^23 */
+    __m256 k = _mm256_sub_ps(kb, big);
+    __m256 r = _mm256_fmadd_ps(k, _mm256_set1_ps(-0.693359375f), x);
+    r = _mm256_fmadd_ps(k, _mm256_set1_ps(2.12194440e-4f), r);
+    __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(1.381456153e-03f), r, _mm256_set1_ps(8.368735202e-03f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(4.166838899e-02f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.666652113e-01f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(4.999999404e-01f));
+    __m256 p = _mm256_add_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(_mm256_mul_ps(r, r), q, r));
+    /* (k + 1.5 * 2^23 once more: the scalar code recomputes it, the same value) */
+    __m256i ku = _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(k, big)), _mm256_set1_epi32(0x4b400000));
+    __m256i h = _mm256_srli_epi32(_mm256_add_epi32(ku, _mm256_set1_epi32(256)), 1);
+    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(h, _mm256_set1_epi32(1)), 23));
+    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_add_epi32(ku, _mm256_set1_epi32(255)), h), 23));
+    return _mm256_andnot_ps(dead, _mm256_mul_ps(_mm256_mul_ps(p, s1), s2));
+}
+
+/* lanes [0, n) of 8 (n in 1..8) */
+static inline __m256i lanes8(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* dst[c ldd + r] = src[r lds + c], r < rows, c < cols: blocks of 8 x 8
+ * transposed in registers (unpacks, shuffles, then 128-bit lane swaps) */
+static void pack_t(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols) {
+    for (int64_t r0 = 0; r0 < rows; r0 += 8)
+        for (int64_t c0 = 0; c0 < cols; c0 += 8) {
+            int64_t nr = rows - r0 < 8 ? rows - r0 : 8, nc = cols - c0 < 8 ? cols - c0 : 8;
+            __m256i cm = lanes8(nc), rm = lanes8(nr);
+            __m256 x[8], t[8], u[8];
+            for (int i = 0; i < 8; i++)
+                x[i] = i < nr ? (nc == 8 ? _mm256_loadu_ps(src + (r0 + i) * lds + c0) : _mm256_maskload_ps(src + (r0 + i) * lds + c0, cm))
+                              : _mm256_setzero_ps();
+            for (int i = 0; i < 8; i += 2) /* t[i]: (i, 0) (i+1, 0) (i, 1) (i+1, 1) | the same for columns 4, 5; t[i+1]: 2, 3 | 6, 7 */
+                t[i] = _mm256_unpacklo_ps(x[i], x[i + 1]), t[i + 1] = _mm256_unpackhi_ps(x[i], x[i + 1]);
+            for (int g = 0; g < 8; g += 4) { /* u[g + c]: rows g..g+3 of columns c | c + 4 */
+                u[g] = _mm256_shuffle_ps(t[g], t[g + 2], 0x44), u[g + 1] = _mm256_shuffle_ps(t[g], t[g + 2], 0xee);
+                u[g + 2] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0x44), u[g + 3] = _mm256_shuffle_ps(t[g + 1], t[g + 3], 0xee);
+            }
+            for (int c = 0; c < 4; c++) { /* column c: rows 0..3 from u[c], 4..7 from u[4 + c] */
+                t[c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x20);
+                t[4 + c] = _mm256_permute2f128_ps(u[c], u[4 + c], 0x31);
+            }
+            for (int c = 0; c < nc; c++) {
+                float *d = dst + (c0 + c) * ldd + r0;
+                if (nr == 8) _mm256_storeu_ps(d, t[c]);
+                else _mm256_maskstore_ps(d, rm, t[c]);
+            }
+        }
+}
+#else
 static void pack_t(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols) {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t c = 0; c < cols; c++) dst[c * ldd + r] = src[r * lds + c];
 }
+#endif
 
 static bool softmax_strip(float *st, int64_t ld, int64_t nb, float *m, float *l, float *r) {
     float mx[VL], base[VL], sum[VL];
@@ -452,6 +521,23 @@ static bool softmax_strip(float *st, int64_t ld, int64_t nb, float *m, float *l,
     return grew;
 }
 
+#if defined(__AVX2__) && defined(__FMA__)
+static void probs_row(float *p, float *ds, int64_t nb, float lse, float di) {
+    __m256 ls = _mm256_set1_ps(lse), dv = _mm256_set1_ps(di);
+    int64_t j = 0;
+    for (; j + 8 <= nb; j += 8) {
+        __m256 pj = exp8_or_0(_mm256_sub_ps(_mm256_loadu_ps(p + j), ls));
+        _mm256_storeu_ps(p + j, pj);
+        _mm256_storeu_ps(ds + j, _mm256_mul_ps(pj, _mm256_sub_ps(_mm256_loadu_ps(ds + j), dv)));
+    }
+    if (j < nb) {
+        __m256i mk = lanes8(nb - j);
+        __m256 pj = exp8_or_0(_mm256_sub_ps(_mm256_maskload_ps(p + j, mk), ls));
+        _mm256_maskstore_ps(p + j, mk, pj);
+        _mm256_maskstore_ps(ds + j, mk, _mm256_mul_ps(pj, _mm256_sub_ps(_mm256_maskload_ps(ds + j, mk), dv)));
+    }
+}
+#else
 static void probs_row(float *p, float *ds, int64_t nb, float lse, float di) {
 #pragma omp simd
     for (int64_t j = 0; j < nb; j++) {
@@ -460,6 +546,7 @@ static void probs_row(float *p, float *ds, int64_t nb, float lse, float di) {
         ds[j] = pj * (ds[j] - di);
     }
 }
+#endif
 #endif
 
 /* ---- float32 forward, tiled ------------------------------------------------ */
