@@ -676,7 +676,8 @@ RULE(hardtanh) {
     SET(0, WHERE(inside, g, SCALAR(0.0, g->dtype)));
     END;
 }
-/* hardswish: x < -3 ? 0 : x <= 3 ? x / 3 + 1/2 : 1 (torch) */
+/* hardswish: x <= -3 ? 0 : x < 3 ? x / 3 + 1/2 : 1 (torch 2.15; a NaN x
+ * passes g, as torch's scalar loop does) */
 RULE(hardswish) { return act_grad(c, go, gi, JAG_OP_hardswish_backward); }
 /* hardsigmoid: 1/6 where -3 < x < 3, else 0 (torch) */
 RULE(hardsigmoid) { return act_grad(c, go, gi, JAG_OP_hardsigmoid_backward); }

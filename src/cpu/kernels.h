@@ -266,11 +266,11 @@ void jag__unary_reference(jag_unary_fn f, const jag_tensor *x, const double *par
  * that order (the bits of the three ops they replace), the reference in
  * double. logsigmoid's: g sigmoid(-x); softplus's (prm: beta, threshold,
  * rounded to float32 for float32 operands as torch does): g where
- * beta x > threshold, else g sigmoid(beta x). hardswish's: 0 where x <
- * -3, g (x / 3 + 1/2) where x <= 3, else g (NaN x: g); hardsigmoid's: g / 6
- * where -3 < x < 3, else 0; both in the operands' dtype in that order (the
- * bits of the ops they replace, and torch's formulas). prm is NULL for the
- * ops without scalars. */
+ * beta x > threshold, else g sigmoid(beta x). hardswish's: 0 where x <=
+ * -3, g (x / 3 + 1/2) where x < 3, else g (NaN x: g); hardsigmoid's: g / 6
+ * where -3 < x < 3, else 0; both in the operands' dtype in that order
+ * (torch 2.15's rules, hardsigmoid's g / 6 rounded once where torch
+ * multiplies by 1/6 rounded). prm is NULL for the ops without scalars. */
 typedef enum {
     JAG_ACT_gelu, JAG_ACT_gelu_tanh, JAG_ACT_silu, JAG_ACT_sigmoid, JAG_ACT_tanh, JAG_ACT_logsigmoid, JAG_ACT_softplus,
     JAG_ACT_hardswish, JAG_ACT_hardsigmoid

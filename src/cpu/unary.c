@@ -523,7 +523,7 @@ static void act_back_f32(jag_act_fn f, const double *prm, float *dx, const float
             _Pragma("omp simd")
             for (int64_t i = 0; i < m; i++) { /* (computed, then selected: the loop vectorises) */
                 float xv = xp[i], mid = gp[i] * (xv / 3.0f + 0.5f);
-                dp[i] = xv < -3.0f ? 0.0f : xv <= 3.0f ? mid : gp[i];
+                dp[i] = xv <= -3.0f ? 0.0f : xv < 3.0f ? mid : gp[i];
             }
         } else if (f == JAG_ACT_hardsigmoid) {
             _Pragma("omp simd")
@@ -545,7 +545,7 @@ static void act_back_f32(jag_act_fn f, const double *prm, float *dx, const float
 static inline double act_grad_f64(jag_act_fn f, const double *prm, double g, double x) {
     if (f == JAG_ACT_logsigmoid) return g / (1 + exp(x)); /* sigmoid(-x) */
     if (f == JAG_ACT_softplus) return prm[0] * x > prm[1] ? g : g / (1 + exp(-prm[0] * x));
-    if (f == JAG_ACT_hardswish) return x < -3 ? 0 : x <= 3 ? g * (x / 3 + 0.5) : g;
+    if (f == JAG_ACT_hardswish) return x <= -3 ? 0 : x < 3 ? g * (x / 3 + 0.5) : g;
     if (f == JAG_ACT_hardsigmoid) return x > -3 && x < 3 ? g / 6 : 0;
     if (f == JAG_ACT_sigmoid) return g * (x * (1 - x)); /* x: the output */
     if (f == JAG_ACT_tanh) return g * (1 - x * x);
