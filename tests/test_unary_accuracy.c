@@ -885,5 +885,51 @@ static void test_table_ranges_float32(void) {
     free(xs);
 }
 
+/* float32 gelu's positive tail on AVX2 table builds (sleef_unary.c's
+ * av2_gelu_f: x - x Q, Q = erfc(x / sqrt 2) / 2 from erfc's table, and x
+ * itself from x / sqrt 2 >= 3.9375 on): every 7th float of [3.875, 16),
+ * the 64 floats either side of 5.568 (where x / sqrt 2 leaves the table),
+ * and +inf, within 0.51 ulp of the double reference (every float of
+ * [3.875, 16) measured: 0.501). AVX-512 builds run sl_gelu_f there (its
+ * 5.0 ulp bound, the sweep's). */
+static void test_gelu_positive_tail_float32(void) {
+    TEST_BEGIN();
+    if (!jag__unary_uses_tables()) {
+        printf("test_unary_accuracy: no table kernels in this build\n");
+        return;
+    }
+#if defined(__AVX512F__)
+    const double bound = 5.0;
+#else
+    const double bound = 0.51;
+#endif
+    uint32_t a, b, e;
+    const float lo = 3.875f, hi = 16.0f, edge = (float)(3.9375 * 1.4142135623730951);
+    memcpy(&a, &lo, sizeof a), memcpy(&b, &hi, sizeof b), memcpy(&e, &edge, sizeof e);
+    int64_t cap = (int64_t)(b - a) / 7 + 1 + 129 + 1, n = 0;
+    float *xs = malloc((size_t)cap * sizeof *xs);
+    CHECK(xs != NULL);
+    if (!xs) return;
+    for (uint32_t u = a; u < b; u += 7) memcpy(&xs[n++], &u, sizeof u);
+    for (uint32_t u = e - 64; u <= e + 64; u++) memcpy(&xs[n++], &u, sizeof u);
+    xs[n++] = INFINITY;
+    jag_tensor *x = NULL, *y = NULL;
+    CHECK_OK(jag_from_data(xs, &n, 1, JAG_FLOAT32, &x));
+    CHECK_OK(jag_gelu(x, &y));
+    const float *ys = y ? jag_data(y) : NULL;
+    double worst = 0;
+    int64_t at = 0;
+    for (int64_t i = 0; ys && i < n; i++) {
+        double err = ulp_err32(ys[i], ref32(JAG_OP_gelu, xs[i]));
+        if (!(err <= worst)) worst = err, at = i;
+    }
+    printf("  float32 gelu  on [3.875, inf]: %lld inputs, max %.3f ulp (bound %.2f)\n", (long long)n, worst, bound);
+    CHECK_MSG(ys && worst <= bound, "float32 gelu: %.3f ulp at x = %a (got %a, reference %a), bound %.2f", worst, xs[at],
+              ys ? ys[at] : 0.0f, ref32(JAG_OP_gelu, xs[at]), bound);
+    jag_release(x), jag_release(y);
+    free(xs);
+}
+
 TEST_MAIN(test_float32_sweep, test_float64_sweep, test_vecmath_float32, test_param_float32_sweep, test_softplus_edges,
-          test_special_values, test_layouts_and_tails, test_param_layouts_and_tails, test_table_ranges_float32)
+          test_special_values, test_layouts_and_tails, test_param_layouts_and_tails, test_table_ranges_float32,
+          test_gelu_positive_tail_float32)
