@@ -763,6 +763,7 @@ static inline __m256 av2_erfc_table(__m256 t) {
  * 2^-10 ulp: within 0.51 ulp), and from x / sqrt 2 >= 3.9375 (x >= 5.57,
  * +inf) on Q < 2^-25, where gelu(x) rounds to x. The negative tail, -inf
  * and NaN stay on sl_gelu_f. */
+static __attribute__((noinline)) __m256 av2_gelu_tails(__m256 x, __m256 y, __m256 out);
 static inline __m256 av2_gelu_f(__m256 x) {
     __m256i idx;
     __m256 u = av2_reduce(x, 4.0f, &idx), c[8];
@@ -771,7 +772,12 @@ static inline __m256 av2_gelu_f(__m256 x) {
     __m256 out = _mm256_castsi256_ps(_mm256_xor_si256(_mm256_cmpeq_epi32(off, _mm256_setzero_si256()), _mm256_set1_epi32(-1)));
     av2_coeffs((const float (*)[8])av2_gelu_rows, idx, c);
     __m256 y = _mm256_mul_ps(x, av2_horner(c, 6, u));
-    if (!_mm256_movemask_ps(out)) return y;
+    return _mm256_movemask_ps(out) ? av2_gelu_tails(x, y, out) : y;
+}
+
+/* y with its lanes `out` (past the table) replaced: a function of its own,
+ * so that the table's loop stays small enough to be inlined */
+static __m256 av2_gelu_tails(__m256 x, __m256 y, __m256 out) {
     __m256 pos = _mm256_and_ps(out, _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GT_OQ));
     __m256 rest = _mm256_andnot_ps(pos, out);
     if (_mm256_movemask_ps(pos)) {
