@@ -885,34 +885,30 @@ static void test_table_ranges_float32(void) {
     free(xs);
 }
 
-/* float32 gelu's positive tail on AVX2 table builds (sleef_unary.c's
- * av2_gelu_f: x - x Q, Q = erfc(x / sqrt 2) / 2 from erfc's table, and x
- * itself from x / sqrt 2 >= 3.9375 on): every 7th float of [3.875, 16),
- * the 64 floats either side of 5.568 (where x / sqrt 2 leaves the table),
- * and +inf, within 0.51 ulp of the double reference (every float of
- * [3.875, 16) measured: 0.501). AVX-512 builds run sl_gelu_f there (its
- * 5.0 ulp bound, the sweep's). */
-static void test_gelu_positive_tail_float32(void) {
-    TEST_BEGIN();
-    if (!jag__unary_uses_tables()) {
-        printf("test_unary_accuracy: no table kernels in this build\n");
-        return;
-    }
-#if defined(__AVX512F__)
-    const double bound = 5.0;
-#else
-    const double bound = 0.51;
-#endif
-    uint32_t a, b, e;
-    const float lo = 3.875f, hi = 16.0f, edge = (float)(3.9375 * 1.4142135623730951);
-    memcpy(&a, &lo, sizeof a), memcpy(&b, &hi, sizeof b), memcpy(&e, &edge, sizeof e);
-    int64_t cap = (int64_t)(b - a) / 7 + 1 + 129 + 1, n = 0;
+/* float32 gelu's tails on AVX2 table builds (sleef_unary.c's
+ * av2_gelu_tails). x >= 3.875: x - x Q, Q = erfc(x / sqrt 2) / 2 from
+ * erfc's table, and x itself from x / sqrt 2 >= 3.9375 on; every 7th
+ * float of [3.875, 16), the 64 floats either side of 5.568 (where x / sqrt
+ * 2 leaves the table) and +inf within 0.51 ulp of the double reference
+ * (every float of [3.875, 16) measured: 0.501). x < -4.125: -phi(t) R(t)
+ * (t = -x, R a polynomial in 1 / t^2, phi from vecmath's exp parts);
+ * every 7th float of [-20, -4.125] and -1e30 within 3.5 ulp (every float
+ * measured: 3.364 at x = -4.508; denormal results 1.74 ulps of the
+ * denormal spacing), -0 from x = -16 down. AVX-512 builds run sl_gelu_f
+ * on both tails (its 5.0 ulp bound, the sweep's). */
+static void gelu_tail_check(const char *what, float lo, float hi, bool negative, double bound, const float *extra,
+                            int n_extra) {
+    uint32_t a, b;
+    memcpy(&a, &lo, sizeof a), memcpy(&b, &hi, sizeof b);
+    int64_t cap = (int64_t)(b - a) / 7 + 1 + n_extra, n = 0;
     float *xs = malloc((size_t)cap * sizeof *xs);
     CHECK(xs != NULL);
     if (!xs) return;
-    for (uint32_t u = a; u < b; u += 7) memcpy(&xs[n++], &u, sizeof u);
-    for (uint32_t u = e - 64; u <= e + 64; u++) memcpy(&xs[n++], &u, sizeof u);
-    xs[n++] = INFINITY;
+    for (uint32_t u = a; u < b; u += 7) {
+        uint32_t v = u | (negative ? 0x80000000u : 0u);
+        memcpy(&xs[n++], &v, sizeof v);
+    }
+    for (int i = 0; i < n_extra; i++) xs[n++] = extra[i];
     jag_tensor *x = NULL, *y = NULL;
     CHECK_OK(jag_from_data(xs, &n, 1, JAG_FLOAT32, &x));
     CHECK_OK(jag_gelu(x, &y));
@@ -923,13 +919,35 @@ static void test_gelu_positive_tail_float32(void) {
         double err = ulp_err32(ys[i], ref32(JAG_OP_gelu, xs[i]));
         if (!(err <= worst)) worst = err, at = i;
     }
-    printf("  float32 gelu  on [3.875, inf]: %lld inputs, max %.3f ulp (bound %.2f)\n", (long long)n, worst, bound);
-    CHECK_MSG(ys && worst <= bound, "float32 gelu: %.3f ulp at x = %a (got %a, reference %a), bound %.2f", worst, xs[at],
-              ys ? ys[at] : 0.0f, ref32(JAG_OP_gelu, xs[at]), bound);
+    printf("  float32 gelu  %s: %lld inputs, max %.3f ulp (bound %.2f)\n", what, (long long)n, worst, bound);
+    CHECK_MSG(ys && worst <= bound, "float32 gelu %s: %.3f ulp at x = %a (got %a, reference %a), bound %.2f", what, worst,
+              xs[at], ys ? ys[at] : 0.0f, ref32(JAG_OP_gelu, xs[at]), bound);
+    for (int64_t i = 0; ys && negative && i < n; i++) /* the far negative tail is -0, as the reference */
+        if (xs[i] <= -16.0f) CHECK_MSG(ys[i] == 0 && signbit(ys[i]), "float32 gelu(%a) is %a, expected -0", xs[i], ys[i]);
     jag_release(x), jag_release(y);
     free(xs);
 }
 
+static void test_gelu_tails_float32(void) {
+    TEST_BEGIN();
+    if (!jag__unary_uses_tables()) {
+        printf("test_unary_accuracy: no table kernels in this build\n");
+        return;
+    }
+#if defined(__AVX512F__)
+    const double pos_bound = 5.0, neg_bound = 5.0;
+#else
+    const double pos_bound = 0.51, neg_bound = 3.5;
+#endif
+    float v = (float)(3.9375 * 1.4142135623730951), around[130];
+    for (int i = 0; i < 64; i++) v = nextafterf(v, 0.0f);
+    for (int i = 0; i < 129; i++) around[i] = v, v = nextafterf(v, INFINITY);
+    around[129] = INFINITY;
+    gelu_tail_check("on [3.875, inf]", 3.875f, 16.0f, false, pos_bound, around, 130);
+    const float far[2] = {-1e30f, -16.0f};
+    gelu_tail_check("on [-20, -4.125]", 4.125f, 20.0f, true, neg_bound, far, 2);
+}
+
 TEST_MAIN(test_float32_sweep, test_float64_sweep, test_vecmath_float32, test_param_float32_sweep, test_softplus_edges,
           test_special_values, test_layouts_and_tails, test_param_layouts_and_tails, test_table_ranges_float32,
-          test_gelu_positive_tail_float32)
+          test_gelu_tails_float32)

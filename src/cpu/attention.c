@@ -424,31 +424,14 @@ static inline float exp_or_0(float x) {
  * most of each to its scalar remainder, and the packing moved one float at
  * a time. */
 
-/* exp_or_0 on 8 lanes: jag__vm_exp_f32's operations in its order (FP_FAST_FMAF
- * holds with FMA: its fmaf is one fused multiply-add here too), so the
- * same bits lane by lane (every float from -100 to 100 and the specials
- * compared when this was written). The clamps are max(EXP_MIN, x) and
- * min(90, x): a NaN x, the second operand, passes through both, as it
- * passes the scalar compares, and makes p NaN. */
+/* exp_or_0 on 8 lanes: vecmath.h's jag__vm8_exp_parts_f32, the scalar's
+ * parts lane by lane, so the same bits (every float from -100 to 100 and
+ * the specials compared when this was written); max(EXP_MIN, x) keeps a
+ * NaN, the second operand, as the scalar compare does. */
 static inline __m256 exp8_or_0(__m256 x) {
     __m256 dead = _mm256_cmp_ps(x, _mm256_set1_ps(EXP_MIN), _CMP_LT_OQ);
-    x = _mm256_min_ps(_mm256_set1_ps(90.0f), _mm256_max_ps(_mm256_set1_ps(EXP_MIN), x));
-    __m256 big = _mm256_set1_ps(12582912.0f);
-    __m256 kb = _mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269502f)), big); /* k + 1.5 * 2^23 */
-    __m256 k = _mm256_sub_ps(kb, big);
-    __m256 r = _mm256_fmadd_ps(k, _mm256_set1_ps(-0.693359375f), x);
-    r = _mm256_fmadd_ps(k, _mm256_set1_ps(2.12194440e-4f), r);
-    __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(1.381456153e-03f), r, _mm256_set1_ps(8.368735202e-03f));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(4.166838899e-02f));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.666652113e-01f));
-    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(4.999999404e-01f));
-    __m256 p = _mm256_add_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(_mm256_mul_ps(r, r), q, r));
-    /* (k + 1.5 * 2^23 once more: the scalar code recomputes it, the same value) */
-    __m256i ku = _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(k, big)), _mm256_set1_epi32(0x4b400000));
-    __m256i h = _mm256_srli_epi32(_mm256_add_epi32(ku, _mm256_set1_epi32(256)), 1);
-    __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(h, _mm256_set1_epi32(1)), 23));
-    __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_add_epi32(ku, _mm256_set1_epi32(255)), h), 23));
-    return _mm256_andnot_ps(dead, _mm256_mul_ps(_mm256_mul_ps(p, s1), s2));
+    jag__vm8_exp_parts e = jag__vm8_exp_parts_f32(_mm256_max_ps(_mm256_set1_ps(EXP_MIN), x));
+    return _mm256_andnot_ps(dead, _mm256_mul_ps(_mm256_mul_ps(e.p, e.s1), e.s2));
 }
 
 /* lanes [0, n) of 8 (n in 1..8) */

@@ -106,6 +106,38 @@ static inline float jag__vm_exp_f32(float x) {
     return (e.p * e.s1) * e.s2;
 }
 
+#if defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+/* jag__vm_exp_parts_f32 on 8 lanes for the AVX2 kernels (attention.c,
+ * sleef_unary.c): the same operations in the same order (fmaf is one fused
+ * multiply-add with FMA, where FP_FAST_FMAF holds), so the same parts lane
+ * by lane. The clamps are max(-120, x) and min(90, x): a NaN x, the second
+ * operand, passes through both, as through the scalar compares. */
+typedef struct jag__vm8_exp_parts {
+    __m256 p, pm1, s1, s2;
+} jag__vm8_exp_parts;
+
+static inline jag__vm8_exp_parts jag__vm8_exp_parts_f32(__m256 x) {
+    x = _mm256_min_ps(_mm256_set1_ps(90.0f), _mm256_max_ps(_mm256_set1_ps(-120.0f), x));
+    __m256 big = _mm256_set1_ps(12582912.0f);
+    __m256 k = _mm256_sub_ps(_mm256_add_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269502f)), big), big);
+    __m256 r = _mm256_fmadd_ps(k, _mm256_set1_ps(-0.693359375f), x);
+    r = _mm256_fmadd_ps(k, _mm256_set1_ps(2.12194440e-4f), r);
+    __m256 q = _mm256_fmadd_ps(_mm256_set1_ps(1.381456153e-03f), r, _mm256_set1_ps(8.368735202e-03f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(4.166838899e-02f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(1.666652113e-01f));
+    q = _mm256_fmadd_ps(q, r, _mm256_set1_ps(4.999999404e-01f));
+    jag__vm8_exp_parts e;
+    e.pm1 = _mm256_fmadd_ps(_mm256_mul_ps(r, r), q, r);
+    e.p = _mm256_add_ps(_mm256_set1_ps(1.0f), e.pm1);
+    __m256i ku = _mm256_sub_epi32(_mm256_castps_si256(_mm256_add_ps(k, big)), _mm256_set1_epi32(0x4b400000));
+    __m256i h = _mm256_srli_epi32(_mm256_add_epi32(ku, _mm256_set1_epi32(256)), 1);
+    e.s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(h, _mm256_set1_epi32(1)), 23));
+    e.s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_add_epi32(ku, _mm256_set1_epi32(255)), h), 23));
+    return e;
+}
+#endif
+
 /* exp(x) for x <= 0, for the max-shifted values of softmax: x = k ln2 + r
  * as in jag__vm_exp_parts_f32, exp(r) by a polynomial of degree 6 (minimax
  * for relative error, 1.9e-9), 2^k added to its exponent (no rounding).
