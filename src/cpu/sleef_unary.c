@@ -790,7 +790,7 @@ static inline __m256 av2_gelu_neg_tail(__m256 x) {
  * ulps of Q from rounding x / sqrt 2 first, moves the result by less than
  * 2^-10 ulp: within 0.51 ulp), and from x / sqrt 2 >= 3.9375 (x >= 5.57,
  * +inf) on Q < 2^-25, where gelu(x) rounds to x. The negative tail is
- * av2_gelu_neg_tail's (3.5 ulp; sl_gelu_f, the same price, measured 4.9);
+ * av2_gelu_neg_tail's (3.5 ulp, where sl_gelu_f measured 4.9);
  * -inf and NaN stay on sl_gelu_f. */
 static __attribute__((noinline)) __m256 av2_gelu_tails(__m256 x, __m256 y, __m256 out);
 static inline __m256 av2_gelu_f(__m256 x) {
