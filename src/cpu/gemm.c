@@ -19,6 +19,7 @@
 #include <cblas.h>
 #include <dnnl.h>
 #include <limits.h>
+#include <stdatomic.h>
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -164,6 +165,33 @@ static jag_status gemm_bf16_widened(const char *op, int64_t n, int64_t m, int64_
  * 5.0 vs 6.2 ms; 2048 rows: parity), one process, alternated. */
 #define F32_MATMUL_WEIGHT ((int64_t)256 * 256)
 
+/* oneDNN's float32 sgemm on AVX2 (its effective ISA below AVX-512) reads a
+ * b that is 32-byte aligned in place, and every tensor jag allocates is:
+ * with b's rows a multiple of 512 floats apart (2 KiB, a power-of-two
+ * stride) and 64 to 511 rows of a, that ran 1.2-2.2x slower than OpenBLAS
+ * (bench/gemm_libs on 64-byte aligned buffers, Zen 3, 2 threads, two
+ * rounds: 128 x 1024 x 1024 75-80 against 135 GFLOP/s, 256 x 2048 x 1024
+ * 75 against 150-157; the matmul primitive the same), where a b at a
+ * 16-byte offset (which oneDNN packs) ran 1.25x faster than OpenBLAS
+ * (128 x 1024 x 1024: 1.74 against 2.2 ms). Those products (a and b not
+ * transposed, b 32-byte aligned) go to OpenBLAS there; 512 rows and up,
+ * and fewer than 64, stay on oneDNN (mixed from 512, OpenBLAS 0.15-0.8x
+ * below 64). On AVX-512 oneDNN takes other kernels; not measured there. */
+static bool dnnl_avx2_only(void) {
+    static atomic_int isa; /* 0 unknown, 1 below AVX-512, 2 AVX-512 */
+    int v = atomic_load_explicit(&isa, memory_order_relaxed);
+    if (!v) {
+        v = dnnl_get_effective_cpu_isa() < dnnl_cpu_isa_avx512_core ? 1 : 2;
+        atomic_store_explicit(&isa, v, memory_order_relaxed);
+    }
+    return v == 1;
+}
+
+static bool dnnl_slow_strided_b(int64_t n, const blas_operand *oa, const char *b, const blas_operand *ob) {
+    return n >= 64 && n < 512 && oa->trans == CblasNoTrans && ob->trans == CblasNoTrans && ob->ld % 512 == 0 &&
+           (uintptr_t)b % 32 == 0 && dnnl_avx2_only();
+}
+
 static bool in_parallel(void) {
 #ifdef _OPENMP
     return omp_in_parallel();
@@ -194,7 +222,7 @@ static jag_status gemm(const char *op, jag_dtype dt, int64_t n, int64_t m, int64
                                            (const float *)b, true, ob->ld, accumulate, (float *)c, &ran);
         if (ran || st) return st;
     }
-    if (dt == JAG_FLOAT32 && n * m * k >= F32_DNNL_MACS && !in_parallel() &&
+    if (dt == JAG_FLOAT32 && n * m * k >= F32_DNNL_MACS && !in_parallel() && !dnnl_slow_strided_b(n, oa, b, ob) &&
         dnnl_sgemm(oa->trans == CblasTrans ? 'T' : 'N', ob->trans == CblasTrans ? 'T' : 'N', n, m, k, 1.0f,
                    (const float *)a, oa->ld, (const float *)b, ob->ld, accumulate ? 1.0f : 0.0f, (float *)c,
                    ldc) == dnnl_success)
