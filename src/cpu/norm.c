@@ -12,8 +12,9 @@
  * float64 two passes, the mean then the squared deviations. The transform
  * (x - mean) * rstd * w + b runs in double and rounds once to x's dtype.
  * Threads share rows, from JAG_GRAIN_ROWS elements on (src/core/internal.h).
- * float32 layer_norm on AVX-512 writes an output of JAG_STREAM_MIN_BYTES or
- * more with streaming stores (rows of whole vectors; the same bits).
+ * float32 layer_norm on AVX-512 and AVX2 writes an output of
+ * JAG_STREAM_MIN_BYTES or more with streaming stores (rows of whole
+ * vectors; the same bits).
  * A non-contiguous x is first copied into out and normalised in place;
  * weight and bias are read as contiguous doubles (a converted copy when
  * needed, once per call).
@@ -143,7 +144,7 @@ static inline double lane_sum(const double *s) {
             for (i = 0; i < D; i++) y[i] = (T)((double)x[i] * r);              \
     }                                                                          \
     /* mo, ro: (N) row statistics, or NULL */                                \
-    __attribute__((unused)) /* float32 on AVX-512: av_layer_run_f32 */     \
+    __attribute__((unused)) /* float32 on AVX-512, AVX2: vec_layer_run_f32 */ \
     static void layer_run_##SUF(const T *x, T *y, const double *w, const double *b, int64_t N, int64_t D, double eps, \
                                 T *mo, T *ro) {                                \
         JAG_PARALLEL_IF(N * D >= JAG_GRAIN_ROWS, "omp parallel for schedule(static)", \
@@ -413,8 +414,249 @@ static void av_layer_back_rows4(const float *x, const float *g, float *dx, const
     }
 }
 
-/* x, y are (N, D) float32 (x may equal y); mo, ro: (N) row statistics or NULL */
-static void av_layer_run_f32(const float *x, float *y, const double *w, const double *b, int64_t N, int64_t D,
+#define VEC_LAYER_STATS av_layer_stats
+#define VEC_LAYER_TRANSFORM av_layer_transform
+#elif defined(__AVX2__) && defined(__FMA__)
+#include <immintrin.h>
+
+/* the lanes [0, n) of 4, n in 1..4: 32-bit lanes (floats) and 64-bit (doubles) */
+static inline __m128i v2_mask_ps(int64_t n) {
+    return _mm_cmpgt_epi32(_mm_set1_epi32((int)n), _mm_setr_epi32(0, 1, 2, 3));
+}
+static inline __m256i v2_mask_pd(int64_t n) {
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3));
+}
+/* 4 floats at p widened, 4 doubles at p, 4 doubles narrowed to floats at p
+ * and 4 doubles stored at p: lanes [0, n) alone, the others load as 0 (n =
+ * 4, a constant in the loops: plain loads and stores) */
+static inline __m256d v2_load_ps(int64_t n, const float *p) {
+    return _mm256_cvtps_pd(n >= 4 ? _mm_loadu_ps(p) : _mm_maskload_ps(p, v2_mask_ps(n)));
+}
+static inline __m256d v2_load_pd(int64_t n, const double *p) {
+    return n >= 4 ? _mm256_loadu_pd(p) : _mm256_maskload_pd(p, v2_mask_pd(n));
+}
+static inline void v2_store_ps(int64_t n, float *p, __m256d v) {
+    if (n >= 4) _mm_storeu_ps(p, _mm256_cvtpd_ps(v));
+    else _mm_maskstore_ps(p, v2_mask_ps(n), _mm256_cvtpd_ps(v));
+}
+static inline void v2_store_pd(int64_t n, double *p, __m256d v) {
+    if (n >= 4) _mm256_storeu_pd(p, v);
+    else _mm256_maskstore_pd(p, v2_mask_pd(n), v);
+}
+static inline double v2_hsum(__m256d v) {
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+/* ---- float32 layer_norm on AVX2 ---------------------------------------------
+ *
+ * The AVX-512 section's forward (av_layer_stats, av_layer_transform and the
+ * pipelined rows of vec_layer_run_f32) in vectors of 4 doubles. The generic
+ * layer_stats_f32 keeps 2 x 2 x LANES double accumulators, 32 vectors here
+ * for 16 registers: gcc spilled them, a load and a store per add. Here the
+ * statistics take 4 + 4 vectors (the same arithmetic in another order of
+ * the sums, so the bits of mean and rstd may differ from the generic
+ * loop's in the last place), and the transform is the generic one's
+ * formula. native_layer_norm of (2048, 256) floats with a weight: 166 ->
+ * 105 us; of (1024, 1024): 266-296 -> 283-295 us, unchanged (the
+ * conversions to and from double bound it: torch, in float, 240-270). */
+
+/* x (D): the row's mean and biased variance, as layer_stats_f32 */
+static inline void v2_layer_stats(const float *x, int64_t D, double inv_d, double *mean_out, double *var_out) {
+    const double x0 = (double)x[0];
+    const __m256d nx0v = _mm256_set1_pd(-x0), one = _mm256_set1_pd(1.0);
+    __m256d s[4], q[4];
+    for (int j = 0; j < 4; j++) s[j] = q[j] = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 16 <= D; i += 16)
+        for (int j = 0; j < 4; j++) {
+            /* x - x0 as fma(x, 1, -x0): the same rounding, on the multiply
+             * pipes, beside the conversions and adds */
+            __m256d d = _mm256_fmadd_pd(_mm256_cvtps_pd(_mm_loadu_ps(x + i + 4 * j)), one, nx0v);
+            s[j] = _mm256_add_pd(s[j], d);
+            q[j] = _mm256_fmadd_pd(d, d, q[j]);
+        }
+    for (int j = 0; i + 4 * j < D; j++) { /* the tail: lanes past D add 0 */
+        int64_t left = D - i - 4 * j;
+        __m256d d = _mm256_fmadd_pd(v2_load_ps(left, x + i + 4 * j), one, nx0v);
+        if (left < 4) d = _mm256_and_pd(d, _mm256_castsi256_pd(v2_mask_pd(left)));
+        s[j] = _mm256_add_pd(s[j], d);
+        q[j] = _mm256_fmadd_pd(d, d, q[j]);
+    }
+    double s1 = v2_hsum(_mm256_add_pd(_mm256_add_pd(s[0], s[2]), _mm256_add_pd(s[1], s[3])));
+    double m2 = v2_hsum(_mm256_add_pd(_mm256_add_pd(q[0], q[2]), _mm256_add_pd(q[1], q[3]))) - s1 * (s1 * inv_d);
+    *mean_out = x0 + s1 * inv_d;
+    *var_out = (m2 < 0 ? 0 : m2) * inv_d + (x0 - x0); /* NaN stays */
+}
+
+/* y = the transform of x (D floats) as layer_row_f32's, 4 at a time, the
+ * tail masked. stream: whole vectors only, y 16-byte aligned, stored past
+ * the caches (jag__stream_stores) */
+static inline void v2_layer_transform(const float *x, float *y, const double *w, const double *b, int64_t D,
+                                      double mean, double rstd, bool stream) {
+    const __m256d mv = _mm256_set1_pd(mean), rv = _mm256_set1_pd(rstd), sv = _mm256_set1_pd(-mean * rstd);
+#define V2_TRANSFORM(FORM)                                                     \
+    do {                                                                       \
+        int64_t i = 0, n = 4;                                                  \
+        if (stream)                                                            \
+            for (; i + 4 <= D; i += 4) {                                       \
+                __m256d xv = v2_load_ps(4, x + i);                             \
+                _mm_stream_ps(y + i, _mm256_cvtpd_ps(FORM));                   \
+            }                                                                  \
+        for (; i + 4 <= D; i += 4) {                                           \
+            __m256d xv = v2_load_ps(4, x + i);                                 \
+            v2_store_ps(4, y + i, FORM);                                       \
+        }                                                                      \
+        if (i < D) {                                                           \
+            n = D - i;                                                         \
+            __m256d xv = v2_load_ps(n, x + i);                                 \
+            v2_store_ps(n, y + i, FORM);                                       \
+        }                                                                      \
+    } while (0)
+    if (w && b)
+        V2_TRANSFORM(_mm256_fmadd_pd(_mm256_fmadd_pd(xv, rv, sv), v2_load_pd(n, w + i), v2_load_pd(n, b + i)));
+    else if (w)
+        V2_TRANSFORM(_mm256_mul_pd(_mm256_mul_pd(_mm256_sub_pd(xv, mv), rv), v2_load_pd(n, w + i)));
+    else if (b)
+        V2_TRANSFORM(_mm256_add_pd(_mm256_mul_pd(_mm256_sub_pd(xv, mv), rv), v2_load_pd(n, b + i)));
+    else
+        V2_TRANSFORM(_mm256_mul_pd(_mm256_sub_pd(xv, mv), rv));
+#undef V2_TRANSFORM
+}
+#define VEC_LAYER_STATS v2_layer_stats
+#define VEC_LAYER_TRANSFORM v2_layer_transform
+
+/* ---- float32 layer_norm backward on AVX2 ------------------------------------
+ *
+ * av_layer_back_rows4's design (the AVX-512 section above) in vectors of 4
+ * doubles, two rows at a time. The generic four-row step keeps 2 x 4 x
+ * LANES double accumulators, 32 vectors on a target with 16 registers: gcc
+ * spilled them, each add a load and a store per vector (half of
+ * layer_norm's forward and backward time, (1024, 1024) floats). Here each
+ * sum is one vector a row: a first pass over two rows takes the sums of h
+ * = g w and h xhat (with saved statistics) or of d = x - x0, d^2, h and h d
+ * (without: 8 accumulators), a second writes their dx and adds into dw and
+ * db. Four rows at a time put 12 streams 4 KiB apart when D is 1024 and
+ * waited on the cache's ways: layer_norm_backward of (1024, 1024) floats,
+ * generic 0.90-1.2 ms, four rows 0.87-0.92, two rows 0.45-0.70 (the three
+ * builds in turn). The bits differ from the generic loop's (the order of
+ * the sums), within the same bound of the reference (test_norm). */
+
+/* columns [i, i + n) of two rows (x, g and x + D, g + D) whose statistics
+ * are not known yet: d = x - x0 (x0 the row's first value, exact in
+ * double), the sums of d and d^2 (the forward's statistics, as
+ * av_layer_stats), of h = g w and of h d */
+static inline __attribute__((always_inline)) void v2_back_sums_raw(int64_t n, int64_t i, const float *x,
+                                                                   const float *g, const double *w, int64_t D,
+                                                                   const __m256d *x0, __m256d *s1, __m256d *s2,
+                                                                   __m256d *sa, __m256d *sh) {
+    __m256d wv = v2_load_pd(n, w + i);
+    for (int q = 0; q < 2; q++) {
+        __m256d d = _mm256_sub_pd(v2_load_ps(n, x + q * D + i), x0[q]);
+        if (n < 4) d = _mm256_and_pd(d, _mm256_castsi256_pd(v2_mask_pd(n))); /* lanes past D: 0 */
+        __m256d h = _mm256_mul_pd(v2_load_ps(n, g + q * D + i), wv);
+        s1[q] = _mm256_add_pd(s1[q], d);
+        s2[q] = _mm256_fmadd_pd(d, d, s2[q]);
+        sa[q] = _mm256_add_pd(sa[q], h);
+        sh[q] = _mm256_fmadd_pd(h, d, sh[q]);
+    }
+}
+
+/* columns [i, i + n) of two rows, mean and rstd known (nm = -mean): the
+ * sums of h = g w and h xhat */
+static inline __attribute__((always_inline)) void v2_back_sums(int64_t n, int64_t i, const float *x, const float *g,
+                                                               const double *w, int64_t D, const __m256d *nm,
+                                                               const __m256d *rv, __m256d *sa, __m256d *sb) {
+    __m256d wv = v2_load_pd(n, w + i);
+    for (int q = 0; q < 2; q++) {
+        __m256d xh = _mm256_mul_pd(_mm256_add_pd(v2_load_ps(n, x + q * D + i), nm[q]), rv[q]);
+        __m256d h = _mm256_mul_pd(v2_load_ps(n, g + q * D + i), wv);
+        sa[q] = _mm256_add_pd(sa[q], h);
+        sb[q] = _mm256_fmadd_pd(h, xh, sb[q]);
+    }
+}
+
+/* columns [i, i + n) of two rows, their a = mean(h) and b = mean(h xhat)
+ * known: dx = rstd ((g w - a) - xhat b), dw += the sum of g xhat, db +=
+ * the sum of g. Both rows' loads come before the first store: with D a
+ * multiple of 1024 the rows of x, g and dx lie 4 KiB apart, and a load
+ * issued after a store to the same address modulo 4 KiB waits on it. */
+static inline __attribute__((always_inline)) void v2_back_dx(int64_t n, int64_t i, const float *x, const float *g,
+                                                             float *dx, const double *w, int64_t D, const __m256d *nm,
+                                                             const __m256d *rv, const __m256d *av, const __m256d *bv,
+                                                             double *dw, double *db) {
+    __m256d wv = v2_load_pd(n, w + i), gv[2], xh[2];
+    for (int q = 0; q < 2; q++) gv[q] = v2_load_ps(n, g + q * D + i), xh[q] = v2_load_ps(n, x + q * D + i);
+    for (int q = 0; q < 2; q++) {
+        xh[q] = _mm256_mul_pd(_mm256_add_pd(xh[q], nm[q]), rv[q]);
+        v2_store_ps(n, dx + q * D + i, _mm256_mul_pd(rv[q], _mm256_fnmadd_pd(xh[q], bv[q], _mm256_fmsub_pd(gv[q], wv, av[q]))));
+    }
+    v2_store_pd(n, dw + i, _mm256_add_pd(v2_load_pd(n, dw + i), _mm256_fmadd_pd(gv[0], xh[0], _mm256_mul_pd(gv[1], xh[1]))));
+    v2_store_pd(n, db + i, _mm256_add_pd(v2_load_pd(n, db + i), _mm256_add_pd(gv[0], gv[1])));
+}
+
+/* layer_back_rows4_f32's job for two rows (x, g, dx: 2 x D), from the
+ * saved statistics (mean, rstd: 2 each) or, when they are NULL, the rows'
+ * own (see av_layer_back_rows4 for the shift by x0 and its bound); px, pg:
+ * two rows to request a line at a time meanwhile, or NULL */
+static inline void v2_layer_back_rows2(const float *x, const float *g, float *dx, const double *w, const double *mean,
+                                       const double *rstd, int64_t D, double inv_d, double eps, double *dw, double *db,
+                                       const float *px, const float *pg) {
+    __m256d nm[2], rv[2], av[2], bv[2], sa[2], sb[2];
+    int64_t i;
+#define V2_PREFETCH()                                                          \
+    if (px && i % 16 == 0)                                                     \
+        for (int q = 0; q < 2; q++) __builtin_prefetch(px + q * D + i), __builtin_prefetch(pg + q * D + i)
+    if (!rstd) {
+        __m256d x0[2], s1[2], s2[2];
+        for (int q = 0; q < 2; q++)
+            x0[q] = _mm256_set1_pd((double)x[q * D]), s1[q] = s2[q] = sa[q] = sb[q] = _mm256_setzero_pd();
+        for (i = 0; i + 4 <= D; i += 4) {
+            V2_PREFETCH();
+            v2_back_sums_raw(4, i, x, g, w, D, x0, s1, s2, sa, sb);
+        }
+        if (i < D) v2_back_sums_raw(D - i, i, x, g, w, D, x0, s1, s2, sa, sb);
+        for (int q = 0; q < 2; q++) {
+            double f = (double)x[q * D], t1 = v2_hsum(s1[q]), dm = t1 * inv_d;
+            double m2 = v2_hsum(s2[q]) - t1 * dm, var = (m2 < 0 ? 0 : m2) * inv_d + (f - f); /* NaN stays */
+            double r = 1.0 / sqrt(var + eps), ha = v2_hsum(sa[q]);
+            nm[q] = _mm256_set1_pd(-(f + dm)), rv[q] = _mm256_set1_pd(r);
+            av[q] = _mm256_set1_pd(ha * inv_d), bv[q] = _mm256_set1_pd(r * (v2_hsum(sb[q]) - dm * ha) * inv_d);
+        }
+    } else {
+        for (int q = 0; q < 2; q++)
+            nm[q] = _mm256_set1_pd(-mean[q]), rv[q] = _mm256_set1_pd(rstd[q]), sa[q] = sb[q] = _mm256_setzero_pd();
+        for (i = 0; i + 4 <= D; i += 4) {
+            V2_PREFETCH();
+            v2_back_sums(4, i, x, g, w, D, nm, rv, sa, sb);
+        }
+        if (i < D) v2_back_sums(D - i, i, x, g, w, D, nm, rv, sa, sb);
+        for (int q = 0; q < 2; q++)
+            av[q] = _mm256_set1_pd(v2_hsum(sa[q]) * inv_d), bv[q] = _mm256_set1_pd(v2_hsum(sb[q]) * inv_d);
+    }
+#undef V2_PREFETCH
+    for (i = 0; i + 4 <= D; i += 4) v2_back_dx(4, i, x, g, dx, w, D, nm, rv, av, bv, dw, db);
+    if (i < D) v2_back_dx(D - i, i, x, g, dx, w, D, nm, rv, av, bv, dw, db);
+}
+
+/* layer_back_rows4_f32's job for rows n .. n + 3, two at a time; pf: the
+ * next four rows are requested meanwhile */
+static void v2_layer_back_rows4(const float *x, const float *g, float *dx, const double *w, const double *mean,
+                                const double *rstd, int64_t D, double inv_d, double eps, double *dw, double *db, bool pf) {
+    for (int p = 0; p < 4; p += 2)
+        v2_layer_back_rows2(x + p * D, g + p * D, dx + p * D, w, rstd ? mean + p : NULL, rstd ? rstd + p : NULL, D,
+                            inv_d, eps, dw, db, pf ? x + (4 + p) * D : NULL, pf ? g + (4 + p) * D : NULL);
+}
+#endif
+
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+/* float32 layer_norm on AVX-512 or AVX2 (VEC_LAYER_STATS and
+ * VEC_LAYER_TRANSFORM are the target's): the statistics of row n + 1 are
+ * issued before the transform of row n, so the end of each row's dependent
+ * chain (the lane sums, sqrt, the division: about 60 cycles, a fifth of a
+ * row of 256) overlaps the previous row's transform instead of stalling
+ * it. x, y are (N, D) float32 (x may equal y); mo, ro: (N) row statistics or NULL */
+static void vec_layer_run_f32(const float *x, float *y, const double *w, const double *b, int64_t N, int64_t D,
                              double eps, float *mo, float *ro) {
     enum { RB = 8 }; /* rows per block: the pipelining restarts once a block */
     const double inv_d = 1.0 / (double)D;
@@ -425,17 +667,17 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
         for (int64_t blk = 0; blk < nb; blk++) {
             int64_t n0 = blk * RB, n1 = n0 + RB < N ? n0 + RB : N;
             double mean, var;
-            av_layer_stats(x + n0 * D, D, inv_d, &mean, &var);
+            VEC_LAYER_STATS(x + n0 * D, D, inv_d, &mean, &var);
             double rstd = 1.0 / sqrt(var + eps);
             for (int64_t n = n0; n < n1; n++) {
                 double nmean = 0, nrstd = 0;
                 if (n + 1 < n1) { /* the next row's statistics first */
                     double nvar;
-                    av_layer_stats(x + (n + 1) * D, D, inv_d, &nmean, &nvar);
+                    VEC_LAYER_STATS(x + (n + 1) * D, D, inv_d, &nmean, &nvar);
                     nrstd = 1.0 / sqrt(nvar + eps);
                 }
                 if (mo) mo[n] = (float)mean, ro[n] = (float)rstd;
-                av_layer_transform(x + n * D, y + n * D, w, b, D, mean, rstd, stream);
+                VEC_LAYER_TRANSFORM(x + n * D, y + n * D, w, b, D, mean, rstd, stream);
                 mean = nmean, rstd = nrstd;
             }
             if (stream) jag__stream_fence();
@@ -464,6 +706,9 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
 #if defined(__AVX512F__)
 #define BACK_STATS_f32 av_layer_stats
 #define BACK_ROWS4_f32 av_layer_back_rows4
+#elif defined(__AVX2__) && defined(__FMA__)
+#define BACK_STATS_f32 v2_layer_stats
+#define BACK_ROWS4_f32 v2_layer_back_rows4
 #else
 #define BACK_STATS_f32 layer_stats_f32
 #define BACK_ROWS4_f32 back_rows4_f32
@@ -578,7 +823,7 @@ static void av_layer_run_f32(const float *x, float *y, const double *w, const do
     }                                                                          \
     /* layer_back_rows4 from the saved statistics (mean, rstd: 4 each) or, \
      * when they are NULL, the rows' own */                                   \
-    __attribute__((unused)) /* float32 on AVX-512: av_layer_back_rows4 */     \
+    __attribute__((unused)) /* float32 on AVX-512 and AVX2: av_, v2_layer_back_rows4 */ \
     static void back_rows4_##SUF(const T *x, const T *g, T *dx, const double *w, const double *mean, \
                                  const double *rstd, int64_t D, double inv_d, double eps, double *dw, double *db, \
                                  bool pf) {                                    \
@@ -695,8 +940,8 @@ static jag_status norm_forward(const char *op, bool layer, const jag_tensor *x, 
     void *yp = jag__ptr(y);
     void *mp = mean ? jag__ptr(mean) : NULL, *rp = rstd ? jag__ptr(rstd) : NULL;
     if (x->dtype == JAG_FLOAT32) {
-#if defined(__AVX512F__)
-        if (layer) av_layer_run_f32(xp, yp, wp, bp, N, D, eps, mp, rp);
+#if defined(__AVX512F__) || (defined(__AVX2__) && defined(__FMA__))
+        if (layer) vec_layer_run_f32(xp, yp, wp, bp, N, D, eps, mp, rp);
 #else
         if (layer) layer_run_f32(xp, yp, wp, bp, N, D, eps, mp, rp);
 #endif
