@@ -18,6 +18,7 @@
  * Beside each kernel is a naive reference that builds the full score
  * matrices; the tests compare them. */
 #include "attention.h"
+#include "lanes.h"
 #include "vecmath.h"
 
 #include <cblas.h>
@@ -234,7 +235,8 @@ static void tile_mm(int64_t m, int64_t n, int64_t k, float alpha, const float *A
 /* The same on AVX2 (8-float vectors, 16 registers): blocks of R rows x NV
  * vectors of 8 columns, R x NV sums in registers (6 x 2 at most: 12 sums,
  * the two B vectors and a broadcast); the last vector's columns masked
- * (`last`, a lane mask), full vectors read plainly. The sums are the
+ * (`last`, a lane mask; stored through lanes.h, nlast of them), full
+ * vectors read plainly. The sums are the
  * AVX-512 kernel's (one FMA chain over x per element), so both give the
  * same bits. On a Zen 3 pair (bench_nested --only=attention; sgemm per
  * tile before), the rate against a GEMM of the real FLOPs: forward on
@@ -244,7 +246,8 @@ static void tile_mm(int64_t m, int64_t n, int64_t k, float alpha, const float *A
 static inline __attribute__((always_inline)) void mm_block(const int R, const int NV, int64_t rows, int64_t k, float alpha,
                                                            const float *A, int64_t ar, int64_t ax, const float *B,
                                                            int64_t ldb, bool beta, float *C, int64_t ldc, __m256i last,
-                                                           bool last_full) {
+                                                           int nlast) {
+    const bool last_full = nlast == 8;
     __m256 acc[8][2];
     const float *p[8];
     _Pragma("GCC unroll 8") for (int r = 0; r < R; r++) p[r] = A + (r < rows ? r : rows - 1) * ar;
@@ -267,7 +270,7 @@ static inline __attribute__((always_inline)) void mm_block(const int R, const in
             __m256 o = _mm256_mul_ps(al, acc[r][v]);
             if (v == NV - 1 && !last_full) {
                 if (beta) o = _mm256_add_ps(o, _mm256_maskload_ps(c, last));
-                _mm256_maskstore_ps(c, last, o);
+                jag__store_first8_ps(c, o, nlast);
             } else {
                 if (beta) o = _mm256_add_ps(o, _mm256_loadu_ps(c));
                 _mm256_storeu_ps(c, o);
@@ -276,12 +279,12 @@ static inline __attribute__((always_inline)) void mm_block(const int R, const in
 }
 
 typedef void (*mm_block_fn)(int64_t rows, int64_t k, float alpha, const float *A, int64_t ar, int64_t ax, const float *B,
-                            int64_t ldb, bool beta, float *C, int64_t ldc, __m256i last, bool last_full);
+                            int64_t ldb, bool beta, float *C, int64_t ldc, __m256i last, int nlast);
 #define MM_BLOCK(R, NV)                                                                                                  \
     static void mm_block_##R##_##NV(int64_t rows, int64_t k, float alpha, const float *A, int64_t ar, int64_t ax,         \
                                     const float *B, int64_t ldb, bool beta, float *C, int64_t ldc, __m256i last,          \
-                                    bool last_full) {                                                                     \
-        mm_block(R, NV, rows, k, alpha, A, ar, ax, B, ldb, beta, C, ldc, last, last_full);                               \
+                                    int nlast) {                                                                          \
+        mm_block(R, NV, rows, k, alpha, A, ar, ax, B, ldb, beta, C, ldc, last, nlast);                                   \
     }
 MM_BLOCK(8, 1) MM_BLOCK(4, 1) MM_BLOCK(2, 1)
 MM_BLOCK(6, 2) MM_BLOCK(4, 2) MM_BLOCK(2, 2)
@@ -299,13 +302,13 @@ static void tile_mm(int64_t m, int64_t n, int64_t k, float alpha, const float *A
     for (int64_t c0 = 0; c0 < n; c0 += 16) { /* panels of up to 2 vectors */
         int64_t w = n - c0 < 16 ? n - c0 : 16;
         int nv = (int)((w + 7) / 8), tall = nv == 2 ? 6 : 8;
-        bool last_full = w % 8 == 0;
-        __m256i last = _mm256_cmpgt_epi32(_mm256_set1_epi32(last_full ? 8 : (int)(w % 8)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        int nlast = w % 8 == 0 ? 8 : (int)(w % 8); /* columns in the last vector */
+        __m256i last = _mm256_cmpgt_epi32(_mm256_set1_epi32(nlast), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
         const mm_block_fn *f = mm_blocks[nv - 1];
         for (int64_t r0 = 0; r0 < m;) {
             int64_t left = m - r0, rows = left < tall ? left : tall;
             mm_block_fn g = left > 4 ? f[0] : left > 2 ? f[1] : f[2];
-            g(rows, k, alpha, A + r0 * ar, ar, ax, B + c0, ldb, beta, C + r0 * ldc + c0, ldc, last, last_full);
+            g(rows, k, alpha, A + r0 * ar, ar, ax, B + c0, ldb, beta, C + r0 * ldc + c0, ldc, last, nlast);
             r0 += rows;
         }
     }
@@ -445,7 +448,7 @@ static void pack_t(float *dst, int64_t ldd, const float *src, int64_t lds, int64
     for (int64_t r0 = 0; r0 < rows; r0 += 8)
         for (int64_t c0 = 0; c0 < cols; c0 += 8) {
             int64_t nr = rows - r0 < 8 ? rows - r0 : 8, nc = cols - c0 < 8 ? cols - c0 : 8;
-            __m256i cm = lanes8(nc), rm = lanes8(nr);
+            __m256i cm = lanes8(nc);
             __m256 x[8], t[8], u[8];
             for (int i = 0; i < 8; i++)
                 x[i] = i < nr ? (nc == 8 ? _mm256_loadu_ps(src + (r0 + i) * lds + c0) : _mm256_maskload_ps(src + (r0 + i) * lds + c0, cm))
@@ -462,8 +465,7 @@ static void pack_t(float *dst, int64_t ldd, const float *src, int64_t lds, int64
             }
             for (int c = 0; c < nc; c++) {
                 float *d = dst + (c0 + c) * ldd + r0;
-                if (nr == 8) _mm256_storeu_ps(d, t[c]);
-                else _mm256_maskstore_ps(d, rm, t[c]);
+                jag__store_first8_ps(d, t[c], nr);
             }
         }
 }
@@ -516,8 +518,8 @@ static void probs_row(float *p, float *ds, int64_t nb, float lse, float di) {
     if (j < nb) {
         __m256i mk = lanes8(nb - j);
         __m256 pj = exp8_or_0(_mm256_sub_ps(_mm256_maskload_ps(p + j, mk), ls));
-        _mm256_maskstore_ps(p + j, mk, pj);
-        _mm256_maskstore_ps(ds + j, mk, _mm256_mul_ps(pj, _mm256_sub_ps(_mm256_maskload_ps(ds + j, mk), dv)));
+        jag__store_first8_ps(p + j, pj, nb - j);
+        jag__store_first8_ps(ds + j, _mm256_mul_ps(pj, _mm256_sub_ps(_mm256_maskload_ps(ds + j, mk), dv)), nb - j);
     }
 }
 #else

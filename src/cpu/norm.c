@@ -20,6 +20,7 @@
  * needed, once per call).
  */
 #include "kernels.h"
+#include "lanes.h"
 #include "stream.h"
 
 #include <math.h>
@@ -435,14 +436,8 @@ static inline __m256d v2_load_ps(int64_t n, const float *p) {
 static inline __m256d v2_load_pd(int64_t n, const double *p) {
     return n >= 4 ? _mm256_loadu_pd(p) : _mm256_maskload_pd(p, v2_mask_pd(n));
 }
-static inline void v2_store_ps(int64_t n, float *p, __m256d v) {
-    if (n >= 4) _mm_storeu_ps(p, _mm256_cvtpd_ps(v));
-    else _mm_maskstore_ps(p, v2_mask_ps(n), _mm256_cvtpd_ps(v));
-}
-static inline void v2_store_pd(int64_t n, double *p, __m256d v) {
-    if (n >= 4) _mm256_storeu_pd(p, v);
-    else _mm256_maskstore_pd(p, v2_mask_pd(n), v);
-}
+static inline void v2_store_ps(int64_t n, float *p, __m256d v) { jag__store_first4_ps(p, _mm256_cvtpd_ps(v), n); }
+static inline void v2_store_pd(int64_t n, double *p, __m256d v) { jag__store_first4_pd(p, v, n); }
 static inline double v2_hsum(__m256d v) {
     __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
     return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));

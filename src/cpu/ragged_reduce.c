@@ -12,6 +12,7 @@
 #include "ragged_kernels.h"
 #include "kernels.h" /* jag__copy_into */
 #include "vecmath.h"
+#include "lanes.h"
 
 #include <math.h>
 #include <stdatomic.h>
@@ -509,22 +510,19 @@ static inline __attribute__((always_inline)) void var_strip_f32(const float *in,
         }
     }
     for (int k = 0; k < 4; k++) {
-        if (full) { /* masked stores cost about 20 cycles each on Zen 3 */
-            _mm256_storeu_pd(mean + c0 + 4 * k, s[k]);
-            _mm256_storeu_pd(m2 + c0 + 4 * k, q[k]);
-        } else {
-            _mm256_maskstore_pd(mean + c0 + 4 * k, m[k], s[k]);
-            _mm256_maskstore_pd(m2 + c0 + 4 * k, m[k], q[k]);
-        }
+        int64_t left = nc - c0 - 4 * k; /* plain stores: lanes.h */
+        jag__store_first4_pd(mean + c0 + 4 * k, s[k], left < 0 ? 0 : left);
+        jag__store_first4_pd(m2 + c0 + 4 * k, q[k], left < 0 ? 0 : left);
     }
 }
 
 /* The same on AVX2: a strip of 16 columns keeps x0 and both sums in 12
  * registers over a block of rows in L1 (the plain loop loads and stores
  * both sums for every value), the same operations in the same order as
- * jag__var_rows_f32_ref, so the same bits. Whole strips load and store
- * the sums plainly: with masked stores (about 20 cycles each on Zen 3)
- * this kernel was slower than the plain loop. var over the ragged dim of
+ * jag__var_rows_f32_ref, so the same bits. Whole strips load the sums
+ * plainly, and every strip stores them with plain stores (lanes.h): with
+ * masked stores (13-18 cycles each on Zen 3) this kernel was slower than
+ * the plain loop. var over the ragged dim of
  * 16 float32 items of 1-512 rows x 1024 (16 MiB, in the last-level
  * cache): 0.58-0.64 -> 0.36-0.51 ms (the two builds in turn); from memory
  * (64 items x 4096) both 12.7-16 ms, within the machine's noise. */
