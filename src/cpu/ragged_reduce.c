@@ -438,45 +438,36 @@ static inline void next_block_prefetch(const float *in, int64_t C, int64_t e, in
 #endif
 
 #if defined(__AVX512F__) && defined(FP_FAST_FMA)
-void jag__var_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, double *restrict mean, double *restrict m2) {
-    double x0[COL_BLOCK];
-    for (int64_t c = 0; c < nc; c++) mean[c] = 0, m2[c] = 0;
-    if (!n) return;
-    for (int64_t c = 0; c < nc; c++) x0[c] = (double)in[c];
-    bool far = n * C * (int64_t)sizeof(float) >= PREFETCH_SPAN;
-    /* rows in blocks that fit in L1, as jag__sum_rows_f32; the next block
-     * requested meanwhile where the rows are far apart */
-    for (int64_t r0 = 1, rb = l1_rows(nc); r0 < n; r0 += rb) {
-        int64_t e = n - r0 < rb ? n : r0 + rb;
-        for (int64_t c0 = 0; c0 < nc; c0 += 32) { /* 32 columns, or the last ones masked 8 at a time */
-            if (far) next_block_prefetch(in, C, e, n, rb, nc, c0 / 32, (nc + 31) / 32);
-            __mmask8 m[4];
-            __m512d z[4], s[4], q[4];
-            for (int k = 0; k < 4; k++) {
-                int64_t left = nc - c0 - 8 * k;
-                m[k] = (__mmask8)(left >= 8 ? 0xff : left > 0 ? (1u << left) - 1 : 0);
-                z[k] = _mm512_maskz_loadu_pd(m[k], x0 + c0 + 8 * k);
-                s[k] = _mm512_maskz_loadu_pd(m[k], mean + c0 + 8 * k);
-                q[k] = _mm512_maskz_loadu_pd(m[k], m2 + c0 + 8 * k);
-            }
-            for (int64_t r = r0; r < e; r++) {
-                const float *x = in + r * C + c0;
+#define VAR_STRIP 32 /* columns a strip */
+/* rows [r0, e) folded into the strip of 32 columns [c0, c0 + 32), or the
+ * last ones masked 8 at a time */
+static inline void var_strip_f32(const float *in, int64_t C, int64_t r0, int64_t e, int64_t c0, int64_t nc,
+                                 const double *x0, double *restrict mean, double *restrict m2) {
+    __mmask8 m[4];
+    __m512d z[4], s[4], q[4];
+    for (int k = 0; k < 4; k++) {
+        int64_t left = nc - c0 - 8 * k;
+        m[k] = (__mmask8)(left >= 8 ? 0xff : left > 0 ? (1u << left) - 1 : 0);
+        z[k] = _mm512_maskz_loadu_pd(m[k], x0 + c0 + 8 * k);
+        s[k] = _mm512_maskz_loadu_pd(m[k], mean + c0 + 8 * k);
+        q[k] = _mm512_maskz_loadu_pd(m[k], m2 + c0 + 8 * k);
+    }
+    for (int64_t r = r0; r < e; r++) {
+        const float *x = in + r * C + c0;
 #pragma GCC unroll 4
-                for (int k = 0; k < 4; k++) {
-                    __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_maskz_loadu_ps(m[k], x + 8 * k)), z[k]);
-                    s[k] = _mm512_add_pd(s[k], d);
-                    q[k] = _mm512_fmadd_pd(d, d, q[k]);
-                }
-            }
-            for (int k = 0; k < 4; k++) {
-                _mm512_mask_storeu_pd(mean + c0 + 8 * k, m[k], s[k]);
-                _mm512_mask_storeu_pd(m2 + c0 + 8 * k, m[k], q[k]);
-            }
+        for (int k = 0; k < 4; k++) {
+            __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(_mm256_maskz_loadu_ps(m[k], x + 8 * k)), z[k]);
+            s[k] = _mm512_add_pd(s[k], d);
+            q[k] = _mm512_fmadd_pd(d, d, q[k]);
         }
     }
-    var_rows_finish(n, nc, x0, mean, m2);
+    for (int k = 0; k < 4; k++) {
+        _mm512_mask_storeu_pd(mean + c0 + 8 * k, m[k], s[k]);
+        _mm512_mask_storeu_pd(m2 + c0 + 8 * k, m[k], q[k]);
+    }
 }
 #elif defined(__AVX2__) && defined(FP_FAST_FMA)
+#define VAR_STRIP 16
 /* The lanes [0, left) of 4 (left clamped to 0..4): 64-bit and 32-bit masks */
 static inline __m256i var_mask_pd(int64_t left) {
     return _mm256_cmpgt_epi64(_mm256_set1_epi64x(left), _mm256_setr_epi64x(0, 1, 2, 3));
@@ -487,7 +478,7 @@ static inline __m128i var_mask_ps(int64_t left) {
 
 /* rows [r0, e) folded into the strip of 16 columns [c0, c0 + 16) (full:
  * all 16 below nc, plain loads; else the lanes past nc masked) */
-static inline __attribute__((always_inline)) void var_strip_f32(const float *in, int64_t C, int64_t r0, int64_t e,
+static inline __attribute__((always_inline)) void var_strip_avx2_f32(const float *in, int64_t C, int64_t r0, int64_t e,
                                                                 int64_t c0, int64_t nc, bool full, const double *x0,
                                                                 double *restrict mean, double *restrict m2) {
     __m256i m[4];
@@ -516,28 +507,38 @@ static inline __attribute__((always_inline)) void var_strip_f32(const float *in,
     }
 }
 
-/* The same on AVX2: a strip of 16 columns keeps x0 and both sums in 12
- * registers over a block of rows in L1 (the plain loop loads and stores
- * both sums for every value), the same operations in the same order as
- * jag__var_rows_f32_ref, so the same bits. Whole strips load the sums
- * plainly, and every strip stores them with plain stores (lanes.h): with
- * masked stores (13-18 cycles each on Zen 3) this kernel was slower than
- * the plain loop. var over the ragged dim of
- * 16 float32 items of 1-512 rows x 1024 (16 MiB, in the last-level
- * cache): 0.58-0.64 -> 0.36-0.51 ms (the two builds in turn); from memory
- * (64 items x 4096) both 12.7-16 ms, within the machine's noise. */
+/* var_strip_f32 on AVX2: 16 columns, x0 and both sums in 12 registers;
+ * whole strips load the sums plainly, and every strip stores them with
+ * plain stores (lanes.h): with masked stores (13-18 cycles each on Zen 3)
+ * this kernel was slower than the plain loop. */
+static inline void var_strip_f32(const float *in, int64_t C, int64_t r0, int64_t e, int64_t c0, int64_t nc,
+                                 const double *x0, double *restrict mean, double *restrict m2) {
+    if (c0 + 16 <= nc) var_strip_avx2_f32(in, C, r0, e, c0, nc, true, x0, mean, m2);
+    else var_strip_avx2_f32(in, C, r0, e, c0, nc, false, x0, mean, m2);
+}
+#endif
+
+#ifdef VAR_STRIP
+/* A strip of VAR_STRIP columns (32 on AVX-512, 16 on AVX2) keeps x0 and
+ * both sums in registers over a block of rows in L1, the same operations
+ * in the same order as jag__var_rows_f32_ref, so the same bits. On AVX2,
+ * var over the ragged dim of 16 float32 items of 1-512 rows x 1024 (16
+ * MiB, in the last-level cache): 0.58-0.64 -> 0.36-0.51 ms (the two
+ * builds in turn); from memory (64 items x 4096) both 12.7-16 ms, within
+ * the machine's noise. */
 void jag__var_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, double *restrict mean, double *restrict m2) {
     double x0[COL_BLOCK];
     for (int64_t c = 0; c < nc; c++) mean[c] = 0, m2[c] = 0;
     if (!n) return;
     for (int64_t c = 0; c < nc; c++) x0[c] = (double)in[c];
     bool far = n * C * (int64_t)sizeof(float) >= PREFETCH_SPAN;
+    /* rows in blocks that fit in L1, as jag__sum_rows_f32; the next block
+     * requested meanwhile where the rows are far apart */
     for (int64_t r0 = 1, rb = l1_rows(nc); r0 < n; r0 += rb) {
         int64_t e = n - r0 < rb ? n : r0 + rb;
-        for (int64_t c0 = 0; c0 < nc; c0 += 16) {
-            if (far) next_block_prefetch(in, C, e, n, rb, nc, c0 / 16, (nc + 15) / 16);
-            if (c0 + 16 <= nc) var_strip_f32(in, C, r0, e, c0, nc, true, x0, mean, m2);
-            else var_strip_f32(in, C, r0, e, c0, nc, false, x0, mean, m2);
+        for (int64_t c0 = 0; c0 < nc; c0 += VAR_STRIP) {
+            if (far) next_block_prefetch(in, C, e, n, rb, nc, c0 / VAR_STRIP, (nc + VAR_STRIP - 1) / VAR_STRIP);
+            var_strip_f32(in, C, r0, e, c0, nc, x0, mean, m2);
         }
     }
     var_rows_finish(n, nc, x0, mean, m2);
