@@ -207,6 +207,27 @@ static void test_mm_vs_reference(void) {
     }
 }
 
+/* gemm.c's OpenBLAS route for exactly 512 rows with k >= 512 (b's rows
+ * 512 floats apart, on AVX2): float32 contiguous against the double
+ * reference, and the same product with 513 rows (oneDNN's route) row for
+ * row. (Apart from test_mm_vs_reference's layouts: a 512^3 product on
+ * every layout pair costs seconds, minutes under valgrind.) */
+static void test_mm_512_rows(void) {
+    TEST_BEGIN();
+    int64_t sa[2] = {513, 512}, sb[2] = {512, 512}, so[2] = {512, 512};
+    jag_tensor *a = t_rand(sa, 2, JAG_FLOAT32, -1, 1, 51), *b = t_rand(sb, 2, JAG_FLOAT32, -1, 1, 52);
+    jag_tensor *a512 = NULL, *c = NULL, *c513 = NULL, *ref = t_empty(so, 2, JAG_FLOAT64);
+    CHECK_OK(jag_narrow(a, 0, 0, 512, &a512));
+    jag__ref_mm(a512, b, ref);
+    CHECK_OK(jag_mm(a512, b, &c));
+    CHECK_OK(jag_mm(a, b, &c513));
+    CHECK(c && t_allclose(c, ref, rtol_for(JAG_FLOAT32), atol_for(JAG_FLOAT32, 512)));
+    for (int64_t i = 0; c513 && i < 512 * 512; i += 4099) /* the first 512 rows of the 513-row product */
+        CHECK_MSG(fabs(t_get(c513, i) - t_get(ref, i)) <= atol_for(JAG_FLOAT32, 512) + 1e-5 * fabs(t_get(ref, i)),
+                  "513 rows, element %lld", (long long)i);
+    jag_release(a), jag_release(b), jag_release(a512), jag_release(c), jag_release(c513), jag_release(ref);
+}
+
 static void test_mm_expanded_operands(void) {
     TEST_BEGIN();
     /* stride-0 operands cannot go to BLAS as they are: they are copied */
@@ -734,7 +755,7 @@ static void test_blas_core(void) {
 #endif
 }
 
-TEST_MAIN(test_meta, test_mm_hand_values, test_mm_transposed_no_copy, test_mm_vs_reference, test_mm_expanded_operands,
+TEST_MAIN(test_meta, test_mm_hand_values, test_mm_transposed_no_copy, test_mm_vs_reference, test_mm_512_rows, test_mm_expanded_operands,
           test_mm_errors, test_bmm_hand_values, test_bmm_vs_reference, test_bmm_errors, test_linear_hand_values,
           test_linear_vs_reference, test_linear_special_operands, test_linear_errors, test_matmul, test_matmul_empty,
           test_matmul_errors, test_matmul_in_scope, test_blas_core)

@@ -174,9 +174,14 @@ static jag_status gemm_bf16_widened(const char *op, int64_t n, int64_t m, int64_
  * 75 against 150-157; the matmul primitive the same), where a b at a
  * 16-byte offset (which oneDNN packs) ran 1.25x faster than OpenBLAS
  * (128 x 1024 x 1024: 1.74 against 2.2 ms). Those products (a and b not
- * transposed, b 32-byte aligned) go to OpenBLAS there; 512 rows and up,
- * and fewer than 64, stay on oneDNN (mixed from 512, OpenBLAS 0.15-0.8x
- * below 64). On AVX-512 oneDNN takes other kernels; not measured there. */
+ * transposed, b 32-byte aligned) go to OpenBLAS there, and so do those
+ * of exactly 512 rows with k >= 512: oneDNN ran them at 0.70-0.85 of
+ * OpenBLAS (512 x 512 x 512, 512 x 1024 x 512, 512 x 2048 x 512; with n =
+ * 1024-2048 0.92-1.0), where 576-768 rows ran at 0.90-1.08 and k = 256 at
+ * 1.27-1.33 (jag_mm against cblas_sgemm on the same jag tensors, two
+ * rounds). More than 512 rows, and fewer than 64, stay on oneDNN (OpenBLAS
+ * 0.15-0.8x below 64). On AVX-512 oneDNN takes other kernels; not measured
+ * there. */
 static bool dnnl_avx2_only(void) {
     static atomic_int isa; /* 0 unknown, 1 below AVX-512, 2 AVX-512 */
     int v = atomic_load_explicit(&isa, memory_order_relaxed);
@@ -187,9 +192,9 @@ static bool dnnl_avx2_only(void) {
     return v == 1;
 }
 
-static bool dnnl_slow_strided_b(int64_t n, const blas_operand *oa, const char *b, const blas_operand *ob) {
-    return n >= 64 && n < 512 && oa->trans == CblasNoTrans && ob->trans == CblasNoTrans && ob->ld % 512 == 0 &&
-           (uintptr_t)b % 32 == 0 && dnnl_avx2_only();
+static bool dnnl_slow_strided_b(int64_t n, int64_t k, const blas_operand *oa, const char *b, const blas_operand *ob) {
+    return ((n >= 64 && n < 512) || (n == 512 && k >= 512)) && oa->trans == CblasNoTrans &&
+           ob->trans == CblasNoTrans && ob->ld % 512 == 0 && (uintptr_t)b % 32 == 0 && dnnl_avx2_only();
 }
 
 static bool in_parallel(void) {
@@ -222,7 +227,7 @@ static jag_status gemm(const char *op, jag_dtype dt, int64_t n, int64_t m, int64
                                            (const float *)b, true, ob->ld, accumulate, (float *)c, &ran);
         if (ran || st) return st;
     }
-    if (dt == JAG_FLOAT32 && n * m * k >= F32_DNNL_MACS && !in_parallel() && !dnnl_slow_strided_b(n, oa, b, ob) &&
+    if (dt == JAG_FLOAT32 && n * m * k >= F32_DNNL_MACS && !in_parallel() && !dnnl_slow_strided_b(n, k, oa, b, ob) &&
         dnnl_sgemm(oa->trans == CblasTrans ? 'T' : 'N', ob->trans == CblasTrans ? 'T' : 'N', n, m, k, 1.0f,
                    (const float *)a, oa->ld, (const float *)b, ob->ld, accumulate ? 1.0f : 0.0f, (float *)c,
                    ldc) == dnnl_success)
