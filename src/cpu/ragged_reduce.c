@@ -326,7 +326,7 @@ void jag__sum_rows_f32(const float *in, int64_t C, int64_t n, int64_t nc, double
  * column, by row) and the first of equal values (+0 and -0) kept. The plain
  * loop keeps m in memory and folds each row into it. With AVX-512 the rows
  * go in blocks that fit in L1, as jag__sum_rows_f32, and over a block a
- * strip of 64 columns stays in four registers. MAXPS / MINPS return the
+ * strip of 64 columns (AVX2: 32) stays in four registers. MAXPS / MINPS return the
  * second operand unless the first is strictly greater (smaller), so
  * max(x, m) keeps the earlier of equal values, as the plain loop, but drops
  * a NaN: NaNs are only recorded, and a call that met one is redone by the
