@@ -523,8 +523,8 @@ static inline __m128i var_mask_ps(int64_t left) {
 /* rows [r0, e) folded into the strip of 16 columns [c0, c0 + 16) (full:
  * all 16 below nc, plain loads; else the lanes past nc masked) */
 static inline __attribute__((always_inline)) void var_strip_avx2_f32(const float *in, int64_t C, int64_t r0, int64_t e,
-                                                                int64_t c0, int64_t nc, bool full, const double *x0,
-                                                                double *restrict mean, double *restrict m2) {
+                                                                    int64_t c0, int64_t nc, bool full, const double *x0,
+                                                                    double *restrict mean, double *restrict m2) {
     __m256i m[4];
     __m128i mf[4];
     __m256d z[4], s[4], q[4];
