@@ -1,7 +1,9 @@
 /* test_lanes.c — src/cpu/lanes.h: the first n lanes of a vector stored with
- * plain stores. Each n from 0 to the width, at every offset of a 16-float
- * window: exactly lanes [0, n) are written, with v's values in order, and
- * every other float of the buffer keeps its sentinel. */
+ * plain stores, and their masks. Each n from 0 to the width, at every
+ * offset of a 16-float window: exactly lanes [0, n) are written, with v's
+ * values in order, and every other float of the buffer keeps its
+ * sentinel. The masks: all ones in lanes [0, n) and zeros after, for n
+ * from below 0 to past the width. */
 #include "test.h"
 
 #include "cpu/lanes.h"
@@ -34,9 +36,28 @@ static void test_store_first_lanes(void) {
             CHECK_MSG(memcmp(dbuf, dwant, sizeof dbuf) == 0, "double n %d, at %d", n, at);
         }
 }
+
+static void test_mask_first_lanes(void) {
+    TEST_BEGIN();
+    for (int64_t n = -2; n <= 10; n++) {
+        int32_t m4[4], m8[8];
+        int64_t m64[4];
+        _mm_storeu_si128((__m128i *)m4, jag__mask_first4_epi32(n));
+        _mm256_storeu_si256((__m256i *)m8, jag__mask_first8_epi32(n));
+        _mm256_storeu_si256((__m256i *)m64, jag__mask_first4_epi64(n));
+        for (int i = 0; i < 8; i++) {
+            if (i < 4) {
+                CHECK_MSG(m4[i] == (i < n ? -1 : 0), "epi32 x 4, n %lld, lane %d", (long long)n, i);
+                CHECK_MSG(m64[i] == (i < n ? -1 : 0), "epi64 x 4, n %lld, lane %d", (long long)n, i);
+            }
+            CHECK_MSG(m8[i] == (i < n ? -1 : 0), "epi32 x 8, n %lld, lane %d", (long long)n, i);
+        }
+    }
+}
 #else
 /* lanes.h is AVX2 code: a build for another target has none of it */
 static void test_store_first_lanes(void) { printf("test_lanes: no AVX2 in this build\n"); }
+static void test_mask_first_lanes(void) {}
 #endif
 
-TEST_MAIN(test_store_first_lanes)
+TEST_MAIN(test_store_first_lanes, test_mask_first_lanes)

@@ -303,7 +303,7 @@ static void tile_mm(int64_t m, int64_t n, int64_t k, float alpha, const float *A
         int64_t w = n - c0 < 16 ? n - c0 : 16;
         int nv = (int)((w + 7) / 8), tall = nv == 2 ? 6 : 8;
         int nlast = w % 8 == 0 ? 8 : (int)(w % 8); /* columns in the last vector */
-        __m256i last = _mm256_cmpgt_epi32(_mm256_set1_epi32(nlast), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256i last = jag__mask_first8_epi32(nlast);
         const mm_block_fn *f = mm_blocks[nv - 1];
         for (int64_t r0 = 0; r0 < m;) {
             int64_t left = m - r0, rows = left < tall ? left : tall;
@@ -437,18 +437,13 @@ static inline __m256 exp8_or_0(__m256 x) {
     return _mm256_andnot_ps(dead, _mm256_mul_ps(_mm256_mul_ps(e.p, e.s1), e.s2));
 }
 
-/* lanes [0, n) of 8 (n in 1..8) */
-static inline __m256i lanes8(int64_t n) {
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
-
 /* dst[c ldd + r] = src[r lds + c], r < rows, c < cols: blocks of 8 x 8
  * transposed in registers (unpacks, shuffles, then 128-bit lane swaps) */
 static void pack_t(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t rows, int64_t cols) {
     for (int64_t r0 = 0; r0 < rows; r0 += 8)
         for (int64_t c0 = 0; c0 < cols; c0 += 8) {
             int64_t nr = rows - r0 < 8 ? rows - r0 : 8, nc = cols - c0 < 8 ? cols - c0 : 8;
-            __m256i cm = lanes8(nc);
+            __m256i cm = jag__mask_first8_epi32(nc);
             __m256 x[8], t[8], u[8];
             for (int i = 0; i < 8; i++)
                 x[i] = i < nr ? (nc == 8 ? _mm256_loadu_ps(src + (r0 + i) * lds + c0) : _mm256_maskload_ps(src + (r0 + i) * lds + c0, cm))
@@ -516,7 +511,7 @@ static void probs_row(float *p, float *ds, int64_t nb, float lse, float di) {
         _mm256_storeu_ps(ds + j, _mm256_mul_ps(pj, _mm256_sub_ps(_mm256_loadu_ps(ds + j), dv)));
     }
     if (j < nb) {
-        __m256i mk = lanes8(nb - j);
+        __m256i mk = jag__mask_first8_epi32(nb - j);
         __m256 pj = exp8_or_0(_mm256_sub_ps(_mm256_maskload_ps(p + j, mk), ls));
         jag__store_first8_ps(p + j, pj, nb - j);
         jag__store_first8_ps(ds + j, _mm256_mul_ps(pj, _mm256_sub_ps(_mm256_maskload_ps(ds + j, mk), dv)), nb - j);

@@ -1,4 +1,5 @@
-/* lanes.h — the first n lanes of an AVX2 vector stored with plain stores.
+/* lanes.h — the first n lanes of an AVX2 vector: their masks (for masked
+ * loads), and stores of them with plain stores.
  *
  * VMASKMOVPS / VMASKMOVPD stores cost 13-18 cycles each on Zen 3 (a loop
  * of them against plain stores: 13.5 against 1.0 cycles a store), where
@@ -12,6 +13,18 @@
 #if defined(__AVX2__)
 #include <immintrin.h>
 #include <stdint.h>
+
+/* masks of the lanes [0, n) (none for n <= 0, all for n >= the width):
+ * 4 and 8 lanes of 32 bits, 4 of 64 */
+static inline __m128i jag__mask_first4_epi32(int64_t n) {
+    return _mm_cmpgt_epi32(_mm_set1_epi32((int)(n > 4 ? 4 : n < 0 ? 0 : n)), _mm_setr_epi32(0, 1, 2, 3));
+}
+static inline __m256i jag__mask_first8_epi32(int64_t n) {
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n > 8 ? 8 : n < 0 ? 0 : n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+static inline __m256i jag__mask_first4_epi64(int64_t n) {
+    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3));
+}
 
 /* lanes [0, n) of v at p, n in 0..4 */
 static inline void jag__store_first4_ps(float *p, __m128 v, int64_t n) {

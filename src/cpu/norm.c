@@ -420,21 +420,14 @@ static void av_layer_back_rows4(const float *x, const float *g, float *dx, const
 #elif defined(__AVX2__) && defined(__FMA__)
 #include <immintrin.h>
 
-/* the lanes [0, n) of 4, n in 1..4: 32-bit lanes (floats) and 64-bit (doubles) */
-static inline __m128i v2_mask_ps(int64_t n) {
-    return _mm_cmpgt_epi32(_mm_set1_epi32((int)n), _mm_setr_epi32(0, 1, 2, 3));
-}
-static inline __m256i v2_mask_pd(int64_t n) {
-    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(n), _mm256_setr_epi64x(0, 1, 2, 3));
-}
 /* 4 floats at p widened, 4 doubles at p, 4 doubles narrowed to floats at p
  * and 4 doubles stored at p: lanes [0, n) alone, the others load as 0 (n =
  * 4, a constant in the loops: plain loads and stores) */
 static inline __m256d v2_load_ps(int64_t n, const float *p) {
-    return _mm256_cvtps_pd(n >= 4 ? _mm_loadu_ps(p) : _mm_maskload_ps(p, v2_mask_ps(n)));
+    return _mm256_cvtps_pd(n >= 4 ? _mm_loadu_ps(p) : _mm_maskload_ps(p, jag__mask_first4_epi32(n)));
 }
 static inline __m256d v2_load_pd(int64_t n, const double *p) {
-    return n >= 4 ? _mm256_loadu_pd(p) : _mm256_maskload_pd(p, v2_mask_pd(n));
+    return n >= 4 ? _mm256_loadu_pd(p) : _mm256_maskload_pd(p, jag__mask_first4_epi64(n));
 }
 static inline void v2_store_ps(int64_t n, float *p, __m256d v) { jag__store_first4_ps(p, _mm256_cvtpd_ps(v), n); }
 static inline void v2_store_pd(int64_t n, double *p, __m256d v) { jag__store_first4_pd(p, v, n); }
@@ -474,7 +467,7 @@ static inline void v2_layer_stats(const float *x, int64_t D, double inv_d, doubl
     for (int j = 0; i + 4 * j < D; j++) { /* the tail: lanes past D add 0 */
         int64_t left = D - i - 4 * j;
         __m256d d = _mm256_fmadd_pd(v2_load_ps(left, x + i + 4 * j), one, nx0v);
-        if (left < 4) d = _mm256_and_pd(d, _mm256_castsi256_pd(v2_mask_pd(left)));
+        if (left < 4) d = _mm256_and_pd(d, _mm256_castsi256_pd(jag__mask_first4_epi64(left)));
         s[j] = _mm256_add_pd(s[j], d);
         q[j] = _mm256_fmadd_pd(d, d, q[j]);
     }
@@ -548,7 +541,7 @@ static inline __attribute__((always_inline)) void v2_back_sums_raw(int64_t n, in
     __m256d wv = v2_load_pd(n, w + i);
     for (int q = 0; q < 2; q++) {
         __m256d d = _mm256_sub_pd(v2_load_ps(n, x + q * D + i), x0[q]);
-        if (n < 4) d = _mm256_and_pd(d, _mm256_castsi256_pd(v2_mask_pd(n))); /* lanes past D: 0 */
+        if (n < 4) d = _mm256_and_pd(d, _mm256_castsi256_pd(jag__mask_first4_epi64(n))); /* lanes past D: 0 */
         __m256d h = _mm256_mul_pd(v2_load_ps(n, g + q * D + i), wv);
         s1[q] = _mm256_add_pd(s1[q], d);
         s2[q] = _mm256_fmadd_pd(d, d, s2[q]);

@@ -512,14 +512,6 @@ static inline void var_strip_f32(const float *in, int64_t C, int64_t r0, int64_t
 }
 #elif defined(__AVX2__) && defined(FP_FAST_FMA)
 #define VAR_STRIP 16
-/* The lanes [0, left) of 4 (left clamped to 0..4): 64-bit and 32-bit masks */
-static inline __m256i var_mask_pd(int64_t left) {
-    return _mm256_cmpgt_epi64(_mm256_set1_epi64x(left), _mm256_setr_epi64x(0, 1, 2, 3));
-}
-static inline __m128i var_mask_ps(int64_t left) {
-    return _mm_cmpgt_epi32(_mm_set1_epi32((int)(left > 4 ? 4 : left)), _mm_setr_epi32(0, 1, 2, 3));
-}
-
 /* rows [r0, e) folded into the strip of 16 columns [c0, c0 + 16) (full:
  * all 16 below nc, plain loads; else the lanes past nc masked) */
 static inline __attribute__((always_inline)) void var_strip_avx2_f32(const float *in, int64_t C, int64_t r0, int64_t e,
@@ -529,7 +521,7 @@ static inline __attribute__((always_inline)) void var_strip_avx2_f32(const float
     __m128i mf[4];
     __m256d z[4], s[4], q[4];
     for (int k = 0; k < 4; k++) {
-        m[k] = var_mask_pd(nc - c0 - 4 * k), mf[k] = var_mask_ps(nc - c0 - 4 * k);
+        m[k] = jag__mask_first4_epi64(nc - c0 - 4 * k), mf[k] = jag__mask_first4_epi32(nc - c0 - 4 * k);
         z[k] = full ? _mm256_loadu_pd(x0 + c0 + 4 * k) : _mm256_maskload_pd(x0 + c0 + 4 * k, m[k]);
         s[k] = full ? _mm256_loadu_pd(mean + c0 + 4 * k) : _mm256_maskload_pd(mean + c0 + 4 * k, m[k]);
         q[k] = full ? _mm256_loadu_pd(m2 + c0 + 4 * k) : _mm256_maskload_pd(m2 + c0 + 4 * k, m[k]);
