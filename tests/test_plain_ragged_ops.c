@@ -923,7 +923,77 @@ static void test_engine_softmax_inf_columns(void) {
     }
 }
 
+/* A softmax output of 16 MiB or more (jag__stream_stores): tasks that are
+ * not chunks and fit the engine's buffer put their exps there and stream
+ * the scaled rows into y; larger tasks and chunks write y and scale it in
+ * place. Either way, each component's rows have the bits of the same
+ * component alone (a small output: the plain path), with 1 and 2 threads,
+ * and the reference's values. Rows of 1028 values (every other row
+ * 32-byte aligned, for the streaming stores): float32, components of 3, 5,
+ * 700, 1, 2100 and 1291 rows (a group of short ones, one in chunks, one
+ * whole); float64 half as many rows. A +inf in column 3 of the last
+ * component (its column NaN, the exp for any argument) and a NaN in column
+ * 1000 of the third. */
+static void test_engine_softmax_streamed(void) {
+    TEST_BEGIN();
+    for (int f = 0; f < 2; f++) {
+        jag_dtype dt = f ? JAG_FLOAT64 : JAG_FLOAT32;
+        size_t es = f ? 8 : 4;
+        const int64_t C = 1028, B = 6, nb1 = 7;
+        const int64_t lens32[6] = {3, 5, 700, 1, 2100, 1291}, lens64[6] = {3, 5, 350, 1, 1050, 641};
+        const int64_t *lens = f ? lens64 : lens32;
+        int64_t off[7] = {0};
+        for (int b = 0; b < B; b++) off[b + 1] = off[b] + lens[b];
+        const int64_t R = off[B], vs[2] = {R, C};
+        jag_tensor *values = t_rand(vs, 2, dt, -4, 4, 4242), *offs = NULL, *nt = NULL;
+        double *vd = jag_data(values);
+        float *vf = jag_data(values);
+        int64_t at_inf = (off[5] + 600 / (f + 1)) * C + 3, at_nan = (off[2] + 10) * C + 1000;
+        if (f) vd[at_inf] = INFINITY, vd[at_nan] = NAN;
+        else vf[at_inf] = INFINITY, vf[at_nan] = NAN;
+        CHECK_OK(jag_from_data(off, &nb1, 1, JAG_INT64, &offs));
+        CHECK_OK(jag_nested_from_jagged(values, offs, NULL, &nt));
+        jag_ragged_rows rows = rows_of(jag__nested(nt));
+        CHECK((int64_t)((size_t)(R * C) * es) >= (16 << 20)); /* the streamed path's size */
+        for (int lg = 0; lg < 2; lg++) {
+            char what[64];
+            snprintf(what, sizeof what, "%s %s", jag_dtype_name(dt), lg ? "log_softmax" : "softmax");
+            jag_tensor *y1 = NULL, *y2 = NULL, *yr = NULL;
+            CHECK_OK(jag_full(vs, 2, NAN, dt, &y1));
+            CHECK_OK(jag_full(vs, 2, NAN, dt, &y2));
+            set_threads(1);
+            CHECK_OK(jag__ragged_softmax_kernel("engine", values, &rows, lg, y1));
+            set_threads(2);
+            CHECK_OK(jag__ragged_softmax_kernel("engine", values, &rows, lg, y2));
+            CHECK_MSG(y1 && y2 && same_bits(y1, y2), "%s: 1 and 2 threads differ", what);
+            for (int b = 0; b < B && y2; b++) { /* the component alone */
+                int64_t one[2] = {0, lens[b]}, cs[2] = {lens[b], C};
+                jag_ragged_rows r1 = {.batch = 1, .offsets = one};
+                jag_tensor *part = NULL, *yp = NULL;
+                CHECK_OK(jag_narrow(values, 0, off[b], lens[b], &part));
+                CHECK_OK(jag_empty(cs, 2, dt, &yp));
+                CHECK_OK(jag__ragged_softmax_kernel("engine", part, &r1, lg, yp));
+                CHECK_MSG(yp && memcmp(jag_data(yp), (const char *)jag_data(y2) + (size_t)(off[b] * C) * es,
+                                       (size_t)(lens[b] * C) * es) == 0,
+                          "%s component %d: not the bits of the component alone", what, b);
+                jag_release(part), jag_release(yp);
+            }
+            CHECK_OK(jag_zeros(vs, 2, dt, &yr));
+            CHECK_OK(jag__ragged_softmax_reference("ref", values, &rows, lg, yr));
+            CHECK_MSG(y2 && close_data(y2, yr, f ? 1e-12 : 1e-5, f ? 1e-12 : 1e-6, what), "%s: reference", what);
+            int64_t nan_at[3] = {(off[5] + 5) * C + 3, off[2] * C + 1000, off[2] * C + 999}; /* NaN, NaN, a number */
+            for (int k = 0; y2 && k < 3; k++) {
+                double y = f ? ((const double *)jag_data(y2))[nan_at[k]] : ((const float *)jag_data(y2))[nan_at[k]];
+                CHECK_MSG((k < 2) == (y != y), "%s: element %lld is %g", what, (long long)nan_at[k], y);
+            }
+            jag_release(y1), jag_release(y2), jag_release(yr);
+        }
+        jag_release(values), jag_release(offs), jag_release(nt);
+    }
+}
+
 TEST_MAIN(test_ragged_reduce_by_hand, test_integer_values_and_indices_by_hand, test_nested_mean_matches_components, test_bad_offsets_refused,
           test_varlen_attention_matches_items, test_scatter_add, test_engine_exps, test_engine_log, test_engine_matches_references, test_engine_var_offsets, test_engine_lse_growing_max,
           test_engine_lse_fast_blocks,
-          test_ragged_reduce_noncontiguous, test_row_kernels, test_engine_softmax_inf_columns)
+          test_ragged_reduce_noncontiguous, test_row_kernels, test_engine_softmax_inf_columns,
+          test_engine_softmax_streamed)
