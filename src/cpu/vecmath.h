@@ -278,7 +278,7 @@ static inline double jag__vm_exp_for_f32(double x) {
 static inline double jag__vm_log_ge1_for_f32(double s) {
     uint64_t b;
     memcpy(&b, &s, sizeof b);
-    int64_t e = (int64_t)(b >> 52) - 1023;
+    int e = (int)(b >> 52) - 1023; /* an int: AVX2 converts int32, not int64, to double (a loop over this vectorises) */
     uint64_t mb = (b & 0x000fffffffffffffu) | 0x3ff0000000000000u; /* m in [1, 2) */
     double m;
     memcpy(&m, &mb, sizeof m);
