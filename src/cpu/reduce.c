@@ -614,24 +614,33 @@ EXT_LEAF_F32(max, _mm256_max_ps, >)
 EXT_LEAF_F32(min, _mm256_min_ps, <)
 #undef _mm256_max_ps_128
 #undef _mm256_min_ps_128
-static red_part sum_leaf_fast_f32(const char *pc, int64_t n, int64_t start) {
-    (void)start;
-    const float *p = (const float *)pc;
-    __m256d a[8];
-    for (int k = 0; k < 8; k++) a[k] = _mm256_setzero_pd();
-    int64_t i = 0;
-    for (; i + 32 <= n; i += 32)
-        for (int k = 0; k < 8; k++) a[k] = _mm256_add_pd(a[k], _mm256_cvtps_pd(_mm_loadu_ps(p + i + 4 * k)));
-    for (int k = 0; k < 4; k++) a[k] = _mm256_add_pd(a[k], a[k + 4]);
-    __m256d r = _mm256_add_pd(_mm256_add_pd(a[0], a[1]), _mm256_add_pd(a[2], a[3]));
-    __m128d h = _mm_add_pd(_mm256_castpd256_pd128(r), _mm256_extractf128_pd(r, 1));
-    double t = _mm_cvtsd_f64(_mm_add_sd(h, _mm_unpackhi_pd(h, h)));
-    for (; i < n; i++) t += (double)p[i];
-    return PACK_F(t);
-}
+/* float32 sum and prod of a leaf, in double as the generic leaf: 8
+ * vectors of 4 doubles, each float widened from memory (prod over the last
+ * dim of (1024, 1024) floats ran the generic leaf at 0.54 of torch) */
+#define ACC_LEAF_F32(NAME, OP_PD, OP, INIT)                                    \
+    static red_part NAME##_leaf_fast_f32(const char *pc, int64_t n, int64_t start) { \
+        (void)start;                                                           \
+        const float *p = (const float *)pc;                                    \
+        __m256d a[8];                                                          \
+        for (int k = 0; k < 8; k++) a[k] = _mm256_set1_pd(INIT);               \
+        int64_t i = 0;                                                         \
+        for (; i + 32 <= n; i += 32)                                           \
+            for (int k = 0; k < 8; k++) a[k] = OP_PD(a[k], _mm256_cvtps_pd(_mm_loadu_ps(p + i + 4 * k))); \
+        for (int k = 0; k < 4; k++) a[k] = OP_PD(a[k], a[k + 4]);              \
+        __m256d r = OP_PD(OP_PD(a[0], a[1]), OP_PD(a[2], a[3]));               \
+        _Alignas(32) double l[4];                                              \
+        _mm256_store_pd(l, r);                                                 \
+        double t = OP(OP(l[0], l[2]), OP(l[1], l[3])); /* the halves, then the pair */ \
+        for (; i < n; i++) t = OP(t, (double)p[i]);                            \
+        return PACK_F(t);                                                      \
+    }
+ACC_LEAF_F32(sum, _mm256_add_pd, OP_ADD, 0.0)
+ACC_LEAF_F32(prod, _mm256_mul_pd, OP_MUL, 1.0)
+#undef ACC_LEAF_F32
 #define max_leaf_f32 max_leaf_fast_f32
 #define min_leaf_f32 min_leaf_fast_f32
 #define SUM_LEAF_F32 sum_leaf_fast_f32
+#define PROD_LEAF_F32 prod_leaf_fast_f32
 #endif
 
 /* float32 logsumexp of a leaf whose values are all finite (x * 0 sums to 0
@@ -690,6 +699,9 @@ static red_part lse_leaf_fast_f32(const char *pc, int64_t n, int64_t start) {
 #ifndef SUM_LEAF_F32
 #define SUM_LEAF_F32 sum_leaf_f32
 #endif
+#ifndef PROD_LEAF_F32
+#define PROD_LEAF_F32 prod_leaf_f32
+#endif
 #define K_SUM(S, ST, COMB) {sum_leaf_##S, COMB, sum_store_##ST, sum_col_##S, sum_cstore_##ST, {0}, false}
 static const red_kind sum_kinds[JAG_DTYPE_COUNT] = {
     [JAG_FLOAT32] = {SUM_LEAF_F32, comb_add_f, sum_store_f32, sum_col_f32, sum_cstore_f32, {0}, false},
@@ -703,7 +715,8 @@ static const red_kind mean_kinds[JAG_DTYPE_COUNT] = {
 };
 #define K_PROD(S, ST, COMB) {prod_leaf_##S, COMB, sum_store_##ST, prod_col_##S, sum_cstore_##ST, {.f0 = 1, .i0 = 1}, false}
 static const red_kind prod_kinds[JAG_DTYPE_COUNT] = {
-    [JAG_FLOAT32] = K_PROD(f32, f32, comb_mul_f), [JAG_FLOAT64] = K_PROD(f64, f64, comb_mul_f),
+    [JAG_FLOAT32] = {PROD_LEAF_F32, comb_mul_f, sum_store_f32, prod_col_f32, sum_cstore_f32, {.f0 = 1, .i0 = 1}, false},
+    [JAG_FLOAT64] = K_PROD(f64, f64, comb_mul_f),
     [JAG_INT32] = K_PROD(i32, i, comb_mul_i),     [JAG_INT64] = K_PROD(i64, i, comb_mul_i),
     [JAG_BOOL] = K_PROD(b, i, comb_mul_i),
 };
