@@ -653,11 +653,11 @@ static void stream_scale_row_f64(double *dst, const double *src, const double *f
 }
 
 /* The kernels of one task, typed. SUMF and VARF are the row kernels of
- * sum and var; EXP is the exp of softmax's max-shifted
- * values (arguments <= 0 when the max is finite), EXP_ANY an exp for any
- * argument (softmax where a column's max is +inf), EXP_SUM the exp of
- * logsumexp's terms (arguments <= 0 or NaN). */
-#define DEF_SEG_ROWS(SUF, T, SUMF, VARF, EXP, EXP_ANY, EXP_SUM)                          \
+ * sum and var; EXP is the exp of softmax's max-shifted values (arguments
+ * <= 0 where the max is finite; in a column whose max is NaN or +inf the
+ * shift is 0 and its exps mean nothing: the column is NaN), EXP_SUM the
+ * exp of logsumexp's terms (arguments <= 0 or NaN). */
+#define DEF_SEG_ROWS(SUF, T, SUMF, VARF, EXP, EXP_SUM)                         \
     /* sum: acc (nc) = the sum of the rows, in double (SUMF) */          \
     static void rows_sum_##SUF(const seg_plan *p, const T *in, const seg_task *t, double *restrict acc) { \
         SUMF(in + t->r0 * p->C + t->c0, p->C, t->n, t->nc, acc);              \
@@ -749,7 +749,6 @@ static void stream_scale_row_f64(double *dst, const double *src, const double *f
         T *yb = tmp ? tmp : out + r0 * C + c0; /* row r0 of y, rows ys apart */ \
         int64_t ys = tmp ? nc : C;                                             \
         T sh[COL_BLOCK];                                                       \
-        bool pinf = false;                                                     \
         for (int64_t c = 0; c < nc; c++) m[c] = -INFINITY, s[c] = 0;           \
         /* the max: amax's row kernel where the type has one (its NaN is   \
          * the column's first, this loop's the last: either makes the     \
@@ -760,12 +759,11 @@ static void stream_scale_row_f64(double *dst, const double *src, const double *f
                 _Pragma("omp simd")                                            \
                 for (int64_t c = 0; c < nc; c++) m[c] = x[c] > m[c] || x[c] != x[c] ? x[c] : m[c]; \
             }                                                                  \
-        for (int64_t c = 0; c < nc; c++) sh[c] = SEG_SHIFT(m[c]), pinf |= m[c] == INFINITY; \
-        if (pinf && lg) /* x - 0 may be > 0: the exp for any argument */      \
-            SEG_SOFTMAX_EXPS(T, EXP_ANY, 1)                                    \
-        else if (pinf)                                                         \
-            SEG_SOFTMAX_EXPS(T, EXP_ANY, 0)                                    \
-        else if (lg)                                                           \
+        /* one exp for every column, whatever the others hold: a column's   \
+         * bits do not depend on the task's width (which the thread count    \
+         * can narrow) */                                                      \
+        for (int64_t c = 0; c < nc; c++) sh[c] = SEG_SHIFT(m[c]);              \
+        if (lg)                                                                \
             SEG_SOFTMAX_EXPS(T, EXP, 1)                                        \
         else                                                                   \
             SEG_SOFTMAX_EXPS(T, EXP, 0)                                        \
@@ -867,8 +865,8 @@ static void stream_scale_row_f64(double *dst, const double *src, const double *f
         }                                                                      \
     }
 
-DEF_SEG_ROWS(f32, float, jag__sum_rows_f32, jag__var_rows_f32, jag__vm_exp_nonpos_f32, jag__vm_exp_f32, jag__vm_exp_sum_f32)
-DEF_SEG_ROWS(f64, double, sum_rows_f64, var_rows_f64, jag__vm_exp_f64, jag__vm_exp_f64, jag__vm_exp_f64)
+DEF_SEG_ROWS(f32, float, jag__sum_rows_f32, jag__var_rows_f32, jag__vm_exp_nonpos_f32, jag__vm_exp_sum_f32)
+DEF_SEG_ROWS(f64, double, sum_rows_f64, var_rows_f64, jag__vm_exp_f64, jag__vm_exp_f64)
 #undef DEF_SEG_ROWS
 
 /* ---- float32 logsumexp: registers, one exp per element ------------------

@@ -22,12 +22,14 @@
  * ordinary stores: 4096 rows (16 MiB out) 0.94-1.12 -> 0.65 ms, 16384 rows
  * (64 MiB) 4.6-5.7 -> 3.7 ms. A fixed size, not the machine's: glibc's
  * sysconf(_SC_LEVEL3_CACHE_SIZE) reads 320 MiB on this virtual machine. */
-#ifndef JAG_STREAM_MIN_BYTES
 #define JAG_STREAM_MIN_BYTES ((int64_t)16 << 20)
-#endif
+/* The size from which jag__stream_stores says yes: JAG_STREAM_MIN_BYTES,
+ * lowered by tests only (stream.c), so that they reach the streamed paths
+ * with small tensors (a 16 MiB softmax took minutes under valgrind). */
+extern int64_t jag__stream_min_bytes;
 static inline bool jag__stream_stores(const void *p, int64_t bytes) {
 #if defined(__AVX__)
-    return bytes >= JAG_STREAM_MIN_BYTES && (uintptr_t)p % 32 == 0;
+    return bytes >= jag__stream_min_bytes && (uintptr_t)p % 32 == 0;
 #else
     (void)p, (void)bytes;
     return false;
