@@ -1607,8 +1607,8 @@ jag_status jag__ragged_softmax_kernel(const char *op, const jag_tensor *values, 
     seg_job j = {.p = &p, .in = jag__ptr(v), .y = jag__ptr(y), .parts = parts, .f64 = f64, .lg = log_softmax};
     /* an output for memory: the exps of each task that is not a chunk go
      * through a buffer per thread (task_softmax_*), as large as the
-     * largest such task up to SOFTMAX_TMP_BYTES; larger tasks keep the
-     * plain path (no buffer: the plain path) */
+     * largest such task up to SOFTMAX_TMP_BYTES; larger tasks, and every
+     * task when the buffer cannot be had, write y and scale it there */
     size_t es = f64 ? 8 : 4;
     if (jag__stream_stores(j.y, jag_numel(y) * (int64_t)es)) {
         int64_t most = 0;
