@@ -926,8 +926,10 @@ static void test_engine_softmax_inf_columns(void) {
 
 /* A softmax output of jag__stream_stores's size (16 MiB, lowered here to
  * 1 MiB so that the test stays small under valgrind): tasks that are not
- * chunks and fit the engine's buffer put their exps there and stream the
- * scaled rows into y (with AVX; without, the plain path runs). Each
+ * chunks and fit the engine's buffer (an eighth of that size: 128 KiB
+ * here) put their exps there and stream the scaled rows into y (with AVX;
+ * without, the plain path runs); larger tasks (the 210-row component's
+ * blocks of 352 columns, 289 KiB) write y and scale it in place. Each
  * component's rows have the bits of the same component alone (an output
  * under the size: the plain path), with 1 and 2 threads, and the
  * reference's values. Rows of 1028 values (every other row 32-byte

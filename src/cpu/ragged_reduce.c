@@ -101,7 +101,10 @@ static void zero_all(jag_tensor *t) { memset(jag__ptr(t), 0, (size_t)jag_numel(t
 #define CHUNK_BYTES (512 << 10) /* but at most this many bytes of values */
 #define SOFTMAX_CHUNK_BYTES (2 << 20) /* (softmax: a segment cut into chunks takes one more pass over its output, from
                                         memory when it is large: longer chunks, their later passes in L2 or L3) */
-#define SOFTMAX_TMP_BYTES (2 << 20) /* (softmax to memory: the most of a task's exps kept aside, per thread) */
+/* (softmax to memory: the most of a task's exps kept aside, per thread: 2
+ * MiB at the streaming size of 16 MiB; tests that lower that size reach
+ * tasks too large for the buffer with small tensors) */
+#define SOFTMAX_TMP_BYTES (jag__stream_min_bytes / 8)
 #define SUM_ROWS 16          /* rows whose exps are summed in T before they go into a double */
 
 typedef struct seg_task {
