@@ -25,7 +25,7 @@
 #define JAG_STREAM_MIN_BYTES ((int64_t)16 << 20)
 /* The size from which jag__stream_stores says yes: JAG_STREAM_MIN_BYTES,
  * lowered by tests only (stream.c), so that they reach the streamed paths
- * with small tensors (a 16 MiB softmax took minutes under valgrind). */
+ * with small tensors (every test also runs under valgrind). */
 extern int64_t jag__stream_min_bytes;
 static inline bool jag__stream_stores(const void *p, int64_t bytes) {
 #if defined(__AVX__)
