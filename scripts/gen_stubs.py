@@ -14,6 +14,7 @@ of the same name keeps its own annotations. Needs an importable jag (its
 extension built).
 """
 import argparse
+import inspect
 import os
 import sys
 import textwrap
@@ -21,9 +22,11 @@ import textwrap
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STUB = os.path.join(ROOT, "python", "jag", "_generated_ops.pyi")
 
-# The qualified names of the closures jag/__init__.py makes from a row.
-GENERATED_FUNCTION = "_make_unary.<locals>.f"
-GENERATED_METHOD = "_make_unary_method.<locals>.m"
+
+def _code(f):
+    """The code of the Python function f is or stands for (jag._C.OpFunction
+    keeps it as __wrapped__), or None."""
+    return getattr(inspect.unwrap(f), "__code__", None) if f is not None else None
 
 
 def _import_jag():
@@ -41,12 +44,16 @@ def _docstring(text, indent):
 def generate(jag):
     """The stub's text for the jag package given (imported)."""
     functions, methods = [], []
+    # what jag/__init__.py makes from a row: the closures of _make_unary
+    # and _make_unary_method (one code object each)
+    function_code = _code(jag._make_unary("probe", ""))
+    method_code = _code(jag._make_unary_method("probe", ""))
     for name, _schema, _doc, _tags in jag._C._op_rows():
         f = getattr(jag, name, None)
-        if getattr(f, "__qualname__", None) == GENERATED_FUNCTION:
+        if _code(f) is function_code:
             functions.append((name, f.__doc__))
         m = getattr(jag.Tensor, name, None)
-        if getattr(m, "__qualname__", None) == GENERATED_METHOD:
+        if _code(m) is method_code:
             methods.append((name, m.__doc__))
     lines = [
         '"""The functions and Tensor methods jag/__init__.py makes from the op table',

@@ -1217,17 +1217,22 @@ static PyObject *m_unary(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "_unary(name: str, input)");
         return NULL;
     }
-    PyObject *x = args[1];
-    if (!PyObject_TypeCheck(x, tensor_class)) {
-        int ok = PyObject_IsInstance(x, (PyObject *)tensor_class); /* __instancecheck__, __class__ */
-        if (ok < 0) return NULL;
-        if (!ok) {
-            PyErr_Format(PyExc_TypeError, "jag.%U: expected a jag.Tensor, got %s", args[0], type_name(Py_TYPE(x)));
-            return NULL;
-        }
-    }
+    if (jagpy_check_unary_input(args[0], args[1]) < 0) return NULL;
     return call_op(args[0], args + 1, 1);
 }
+
+int jagpy_check_unary_input(PyObject *name, PyObject *x) {
+    if (PyObject_TypeCheck(x, tensor_class)) return 0;
+    int ok = PyObject_IsInstance(x, (PyObject *)tensor_class); /* __instancecheck__, __class__ */
+    if (ok < 0) return -1;
+    if (!ok) {
+        PyErr_Format(PyExc_TypeError, "jag.%U: expected a jag.Tensor, got %s", name, type_name(Py_TYPE(x)));
+        return -1;
+    }
+    return 0;
+}
+
+PyObject *jagpy_call_op(PyObject *name, PyObject *const *args, Py_ssize_t n) { return call_op(name, args, n); }
 
 /* --- the operators of TensorBase ------------------------------------------ */
 
@@ -1643,7 +1648,7 @@ PyMODINIT_FUNC PyInit__C(void) {
     /* the bindings that live in their own files */
     if (jagpy_interop_init(m) < 0 || jagpy_library_init(m) < 0 || jagpy_function_init(m) < 0 ||
         jagpy_factory_init(m) < 0 || jagpy_nn_init(m) < 0 || jagpy_trace_init(m) < 0 ||
-        jagpy_optim_init(m) < 0 || jagpy_dist_init(m) < 0) {
+        jagpy_optim_init(m) < 0 || jagpy_dist_init(m) < 0 || jagpy_opfunc_init(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

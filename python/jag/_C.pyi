@@ -107,6 +107,19 @@ class _Generator:
 
     def __init__(self, seed: int = ..., /) -> None: ...
 
+class OpFunction:
+    """A jag op as a callable without a Python frame (jag._op_function):
+    OpFunction(op_name, function, unary) calls _op(op_name, *args), keyword
+    arguments placed by the parameter names of `function` (kept as
+    __wrapped__); binds as a method does."""
+
+    op_name: str
+    unary: int
+    __wrapped__: Callable[..., Any]
+    def __init__(self, op_name: str, function: Callable[..., Any], unary: bool) -> None: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
+    def __get__(self, obj: Any, objtype: Any = ...) -> Any: ...
+
 class Trace:
     """A function recorded as a program over proxies; str() prints it."""
 

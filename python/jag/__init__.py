@@ -262,6 +262,20 @@ def _check_device(name, device):
 _op = _C._op
 
 
+def _op_function(name: str, unary: bool = False) -> _typing.Callable[[_typing.Any], _typing.Any]:
+    """Decorator for a function whose body is only ``return _op(name, <its
+    parameters, in order>)``: the function becomes a jag._C.OpFunction,
+    which makes the same call without running a Python frame (a third of
+    what Python adds to a tiny op). The function stays as ``__wrapped__``
+    (its signature and docstring are the callable's); with ``unary`` its one
+    argument must be a jag.Tensor (the TypeError of ``_C._unary``)."""
+
+    def make(fn: _typing.Any) -> _typing.Any:
+        return _C.OpFunction(name, fn, unary)
+
+    return make
+
+
 def _scalar_ok(x):
     # Python's own scalars first: an isinstance against the Number ABC costs
     # ~200 ns, the whole of a small op's C call
@@ -982,6 +996,7 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
         """
         return _op("view", self, list(_shape_arg(shape)))
 
+    @_op_function("transpose")
     def transpose(self, dim0: _builtins.int, dim1: _builtins.int) -> Tensor:
         """A view with dims ``dim0`` and ``dim1`` swapped.
 
@@ -1088,6 +1103,7 @@ class Tensor(_C.TensorBase, _GeneratedTensorMethods):
                 return nested._select_dense_dim(self, d, k)
         return self._select(dim, index)
 
+    @_op_function("unsqueeze")
     def unsqueeze(self, dim: _builtins.int) -> Tensor:
         """A view with a new dim of size 1 at ``dim``.
 
@@ -2674,14 +2690,15 @@ _unary = _C._unary
 
 
 def _make_unary(name, doc):
+    # called as an OpFunction (no Python frame); f is its __wrapped__
     def f(input: Tensor) -> Tensor:
         # _C._unary: a TypeError "jag.<name>: expected a jag.Tensor, got
         # <type>" unless input is a jag.Tensor, else _op(name, input)
         return _unary(name, input)
 
-    f.__name__ = name
+    f.__name__ = f.__qualname__ = name
     f.__doc__ = "jag.%s(input) -> Tensor: %s, elementwise (dense or nested)." % (name, doc)
-    return f
+    return _op_function(name, unary=True)(f)
 
 
 def _make_unary_method(name, doc):
@@ -2689,8 +2706,9 @@ def _make_unary_method(name, doc):
         return _op(name, self)
 
     m.__name__ = name
+    m.__qualname__ = "Tensor." + name
     m.__doc__ = "Tensor.%s() -> Tensor: %s, elementwise; as jag.%s(self)." % (name, doc, name)
-    return m
+    return _op_function(name)(m)
 
 
 # The unary ops come from the op table (src/dispatch/ops.def): every
@@ -2710,6 +2728,7 @@ negative = globals()["neg"]
 fix = globals()["trunc"]
 
 
+@_op_function("selu")
 def selu(input: Tensor) -> Tensor:
     """scale * (max(0, x) + min(0, alpha * (exp(x) - 1))), torch's constants.
 
@@ -2960,6 +2979,7 @@ def argmin(input: Tensor, dim: _builtins.int | None = None, keepdim: _builtins.b
     return _op("argmin", input, _DIM_ALL if dim is None else _builtins.int(dim), _builtins.bool(keepdim))
 
 
+@_op_function("matmul")
 def matmul(input: Tensor, other: Tensor) -> Tensor:
     """The matrix product with torch's rules: vectors, matrices, and batches
     broadcast over the leading dims; a jagged (B, j, n) input times a dense
@@ -2973,6 +2993,7 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     return _op("matmul", input, other)
 
 
+@_op_function("mm")
 def mm(input: Tensor, mat2: Tensor) -> Tensor:
     """The product of two matrices (2-D tensors).
 
@@ -2986,6 +3007,7 @@ def mm(input: Tensor, mat2: Tensor) -> Tensor:
     return _op("mm", input, mat2)
 
 
+@_op_function("bmm")
 def bmm(input: Tensor, mat2: Tensor) -> Tensor:
     """Batched matrix products: (B, n, m) @ (B, m, p) -> (B, n, p).
 
@@ -3545,8 +3567,9 @@ def _add_generated_examples() -> None:
     for name, example in _GENERATED_EXAMPLES.items():
         owner, _, attr = name.rpartition(".")
         fn = (vars(Tensor) if owner == "Tensor" else globals()).get(attr)
-        if getattr(fn, "__code__", None) is None or ">>>" in (fn.__doc__ or ""):
-            continue  # not a generated Python function here, or documented already
+        generated = getattr(fn, "__code__", None) is not None or isinstance(fn, _C.OpFunction)
+        if not generated or ">>>" in (fn.__doc__ or ""):
+            continue  # not a generated function here, or documented already
         indented = "\n".join("    " + line for line in example.split("\n"))
         fn.__doc__ = (fn.__doc__ or "").rstrip() + "\n\nExample::\n\n" + indented + "\n"
 

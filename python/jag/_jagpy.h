@@ -32,6 +32,13 @@ jag_tensor *jagpy_get_tensor(PyObject *o, const char *what);
 PyObject *jagpy_raise_status(jag_status st);
 /* The TensorBase type. */
 PyTypeObject *jagpy_tensor_base_type(void);
+/* _op(name, *args): the op `name` (a str) on the Python arguments
+ * args[0..n), boxed as _op boxes them; a new reference, or NULL with an
+ * exception. */
+PyObject *jagpy_call_op(PyObject *name, PyObject *const *args, Py_ssize_t n);
+/* 0 when x is a jag.Tensor, else -1 with the TypeError of jag.<name>
+ * (_unary's check). */
+int jagpy_check_unary_input(PyObject *name, PyObject *x);
 
 /* --- _library.c: Python callbacks called from C --------------------------- */
 
@@ -61,6 +68,7 @@ int jagpy_nn_init(PyObject *m);       /* _nn.c: dropout, clamp, losses */
 int jagpy_trace_init(PyObject *m);    /* _trace.c: jag.trace, jag.compile */
 int jagpy_optim_init(PyObject *m);    /* _optim.c: jag.optim's fused steps, nn.Parameter */
 int jagpy_dist_init(PyObject *m);     /* _dist.c: jag.distributed */
+int jagpy_opfunc_init(PyObject *m);   /* _opfunc.c: jag._C.OpFunction */
 /* The buffer protocol of TensorBase (set before PyType_Ready). */
 extern PyBufferProcs jagpy_buffer_procs;
 

@@ -53,6 +53,12 @@ def public_names(module):
     return list(names) if names is not None else [n for n in vars(module) if not n.startswith("_")]
 
 
+def is_function(obj):
+    """A Python function, or an op function standing for one
+    (jag._C.OpFunction: it keeps the function's docstring)."""
+    return inspect.isfunction(obj) or isinstance(obj, jag._C.OpFunction)
+
+
 def member_function(value):
     """The function behind a class member (a method, a static or class
     method, a property's getter), or None for a data attribute."""
@@ -60,7 +66,7 @@ def member_function(value):
         return value.fget
     if isinstance(value, (staticmethod, classmethod)):
         return value.__func__
-    return value if inspect.isfunction(value) else None
+    return value if is_function(value) else None
 
 
 def has_doc(obj):
@@ -77,7 +83,7 @@ def public_definitions():
         module = MODULES[module_name]
         for name in public_names(module):
             obj = getattr(module, name)
-            if isinstance(obj, types.ModuleType) or not (inspect.isfunction(obj) or inspect.isclass(obj)):
+            if isinstance(obj, types.ModuleType) or not (is_function(obj) or inspect.isclass(obj)):
                 continue
             if not defined_in_package(obj) or id(obj) in seen:
                 continue
