@@ -179,6 +179,13 @@ const jag_subclass *jag__nested_class(void) {
     return jag__nested_class_ptr;
 }
 
+/* The class of a result made like a nested tensor that exists: registered
+ * already (no pthread_once on every result). */
+static const jag_subclass *nested_class_registered(void) {
+    JAG_ASSERT(jag__nested_class_ptr != NULL);
+    return jag__nested_class_ptr;
+}
+
 jag_layout jag_tensor_layout(const jag_tensor *t) {
     nested_state *s = jag__nested(t);
     return s ? s->layout : JAG_DENSE;
@@ -199,10 +206,12 @@ jag_status jag__nested_wrap_jagged(const jag_tensor *values, const jag_tensor *o
 }
 
 /* The constructor of every jagged result; takes the reference `values` holds
- * and, with take_offsets, the one `offsets` holds (released on failure too). */
-static jag_status wrap_jagged_taking(jag_tensor *values, jag_tensor *offsets, bool take_offsets, const jag_tensor *lengths,
-                                     int64_t ragged_id, int64_t min_seqlen, int64_t max_seqlen, int ragged_idx,
-                                     jag_tensor **out) {
+ * and, with take_offsets, the one `offsets` holds (released on failure too).
+ * `cls` is the nested class (registered: the caller had a nested tensor or
+ * asked for the class). */
+static jag_status wrap_jagged_taking(const jag_subclass *cls, jag_tensor *values, jag_tensor *offsets, bool take_offsets,
+                                     const jag_tensor *lengths, int64_t ragged_id, int64_t min_seqlen,
+                                     int64_t max_seqlen, int ragged_idx, jag_tensor **out) {
     JAG_ASSERT(ragged_idx >= 1 && ragged_idx <= values->ndim);
     nested_state *s = jag__small_alloc(sizeof *s);
     if (!s) {
@@ -210,37 +219,40 @@ static jag_status wrap_jagged_taking(jag_tensor *values, jag_tensor *offsets, bo
         if (take_offsets) jag_release(offsets);
         return jag__error(JAG_ENOMEM, "nested: out of memory");
     }
-    memset(s, 0, sizeof *s);
+    /* every field written once, here (a memset and then the fields cost a
+     * call and a second store to each on every nested result): a field
+     * added to nested_state is set here too */
     s->layout = JAG_JAGGED;
-    s->ragged_idx = ragged_idx;
     s->batch = offsets->sizes[0] - 1;
+    s->ragged_idx = ragged_idx;
     s->values = values;
     s->offsets = take_offsets ? offsets : jag_retain(offsets);
     s->lengths = jag_retain((jag_tensor *)lengths);
+    s->buffer = s->sizes = s->strides = s->storage_offsets = NULL;
     /* the structure cannot change under the nested tensor (user offsets
      * were copied if lent, see owned_index_vector) */
     jag__freeze(s->offsets), jag__freeze(s->lengths);
     atomic_init(&s->ragged_id, ragged_id);
-    atomic_init(&s->row_ids, NULL);
-    atomic_init(&s->seq_lengths, NULL);
     s->min_seqlen = min_seqlen;
     s->max_seqlen = max_seqlen;
+    atomic_init(&s->row_ids, NULL);
+    atomic_init(&s->seq_lengths, NULL);
     int64_t sizes[JAG_MAX_DIMS];
     sizes[0] = s->batch;
     for (int d = 1; d <= values->ndim; d++) sizes[d] = d == ragged_idx ? -1 : values->sizes[jag__values_dim(d, ragged_idx)];
-    return jag__subclass_wrap_unchecked(jag__nested_class(), s, values->dtype, sizes, values->ndim + 1, out);
+    return jag__subclass_wrap_unchecked(cls, s, values->dtype, sizes, values->ndim + 1, out);
 }
 
 jag_status jag__nested_wrap_jagged_at(const jag_tensor *values, const jag_tensor *offsets, const jag_tensor *lengths,
                                       int64_t ragged_id, int64_t min_seqlen, int64_t max_seqlen, int ragged_idx,
                                       jag_tensor **out) {
-    return wrap_jagged_taking(jag_retain((jag_tensor *)values), (jag_tensor *)offsets, false, lengths, ragged_id,
-                              min_seqlen, max_seqlen, ragged_idx, out);
+    return wrap_jagged_taking(jag__nested_class(), jag_retain((jag_tensor *)values), (jag_tensor *)offsets, false, lengths,
+                              ragged_id, min_seqlen, max_seqlen, ragged_idx, out);
 }
 
 jag_status jag__nested_wrap_jagged_taking(jag_tensor *values, jag_tensor *offsets, int64_t ragged_id, int64_t min_seqlen,
                                           int64_t max_seqlen, jag_tensor **out) {
-    return wrap_jagged_taking(values, offsets, true, NULL, ragged_id, min_seqlen, max_seqlen, 1, out);
+    return wrap_jagged_taking(jag__nested_class(), values, offsets, true, NULL, ragged_id, min_seqlen, max_seqlen, 1, out);
 }
 
 static jag_status rewrap_check(const nested_state *like, const jag_tensor *values) {
@@ -263,8 +275,9 @@ jag_status jag__nested_rewrap_jagged_taking(const nested_state *like, jag_tensor
         jag_release(values);
         return st;
     }
-    return wrap_jagged_taking(values, like->offsets, false, like->lengths, atomic_load(&((nested_state *)like)->ragged_id),
-                              like->min_seqlen, like->max_seqlen, like->ragged_idx, out);
+    return wrap_jagged_taking(nested_class_registered(), values, like->offsets, false, like->lengths,
+                              atomic_load(&((nested_state *)like)->ragged_id), like->min_seqlen, like->max_seqlen,
+                              like->ragged_idx, out);
 }
 
 jag_status jag__nested_wrap_strided(const jag_tensor *buffer, const jag_tensor *sizes, const jag_tensor *strides,
