@@ -25,6 +25,12 @@ Figures (one JSON line each, "bench": "vs_torch"):
                  ops on the same batch and weights rounded to bfloat16,
                  on every side (torch in bfloat16 on the CPU too).
   dense_op       the same op on plain tensors: jag vs torch.
+
+And, as "bench": "torch" figures under the names and params of
+bench_dense.c's (the torch column of its tables in the report): torch's
+GB/s on the memory-bound ops (pointwise_vs_memcpy), its GFLOP/s on square
+float32 products (mm_vs_blas), and its bfloat16 against float32 products
+(bf16_mm_vs_f32).
   encoder_step   one training step (forward + backward of a loss summed over
                  the real tokens) of TransformerEncoderLayer(256, 4, 1024) on
                  a ragged batch: jag eager nested, jag.compile, torch padded
@@ -371,6 +377,68 @@ def bench_dense(torch, threads):
         emit("dense_op", {"op": op, "size": size}, values)
 
 
+# ---- the torch column of bench_dense's tables --------------------------------
+
+# The sizes of bench/bench_dense.c's main (its figures and these share
+# names and params, so that the report puts them side by side).
+POINTWISE_N = 16 << 20
+POINTWISE_INPUTS = {"clone": 1, "relu": 1, "mul_scalar": 1, "add": 2, "mul": 2, "exp": 1, "sigmoid": 1}
+MM_SIZES = (64, 256, 512, 1024)
+BF16_ROWS = (8, 128, 1024)
+
+
+def emit_torch(name, params, values):
+    """A torch figure for the table of the C figure with the same name and
+    params (the report's torch column)."""
+    print(json.dumps({"bench": "torch", "name": name, "params": params, "values": values}), flush=True)
+
+
+def bench_dense_columns(torch, threads):
+    """torch's figures beside bench_dense's, called from Python as users do
+    (torch's per-call cost, a few microseconds, is in the smallest GEMM's
+    figure; it is under 1% of the others): the memory-bound and
+    transcendental ops on the same 64 MiB float32 operands (GB/s counted as
+    bench_dense counts them: inputs read + output written, the output
+    allocated by the op; relu also into an output allocated once, which
+    shows what torch's allocation of a fresh 64 MiB block costs), torch.mm's GFLOP/s on the same square products,
+    and bfloat16 torch.mm against float32 on the same (m, 1024) @ (1024,
+    1024) (the ratio bench_dense reports for jag_mm)."""
+    rng = np.random.default_rng(2)
+    a = torch.from_numpy(rng.uniform(-2, 2, POINTWISE_N).astype(np.float32))
+    b = torch.from_numpy(rng.uniform(-2, 2, POINTWISE_N).astype(np.float32))
+    ops = {"clone": lambda: a.clone(), "relu": lambda: torch.relu(a), "mul_scalar": lambda: a * 1.5,
+           "add": lambda: a + b, "mul": lambda: a * b, "exp": lambda: torch.exp(a), "sigmoid": lambda: torch.sigmoid(a)}
+    out = torch.empty_like(a)
+    for op, fn in ops.items():
+        sides = {op: fn}
+        if op == "relu":  # the same op into an output allocated once: what torch's allocation costs
+            sides["out"] = lambda: torch.clamp_min(a, 0.0, out=out)
+        times = interleaved(sides)
+        med, lo, hi = times[op]
+        moved = 4.0 * POINTWISE_N * (POINTWISE_INPUTS[op] + 1)
+        values = {"op_s": med, "op_s_min": lo, "op_s_max": hi, "op_gbs": moved / med / 1e9, "threads": threads}
+        if "out" in times:
+            values["op_s_preallocated"] = times["out"][0]
+        emit_torch("pointwise_vs_memcpy", {"op": op, "n": POINTWISE_N, "dtype": "float32"}, values)
+    del a, b, out
+    for n in MM_SIZES:
+        x = torch.from_numpy(rng.uniform(-1, 1, (n, n)).astype(np.float32))
+        y = torch.from_numpy(rng.uniform(-1, 1, (n, n)).astype(np.float32))
+        med, lo, hi = interleaved({"mm": lambda: torch.mm(x, y)})["mm"]
+        emit_torch("mm_vs_blas", {"n": n, "dtype": "float32"},
+                   {"s": med, "s_min": lo, "s_max": hi, "gflops": 2.0 * n ** 3 / med / 1e9, "threads": threads})
+    for m in BF16_ROWS:
+        x = torch.from_numpy(rng.uniform(-1, 1, (m, 1024)).astype(np.float32))
+        y = torch.from_numpy(rng.uniform(-1, 1, (1024, 1024)).astype(np.float32))
+        xh, yh = x.to(torch.bfloat16), y.to(torch.bfloat16)
+        times = interleaved({"bf16": lambda: torch.mm(xh, yh), "f32": lambda: torch.mm(x, y)})
+        flops = 2.0 * m * 1024 * 1024
+        values = dict(timed_values(times, {"bf16": "bf16", "f32": "f32"}), threads=threads,
+                      bf16_gflops=flops / times["bf16"][0] / 1e9, f32_gflops=flops / times["f32"][0] / 1e9,
+                      ratio_vs_f32=times["f32"][0] / times["bf16"][0])
+        emit_torch("bf16_mm_vs_f32", {"m": m, "k": 1024, "n": 1024, "dtype": "bfloat16"}, values)
+
+
 # ---- the encoder training step ----------------------------------------------
 
 ENCODER_SIDES = ("jag_eager", "jag_compiled", "torch_padded", "torch_compiled_padded", "torch_nested")
@@ -555,6 +623,7 @@ def main():
                         "rounds": ROUNDS, "samples": SAMPLES, "budget_s": BUDGET})
     bench_nested(torch, threads)
     bench_dense(torch, threads)
+    bench_dense_columns(torch, threads)
     bench_encoder(torch, threads)
 
 

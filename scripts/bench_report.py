@@ -342,6 +342,17 @@ class Torch:
     def missing(self):
         return "not installed" if self.version is None else "not measured (torch %s)" % self.version
 
+    def of(self, fig):
+        """torch's values for the figure's table row (same name and params), or None."""
+        return self.figs.get((fig["name"], json.dumps(fig.get("params", {}), sort_keys=True)))
+
+    def targets_cell(self, figs, describe):
+        """The targets table's torch cell for a row of these jag figures:
+        describe([(jag figure, torch values)]) over those torch measured,
+        else why there are none."""
+        pairs = [(f, self.of(f)) for f in figs if self.of(f)]
+        return describe(pairs) if pairs else self.missing()
+
 
 def beyond_spread(figs):
     """Of the nested-vs-padded figures where nested is slower (median
@@ -864,7 +875,11 @@ def report(res, results_rel, plots, plots_note):
         out.append("| memory-bound pointwise ops ≥ %.2f × memcpy bandwidth | %d of %d ops; worst %s %.2f× (%s) | %s | %s |" % (
             MEMCPY_TARGET, ok, len(mb), worst["params"]["op"], worst["values"]["ratio_vs_memcpy"],
             ", ".join("%s %.2f" % (f["params"]["op"], f["values"]["ratio_vs_memcpy"]) for f in mb),
-            verdict(ok == len(mb)), torch.missing()))
+            verdict(ok == len(mb)), torch.targets_cell(mb, lambda pairs: "%d of %d ops; worst %s (%s) against the same memcpy" % (
+                sum(t["op_gbs"] / f["values"]["memcpy_gbs"] >= MEMCPY_TARGET for f, t in pairs), len(pairs),
+                "%s %.2f×" % min(((f["params"]["op"], t["op_gbs"] / f["values"]["memcpy_gbs"]) for f, t in pairs),
+                                 key=lambda x: x[1]),
+                ", ".join("%s %.2f" % (f["params"]["op"], t["op_gbs"] / f["values"]["memcpy_gbs"]) for f, t in pairs)))))
     else:
         out.append("| memory-bound pointwise ops ≥ %.2f × memcpy | no figures | no data | %s |" % (MEMCPY_TARGET, torch.missing()))
     big = [f for f in mm if f["params"]["n"] >= BLAS_MIN_N]
@@ -874,7 +889,9 @@ def report(res, results_rel, plots, plots_note):
         out.append("| jag_mm ≥ %.2f × direct BLAS for n ≥ %d | %d of %d sizes; worst n=%d %.2f× (%s) | %s | %s |" % (
             BLAS_TARGET, BLAS_MIN_N, ok, len(big), worst["params"]["n"], worst["values"]["ratio_vs_blas"],
             ", ".join("n=%d %.2f" % (f["params"]["n"], f["values"]["ratio_vs_blas"]) for f in big),
-            verdict(ok == len(big)), torch.missing()))
+            verdict(ok == len(big)), torch.targets_cell(big, lambda pairs: "torch.mm against the same BLAS: " + ", ".join(
+                "n=%d %.2f× (%.1f GFLOP/s)" % (f["params"]["n"], t["gflops"] / f["values"]["blas_gflops"], t["gflops"])
+                for f, t in pairs))))
     else:
         out.append("| jag_mm ≥ %.2f × direct BLAS for n ≥ %d | no figures | no data | %s |" % (BLAS_TARGET, BLAS_MIN_N, torch.missing()))
     bf = sorted(by_name(figures, "bf16_mm_vs_f32", "dense"), key=lambda f: f["params"]["m"])
@@ -885,7 +902,10 @@ def report(res, results_rel, plots, plots_note):
             BF16_TARGET, BF16_SQUARE_N, ", ".join("%d×%d×%d %.2f× (%.1f vs %.1f GFLOP/s)" % (
                 f["params"]["m"], f["params"]["k"], f["params"]["n"], f["values"]["ratio_vs_f32"],
                 f["values"]["bf16_gflops"], f["values"]["f32_gflops"]) for f in bf),
-            verdict(r >= BF16_TARGET), torch.missing()))
+            verdict(r >= BF16_TARGET), torch.targets_cell(bf, lambda pairs: "torch.mm bfloat16 / float32: " + ", ".join(
+                "%d×%d×%d %.2f× (%.1f vs %.1f GFLOP/s)" % (f["params"]["m"], f["params"]["k"], f["params"]["n"],
+                                                          t["ratio_vs_f32"], t["bf16_gflops"], t["f32_gflops"])
+                for f, t in pairs))))
     else:
         out.append("| bfloat16 jag_mm ≥ %.1f × float32 GFLOP/s at n = %d | no figures | no data | %s |" % (
             BF16_TARGET, BF16_SQUARE_N, torch.missing()))
@@ -1073,7 +1093,9 @@ def report(res, results_rel, plots, plots_note):
                 "Achieved bytes/s of each op (inputs read + output written, the output allocated by the op as users "
                 "do) against a `memcpy` of the same bytes into a warm buffer, timed interleaved in the same run. "
                 "Target: ≥ %.2f × memcpy for the memory-bound ops (%s); exp and sigmoid are compute-bound and "
-                "shown for reference." % (MEMCPY_TARGET, ", ".join(MEMORY_BOUND)), ""]
+                "shown for reference. torch GB/s: the same op in torch on operands of the same size, called from "
+                "Python (bench/bench_torch.py, later in the same run), the bytes counted the same way." % (
+                    MEMCPY_TARGET, ", ".join(MEMORY_BOUND)), ""]
         llc = m.get("last_level_cache_mib")
         if llc:
             small = sorted({f["params"].get("n") for f in pw
@@ -1089,6 +1111,13 @@ def report(res, results_rel, plots, plots_note):
                     "by more than 1.2×. bench_dense's memcpy is one call on one thread, while the ops run on every "
                     "OpenMP thread, so \"met\" here is weaker than it looks; with `--threads 1` the two compare "
                     "like with like." % len(over), ""]
+        relu_t = next((torch.of(f) for f in pw if f["params"]["op"] == "relu" and torch.of(f)), None)
+        if relu_t and relu_t.get("op_s_preallocated"):
+            out += ["torch's figures include allocating each output: torch.relu on these operands took %s, and %s "
+                    "into an output allocated once (`torch.clamp_min(x, 0, out=y)`), so most of its time is the "
+                    "first touch of the fresh pages of a new 64 MiB block (glibc returns freed blocks this large "
+                    "to the system; jag keeps recently freed large blocks, src/core/storage.c)." % (
+                        fmt_time(relu_t["op_s"]), fmt_time(relu_t["op_s_preallocated"])), ""]
         plot("memory", "pointwise GB/s vs memcpy GB/s")
         out += ["| op | n | op time | memcpy time | op GB/s | memcpy GB/s | ratio | target | torch GB/s |",
                 "|---|---|---|---|---|---|---|---|---|"]
@@ -1108,7 +1137,9 @@ def report(res, results_rel, plots, plots_note):
                 "inputs, timed interleaved. Target: ≥ %.2f × BLAS for n ≥ %d. float32 products from 64³ "
                 "multiply-adds run on oneDNN, chosen by the table of OpenBLAS, BLIS, oneDNN, MKL and torch over "
                 "the shapes ragged batches produce (M 1–2048, K and N 64–4096, mm and linear), which is made by "
-                "hand and kept in [`bench/gemm_libs/README.md`](gemm_libs/README.md)." % (BLAS_TARGET, BLAS_MIN_N), ""]
+                "hand and kept in [`bench/gemm_libs/README.md`](gemm_libs/README.md). torch GFLOP/s: `torch.mm` "
+                "on products of the same size, called from Python (bench/bench_torch.py, later in the same run; "
+                "its per-call cost, a few microseconds, weighs on n = 64 only)." % (BLAS_TARGET, BLAS_MIN_N), ""]
         plot("gemm", "jag_mm GFLOP/s vs BLAS GFLOP/s")
         out += ["| n | jag time | BLAS time | jag GFLOP/s | BLAS GFLOP/s | ratio | target | torch GFLOP/s |",
                 "|---|---|---|---|---|---|---|---|"]
