@@ -26,6 +26,10 @@ Figures (one JSON line each, "bench": "vs_torch"):
                  on every side (torch in bfloat16 on the CPU too).
   dense_op       the same op on plain tensors: jag vs torch.
 
+  nested_batch_of_one  torch.nested on a (1, j, 64) batch against torch on
+                 the dense (1, 8, 64) tensor (over_ns: fastest against
+                 fastest), or torch's error for an op it refuses.
+
 And, as "bench": "torch" figures under the names and params of
 bench_dense.c's (the torch column of its tables in the report): torch's
 GB/s on the memory-bound ops (pointwise_vs_memcpy), its GFLOP/s on square
@@ -377,6 +381,38 @@ def bench_dense(torch, threads):
         emit("dense_op", {"op": op, "size": size}, values)
 
 
+# ---- a nested batch of one ----------------------------------------------------
+
+def bench_batch_of_one(torch, threads):
+    """torch.nested on a batch of one, (1, j, 64) with j = 8, against the
+    same op on the dense (1, 8, 64) tensor: what torch's nested layer costs
+    over its dense op (the report's torch cell for jag's batch-of-one
+    target, which bench_nested measures in C on the same shape). The ops of
+    that target that torch.nested runs; one it refuses is a figure with the
+    error."""
+    F = torch.nn.functional
+    rng = np.random.default_rng(3)
+    v = torch.from_numpy(rng.standard_normal((8, 64)).astype(np.float32))
+    w = torch.from_numpy((rng.standard_normal((64, 64)) / 8).astype(np.float32))
+    b = torch.zeros(64)
+    nt = torch.nested.nested_tensor_from_jagged(v, torch.tensor([0, 8]))
+    dense = v.unsqueeze(0)
+    ops = {"relu": lambda x: torch.relu(x), "gelu": lambda x: F.gelu(x), "linear": lambda x: F.linear(x, w, b),
+           "sum_ragged": lambda x: x.sum(dim=1), "softmax_ragged": lambda x: torch.softmax(x, 1),
+           "max_ragged": lambda x: torch.max(x, 1), "logsumexp_ragged": lambda x: torch.logsumexp(x, 1)}
+    for op, fn in ops.items():
+        params = {"op": op, "rows": 8, "D": 64}
+        try:
+            fn(nt)
+        except Exception as e:  # noqa: BLE001 - torch.nested refuses the op: say so
+            emit("nested_batch_of_one", params, {"torch_nested_error": first_line(e)})
+            continue
+        times = interleaved({"nested": lambda: fn(nt), "dense": lambda: fn(dense)})
+        emit("nested_batch_of_one", params, dict(timed_values(times, {"nested": "nested", "dense": "dense"}),
+                                                 over_ns=(times["nested"][1] - times["dense"][1]) * 1e9,
+                                                 threads=threads))
+
+
 # ---- the torch column of bench_dense's tables --------------------------------
 
 # The sizes of bench/bench_dense.c's main (its figures and these share
@@ -624,6 +660,7 @@ def main():
     bench_nested(torch, threads)
     bench_dense(torch, threads)
     bench_dense_columns(torch, threads)
+    bench_batch_of_one(torch, threads)
     bench_encoder(torch, threads)
 
 

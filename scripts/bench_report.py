@@ -295,6 +295,17 @@ def b1_overheads(nvp):
     return {op: ns for op, (_, ns) in smallest.items()}
 
 
+def b1_torch_cell(figures, torch):
+    """torch.nested's cost over its dense op on a (1, j, 64) batch
+    (bench_torch.py's nested_batch_of_one), or why there is none."""
+    figs = sorted(by_name(figures, "nested_batch_of_one", "vs_torch"), key=lambda f: f["params"]["op"])
+    if not figs:
+        return torch.missing()
+    cells = ["%s %s" % (f["params"]["op"], fmt_time(f["values"]["over_ns"] * 1e-9) if "over_ns" in f["values"]
+                        else "refused (%s)" % f["values"].get("torch_nested_error", "?")) for f in figs]
+    return "torch.nested over torch dense, (1, j, 64), j = 8: " + ", ".join(cells)
+
+
 def verdict(ok):
     if ok is None:
         return "no data"
@@ -945,7 +956,7 @@ def report(res, results_rel, plots, plots_note):
                    "grid: fastest nested call − fastest padded call, the smallest case of each op) | %s | %s | %s |" % (
                        B1_TARGET_NS, ", ".join("%s %s" % (op, "%s ns" % fmt(ns, 0) if ns > 0 else "nested faster")
                                                 for op, ns in sorted(b1.items())),
-                       verdict(worst <= B1_TARGET_NS), torch.missing()))
+                       verdict(worst <= B1_TARGET_NS), b1_torch_cell(figures, torch)))
     # tracing and compiling (issue 5), attention and ragged bandwidth (issue 6)
     def first(name):
         f = by_name(figures, name)
