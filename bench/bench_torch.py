@@ -33,8 +33,9 @@ Figures (one JSON line each, "bench": "vs_torch"):
 And, as "bench": "torch" figures under the names and params of
 bench_dense.c's (the torch column of its tables in the report): torch's
 GB/s on the memory-bound ops (pointwise_vs_memcpy), its GFLOP/s on square
-float32 products (mm_vs_blas), and its bfloat16 against float32 products
-(bf16_mm_vs_f32).
+float32 products (mm_vs_blas), its bfloat16 against float32 products
+(bf16_mm_vs_f32), and its fused optimizer steps over bench_optim.c's
+parameter sets (step_vs_memcpy).
   encoder_step   one training step (forward + backward of a loss summed over
                  the real tokens) of TransformerEncoderLayer(256, 4, 1024) on
                  a ragged batch: jag eager nested, jag.compile, torch padded
@@ -475,6 +476,38 @@ def bench_dense_columns(torch, threads):
         emit_torch("bf16_mm_vs_f32", {"m": m, "k": 1024, "n": 1024, "dtype": "bfloat16"}, values)
 
 
+# The parameter sets of bench/bench_optim.c's main: (set, tensors, rows, cols).
+OPTIM_SETS = (("dram", 6 if QUICK else 12, 768, 768), ("cache", 8, 64, 256))
+
+
+def bench_optim_columns(torch, threads):
+    """torch's fused AdamW and SGD-with-momentum steps (fused=True, the
+    fastest CPU form torch has) over bench_optim.c's parameter sets, under
+    its figures' names and params: GB/s over the bytes a step must move,
+    counted as bench_optim counts them (AdamW 7, SGD 5 float32 accesses per
+    element)."""
+    for name, accesses in (("adamw", 7), ("sgd_momentum", 5)):
+        for label, n_tensors, rows, cols in OPTIM_SETS:
+            gen = torch.Generator().manual_seed(4)
+            params = [torch.nn.Parameter(torch.rand(rows, cols, generator=gen) * 0.2 - 0.1) for _ in range(n_tensors)]
+            for p in params:
+                p.grad = torch.full_like(p, 1e-3)  # the gradient of sum(p * 0.001), as bench_optim's
+            if name == "adamw":
+                opt = torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, fused=True)
+            else:
+                opt = torch.optim.SGD(params, lr=1e-4, momentum=0.9, fused=True)
+            opt.step()  # the state exists before timing
+            elements = n_tensors * rows * cols
+            moved = elements * 4 * accesses
+            med, lo, hi = interleaved({"step": opt.step})["step"]
+            emit_torch("step_vs_memcpy", {"optimizer": name, "set": label, "tensors": n_tensors, "elements": elements,
+                                          "bytes_moved": moved},
+                       {"step_s": med, "step_s_min": lo, "step_s_max": hi, "step_gbs": moved / med / 1e9,
+                        "impl": "torch.optim.%s(fused=True)" % ("AdamW" if name == "adamw" else "SGD"),
+                        "threads": threads})
+            del opt, params
+
+
 # ---- the encoder training step ----------------------------------------------
 
 ENCODER_SIDES = ("jag_eager", "jag_compiled", "torch_padded", "torch_compiled_padded", "torch_nested")
@@ -661,6 +694,7 @@ def main():
     bench_dense(torch, threads)
     bench_dense_columns(torch, threads)
     bench_batch_of_one(torch, threads)
+    bench_optim_columns(torch, threads)
     bench_encoder(torch, threads)
 
 
