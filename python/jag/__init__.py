@@ -265,7 +265,7 @@ _op = _C._op
 def _op_function(name: str, unary: bool = False) -> _typing.Callable[[_typing.Any], _typing.Any]:
     """Decorator for a function whose body is only ``return _op(name, <its
     parameters, in order>)``: the function becomes a jag._C.OpFunction,
-    which makes the same call without running a Python frame (a third of
+    which makes the same call without running a Python frame (a fifth of
     what Python adds to a tiny op). The function stays as ``__wrapped__``
     (its signature and docstring are the callable's); with ``unary`` its one
     argument must be a jag.Tensor (the TypeError of ``_C._unary``)."""

@@ -3,9 +3,10 @@
  * Python frame of its own.
  *
  * A function like `def mm(input, mat2): return _op("mm", input, mat2)`
- * costs a Python frame on every call (about 90 ns on the machines the
- * benchmarks run on, a third of what Python adds to a tiny op: see
- * bench/bench_python.py), though its body only hands its arguments on. An
+ * costs a Python frame on every call, though its body only hands its
+ * arguments on: about 370 of the 1850 instructions that Python added to
+ * jag.relu or jag.mm on a tiny nested tensor (callgrind, against the same
+ * op in a C loop: bench/bench_python.py's pairs). An
  * OpFunction made from such a function (jag._op_function in __init__.py)
  * does that hand-on in C: its positional arguments go to the op as they
  * are, keyword arguments by the wrapped function's parameter names, and
@@ -16,7 +17,9 @@
  *
  * As a class attribute it binds as a method does (Tensor.relu: x.relu()
  * passes x first); Py_TPFLAGS_METHOD_DESCRIPTOR lets the interpreter call
- * it with the object first without making a bound-method object.
+ * it with the object first without making a bound-method object. It
+ * pickles (and copies) by reference, as functions do: by its module and
+ * qualified name.
  */
 #include "_jagpy.h"
 
@@ -167,6 +170,24 @@ static PyObject *opfunc_repr(PyObject *self) {
     return PyUnicode_FromFormat("<jag op function %S>", qual ? qual : f->op_name);
 }
 
+/* pickle and copy: the global of that module and qualified name (the
+ * object itself, as for a function) */
+static PyObject *opfunc_reduce(PyObject *self, PyObject *unused) {
+    (void)unused;
+    opfunc_object *f = (opfunc_object *)self;
+    PyObject *qual = f->dict ? PyDict_GetItemString(f->dict, "__qualname__") : NULL;
+    if (!qual || !PyUnicode_Check(qual)) {
+        PyErr_Format(PyExc_TypeError, "cannot pickle the op function of '%U': it has no __qualname__", f->op_name);
+        return NULL;
+    }
+    return Py_NewRef(qual);
+}
+
+static PyMethodDef opfunc_methods[] = {
+    {"__reduce__", opfunc_reduce, METH_NOARGS, "pickled by reference: its module and qualified name"},
+    {NULL, NULL, 0, NULL},
+};
+
 static PyMemberDef opfunc_members[] = {
     {"op_name", T_OBJECT, offsetof(opfunc_object, op_name), READONLY, "the name of the op it calls"},
     {"unary", T_INT, offsetof(opfunc_object, unary), READONLY, "1 when its one argument must be a jag.Tensor"},
@@ -188,6 +209,7 @@ static PyTypeObject OpFunction_Type = {
     .tp_repr = opfunc_repr,
     .tp_dictoffset = offsetof(opfunc_object, dict),
     .tp_members = opfunc_members,
+    .tp_methods = opfunc_methods,
 };
 
 int jagpy_opfunc_init(PyObject *m) {

@@ -3,8 +3,10 @@ generated unary functions and methods, jag.mm / bmm / matmul / selu,
 Tensor.transpose / unsqueeze). Each must behave as the Python function it
 stands for (its __wrapped__): same results and gradients as _op, torch's
 keyword names, Python's errors for bad calls, method binding."""
+import copy
 import gc
 import inspect
+import pickle
 import sys
 import weakref
 
@@ -97,6 +99,15 @@ def test_signature_name_and_doc_are_the_wrapped_functions():
     assert repr(jag.mm) == "<jag op function mm>"
     assert jag.mm.op_name == "mm" and jag.relu.unary == 1 and jag.mm.unary == 0
     assert inspect.isroutine(jag.mm)  # help() and doctest treat it as a function
+
+
+def test_pickles_and_copies_by_reference_as_functions_do():
+    for f in [jag.mm, jag.relu, jag.selu, jag.Tensor.relu, jag.Tensor.transpose]:
+        assert pickle.loads(pickle.dumps(f)) is f
+        assert copy.deepcopy(f) is f and copy.copy(f) is f
+    # a module-like object holding op functions (a model's activation) round-trips
+    holder = {"act": jag.gelu, "proj": jag.matmul}
+    assert pickle.loads(pickle.dumps(holder)) == holder
 
 
 def test_gradients_flow_as_through_the_op():
