@@ -1111,7 +1111,8 @@ def report(res, results_rel, plots, plots_note):
                 "do) against a `memcpy` of the same bytes into a warm buffer, timed interleaved in the same run. "
                 "Target: ≥ %.2f × memcpy for the memory-bound ops (%s); exp and sigmoid are compute-bound and "
                 "shown for reference. torch GB/s: the same op in torch on operands of the same size, called from "
-                "Python (bench/bench_torch.py, later in the same run), the bytes counted the same way." % (
+                "Python (bench/bench_torch.py, later in the same run, not interleaved with jag's), the bytes "
+                "counted the same way." % (
                     MEMCPY_TARGET, ", ".join(MEMORY_BOUND)), ""]
         llc = m.get("last_level_cache_mib")
         if llc:
@@ -1155,8 +1156,9 @@ def report(res, results_rel, plots, plots_note):
                 "multiply-adds run on oneDNN, chosen by the table of OpenBLAS, BLIS, oneDNN, MKL and torch over "
                 "the shapes ragged batches produce (M 1–2048, K and N 64–4096, mm and linear), which is made by "
                 "hand and kept in [`bench/gemm_libs/README.md`](gemm_libs/README.md). torch GFLOP/s: `torch.mm` "
-                "on products of the same size, called from Python (bench/bench_torch.py, later in the same run; "
-                "its per-call cost, a few microseconds, weighs on n = 64 only)." % (BLAS_TARGET, BLAS_MIN_N), ""]
+                "on products of the same size, called from Python (bench/bench_torch.py, later in the same run, "
+                "not interleaved with jag's: the summary's mm rows are the head-to-head; its per-call cost, a few "
+                "microseconds, weighs on n = 64 only)." % (BLAS_TARGET, BLAS_MIN_N), ""]
         plot("gemm", "jag_mm GFLOP/s vs BLAS GFLOP/s")
         out += ["| n | jag time | BLAS time | jag GFLOP/s | BLAS GFLOP/s | ratio | target | torch GFLOP/s |",
                 "|---|---|---|---|---|---|---|---|"]
