@@ -108,11 +108,14 @@ static PyObject *opfunc_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     PyObject *argcount = PyObject_GetAttrString(code, "co_argcount");
     PyObject *kwonly = PyObject_GetAttrString(code, "co_kwonlyargcount");
     PyObject *defaults = PyObject_GetAttrString(fn, "__defaults__");
+    PyObject *flags = PyObject_GetAttrString(code, "co_flags");
     Py_DECREF(code);
     opfunc_object *f = NULL;
     Py_ssize_t n = argcount ? PyLong_AsSsize_t(argcount) : -1;
-    if (!varnames || !argcount || !kwonly || !defaults || PyErr_Occurred()) goto done;
-    if (n > OPFUNC_MAX_ARGS || PyLong_AsLong(kwonly) != 0 || defaults != Py_None || (unary && n != 1)) {
+    long star = flags ? PyLong_AsLong(flags) & (0x04 | 0x08) : 0; /* CO_VARARGS | CO_VARKEYWORDS */
+    if (!varnames || !argcount || !kwonly || !defaults || !flags || PyErr_Occurred()) goto done;
+    if (n < 1 || n > OPFUNC_MAX_ARGS || PyLong_AsLong(kwonly) != 0 || defaults != Py_None || star ||
+        (unary && n != 1)) {
         PyErr_SetString(PyExc_ValueError, "OpFunction: the function must take 1..16 required positional-or-keyword "
                                           "parameters (exactly one when unary) and nothing else");
         goto done;
@@ -133,7 +136,7 @@ static PyObject *opfunc_new(PyTypeObject *type, PyObject *args, PyObject *kw) {
     }
     if (f && PyDict_SetItemString(f->dict, "__wrapped__", fn) < 0) Py_CLEAR(f);
 done:
-    Py_XDECREF(varnames), Py_XDECREF(argcount), Py_XDECREF(kwonly), Py_XDECREF(defaults);
+    Py_XDECREF(varnames), Py_XDECREF(argcount), Py_XDECREF(kwonly), Py_XDECREF(defaults), Py_XDECREF(flags);
     return (PyObject *)f;
 }
 

@@ -142,7 +142,16 @@ def test_constructor_refuses_functions_it_cannot_stand_for():
     def two(a, b):
         return a
 
-    for fn in [with_default, keyword_only]:
+    def star(input, *rest):
+        return input
+
+    def star_star(input, **options):
+        return input
+
+    def nothing():
+        return None
+
+    for fn in [with_default, keyword_only, star, star_star, nothing]:
         with pytest.raises(ValueError, match="OpFunction"):
             OpFunction("add", fn, False)
     with pytest.raises(ValueError, match="exactly one when unary"):
