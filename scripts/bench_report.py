@@ -345,7 +345,7 @@ class Torch:
         self.version = self.version or torch_version_of(res)
 
     def cell(self, fig, key, digits=2):
-        v = self.figs.get((fig["name"], json.dumps(fig.get("params", {}), sort_keys=True)))
+        v = self.of(fig)
         if v is not None and key in v:
             return fmt(v[key], digits)
         return self.missing()
@@ -932,7 +932,7 @@ def report(res, results_rel, plots, plots_note):
     py_nested = [f for f in py if f["params"].get("layout") == "nested"]
     if py_nested:
         worst = max(f["values"]["py_ns"] for f in py_nested)
-        tcells = [(f["params"]["op"], torch.figs.get((f["name"], json.dumps(f["params"], sort_keys=True))))
+        tcells = [(f["params"]["op"], torch.of(f))
                   for f in py_nested]
         tcol = ", ".join("%s %s µs (%.0f× jag)" % (op, fmt(v["py_ns"] / 1000, 1), v["ratio_torch_over_jag"])
                          for op, v in tcells if v) or torch.missing()
@@ -1202,7 +1202,7 @@ def report(res, results_rel, plots, plots_note):
                 "|---|---|---|---|---|---|---|---|---|---|"]
         for f in py:
             p, v = f["params"], f["values"]
-            tv = torch.figs.get((f["name"], json.dumps(p, sort_keys=True)))
+            tv = torch.of(f)
             tgt = verdict(v["py_ns"] < PY_TARGET_NS) if p.get("layout") == "nested" else "(reference)"
             out.append("| %s | %s %s | %s ns | %s ns | %s ns | %.2f× | %s | %s | %s | %s |" % (
                 p["op"], p.get("layout"), p.get("shape"), fmt(v["py_ns"], 0), fmt(v["c_ns"], 0),
@@ -1229,8 +1229,10 @@ def report(res, results_rel, plots, plots_note):
             ", ".join(lengths_label(d) for d in present), "yes" if b1 else "**no**",
             " **Not measured yet:** %s." % ", ".join(missing) if missing else ""), ""]
         out += ["Each cell: speedup (met / **not met**: both targets), nested time.", ""]
-        ops = sorted({r["op"] for r in rows}, key=lambda o: ["relu", "gelu", "linear"].index(o)
-                     if o in ("relu", "gelu", "linear") else 9)
+        # relu, gelu, linear first, then the others by name (not in set
+        # order, which changes with Python's string hashing from run to run)
+        ops = sorted({r["op"] for r in rows}, key=lambda o: (["relu", "gelu", "linear"].index(o)
+                                                             if o in ("relu", "gelu", "linear") else 9, o))
         for d in present:
             drows = [r for r in rows if r["lengths"] == d]
             skipped = [f for f in nvp if f["params"].get("lengths") == d and "skipped" in f["values"]]
