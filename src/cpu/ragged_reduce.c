@@ -94,6 +94,7 @@ static void zero_all(jag_tensor *t) { memset(jag__ptr(t), 0, (size_t)jag_numel(t
 #define COL_BLOCK 512        /* most columns in a task */
 #define COL_MIN 64           /* fewest, when blocks narrow to feed the threads */
 #define GROUP_ELEMS 16384    /* short segments grouped into tasks of about this many elements */
+#define GROUP_SHARES 2       /* (with threads: a group holds at most 1 / this of a wanted task's rows) */
 #define CHUNK_ELEMS 65536    /* fewest elements in a chunk of a long segment */
 #define CHUNK_TASKS 32       /* and at least (all rows) / CHUNK_TASKS rows (reductions: merging chunks is cheap) */
 #define SOFTMAX_TASKS 4      /* (softmax: a segment of several chunks takes one more pass over its rows) */
@@ -154,20 +155,28 @@ static jag_status seg_plan_make(const char *op, const ragged_batch *s, int64_t C
         chunk = chunk < most ? chunk : most;
         chunk = chunk > 0 ? chunk : 1;
     }
-    int64_t group = GROUP_ELEMS / cw > 0 ? GROUP_ELEMS / cw : 1;
+    /* With threads, `share` rows are the most a task holds for its runs to
+     * balance (1 / GROUP_SHARES of a wanted task's rows): a group stops
+     * there, and a segment that long is a task alone (one long segment
+     * among short ones: else a group takes it and one thread the work). */
+    int64_t group = GROUP_ELEMS / cw > 0 ? GROUP_ELEMS / cw : 1, nthreads = jag_get_num_threads();
+    int64_t want = per_thread * nthreads, share = INT64_MAX;
+    if (p->par) share = rows / (GROUP_SHARES * want) > 0 ? rows / (GROUP_SHARES * want) : 1;
+    group = group < share ? group : share;
     /* two sweeps over the segments: count (one block), then fill. A group
      * of short segments, or a segment's chunks, take every block before the
      * next segments: a run of tasks reads one stretch of the values, not a
      * block of columns out of every row (which streams from memory at a
      * fraction of the rate). The chunks of one block stay consecutive. */
-    int64_t per_blk = 0, slots_blk = 0, nblk = 0, width = 0;
+    int64_t per_blk = 0, slots_blk = 0, nblk = 0, width = 0, most_rows = 0;
     for (int fill = 0; fill < 2; fill++) {
         int64_t i = 0, slot = 0;
         for (int64_t b = 0; b < B;) {
             int64_t n = seg_len(s, b), nch = n > chunk ? (n + chunk - 1) / chunk : 1, b1 = b + 1, rs = n;
             if (nch == 1) /* a group of short segments */
-                while (b1 < B && rs < group && seg_len(s, b1) <= chunk) rs += seg_len(s, b1++);
+                while (b1 < B && rs < group && seg_len(s, b1) < share && seg_len(s, b1) <= chunk) rs += seg_len(s, b1++);
             int64_t per = (n + nch - 1) / nch;
+            most_rows = most_rows > (nch == 1 ? rs : per) ? most_rows : (nch == 1 ? rs : per);
             for (int64_t k0 = 0; k0 < (fill ? C : 1); k0 += fill ? width : 1) {
                 int64_t nc = C - k0 < width ? C - k0 : width;
                 if (nch == 1) {
@@ -188,9 +197,13 @@ static jag_status seg_plan_make(const char *op, const ragged_batch *s, int64_t C
         if (fill) break;
         per_blk = i, slots_blk = slot;
         nblk = (C + COL_BLOCK - 1) / COL_BLOCK;
-        int64_t want = per_thread * (int64_t)jag_get_num_threads();
         width = ((C + nblk - 1) / nblk + 15) / 16 * 16; /* even blocks, whole vectors */
-        while (p->par && width > COL_MIN && per_blk * ((C + width - 1) / width) < want) width = (width / 2 + 15) / 16 * 16;
+        /* narrower blocks while there are fewer tasks than wanted, or the
+         * largest task holds more than a thread's share of the work (one
+         * long segment among short ones) */
+        while (p->par && width > COL_MIN &&
+               (per_blk * ((C + width - 1) / width) < want || most_rows * width * nthreads > rows * C))
+            width = (width / 2 + 15) / 16 * 16;
         width = width < C ? width : C;
         nblk = (C + width - 1) / width;
         p->ntasks = per_blk * nblk, p->nslots = slots_blk * nblk, p->par = p->par && p->ntasks > 1, p->width = width;
