@@ -35,7 +35,11 @@ bench_dense.c's (the torch column of its tables in the report): torch's
 GB/s on the memory-bound ops (pointwise_vs_memcpy), its GFLOP/s on square
 float32 products (mm_vs_blas), its bfloat16 against float32 products
 (bf16_mm_vs_f32), and its fused optimizer steps over bench_optim.c's
-parameter sets (step_vs_memcpy).
+parameter sets (step_vs_memcpy); and under bench_nested.c's attention
+figures' names and params (the same lengths, from the same seeded
+generator), torch's scaled_dot_product_attention on the padded batch and
+on torch.nested, forward, causal and backward, beside torch.mm's GEMM rate
+(attention, attention_causal, attention_backward).
   encoder_step   one training step (forward + backward of a loss summed over
                  the real tokens) of TransformerEncoderLayer(256, 4, 1024) on
                  a ragged batch: jag eager nested, jag.compile, torch padded
@@ -508,6 +512,134 @@ def bench_optim_columns(torch, threads):
             del opt, params
 
 
+# ---- attention, beside bench_nested's -----------------------------------------
+
+ATTN_HEADS, ATTN_DH, ATTN_CAP = 4, 32, 256  # bench_nested.c's bench_attention
+LCG_A, LCG_C, U64 = 6364136223846793005, 1442695040888963407, (1 << 64) - 1
+
+
+def bench_lengths(dist, batch, seed, doc_lengths=None):
+    """bench/bench_lengths.h's make_lengths: the same seeded LCG, so the
+    same batch as the C benchmarks ("uniform": 1..512; "corpus": the
+    lengths of the documents it draws)."""
+    s = (seed * LCG_A + LCG_C) & U64
+    out = []
+    for _ in range(batch):
+        s = (s * LCG_A + LCG_C) & U64
+        if dist == "uniform":
+            out.append(1 + (s >> 33) % 512)
+        elif dist == "corpus":
+            out.append(doc_lengths[(s >> 33) % len(doc_lengths)])
+        else:
+            raise ValueError(dist)
+    return out
+
+
+def corpus_doc_lengths():
+    """The fortunes corpus's document lengths in tokens, as examples/corpus.h
+    reads them (examples/train_ragged.py's loader: the same documents), or
+    None without the corpus."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+    try:
+        import train_ragged as tr
+        return [len(d) for d in tr.load_corpus(tr.FORTUNES, False).docs]
+    except (ImportError, SystemExit, OSError):
+        return None
+    finally:
+        sys.path.pop(0)
+
+
+def bench_attention_columns(torch, threads):
+    """torch's figures beside bench_nested's attention ones, on the same
+    lengths (uniform B = 8, the corpus's B = 64; capped at 256), H = 4, Dh =
+    32: F.scaled_dot_product_attention on the padded (B, H, L, Dh) batch
+    without a mask (jag's padded side, the cheapest padded attention) and on
+    torch.nested jagged tensors (B, H, j, Dh) (or torch's error), forward,
+    causal forward and the backward alone (a kept graph, as bench_nested),
+    timed interleaved with torch.mm on 512 x 512 (the GEMM rate torch's real
+    FLOP rate is set against: 4 Dh per visible (query, key) pair and head
+    forward, 8 Dh backward, as bench_nested counts them)."""
+    F = torch.nn.functional
+    docs = corpus_doc_lengths()
+    rng = np.random.default_rng(5)
+    g1 = torch.from_numpy(rng.standard_normal((512, 512)).astype(np.float32))
+    g2 = torch.from_numpy(rng.standard_normal((512, 512)).astype(np.float32))
+    for dist, batch in (("uniform", 8), ("corpus", 64)):
+        if dist == "corpus" and docs is None:
+            continue
+        lens = [min(n, ATTN_CAP) for n in bench_lengths(dist, batch, batch * 977, docs)]
+        maxlen, h, dh = max(lens), ATTN_HEADS, ATTN_DH
+        params = {"lengths": dist, "B": batch, "H": h, "Dh": dh, "max_len": maxlen}
+        pairs = sum(n * n for n in lens) * h
+        causal_pairs = sum(n * (n + 1) / 2 for n in lens) * h
+        padded_pairs = batch * maxlen * maxlen * h
+        padded_causal = batch * maxlen * (maxlen + 1) / 2 * h
+
+        def sides(requires_grad):
+            comps = [[torch.from_numpy(rng.standard_normal((n, h, dh)).astype(np.float32)) for n in lens]
+                     for _ in range(4)]  # q, k, v, the output's gradient
+            padded = [torch.zeros(batch, maxlen, h, dh) for _ in range(4)]
+            for t, cs in zip(padded, comps):
+                for b, c in enumerate(cs):
+                    t[b, :lens[b]] = c
+            padded = [t.transpose(1, 2).contiguous().requires_grad_(requires_grad and i < 3) for i, t in enumerate(padded)]
+            nested = [torch.nested.nested_tensor(cs, layout=torch.jagged).transpose(1, 2) for cs in comps]
+            if requires_grad:
+                nested = [t.detach().requires_grad_(i < 3) for i, t in enumerate(nested)]
+            return padded, nested
+
+        padded, nested = sides(False)
+        rows = (("attention", False, pairs, padded_pairs, 4.0 * dh),
+                ("attention_causal", True, causal_pairs, padded_causal, 4.0 * dh))
+        for name, causal, real, padded_real, fpp in rows:
+            fns = {"padded": lambda c=causal: F.scaled_dot_product_attention(*padded[:3], is_causal=c),
+                   "gemm": lambda: torch.mm(g1, g2)}
+            err = None
+            try:
+                F.scaled_dot_product_attention(*nested[:3], is_causal=causal)
+                fns["nested"] = lambda c=causal: F.scaled_dot_product_attention(*nested[:3], is_causal=c)
+            except Exception as e:  # noqa: BLE001 - torch refuses: say why
+                err = first_line(e)
+            emit_torch(name, params, attention_values(interleaved(fns), err, real, padded_real, fpp, threads))
+        # backward alone, through kept graphs
+        padded, nested = sides(True)
+        fns = {"gemm": lambda: torch.mm(g1, g2)}
+
+        def backward(y, g, inputs):  # the gradients dropped after each run (torch's zero_grad(set_to_none=True))
+            y.backward(g, retain_graph=True)
+            for t in inputs:
+                t.grad = None
+
+        py = F.scaled_dot_product_attention(*padded[:3])
+        fns["padded"] = lambda: backward(py, padded[3], padded[:3])
+        err = None
+        try:
+            ny = F.scaled_dot_product_attention(*nested[:3])
+            ng = torch.randn_like(ny)  # the output's own structure (nested[3] has another ragged symbol)
+            backward(ny, ng, nested[:3])
+            fns["nested"] = lambda: backward(ny, ng, nested[:3])
+        except Exception as e:  # noqa: BLE001
+            err = first_line(e)
+        emit_torch("attention_backward", params, attention_values(interleaved(fns), err, pairs, padded_pairs, 8.0 * dh,
+                                                                  threads))
+        del padded, nested
+
+
+def attention_values(times, nested_error, real, padded_real, fpp, threads):
+    gemm = 2.0 * 512 ** 3 / times["gemm"][0] / 1e9
+    v = dict(timed_values(times, {k: k for k in times}), threads=threads, gemm_gflops=gemm,
+             padded_over_real=padded_real / real)
+    v["padded_real_gflops"] = real * fpp / times["padded"][0] / 1e9
+    v["padded_ratio_vs_gemm"] = v["padded_real_gflops"] / gemm
+    if "nested" in times:
+        v["nested_real_gflops"] = real * fpp / times["nested"][0] / 1e9
+        v["nested_ratio_vs_gemm"] = v["nested_real_gflops"] / gemm
+        v["nested_speedup"] = times["padded"][0] / times["nested"][0]
+    else:
+        v["nested_error"] = nested_error
+    return v
+
+
 # ---- the encoder training step ----------------------------------------------
 
 ENCODER_SIDES = ("jag_eager", "jag_compiled", "torch_padded", "torch_compiled_padded", "torch_nested")
@@ -695,6 +827,7 @@ def main():
     bench_dense_columns(torch, threads)
     bench_batch_of_one(torch, threads)
     bench_optim_columns(torch, threads)
+    bench_attention_columns(torch, threads)
     bench_encoder(torch, threads)
 
 

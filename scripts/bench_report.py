@@ -365,6 +365,57 @@ class Torch:
         return describe(pairs) if pairs else self.missing()
 
 
+def attention_kind(f):
+    return f["name"].replace("attention_", "").replace("attention", "forward")
+
+
+def attention_mismatch(f, t):
+    """Why a torch attention figure does not compare with jag's, or None:
+    bench_torch.py draws the lengths with bench_lengths.h's generator, and
+    the padding ratio (jag's, rounded to 3 decimals) tells a different
+    batch."""
+    jp, tp = f["values"].get("padded_over_real"), t.get("padded_over_real")
+    if jp is None or tp is None or abs(jp - tp) > 0.001 * max(jp, tp) + 0.0005:
+        return "%s %s: torch ran another batch (padding %s×, jag's %s×)" % (
+            attention_kind(f), lengths_label(f["params"]["lengths"]), fmt(tp, 3), fmt(jp, 3))
+    return None
+
+
+def attention_vs_gemm_cell(pairs):
+    """The attention rows' torch cell against the GEMM rate: torch's real
+    FLOP rate over torch.mm's on 512 x 512 (timed interleaved with it), for
+    its padded batch and torch.nested (or torch's error), and jag's time
+    over torch padded's (jag's figure and torch's ran minutes apart)."""
+    cells = []
+    for f, t in pairs:
+        if attention_mismatch(f, t):
+            cells.append(attention_mismatch(f, t))
+            continue
+        nested = ("torch.nested %s" % fmt(t["nested_ratio_vs_gemm"]) if "nested_ratio_vs_gemm" in t
+                  else "torch.nested: %s" % t.get("nested_error", "not measured"))
+        cells.append("%s: torch padded %s (%s; its time / jag nested's %s), %s" % (
+            lengths_label(f["params"]["lengths"]), fmt(t["padded_ratio_vs_gemm"]), fmt_time(t["padded_s"]),
+            fmt(t["padded_s"] / f["values"]["nested_s"]), nested))
+    return "; ".join(cells)
+
+
+def attention_vs_padded_cell(pairs):
+    """The attention-vs-padding row's torch cell: torch.nested's speedup
+    over torch padded (or torch's error), and jag nested's over torch
+    padded."""
+    cells = []
+    for f, t in pairs:
+        if attention_mismatch(f, t):
+            cells.append(attention_mismatch(f, t))
+            continue
+        nested = ("torch.nested %s× padded" % fmt(t["nested_speedup"], 2) if "nested_speedup" in t
+                  else "torch.nested refused" if "nested_error" in t else "torch.nested not measured")
+        cells.append("%s %s: %s, torch padded's time / jag nested's %s" % (
+            attention_kind(f), lengths_label(f["params"]["lengths"]), nested,
+            fmt(t["padded_s"] / f["values"]["nested_s"], 2)))
+    return "; ".join(cells)
+
+
 def beyond_spread(figs):
     """Of the nested-vs-padded figures where nested is slower (median
     against median), those slower beyond the spread of the rounds (the
@@ -981,22 +1032,24 @@ def report(res, results_rel, plots, plots_note):
     target_row("transformer block fwd+bwd: compiled vs eager vs padded (no target)",
                "compiled %s× faster than eager nested, %s× faster than eager padded" % (
                    fmt(v["eager_over_compiled"]), fmt(v["padded_over_compiled"])) if v else "no figures", "" if v else None)
-    att = by_name(figures, "attention")
+    att = by_name(figures, "attention", "nested")
     target_row("attention forward ≥ 0.5 × the GEMM rate (real FLOPs)", ", ".join(
         "%s %s (%s× padded)" % (lengths_label(f["params"]["lengths"]), fmt(f["values"]["ratio_vs_gemm"]),
                                  fmt(f["values"]["speedup"], 1)) for f in att) or "no figures",
-               all(f["values"]["ratio_vs_gemm"] >= 0.5 for f in att) if att else None)
-    every = att + by_name(figures, "attention_causal") + by_name(figures, "attention_backward")
+               all(f["values"]["ratio_vs_gemm"] >= 0.5 for f in att) if att else None,
+               torch.targets_cell(att, attention_vs_gemm_cell))
+    every = att + by_name(figures, "attention_causal", "nested") + by_name(figures, "attention_backward", "nested")
     target_row("attention (forward, causal, backward) faster than padded by at least the padding ratio", ", ".join(
-        "%s %s %s× (padding %s×)" % (f["name"].replace("attention_", "").replace("attention", "forward"),
-                                     lengths_label(f["params"]["lengths"]), fmt(f["values"]["speedup"], 2),
-                                     fmt(f["values"].get("padded_over_real"), 2)) for f in every) or "no figures",
-               all(f["values"].get("beats_padding", False) for f in every) if every else None)
+        "%s %s %s× (padding %s×)" % (attention_kind(f), lengths_label(f["params"]["lengths"]),
+                                     fmt(f["values"]["speedup"], 2), fmt(f["values"].get("padded_over_real"), 2))
+        for f in every) or "no figures",
+               all(f["values"].get("beats_padding", False) for f in every) if every else None,
+               torch.targets_cell(every, attention_vs_padded_cell))
     for name, label in (("attention_causal", "causal attention forward"), ("attention_backward", "attention backward")):
-        fs = by_name(figures, name)
+        fs = by_name(figures, name, "nested")
         target_row("%s vs the GEMM rate (real FLOPs; no target)" % label, ", ".join(
             "%s %s" % (lengths_label(f["params"]["lengths"]), fmt(f["values"]["ratio_vs_gemm"])) for f in fs)
-                   or "no figures", "" if fs else None)
+                   or "no figures", "" if fs else None, torch.targets_cell(fs, attention_vs_gemm_cell))
     rv = by_name(figures, "ragged_vs_memcpy")
 
     def case_key(f):
