@@ -640,6 +640,96 @@ def attention_values(times, nested_error, real, padded_real, fpp, threads):
     return v
 
 
+# ---- the compiler's rows, beside bench_trace's ---------------------------------
+
+def chain8(x):
+    """bench_trace.c's chain8: relu(|-(square(x * 1.5 + 0.5))| + x) * 0.25, 8 ops."""
+    return (((x * 1.5 + 0.5).square().neg().abs() + x).relu()) * 0.25
+
+
+def ops200(x, w):
+    """bench_trace.c's ops200: 200 ops cycling mm, tanh, add x, mul 0.5, softmax."""
+    import torch
+    cur = x
+    for i in range(200):
+        k = i % 5
+        cur = (torch.mm(cur, w) if k == 0 else torch.tanh(cur) if k == 1 else cur + x if k == 2
+               else cur * 0.5 if k == 3 else torch.softmax(cur, -1))
+    return cur
+
+
+def chain_offsets(batch, target_rows):
+    """bench_trace.c's jagged(): component lengths from its xorshift64."""
+    s, offs = 88172645463325252, [0]
+    for _ in range(batch):
+        s ^= (s << 13) & U64
+        s ^= s >> 7
+        s ^= (s << 17) & U64
+        offs.append(offs[-1] + 1 + s % (2 * target_rows // batch))
+    return offs
+
+
+def bench_trace_columns(torch, threads):
+    """torch's figures beside bench_trace's: the 8-op pointwise chain on the
+    same 64 MB jagged batch (B 512, D 256, bench_trace's lengths) as a
+    torch.nested tensor, eager against torch.compile (and on its values
+    alone, a plain tensor, where torch.compile refuses the nested one),
+    against torch's copy of the same bytes into a buffer allocated once
+    (jag's figure: its memcpy); the same chain on 4 x 4 floats, time per op
+    eager and compiled (bench_trace's op_overhead); and torch.compile's
+    first call of bench_trace's 200-op program on 16 x 16 floats (compiling
+    included, inductor's caches off, once: against jag's trace + compile)."""
+    dim = 256
+    offs = chain_offsets(512, (64 << 20) // 4 // dim)
+    rng = np.random.default_rng(6)
+    values = torch.from_numpy(rng.standard_normal((offs[-1], dim)).astype(np.float32))
+    nested = torch.nested.nested_tensor_from_jagged(values, torch.tensor(offs, dtype=torch.int64))
+    params = {"ops": 8, "B": 512, "D": dim, "MB": round(values.numel() * 4 / (1 << 20), 1), "threads": threads}
+    dst = torch.empty_like(values)
+    fns = {"eager": lambda: chain8(nested), "memcpy": lambda: dst.copy_(values)}
+    torch._dynamo.reset()
+    compiled, err = torch.compile(chain8), None
+    try:
+        compiled(nested)
+        fns["compiled"] = lambda: compiled(nested)
+    except Exception as e:  # noqa: BLE001
+        err = first_line(e)
+        torch._dynamo.reset()
+        compiled = torch.compile(chain8)
+        compiled(values)
+        fns["compiled"] = lambda: compiled(values)
+    times = interleaved(fns)
+    v = dict(timed_values(times, {k: k for k in times}), speedup=times["eager"][0] / times["compiled"][0],
+             compiled_over_memcpy=times["compiled"][0] / times["memcpy"][0], threads=threads,
+             compiled_on="torch.nested" if err is None else "values (torch.compile refused the nested tensor: %s)" % err)
+    emit_torch("chain8_64mb_jagged", params, v)
+    del nested, values, dst
+
+    x = torch.from_numpy(rng.standard_normal((4, 4)).astype(np.float32))
+    torch._dynamo.reset()
+    small = torch.compile(chain8)
+    small(x)
+    times = interleaved({"eager": lambda: chain8(x), "compiled": lambda: small(x)})
+    emit_torch("op_overhead", {"ops": 8, "shape": "(4, 4)", "dtype": "float32"},
+               {"eager_ns_per_op": times["eager"][0] / 8 * 1e9, "compiled_ns_per_op": times["compiled"][0] / 8 * 1e9,
+                "eager_over_compiled": times["eager"][0] / times["compiled"][0], "threads": threads})
+
+    x = torch.from_numpy(rng.standard_normal((16, 16)).astype(np.float32))
+    w = torch.from_numpy((0.1 * rng.standard_normal((16, 16))).astype(np.float32))
+    torch._dynamo.reset()
+    import torch._inductor.config as inductor_config
+    with inductor_config.patch(force_disable_caches=True):  # a cold compile, as jag's (no cache on disk)
+        t0 = time.perf_counter()
+        prog = torch.compile(ops200)
+        prog(x, w)
+        first = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    prog(x, w)
+    emit_torch("trace_compile_200_ops", {"ops": 200, "passes": "desugar, dce, fuse"},
+               {"compile_first_call_s": first, "second_call_s": time.perf_counter() - t0, "threads": threads})
+    torch._dynamo.reset()
+
+
 # ---- the encoder training step ----------------------------------------------
 
 ENCODER_SIDES = ("jag_eager", "jag_compiled", "torch_padded", "torch_compiled_padded", "torch_nested")
@@ -828,6 +918,7 @@ def main():
     bench_batch_of_one(torch, threads)
     bench_optim_columns(torch, threads)
     bench_attention_columns(torch, threads)
+    bench_trace_columns(torch, threads)
     bench_encoder(torch, threads)
 
 
