@@ -39,7 +39,12 @@ parameter sets (step_vs_memcpy); and under bench_nested.c's attention
 figures' names and params (the same lengths, from the same seeded
 generator), torch's scaled_dot_product_attention on the padded batch and
 on torch.nested, forward, causal and backward, beside torch.mm's GEMM rate
-(attention, attention_causal, attention_backward).
+(attention, attention_causal, attention_backward); torch.nested's and the
+padded batch's reductions over the ragged dim on bench_nested's
+ragged_vs_memcpy batches, against torch's copy and torch.exp
+(ragged_vs_memcpy); and bench_trace's 8-op chain, its per-op cost on
+tiny tensors and its 200-op program under torch.compile
+(chain8_64mb_jagged, op_overhead, trace_compile_200_ops).
   encoder_step   one training step (forward + backward of a loss summed over
                  the real tokens) of TransformerEncoderLayer(256, 4, 1024) on
                  a ragged batch: jag eager nested, jag.compile, torch padded
@@ -625,6 +630,62 @@ def bench_attention_columns(torch, threads):
         del padded, nested
 
 
+RAGGED_CASES = (("uniform", 8, 256), ("uniform", 64, 256), ("corpus", 8, 256), ("corpus", 64, 256), ("uniform", 64, 4096))
+
+
+def bench_ragged_columns(torch, threads):
+    """torch's figures beside bench_nested's ragged_vs_memcpy ones, on the
+    same batches (its lengths, bench_lengths.h's generator): sum, softmax,
+    logsumexp and var over the ragged dim of torch.nested jagged tensors (or
+    torch's error) and of the padded batch (over its padded rows too, as
+    jag's padded side), the bytes counted as bench_nested counts them (the
+    real values read, the output written), against torch's copy of half as
+    many bytes out of the values into a buffer allocated once (bench_nested's
+    memcpy), and for softmax and logsumexp against torch.exp over the same
+    values (time of the exp / time of the op)."""
+    docs = corpus_doc_lengths()
+    rng = np.random.default_rng(7)
+    for dist, batch, dim in RAGGED_CASES:
+        if dist == "corpus" and docs is None:
+            continue
+        lens = bench_lengths(dist, batch, batch * 131, docs)
+        offs = np.concatenate([[0], np.cumsum(lens)]).astype(np.int64)
+        values = torch.from_numpy(rng.standard_normal((int(offs[-1]), dim)).astype(np.float32))
+        nested = torch.nested.nested_tensor_from_jagged(values, torch.from_numpy(offs))
+        padded = torch.zeros(batch, max(lens), dim)
+        for b in range(batch):
+            padded[b, :lens[b]] = values[offs[b]:offs[b + 1]]
+        vbytes = values.numel() * 4
+        ops = {"sum_ragged": lambda t: t.sum(dim=1), "softmax_ragged": lambda t: torch.softmax(t, dim=1),
+               "logsumexp_ragged": lambda t: torch.logsumexp(t, dim=1), "var_ragged": lambda t: torch.var(t, dim=1)}
+        for op, fn in ops.items():
+            moved = vbytes + (vbytes if op == "softmax_ragged" else batch * dim * 4)
+            half = values.reshape(-1)[:moved // 2 // 4]
+            dst = torch.empty_like(half)
+            fns = {"padded": lambda f=fn: f(padded), "copy": lambda: dst.copy_(half)}
+            err = None
+            try:
+                fn(nested)
+                fns["nested"] = lambda f=fn: f(nested)
+            except Exception as e:  # noqa: BLE001
+                err = first_line(e)
+            if op in ("softmax_ragged", "logsumexp_ragged"):
+                fns["exp"] = lambda: torch.exp(values)
+            times = interleaved(fns)
+            copy_gbs = 2 * half.numel() * 4 / times["copy"][0] / 1e9
+            v = dict(timed_values(times, {k: k for k in times}), threads=threads, copy_gbs=copy_gbs)
+            for side in ("nested", "padded"):
+                if side in times:
+                    v[side + "_gbs"] = moved / times[side][0] / 1e9
+                    v[side + "_ratio_vs_copy"] = v[side + "_gbs"] / copy_gbs
+                    if "exp" in times:
+                        v["exp_over_" + side] = times["exp"][0] / times[side][0]
+            if err:
+                v["nested_error"] = err
+            emit_torch("ragged_vs_memcpy", {"op": op, "lengths": dist, "B": batch, "D": dim, "rows": int(offs[-1])}, v)
+        del values, nested, padded
+
+
 def attention_values(times, nested_error, real, padded_real, fpp, threads):
     gemm = 2.0 * 512 ** 3 / times["gemm"][0] / 1e9
     v = dict(timed_values(times, {k: k for k in times}), threads=threads, gemm_gflops=gemm,
@@ -918,6 +979,7 @@ def main():
     bench_batch_of_one(torch, threads)
     bench_optim_columns(torch, threads)
     bench_attention_columns(torch, threads)
+    bench_ragged_columns(torch, threads)
     bench_trace_columns(torch, threads)
     bench_encoder(torch, threads)
 
