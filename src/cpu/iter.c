@@ -39,8 +39,9 @@ void jag__iter_init(jag_iter *it, const int64_t *sizes, int ndim, int nops, char
         return;
     }
     /* Every operand row-major over the sizes (the common case: fresh
-     * outputs, contiguous inputs): one run, what the loops below come to
-     * (a third of a small pointwise op's cost beside its kernel). */
+     * outputs, contiguous inputs): one run, what the loops below come to,
+     * without them (with run_range's one-row path, dense relu on (1, 8,
+     * 64): 2217 -> 2143 instructions a call). */
     if (it->numel > 1 && all_row_major(sizes, ndim, nops, elem_strides)) {
         it->ndim = 1;
         it->sizes[0] = it->numel;
