@@ -1080,8 +1080,8 @@ def report(res, results_rel, plots, plots_note):
     v = f and f["values"]
     target_row("trace + compile of a 200-op program < 5 ms", "%s ms" % fmt(v["trace_compile_ms"], 3) if v else "no figures",
                v and v["trace_compile_ms"] < 5,
-               torch.targets_cell([f] if f else [], lambda pairs: "torch.compile's first call (compiling, inductor's caches off): %s" % (
-                   fmt_time(pairs[0][1]["compile_first_call_s"]))))
+               torch.targets_cell([f] if f else [], lambda pairs: "torch.compile's first call (compiling, inductor's caches %s): %s" % (
+                   pairs[0][1].get("inductor_caches", "off"), fmt_time(pairs[0][1]["compile_first_call_s"]))))
     v = first("block_fwd_bwd")
     target_row("transformer block fwd+bwd: compiled vs eager vs padded (no target)",
                "compiled %s× faster than eager nested, %s× faster than eager padded" % (
