@@ -495,27 +495,35 @@ def bench_optim_columns(torch, threads):
     fastest CPU form torch has) over bench_optim.c's parameter sets, under
     its figures' names and params: GB/s over the bytes a step must move,
     counted as bench_optim counts them (AdamW 7, SGD 5 float32 accesses per
-    element)."""
+    element); timed interleaved with jag.optim's same step on the same
+    numbers from Python (jag_step_s: bench_optim's figure ran minutes
+    before, in another process)."""
+    import jag.optim
     for name, accesses in (("adamw", 7), ("sgd_momentum", 5)):
         for label, n_tensors, rows, cols in OPTIM_SETS:
             gen = torch.Generator().manual_seed(4)
             params = [torch.nn.Parameter(torch.rand(rows, cols, generator=gen) * 0.2 - 0.1) for _ in range(n_tensors)]
-            for p in params:
+            jparams = [jag.from_numpy(p.detach().numpy().copy()).requires_grad_(True) for p in params]
+            for p, q in zip(params, jparams):
                 p.grad = torch.full_like(p, 1e-3)  # the gradient of sum(p * 0.001), as bench_optim's
+                (q * 1e-3).sum().backward()
             if name == "adamw":
                 opt = torch.optim.AdamW(params, lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, fused=True)
+                jopt = jag.optim.AdamW(jparams, lr=1e-4, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2)
             else:
                 opt = torch.optim.SGD(params, lr=1e-4, momentum=0.9, fused=True)
-            opt.step()  # the state exists before timing
+                jopt = jag.optim.SGD(jparams, lr=1e-4, momentum=0.9)
+            opt.step(), jopt.step()  # the state exists before timing
             elements = n_tensors * rows * cols
             moved = elements * 4 * accesses
-            med, lo, hi = interleaved({"step": opt.step})["step"]
+            times = interleaved({"step": opt.step, "jag_step": jopt.step})
+            med, lo, hi = times["step"]
             emit_torch("step_vs_memcpy", {"optimizer": name, "set": label, "tensors": n_tensors, "elements": elements,
                                           "bytes_moved": moved},
-                       {"step_s": med, "step_s_min": lo, "step_s_max": hi, "step_gbs": moved / med / 1e9,
-                        "impl": "torch.optim.%s(fused=True)" % ("AdamW" if name == "adamw" else "SGD"),
-                        "threads": threads})
-            del opt, params
+                       dict(timed_values(times, {"step": "step", "jag_step": "jag_step"}), step_gbs=moved / med / 1e9,
+                            jag_step_gbs=moved / times["jag_step"][0] / 1e9, torch_over_jag=med / times["jag_step"][0],
+                            impl="torch.optim.%s(fused=True)" % ("AdamW" if name == "adamw" else "SGD"), threads=threads))
+            del opt, params, jopt, jparams
 
 
 # ---- attention, beside bench_nested's -----------------------------------------

@@ -1170,10 +1170,12 @@ def report(res, results_rel, plots, plots_note):
                all(f["values"]["ratio_vs_memcpy"] >= 0.7 for f in dram if f["params"]["optimizer"] == "adamw")
                if dram else None,
                torch.targets_cell(dram, lambda pairs: "; ".join(
-                   "%s: %s GB/s, %s× the same memcpy; torch time / jag time %s" % (
+                   "%s: %s GB/s, %s× the same memcpy; %s" % (
                        t.get("impl", f["params"]["optimizer"]), fmt(t["step_gbs"], 1),
                        fmt(t["step_gbs"] / (f["values"]["step_gbs"] / f["values"]["ratio_vs_memcpy"])),
-                       fmt(t["step_s"] / f["values"]["step_s"]))
+                       "torch time / jag.optim's, interleaved from Python: %s (jag %s GB/s)" % (
+                           fmt(t["torch_over_jag"]), fmt(t["jag_step_gbs"], 1)) if "torch_over_jag" in t
+                       else "torch time / jag time %s" % fmt(t["step_s"] / f["values"]["step_s"]))
                    for f, t in pairs)))
     v = first("train_step_optimizer_share")
     target_row("optimizer share of a training step (was 14% with Adam written as jag ops; no target)",
