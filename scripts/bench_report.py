@@ -399,8 +399,8 @@ def attention_mismatch(f, t):
 def attention_vs_gemm_cell(pairs):
     """The attention rows' torch cell against the GEMM rate: torch's real
     FLOP rate over torch.mm's on 512 x 512 (timed interleaved with it), for
-    its padded batch and torch.nested (or torch's error), and jag's time
-    over torch padded's (jag's figure and torch's ran minutes apart)."""
+    its padded batch and torch.nested (or torch's error), and torch
+    padded's time over jag nested's (the two ran minutes apart)."""
     cells = []
     for f, t in pairs:
         if attention_mismatch(f, t):
@@ -408,7 +408,7 @@ def attention_vs_gemm_cell(pairs):
             continue
         nested = ("torch.nested %s" % fmt(t["nested_ratio_vs_gemm"]) if "nested_ratio_vs_gemm" in t
                   else "torch.nested: %s" % t.get("nested_error", "not measured"))
-        cells.append("%s: torch padded %s (%s; its time / jag nested's %s), %s" % (
+        cells.append("%s: torch padded %s (%s; its time / jag nested's, minutes apart, %s), %s" % (
             lengths_label(f["params"]["lengths"]), fmt(t["padded_ratio_vs_gemm"]), fmt_time(t["padded_s"]),
             fmt(t["padded_s"] / f["values"]["nested_s"]), nested))
     return "; ".join(cells)
@@ -425,7 +425,7 @@ def attention_vs_padded_cell(pairs):
             continue
         nested = ("torch.nested %s× padded" % fmt(t["nested_speedup"], 2) if "nested_speedup" in t
                   else "torch.nested refused" if "nested_error" in t else "torch.nested not measured")
-        cells.append("%s %s: %s, torch padded's time / jag nested's %s" % (
+        cells.append("%s %s: %s, torch padded's time / jag nested's (minutes apart) %s" % (
             attention_kind(f), lengths_label(f["params"]["lengths"]), nested,
             fmt(t["padded_s"] / f["values"]["nested_s"], 2)))
     return "; ".join(cells)
