@@ -1044,17 +1044,17 @@ def report(res, results_rel, plots, plots_note):
                                                 for op, ns in sorted(b1.items())),
                        verdict(worst <= B1_TARGET_NS), b1_torch_cell(figures, torch)))
     # tracing and compiling (issue 5), attention and ragged bandwidth (issue 6)
-    def first(name):  # jag's figure of that name (torch's are its torch cells)
+    def first_fig(name):  # jag's figure of that name (torch's are its torch cells)
         f = [g for g in by_name(figures, name) if g.get("bench") not in ("torch", "vs_torch")]
-        return f[0]["values"] if f else None
+        return f[0] if f else None
+
+    def first(name):
+        f = first_fig(name)
+        return f["values"] if f else None
 
     def target_row(label, measured, ok, torch_cell=None):  # ok: True / False, None (no figures), "" (nothing to meet)
         word = ok if isinstance(ok, str) else "no data" if ok is None else verdict(ok)
         out.append("| %s | %s | %s | %s |" % (label, measured, word or "—", torch_cell or torch.missing()))
-
-    def first_fig(name):
-        f = by_name(figures, name, "trace")
-        return f[0] if f else None
 
     f = first_fig("op_overhead")
     v = f and f["values"]
